@@ -1,0 +1,155 @@
+//! Reading the request body: bounded by the configured limit before any of it is parsed, and
+//! decoded with the path of the first failing field so that a 400 can name it.
+
+use actix_web::{web, HttpRequest};
+use futures_util::StreamExt;
+use serde::de::DeserializeOwned;
+
+use super::error::ErrorKind;
+use super::response::FieldError;
+
+/// Collects the body, refusing it as soon as it is known to exceed `limit` bytes.
+pub async fn read(
+    req: &HttpRequest,
+    mut payload: web::Payload,
+    limit: u64,
+) -> Result<web::Bytes, ErrorKind> {
+    let declared = req
+        .headers()
+        .get(actix_web::http::header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if declared.is_some_and(|len| len > limit) {
+        return Err(ErrorKind::PayloadTooLarge { limit });
+    }
+    let mut body = web::BytesMut::with_capacity(declared.unwrap_or(0).min(limit) as usize);
+    while let Some(chunk) = payload.next().await {
+        let chunk = chunk.map_err(|e| ErrorKind::InvalidRequest {
+            message: format!("the request body could not be read: {e}"),
+            fields: Vec::new(),
+        })?;
+        if (body.len() + chunk.len()) as u64 > limit {
+            return Err(ErrorKind::PayloadTooLarge { limit });
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(body.freeze())
+}
+
+/// Decodes JSON into `T`; on failure, the message and the field it concerns.
+pub fn decode<T: DeserializeOwned>(body: &[u8]) -> Result<T, (String, Vec<FieldError>)> {
+    let mut deserializer = serde_json::Deserializer::from_slice(body);
+    let result: Result<T, _> = serde_path_to_error::deserialize(&mut deserializer);
+    let err = match result {
+        Ok(value) => {
+            return match deserializer.end() {
+                Ok(()) => Ok(value),
+                Err(e) => {
+                    let message = format!("the body is not valid JSON: {e}");
+                    Err((
+                        message.clone(),
+                        vec![FieldError {
+                            field: "body".into(),
+                            message,
+                        }],
+                    ))
+                }
+            }
+        }
+        Err(err) => err,
+    };
+    let inner = err.inner();
+    if inner.is_syntax() || inner.is_eof() {
+        let message = format!("the body is not valid JSON: {inner}");
+        return Err((
+            message.clone(),
+            vec![FieldError {
+                field: "body".into(),
+                message,
+            }],
+        ));
+    }
+    let mut field = err.path().to_string();
+    let text = inner.to_string();
+    // serde reports a missing field at its parent; name the field itself.
+    if let Some(missing) = text
+        .strip_prefix("missing field `")
+        .and_then(|r| r.split('`').next())
+    {
+        field = if field == "." {
+            missing.to_string()
+        } else {
+            format!("{field}.{missing}")
+        };
+    }
+    if field == "." {
+        field = "body".into();
+    }
+    let message = strip_position(&text);
+    Err((
+        format!("{field}: {message}"),
+        vec![FieldError { field, message }],
+    ))
+}
+
+/// serde_json appends " at line L column C"; the field path says more to a client.
+fn strip_position(text: &str) -> String {
+    match text.rfind(" at line ") {
+        Some(i) => text[..i].to_string(),
+        None => text.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde::Deserialize;
+
+    #[derive(Debug, Deserialize)]
+    #[expect(dead_code, reason = "only decoding is under test")]
+    struct Outer {
+        inner: Inner,
+    }
+
+    #[derive(Debug, Deserialize)]
+    #[expect(dead_code, reason = "only decoding is under test")]
+    struct Inner {
+        #[serde(rename = "tokenLimit")]
+        token_limit: u32,
+    }
+
+    #[test]
+    fn a_wrong_type_names_its_path() {
+        let Err((_, fields)) = decode::<Outer>(br#"{"inner":{"tokenLimit":"many"}}"#) else {
+            panic!("must fail")
+        };
+        assert_eq!(fields[0].field, "inner.tokenLimit");
+        assert!(
+            fields[0].message.contains("invalid type"),
+            "{}",
+            fields[0].message
+        );
+    }
+
+    #[test]
+    fn a_missing_field_names_the_field_itself() {
+        let Err((_, fields)) = decode::<Outer>(br#"{"inner":{}}"#) else {
+            panic!("must fail")
+        };
+        assert_eq!(fields[0].field, "inner.tokenLimit");
+    }
+
+    #[test]
+    fn broken_json_names_the_body() {
+        let Err((message, fields)) = decode::<Outer>(b"{\"inner\": ") else {
+            panic!("must fail")
+        };
+        assert_eq!(fields[0].field, "body");
+        assert!(message.contains("not valid JSON"));
+    }
+
+    #[test]
+    fn trailing_garbage_is_refused() {
+        assert!(decode::<Outer>(br#"{"inner":{"tokenLimit":1}} x"#).is_err());
+    }
+}

@@ -1,0 +1,319 @@
+//! Parse, don't validate: the wire request becomes the step's domain input once, here. Shape and
+//! ranges come from `validator`; the rules that span fields (a provider that can be inferred, an
+//! output reserve below the limit, a key where the provider needs one) follow; every failure is
+//! collected so that one 400 names all the fields at fault.
+
+use std::collections::HashSet;
+
+use validator::{Validate, ValidationError, ValidationErrors, ValidationErrorsKind};
+
+use super::request::{wire_name, ReactStepRequest, MAX_CONTEXT_ITEMS};
+use super::response::FieldError;
+use crate::llm::{ApiKey, Provider};
+use crate::step::context::{ContextItem, ContextSource, Unresolved};
+use crate::step::history::Turn;
+use crate::step::{LlmConfig, StepInput};
+
+/// `max_iterations_left` when the client does not send it.
+pub const DEFAULT_MAX_ITERATIONS: u32 = 10;
+
+pub struct Conversion {
+    pub allow_mock_response: bool,
+    pub session_id: String,
+    pub received_at: String,
+}
+
+pub fn step_input(req: ReactStepRequest, how: Conversion) -> Result<StepInput, Vec<FieldError>> {
+    let mut fields = Vec::new();
+    if let Err(errors) = req.validate() {
+        flatten("", &errors, &mut fields);
+    }
+    let mut fail = |field: &str, message: String| {
+        fields.push(FieldError {
+            field: field.into(),
+            message,
+        })
+    };
+    // validator's length rule needs Serialize items; these three are counted here instead.
+    for (field, len) in [
+        (
+            "vector_search_results_to_include",
+            req.vector_search_results_to_include.len(),
+        ),
+        ("explicit_context", req.explicit_context.len()),
+        ("pinned_items", req.pinned_items.len()),
+    ] {
+        if len as u64 > MAX_CONTEXT_ITEMS {
+            fail(field, format!("length must be at most {MAX_CONTEXT_ITEMS}"));
+        }
+    }
+
+    let cfg = &req.llm_config;
+    if cfg.reserved_output_tokens >= cfg.token_limit {
+        fail(
+            "llm_config.reservedOutputTokens",
+            format!(
+                "must be less than tokenLimit ({}), or no token is left for the prompt",
+                cfg.token_limit
+            ),
+        );
+    }
+    let provider = cfg
+        .provider
+        .or_else(|| Provider::infer_from_model(&cfg.model_name));
+    if provider.is_none() {
+        fail(
+            "llm_config.provider",
+            format!(
+                "is required: the provider cannot be inferred from modelName '{}'; set it to openai, anthropic or ollama",
+                cfg.model_name
+            ),
+        );
+    }
+    if provider == Some(Provider::Anthropic) && cfg.temperature.is_some_and(|t| t > 1.0) {
+        fail(
+            "llm_config.temperature",
+            "must be between 0 and 1 for Anthropic models".into(),
+        );
+    }
+    if req.mock_response.is_some() && !how.allow_mock_response {
+        fail(
+            "mock_response",
+            "is disabled on this server (REACTSTEP_ALLOW_MOCK_RESPONSE=false)".into(),
+        );
+    }
+    if req
+        .mock_response
+        .as_deref()
+        .is_some_and(|m| m.trim().is_empty())
+    {
+        fail("mock_response", "must not be empty".into());
+    }
+    let raw_key = req.user_api_keys.and_then(|k| k.llm_key).map(|k| k.0);
+    let key = match raw_key.map(ApiKey::parse) {
+        Some(Ok(key)) => Some(key),
+        Some(Err(why)) => {
+            fail("user_api_keys.llmKey", why.into());
+            None
+        }
+        None => {
+            let needs_key =
+                provider.is_some_and(Provider::requires_key) && req.mock_response.is_none();
+            if needs_key {
+                fail(
+                    "user_api_keys.llmKey",
+                    format!(
+                        "is required for provider {}",
+                        provider.map_or(String::new(), |p| p.to_string())
+                    ),
+                );
+            }
+            None
+        }
+    };
+    if req.user_query.trim().is_empty() && req.conversation_history.is_empty() {
+        fail(
+            "user_query",
+            "must not be empty when conversation_history is empty".into(),
+        );
+    }
+    for (i, turn) in req.conversation_history.iter().enumerate() {
+        check_turn(i, turn, &mut fail);
+    }
+
+    let (context, unresolved) = context_items(
+        req.explicit_context_paths,
+        req.explicit_context
+            .into_iter()
+            .map(|f| (f.path, f.content)),
+        req.pinned_item_ids_to_include,
+        req.pinned_items
+            .into_iter()
+            .map(|p| (p.id, p.content, p.path)),
+        req.implicit_context
+            .map(|c| (c.last_focused_file_path, c.last_focused_file_content)),
+        req.vector_search_results_to_include
+            .into_iter()
+            .map(|v| SearchHit {
+                path: v.path,
+                content: v.content,
+                score: v.score,
+                lines: v.start_line.zip(v.end_line),
+            }),
+    );
+    let (Some(provider), true) = (provider, fields.is_empty()) else {
+        fields.sort_by(|a, b| a.field.cmp(&b.field));
+        return Err(fields);
+    };
+    Ok(StepInput {
+        session_id: how.session_id,
+        user_query: req.user_query,
+        history: req.conversation_history,
+        context,
+        unresolved,
+        tools_segment: req.available_tools_prompt_segment.unwrap_or_default(),
+        llm: LlmConfig {
+            provider,
+            model: req.llm_config.model_name,
+            token_limit: req.llm_config.token_limit,
+            reserved_output_tokens: req.llm_config.reserved_output_tokens,
+            temperature: req.llm_config.temperature,
+        },
+        key,
+        iterations_left: req.max_iterations_left.unwrap_or(DEFAULT_MAX_ITERATIONS),
+        mock_response: req.mock_response,
+        received_at: how.received_at,
+    })
+}
+
+fn check_turn(i: usize, turn: &Turn, fail: &mut impl FnMut(&str, String)) {
+    let at = |field: &str| format!("conversation_history[{i}].{field}");
+    if let Some(ts) = &turn.timestamp {
+        if chrono::DateTime::parse_from_rfc3339(ts).is_err() {
+            fail(
+                &at("timestamp"),
+                "must be an RFC 3339 date-time such as 2024-01-01T00:00:00.000Z".into(),
+            );
+        }
+    }
+    if let Some(call) = &turn.tool_call {
+        if call.name.trim().is_empty() || call.name.len() > 256 {
+            fail(&at("toolCall.name"), "must be 1 to 256 characters".into());
+        }
+    }
+}
+
+struct SearchHit {
+    path: Option<String>,
+    content: String,
+    score: Option<f64>,
+    lines: Option<(u32, u32)>,
+}
+
+/// The candidate items in priority order (explicit, pinned, implicit, search hits by score), and
+/// the ones named without content.
+fn context_items(
+    explicit_paths: Vec<String>,
+    explicit: impl Iterator<Item = (String, String)>,
+    pinned_ids: Vec<String>,
+    pinned: impl Iterator<Item = (String, String, Option<String>)>,
+    implicit: Option<(Option<String>, Option<String>)>,
+    hits: impl Iterator<Item = SearchHit>,
+) -> (Vec<ContextItem>, Vec<Unresolved>) {
+    let mut items = Vec::new();
+    let mut unresolved = Vec::new();
+    let item = |source, id: String, path: Option<String>, content| ContextItem {
+        source,
+        id,
+        path,
+        content,
+        score: None,
+        lines: None,
+    };
+
+    let mut explicit: Vec<(String, String)> = explicit.collect();
+    for path in explicit_paths {
+        if !explicit.iter().any(|(p, _)| p == &path) {
+            unresolved.push(missing(ContextSource::Explicit, path));
+        }
+    }
+    let mut seen = HashSet::new();
+    explicit.retain(|(p, _)| seen.insert(p.clone()));
+    items.extend(
+        explicit
+            .into_iter()
+            .map(|(p, c)| item(ContextSource::Explicit, p.clone(), Some(p), c)),
+    );
+
+    let mut pinned: Vec<(String, String, Option<String>)> = pinned.collect();
+    for id in pinned_ids {
+        if !pinned.iter().any(|(i, _, _)| i == &id) {
+            unresolved.push(missing(ContextSource::Pinned, id));
+        }
+    }
+    let mut seen = HashSet::new();
+    pinned.retain(|(i, _, _)| seen.insert(i.clone()));
+    items.extend(
+        pinned
+            .into_iter()
+            .map(|(i, c, p)| item(ContextSource::Pinned, i, p, c)),
+    );
+
+    match implicit {
+        Some((path, Some(content))) => {
+            let id = path.clone().unwrap_or_else(|| "(last focused file)".into());
+            items.push(item(ContextSource::Implicit, id, path, content));
+        }
+        Some((Some(path), None)) => unresolved.push(missing(ContextSource::Implicit, path)),
+        _ => {}
+    }
+
+    let mut hits: Vec<SearchHit> = hits.collect();
+    hits.sort_by(|a, b| {
+        b.score
+            .unwrap_or(f64::MIN)
+            .total_cmp(&a.score.unwrap_or(f64::MIN))
+    });
+    for (i, hit) in hits.into_iter().enumerate() {
+        let id = hit
+            .path
+            .clone()
+            .unwrap_or_else(|| format!("search result {}", i + 1));
+        items.push(ContextItem {
+            source: ContextSource::VectorSearch,
+            id,
+            path: hit.path,
+            content: hit.content,
+            score: hit.score,
+            lines: hit.lines,
+        });
+    }
+    (items, unresolved)
+}
+
+fn missing(source: ContextSource, id: String) -> Unresolved {
+    Unresolved {
+        source,
+        id,
+        reason: "named without content; this server has no workspace to read it from, so send its content inline".into(),
+    }
+}
+
+/// Validator's nested errors as `a.b[2].c` paths with the client's field names.
+fn flatten(prefix: &str, errors: &ValidationErrors, out: &mut Vec<FieldError>) {
+    for (field, kind) in errors.errors() {
+        let path = match (prefix.is_empty(), field.as_ref()) {
+            (_, "__all__") => prefix.to_string(),
+            (true, f) => wire_name(f).to_string(),
+            (false, f) => format!("{prefix}.{}", wire_name(f)),
+        };
+        match kind {
+            ValidationErrorsKind::Field(list) => out.extend(list.iter().map(|e| FieldError {
+                field: path.clone(),
+                message: describe(e),
+            })),
+            ValidationErrorsKind::Struct(inner) => flatten(&path, inner, out),
+            ValidationErrorsKind::List(map) => {
+                for (i, inner) in map {
+                    flatten(&format!("{path}[{i}]"), inner, out);
+                }
+            }
+        }
+    }
+}
+
+fn describe(e: &ValidationError) -> String {
+    if let Some(message) = &e.message {
+        return message.to_string();
+    }
+    let param = |name: &str| e.params.get(name).map(|v| v.to_string());
+    match (e.code.as_ref(), param("min"), param("max")) {
+        ("length", Some(min), Some(max)) => format!("length must be between {min} and {max}"),
+        ("length", None, Some(max)) => format!("length must be at most {max}"),
+        ("length", Some(min), None) => format!("length must be at least {min}"),
+        ("range", Some(min), Some(max)) => format!("must be between {min} and {max}"),
+        ("range", Some(min), None) => format!("must be at least {min}"),
+        ("range", None, Some(max)) => format!("must be at most {max}"),
+        (code, _, _) => format!("is invalid ({code})"),
+    }
+}

@@ -1,0 +1,187 @@
+//! Every failure the API can answer with, and its status table. The body is the response shape
+//! with `status: "error"`, what the request still told us (session, history, iterations) so the
+//! client loses nothing, and `error {type, message, retryable}`.
+
+use actix_web::http::{header, StatusCode};
+use actix_web::{HttpResponse, ResponseError};
+
+use super::response::{ErrorBody, FieldError, ReactStepResponse, Status};
+use crate::llm::LlmError;
+use crate::step::history::Turn;
+use crate::step::StepError;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ErrorKind {
+    /// 400 `invalid_request`: malformed JSON, a wrong type, a missing or out-of-range field.
+    #[error("{message}")]
+    InvalidRequest {
+        message: String,
+        fields: Vec<FieldError>,
+    },
+    /// 413 `payload_too_large`.
+    #[error("the request body is larger than the limit of {limit} bytes")]
+    PayloadTooLarge { limit: u64 },
+    /// 404 `not_found`.
+    #[error("there is no endpoint at {0}")]
+    NotFound(String),
+    /// 405 `method_not_allowed`.
+    #[error("{0} is not allowed on this endpoint")]
+    MethodNotAllowed(String),
+    /// 422, 401, 400, 429, 502, 504 or 500 by the step's failure; see [`ErrorKind::status`].
+    #[error(transparent)]
+    Step(#[from] StepError),
+}
+
+/// What the failed request still told us, echoed so that the client can retry as it was.
+#[derive(Debug, Default)]
+pub struct Echo {
+    pub request_id: String,
+    pub session_id: Option<String>,
+    pub history: Vec<Turn>,
+    pub iterations_left: Option<u32>,
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error("{kind}")]
+pub struct ApiError {
+    pub kind: ErrorKind,
+    pub echo: Echo,
+}
+
+impl ErrorKind {
+    /// The status, the `error.type` and whether retrying the same request can help.
+    pub fn status(&self) -> (StatusCode, &'static str, bool) {
+        use StatusCode as S;
+        match self {
+            Self::InvalidRequest { .. } => (S::BAD_REQUEST, "invalid_request", false),
+            Self::PayloadTooLarge { .. } => (S::PAYLOAD_TOO_LARGE, "payload_too_large", false),
+            Self::NotFound(_) => (S::NOT_FOUND, "not_found", false),
+            Self::MethodNotAllowed(_) => (S::METHOD_NOT_ALLOWED, "method_not_allowed", false),
+            Self::Step(StepError::ContextOverflow(_)) => {
+                (S::UNPROCESSABLE_ENTITY, "context_overflow", false)
+            }
+            Self::Step(StepError::EmptyOutput(_)) => (S::BAD_GATEWAY, "llm_bad_response", true),
+            Self::Step(StepError::Internal(_)) => {
+                (S::INTERNAL_SERVER_ERROR, "internal_error", true)
+            }
+            Self::Step(StepError::Llm(e)) => {
+                let retryable = e.is_retryable();
+                match e {
+                    LlmError::Auth { .. } => (S::UNAUTHORIZED, "llm_auth", retryable),
+                    LlmError::ModelNotFound { .. } => {
+                        (S::BAD_REQUEST, "llm_model_not_found", retryable)
+                    }
+                    LlmError::RateLimited { .. } => {
+                        (S::TOO_MANY_REQUESTS, "llm_rate_limited", retryable)
+                    }
+                    LlmError::Rejected { .. } => {
+                        (S::BAD_REQUEST, "llm_request_rejected", retryable)
+                    }
+                    LlmError::Unavailable { .. } => (S::BAD_GATEWAY, "llm_unavailable", retryable),
+                    LlmError::BadResponse { .. } => (S::BAD_GATEWAY, "llm_bad_response", retryable),
+                    LlmError::Timeout { .. } => (S::GATEWAY_TIMEOUT, "llm_timeout", retryable),
+                }
+            }
+        }
+    }
+
+    /// Seconds a client should wait before retrying a rate-limited call: the upstream's figure,
+    /// or one second when it gave none.
+    fn retry_after_seconds(&self) -> Option<u64> {
+        match self {
+            Self::Step(StepError::Llm(LlmError::RateLimited {
+                retry_after,
+                retryable: true,
+                ..
+            })) => Some(
+                retry_after
+                    .map_or(1, |d| d.as_secs_f64().ceil() as u64)
+                    .max(1),
+            ),
+            _ => None,
+        }
+    }
+
+    /// Internal failures keep their detail in the log, not in the response.
+    fn public_message(&self) -> String {
+        match self {
+            Self::Step(StepError::Internal(_)) => {
+                "an internal error occurred; the request id identifies it in the service's logs"
+                    .into()
+            }
+            other => other.to_string(),
+        }
+    }
+}
+
+impl ApiError {
+    pub fn new(kind: ErrorKind, echo: Echo) -> Self {
+        Self { kind, echo }
+    }
+
+    pub fn invalid(message: impl Into<String>, fields: Vec<FieldError>, echo: Echo) -> Self {
+        Self::new(
+            ErrorKind::InvalidRequest {
+                message: message.into(),
+                fields,
+            },
+            echo,
+        )
+    }
+
+    fn body(&self) -> ReactStepResponse {
+        let (_, kind, retryable) = self.kind.status();
+        let fields = match &self.kind {
+            ErrorKind::InvalidRequest { fields, .. } => fields
+                .iter()
+                .map(|f| FieldError {
+                    field: f.field.clone(),
+                    message: f.message.clone(),
+                })
+                .collect(),
+            _ => Vec::new(),
+        };
+        ReactStepResponse {
+            session_id: self.echo.session_id.clone(),
+            request_id: self.echo.request_id.clone(),
+            thought: None,
+            action_details: None,
+            direct_response: None,
+            updated_conversation_history: self.echo.history.clone(),
+            iterations_remaining: self.echo.iterations_left,
+            status: Status::Error,
+            termination_reason: None,
+            usage: None,
+            warnings: Vec::new(),
+            context_report: None,
+            error: Some(ErrorBody {
+                kind,
+                message: self.kind.public_message(),
+                retryable,
+                retry_after_seconds: self.kind.retry_after_seconds(),
+                fields,
+            }),
+        }
+    }
+}
+
+impl ResponseError for ApiError {
+    fn status_code(&self) -> StatusCode {
+        self.kind.status().0
+    }
+
+    fn error_response(&self) -> HttpResponse {
+        let (status, kind, _) = self.kind.status();
+        if status.is_server_error() {
+            tracing::error!(request_id = %self.echo.request_id, error.type = kind, error = ?self.kind, "request failed");
+        } else {
+            tracing::warn!(request_id = %self.echo.request_id, error.type = kind, error = %self.kind, "request refused");
+        }
+        let mut response = HttpResponse::build(status);
+        response.insert_header(("x-request-id", self.echo.request_id.as_str()));
+        if let Some(seconds) = self.kind.retry_after_seconds() {
+            response.insert_header((header::RETRY_AFTER, seconds.to_string()));
+        }
+        response.json(self.body())
+    }
+}

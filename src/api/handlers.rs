@@ -1,0 +1,123 @@
+//! HTTP handlers: thin, each delegating to the body reader, the conversion and the step.
+
+use actix_web::{web, HttpRequest, HttpResponse};
+use tracing_actix_web::RequestId;
+
+use super::body;
+use super::convert::{self, Conversion, DEFAULT_MAX_ITERATIONS};
+use super::error::{ApiError, Echo, ErrorKind};
+use super::request::ReactStepRequest;
+use super::response::ReactStepResponse;
+use super::AppState;
+use crate::step::history::{timestamp_now, Turn};
+
+/// The contract, compiled in so that the served spec is always the one the binary implements.
+pub const OPENAPI_YAML: &str = include_str!("../../openapi.yaml");
+
+pub async fn healthz() -> HttpResponse {
+    HttpResponse::Ok().json(serde_json::json!({
+        "status": "ok",
+        "version": env!("CARGO_PKG_VERSION"),
+    }))
+}
+
+pub async fn openapi() -> HttpResponse {
+    HttpResponse::Ok()
+        .content_type("application/yaml")
+        .body(OPENAPI_YAML)
+}
+
+pub async fn react_step(
+    req: HttpRequest,
+    payload: web::Payload,
+    state: web::Data<AppState>,
+    request_id: RequestId,
+) -> Result<HttpResponse, ApiError> {
+    let request_id = request_id.to_string();
+    let received_at = timestamp_now();
+    let bare_echo = || Echo {
+        request_id: request_id.clone(),
+        ..Echo::default()
+    };
+    let bytes = body::read(&req, payload, state.max_body_bytes)
+        .await
+        .map_err(|kind| ApiError::new(kind, bare_echo()))?;
+    let dto: ReactStepRequest = body::decode(&bytes).map_err(|(message, fields)| {
+        ApiError::invalid(message, fields, echo_from_raw(&bytes, &request_id))
+    })?;
+
+    let session_id = dto
+        .session_id
+        .clone()
+        .unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
+    let echo = Echo {
+        request_id: request_id.clone(),
+        session_id: Some(session_id.clone()),
+        history: dto.conversation_history.clone(),
+        iterations_left: Some(dto.max_iterations_left.unwrap_or(DEFAULT_MAX_ITERATIONS)),
+    };
+    let how = Conversion {
+        allow_mock_response: state.allow_mock_response,
+        session_id,
+        received_at,
+    };
+    let input = match convert::step_input(dto, how) {
+        Ok(input) => input,
+        Err(fields) => {
+            let names: Vec<&str> = fields.iter().map(|f| f.field.as_str()).collect();
+            let message = format!("invalid fields: {}", names.join(", "));
+            return Err(ApiError::invalid(message, fields, echo));
+        }
+    };
+    match crate::step::run(input, &state.llm).await {
+        Ok(output) => Ok(HttpResponse::Ok()
+            .insert_header(("x-request-id", request_id.as_str()))
+            .json(ReactStepResponse::success(output, request_id))),
+        Err(err) => Err(ApiError::new(err.into(), echo)),
+    }
+}
+
+/// For a body that did not decode: whatever session and history it still holds, so that an
+/// error does not lose them.
+fn echo_from_raw(bytes: &[u8], request_id: &str) -> Echo {
+    let raw: serde_json::Value = serde_json::from_slice(bytes).unwrap_or_default();
+    Echo {
+        request_id: request_id.to_string(),
+        session_id: raw
+            .get("session_id")
+            .and_then(|s| s.as_str())
+            .map(str::to_string),
+        history: raw
+            .get("conversation_history")
+            .and_then(|h| serde_json::from_value::<Vec<Turn>>(h.clone()).ok())
+            .unwrap_or_default(),
+        iterations_left: raw
+            .get("max_iterations_left")
+            .and_then(|n| n.as_u64())
+            .and_then(|n| u32::try_from(n).ok()),
+    }
+}
+
+pub async fn not_found(req: HttpRequest, request_id: RequestId) -> Result<HttpResponse, ApiError> {
+    Err(ApiError::new(
+        ErrorKind::NotFound(req.path().to_string()),
+        echo(request_id),
+    ))
+}
+
+pub async fn method_not_allowed(
+    req: HttpRequest,
+    request_id: RequestId,
+) -> Result<HttpResponse, ApiError> {
+    Err(ApiError::new(
+        ErrorKind::MethodNotAllowed(req.method().to_string()),
+        echo(request_id),
+    ))
+}
+
+fn echo(request_id: RequestId) -> Echo {
+    Echo {
+        request_id: request_id.to_string(),
+        ..Echo::default()
+    }
+}

@@ -1,0 +1,41 @@
+//! The HTTP layer: decode and validate requests into domain input, run the step, and map the
+//! outcome (or the failure) to the one response shape the contract describes.
+
+mod body;
+mod convert;
+mod error;
+mod handlers;
+mod request;
+mod response;
+
+use actix_web::web;
+
+pub use error::{ApiError, ErrorKind};
+pub use handlers::OPENAPI_YAML;
+
+use crate::llm::LlmClients;
+
+/// What every handler shares: the pooled LLM clients and the request limits.
+pub struct AppState {
+    pub llm: LlmClients,
+    pub max_body_bytes: u64,
+    pub allow_mock_response: bool,
+}
+
+pub fn routes(cfg: &mut web::ServiceConfig) {
+    let only = |route: actix_web::Route, path: &str| {
+        web::resource(path)
+            .route(route)
+            .default_service(web::to(handlers::method_not_allowed))
+    };
+    cfg.service(only(web::get().to(handlers::healthz), "/healthz"))
+        .service(only(web::get().to(handlers::openapi), "/openapi.yaml"))
+        .service(only(
+            web::post().to(handlers::react_step),
+            "/api/agent/react_step",
+        ));
+}
+
+pub fn default_service() -> actix_web::Route {
+    web::to(handlers::not_found)
+}

@@ -1,0 +1,121 @@
+//! Every setting of the service: a command-line flag and a `REACTSTEP_*` environment variable,
+//! with defaults in code so that `cargo run --release` needs no configuration at all.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use clap::{Parser, ValueEnum};
+
+/// How log lines are written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    /// One JSON object per line, for log collectors.
+    Json,
+    /// Human-readable, coloured lines for a terminal.
+    Pretty,
+}
+
+/// reactstep: one ReAct step per request for IDE plugins.
+#[derive(Debug, Clone, Parser)]
+#[command(name = "reactstep", version, about, long_about = None)]
+pub struct Config {
+    /// Address and port to listen on.
+    #[arg(long, env = "REACTSTEP_BIND", default_value = "127.0.0.1:8080")]
+    pub bind: SocketAddr,
+
+    /// Base URL of the OpenAI Chat Completions API (`/chat/completions` is appended).
+    #[arg(
+        long,
+        env = "REACTSTEP_OPENAI_BASE_URL",
+        default_value = "https://api.openai.com/v1"
+    )]
+    pub openai_base_url: String,
+
+    /// Base URL of the Anthropic Messages API (`/v1/messages` is appended).
+    #[arg(
+        long,
+        env = "REACTSTEP_ANTHROPIC_BASE_URL",
+        default_value = "https://api.anthropic.com"
+    )]
+    pub anthropic_base_url: String,
+
+    /// Base URL of the OpenAI-compatible server used for `provider: ollama`.
+    #[arg(
+        long,
+        env = "REACTSTEP_OLLAMA_BASE_URL",
+        default_value = "http://127.0.0.1:11434/v1"
+    )]
+    pub ollama_base_url: String,
+
+    /// Seconds one upstream LLM call may take, from connect to the last byte.
+    #[arg(long, env = "REACTSTEP_LLM_TIMEOUT_SECS", default_value_t = 60,
+          value_parser = clap::value_parser!(u64).range(1..=3600))]
+    pub llm_timeout_secs: u64,
+
+    /// Largest request body accepted, in bytes; larger bodies get 413.
+    #[arg(long, env = "REACTSTEP_MAX_BODY_BYTES", default_value_t = 8 * 1024 * 1024,
+          value_parser = clap::value_parser!(u64).range(1024..=1024 * 1024 * 1024))]
+    pub max_body_bytes: u64,
+
+    /// Log line format.
+    #[arg(long, env = "REACTSTEP_LOG_FORMAT", value_enum, default_value_t = LogFormat::Json)]
+    pub log_format: LogFormat,
+
+    /// Whether requests may carry `mock_response` (the model's output given by the client).
+    #[arg(long, env = "REACTSTEP_ALLOW_MOCK_RESPONSE", default_value_t = true,
+          action = clap::ArgAction::Set)]
+    pub allow_mock_response: bool,
+
+    /// HTTP worker threads; 0 means one per CPU core.
+    #[arg(long, env = "REACTSTEP_WORKERS", default_value_t = 0)]
+    pub workers: usize,
+}
+
+impl Config {
+    /// The defaults, as `reactstep` with no flags and no environment would use them.
+    pub fn defaults() -> Self {
+        Self {
+            bind: SocketAddr::from(([127, 0, 0, 1], 8080)),
+            openai_base_url: "https://api.openai.com/v1".into(),
+            anthropic_base_url: "https://api.anthropic.com".into(),
+            ollama_base_url: "http://127.0.0.1:11434/v1".into(),
+            llm_timeout_secs: 60,
+            max_body_bytes: 8 * 1024 * 1024,
+            log_format: LogFormat::Json,
+            allow_mock_response: true,
+            workers: 0,
+        }
+    }
+
+    pub fn llm_timeout(&self) -> Duration {
+        Duration::from_secs(self.llm_timeout_secs)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_match_what_the_parser_yields_with_no_flags() {
+        let parsed = Config::try_parse_from(["reactstep"]);
+        let Ok(parsed) = parsed else {
+            panic!("no flags must parse")
+        };
+        // The environment of the test run may set REACTSTEP_*; compare only when it does not.
+        if std::env::vars().all(|(k, _)| !k.starts_with("REACTSTEP_")) {
+            assert_eq!(format!("{parsed:?}"), format!("{:?}", Config::defaults()));
+        }
+    }
+
+    #[test]
+    fn mock_response_can_be_switched_off_by_flag() {
+        let parsed = Config::try_parse_from(["reactstep", "--allow-mock-response", "false"]);
+        assert!(matches!(parsed, Ok(c) if !c.allow_mock_response));
+    }
+
+    #[test]
+    fn a_zero_timeout_is_refused() {
+        assert!(Config::try_parse_from(["reactstep", "--llm-timeout-secs", "0"]).is_err());
+    }
+}

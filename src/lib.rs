@@ -1,0 +1,8 @@
+//! reactstep: a stateless HTTP service that performs one ReAct step per request.
+
+pub mod api;
+pub mod config;
+pub mod llm;
+pub mod startup;
+pub mod step;
+pub mod telemetry;

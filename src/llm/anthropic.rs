@@ -1,0 +1,169 @@
+//! Anthropic Messages API: `x-api-key` and `anthropic-version` headers, a top-level `system`,
+//! a required `max_tokens`, `stop_sequences`, and content returned as typed blocks.
+
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use super::{
+    decode, send, ApiKey, ChatRequest, ChatRole, Completion, FinishReason, LlmError, Provider,
+    Usage,
+};
+
+const API_VERSION: &str = "2023-06-01";
+const PROVIDER: Provider = Provider::Anthropic;
+
+#[derive(Serialize)]
+struct Body<'a> {
+    model: &'a str,
+    max_tokens: u32,
+    system: &'a str,
+    messages: Vec<Message<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    temperature: Option<f64>,
+    #[serde(skip_serializing_if = "<[String]>::is_empty")]
+    stop_sequences: &'a [String],
+}
+
+#[derive(Serialize)]
+struct Message<'a> {
+    role: &'static str,
+    content: &'a str,
+}
+
+#[derive(Deserialize)]
+struct Reply {
+    content: Vec<Block>,
+    stop_reason: Option<String>,
+    usage: Option<ReplyUsage>,
+}
+
+#[derive(Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum Block {
+    Text {
+        text: String,
+    },
+    /// tool_use, thinking and any later block type carry no text for a text-mode step.
+    #[serde(other)]
+    Other,
+}
+
+#[derive(Deserialize)]
+struct ReplyUsage {
+    input_tokens: u64,
+    output_tokens: u64,
+    #[serde(default)]
+    cache_creation_input_tokens: Option<u64>,
+    #[serde(default)]
+    cache_read_input_tokens: Option<u64>,
+}
+
+pub async fn complete(
+    http: &reqwest::Client,
+    base_url: &str,
+    timeout: Duration,
+    request: &ChatRequest,
+    key: Option<&ApiKey>,
+) -> Result<Completion, LlmError> {
+    let url = format!("{}/v1/messages", base_url.trim_end_matches('/'));
+    let mut builder = http
+        .post(url)
+        .header("anthropic-version", API_VERSION)
+        .json(&body(request));
+    if let Some(key) = key {
+        let mut value =
+            reqwest::header::HeaderValue::from_str(key.expose()).map_err(|_| LlmError::Auth {
+                provider: PROVIDER,
+                status: 401,
+            })?;
+        value.set_sensitive(true);
+        builder = builder.header("x-api-key", value);
+    }
+    let raw = send(PROVIDER, builder, timeout, key).await?;
+    completion(decode(PROVIDER, &raw)?)
+}
+
+fn body(request: &ChatRequest) -> Body<'_> {
+    Body {
+        model: &request.model,
+        max_tokens: request.max_output_tokens,
+        system: &request.system,
+        messages: request
+            .messages
+            .iter()
+            .map(|m| Message {
+                role: match m.role {
+                    ChatRole::User => "user",
+                    ChatRole::Assistant => "assistant",
+                },
+                content: &m.content,
+            })
+            .collect(),
+        temperature: request.temperature,
+        stop_sequences: &request.stop,
+    }
+}
+
+fn completion(reply: Reply) -> Result<Completion, LlmError> {
+    let text: String = reply
+        .content
+        .into_iter()
+        .filter_map(|block| match block {
+            Block::Text { text } => Some(text),
+            Block::Other => None,
+        })
+        .collect();
+    let finish = match reply.stop_reason.as_deref() {
+        Some("end_turn" | "stop_sequence") | None => FinishReason::Stop,
+        Some("max_tokens") => FinishReason::Length,
+        Some(other) => FinishReason::Other(other.to_string()),
+    };
+    Ok(Completion {
+        text,
+        finish,
+        usage: reply.usage.map(|u| Usage {
+            prompt_tokens: u.input_tokens
+                + u.cache_creation_input_tokens.unwrap_or(0)
+                + u.cache_read_input_tokens.unwrap_or(0),
+            completion_tokens: u.output_tokens,
+        }),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn text_blocks_are_joined_and_other_blocks_skipped() {
+        let reply: Reply = serde_json::from_str(
+            r#"{"id":"msg_1","type":"message","role":"assistant","model":"claude-x",
+            "content":[{"type":"thinking","thinking":"hm","signature":"s"},{"type":"text","text":"Thought: a"},{"type":"text","text":"\nFinal Answer: b"}],
+            "stop_reason":"end_turn","stop_sequence":null,
+            "usage":{"input_tokens":10,"output_tokens":5,"cache_read_input_tokens":3}}"#,
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        let done = completion(reply).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(done.text, "Thought: a\nFinal Answer: b");
+        assert_eq!(
+            done.usage,
+            Some(Usage {
+                prompt_tokens: 13,
+                completion_tokens: 5
+            })
+        );
+    }
+
+    #[test]
+    fn max_tokens_stop_reason_means_the_output_was_cut() {
+        let reply: Reply = serde_json::from_str(
+            r#"{"content":[{"type":"text","text":"Thought: long"}],"stop_reason":"max_tokens","usage":{"input_tokens":1,"output_tokens":1}}"#,
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(
+            completion(reply).map(|c| c.finish).ok(),
+            Some(FinishReason::Length)
+        );
+    }
+}

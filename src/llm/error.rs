@@ -1,0 +1,262 @@
+//! Upstream failures, classified once from the provider's status, headers and error body so that
+//! the API layer can give the client a status and a retry hint it can act on.
+
+use std::time::Duration;
+
+use reqwest::header::HeaderMap;
+use reqwest::StatusCode;
+use serde_json::Value;
+
+use super::{ApiKey, Provider};
+
+/// Upstream error messages are passed on, but never at unbounded length.
+const MAX_UPSTREAM_MESSAGE_CHARS: usize = 500;
+
+#[derive(Debug, thiserror::Error)]
+pub enum LlmError {
+    /// The provider refused the key (401/403).
+    #[error("the {provider} API rejected the API key (HTTP {status}): check user_api_keys.llmKey")]
+    Auth { provider: Provider, status: u16 },
+    /// The provider does not know the model, or the key may not use it (404).
+    #[error("the {provider} API does not offer this model (HTTP 404): {message}")]
+    ModelNotFound { provider: Provider, message: String },
+    /// 429: a rate limit (retry later) or an exhausted quota (retrying does not help).
+    #[error("the {provider} API is rate limiting this key: {message}")]
+    RateLimited {
+        provider: Provider,
+        message: String,
+        retry_after: Option<Duration>,
+        retryable: bool,
+    },
+    /// Any other 4xx: the provider refused the request as formed (context too long, bad parameter).
+    #[error("the {provider} API rejected the request (HTTP {status}): {message}")]
+    Rejected {
+        provider: Provider,
+        status: u16,
+        message: String,
+    },
+    /// 5xx, 529, or no connection at all.
+    #[error("the {provider} API is unavailable: {message}")]
+    Unavailable { provider: Provider, message: String },
+    /// A reply that is not what the provider's API documents.
+    #[error("the {provider} API sent a reply that could not be used: {message}")]
+    BadResponse { provider: Provider, message: String },
+    /// No complete answer within the configured timeout.
+    #[error("the {provider} API did not answer within {} s", .timeout.as_secs())]
+    Timeout {
+        provider: Provider,
+        timeout: Duration,
+    },
+}
+
+impl LlmError {
+    /// Builds the error for a non-success reply, from its status, headers and body.
+    pub(crate) fn from_reply(
+        provider: Provider,
+        status: StatusCode,
+        headers: &HeaderMap,
+        body: &[u8],
+        key: Option<&ApiKey>,
+    ) -> Self {
+        let (message, code) = upstream_message(body);
+        let mut message = truncate(&message, MAX_UPSTREAM_MESSAGE_CHARS);
+        if let Some(key) = key {
+            message = key.redact_from(&message);
+        }
+        let status_code = status.as_u16();
+        match status_code {
+            401 | 403 => Self::Auth {
+                provider,
+                status: status_code,
+            },
+            404 => Self::ModelNotFound { provider, message },
+            429 => {
+                let quota = code.as_deref() == Some("insufficient_quota");
+                Self::RateLimited {
+                    provider,
+                    message,
+                    retry_after: if quota { None } else { retry_after(headers) },
+                    retryable: !quota,
+                }
+            }
+            408 | 500..=599 => Self::Unavailable {
+                provider,
+                message: format!("HTTP {status_code}: {message}"),
+            },
+            400..=499 => Self::Rejected {
+                provider,
+                status: status_code,
+                message,
+            },
+            _ => Self::BadResponse {
+                provider,
+                message: format!("unexpected HTTP {status_code}"),
+            },
+        }
+    }
+
+    /// Classifies a transport failure (connect, timeout, broken body).
+    pub(crate) fn from_transport(
+        provider: Provider,
+        err: &reqwest::Error,
+        timeout: Duration,
+    ) -> Self {
+        if err.is_timeout() {
+            Self::Timeout { provider, timeout }
+        } else if err.is_connect() {
+            Self::Unavailable {
+                provider,
+                message: "could not connect to the API".into(),
+            }
+        } else {
+            Self::Unavailable {
+                provider,
+                message: format!("the connection failed: {}", without_url(err)),
+            }
+        }
+    }
+
+    pub fn is_retryable(&self) -> bool {
+        match self {
+            Self::Auth { .. } | Self::ModelNotFound { .. } | Self::Rejected { .. } => false,
+            Self::RateLimited { retryable, .. } => *retryable,
+            Self::Unavailable { .. } | Self::BadResponse { .. } | Self::Timeout { .. } => true,
+        }
+    }
+}
+
+/// The message and code of an error body in any of the shapes providers use:
+/// OpenAI `{"error":{message,code}}`, Anthropic `{"type":"error","error":{type,message}}`,
+/// and old vLLM's flat `{"object":"error","message",code}`. `code` may be a string or a number.
+fn upstream_message(body: &[u8]) -> (String, Option<String>) {
+    let Ok(value) = serde_json::from_slice::<Value>(body) else {
+        let text = String::from_utf8_lossy(body);
+        let text = text.trim();
+        return (
+            if text.is_empty() {
+                "no error details".into()
+            } else {
+                text.to_string()
+            },
+            None,
+        );
+    };
+    let inner = value
+        .get("error")
+        .filter(|e| e.is_object())
+        .unwrap_or(&value);
+    let message = match inner.get("message") {
+        Some(Value::String(s)) => s.clone(),
+        _ => match value.get("error") {
+            Some(Value::String(s)) => s.clone(),
+            _ => "no error details".into(),
+        },
+    };
+    let code = inner
+        .get("code")
+        .or_else(|| inner.get("type"))
+        .and_then(|c| match c {
+            Value::String(s) => Some(s.clone()),
+            Value::Number(n) => Some(n.to_string()),
+            _ => None,
+        });
+    (message, code)
+}
+
+/// `retry-after-ms` (OpenAI's, preferred), then `retry-after` in seconds; a date form or a value
+/// that is not a number is ignored rather than guessed at.
+fn retry_after(headers: &HeaderMap) -> Option<Duration> {
+    let number = |name: &str| {
+        headers
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.trim().parse::<f64>().ok())
+            .filter(|v| v.is_finite() && *v >= 0.0)
+    };
+    number("retry-after-ms")
+        .map(|ms| Duration::from_secs_f64(ms / 1000.0))
+        .or_else(|| number("retry-after").map(Duration::from_secs_f64))
+}
+
+fn truncate(text: &str, max_chars: usize) -> String {
+    match text.char_indices().nth(max_chars) {
+        Some((cut, _)) => format!("{}…", &text[..cut]),
+        None => text.to_string(),
+    }
+}
+
+/// reqwest's Display can name the URL; the base URL is configuration, not the client's business.
+fn without_url(err: &reqwest::Error) -> String {
+    let mut text = err.to_string();
+    if let Some(url) = err.url() {
+        text = text.replace(url.as_str(), "<upstream>");
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use reqwest::header::HeaderValue;
+
+    fn reply(status: u16, headers: &HeaderMap, body: &str) -> LlmError {
+        let Ok(status) = StatusCode::from_u16(status) else {
+            panic!("valid status")
+        };
+        LlmError::from_reply(Provider::OpenAi, status, headers, body.as_bytes(), None)
+    }
+
+    #[test]
+    fn quota_exhaustion_is_a_429_that_retrying_does_not_fix() {
+        let body = r#"{"error":{"message":"You exceeded your current quota","type":"insufficient_quota","param":null,"code":"insufficient_quota"}}"#;
+        let err = reply(429, &HeaderMap::new(), body);
+        assert!(matches!(
+            err,
+            LlmError::RateLimited {
+                retryable: false,
+                ..
+            }
+        ));
+        assert!(!err.is_retryable());
+    }
+
+    #[test]
+    fn retry_after_ms_wins_over_retry_after() {
+        let mut headers = HeaderMap::new();
+        headers.insert("retry-after", HeaderValue::from_static("20"));
+        headers.insert("retry-after-ms", HeaderValue::from_static("1500"));
+        let err = reply(
+            429,
+            &headers,
+            r#"{"error":{"message":"slow down","code":"rate_limit_exceeded"}}"#,
+        );
+        let LlmError::RateLimited { retry_after, .. } = err else {
+            panic!("expected a rate limit")
+        };
+        assert_eq!(retry_after, Some(Duration::from_millis(1500)));
+    }
+
+    #[test]
+    fn integer_codes_and_flat_bodies_are_read() {
+        let (message, code) = upstream_message(
+            br#"{"object":"error","message":"Loading model","type":"x","code":503}"#,
+        );
+        assert_eq!(
+            (message.as_str(), code.as_deref()),
+            ("Loading model", Some("503"))
+        );
+    }
+
+    #[test]
+    fn anthropic_overload_529_is_retryable_unavailability() {
+        let body = r#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"},"request_id":"req_1"}"#;
+        let err = reply(529, &HeaderMap::new(), body);
+        assert!(matches!(err, LlmError::Unavailable { .. }) && err.is_retryable());
+    }
+
+    #[test]
+    fn long_messages_are_cut_on_a_character_boundary() {
+        let long = "é".repeat(600);
+        assert_eq!(truncate(&long, 500).chars().count(), 501);
+    }
+}

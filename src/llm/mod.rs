@@ -1,0 +1,217 @@
+//! Provider clients behind one entry point. Each provider is a module that turns a
+//! [`ChatRequest`] into its wire format and its reply into a [`Completion`]; the quirks of each
+//! provider (which parameters a model rejects) live next to it. Dispatch is a plain `match` over
+//! [`Provider`]: three providers, no boxing, and a new one is a new module plus one arm.
+
+mod anthropic;
+mod api_key;
+mod error;
+mod openai;
+
+use std::fmt;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+pub use api_key::{ApiKey, RawApiKey};
+pub use error::LlmError;
+
+/// The API family a request is sent to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Provider {
+    #[serde(rename = "openai")]
+    OpenAi,
+    Anthropic,
+    /// Any OpenAI-compatible server (Ollama, llama.cpp, vLLM) at the configured base URL.
+    Ollama,
+}
+
+impl Provider {
+    /// The provider a model name implies, when the request does not name one.
+    pub fn infer_from_model(model: &str) -> Option<Self> {
+        let m = model.to_ascii_lowercase();
+        let openai_prefixes = ["gpt-", "chatgpt-", "o1", "o3", "o4", "ft:gpt-"];
+        if openai_prefixes.iter().any(|p| m.starts_with(p)) {
+            Some(Self::OpenAi)
+        } else if m.starts_with("claude-") {
+            Some(Self::Anthropic)
+        } else {
+            None
+        }
+    }
+
+    /// Whether this provider refuses a call without a key (local servers ignore it).
+    pub fn requires_key(self) -> bool {
+        !matches!(self, Self::Ollama)
+    }
+}
+
+impl fmt::Display for Provider {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::OpenAi => "openai",
+            Self::Anthropic => "anthropic",
+            Self::Ollama => "ollama",
+        })
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ChatRole {
+    User,
+    Assistant,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChatMessage {
+    pub role: ChatRole,
+    pub content: String,
+}
+
+/// One chat completion, in provider-neutral terms.
+#[derive(Debug, Clone)]
+pub struct ChatRequest {
+    pub model: String,
+    pub system: String,
+    pub messages: Vec<ChatMessage>,
+    pub max_output_tokens: u32,
+    pub temperature: Option<f64>,
+    /// Stop sequences wanted; a provider drops them for models that reject them.
+    pub stop: Vec<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Usage {
+    pub prompt_tokens: u64,
+    pub completion_tokens: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FinishReason {
+    /// The model ended its turn or hit a stop sequence.
+    Stop,
+    /// The output cap was reached; the text may be cut.
+    Length,
+    /// Anything else the provider reported (content filter, refusal …), as it spelled it.
+    Other(String),
+}
+
+#[derive(Debug, Clone)]
+pub struct Completion {
+    pub text: String,
+    pub finish: FinishReason,
+    pub usage: Option<Usage>,
+}
+
+/// Where each provider lives and how long a call may take.
+#[derive(Debug, Clone)]
+pub struct LlmSettings {
+    pub openai_base_url: String,
+    pub anthropic_base_url: String,
+    pub ollama_base_url: String,
+    pub timeout: Duration,
+}
+
+/// One pooled HTTP client shared by every request, plus where each provider lives.
+#[derive(Debug, Clone)]
+pub struct LlmClients {
+    http: reqwest::Client,
+    settings: LlmSettings,
+}
+
+impl LlmClients {
+    pub fn new(settings: LlmSettings) -> Result<Self, reqwest::Error> {
+        let http = reqwest::Client::builder()
+            .connect_timeout(settings.timeout.min(Duration::from_secs(10)))
+            .pool_idle_timeout(Duration::from_secs(90))
+            .user_agent(concat!("reactstep/", env!("CARGO_PKG_VERSION")))
+            .build()?;
+        Ok(Self { http, settings })
+    }
+
+    #[tracing::instrument(name = "llm call", skip_all, fields(provider = %provider, model = %request.model))]
+    pub async fn complete(
+        &self,
+        provider: Provider,
+        request: &ChatRequest,
+        key: Option<&ApiKey>,
+    ) -> Result<Completion, LlmError> {
+        let timeout = self.settings.timeout;
+        match provider {
+            Provider::OpenAi => {
+                let base = &self.settings.openai_base_url;
+                let call = openai::Call::new(provider, base, openai::Dialect::OpenAi, timeout);
+                call.complete(&self.http, request, key).await
+            }
+            Provider::Ollama => {
+                let base = &self.settings.ollama_base_url;
+                let call = openai::Call::new(provider, base, openai::Dialect::Compatible, timeout);
+                call.complete(&self.http, request, key).await
+            }
+            Provider::Anthropic => {
+                let base = &self.settings.anthropic_base_url;
+                anthropic::complete(&self.http, base, timeout, request, key).await
+            }
+        }
+    }
+}
+
+/// Sends a prepared request and returns the body of a 2xx reply, or the classified error.
+async fn send(
+    provider: Provider,
+    builder: reqwest::RequestBuilder,
+    timeout: Duration,
+    key: Option<&ApiKey>,
+) -> Result<bytes::Bytes, LlmError> {
+    let response = builder
+        .timeout(timeout)
+        .send()
+        .await
+        .map_err(|e| LlmError::from_transport(provider, &e, timeout))?;
+    let status = response.status();
+    let headers = response.headers().clone();
+    let body = response
+        .bytes()
+        .await
+        .map_err(|e| LlmError::from_transport(provider, &e, timeout))?;
+    if status.is_success() {
+        Ok(body)
+    } else {
+        Err(LlmError::from_reply(provider, status, &headers, &body, key))
+    }
+}
+
+/// Parses a 2xx body as the provider's documented reply type.
+fn decode<T: serde::de::DeserializeOwned>(provider: Provider, body: &[u8]) -> Result<T, LlmError> {
+    serde_json::from_slice(body).map_err(|e| LlmError::BadResponse {
+        provider,
+        message: format!("the reply is not the documented JSON ({e})"),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn model_names_imply_their_provider() {
+        assert_eq!(
+            Provider::infer_from_model("gpt-4o-mini"),
+            Some(Provider::OpenAi)
+        );
+        assert_eq!(
+            Provider::infer_from_model("o3-mini"),
+            Some(Provider::OpenAi)
+        );
+        assert_eq!(
+            Provider::infer_from_model("chatgpt-4o-latest"),
+            Some(Provider::OpenAi)
+        );
+        assert_eq!(
+            Provider::infer_from_model("claude-sonnet-4-5"),
+            Some(Provider::Anthropic)
+        );
+        assert_eq!(Provider::infer_from_model("llama3.1:8b"), None);
+    }
+}

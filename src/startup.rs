@@ -1,0 +1,59 @@
+//! Builds the application and binds its listener in one place, so that `main` and the tests
+//! start the very same server (tests bind port 0 and ask for the port).
+
+use std::net::TcpListener;
+
+use actix_web::dev::Server;
+use actix_web::{web, App, HttpServer};
+use tracing_actix_web::TracingLogger;
+
+use crate::api::{self, AppState};
+use crate::config::Config;
+use crate::llm::{LlmClients, LlmSettings};
+
+pub struct Application {
+    port: u16,
+    server: Server,
+}
+
+impl Application {
+    pub fn build(config: &Config) -> std::io::Result<Self> {
+        let listener = TcpListener::bind(config.bind)?;
+        let port = listener.local_addr()?.port();
+        let llm = LlmClients::new(LlmSettings {
+            openai_base_url: config.openai_base_url.clone(),
+            anthropic_base_url: config.anthropic_base_url.clone(),
+            ollama_base_url: config.ollama_base_url.clone(),
+            timeout: config.llm_timeout(),
+        })
+        .map_err(std::io::Error::other)?;
+        let state = web::Data::new(AppState {
+            llm,
+            max_body_bytes: config.max_body_bytes,
+            allow_mock_response: config.allow_mock_response,
+        });
+        let mut server = HttpServer::new(move || {
+            App::new()
+                .wrap(TracingLogger::default())
+                .app_data(state.clone())
+                .configure(api::routes)
+                .default_service(api::default_service())
+        })
+        .listen(listener)?;
+        if config.workers > 0 {
+            server = server.workers(config.workers);
+        }
+        Ok(Self {
+            port,
+            server: server.run(),
+        })
+    }
+
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    pub async fn run_until_stopped(self) -> std::io::Result<()> {
+        self.server.await
+    }
+}

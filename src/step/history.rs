@@ -1,0 +1,107 @@
+//! The conversation as the client stores it and sends it back on every step. Unknown fields of a
+//! turn are kept and returned untouched, so a client's own bookkeeping survives the round trip.
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Role {
+    User,
+    Assistant,
+    ToolObservation,
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+pub struct ToolCall {
+    pub name: String,
+    #[serde(default)]
+    pub parameters: Map<String, Value>,
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+pub struct ToolResult {
+    pub success: bool,
+    #[serde(default)]
+    pub result: Value,
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+pub struct Turn {
+    pub role: Role,
+    pub content: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timestamp: Option<String>,
+    #[serde(rename = "toolCall", default, skip_serializing_if = "Option::is_none")]
+    pub tool_call: Option<ToolCall>,
+    #[serde(
+        rename = "toolResult",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub tool_result: Option<ToolResult>,
+    /// On an assistant turn that gave the final answer: the thought behind it (`content` holds
+    /// the answer the user reads).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub thought: Option<String>,
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
+}
+
+impl Turn {
+    pub fn new(role: Role, content: String, timestamp: String) -> Self {
+        Self {
+            role,
+            content,
+            timestamp: Some(timestamp),
+            tool_call: None,
+            tool_result: None,
+            thought: None,
+            extra: Map::new(),
+        }
+    }
+}
+
+/// Timestamps in the form the seed uses: `2024-01-01T00:00:00.000Z`.
+pub fn timestamp_now() -> String {
+    chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+}
+
+/// `name(key="value", n=2)`: how a tool call is written in the prompt and in
+/// `raw_action_string`. Strings use JSON escapes, which the parser reads back.
+pub fn render_call(name: &str, parameters: &Map<String, Value>) -> String {
+    let args: Vec<String> = parameters.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    format!("{name}({})", args.join(", "))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unknown_turn_fields_survive_a_round_trip() {
+        let json = r#"{"role":"user","content":"hi","client_id":"c-7","meta":{"a":1}}"#;
+        let turn: Turn = serde_json::from_str(json).unwrap_or_else(|e| panic!("{e}"));
+        let back = serde_json::to_value(&turn).unwrap_or_default();
+        assert_eq!(back["client_id"], "c-7");
+        assert_eq!(back["meta"]["a"], 1);
+        assert!(back.get("toolCall").is_none());
+    }
+
+    #[test]
+    fn calls_render_with_json_quoted_strings() {
+        let mut p = Map::new();
+        p.insert("query".into(), Value::from("say \"hi\""));
+        p.insert("limit".into(), Value::from(3));
+        assert_eq!(
+            render_call("code_search", &p),
+            r#"code_search(query="say \"hi\"", limit=3)"#
+        );
+    }
+
+    #[test]
+    fn timestamps_have_milliseconds_and_z() {
+        let ts = timestamp_now();
+        assert!(ts.ends_with('Z') && ts.len() == 24, "{ts}");
+    }
+}

@@ -1,0 +1,263 @@
+//! The argument grammar of `tool_name(…)`: keyword and positional arguments; double-, single-
+//! and triple-quoted strings with escapes; numbers; `true/false/True/False`; `null/None`; JSON
+//! arrays and objects; brackets and quotes inside strings; trailing commas.
+
+use serde_json::{Map, Number, Value};
+
+/// Index just past the `)` that closes the bracket at `open`, or `None` if it never closes.
+pub fn closing_bracket(text: &str, open: usize) -> Option<usize> {
+    let b = text.as_bytes();
+    let mut depth = 0usize;
+    let mut i = open;
+    while i < b.len() {
+        match b[i] {
+            b'"' | b'\'' => {
+                i = string_end(b, i)?;
+                continue;
+            }
+            b'(' | b'[' | b'{' => depth += 1,
+            b')' | b']' | b'}' => {
+                depth = depth.checked_sub(1)?;
+                if depth == 0 {
+                    return Some(i + 1);
+                }
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    None
+}
+
+/// Index just past the closing quote of the string that opens at `start`.
+fn string_end(b: &[u8], start: usize) -> Option<usize> {
+    let q = b[start];
+    if b[start..].starts_with(&[q, q, q]) {
+        let body = start + 3;
+        let close = b[body..].windows(3).position(|w| w == [q, q, q])?;
+        return Some(body + close + 3);
+    }
+    let mut i = start + 1;
+    while i < b.len() {
+        match b[i] {
+            b'\\' => i += 2,
+            c if c == q => return Some(i + 1),
+            _ => i += 1,
+        }
+    }
+    None
+}
+
+/// Parses the text between the parentheses of a call into a JSON object. Positional arguments
+/// are named `input`, `input_2`, … (the parser issue maps them to declared parameter names).
+pub fn parse_args(inner: &str) -> Result<Map<String, Value>, String> {
+    let mut p = Cursor { text: inner, i: 0 };
+    let mut args = Map::new();
+    let mut positional = 0;
+    loop {
+        p.skip(|c| c.is_ascii_whitespace() || c == b',');
+        if p.done() {
+            return Ok(args);
+        }
+        let start = p.i;
+        if let Some(key) = p.identifier() {
+            p.skip(|c| c.is_ascii_whitespace());
+            if p.peek() == Some(b'=') || p.peek() == Some(b':') {
+                p.i += 1;
+                p.skip(|c| c.is_ascii_whitespace());
+                let value = p.value()?;
+                args.insert(key.to_string(), value);
+                continue;
+            }
+            p.i = start;
+        }
+        let value = p.value()?;
+        positional += 1;
+        let name = if positional == 1 {
+            "input".to_string()
+        } else {
+            format!("input_{positional}")
+        };
+        args.insert(name, value);
+    }
+}
+
+struct Cursor<'a> {
+    text: &'a str,
+    i: usize,
+}
+
+impl<'a> Cursor<'a> {
+    fn done(&self) -> bool {
+        self.i >= self.text.len()
+    }
+
+    fn peek(&self) -> Option<u8> {
+        self.text.as_bytes().get(self.i).copied()
+    }
+
+    fn skip(&mut self, pred: impl Fn(u8) -> bool) {
+        while self.peek().is_some_and(&pred) {
+            self.i += 1;
+        }
+    }
+
+    fn identifier(&mut self) -> Option<&'a str> {
+        let start = self.i;
+        if !self
+            .peek()
+            .is_some_and(|c| c.is_ascii_alphabetic() || c == b'_')
+        {
+            return None;
+        }
+        self.skip(|c| c.is_ascii_alphanumeric() || c == b'_' || c == b'-');
+        Some(&self.text[start..self.i])
+    }
+
+    fn value(&mut self) -> Result<Value, String> {
+        let b = self.text.as_bytes();
+        match self.peek() {
+            Some(q @ (b'"' | b'\'')) => {
+                let start = self.i;
+                let triple = b[start..].starts_with(&[q, q, q]);
+                let end = string_end(b, start).ok_or("a string argument is not closed")?;
+                self.i = end;
+                let raw = &self.text[start..end];
+                if triple {
+                    Ok(Value::String(raw[3..raw.len() - 3].to_string()))
+                } else {
+                    Ok(Value::String(unescape(&raw[1..raw.len() - 1])))
+                }
+            }
+            Some(b'[' | b'{') => {
+                let start = self.i;
+                let end = closing_bracket(self.text, start).ok_or("a bracket is not closed")?;
+                self.i = end;
+                let raw = &self.text[start..end];
+                Ok(serde_json::from_str(raw).unwrap_or_else(|_| Value::String(raw.to_string())))
+            }
+            _ => {
+                let start = self.i;
+                self.skip(|c| c != b',');
+                Ok(bare(self.text[start..self.i].trim()))
+            }
+        }
+    }
+}
+
+/// An unquoted value: a literal or number when it is one, otherwise the text itself.
+fn bare(token: &str) -> Value {
+    match token {
+        "true" | "True" => return Value::Bool(true),
+        "false" | "False" => return Value::Bool(false),
+        "null" | "None" => return Value::Null,
+        _ => {}
+    }
+    if let Ok(n) = token.parse::<i64>() {
+        return Value::Number(n.into());
+    }
+    token
+        .parse::<f64>()
+        .ok()
+        .filter(|f| f.is_finite() && token.bytes().any(|c| c.is_ascii_digit()))
+        .and_then(Number::from_f64)
+        .map(Value::Number)
+        .unwrap_or_else(|| Value::String(token.to_string()))
+}
+
+/// The escapes models mean (`\n \t \r \" \' \\ \/ \uXXXX`); any other (a Windows path's `\d`
+/// or `\f`) is kept as written.
+fn unescape(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    let mut chars = s.chars();
+    while let Some(c) = chars.next() {
+        if c != '\\' {
+            out.push(c);
+            continue;
+        }
+        match chars.next() {
+            Some('n') => out.push('\n'),
+            Some('t') => out.push('\t'),
+            Some('r') => out.push('\r'),
+            Some(q @ ('"' | '\'' | '\\' | '/')) => out.push(q),
+            Some('u') => {
+                let hex: String = chars.clone().take(4).collect();
+                match u32::from_str_radix(&hex, 16).ok().and_then(char::from_u32) {
+                    Some(ch) if hex.len() == 4 => {
+                        out.push(ch);
+                        chars.nth(3);
+                    }
+                    _ => out.push_str("\\u"),
+                }
+            }
+            Some(other) => {
+                out.push('\\');
+                out.push(other);
+            }
+            None => out.push('\\'),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn args(s: &str) -> Value {
+        Value::Object(parse_args(s).unwrap_or_else(|e| panic!("{s}: {e}")))
+    }
+
+    #[test]
+    fn keyword_arguments_of_every_type() {
+        assert_eq!(
+            args(r#"query="auth login", n=2, ratio=0.5, flag=true, off=False, none=None"#),
+            json!({"query": "auth login", "n": 2, "ratio": 0.5, "flag": true, "off": false, "none": null})
+        );
+    }
+
+    #[test]
+    fn single_quotes_escapes_and_brackets_inside_strings() {
+        assert_eq!(
+            args(r#"path='src/a (copy).js', text="say \"hi\"\n", pat='[a-z]+'"#),
+            json!({"path": "src/a (copy).js", "text": "say \"hi\"\n", "pat": "[a-z]+"})
+        );
+    }
+
+    #[test]
+    fn triple_quoted_multi_line_strings_are_kept_verbatim() {
+        assert_eq!(
+            args("path=\"a.py\", content=\"\"\"def f():\n    return \"x\"\n\"\"\""),
+            json!({"path": "a.py", "content": "def f():\n    return \"x\"\n"})
+        );
+    }
+
+    #[test]
+    fn json_arrays_objects_positional_and_trailing_commas() {
+        assert_eq!(
+            args(r#""main.rs", files=["a", "b"], opts={"deep": true},"#),
+            json!({"input": "main.rs", "files": ["a", "b"], "opts": {"deep": true}})
+        );
+    }
+
+    #[test]
+    fn windows_paths_keep_their_backslashes() {
+        assert_eq!(
+            args(r#"path="C:\dir\file.txt""#),
+            json!({"path": "C:\\dir\\file.txt"})
+        );
+    }
+
+    #[test]
+    fn unclosed_strings_are_an_error() {
+        assert!(parse_args(r#"query="oops"#).is_err());
+    }
+
+    #[test]
+    fn the_closing_bracket_skips_quoted_parentheses() {
+        let text = r#"f(a=")", b=(1)) tail"#;
+        assert_eq!(closing_bracket(text, 1), Some(text.len() - 5));
+        assert_eq!(closing_bracket("f(a=1", 1), None);
+    }
+}

@@ -1,0 +1,116 @@
+//! Token counting with the model's own tokenizer where one is public (tiktoken encodings for
+//! OpenAI models), and a tiktoken encoding plus a safety margin where none is (Claude, local
+//! models). Encoders are built once per process and shared.
+
+use tiktoken_rs::{cl100k_base_singleton, o200k_base_singleton, CoreBPE};
+
+use crate::llm::Provider;
+
+/// Tokens the chat format adds around every message (role, separators), per OpenAI's cookbook.
+pub const PER_MESSAGE_OVERHEAD: u32 = 3;
+/// Tokens that prime the assistant's reply.
+pub const REPLY_PRIMING: u32 = 3;
+/// Extra share counted for models whose tokenizer is not public: an over-count costs a little
+/// context, an under-count costs a failed request.
+const APPROXIMATION_MARGIN_PERCENT: u64 = 20;
+
+#[derive(Clone, Copy)]
+pub struct TokenCounter {
+    bpe: &'static CoreBPE,
+    encoding: &'static str,
+    margin_percent: u64,
+}
+
+impl std::fmt::Debug for TokenCounter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "TokenCounter({}, +{}%)",
+            self.encoding, self.margin_percent
+        )
+    }
+}
+
+impl TokenCounter {
+    /// The counter for a model: exact for OpenAI models, approximate for everything else.
+    pub fn for_model(provider: Provider, model: &str) -> Self {
+        let m = model.to_ascii_lowercase();
+        let m = m.strip_prefix("ft:").unwrap_or(&m);
+        let cl100k = ["gpt-4-", "gpt-3.5", "gpt-35"]
+            .iter()
+            .any(|p| m.starts_with(p))
+            || m == "gpt-4";
+        if provider == Provider::OpenAi && cl100k {
+            Self::exact(cl100k_base_singleton(), "cl100k_base")
+        } else if provider == Provider::OpenAi {
+            // gpt-4o, gpt-4.1, gpt-4.5, gpt-5, o-series, and any newer name: o200k_base.
+            Self::exact(o200k_base_singleton(), "o200k_base")
+        } else {
+            Self {
+                bpe: o200k_base_singleton(),
+                encoding: "o200k_base",
+                margin_percent: APPROXIMATION_MARGIN_PERCENT,
+            }
+        }
+    }
+
+    fn exact(bpe: &'static CoreBPE, encoding: &'static str) -> Self {
+        Self {
+            bpe,
+            encoding,
+            margin_percent: 0,
+        }
+    }
+
+    /// Counts text as the model would see it (special-token text is ordinary text).
+    pub fn count(&self, text: &str) -> u32 {
+        let raw = self.bpe.encode_ordinary(text).len() as u64;
+        let counted = (raw * (100 + self.margin_percent)).div_ceil(100);
+        u32::try_from(counted).unwrap_or(u32::MAX)
+    }
+
+    /// A message's tokens including the chat framing around it.
+    pub fn count_message(&self, text: &str) -> u32 {
+        self.count(text).saturating_add(PER_MESSAGE_OVERHEAD)
+    }
+
+    pub fn encoding(&self) -> &'static str {
+        self.encoding
+    }
+
+    pub fn is_approximate(&self) -> bool {
+        self.margin_percent > 0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn openai_models_get_their_own_encoding() {
+        let enc = |m| TokenCounter::for_model(Provider::OpenAi, m).encoding();
+        assert_eq!(enc("gpt-4"), "cl100k_base");
+        assert_eq!(enc("gpt-4-turbo"), "cl100k_base");
+        assert_eq!(enc("gpt-3.5-turbo"), "cl100k_base");
+        assert_eq!(enc("gpt-4o"), "o200k_base");
+        assert_eq!(enc("gpt-4.1-mini"), "o200k_base");
+        assert_eq!(enc("o3-mini"), "o200k_base");
+        assert!(!TokenCounter::for_model(Provider::OpenAi, "gpt-4o").is_approximate());
+    }
+
+    #[test]
+    fn models_without_a_public_tokenizer_are_over_counted() {
+        let exact = TokenCounter::for_model(Provider::OpenAi, "gpt-4o");
+        let approx = TokenCounter::for_model(Provider::Anthropic, "claude-sonnet-4-5");
+        let text = "fn main() { println!(\"hello, world\"); }\n".repeat(20);
+        assert!(approx.is_approximate());
+        assert!(approx.count(&text) > exact.count(&text));
+    }
+
+    #[test]
+    fn special_token_text_is_counted_as_plain_text() {
+        let counter = TokenCounter::for_model(Provider::OpenAi, "gpt-4o");
+        assert!(counter.count("<|endoftext|>") > 1);
+    }
+}
