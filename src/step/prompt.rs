@@ -39,7 +39,7 @@ pub fn system_head(tools_segment: &str, last_step: bool) -> String {
     let mut head =
         format!("{INSTRUCTIONS}\n\n## Tools\n\n{tools}\n\n## Answer format\n\n{FORMAT}\n");
     if last_step {
-        head.push_str("\n");
+        head.push('\n');
         head.push_str(LAST_STEP);
         head.push('\n');
     }

@@ -1,0 +1,101 @@
+use serde_json::json;
+
+use crate::helpers::{request, spawn_app, KEY};
+use crate::upstream::{anthropic_reply, mount, ANTHROPIC_PATH};
+
+#[tokio::test]
+async fn an_action_step_against_anthropic() {
+    let app = spawn_app().await;
+    let output = "Thought: I should read the login component.\nAction: read_file(path=\"src/components/Login.tsx\")";
+    mount(&app.llm, ANTHROPIC_PATH, 200, anthropic_reply(output)).await;
+
+    let reply = app
+        .post_react_step(&request("claude-sonnet-4-5", "What does Login do?"))
+        .await;
+
+    assert_eq!(reply.status, 200, "{}", reply.text);
+    assert_eq!(reply.body["status"], "action_proposed");
+    assert_eq!(reply.body["action_details"]["tool_name"], "read_file");
+    assert_eq!(
+        reply.body["action_details"]["tool_args"],
+        json!({"path": "src/components/Login.tsx"})
+    );
+    assert_eq!(
+        reply.body["usage"],
+        json!({"prompt_tokens": 388, "completion_tokens": 29})
+    );
+    assert_eq!(reply.body["context_report"]["approximate"], true);
+}
+
+#[tokio::test]
+async fn the_anthropic_call_uses_its_own_headers_and_fields() {
+    let app = spawn_app().await;
+    mount(
+        &app.llm,
+        ANTHROPIC_PATH,
+        200,
+        anthropic_reply("Thought: t\nFinal Answer: done"),
+    )
+    .await;
+
+    let reply = app
+        .post_react_step(&request("claude-3-5-haiku-latest", "Summarise."))
+        .await;
+    assert_eq!(reply.status, 200, "{}", reply.text);
+    assert_eq!(reply.body["direct_response"], "done");
+
+    let received = app.llm.received_requests().await.unwrap();
+    let sent = &received[0];
+    assert_eq!(sent.headers["x-api-key"], KEY);
+    assert_eq!(sent.headers["anthropic-version"], "2023-06-01");
+    assert!(sent.headers.get("authorization").is_none());
+    let body: serde_json::Value = serde_json::from_slice(&sent.body).unwrap();
+    assert_eq!(body["model"], "claude-3-5-haiku-latest");
+    assert_eq!(body["max_tokens"], 1000);
+    assert_eq!(body["temperature"], 0.2);
+    assert_eq!(body["stop_sequences"], json!(["\nObservation:"]));
+    assert!(body["system"]
+        .as_str()
+        .unwrap()
+        .contains("code_search(query)"));
+    let messages = body["messages"].as_array().unwrap();
+    assert!(messages
+        .iter()
+        .all(|m| m["role"] == "user" || m["role"] == "assistant"));
+    assert_eq!(
+        messages.last().unwrap(),
+        &json!({"role": "user", "content": "Summarise."})
+    );
+    let mut keys: Vec<&str> = body
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect();
+    keys.sort_unstable();
+    assert_eq!(
+        keys,
+        [
+            "max_tokens",
+            "messages",
+            "model",
+            "stop_sequences",
+            "system",
+            "temperature"
+        ]
+    );
+}
+
+#[tokio::test]
+async fn a_temperature_above_one_is_refused_for_anthropic() {
+    let app = spawn_app().await;
+    let mut body = request("claude-sonnet-4-5", "hi");
+    body["llm_config"]["temperature"] = json!(1.5);
+    let reply = app.post_react_step(&body).await;
+    assert_eq!(reply.status, 400);
+    assert_eq!(
+        reply.body["error"]["fields"][0]["field"],
+        "llm_config.temperature"
+    );
+    assert!(app.llm.received_requests().await.unwrap().is_empty());
+}

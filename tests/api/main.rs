@@ -1,0 +1,16 @@
+//! Black-box tests: the real server on a loopback port, a mock LLM speaking each provider's
+//! exact wire format, every response checked against openapi.yaml.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod anthropic;
+mod context;
+mod errors;
+mod health;
+mod helpers;
+mod iterations;
+mod key_secrecy;
+mod mock_response;
+mod ollama;
+mod openai;
+mod upstream;
+mod workflow;

@@ -1,0 +1,93 @@
+use serde_json::json;
+
+use crate::helpers::{request, spawn_app};
+use crate::upstream::{mount, ollama_reply, OLLAMA_PATH};
+
+fn ollama_request(query: &str) -> serde_json::Value {
+    let mut body = request("llama3.1:8b", query);
+    body["llm_config"]["provider"] = json!("ollama");
+    body.as_object_mut().unwrap().remove("user_api_keys");
+    body
+}
+
+#[tokio::test]
+async fn an_action_step_against_an_openai_compatible_server() {
+    let app = spawn_app().await;
+    let output = "Thought: Let me search.\nAction: code_search(query=\"session middleware\")";
+    mount(&app.llm, OLLAMA_PATH, 200, ollama_reply(output)).await;
+
+    let reply = app
+        .post_react_step(&ollama_request("Where are sessions checked?"))
+        .await;
+
+    assert_eq!(reply.status, 200, "{}", reply.text);
+    assert_eq!(reply.body["status"], "action_proposed");
+    assert_eq!(
+        reply.body["action_details"]["tool_args"],
+        json!({"query": "session middleware"})
+    );
+
+    let received = app.llm.received_requests().await.unwrap();
+    assert!(
+        received[0].headers.get("authorization").is_none(),
+        "no key was given, none is sent"
+    );
+    let body: serde_json::Value = serde_json::from_slice(&received[0].body).unwrap();
+    assert_eq!(body["model"], "llama3.1:8b");
+    assert_eq!(
+        body["max_tokens"], 1000,
+        "Ollama drops max_completion_tokens, so max_tokens is sent"
+    );
+    assert_eq!(body["stop"], json!(["\nObservation:"]));
+}
+
+#[tokio::test]
+async fn a_final_answer_from_a_thinking_local_model() {
+    let app = spawn_app().await;
+    let output = "<think>\nThe user asks what 2+2 is. Trivial.\n</think>\n\nFinal Answer: 4";
+    mount(&app.llm, OLLAMA_PATH, 200, ollama_reply(output)).await;
+
+    let reply = app.post_react_step(&ollama_request("What is 2+2?")).await;
+
+    assert_eq!(reply.status, 200, "{}", reply.text);
+    assert_eq!(reply.body["status"], "direct_response_provided");
+    assert_eq!(reply.body["direct_response"], "4");
+    assert_eq!(reply.body["thought"], "The user asks what 2+2 is. Trivial.");
+}
+
+#[tokio::test]
+async fn a_key_given_for_a_local_server_is_sent_as_bearer() {
+    let app = spawn_app().await;
+    mount(&app.llm, OLLAMA_PATH, 200, ollama_reply("Final Answer: ok")).await;
+    let mut body = ollama_request("hi");
+    body["user_api_keys"] = json!({"llmKey": "llama-server-key"});
+
+    let reply = app.post_react_step(&body).await;
+
+    assert_eq!(reply.status, 200, "{}", reply.text);
+    let received = app.llm.received_requests().await.unwrap();
+    assert_eq!(
+        received[0].headers["authorization"],
+        "Bearer llama-server-key"
+    );
+}
+
+#[tokio::test]
+async fn a_model_name_that_names_no_provider_is_a_400() {
+    let app = spawn_app().await;
+    let mut body = ollama_request("hi");
+    body["llm_config"]
+        .as_object_mut()
+        .unwrap()
+        .remove("provider");
+    let reply = app.post_react_step(&body).await;
+    assert_eq!(reply.status, 400);
+    assert_eq!(
+        reply.body["error"]["fields"][0]["field"],
+        "llm_config.provider"
+    );
+    assert!(reply.body["error"]["fields"][0]["message"]
+        .as_str()
+        .unwrap()
+        .contains("llama3.1:8b"));
+}

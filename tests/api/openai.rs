@@ -1,0 +1,190 @@
+use serde_json::json;
+
+use crate::helpers::{request, spawn_app, KEY};
+use crate::upstream::{mount, openai_reply, OPENAI_PATH};
+
+#[tokio::test]
+async fn an_action_step_proposes_the_tool_call() {
+    let app = spawn_app().await;
+    let output = "Thought: I need to search for authentication code to understand the implementation.\nAction: code_search(query=\"authentication login\")";
+    mount(&app.llm, OPENAI_PATH, 200, openai_reply(output)).await;
+
+    let reply = app
+        .post_react_step(&request("gpt-4o", "How do I implement authentication?"))
+        .await;
+
+    assert_eq!(reply.status, 200, "{}", reply.text);
+    let body = &reply.body;
+    assert_eq!(body["status"], "action_proposed");
+    assert_eq!(body["session_id"], "5c2f7a1f-0000-4000-8000-000000000002");
+    assert_eq!(
+        body["thought"],
+        "I need to search for authentication code to understand the implementation."
+    );
+    assert_eq!(body["action_details"]["tool_name"], "code_search");
+    assert_eq!(
+        body["action_details"]["tool_args"],
+        json!({"query": "authentication login"})
+    );
+    assert_eq!(
+        body["action_details"]["raw_action_string"],
+        "Action: code_search(query=\"authentication login\")"
+    );
+    assert_eq!(body["direct_response"], json!(null));
+    assert_eq!(body["iterations_remaining"], 2);
+    assert_eq!(
+        body["usage"],
+        json!({"prompt_tokens": 412, "completion_tokens": 37})
+    );
+    assert_eq!(body["warnings"], json!([]));
+    assert_eq!(
+        body["request_id"],
+        reply.headers["x-request-id"].to_str().unwrap()
+    );
+
+    let history = body["updated_conversation_history"].as_array().unwrap();
+    assert_eq!(history.len(), 2);
+    assert_eq!(history[0]["role"], "user");
+    assert_eq!(history[0]["content"], "How do I implement authentication?");
+    assert_eq!(history[1]["role"], "assistant");
+    assert_eq!(history[1]["content"], body["thought"]);
+    assert_eq!(
+        history[1]["toolCall"],
+        json!({"name": "code_search", "parameters": {"query": "authentication login"}})
+    );
+    for turn in history {
+        let ts = turn["timestamp"].as_str().unwrap();
+        assert!(
+            chrono::DateTime::parse_from_rfc3339(ts).is_ok() && ts.ends_with('Z'),
+            "{ts}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn the_upstream_call_carries_model_messages_key_cap_temperature_and_stop() {
+    let app = spawn_app().await;
+    mount(
+        &app.llm,
+        OPENAI_PATH,
+        200,
+        openai_reply("Thought: t\nFinal Answer: a"),
+    )
+    .await;
+
+    let reply = app
+        .post_react_step(&request("gpt-4o", "Where is login?"))
+        .await;
+    assert_eq!(reply.status, 200, "{}", reply.text);
+
+    let received = app.llm.received_requests().await.unwrap();
+    assert_eq!(received.len(), 1);
+    let sent = &received[0];
+    assert_eq!(
+        sent.headers["authorization"],
+        format!("Bearer {KEY}").as_str()
+    );
+    let body: serde_json::Value = serde_json::from_slice(&sent.body).unwrap();
+    assert_eq!(body["model"], "gpt-4o");
+    assert_eq!(body["max_tokens"], 1000);
+    assert_eq!(body["temperature"], 0.2);
+    assert_eq!(body["stop"], json!(["\nObservation:"]));
+    let messages = body["messages"].as_array().unwrap();
+    assert_eq!(messages[0]["role"], "system");
+    let system = messages[0]["content"].as_str().unwrap();
+    assert!(system.contains("You have access to: code_search(query), read_file(path)"));
+    assert!(system.contains("Final Answer:") && system.contains("Action: tool_name("));
+    assert_eq!(
+        messages.last().unwrap(),
+        &json!({"role": "user", "content": "Where is login?"})
+    );
+    // Nothing but the documented fields: OpenAI answers 400 to unknown ones.
+    let mut keys: Vec<&str> = body
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect();
+    keys.sort_unstable();
+    assert_eq!(
+        keys,
+        ["max_tokens", "messages", "model", "stop", "temperature"]
+    );
+}
+
+#[tokio::test]
+async fn a_final_answer_step_is_a_direct_response() {
+    let app = spawn_app().await;
+    let output = "Thought: The context shows it.\nFinal Answer: Authentication is implemented in auth.js with login().";
+    mount(&app.llm, OPENAI_PATH, 200, openai_reply(output)).await;
+
+    let reply = app
+        .post_react_step(&request("gpt-4.1", "How is authentication implemented?"))
+        .await;
+
+    assert_eq!(reply.status, 200, "{}", reply.text);
+    let body = &reply.body;
+    assert_eq!(body["status"], "direct_response_provided");
+    assert_eq!(
+        body["direct_response"],
+        "Authentication is implemented in auth.js with login()."
+    );
+    assert_eq!(body["thought"], "The context shows it.");
+    assert_eq!(body["action_details"], json!(null));
+    assert_eq!(body["termination_reason"], "success");
+    let last = body["updated_conversation_history"]
+        .as_array()
+        .unwrap()
+        .last()
+        .unwrap()
+        .clone();
+    assert_eq!(last["content"], body["direct_response"]);
+    assert_eq!(last["thought"], "The context shows it.");
+    assert!(last.get("toolCall").is_none());
+}
+
+#[tokio::test]
+async fn reasoning_models_get_their_own_parameters() {
+    let app = spawn_app().await;
+    mount(
+        &app.llm,
+        OPENAI_PATH,
+        200,
+        openai_reply("Thought: t\nFinal Answer: a"),
+    )
+    .await;
+
+    let reply = app
+        .post_react_step(&request("o3-mini", "Explain the module."))
+        .await;
+    assert_eq!(reply.status, 200, "{}", reply.text);
+
+    let body = &app.upstream_bodies().await[0];
+    assert_eq!(body["max_completion_tokens"], 1000);
+    assert_eq!(body["messages"][0]["role"], "developer");
+    for absent in ["max_tokens", "temperature", "stop"] {
+        assert!(
+            body.get(absent).is_none(),
+            "o3-mini must not get {absent}: {body}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn an_output_cut_at_the_cap_is_used_with_a_warning() {
+    let app = spawn_app().await;
+    let mut reply = openai_reply("Thought: I will answer.\nFinal Answer: The first part of a long");
+    reply["choices"][0]["finish_reason"] = json!("length");
+    mount(&app.llm, OPENAI_PATH, 200, reply).await;
+
+    let reply = app
+        .post_react_step(&request("gpt-4o", "Explain everything."))
+        .await;
+
+    assert_eq!(reply.status, 200, "{}", reply.text);
+    assert_eq!(reply.body["direct_response"], "The first part of a long");
+    assert!(reply.body["warnings"][0]
+        .as_str()
+        .unwrap()
+        .contains("reservedOutputTokens"));
+}

@@ -1,0 +1,81 @@
+//! Replies in each provider's exact wire format, and mocks that serve them.
+
+use serde_json::{json, Value};
+use wiremock::matchers::{method, path};
+use wiremock::{Mock, MockServer, ResponseTemplate};
+
+pub const OPENAI_PATH: &str = "/v1/chat/completions";
+pub const ANTHROPIC_PATH: &str = "/v1/messages";
+pub const OLLAMA_PATH: &str = "/ollama/v1/chat/completions";
+
+/// A chat.completion as api.openai.com sends it.
+pub fn openai_reply(content: &str) -> Value {
+    json!({
+        "id": "chatcmpl-B9MBs8CjcvOU2jLn4n570S5qMJKcT",
+        "object": "chat.completion",
+        "created": 1741569952,
+        "model": "gpt-4o-2024-08-06",
+        "choices": [{
+            "index": 0,
+            "message": {"role": "assistant", "content": content, "refusal": null, "annotations": []},
+            "logprobs": null,
+            "finish_reason": "stop"
+        }],
+        "usage": {
+            "prompt_tokens": 412, "completion_tokens": 37, "total_tokens": 449,
+            "prompt_tokens_details": {"cached_tokens": 0, "audio_tokens": 0},
+            "completion_tokens_details": {"reasoning_tokens": 0, "audio_tokens": 0,
+                "accepted_prediction_tokens": 0, "rejected_prediction_tokens": 0}
+        },
+        "service_tier": "default",
+        "system_fingerprint": "fp_fc9f1d7035"
+    })
+}
+
+/// A message as api.anthropic.com sends it, stopped at the Observation stop sequence.
+pub fn anthropic_reply(text: &str) -> Value {
+    json!({
+        "id": "msg_013Zva2CMHLNnXjNJJKqJ2EF",
+        "type": "message",
+        "role": "assistant",
+        "model": "claude-sonnet-4-5-20250929",
+        "content": [{"type": "text", "text": text}],
+        "stop_reason": "stop_sequence",
+        "stop_sequence": "\nObservation:",
+        "usage": {"input_tokens": 388, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0,
+                  "output_tokens": 29, "service_tier": "standard"}
+    })
+}
+
+/// A chat.completion as Ollama's OpenAI-compatible endpoint sends it.
+pub fn ollama_reply(content: &str) -> Value {
+    json!({
+        "id": "chatcmpl-622",
+        "object": "chat.completion",
+        "created": 1741569952,
+        "model": "llama3.1:8b",
+        "system_fingerprint": "fp_ollama",
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": 301, "completion_tokens": 24, "total_tokens": 325}
+    })
+}
+
+pub async fn mount(server: &MockServer, at: &str, status: u16, body: Value) {
+    Mock::given(method("POST"))
+        .and(path(at))
+        .respond_with(ResponseTemplate::new(status).set_body_json(body))
+        .mount(server)
+        .await;
+}
+
+/// Serves the given replies in order, one per call.
+pub async fn mount_sequence(server: &MockServer, at: &str, replies: Vec<Value>) {
+    for reply in replies {
+        Mock::given(method("POST"))
+            .and(path(at))
+            .respond_with(ResponseTemplate::new(200).set_body_json(reply))
+            .up_to_n_times(1)
+            .mount(server)
+            .await;
+    }
+}
