@@ -13,6 +13,10 @@ pub const REPLY_PRIMING: u32 = 3;
 /// Extra share counted for models whose tokenizer is not public: an over-count costs a little
 /// context, an under-count costs a failed request.
 const APPROXIMATION_MARGIN_PERCENT: u64 = 20;
+/// BPE merging is quadratic in the length of one pre-tokenised piece, so an unbroken run (a
+/// base64 blob, minified code) is counted in slices of at most this many bytes: linear time,
+/// at the price of exactness inside such runs only.
+const MAX_RUN_BYTES: usize = 512;
 
 #[derive(Clone, Copy)]
 pub struct TokenCounter {
@@ -62,9 +66,23 @@ impl TokenCounter {
         }
     }
 
-    /// Counts text as the model would see it (special-token text is ordinary text).
+    /// Counts text as the model would see it (special-token text is ordinary text). Exact for
+    /// text without runs over [`MAX_RUN_BYTES`] non-whitespace bytes; within such a run each cut
+    /// adds one token, so the count can only err upwards.
     pub fn count(&self, text: &str) -> u32 {
-        let raw = self.bpe.encode_ordinary(text).len() as u64;
+        let mut raw = 0u64;
+        let mut slice_start = 0;
+        let mut run_start = 0;
+        for (i, c) in text.char_indices() {
+            if c.is_whitespace() {
+                run_start = i + c.len_utf8();
+            } else if i - run_start >= MAX_RUN_BYTES {
+                raw += self.bpe.encode_ordinary(&text[slice_start..i]).len() as u64 + 1;
+                slice_start = i;
+                run_start = i;
+            }
+        }
+        raw += self.bpe.encode_ordinary(&text[slice_start..]).len() as u64;
         let counted = (raw * (100 + self.margin_percent)).div_ceil(100);
         u32::try_from(counted).unwrap_or(u32::MAX)
     }
@@ -106,6 +124,39 @@ mod tests {
         let text = "fn main() { println!(\"hello, world\"); }\n".repeat(20);
         assert!(approx.is_approximate());
         assert!(approx.count(&text) > exact.count(&text));
+    }
+
+    #[test]
+    fn ordinary_text_is_counted_exactly() {
+        let counter = TokenCounter::for_model(Provider::OpenAi, "gpt-4o");
+        let text = "fn main() {\n    let greeting = \"héllo, wörld\";\n}\n".repeat(200);
+        let exact = o200k_base_singleton().encode_ordinary(&text).len();
+        assert_eq!(counter.count(&text) as usize, exact);
+    }
+
+    #[test]
+    fn long_unbroken_runs_are_never_under_counted() {
+        let counter = TokenCounter::for_model(Provider::OpenAi, "gpt-4o");
+        let blobs = [
+            "a".repeat(5000),
+            (0..5000)
+                .map(|i| char::from(b'A' + (i * 7919 % 26) as u8))
+                .collect::<String>(),
+            "é".repeat(3000),
+            format!(
+                "data:image/png;base64,{}",
+                "iVBORw0KGgoAAAANSUhEUg+/=".repeat(200)
+            ),
+        ];
+        for blob in blobs {
+            let exact = o200k_base_singleton().encode_ordinary(&blob).len();
+            let counted = counter.count(&blob) as usize;
+            assert!(counted >= exact, "{counted} < {exact}");
+            assert!(
+                counted <= exact + exact / 5 + 20,
+                "{counted} is far above {exact}"
+            );
+        }
     }
 
     #[test]
