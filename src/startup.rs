@@ -18,6 +18,7 @@ pub struct Application {
 
 impl Application {
     pub fn build(config: &Config) -> std::io::Result<Self> {
+        crate::step::tokens::warm_up();
         let listener = TcpListener::bind(config.bind)?;
         let port = listener.local_addr()?.port();
         let llm = LlmClients::new(LlmSettings {

@@ -35,6 +35,12 @@ impl std::fmt::Debug for TokenCounter {
     }
 }
 
+/// Loads every encoder the service uses, so the first request of each model family does not pay
+/// for it (about 100-200 ms each).
+pub fn warm_up() {
+    let _ = (cl100k_base_singleton(), o200k_base_singleton());
+}
+
 impl TokenCounter {
     /// The counter for a model: exact for OpenAI models, approximate for everything else.
     pub fn for_model(provider: Provider, model: &str) -> Self {
