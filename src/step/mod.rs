@@ -9,6 +9,7 @@ mod limits;
 pub mod parse;
 pub mod prompt;
 pub mod tokens;
+pub mod truncate;
 
 use serde_json::{Map, Value};
 

@@ -93,6 +93,25 @@ impl TokenCounter {
         u32::try_from(counted).unwrap_or(u32::MAX)
     }
 
+    /// The count of `text`, or `None` as soon as it is known to exceed `limit`: text too long to
+    /// fit is never tokenised in full. It is read in slices that start at a line whose first
+    /// character is not whitespace; no tiktoken pre-token spans such a start, so the sum of the
+    /// slices is the count of the whole.
+    pub fn count_within(&self, text: &str, limit: u32) -> Option<u32> {
+        const SLICE_BYTES: usize = 8 * 1024;
+        let mut total = 0u32;
+        let mut start = 0;
+        while start < text.len() {
+            let end = next_seam(text, start + SLICE_BYTES);
+            total = total.saturating_add(self.count(&text[start..end]));
+            if total > limit {
+                return None;
+            }
+            start = end;
+        }
+        Some(total)
+    }
+
     /// A message's tokens including the chat framing around it.
     pub fn count_message(&self, text: &str) -> u32 {
         self.count(text).saturating_add(PER_MESSAGE_OVERHEAD)
@@ -105,6 +124,20 @@ impl TokenCounter {
     pub fn is_approximate(&self) -> bool {
         self.margin_percent > 0
     }
+}
+
+/// The first position at or after `from` that starts a line beginning with non-whitespace, or
+/// the end of the text.
+fn next_seam(text: &str, from: usize) -> usize {
+    let bytes = text.as_bytes();
+    let mut i = from;
+    while i < bytes.len() {
+        if bytes[i - 1] == b'\n' && !bytes[i].is_ascii_whitespace() {
+            return i;
+        }
+        i += 1;
+    }
+    text.len()
 }
 
 #[cfg(test)]
@@ -163,6 +196,17 @@ mod tests {
                 "{counted} is far above {exact}"
             );
         }
+    }
+
+    #[test]
+    fn counting_within_a_limit_is_exact_or_stops_early() {
+        let counter = TokenCounter::for_model(Provider::OpenAi, "gpt-4o");
+        let text = "impl Foo {\n    fn bar(&self) -> u32 {\n        42\n    }\n}\n\n// done.\n"
+            .repeat(2000);
+        let whole = counter.count(&text);
+        assert_eq!(counter.count_within(&text, u32::MAX), Some(whole));
+        assert_eq!(counter.count_within(&text, whole), Some(whole));
+        assert_eq!(counter.count_within(&text, whole - 1), None);
     }
 
     #[test]
