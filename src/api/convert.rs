@@ -10,12 +10,14 @@ use validator::{Validate, ValidationError, ValidationErrors, ValidationErrorsKin
 use super::request::{wire_name, ReactStepRequest, MAX_CONTEXT_ITEMS};
 use super::response::FieldError;
 use crate::llm::{ApiKey, Provider};
-use crate::step::context::{ContextItem, ContextSource, Unresolved};
+use crate::step::context::{dedupe, ContextItem, ContextSource, Excluded, Fate};
 use crate::step::history::Turn;
-use crate::step::{LlmConfig, StepInput};
+use crate::step::{ConversationSummary, LlmConfig, StepInput};
 
 /// `max_iterations_left` when the client does not send it.
 pub const DEFAULT_MAX_ITERATIONS: u32 = 10;
+/// `max_observation_tokens` when the client does not send it (the ReAct requirements' figure).
+pub const DEFAULT_MAX_OBSERVATION_TOKENS: u32 = 2000;
 
 pub struct Conversion {
     pub allow_mock_response: bool,
@@ -120,6 +122,17 @@ pub fn step_input(req: ReactStepRequest, how: Conversion) -> Result<StepInput, V
     for (i, turn) in req.conversation_history.iter().enumerate() {
         check_turn(i, turn, &mut fail);
     }
+    let order = req.context_priority.unwrap_or_default();
+    if order
+        .iter()
+        .enumerate()
+        .any(|(i, s)| order[..i].contains(s))
+    {
+        fail(
+            "context_priority",
+            "must name each source at most once".into(),
+        );
+    }
 
     let (context, unresolved) = context_items(
         req.explicit_context_paths,
@@ -130,8 +143,13 @@ pub fn step_input(req: ReactStepRequest, how: Conversion) -> Result<StepInput, V
         req.pinned_items
             .into_iter()
             .map(|p| (p.id, p.content, p.path)),
-        req.implicit_context
-            .map(|c| (c.last_focused_file_path, c.last_focused_file_content)),
+        req.implicit_context.map(|c| {
+            (
+                c.last_focused_file_path,
+                c.last_focused_file_content,
+                c.cursor_line,
+            )
+        }),
         req.vector_search_results_to_include
             .into_iter()
             .map(|v| SearchHit {
@@ -158,7 +176,18 @@ pub fn step_input(req: ReactStepRequest, how: Conversion) -> Result<StepInput, V
             token_limit: req.llm_config.token_limit,
             reserved_output_tokens: req.llm_config.reserved_output_tokens,
             temperature: req.llm_config.temperature,
+            tokenizer: req.llm_config.tokenizer,
         },
+        context_order: order,
+        max_observation_tokens: req
+            .max_observation_tokens
+            .unwrap_or(DEFAULT_MAX_OBSERVATION_TOKENS),
+        history_strategy: req.history_strategy.unwrap_or_default(),
+        conversation_summary: req.conversation_summary.map(|s| ConversationSummary {
+            text: s.text,
+            turns: s.turns as usize,
+        }),
+        dry_run: req.dry_run,
         key,
         iterations_left: req.max_iterations_left.unwrap_or(DEFAULT_MAX_ITERATIONS),
         mock_response: req.mock_response,
@@ -197,9 +226,9 @@ fn context_items(
     explicit: impl Iterator<Item = (String, String)>,
     pinned_ids: Vec<String>,
     pinned: impl Iterator<Item = (String, String, Option<String>)>,
-    implicit: Option<(Option<String>, Option<String>)>,
+    implicit: Option<(Option<String>, Option<String>, Option<u32>)>,
     hits: impl Iterator<Item = SearchHit>,
-) -> (Vec<ContextItem>, Vec<Unresolved>) {
+) -> (Vec<ContextItem>, Vec<Excluded>) {
     let mut items = Vec::new();
     let mut unresolved = Vec::new();
     let item = |source, id: String, path: Option<String>, content| ContextItem {
@@ -209,6 +238,7 @@ fn context_items(
         content,
         score: None,
         lines: None,
+        cursor_line: None,
     };
 
     let mut explicit: Vec<(String, String)> = explicit.collect();
@@ -240,11 +270,14 @@ fn context_items(
     );
 
     match implicit {
-        Some((path, Some(content))) => {
+        Some((path, Some(content), cursor_line)) => {
             let id = path.clone().unwrap_or_else(|| "(last focused file)".into());
-            items.push(item(ContextSource::Implicit, id, path, content));
+            items.push(ContextItem {
+                cursor_line,
+                ..item(ContextSource::Implicit, id, path, content)
+            });
         }
-        Some((Some(path), None)) => unresolved.push(missing(ContextSource::Implicit, path)),
+        Some((Some(path), None, _)) => unresolved.push(missing(ContextSource::Implicit, path)),
         _ => {}
     }
 
@@ -266,15 +299,19 @@ fn context_items(
             content: hit.content,
             score: hit.score,
             lines: hit.lines,
+            cursor_line: None,
         });
     }
+    let (items, duplicates) = dedupe(items);
+    unresolved.extend(duplicates);
     (items, unresolved)
 }
 
-fn missing(source: ContextSource, id: String) -> Unresolved {
-    Unresolved {
+fn missing(source: ContextSource, id: String) -> Excluded {
+    Excluded {
         source,
         id,
+        fate: Fate::Unresolved,
         reason: "named without content; this server has no workspace to read it from, so send its content inline".into(),
     }
 }

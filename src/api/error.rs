@@ -154,6 +154,8 @@ impl ApiError {
             usage: None,
             warnings: Vec::new(),
             context_report: None,
+            conversation_summary: None,
+            prompt: None,
             error: Some(ErrorBody {
                 kind,
                 message: self.kind.public_message(),

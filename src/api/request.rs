@@ -7,7 +7,10 @@ use serde::Deserialize;
 use validator::Validate;
 
 use crate::llm::{Provider, RawApiKey};
+use crate::step::context::ContextSource;
 use crate::step::history::Turn;
+use crate::step::tokens::Encoding;
+use crate::step::HistoryStrategy;
 
 /// Upper bounds that keep one request's work bounded whatever the body limit is.
 pub const MAX_HISTORY_TURNS: u64 = 10_000;
@@ -50,6 +53,22 @@ pub struct ReactStepRequest {
     #[validate(nested)]
     pub pinned_items: Vec<PinnedItem>,
     pub mock_response: Option<String>,
+    /// Tokens the latest observation may take at most (default 2000).
+    #[validate(range(min = 16, max = 1_000_000))]
+    pub max_observation_tokens: Option<u32>,
+    pub history_strategy: Option<HistoryStrategy>,
+    #[validate(nested)]
+    pub conversation_summary: Option<ConversationSummaryDto>,
+    pub context_priority: Option<Vec<ContextSource>>,
+    #[serde(default)]
+    pub dry_run: bool,
+}
+
+#[derive(Debug, Deserialize, Validate)]
+pub struct ConversationSummaryDto {
+    #[validate(length(min = 1, max = 100_000))]
+    pub text: String,
+    pub turns: u32,
 }
 
 #[derive(Debug, Deserialize, Validate)]
@@ -57,6 +76,8 @@ pub struct ImplicitContext {
     #[validate(length(min = 1, max = 4096))]
     pub last_focused_file_path: Option<String>,
     pub last_focused_file_content: Option<String>,
+    #[validate(range(min = 1))]
+    pub cursor_line: Option<u32>,
 }
 
 #[derive(Debug, Deserialize, Validate)]
@@ -110,6 +131,7 @@ pub struct LlmConfigDto {
     #[validate(range(min = 0.0, max = 2.0))]
     pub temperature: Option<f64>,
     pub provider: Option<Provider>,
+    pub tokenizer: Option<Encoding>,
 }
 
 #[derive(Debug, Deserialize)]

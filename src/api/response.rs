@@ -4,16 +4,18 @@
 use serde::Serialize;
 use serde_json::{Map, Value};
 
-use crate::llm::Usage;
+use crate::llm::{ChatRole, Usage};
 use crate::step::context::ContextReport;
 use crate::step::history::Turn;
-use crate::step::{Outcome, StepOutput, Termination};
+use crate::step::{ConversationSummary, Outcome, PromptPreview, StepOutput, Termination};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Status {
     ActionProposed,
     DirectResponseProvided,
+    /// `dry_run`: the prompt was built and returned; the model was not called.
+    DryRun,
     Error,
 }
 
@@ -29,6 +31,46 @@ pub struct ActionDetails {
     pub tool_name: String,
     pub tool_args: Map<String, Value>,
     pub raw_action_string: String,
+}
+
+/// One message of a dry run's prompt, the system prompt first.
+#[derive(Debug, Serialize)]
+pub struct PromptMessage {
+    pub role: &'static str,
+    pub content: String,
+    pub tokens: u32,
+}
+
+#[derive(Debug, Serialize)]
+pub struct PromptDto {
+    pub messages: Vec<PromptMessage>,
+    /// The whole prompt as counted against the budget (chat framing included).
+    pub tokens: u32,
+}
+
+impl PromptDto {
+    fn new(preview: PromptPreview, used: u32) -> Self {
+        let system = PromptMessage {
+            role: "system",
+            content: preview.system,
+            tokens: preview.system_tokens,
+        };
+        let turns = preview
+            .messages
+            .into_iter()
+            .map(|(m, tokens)| PromptMessage {
+                role: match m.role {
+                    ChatRole::User => "user",
+                    ChatRole::Assistant => "assistant",
+                },
+                content: m.content,
+                tokens,
+            });
+        Self {
+            messages: std::iter::once(system).chain(turns).collect(),
+            tokens: used,
+        }
+    }
 }
 
 #[derive(Debug, Serialize)]
@@ -63,12 +105,19 @@ pub struct ReactStepResponse {
     pub usage: Option<Usage>,
     pub warnings: Vec<String>,
     pub context_report: Option<ContextReport>,
+    pub conversation_summary: Option<ConversationSummary>,
+    pub prompt: Option<PromptDto>,
     pub error: Option<ErrorBody>,
 }
 
 impl ReactStepResponse {
     pub fn success(output: StepOutput, request_id: String) -> Self {
+        let mut prompt = None;
         let (status, action_details, direct_response, termination_reason) = match output.outcome {
+            Outcome::DryRun(preview) => {
+                prompt = Some(PromptDto::new(preview, output.context_report.used));
+                (Status::DryRun, None, None, None)
+            }
             Outcome::Action {
                 tool_name,
                 tool_args,
@@ -96,7 +145,7 @@ impl ReactStepResponse {
         Self {
             session_id: Some(output.session_id),
             request_id,
-            thought: Some(output.thought),
+            thought: (status != Status::DryRun).then_some(output.thought),
             action_details,
             direct_response,
             updated_conversation_history: output.updated_history,
@@ -106,6 +155,8 @@ impl ReactStepResponse {
             usage: output.usage,
             warnings: output.warnings,
             context_report: Some(output.context_report),
+            conversation_summary: output.conversation_summary,
+            prompt,
             error: None,
         }
     }

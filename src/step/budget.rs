@@ -1,23 +1,46 @@
-//! Fits the prompt into `tokenLimit − reservedOutputTokens`. Basic policy: the instructions, the
-//! tools, the query and the latest observation are mandatory; when the rest does not fit, the
-//! oldest history turns go first, then context items from the lowest priority up. Every item's
-//! fate is reported. The final prompt is counted once more as a whole, so the figure sent
-//! upstream is exact (for models with a public tokenizer), never a sum of estimates.
+//! Fits the prompt into `tokenLimit − reservedOutputTokens`, never one token over.
+//!
+//! 1. Mandatory: the instructions and tools, the query, and the latest observation (cut to
+//!    `max_observation_tokens`). If these alone do not fit, the step is a context overflow.
+//! 2. Then the sources in priority order (by default the conversation, newest turn first, then
+//!    explicit files, pinned items, the focused file and search hits). An item that does not fit
+//!    whole is cut to what is left, when that is still useful; omitted turns are replaced by one
+//!    line (or a summary) in the system prompt.
+//!
+//! Every piece is tokenised once. The system prompt is joined at seams that no tiktoken
+//! pre-token crosses, so its count is the sum of its parts; an item too large to fit is never
+//! tokenised in full.
 
-use super::context::{ContextItem, ContextReport, ContextSource, Fate, ReportItem, Unresolved};
-use super::history::Turn;
-use super::prompt::{chat_messages, render_turn, system_prompt, CONTEXT_HEADING};
-use super::tokens::{TokenCounter, REPLY_PRIMING};
+use super::context::{ContextItem, ContextReport, ContextSource, Excluded, Fate, ReportItem};
+use super::history::{Role, Turn};
+use super::prompt::{chat_messages, render_turn, CONTEXT_HEADING};
+use super::tokens::{TokenCounter, PER_MESSAGE_OVERHEAD, REPLY_PRIMING};
+use super::truncate::{self, MIN_USEFUL_TOKENS};
 use crate::llm::ChatMessage;
 
-/// The prompt chosen for the upstream call.
-#[derive(Debug)]
-pub struct Fitted {
-    pub system: String,
-    pub messages: Vec<ChatMessage>,
-    pub report: ContextReport,
-    pub dropped_turns: usize,
-    pub dropped_items: usize,
+/// The default order in which sources get what the mandatory parts leave.
+pub const DEFAULT_ORDER: [ContextSource; 5] = [
+    ContextSource::ConversationHistory,
+    ContextSource::Explicit,
+    ContextSource::Pinned,
+    ContextSource::Implicit,
+    ContextSource::VectorSearch,
+];
+
+const OMISSION_HEADING: &str = "## Earlier conversation\n\n";
+
+pub struct Candidates<'a> {
+    pub head: &'a str,
+    /// Within each source, in the order the client gave them (search hits by score).
+    pub items: &'a [ContextItem],
+    pub unresolved: &'a [Excluded],
+    pub history: &'a [Turn],
+    pub query: &'a str,
+    /// Sources in the order they are served; sources not named follow in the default order.
+    pub order: &'a [ContextSource],
+    pub max_observation_tokens: u32,
+    /// Tokens held for what stands for omitted turns: a one-line marker, or a summary.
+    pub omission_reserve: u32,
 }
 
 /// Even the mandatory parts exceed the budget.
@@ -27,155 +50,394 @@ pub struct Overflow {
     pub required: u32,
 }
 
-pub struct Candidates<'a> {
-    pub head: &'a str,
-    pub items: &'a [ContextItem],
-    pub unresolved: &'a [Unresolved],
-    pub history: &'a [Turn],
-    pub query: &'a str,
+/// The chosen prompt, still open for the line that stands for omitted turns.
+#[derive(Debug)]
+pub struct Fitted {
+    system: String,
+    system_tokens: u32,
+    pub messages: Vec<ChatMessage>,
+    messages_tokens: u32,
+    pub omitted_turns: usize,
+    pub dropped_items: usize,
+    pub truncated_items: usize,
+    omission_reserve: u32,
+    budget: u32,
+    report_items: Vec<ReportItem>,
+}
+
+/// The prompt as it is sent, with its exact count.
+#[derive(Debug)]
+pub struct Prompt {
+    pub system: String,
+    pub system_tokens: u32,
+    pub messages: Vec<ChatMessage>,
+    pub report: ContextReport,
+}
+
+/// Tokens a marker line of omitted turns can take, at most.
+pub fn marker_reserve(counter: &TokenCounter) -> u32 {
+    counter.count(&omission_part(&marker_text(usize::MAX))) + 2
+}
+
+fn marker_text(turns: usize) -> String {
+    format!("[{turns} earlier turns omitted]")
+}
+
+fn omission_part(text: &str) -> String {
+    format!("{OMISSION_HEADING}{}\n\n", text.trim())
+}
+
+struct Chosen {
+    /// In prompt order: the rendered block, its tokens, and the item's index.
+    blocks: Vec<(String, u32, usize)>,
+    fates: Vec<Option<ReportItem>>,
+    first_kept_turn: usize,
 }
 
 pub fn fit(counter: &TokenCounter, budget: u32, c: &Candidates<'_>) -> Result<Fitted, Overflow> {
-    let blocks: Vec<String> = c.items.iter().map(ContextItem::render).collect();
-    let block_tokens: Vec<u32> = blocks.iter().map(|b| counter.count(b)).collect();
-    let turns: Vec<ChatMessage> = c.history.iter().map(render_turn).collect();
-    let turn_tokens: Vec<u32> = turns
-        .iter()
-        .map(|m| counter.count_message(&m.content))
-        .collect();
-
-    // The latest turn is the observation being answered when there is no new query.
     let query = c.query.trim();
-    let droppable_turns = if query.is_empty() {
-        turns.len().saturating_sub(1)
+    let head_tokens = counter.count(c.head);
+    let heading_tokens = counter.count(CONTEXT_HEADING);
+    let query_tokens = if query.is_empty() {
+        0
     } else {
-        turns.len()
+        counter.count_message(query)
     };
-    let mandatory = REPLY_PRIMING
-        + counter.count_message(c.head)
-        + if query.is_empty() {
-            0
-        } else {
-            counter.count_message(query)
-        }
-        + turn_tokens[droppable_turns..].iter().sum::<u32>();
-    let heading = counter.count(CONTEXT_HEADING);
 
-    let mut first_turn = 0;
-    let mut kept_items = blocks.len();
-    let estimate = |first_turn: usize, kept_items: usize| {
-        let items: u32 = block_tokens[..kept_items].iter().sum();
-        let context = if kept_items > 0 { heading + items } else { 0 };
-        mandatory + turn_tokens[first_turn..droppable_turns].iter().sum::<u32>() + context
-    };
-    let drop_one = |first_turn: &mut usize, kept_items: &mut usize| {
-        if *first_turn < droppable_turns {
-            *first_turn += 1;
-            true
-        } else if *kept_items > 0 {
-            *kept_items -= 1;
-            true
-        } else {
-            false
-        }
-    };
-    while estimate(first_turn, kept_items) > budget {
-        if !drop_one(&mut first_turn, &mut kept_items) {
-            return Err(Overflow {
-                budget,
-                required: mandatory,
-            });
+    // The latest turn is mandatory when it is an observation, or when there is no query.
+    let latest_is_mandatory = c
+        .history
+        .last()
+        .is_some_and(|t| t.role == Role::ToolObservation || query.is_empty());
+    let optional_turns = c.history.len() - usize::from(latest_is_mandatory);
+    let mut latest = c
+        .history
+        .get(optional_turns)
+        .filter(|_| latest_is_mandatory)
+        .map(render_turn);
+    let mut latest_fate = None;
+    if let (Some(message), Some(turn)) = (latest.as_mut(), c.history.last()) {
+        let within = counter.count_within(&message.content, c.max_observation_tokens);
+        if within.is_none() && turn.role == Role::ToolObservation {
+            let cut = truncate::head_and_tail(counter, &message.content, c.max_observation_tokens)
+                .map(|cut| cut.text)
+                .unwrap_or_else(|| "Observation: [the result was too long to include]".into());
+            message.content = cut;
+            latest_fate = Some(Fate::Truncated);
         }
     }
-    loop {
-        let chosen: Vec<&str> = blocks[..kept_items].iter().map(String::as_str).collect();
-        let system = system_prompt(c.head, &chosen);
-        let messages = chat_messages(turns[first_turn..].to_vec(), query);
-        let used = REPLY_PRIMING
-            + counter.count_message(&system)
-            + messages
-                .iter()
-                .map(|m| counter.count_message(&m.content))
-                .sum::<u32>();
-        if used <= budget {
-            let report = report(
-                counter,
-                budget,
-                used,
-                c,
-                &block_tokens,
-                &turn_tokens,
-                first_turn,
-                kept_items,
+    let latest_tokens = latest
+        .as_ref()
+        .map_or(0, |m| counter.count_message(&m.content));
+    let mandatory =
+        REPLY_PRIMING + PER_MESSAGE_OVERHEAD + head_tokens + query_tokens + latest_tokens;
+    if mandatory > budget {
+        return Err(Overflow {
+            budget,
+            required: mandatory,
+        });
+    }
+
+    let mut room = budget - mandatory;
+    let chosen = choose(counter, c, optional_turns, heading_tokens, &mut room);
+
+    // Assemble: the system prompt from parts whose counts are already known.
+    let mut system = String::from(c.head);
+    let mut system_tokens = head_tokens;
+    if !chosen.blocks.is_empty() {
+        system.push_str(CONTEXT_HEADING);
+        system_tokens += heading_tokens;
+    }
+    for (block, tokens, _) in &chosen.blocks {
+        system.push_str(block);
+        system_tokens += tokens;
+    }
+    let mut turns: Vec<ChatMessage> = c.history[chosen.first_kept_turn..optional_turns]
+        .iter()
+        .map(render_turn)
+        .collect();
+    turns.extend(latest);
+    let messages = chat_messages(turns, query);
+    // Merged neighbours and filler turns are the only text counted after assembly.
+    let messages_tokens = REPLY_PRIMING
+        + messages
+            .iter()
+            .map(|m| counter.count_message(&m.content))
+            .sum::<u32>();
+
+    let report_items = report_items(
+        counter,
+        c,
+        chosen.fates,
+        chosen.first_kept_turn,
+        optional_turns,
+        latest_fate,
+    );
+    let dropped_items = report_items
+        .iter()
+        .filter(|i| i.fate == Fate::Dropped && i.source != ContextSource::ConversationHistory)
+        .count();
+    let truncated_items = report_items
+        .iter()
+        .filter(|i| i.fate == Fate::Truncated)
+        .count();
+    let fitted = Fitted {
+        system,
+        system_tokens,
+        messages,
+        messages_tokens,
+        omitted_turns: chosen.first_kept_turn,
+        dropped_items,
+        truncated_items,
+        omission_reserve: c.omission_reserve,
+        budget,
+        report_items,
+    };
+    if fitted.used_without_omission() + fitted.held_for_omission() > budget {
+        // Only merging can add a token or two at a seam; not worth a second strategy.
+        return Err(Overflow {
+            budget,
+            required: fitted.used_without_omission(),
+        });
+    }
+    Ok(fitted)
+}
+
+/// Serves the sources in priority order from `room`, newest turns first.
+fn choose(
+    counter: &TokenCounter,
+    c: &Candidates<'_>,
+    optional_turns: usize,
+    heading_tokens: u32,
+    room: &mut u32,
+) -> Chosen {
+    let mut order: Vec<ContextSource> = c.order.to_vec();
+    for source in DEFAULT_ORDER {
+        if !order.contains(&source) {
+            order.push(source);
+        }
+    }
+    let mut chosen = Chosen {
+        blocks: Vec::new(),
+        fates: vec![None; c.items.len()],
+        first_kept_turn: optional_turns,
+    };
+    let mut heading_paid = false;
+    for source in order {
+        if source == ContextSource::ConversationHistory {
+            chosen.first_kept_turn = choose_turns(counter, c, optional_turns, room);
+            continue;
+        }
+        for (i, item) in c
+            .items
+            .iter()
+            .enumerate()
+            .filter(|(_, it)| it.source == source)
+        {
+            let heading = if heading_paid { 0 } else { heading_tokens };
+            let Some(available) = room.checked_sub(heading) else {
+                chosen.fates[i] = Some(fate(
+                    item,
+                    None,
+                    Fate::Dropped,
+                    "no room was left in the token budget",
+                ));
+                continue;
+            };
+            let block = item.render();
+            let (block, tokens, item_fate) = match counter.count_within(&block, available) {
+                Some(tokens) => (block, tokens, Fate::Included),
+                None => match cut_item(counter, item, available) {
+                    Some((block, tokens)) => (block, tokens, Fate::Truncated),
+                    None => {
+                        chosen.fates[i] = Some(fate(
+                            item,
+                            None,
+                            Fate::Dropped,
+                            "did not fit in what was left of the token budget",
+                        ));
+                        continue;
+                    }
+                },
+            };
+            *room -= tokens + heading;
+            heading_paid = true;
+            let why = (item_fate == Fate::Truncated).then_some(
+                "cut to fit the token budget: head and tail kept (or the window around the cursor)",
             );
-            return Ok(Fitted {
-                system,
-                messages,
-                report,
-                dropped_turns: first_turn,
-                dropped_items: blocks.len() - kept_items,
-            });
+            chosen.fates[i] = Some(fate(item, Some(tokens), item_fate, why.unwrap_or("")));
+            chosen.blocks.push((block, tokens, i));
         }
-        if !drop_one(&mut first_turn, &mut kept_items) {
-            return Err(Overflow {
-                budget,
-                required: used,
-            });
+    }
+    chosen
+}
+
+/// The oldest turn kept: turns are taken newest first while they fit, keeping room for the line
+/// that stands for the ones left out.
+fn choose_turns(
+    counter: &TokenCounter,
+    c: &Candidates<'_>,
+    optional_turns: usize,
+    room: &mut u32,
+) -> usize {
+    let mut first = optional_turns;
+    let mut used = 0u32;
+    let mut costs = Vec::new();
+    while first > 0 {
+        let message = render_turn(&c.history[first - 1]);
+        let limit = room.saturating_sub(used);
+        match counter.count_within(&message.content, limit.saturating_sub(PER_MESSAGE_OVERHEAD)) {
+            Some(tokens) if used + tokens + PER_MESSAGE_OVERHEAD <= *room => {
+                used += tokens + PER_MESSAGE_OVERHEAD;
+                costs.push(tokens + PER_MESSAGE_OVERHEAD);
+                first -= 1;
+            }
+            _ => break,
         }
+    }
+    // Turns will be left out: make room for the line that says so.
+    while first > 0 && used + c.omission_reserve > *room {
+        match costs.pop() {
+            Some(cost) => {
+                used -= cost;
+                first += 1;
+            }
+            None => break,
+        }
+    }
+    *room -= used;
+    first
+}
+
+/// The item cut to `available` tokens (block framing included), if that is still useful.
+fn cut_item(counter: &TokenCounter, item: &ContextItem, available: u32) -> Option<(String, u32)> {
+    let framing = counter.count(
+        &ContextItem {
+            content: String::new(),
+            ..item.clone()
+        }
+        .render(),
+    ) + 8;
+    let content_room = available.checked_sub(framing)?;
+    if content_room < MIN_USEFUL_TOKENS {
+        return None;
+    }
+    let center = item.cursor_line.map(|l| l.saturating_sub(1) as usize);
+    let cut = truncate::window(counter, &item.content, center, content_room)?;
+    let block = ContextItem {
+        content: cut.text,
+        ..item.clone()
+    }
+    .render();
+    let tokens = counter.count(&block);
+    (tokens <= available).then_some((block, tokens))
+}
+
+fn fate(item: &ContextItem, tokens: Option<u32>, fate: Fate, reason: &str) -> ReportItem {
+    ReportItem {
+        source: item.source,
+        id: item.id.clone(),
+        tokens,
+        fate,
+        reason: (!reason.is_empty()).then(|| reason.to_string()),
     }
 }
 
-#[expect(
-    clippy::too_many_arguments,
-    reason = "one call site assembling one report"
-)]
-fn report(
+fn report_items(
     counter: &TokenCounter,
-    budget: u32,
-    used: u32,
     c: &Candidates<'_>,
-    block_tokens: &[u32],
-    turn_tokens: &[u32],
-    first_turn: usize,
-    kept_items: usize,
-) -> ContextReport {
-    let items = c
-        .items
-        .iter()
-        .zip(block_tokens)
-        .enumerate()
-        .map(|(i, (item, &tokens))| {
-            let kept = i < kept_items;
-            ReportItem {
-                source: item.source,
-                id: item.id.clone(),
-                tokens: Some(tokens),
-                fate: if kept { Fate::Included } else { Fate::Dropped },
-                reason: (!kept).then(|| {
-                    "did not fit in the token budget; lower-priority context is dropped first"
-                        .into()
-                }),
-            }
-        });
-    let turns = turn_tokens.iter().enumerate().map(|(i, &tokens)| {
-        let kept = i >= first_turn;
-        ReportItem {
+    fates: Vec<Option<ReportItem>>,
+    first_kept_turn: usize,
+    optional_turns: usize,
+    latest_fate: Option<Fate>,
+) -> Vec<ReportItem> {
+    let mut items: Vec<ReportItem> = fates.into_iter().flatten().collect();
+    for (i, _) in c.history.iter().enumerate() {
+        let (fate, reason) = if i < first_kept_turn {
+            (
+                Fate::Dropped,
+                Some(
+                    "older than the turns that fit; stood for by the earlier-conversation line"
+                        .to_string(),
+                ),
+            )
+        } else if i >= optional_turns && latest_fate == Some(Fate::Truncated) {
+            (
+                Fate::Truncated,
+                Some(format!(
+                    "the latest observation is cut to max_observation_tokens ({})",
+                    c.max_observation_tokens
+                )),
+            )
+        } else {
+            (Fate::Included, None)
+        };
+        // Dropped turns are not tokenised: their count is not known, and not worth knowing.
+        let tokens = (fate != Fate::Dropped)
+            .then(|| counter.count_message(&render_turn(&c.history[i]).content));
+        items.push(ReportItem {
             source: ContextSource::ConversationHistory,
             id: format!("conversation_history[{i}]"),
-            tokens: Some(tokens),
-            fate: if kept { Fate::Included } else { Fate::Dropped },
-            reason: (!kept).then(|| {
-                "did not fit in the token budget; the oldest turns are dropped first".into()
-            }),
+            tokens,
+            fate,
+            reason,
+        });
+    }
+    items.extend(c.unresolved.iter().cloned().map(ReportItem::from));
+    items
+}
+
+impl Fitted {
+    fn used_without_omission(&self) -> u32 {
+        PER_MESSAGE_OVERHEAD + self.system_tokens + self.messages_tokens
+    }
+
+    fn held_for_omission(&self) -> u32 {
+        if self.omitted_turns > 0 {
+            self.omission_reserve
+        } else {
+            0
         }
-    });
-    let unresolved = c.unresolved.iter().cloned().map(ReportItem::from);
-    ContextReport {
-        budget,
-        used,
-        tokenizer: counter.encoding(),
-        approximate: counter.is_approximate(),
-        items: items.chain(turns).chain(unresolved).collect(),
+    }
+
+    /// Completes the system prompt with the line that stands for omitted turns: `summary` when
+    /// given (cut to the room held for it), otherwise `[k earlier turns omitted]`.
+    pub fn finish(
+        mut self,
+        counter: &TokenCounter,
+        summary: Option<&str>,
+        tokenizer: &'static str,
+    ) -> Prompt {
+        if self.omitted_turns > 0 {
+            let marker = marker_text(self.omitted_turns);
+            let mut part = omission_part(summary.unwrap_or(&marker));
+            let mut tokens = counter.count(&part);
+            if tokens > self.omission_reserve {
+                let room = self
+                    .omission_reserve
+                    .saturating_sub(counter.count(OMISSION_HEADING) + 2);
+                part = match summary.and_then(|s| truncate::head_and_tail(counter, s, room)) {
+                    Some(cut) => omission_part(&cut.text),
+                    None => omission_part(&marker),
+                };
+                tokens = counter.count(&part);
+            }
+            self.system.push_str(&part);
+            self.system_tokens += tokens;
+        }
+        let used = PER_MESSAGE_OVERHEAD + self.system_tokens + self.messages_tokens;
+        Prompt {
+            system: self.system,
+            system_tokens: self.system_tokens,
+            messages: self.messages,
+            report: ContextReport {
+                budget: self.budget,
+                used,
+                tokenizer,
+                approximate: counter.is_approximate(),
+                items: self.report_items,
+            },
+        }
     }
 }
 
@@ -183,16 +445,22 @@ fn report(
 mod tests {
     use super::*;
     use crate::llm::Provider;
-    use crate::step::history::Role;
 
-    fn item(source: ContextSource, id: &str, words: usize) -> ContextItem {
+    fn counter() -> TokenCounter {
+        TokenCounter::for_model(Provider::OpenAi, "gpt-4o")
+    }
+
+    fn item(source: ContextSource, id: &str, lines: usize) -> ContextItem {
         ContextItem {
             source,
             id: id.into(),
             path: Some(id.into()),
-            content: "token ".repeat(words),
+            content: (0..lines)
+                .map(|i| format!("let value_{i} = {i};\n"))
+                .collect(),
             score: None,
             lines: None,
+            cursor_line: None,
         }
     }
 
@@ -206,7 +474,7 @@ mod tests {
                 };
                 Turn::new(
                     role,
-                    "word ".repeat(words),
+                    format!("turn{i} {}", "word ".repeat(words)),
                     "2024-01-01T00:00:00.000Z".into(),
                 )
             })
@@ -218,59 +486,159 @@ mod tests {
         items: &[ContextItem],
         history: &[Turn],
         query: &str,
-    ) -> Result<Fitted, Overflow> {
-        let counter = TokenCounter::for_model(Provider::OpenAi, "gpt-4o");
+    ) -> Result<Prompt, Overflow> {
+        let counter = counter();
         let c = Candidates {
-            head: "You are helpful.",
+            head: "You are helpful.\n\n",
             items,
             unresolved: &[],
             history,
             query,
+            order: &DEFAULT_ORDER,
+            max_observation_tokens: 2000,
+            omission_reserve: marker_reserve(&counter),
         };
-        fit(&counter, budget, &c)
+        fit(&counter, budget, &c).map(|f| f.finish(&counter, None, "o200k_base"))
+    }
+
+    fn exact(p: &Prompt) -> u32 {
+        let c = counter();
+        REPLY_PRIMING
+            + c.count_message(&p.system)
+            + p.messages
+                .iter()
+                .map(|m| c.count_message(&m.content))
+                .sum::<u32>()
+    }
+
+    fn fate_of(p: &Prompt, id: &str) -> Fate {
+        p.report
+            .items
+            .iter()
+            .find(|i| i.id == id)
+            .map(|i| i.fate)
+            .unwrap_or_else(|| panic!("{id} not reported"))
     }
 
     #[test]
-    fn everything_fits_in_a_large_budget() {
-        let items = [item(ContextSource::Explicit, "a.rs", 50)];
-        let fitted = run(10_000, &items, &turns(4, 20), "why?").unwrap_or_else(|e| panic!("{e:?}"));
-        assert_eq!((fitted.dropped_turns, fitted.dropped_items), (0, 0));
-        assert!(fitted.report.used <= 10_000);
-        assert!(fitted.system.contains("### explicit context: a.rs"));
-    }
-
-    #[test]
-    fn oldest_history_goes_before_any_context() {
-        let items = [item(ContextSource::Explicit, "a.rs", 100)];
-        let history = turns(6, 100);
-        let fitted = run(400, &items, &history, "why?").unwrap_or_else(|e| panic!("{e:?}"));
-        assert!(fitted.dropped_turns > 0);
-        assert_eq!(fitted.dropped_items, 0);
-        assert!(fitted.report.used <= 400, "{}", fitted.report.used);
-        assert_eq!(fitted.report.items[1].fate, Fate::Dropped);
-    }
-
-    #[test]
-    fn lowest_priority_context_goes_when_history_is_gone() {
+    fn everything_fits_in_a_large_budget_and_the_count_is_exact() {
         let items = [
-            item(ContextSource::Explicit, "a.rs", 100),
-            item(ContextSource::VectorSearch, "b.rs", 100),
+            item(ContextSource::Explicit, "a.rs", 30),
+            item(ContextSource::VectorSearch, "b.rs", 10),
         ];
-        let fitted = run(200, &items, &[], "why?").unwrap_or_else(|e| panic!("{e:?}"));
-        assert_eq!(fitted.dropped_items, 1);
-        assert_eq!(fitted.report.items[0].fate, Fate::Included);
-        assert_eq!(fitted.report.items[1].fate, Fate::Dropped);
-        assert!(fitted.report.used <= 200);
+        let p = run(10_000, &items, &turns(4, 20), "why?").unwrap_or_else(|e| panic!("{e:?}"));
+        assert!(p.report.items.iter().all(|i| i.fate == Fate::Included));
+        assert_eq!(p.report.used, exact(&p));
+        assert_eq!(
+            p.system_tokens,
+            counter().count(&p.system),
+            "the sum of the parts is the whole"
+        );
     }
 
     #[test]
-    fn the_latest_observation_is_kept_when_there_is_no_query() {
-        let history = turns(5, 30);
-        let fitted = run(60, &[], &history, "").unwrap_or_else(|e| panic!("{e:?}"));
-        assert_eq!(fitted.dropped_turns, 4);
-        assert_eq!(
-            fitted.messages.last().map(|m| m.content.trim()),
-            Some("word ".repeat(30).trim())
+    fn history_is_served_before_context_and_newest_first() {
+        let items = [item(ContextSource::Explicit, "a.rs", 60)];
+        let history = turns(6, 100);
+        let p = run(500, &items, &history, "why?").unwrap_or_else(|e| panic!("{e:?}"));
+        assert_eq!(fate_of(&p, "conversation_history[5]"), Fate::Included);
+        assert_eq!(fate_of(&p, "conversation_history[0]"), Fate::Dropped);
+        assert!(p.system.contains("earlier turns omitted]"));
+        assert!(p.report.used <= 500 && p.report.used == exact(&p));
+    }
+
+    #[test]
+    fn an_item_that_partly_fits_is_cut_not_dropped() {
+        let items = [item(ContextSource::Explicit, "big.rs", 2000)];
+        let p = run(1500, &items, &[], "why?").unwrap_or_else(|e| panic!("{e:?}"));
+        assert_eq!(fate_of(&p, "big.rs"), Fate::Truncated);
+        assert!(
+            p.system.contains("let value_0 = 0;") && p.system.contains("let value_1999 = 1999;")
+        );
+        assert!(p.report.used <= 1500 && p.report.used == exact(&p));
+    }
+
+    #[test]
+    fn context_priority_puts_search_hits_before_history() {
+        let items = [item(ContextSource::VectorSearch, "hit.rs", 60)];
+        let history = turns(6, 80);
+        let counter = counter();
+        let c = Candidates {
+            head: "You are helpful.\n\n",
+            items: &items,
+            unresolved: &[],
+            history: &history,
+            query: "q",
+            order: &[ContextSource::VectorSearch],
+            max_observation_tokens: 2000,
+            omission_reserve: marker_reserve(&counter),
+        };
+        let p = fit(&counter, 700, &c)
+            .unwrap_or_else(|e| panic!("{e:?}"))
+            .finish(&counter, None, "o200k_base");
+        assert_eq!(fate_of(&p, "hit.rs"), Fate::Included);
+        assert_eq!(fate_of(&p, "conversation_history[0]"), Fate::Dropped);
+    }
+
+    #[test]
+    fn the_latest_observation_is_mandatory_and_cut_to_its_own_limit() {
+        let mut history = turns(2, 10);
+        history.push(Turn::new(
+            Role::ToolObservation,
+            "row\n".repeat(5000),
+            "2024-01-01T00:00:00.000Z".into(),
+        ));
+        let counter = counter();
+        let c = Candidates {
+            head: "h\n\n",
+            items: &[],
+            unresolved: &[],
+            history: &history,
+            query: "",
+            order: &DEFAULT_ORDER,
+            max_observation_tokens: 300,
+            omission_reserve: marker_reserve(&counter),
+        };
+        let p = fit(&counter, 2000, &c)
+            .unwrap_or_else(|e| panic!("{e:?}"))
+            .finish(&counter, None, "o200k_base");
+        assert_eq!(fate_of(&p, "conversation_history[2]"), Fate::Truncated);
+        let last = p
+            .messages
+            .last()
+            .map(|m| counter.count(&m.content))
+            .unwrap_or(0);
+        assert!(last <= 300, "{last}");
+    }
+
+    #[test]
+    fn a_summary_replaces_the_marker_within_the_reserve() {
+        let history = turns(8, 80);
+        let counter = counter();
+        let c = Candidates {
+            head: "h\n\n",
+            items: &[],
+            unresolved: &[],
+            history: &history,
+            query: "q",
+            order: &DEFAULT_ORDER,
+            max_observation_tokens: 2000,
+            omission_reserve: 120,
+        };
+        let fitted = fit(&counter, 500, &c).unwrap_or_else(|e| panic!("{e:?}"));
+        assert!(fitted.omitted_turns > 0);
+        let long_summary = "The user asked about auth; we found login() in auth.js. ".repeat(40);
+        let p = fitted.finish(&counter, Some(&long_summary), "o200k_base");
+        assert!(p.system.contains("## Earlier conversation\n\n"));
+        assert!(
+            p.system.contains("we found login() in auth.js"),
+            "the summary, cut to its reserve"
+        );
+        assert!(!p.system.contains("earlier turns omitted]"));
+        assert!(
+            p.report.used <= 500 && p.report.used == exact(&p),
+            "{}",
+            p.report.used
         );
     }
 

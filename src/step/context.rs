@@ -4,7 +4,7 @@
 use serde::Serialize;
 
 /// Where an item came from; the order of the variants is the order of priority.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ContextSource {
     Explicit,
@@ -15,7 +15,7 @@ pub enum ContextSource {
 }
 
 impl ContextSource {
-    fn label(self) -> &'static str {
+    pub fn label(self) -> &'static str {
         match self {
             Self::Explicit => "explicit context",
             Self::Pinned => "pinned item",
@@ -35,6 +35,8 @@ pub struct ContextItem {
     pub content: String,
     pub score: Option<f64>,
     pub lines: Option<(u32, u32)>,
+    /// For the focused file: the cursor's line (1-based), the centre of a cut.
+    pub cursor_line: Option<u32>,
 }
 
 impl ContextItem {
@@ -98,6 +100,7 @@ fn language_of(path: &str) -> Option<&'static str> {
 #[serde(rename_all = "snake_case")]
 pub enum Fate {
     Included,
+    Truncated,
     Dropped,
     Unresolved,
 }
@@ -123,24 +126,97 @@ pub struct ContextReport {
     pub items: Vec<ReportItem>,
 }
 
-/// An item named by the client whose content did not arrive.
+/// An item set aside before fitting: named without content (unresolved), or a duplicate of
+/// another (dropped).
 #[derive(Debug, Clone, PartialEq)]
-pub struct Unresolved {
+pub struct Excluded {
     pub source: ContextSource,
     pub id: String,
+    pub fate: Fate,
     pub reason: String,
 }
 
-impl From<Unresolved> for ReportItem {
-    fn from(u: Unresolved) -> Self {
+impl From<Excluded> for ReportItem {
+    fn from(u: Excluded) -> Self {
         Self {
             source: u.source,
             id: u.id,
             tokens: None,
-            fate: Fate::Unresolved,
+            fate: u.fate,
             reason: Some(u.reason),
         }
     }
+}
+
+/// Sends the same file once: a file given whole (explicit, a pinned file, the focused file)
+/// makes later items with its path duplicates, and search hits of one path with overlapping or
+/// adjacent line ranges are merged into the first (the higher-scored).
+pub fn dedupe(items: Vec<ContextItem>) -> (Vec<ContextItem>, Vec<Excluded>) {
+    let mut kept: Vec<ContextItem> = Vec::with_capacity(items.len());
+    let mut excluded = Vec::new();
+    for item in items {
+        let whole = kept
+            .iter()
+            .find(|k| k.lines.is_none() && k.path.is_some() && k.path == item.path);
+        if let Some(whole) = whole {
+            excluded.push(Excluded {
+                source: item.source,
+                id: item.id,
+                fate: Fate::Dropped,
+                reason: format!(
+                    "duplicate: the whole file is already included as {}",
+                    whole.source.label()
+                ),
+            });
+            continue;
+        }
+        let overlapping = kept.iter_mut().find(|k| {
+            k.source == ContextSource::VectorSearch
+                && item.source == ContextSource::VectorSearch
+                && k.path.is_some()
+                && k.path == item.path
+                && matches!((k.lines, item.lines), (Some((s1, e1)), Some((s2, e2))) if s2 <= e1.saturating_add(1) && s1 <= e2.saturating_add(1))
+        });
+        match overlapping {
+            Some(first) => {
+                merge_ranges(first, &item);
+                excluded.push(Excluded {
+                    source: item.source,
+                    id: item.id,
+                    fate: Fate::Dropped,
+                    reason: "duplicate: its lines overlap another search result of the same file, which now holds them".into(),
+                });
+            }
+            None => kept.push(item),
+        }
+    }
+    (kept, excluded)
+}
+
+/// Extends `first` with the lines of `other` that it does not already hold.
+fn merge_ranges(first: &mut ContextItem, other: &ContextItem) {
+    let (Some((s1, e1)), Some((s2, e2))) = (first.lines, other.lines) else {
+        return;
+    };
+    let other_lines: Vec<&str> = other.content.split_inclusive('\n').collect();
+    let mut before: String = other_lines
+        .iter()
+        .take(s1.saturating_sub(s2) as usize)
+        .copied()
+        .collect();
+    let skip = (e1 + 1).saturating_sub(s2) as usize;
+    let after: String = other_lines.iter().skip(skip).copied().collect();
+    if !before.is_empty() && !before.ends_with('\n') {
+        before.push('\n');
+    }
+    let mut content = before;
+    content.push_str(&first.content);
+    if !after.is_empty() && !content.ends_with('\n') {
+        content.push('\n');
+    }
+    content.push_str(&after);
+    first.content = content;
+    first.lines = Some((s1.min(s2), e1.max(e2)));
 }
 
 #[cfg(test)]
@@ -155,7 +231,52 @@ mod tests {
             content: content.into(),
             score: None,
             lines: None,
+            cursor_line: None,
         }
+    }
+
+    fn hit(path: &str, lines: (u32, u32)) -> ContextItem {
+        ContextItem {
+            source: ContextSource::VectorSearch,
+            id: path.into(),
+            path: Some(path.into()),
+            content: (lines.0..=lines.1).map(|n| format!("line {n}\n")).collect(),
+            score: None,
+            lines: Some(lines),
+            cursor_line: None,
+        }
+    }
+
+    #[test]
+    fn a_search_hit_of_a_file_already_sent_whole_is_a_duplicate() {
+        let (kept, excluded) = dedupe(vec![item("x"), hit("src/a.rs", (1, 3))]);
+        assert_eq!(kept.len(), 1);
+        assert_eq!(excluded[0].fate, Fate::Dropped);
+        assert!(excluded[0].reason.contains("explicit context"));
+    }
+
+    #[test]
+    fn overlapping_hits_of_one_file_merge_into_one_range() {
+        let (kept, excluded) = dedupe(vec![
+            hit("b.rs", (10, 14)),
+            hit("b.rs", (12, 18)),
+            hit("b.rs", (40, 41)),
+        ]);
+        assert_eq!(kept.len(), 2);
+        assert_eq!(excluded.len(), 1);
+        assert_eq!(kept[0].lines, Some((10, 18)));
+        let expected: String = (10..=18).map(|n| format!("line {n}\n")).collect();
+        assert_eq!(kept[0].content, expected);
+    }
+
+    #[test]
+    fn a_hit_that_starts_earlier_is_merged_in_front() {
+        let (kept, _) = dedupe(vec![hit("b.rs", (10, 12)), hit("b.rs", (7, 10))]);
+        let expected: String = (7..=12).map(|n| format!("line {n}\n")).collect();
+        assert_eq!(
+            (kept[0].lines, kept[0].content.as_str()),
+            (Some((7, 12)), expected.as_str())
+        );
     }
 
     #[test]

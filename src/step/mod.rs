@@ -8,19 +8,23 @@ pub mod history;
 mod limits;
 pub mod parse;
 pub mod prompt;
+mod summary;
 pub mod tokens;
 pub mod truncate;
 
+use serde::Deserialize;
 use serde_json::{Map, Value};
 
 use crate::llm::{
-    ApiKey, ChatRequest, Completion, FinishReason, LlmClients, LlmError, Provider, Usage,
+    ApiKey, ChatMessage, ChatRequest, Completion, FinishReason, LlmClients, LlmError, Provider,
+    Usage,
 };
 use budget::{Candidates, Overflow};
-use context::{ContextItem, ContextReport, Unresolved};
+use context::{ContextItem, ContextReport, ContextSource, Excluded};
 use history::{timestamp_now, Role, ToolCall, Turn};
 use parse::Decision;
-use tokens::TokenCounter;
+pub use summary::ConversationSummary;
+use tokens::{Encoding, TokenCounter};
 
 #[derive(Debug, Clone)]
 pub struct LlmConfig {
@@ -29,6 +33,7 @@ pub struct LlmConfig {
     pub token_limit: u32,
     pub reserved_output_tokens: u32,
     pub temperature: Option<f64>,
+    pub tokenizer: Option<Encoding>,
 }
 
 impl LlmConfig {
@@ -38,15 +43,26 @@ impl LlmConfig {
     }
 }
 
+/// What stands for conversation turns that do not fit.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum HistoryStrategy {
+    /// One line: `[k earlier turns omitted]`.
+    #[default]
+    Omit,
+    /// A summary made with one extra model call (or the client's, while it still covers them).
+    Summarize,
+}
+
 /// Everything a step needs, already validated.
 #[derive(Debug)]
 pub struct StepInput {
     pub session_id: String,
     pub user_query: String,
     pub history: Vec<Turn>,
-    /// In priority order: explicit, pinned, implicit, then search results by score.
+    /// Within each source in the client's order; search hits by score.
     pub context: Vec<ContextItem>,
-    pub unresolved: Vec<Unresolved>,
+    pub unresolved: Vec<Excluded>,
     pub tools_segment: String,
     pub llm: LlmConfig,
     pub key: Option<ApiKey>,
@@ -54,6 +70,12 @@ pub struct StepInput {
     pub mock_response: Option<String>,
     /// When the request arrived: the timestamp of the user's turn.
     pub received_at: String,
+    /// Sources in the order they are served; the rest follow in the default order.
+    pub context_order: Vec<ContextSource>,
+    pub max_observation_tokens: u32,
+    pub history_strategy: HistoryStrategy,
+    pub conversation_summary: Option<ConversationSummary>,
+    pub dry_run: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -73,6 +95,16 @@ pub enum Outcome {
         text: String,
         termination: Termination,
     },
+    /// `dry_run`: the prompt that would have been sent.
+    DryRun(PromptPreview),
+}
+
+/// The exact prompt of a dry run, with the token count of each part.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PromptPreview {
+    pub system: String,
+    pub system_tokens: u32,
+    pub messages: Vec<(ChatMessage, u32)>,
 }
 
 #[derive(Debug)]
@@ -85,11 +117,12 @@ pub struct StepOutput {
     pub usage: Option<Usage>,
     pub warnings: Vec<String>,
     pub context_report: ContextReport,
+    pub conversation_summary: Option<ConversationSummary>,
 }
 
 #[derive(Debug, thiserror::Error)]
 pub enum StepError {
-    #[error("the mandatory parts of the prompt need {} tokens but the budget (tokenLimit - reservedOutputTokens) is {}", .0.required, .0.budget)]
+    #[error("the mandatory parts of the prompt (instructions, tools, query and latest observation) need {} tokens but the budget (tokenLimit - reservedOutputTokens) is {}", .0.required, .0.budget)]
     ContextOverflow(Overflow),
     #[error(transparent)]
     Llm(#[from] LlmError),
@@ -101,7 +134,14 @@ pub enum StepError {
 
 #[tracing::instrument(name = "react step", skip_all, fields(session_id = %input.session_id, model = %input.llm.model))]
 pub async fn run(input: StepInput, llm: &LlmClients) -> Result<StepOutput, StepError> {
-    let counter = TokenCounter::for_model(input.llm.provider, &input.llm.model);
+    let counter = TokenCounter::new(input.llm.provider, &input.llm.model, input.llm.tokenizer);
+    let budget = input.llm.prompt_budget();
+    let omission_reserve = match input.history_strategy {
+        HistoryStrategy::Omit => budget::marker_reserve(&counter),
+        HistoryStrategy::Summarize => {
+            summary::reserve(budget).max(budget::marker_reserve(&counter))
+        }
+    };
     // Tokenising megabytes of context is CPU work: keep it off the async workers.
     let (input, fitted) = tokio::task::spawn_blocking(move || {
         let head = prompt::system_head(&input.tools_segment, input.iterations_left == 1);
@@ -111,19 +151,67 @@ pub async fn run(input: StepInput, llm: &LlmClients) -> Result<StepOutput, StepE
             unresolved: &input.unresolved,
             history: &input.history,
             query: &input.user_query,
+            order: &input.context_order,
+            max_observation_tokens: input.max_observation_tokens,
+            omission_reserve,
         };
-        let fitted = budget::fit(&counter, input.llm.prompt_budget(), &candidates);
+        let fitted = budget::fit(&counter, budget, &candidates);
         (input, fitted)
     })
     .await
     .map_err(|e| StepError::Internal(format!("prompt building failed: {e}")))?;
     let fitted = fitted.map_err(StepError::ContextOverflow)?;
-    let mut warnings = budget_warnings(&fitted, input.unresolved.len());
+    let mut warnings = budget_warnings(&fitted, &input.unresolved);
+
+    let mut summary_usage = None;
+    let mut conversation_summary = None;
+    if fitted.omitted_turns > 0 && input.history_strategy == HistoryStrategy::Summarize {
+        if input.mock_response.is_some() || input.dry_run {
+            warnings.push("history_strategy summarize makes a model call; with mock_response or dry_run the omitted turns are marked instead".into());
+        } else {
+            match summary::summarize(llm, &input, &counter, fitted.omitted_turns, omission_reserve).await {
+                Ok((made, usage)) => {
+                    summary_usage = usage;
+                    conversation_summary = Some(made);
+                }
+                Err(e) => warnings.push(format!("the earlier conversation could not be summarised ({e}); the omitted turns are marked instead")),
+            }
+        }
+    }
+    let prompt = fitted.finish(
+        &counter,
+        conversation_summary.as_ref().map(|s| s.text.as_str()),
+        counter.encoding(),
+    );
+    let context_report = prompt.report.clone();
+
+    if input.dry_run {
+        let preview = PromptPreview {
+            system_tokens: prompt.system_tokens,
+            messages: prompt
+                .messages
+                .iter()
+                .map(|m| (m.clone(), counter.count_message(&m.content)))
+                .collect(),
+            system: prompt.system,
+        };
+        return Ok(StepOutput {
+            session_id: input.session_id,
+            thought: String::new(),
+            outcome: Outcome::DryRun(preview),
+            updated_history: input.history,
+            iterations_remaining: input.iterations_left,
+            usage: None,
+            warnings,
+            context_report,
+            conversation_summary,
+        });
+    }
 
     let request = ChatRequest {
         model: input.llm.model.clone(),
-        system: fitted.system,
-        messages: fitted.messages,
+        system: prompt.system,
+        messages: prompt.messages,
         max_output_tokens: input.llm.reserved_output_tokens,
         temperature: input.llm.temperature,
         stop: vec![prompt::OBSERVATION_STOP.to_string()],
@@ -185,18 +273,36 @@ pub async fn run(input: StepInput, llm: &LlmClients) -> Result<StepOutput, StepE
         outcome,
         updated_history,
         iterations_remaining: input.iterations_left - 1,
-        usage: completion.usage,
+        usage: add_usage(completion.usage, summary_usage),
         warnings,
-        context_report: fitted.report,
+        context_report,
+        conversation_summary,
     })
 }
 
-fn budget_warnings(fitted: &budget::Fitted, unresolved: usize) -> Vec<String> {
+/// Both calls of a step are billed to the user: report their sum.
+fn add_usage(a: Option<Usage>, b: Option<Usage>) -> Option<Usage> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(Usage {
+            prompt_tokens: a.prompt_tokens + b.prompt_tokens,
+            completion_tokens: a.completion_tokens + b.completion_tokens,
+        }),
+        (a, b) => a.or(b),
+    }
+}
+
+fn budget_warnings(fitted: &budget::Fitted, excluded: &[Excluded]) -> Vec<String> {
     let mut warnings = Vec::new();
-    if fitted.dropped_turns > 0 {
+    if fitted.omitted_turns > 0 {
         warnings.push(format!(
             "{} oldest conversation turn(s) did not fit in the token budget and were left out of the prompt (see context_report)",
-            fitted.dropped_turns
+            fitted.omitted_turns
+        ));
+    }
+    if fitted.truncated_items > 0 {
+        warnings.push(format!(
+            "{} item(s) were cut to fit the token budget (see context_report)",
+            fitted.truncated_items
         ));
     }
     if fitted.dropped_items > 0 {
@@ -205,9 +311,13 @@ fn budget_warnings(fitted: &budget::Fitted, unresolved: usize) -> Vec<String> {
             fitted.dropped_items
         ));
     }
+    let unresolved = excluded
+        .iter()
+        .filter(|e| e.fate == context::Fate::Unresolved)
+        .count();
     if unresolved > 0 {
         warnings.push(format!(
-            "{unresolved} context item(s) arrived without content and could not be used (see context_report)"
+            "{unresolved} context item(s) could not be resolved and were not used (see context_report)"
         ));
     }
     warnings
@@ -235,6 +345,7 @@ fn updated_history(input: &StepInput, thought: &str, outcome: &Outcome) -> Vec<T
                 parameters: tool_args.clone(),
             });
         }
+        Outcome::DryRun(_) => {}
         Outcome::Answer { text, .. } => {
             assistant.content = text.clone();
             assistant.thought = Some(thought.to_string()).filter(|t| !t.is_empty());

@@ -18,6 +18,23 @@ const APPROXIMATION_MARGIN_PERCENT: u64 = 20;
 /// at the price of exactness inside such runs only.
 const MAX_RUN_BYTES: usize = 512;
 
+/// A tiktoken encoding a client may ask for with `llm_config.tokenizer`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Encoding {
+    O200kBase,
+    Cl100kBase,
+}
+
+impl Encoding {
+    fn bpe(self) -> (&'static CoreBPE, &'static str) {
+        match self {
+            Self::O200kBase => (o200k_base_singleton(), "o200k_base"),
+            Self::Cl100kBase => (cl100k_base_singleton(), "cl100k_base"),
+        }
+    }
+}
+
 #[derive(Clone, Copy)]
 pub struct TokenCounter {
     bpe: &'static CoreBPE,
@@ -42,6 +59,23 @@ pub fn warm_up() {
 }
 
 impl TokenCounter {
+    /// The counter for a model, or for the encoding the client named. Models of providers
+    /// without a public tokenizer keep the safety margin whatever the encoding.
+    pub fn new(provider: Provider, model: &str, chosen: Option<Encoding>) -> Self {
+        let counter = Self::for_model(provider, model);
+        match chosen {
+            Some(encoding) => {
+                let (bpe, name) = encoding.bpe();
+                Self {
+                    bpe,
+                    encoding: name,
+                    ..counter
+                }
+            }
+            None => counter,
+        }
+    }
+
     /// The counter for a model: exact for OpenAI models, approximate for everything else.
     pub fn for_model(provider: Provider, model: &str) -> Self {
         let m = model.to_ascii_lowercase();
@@ -207,6 +241,14 @@ mod tests {
         assert_eq!(counter.count_within(&text, u32::MAX), Some(whole));
         assert_eq!(counter.count_within(&text, whole), Some(whole));
         assert_eq!(counter.count_within(&text, whole - 1), None);
+    }
+
+    #[test]
+    fn a_named_encoding_overrides_the_model_default() {
+        let counter = TokenCounter::new(Provider::OpenAi, "gpt-4o", Some(Encoding::Cl100kBase));
+        assert_eq!(counter.encoding(), "cl100k_base");
+        let claude = TokenCounter::new(Provider::Anthropic, "claude-x", Some(Encoding::Cl100kBase));
+        assert!(claude.is_approximate());
     }
 
     #[test]

@@ -6,8 +6,9 @@ use super::tokens::TokenCounter;
 
 /// Below this many tokens a cut item is not worth sending: it is dropped instead.
 pub const MIN_USEFUL_TOKENS: u32 = 48;
-/// Lines longer than this (minified code) are cut into pieces of about this many bytes.
-const MAX_LINE_BYTES: usize = 2048;
+/// Lines longer than this (minified code, prose paragraphs) are cut into pieces of about this
+/// many bytes, at a space where there is one.
+const MAX_LINE_BYTES: usize = 256;
 
 /// The cut text and its exact token count.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -26,6 +27,9 @@ fn lines(text: &str) -> Vec<&str> {
             let mut cut = MAX_LINE_BYTES;
             while !rest.is_char_boundary(cut) {
                 cut -= 1;
+            }
+            if let Some(space) = rest[..cut].rfind(' ').filter(|&s| s > 0) {
+                cut = space + 1;
             }
             out.push(&rest[..cut]);
             rest = &rest[cut..];

@@ -1,0 +1,98 @@
+//! `history_strategy: "summarize"`: turns that do not fit are replaced by a summary made with one
+//! extra model call. The response returns it with the number of turns it covers; the client
+//! sends it back, and as long as it covers every omitted turn no call is made again, so memory
+//! carries across a stateless loop at the cost of one call per growth of the omitted part.
+
+use serde::Serialize;
+
+use super::history::Turn;
+use super::prompt::render_turn;
+use super::tokens::{TokenCounter, PER_MESSAGE_OVERHEAD, REPLY_PRIMING};
+use super::truncate;
+use super::StepInput;
+use crate::llm::{ChatMessage, ChatRequest, ChatRole, LlmClients, LlmError, Usage};
+
+/// The most a summary may take of the prompt.
+const SUMMARY_MAX_TOKENS: u32 = 400;
+
+const INSTRUCTIONS: &str = "You keep the memory of a coding assistant's conversation. Summarise \
+the conversation below for the assistant's own later use: the user's goal, each tool that was \
+called with what it found, decisions made and questions still open. Keep names, paths and \
+numbers exact. Write plain text, no preamble.";
+
+/// A summary and the number of oldest turns it stands for.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ConversationSummary {
+    pub text: String,
+    pub turns: usize,
+}
+
+/// Tokens held in the prompt for the summary: a share of the budget, at most 400.
+pub fn reserve(budget: u32) -> u32 {
+    (budget / 8).min(SUMMARY_MAX_TOKENS)
+}
+
+/// The client's summary when it still covers the omitted turns; otherwise a new one, built from
+/// the client's summary and the turns it does not cover.
+pub async fn summarize(
+    llm: &LlmClients,
+    input: &StepInput,
+    counter: &TokenCounter,
+    omitted: usize,
+    reserve: u32,
+) -> Result<(ConversationSummary, Option<Usage>), LlmError> {
+    let previous = input.conversation_summary.as_ref();
+    if let Some(previous) = previous.filter(|p| p.turns >= omitted) {
+        return Ok((previous.clone(), None));
+    }
+    let covered = previous.map_or(0, |p| p.turns.min(omitted));
+    let mut transcript = String::new();
+    if let Some(previous) = previous {
+        transcript.push_str("Summary of the conversation before this part:\n");
+        transcript.push_str(&previous.text);
+        transcript.push_str("\n\n");
+    }
+    transcript.push_str(&render_transcript(&input.history[covered..omitted]));
+    let max_output = reserve.saturating_sub(16).max(16);
+    let room = input.llm.token_limit.saturating_sub(
+        max_output + counter.count(INSTRUCTIONS) + 2 * PER_MESSAGE_OVERHEAD + REPLY_PRIMING,
+    );
+    if counter.count_within(&transcript, room).is_none() {
+        if let Some(cut) = truncate::head_and_tail(counter, &transcript, room) {
+            transcript = cut.text;
+        }
+    }
+    let request = ChatRequest {
+        model: input.llm.model.clone(),
+        system: INSTRUCTIONS.to_string(),
+        messages: vec![ChatMessage {
+            role: ChatRole::User,
+            content: transcript,
+        }],
+        max_output_tokens: max_output,
+        temperature: input.llm.temperature,
+        stop: Vec::new(),
+    };
+    let completion = llm
+        .complete(input.llm.provider, &request, input.key.as_ref())
+        .await?;
+    let summary = ConversationSummary {
+        text: completion.text.trim().to_string(),
+        turns: omitted,
+    };
+    Ok((summary, completion.usage))
+}
+
+fn render_transcript(turns: &[Turn]) -> String {
+    turns
+        .iter()
+        .map(|t| {
+            let m = render_turn(t);
+            let who = match m.role {
+                ChatRole::User => "User",
+                ChatRole::Assistant => "Assistant",
+            };
+            format!("{who}: {}\n\n", m.content)
+        })
+        .collect()
+}
