@@ -13,7 +13,9 @@
 
 use super::context::{ContextItem, ContextReport, ContextSource, Excluded, Fate, ReportItem};
 use super::history::{Role, Turn};
-use super::prompt::{chat_messages, render_turn, CONTEXT_HEADING};
+use super::prompt::{
+    chat_messages, render_turn, Costed, CONTEXT_HEADING, FILLER_FIRST, FILLER_LAST,
+};
 use super::tokens::{TokenCounter, PER_MESSAGE_OVERHEAD, REPLY_PRIMING};
 use super::truncate::{self, MIN_USEFUL_TOKENS};
 use crate::llm::ChatMessage;
@@ -92,9 +94,33 @@ struct Chosen {
     blocks: Vec<(String, u32, usize)>,
     fates: Vec<Option<ReportItem>>,
     first_kept_turn: usize,
+    /// Costs of the kept optional turns, oldest first.
+    turn_costs: Vec<u32>,
+    /// Whether the line standing for omitted turns has its room.
+    omission_fits: bool,
 }
 
 pub fn fit(counter: &TokenCounter, budget: u32, c: &Candidates<'_>) -> Result<Fitted, Overflow> {
+    // Joining same-role neighbours can change the count at the seam by a token or two; when it
+    // tips the total over, choose again within a limit lowered by the excess.
+    let mut limit = budget;
+    loop {
+        let fitted = fit_within(counter, budget, limit, c)?;
+        let used = fitted.used_without_omission() + fitted.held_for_omission();
+        if used <= budget {
+            return Ok(fitted);
+        }
+        limit = limit.saturating_sub(used - budget);
+    }
+}
+
+/// One choice within `limit`; the report states `budget`.
+fn fit_within(
+    counter: &TokenCounter,
+    budget: u32,
+    limit: u32,
+    c: &Candidates<'_>,
+) -> Result<Fitted, Overflow> {
     let query = c.query.trim();
     let head_tokens = counter.count(c.head);
     let heading_tokens = counter.count(CONTEXT_HEADING);
@@ -129,16 +155,22 @@ pub fn fit(counter: &TokenCounter, budget: u32, c: &Candidates<'_>) -> Result<Fi
     let latest_tokens = latest
         .as_ref()
         .map_or(0, |m| counter.count_message(&m.content));
+    // The turns that keep roles alternating may be needed whenever there is history.
+    let fillers = if c.history.is_empty() {
+        0
+    } else {
+        counter.count_message(FILLER_FIRST) + counter.count_message(FILLER_LAST)
+    };
     let mandatory =
-        REPLY_PRIMING + PER_MESSAGE_OVERHEAD + head_tokens + query_tokens + latest_tokens;
-    if mandatory > budget {
+        REPLY_PRIMING + PER_MESSAGE_OVERHEAD + head_tokens + query_tokens + latest_tokens + fillers;
+    if mandatory > limit {
         return Err(Overflow {
             budget,
-            required: mandatory,
+            required: mandatory + (budget - limit),
         });
     }
 
-    let mut room = budget - mandatory;
+    let mut room = limit - mandatory;
     let chosen = choose(counter, c, optional_turns, heading_tokens, &mut room);
 
     // Assemble: the system prompt from parts whose counts are already known.
@@ -152,23 +184,41 @@ pub fn fit(counter: &TokenCounter, budget: u32, c: &Candidates<'_>) -> Result<Fi
         system.push_str(block);
         system_tokens += tokens;
     }
-    let mut turns: Vec<ChatMessage> = c.history[chosen.first_kept_turn..optional_turns]
+    let kept = &c.history[chosen.first_kept_turn..optional_turns];
+    let mut turns: Vec<Costed> = kept
         .iter()
-        .map(render_turn)
+        .zip(&chosen.turn_costs)
+        .map(|(t, &cost)| Costed::known(render_turn(t), cost))
         .collect();
-    turns.extend(latest);
-    let messages = chat_messages(turns, query);
+    turns.extend(latest.map(|m| Costed::known(m, latest_tokens)));
+    let query = (!query.is_empty()).then(|| {
+        let message = ChatMessage {
+            role: crate::llm::ChatRole::User,
+            content: query.to_string(),
+        };
+        Costed::known(message, query_tokens)
+    });
+    let costed = chat_messages(turns, query);
     // Merged neighbours and filler turns are the only text counted after assembly.
     let messages_tokens = REPLY_PRIMING
-        + messages
+        + costed
             .iter()
-            .map(|m| counter.count_message(&m.content))
+            .map(|m| {
+                m.tokens
+                    .unwrap_or_else(|| counter.count_message(&m.message.content))
+            })
             .sum::<u32>();
+    let messages = costed.into_iter().map(|m| m.message).collect();
 
+    let mut turn_tokens = vec![None; chosen.first_kept_turn];
+    turn_tokens.extend(chosen.turn_costs.iter().map(|&t| Some(t)));
+    if latest_is_mandatory {
+        turn_tokens.push(Some(latest_tokens));
+    }
     let report_items = report_items(
-        counter,
         c,
         chosen.fates,
+        &turn_tokens,
         chosen.first_kept_turn,
         optional_turns,
         latest_fate,
@@ -189,17 +239,14 @@ pub fn fit(counter: &TokenCounter, budget: u32, c: &Candidates<'_>) -> Result<Fi
         omitted_turns: chosen.first_kept_turn,
         dropped_items,
         truncated_items,
-        omission_reserve: c.omission_reserve,
+        omission_reserve: if chosen.omission_fits {
+            c.omission_reserve
+        } else {
+            0
+        },
         budget,
         report_items,
     };
-    if fitted.used_without_omission() + fitted.held_for_omission() > budget {
-        // Only merging can add a token or two at a seam; not worth a second strategy.
-        return Err(Overflow {
-            budget,
-            required: fitted.used_without_omission(),
-        });
-    }
     Ok(fitted)
 }
 
@@ -221,11 +268,17 @@ fn choose(
         blocks: Vec::new(),
         fates: vec![None; c.items.len()],
         first_kept_turn: optional_turns,
+        turn_costs: Vec::new(),
+        omission_fits: true,
     };
     let mut heading_paid = false;
     for source in order {
         if source == ContextSource::ConversationHistory {
-            chosen.first_kept_turn = choose_turns(counter, c, optional_turns, room);
+            (
+                chosen.first_kept_turn,
+                chosen.turn_costs,
+                chosen.omission_fits,
+            ) = choose_turns(counter, c, optional_turns, room);
             continue;
         }
         for (i, item) in c
@@ -279,7 +332,7 @@ fn choose_turns(
     c: &Candidates<'_>,
     optional_turns: usize,
     room: &mut u32,
-) -> usize {
+) -> (usize, Vec<u32>, bool) {
     let mut first = optional_turns;
     let mut used = 0u32;
     let mut costs = Vec::new();
@@ -295,7 +348,7 @@ fn choose_turns(
             _ => break,
         }
     }
-    // Turns will be left out: make room for the line that says so.
+    // Turns will be left out: make room for the line that says so, when there is any.
     while first > 0 && used + c.omission_reserve > *room {
         match costs.pop() {
             Some(cost) => {
@@ -305,8 +358,13 @@ fn choose_turns(
             None => break,
         }
     }
+    let omission_fits = first == 0 || used + c.omission_reserve <= *room;
     *room -= used;
-    first
+    if first > 0 && omission_fits {
+        *room -= c.omission_reserve;
+    }
+    costs.reverse();
+    (first, costs, omission_fits)
 }
 
 /// The item cut to `available` tokens (block framing included), if that is still useful.
@@ -344,9 +402,9 @@ fn fate(item: &ContextItem, tokens: Option<u32>, fate: Fate, reason: &str) -> Re
 }
 
 fn report_items(
-    counter: &TokenCounter,
     c: &Candidates<'_>,
     fates: Vec<Option<ReportItem>>,
+    turn_tokens: &[Option<u32>],
     first_kept_turn: usize,
     optional_turns: usize,
     latest_fate: Option<Fate>,
@@ -373,8 +431,7 @@ fn report_items(
             (Fate::Included, None)
         };
         // Dropped turns are not tokenised: their count is not known, and not worth knowing.
-        let tokens = (fate != Fate::Dropped)
-            .then(|| counter.count_message(&render_turn(&c.history[i]).content));
+        let tokens = turn_tokens.get(i).copied().flatten();
         items.push(ReportItem {
             source: ContextSource::ConversationHistory,
             id: format!("conversation_history[{i}]"),
@@ -390,6 +447,12 @@ fn report_items(
 impl Fitted {
     fn used_without_omission(&self) -> u32 {
         PER_MESSAGE_OVERHEAD + self.system_tokens + self.messages_tokens
+    }
+
+    /// Tokens held for the line standing for omitted turns: 0 when none are omitted or when
+    /// not even that line had room.
+    pub fn omission_room(&self) -> u32 {
+        self.held_for_omission()
     }
 
     fn held_for_omission(&self) -> u32 {
@@ -408,7 +471,7 @@ impl Fitted {
         summary: Option<&str>,
         tokenizer: &'static str,
     ) -> Prompt {
-        if self.omitted_turns > 0 {
+        if self.omitted_turns > 0 && self.omission_reserve > 0 {
             let marker = marker_text(self.omitted_turns);
             let mut part = omission_part(summary.unwrap_or(&marker));
             let mut tokens = counter.count(&part);

@@ -165,7 +165,7 @@ pub async fn run(input: StepInput, llm: &LlmClients) -> Result<StepOutput, StepE
 
     let mut summary_usage = None;
     let mut conversation_summary = None;
-    if fitted.omitted_turns > 0 && input.history_strategy == HistoryStrategy::Summarize {
+    if fitted.omission_room() > 0 && input.history_strategy == HistoryStrategy::Summarize {
         if input.mock_response.is_some() || input.dry_run {
             warnings.push("history_strategy summarize makes a model call; with mock_response or dry_run the omitted turns are marked instead".into());
         } else {

@@ -129,32 +129,60 @@ fn user(content: String) -> ChatMessage {
 /// The final message list: history (already chosen), then the query. Neighbours of the same role
 /// are merged (Anthropic requires alternation and some local servers do too), the list starts
 /// with a user turn and ends with one, so no provider reads the last turn as a prefill.
-pub fn chat_messages(history: Vec<ChatMessage>, query: &str) -> Vec<ChatMessage> {
-    let mut messages: Vec<ChatMessage> = Vec::with_capacity(history.len() + 2);
-    let query = query.trim();
-    let tail = (!query.is_empty()).then(|| user(query.to_string()));
-    for message in history.into_iter().chain(tail) {
+pub fn chat_messages(history: Vec<Costed>, query: Option<Costed>) -> Vec<Costed> {
+    let mut messages: Vec<Costed> = Vec::with_capacity(history.len() + 2);
+    for next in history.into_iter().chain(query) {
         match messages.last_mut() {
-            Some(last) if last.role == message.role => {
-                last.content.push_str("\n\n");
-                last.content.push_str(&message.content);
+            Some(last) if last.message.role == next.message.role => {
+                last.message.content.push_str("\n\n");
+                last.message.content.push_str(&next.message.content);
+                last.tokens = None;
             }
-            _ => messages.push(message),
+            _ => messages.push(next),
         }
     }
     if messages
         .first()
-        .is_some_and(|m| m.role == ChatRole::Assistant)
+        .is_some_and(|m| m.message.role == ChatRole::Assistant)
     {
-        messages.insert(0, user("(The conversation so far follows.)".into()));
+        messages.insert(0, Costed::unknown(user(FILLER_FIRST.into())));
     }
     if messages
         .last()
-        .is_none_or(|m| m.role == ChatRole::Assistant)
+        .is_none_or(|m| m.message.role == ChatRole::Assistant)
     {
-        messages.push(user("Continue with the next step.".into()));
+        messages.push(Costed::unknown(user(FILLER_LAST.into())));
     }
     messages
+}
+
+/// Opens a conversation whose first kept turn is the assistant's.
+pub const FILLER_FIRST: &str = "(The conversation so far follows.)";
+/// Closes a conversation whose last turn is the assistant's, so it is not read as a prefill.
+pub const FILLER_LAST: &str = "Continue with the next step.";
+
+/// A message with its token count (framing included) when it is already known; merged and
+/// filler messages are counted once more after assembly.
+#[derive(Debug, Clone)]
+pub struct Costed {
+    pub message: ChatMessage,
+    pub tokens: Option<u32>,
+}
+
+impl Costed {
+    pub fn known(message: ChatMessage, tokens: u32) -> Self {
+        Self {
+            message,
+            tokens: Some(tokens),
+        }
+    }
+
+    pub fn unknown(message: ChatMessage) -> Self {
+        Self {
+            message,
+            tokens: None,
+        }
+    }
 }
 
 #[cfg(test)]
@@ -200,13 +228,19 @@ mod tests {
     #[test]
     fn neighbours_of_one_role_merge_and_the_list_ends_with_the_user() {
         let history = vec![
-            render_turn(&turn(Role::Assistant, "hello")),
-            render_turn(&turn(Role::ToolObservation, "a")),
+            Costed::known(render_turn(&turn(Role::Assistant, "hello")), 5),
+            Costed::known(render_turn(&turn(Role::ToolObservation, "a")), 6),
         ];
-        let messages = chat_messages(history, "and now?");
+        let messages = chat_messages(history, Some(Costed::known(user("and now?".into()), 7)));
         assert_eq!(messages.len(), 3);
-        assert_eq!(messages[0].role, ChatRole::User);
-        assert_eq!(messages[2].content, "Observation: a\n\nand now?");
+        assert_eq!(messages[0].message.role, ChatRole::User);
+        assert_eq!(messages[0].tokens, None);
+        assert_eq!(messages[1].tokens, Some(5));
+        assert_eq!(messages[2].message.content, "Observation: a\n\nand now?");
+        assert_eq!(
+            messages[2].tokens, None,
+            "a merged message is counted again"
+        );
     }
 
     #[test]

@@ -66,7 +66,7 @@ async fn inline_context_reaches_the_prompt_fenced_and_in_priority_order() {
 }
 
 #[tokio::test]
-async fn a_tight_budget_drops_oldest_history_first_and_says_so() {
+async fn a_tight_budget_keeps_the_newest_turns_first_and_says_so() {
     let app = spawn_app().await;
     mount(
         &app.llm,
@@ -101,11 +101,15 @@ async fn a_tight_budget_drops_oldest_history_first_and_says_so() {
             .unwrap()["fate"]
             .clone()
     };
+    // History is served newest first and before context: the newest turns fit, the oldest and
+    // then the explicit file do not.
     assert_eq!(fate("conversation_history[0]"), "dropped");
+    assert_eq!(fate("conversation_history[1]"), "included");
     assert_eq!(fate("conversation_history[2]"), "included");
-    assert_eq!(fate("a.rs"), "included");
+    assert_eq!(fate("a.rs"), "dropped");
     let sent = serde_json::to_string(&app.upstream_bodies().await[0]).unwrap();
-    assert!(!sent.contains("OLDEST") && sent.contains("NEWEST") && sent.contains("keep_me"));
+    assert!(!sent.contains("OLDEST") && sent.contains("MIDDLE") && sent.contains("NEWEST"));
+    assert!(sent.contains("[1 earlier turns omitted]"));
     assert!(reply.body["warnings"][0]
         .as_str()
         .unwrap()
