@@ -66,6 +66,15 @@ pub struct Config {
           action = clap::ArgAction::Set)]
     pub allow_mock_response: bool,
 
+    /// Folder holding one sub-folder per project_id, from which context named without content
+    /// is read (off when unset).
+    #[arg(long, env = "REACTSTEP_WORKSPACE_ROOT")]
+    pub workspace_root: Option<std::path::PathBuf>,
+
+    /// Largest file read from the workspace, in bytes; larger files are reported unresolved.
+    #[arg(long, env = "REACTSTEP_WORKSPACE_MAX_FILE_BYTES", default_value_t = 1024 * 1024)]
+    pub workspace_max_file_bytes: u64,
+
     /// HTTP worker threads; 0 means one per CPU core.
     #[arg(long, env = "REACTSTEP_WORKERS", default_value_t = 0)]
     pub workers: usize,
@@ -83,6 +92,8 @@ impl Config {
             max_body_bytes: 8 * 1024 * 1024,
             log_format: LogFormat::Json,
             allow_mock_response: true,
+            workspace_root: None,
+            workspace_max_file_bytes: 1024 * 1024,
             workers: 0,
         }
     }

@@ -10,6 +10,7 @@ use tracing_actix_web::TracingLogger;
 use crate::api::{self, AppState};
 use crate::config::Config;
 use crate::llm::{LlmClients, LlmSettings};
+use crate::step::workspace::Workspace;
 
 pub struct Application {
     port: u16,
@@ -28,10 +29,22 @@ impl Application {
             timeout: config.llm_timeout(),
         })
         .map_err(std::io::Error::other)?;
+        let workspace = match &config.workspace_root {
+            Some(root) => Some(std::sync::Arc::new(
+                Workspace::new(root, config.workspace_max_file_bytes).map_err(|e| {
+                    std::io::Error::new(
+                        e.kind(),
+                        format!("REACTSTEP_WORKSPACE_ROOT {}: {e}", root.display()),
+                    )
+                })?,
+            )),
+            None => None,
+        };
         let state = web::Data::new(AppState {
             llm,
             max_body_bytes: config.max_body_bytes,
             allow_mock_response: config.allow_mock_response,
+            workspace,
         });
         let mut server = HttpServer::new(move || {
             App::new()

@@ -20,6 +20,7 @@ pub const DEFAULT_MAX_ITERATIONS: u32 = 10;
 pub const DEFAULT_MAX_OBSERVATION_TOKENS: u32 = 2000;
 
 pub struct Conversion {
+    pub workspace: Option<std::sync::Arc<crate::step::workspace::Workspace>>,
     pub allow_mock_response: bool,
     pub session_id: String,
     pub received_at: String,
@@ -188,6 +189,8 @@ pub fn step_input(req: ReactStepRequest, how: Conversion) -> Result<StepInput, V
             turns: s.turns as usize,
         }),
         dry_run: req.dry_run,
+        project_id: req.project_id,
+        workspace: how.workspace,
         key,
         iterations_left: req.max_iterations_left.unwrap_or(DEFAULT_MAX_ITERATIONS),
         mock_response: req.mock_response,
@@ -277,7 +280,10 @@ fn context_items(
                 ..item(ContextSource::Implicit, id, path, content)
             });
         }
-        Some((Some(path), None, _)) => unresolved.push(missing(ContextSource::Implicit, path)),
+        Some((Some(path), None, cursor_line)) => unresolved.push(Excluded {
+            cursor_line,
+            ..missing(ContextSource::Implicit, path)
+        }),
         _ => {}
     }
 
@@ -312,6 +318,7 @@ fn missing(source: ContextSource, id: String) -> Excluded {
         source,
         id,
         fate: Fate::Unresolved,
+        cursor_line: None,
         reason: "named without content; this server has no workspace to read it from, so send its content inline".into(),
     }
 }

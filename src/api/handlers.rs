@@ -57,6 +57,7 @@ pub async fn react_step(
         iterations_left: Some(dto.max_iterations_left.unwrap_or(DEFAULT_MAX_ITERATIONS)),
     };
     let how = Conversion {
+        workspace: state.workspace.clone(),
         allow_mock_response: state.allow_mock_response,
         session_id,
         received_at,

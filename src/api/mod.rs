@@ -20,6 +20,7 @@ pub struct AppState {
     pub llm: LlmClients,
     pub max_body_bytes: u64,
     pub allow_mock_response: bool,
+    pub workspace: Option<std::sync::Arc<crate::step::workspace::Workspace>>,
 }
 
 pub fn routes(cfg: &mut web::ServiceConfig) {

@@ -134,6 +134,8 @@ pub struct Excluded {
     pub id: String,
     pub fate: Fate,
     pub reason: String,
+    /// For an unresolved focused file: the cursor line to centre a cut on once it is read.
+    pub cursor_line: Option<u32>,
 }
 
 impl From<Excluded> for ReportItem {
@@ -151,7 +153,9 @@ impl From<Excluded> for ReportItem {
 /// Sends the same file once: a file given whole (explicit, a pinned file, the focused file)
 /// makes later items with its path duplicates, and search hits of one path with overlapping or
 /// adjacent line ranges are merged into the first (the higher-scored).
-pub fn dedupe(items: Vec<ContextItem>) -> (Vec<ContextItem>, Vec<Excluded>) {
+pub fn dedupe(mut items: Vec<ContextItem>) -> (Vec<ContextItem>, Vec<Excluded>) {
+    // Whole files first, whatever order they arrived (or were read) in; stable within a source.
+    items.sort_by_key(|i| i.source);
     let mut kept: Vec<ContextItem> = Vec::with_capacity(items.len());
     let mut excluded = Vec::new();
     for item in items {
@@ -163,6 +167,7 @@ pub fn dedupe(items: Vec<ContextItem>) -> (Vec<ContextItem>, Vec<Excluded>) {
                 source: item.source,
                 id: item.id,
                 fate: Fate::Dropped,
+                cursor_line: None,
                 reason: format!(
                     "duplicate: the whole file is already included as {}",
                     whole.source.label()
@@ -184,6 +189,7 @@ pub fn dedupe(items: Vec<ContextItem>) -> (Vec<ContextItem>, Vec<Excluded>) {
                     source: item.source,
                     id: item.id,
                     fate: Fate::Dropped,
+                    cursor_line: None,
                     reason: "duplicate: its lines overlap another search result of the same file, which now holds them".into(),
                 });
             }

@@ -11,6 +11,7 @@ pub mod prompt;
 mod summary;
 pub mod tokens;
 pub mod truncate;
+pub mod workspace;
 
 use serde::Deserialize;
 use serde_json::{Map, Value};
@@ -76,6 +77,9 @@ pub struct StepInput {
     pub history_strategy: HistoryStrategy,
     pub conversation_summary: Option<ConversationSummary>,
     pub dry_run: bool,
+    pub project_id: Option<String>,
+    /// Where context named without content may be read from, when the operator allows it.
+    pub workspace: Option<std::sync::Arc<workspace::Workspace>>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -144,6 +148,10 @@ pub async fn run(input: StepInput, llm: &LlmClients) -> Result<StepOutput, StepE
     };
     // Tokenising megabytes of context is CPU work: keep it off the async workers.
     let (input, fitted) = tokio::task::spawn_blocking(move || {
+        let mut input = input;
+        if let Some(ws) = input.workspace.clone() {
+            resolve_from_workspace(&ws, &mut input);
+        }
         let head = prompt::system_head(&input.tools_segment, input.iterations_left == 1);
         let candidates = Candidates {
             head: &head,
@@ -278,6 +286,46 @@ pub async fn run(input: StepInput, llm: &LlmClients) -> Result<StepOutput, StepE
         context_report,
         conversation_summary,
     })
+}
+
+/// Reads the items that arrived without content from the workspace; what cannot be read stays
+/// unresolved with the reason.
+fn resolve_from_workspace(ws: &workspace::Workspace, input: &mut StepInput) {
+    let project = input.project_id.clone();
+    let mut still = Vec::new();
+    for mut ex in std::mem::take(&mut input.unresolved) {
+        let read = match (ex.fate, ex.source) {
+            (context::Fate::Unresolved, ContextSource::Pinned) => {
+                ws.read_pinned(project.as_deref(), &ex.id)
+            }
+            (context::Fate::Unresolved, ContextSource::Explicit | ContextSource::Implicit) => {
+                ws.read(project.as_deref(), &ex.id)
+            }
+            _ => {
+                still.push(ex);
+                continue;
+            }
+        };
+        match read {
+            Ok(content) => input.context.push(ContextItem {
+                source: ex.source,
+                path: (ex.source != ContextSource::Pinned).then(|| ex.id.clone()),
+                id: ex.id,
+                content,
+                score: None,
+                lines: None,
+                cursor_line: ex.cursor_line,
+            }),
+            Err(why) => {
+                ex.reason = format!("not read from the workspace: {why}");
+                still.push(ex);
+            }
+        }
+    }
+    let (items, duplicates) = context::dedupe(std::mem::take(&mut input.context));
+    input.context = items;
+    still.extend(duplicates);
+    input.unresolved = still;
 }
 
 /// Both calls of a step are billed to the user: report their sum.

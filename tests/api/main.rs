@@ -14,3 +14,4 @@ mod ollama;
 mod openai;
 mod upstream;
 mod workflow;
+mod workspace;

@@ -1,0 +1,191 @@
+//! REACTSTEP_WORKSPACE_ROOT: context named without content is read from
+//! `<root>/<project_id>/…`, and nothing outside it can be reached. Each way out is tried.
+
+use std::fs;
+use std::os::unix::fs::symlink;
+
+use serde_json::{json, Value};
+
+use crate::helpers::{request, spawn_app_with, TestApp};
+
+const PROJECT: &str = "proj-1";
+const SECRET: &str = "TOP-SECRET-HOST-FILE";
+
+/// A workspace with a project, a secret beside it, and every kind of trap inside it.
+fn workspace() -> tempfile::TempDir {
+    let root = tempfile::tempdir().unwrap();
+    let project = root.path().join(PROJECT);
+    fs::create_dir_all(project.join("src")).unwrap();
+    fs::create_dir_all(project.join(".reactstep/pinned")).unwrap();
+    fs::create_dir_all(project.join("dir")).unwrap();
+    fs::write(root.path().join("secret.txt"), SECRET).unwrap();
+    fs::write(
+        project.join("src/auth.js"),
+        "export function login() { return 'AUTH_CONTENT'; }\n",
+    )
+    .unwrap();
+    fs::write(
+        project.join("src/Login.tsx"),
+        (1..=120)
+            .map(|i| format!("const line{i} = {i};\n"))
+            .collect::<String>(),
+    )
+    .unwrap();
+    fs::write(
+        project.join(".reactstep/pinned/pin-1"),
+        "PINNED_CONTENT: rate-limit login\n",
+    )
+    .unwrap();
+    fs::write(project.join("big.txt"), "x ".repeat(4096)).unwrap();
+    fs::write(project.join("image.png"), b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR").unwrap();
+    fs::write(project.join("latin1.txt"), b"caf\xe9\n").unwrap();
+    symlink(root.path().join("secret.txt"), project.join("link_out")).unwrap();
+    symlink("/etc/passwd", project.join("link_abs")).unwrap();
+    symlink(project.join("src/auth.js"), project.join("link_in")).unwrap();
+    let fifo = project.join("pipe");
+    assert!(std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap()
+        .success());
+    root
+}
+
+async fn app_with(root: &tempfile::TempDir) -> TestApp {
+    let path = root.path().to_path_buf();
+    spawn_app_with(move |c| {
+        c.workspace_root = Some(path);
+        c.workspace_max_file_bytes = 3000;
+    })
+    .await
+}
+
+fn items(reply: &Value) -> Vec<Value> {
+    reply["context_report"]["items"].as_array().unwrap().clone()
+}
+
+fn reason_for(reply: &Value, id: &str) -> (String, String) {
+    let item = items(reply)
+        .into_iter()
+        .find(|i| i["id"] == id)
+        .unwrap_or_else(|| panic!("{id} not reported"));
+    (
+        item["fate"].as_str().unwrap().to_string(),
+        item["reason"].as_str().unwrap_or("").to_string(),
+    )
+}
+
+fn dry_run(paths: &[&str]) -> Value {
+    let mut body = request("gpt-4o", "Explain login.");
+    body["project_id"] = json!(PROJECT);
+    body["explicit_context_paths"] = json!(paths);
+    body["dry_run"] = json!(true);
+    body
+}
+
+#[tokio::test]
+async fn files_pinned_items_and_the_focused_file_are_read_from_the_project() {
+    let root = workspace();
+    let app = app_with(&root).await;
+    let mut body = dry_run(&["src/auth.js", "./link_in"]);
+    body["pinned_item_ids_to_include"] = json!(["pin-1"]);
+    body["implicit_context"] =
+        json!({"last_focused_file_path": "src/Login.tsx", "cursor_line": 60});
+    body["llm_config"]["tokenLimit"] = json!(1300);
+    body["llm_config"]["reservedOutputTokens"] = json!(500);
+
+    let reply = app.post_react_step(&body).await;
+
+    assert_eq!(reply.status, 200, "{}", reply.text);
+    let system = reply.body["prompt"]["messages"][0]["content"]
+        .as_str()
+        .unwrap();
+    assert!(system.contains("AUTH_CONTENT"));
+    assert!(system.contains("PINNED_CONTENT"));
+    assert!(
+        system.contains("const line60 = 60;"),
+        "the focused file is cut around the cursor"
+    );
+    assert!(!system.contains("const line1 = 1;"));
+    assert_eq!(reason_for(&reply.body, "src/auth.js").0, "included");
+    assert_eq!(
+        reason_for(&reply.body, "./link_in").0,
+        "included",
+        "a link that stays inside is followed"
+    );
+    assert_eq!(reason_for(&reply.body, "pin-1").0, "included");
+    assert_eq!(reason_for(&reply.body, "src/Login.tsx").0, "truncated");
+}
+
+#[tokio::test]
+async fn every_way_out_of_the_project_is_refused_with_a_reason() {
+    let root = workspace();
+    let app = app_with(&root).await;
+    let secret_abs = root.path().join("secret.txt").display().to_string();
+    let cases: Vec<(String, &str)> = vec![
+        (secret_abs.clone(), "absolute paths are refused"),
+        ("/etc/passwd".into(), "absolute paths are refused"),
+        ("C:\\Windows\\win.ini".into(), "absolute paths are refused"),
+        ("../secret.txt".into(), "'..' are refused"),
+        ("src/../../secret.txt".into(), "'..' are refused"),
+        ("link_out".into(), "outside the project's folder"),
+        ("link_abs".into(), "outside the project's folder"),
+        ("src/auth.js\u{0}.png".into(), "NUL byte"),
+        ("big.txt".into(), "over the size limit of 3000 bytes"),
+        ("image.png".into(), "binary"),
+        ("latin1.txt".into(), "binary"),
+        ("pipe".into(), "not a regular file"),
+        ("dir".into(), "not a regular file"),
+        ("missing.js".into(), "no such file"),
+    ];
+    let paths: Vec<&str> = cases.iter().map(|(p, _)| p.as_str()).collect();
+    let mut body = dry_run(&paths);
+    body["pinned_item_ids_to_include"] = json!(["../../secret.txt"]);
+
+    let reply = app.post_react_step(&body).await;
+
+    assert_eq!(reply.status, 200, "{}", reply.text);
+    for (path, why) in &cases {
+        let (fate, reason) = reason_for(&reply.body, path);
+        assert_eq!(fate, "unresolved", "{path}");
+        assert!(reason.contains(why), "{path}: {reason}");
+    }
+    assert!(reason_for(&reply.body, "../../secret.txt")
+        .1
+        .contains("plain file name"));
+    assert!(
+        !reply.text.contains(SECRET),
+        "nothing outside the project may be read"
+    );
+    assert!(
+        !reply.text.contains("root:x:0:0"),
+        "nothing of the host may be read"
+    );
+}
+
+#[tokio::test]
+async fn a_project_id_that_is_not_a_plain_name_reads_nothing() {
+    let root = workspace();
+    let app = app_with(&root).await;
+    for project in ["..", "proj-1/../..", "/tmp"] {
+        let mut body = dry_run(&["secret.txt", "src/auth.js"]);
+        body["project_id"] = json!(project);
+        let reply = app.post_react_step(&body).await;
+        assert_eq!(reply.status, 200, "{}", reply.text);
+        let (fate, reason) = reason_for(&reply.body, "secret.txt");
+        assert_eq!(fate, "unresolved");
+        assert!(reason.contains("project_id"), "{project}: {reason}");
+        assert!(!reply.text.contains(SECRET) && !reply.text.contains("AUTH_CONTENT"));
+    }
+}
+
+#[tokio::test]
+async fn without_a_workspace_root_nothing_is_read_from_disk() {
+    let root = workspace();
+    let app = crate::helpers::spawn_app().await;
+    let reply = app.post_react_step(&dry_run(&["src/auth.js"])).await;
+    let (fate, reason) = reason_for(&reply.body, "src/auth.js");
+    assert_eq!(fate, "unresolved");
+    assert!(reason.contains("no workspace"), "{reason}");
+    drop(root);
+}
