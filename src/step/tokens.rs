@@ -132,11 +132,16 @@ impl TokenCounter {
     /// character is not whitespace; no tiktoken pre-token spans such a start, so the sum of the
     /// slices is the count of the whole.
     pub fn count_within(&self, text: &str, limit: u32) -> Option<u32> {
-        const SLICE_BYTES: usize = 8 * 1024;
+        // Slices track the room left (a few bytes per token), so an item that cannot fit costs
+        // about the room it was offered, not the whole item.
+        const MIN_SLICE_BYTES: usize = 256;
+        const MAX_SLICE_BYTES: usize = 8 * 1024;
         let mut total = 0u32;
         let mut start = 0;
         while start < text.len() {
-            let end = next_seam(text, start + SLICE_BYTES);
+            let left = limit.saturating_sub(total) as usize;
+            let slice = (left * 3).clamp(MIN_SLICE_BYTES, MAX_SLICE_BYTES);
+            let end = next_seam(text, start + slice);
             total = total.saturating_add(self.count(&text[start..end]));
             if total > limit {
                 return None;

@@ -1,0 +1,156 @@
+//! Prompt building: a typical IDE step and a large one, each beside the baseline of
+//! tokenising the text that ends up in the prompt once, plus counting a pathological blob.
+//! Run with `cargo bench --bench context`; figures are in docs/benchmarks.md.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::hint::black_box;
+
+use criterion::{criterion_group, criterion_main, Criterion};
+use reactstep::llm::Provider;
+use reactstep::step::budget::{fit, marker_reserve, Candidates, DEFAULT_ORDER};
+use reactstep::step::context::{ContextItem, ContextSource};
+use reactstep::step::history::{Role, Turn};
+use reactstep::step::prompt::system_head;
+use reactstep::step::tokens::TokenCounter;
+
+/// Realistic source text of about `bytes` bytes.
+fn code(bytes: usize, seed: usize) -> String {
+    let mut out = String::with_capacity(bytes + 100);
+    let mut i = seed;
+    while out.len() < bytes {
+        out.push_str(&format!(
+            "export function handler{i}(request, response) {{\n  const user = await db.users.find({{ id: request.params.id{i} }});\n  if (!user) return response.status(404).json({{ error: 'not found' }});\n  return response.json(user);\n}}\n\n"
+        ));
+        i += 1;
+    }
+    out
+}
+
+fn item(source: ContextSource, n: usize, bytes: usize) -> ContextItem {
+    let path = format!("src/module{n}.js");
+    ContextItem {
+        source,
+        id: path.clone(),
+        path: Some(path),
+        content: code(bytes, n * 1000),
+        score: None,
+        lines: None,
+        cursor_line: None,
+    }
+}
+
+fn turns(n: usize, bytes: usize) -> Vec<Turn> {
+    (0..n)
+        .map(|i| {
+            let role = [Role::User, Role::Assistant, Role::ToolObservation][i % 3];
+            Turn::new(role, code(bytes, i), "2024-01-01T00:00:00.000Z".into())
+        })
+        .collect()
+}
+
+struct Case {
+    items: Vec<ContextItem>,
+    history: Vec<Turn>,
+    budget: u32,
+}
+
+fn typical() -> Case {
+    let mut items: Vec<ContextItem> = (0..3)
+        .map(|n| item(ContextSource::Explicit, n, 20_000))
+        .collect();
+    items.extend((0..5).map(|n| item(ContextSource::VectorSearch, 10 + n, 1_500)));
+    Case {
+        items,
+        history: turns(10, 600),
+        budget: 8_000,
+    }
+}
+
+fn large() -> Case {
+    let mut items: Vec<ContextItem> = (0..20)
+        .map(|n| item(ContextSource::Explicit, n, 60_000))
+        .collect();
+    items.extend((0..40).map(|n| item(ContextSource::VectorSearch, 100 + n, 20_000)));
+    Case {
+        items,
+        history: turns(100, 1_500),
+        budget: 128_000,
+    }
+}
+
+fn bench_case(c: &mut Criterion, name: &str, case: &Case) {
+    let counter = TokenCounter::for_model(Provider::OpenAi, "gpt-4o");
+    let head = system_head(
+        "- code_search(query) - search the code\n- read_file(path) - read a file",
+        false,
+    );
+    let candidates = Candidates {
+        head: &head,
+        items: &case.items,
+        unresolved: &[],
+        history: &case.history,
+        query: "How is the user handler protected against missing ids?",
+        order: &DEFAULT_ORDER,
+        max_observation_tokens: 2000,
+        omission_reserve: marker_reserve(&counter),
+    };
+    let prompt =
+        fit(&counter, case.budget, &candidates)
+            .unwrap()
+            .finish(&counter, None, "o200k_base");
+    let sent: Vec<&str> = std::iter::once(prompt.system.as_str())
+        .chain(prompt.messages.iter().map(|m| m.content.as_str()))
+        .collect();
+    let candidate_bytes: usize = case.items.iter().map(|i| i.content.len()).sum::<usize>()
+        + case.history.iter().map(|t| t.content.len()).sum::<usize>();
+    eprintln!(
+        "{name}: {candidate_bytes} candidate bytes, {} sent bytes, {} of {} tokens used",
+        sent.iter().map(|s| s.len()).sum::<usize>(),
+        prompt.report.used,
+        case.budget
+    );
+
+    let mut group = c.benchmark_group(name);
+    group.bench_function("fit", |b| {
+        b.iter(|| {
+            fit(&counter, case.budget, black_box(&candidates))
+                .unwrap()
+                .finish(&counter, None, "o200k_base")
+        })
+    });
+    group.bench_function("baseline: tokenise the sent text once", |b| {
+        b.iter(|| {
+            sent.iter()
+                .map(|s| counter.count(black_box(s)))
+                .sum::<u32>()
+        })
+    });
+    group.finish();
+}
+
+fn prompt_building(c: &mut Criterion) {
+    bench_case(
+        c,
+        "typical step (10 turns, 3 x 20 KB, 5 hits, 8k)",
+        &typical(),
+    );
+    bench_case(c, "large step (2 MB, 100 turns, 128k)", &large());
+}
+
+fn counting(c: &mut Criterion) {
+    let counter = TokenCounter::for_model(Provider::OpenAi, "gpt-4o");
+    let blob = "QUJDREVGR0hJSktMTU5PUFFSU1RVVldYWVo".repeat(30_000);
+    let mut group = c.benchmark_group("token counting");
+    group.sample_size(10);
+    group.bench_function("1 MB unbroken base64-like run", |b| {
+        b.iter(|| counter.count(black_box(&blob)))
+    });
+    let source = code(1_000_000, 0);
+    group.bench_function("1 MB of source code", |b| {
+        b.iter(|| counter.count(black_box(&source)))
+    });
+    group.finish();
+}
+
+criterion_group!(benches, prompt_building, counting);
+criterion_main!(benches);
