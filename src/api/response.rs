@@ -4,7 +4,7 @@
 use serde::Serialize;
 use serde_json::{Map, Value};
 
-use crate::llm::{ChatRole, Usage};
+use crate::llm::Usage;
 use crate::step::context::ContextReport;
 use crate::step::history::Turn;
 use crate::step::{ConversationSummary, Outcome, PromptPreview, StepOutput, Termination};
@@ -59,10 +59,7 @@ impl PromptDto {
             .messages
             .into_iter()
             .map(|(m, tokens)| PromptMessage {
-                role: match m.role {
-                    ChatRole::User => "user",
-                    ChatRole::Assistant => "assistant",
-                },
+                role: m.role.as_str(),
                 content: m.content,
                 tokens,
             });

@@ -6,8 +6,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use super::{
-    decode, send, ApiKey, ChatRequest, ChatRole, Completion, FinishReason, LlmError, Provider,
-    Usage,
+    decode, send, ApiKey, ChatRequest, Completion, FinishReason, LlmError, Provider, Usage,
 };
 
 const API_VERSION: &str = "2023-06-01";
@@ -93,10 +92,7 @@ fn body(request: &ChatRequest) -> Body<'_> {
             .messages
             .iter()
             .map(|m| Message {
-                role: match m.role {
-                    ChatRole::User => "user",
-                    ChatRole::Assistant => "assistant",
-                },
+                role: m.role.as_str(),
                 content: &m.content,
             })
             .collect(),

@@ -63,6 +63,16 @@ pub enum ChatRole {
     Assistant,
 }
 
+impl ChatRole {
+    /// The role's name on the wire of every provider (and in a dry run's prompt).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::User => "user",
+            Self::Assistant => "assistant",
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ChatMessage {
     pub role: ChatRole,

@@ -6,8 +6,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use super::{
-    decode, send, ApiKey, ChatRequest, ChatRole, Completion, FinishReason, LlmError, Provider,
-    Usage,
+    decode, send, ApiKey, ChatRequest, Completion, FinishReason, LlmError, Provider, Usage,
 };
 
 /// Which flavour of the wire format the server at the base URL speaks.
@@ -112,10 +111,7 @@ fn body(dialect: Dialect, request: &ChatRequest) -> Body<'_> {
         content: &request.system,
     };
     let turns = request.messages.iter().map(|m| Message {
-        role: match m.role {
-            ChatRole::User => "user",
-            ChatRole::Assistant => "assistant",
-        },
+        role: m.role.as_str(),
         content: &m.content,
     });
     let stop = (!reasoning && !request.stop.is_empty()).then_some(&request.stop[..]);
@@ -160,7 +156,7 @@ fn completion(provider: Provider, reply: Reply) -> Result<Completion, LlmError> 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::llm::ChatMessage;
+    use crate::llm::{ChatMessage, ChatRole};
 
     fn request(model: &str) -> ChatRequest {
         ChatRequest {
