@@ -30,6 +30,8 @@ pub const DEFAULT_ORDER: [ContextSource; 5] = [
 ];
 
 const OMISSION_HEADING: &str = "## Earlier conversation\n\n";
+/// Stands for an observation too long to cut to a useful size within its limit.
+const TOO_LONG_OBSERVATION: &str = "Observation: [the result was too long to include]";
 
 pub struct Candidates<'a> {
     pub head: &'a str,
@@ -142,19 +144,32 @@ fn fit_within(
         .filter(|_| latest_is_mandatory)
         .map(render_turn);
     let mut latest_fate = None;
+    let mut latest_tokens = 0;
     if let (Some(message), Some(turn)) = (latest.as_mut(), c.history.last()) {
-        let within = counter.count_within(&message.content, c.max_observation_tokens);
-        if within.is_none() && turn.role == Role::ToolObservation {
-            let cut = truncate::head_and_tail(counter, &message.content, c.max_observation_tokens)
-                .map(|cut| cut.text)
-                .unwrap_or_else(|| "Observation: [the result was too long to include]".into());
-            message.content = cut;
-            latest_fate = Some(Fate::Truncated);
-        }
+        // Only an observation is cut; any other mandatory turn is counted whole, once.
+        let limit = if turn.role == Role::ToolObservation {
+            c.max_observation_tokens
+        } else {
+            u32::MAX
+        };
+        let tokens = match counter.count_within(&message.content, limit) {
+            Some(tokens) => tokens,
+            None => {
+                latest_fate = Some(Fate::Truncated);
+                match truncate::head_and_tail(counter, &message.content, limit) {
+                    Some(cut) => {
+                        message.content = cut.text;
+                        cut.tokens
+                    }
+                    None => {
+                        message.content = TOO_LONG_OBSERVATION.into();
+                        counter.count(TOO_LONG_OBSERVATION)
+                    }
+                }
+            }
+        };
+        latest_tokens = tokens + PER_MESSAGE_OVERHEAD;
     }
-    let latest_tokens = latest
-        .as_ref()
-        .map_or(0, |m| counter.count_message(&m.content));
     // The turns that keep roles alternating may be needed whenever there is history.
     let fillers = if c.history.is_empty() {
         0
