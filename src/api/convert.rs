@@ -244,32 +244,21 @@ fn context_items(
         cursor_line: None,
     };
 
-    let mut explicit: Vec<(String, String)> = explicit.collect();
-    for path in explicit_paths {
-        if !explicit.iter().any(|(p, _)| p == &path) {
-            unresolved.push(missing(ContextSource::Explicit, path));
-        }
-    }
-    let mut seen = HashSet::new();
-    explicit.retain(|(p, _)| seen.insert(p.clone()));
-    items.extend(
-        explicit
-            .into_iter()
-            .map(|(p, c)| item(ContextSource::Explicit, p.clone(), Some(p), c)),
+    let explicit = explicit.map(|(p, c)| item(ContextSource::Explicit, p.clone(), Some(p), c));
+    named_items(
+        ContextSource::Explicit,
+        explicit_paths,
+        explicit.collect(),
+        &mut items,
+        &mut unresolved,
     );
-
-    let mut pinned: Vec<(String, String, Option<String>)> = pinned.collect();
-    for id in pinned_ids {
-        if !pinned.iter().any(|(i, _, _)| i == &id) {
-            unresolved.push(missing(ContextSource::Pinned, id));
-        }
-    }
-    let mut seen = HashSet::new();
-    pinned.retain(|(i, _, _)| seen.insert(i.clone()));
-    items.extend(
-        pinned
-            .into_iter()
-            .map(|(i, c, p)| item(ContextSource::Pinned, i, p, c)),
+    let pinned = pinned.map(|(i, c, p)| item(ContextSource::Pinned, i, p, c));
+    named_items(
+        ContextSource::Pinned,
+        pinned_ids,
+        pinned.collect(),
+        &mut items,
+        &mut unresolved,
     );
 
     match implicit {
@@ -311,6 +300,24 @@ fn context_items(
     let (items, duplicates) = dedupe(items);
     unresolved.extend(duplicates);
     (items, unresolved)
+}
+
+/// One source's items: a name sent without content is unresolved, and an id sent twice is kept
+/// once (the first).
+fn named_items(
+    source: ContextSource,
+    names: Vec<String>,
+    given: Vec<ContextItem>,
+    items: &mut Vec<ContextItem>,
+    unresolved: &mut Vec<Excluded>,
+) {
+    for name in names {
+        if !given.iter().any(|g| g.id == name) {
+            unresolved.push(missing(source, name));
+        }
+    }
+    let mut seen = HashSet::new();
+    items.extend(given.into_iter().filter(|g| seen.insert(g.id.clone())));
 }
 
 fn missing(source: ContextSource, id: String) -> Excluded {
