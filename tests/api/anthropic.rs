@@ -1,6 +1,6 @@
 use serde_json::json;
 
-use crate::helpers::{request, spawn_app, KEY};
+use crate::helpers::{request, sorted_keys, spawn_app, KEY};
 use crate::upstream::{anthropic_reply, mount, ANTHROPIC_PATH};
 
 #[tokio::test]
@@ -66,15 +66,8 @@ async fn the_anthropic_call_uses_its_own_headers_and_fields() {
         messages.last().unwrap(),
         &json!({"role": "user", "content": "Summarise."})
     );
-    let mut keys: Vec<&str> = body
-        .as_object()
-        .unwrap()
-        .keys()
-        .map(String::as_str)
-        .collect();
-    keys.sort_unstable();
     assert_eq!(
-        keys,
+        sorted_keys(&body),
         [
             "max_tokens",
             "messages",

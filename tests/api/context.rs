@@ -1,6 +1,6 @@
 use serde_json::json;
 
-use crate::helpers::{request, spawn_app};
+use crate::helpers::{report_item, request, spawn_app};
 use crate::upstream::{mount, openai_reply, OPENAI_PATH};
 
 #[tokio::test]
@@ -92,15 +92,7 @@ async fn a_tight_budget_keeps_the_newest_turns_first_and_says_so() {
     let report = &reply.body["context_report"];
     assert_eq!(report["budget"], 1000);
     assert!(report["used"].as_u64().unwrap() <= 1000);
-    let fate = |id: &str| {
-        report["items"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|i| i["id"] == id)
-            .unwrap()["fate"]
-            .clone()
-    };
+    let fate = |id: &str| report_item(&reply.body, id)["fate"].clone();
     // History is served newest first and before context: the newest turns fit, the oldest and
     // then the explicit file do not.
     assert_eq!(fate("conversation_history[0]"), "dropped");
@@ -146,15 +138,6 @@ fn numbered(n: usize) -> String {
     (1..=n)
         .map(|i| format!("export const value{i} = compute({i});\n"))
         .collect()
-}
-
-fn fate<'a>(reply: &'a serde_json::Value, id: &str) -> &'a serde_json::Value {
-    reply["context_report"]["items"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|i| i["id"] == id)
-        .unwrap_or_else(|| panic!("{id} is not in the report"))
 }
 
 #[tokio::test]
@@ -215,7 +198,7 @@ async fn a_file_too_big_for_the_budget_is_cut_head_and_tail() {
     let reply = app.post_react_step(&body).await;
 
     assert_eq!(reply.status, 200, "{}", reply.text);
-    let item = fate(&reply.body, "src/big.js");
+    let item = report_item(&reply.body, "src/big.js");
     assert_eq!(item["fate"], "truncated");
     let system = reply.body["prompt"]["messages"][0]["content"]
         .as_str()
@@ -237,7 +220,7 @@ async fn the_focused_file_is_cut_around_the_cursor() {
 
     let reply = app.post_react_step(&body).await;
 
-    assert_eq!(fate(&reply.body, "src/app.ts")["fate"], "truncated");
+    assert_eq!(report_item(&reply.body, "src/app.ts")["fate"], "truncated");
     let system = reply.body["prompt"]["messages"][0]["content"]
         .as_str()
         .unwrap();
@@ -260,7 +243,7 @@ async fn the_latest_observation_is_cut_to_max_observation_tokens() {
     let reply = app.post_react_step(&body).await;
 
     assert_eq!(
-        fate(&reply.body, "conversation_history[2]")["fate"],
+        report_item(&reply.body, "conversation_history[2]")["fate"],
         "truncated"
     );
     let last = reply.body["prompt"]["messages"]
@@ -324,13 +307,13 @@ async fn context_priority_and_tokenizer_are_honoured() {
 
     assert_eq!(reply.status, 200, "{}", reply.text);
     assert_eq!(reply.body["context_report"]["tokenizer"], "cl100k_base");
-    assert_eq!(fate(&reply.body, "hit.js")["fate"], "included");
+    assert_eq!(report_item(&reply.body, "hit.js")["fate"], "included");
     assert_eq!(
-        fate(&reply.body, "conversation_history[0]")["fate"],
+        report_item(&reply.body, "conversation_history[0]")["fate"],
         "dropped"
     );
     assert_eq!(
-        fate(&reply.body, "conversation_history[1]")["fate"],
+        report_item(&reply.body, "conversation_history[1]")["fate"],
         "included"
     );
 }

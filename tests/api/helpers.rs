@@ -114,6 +114,28 @@ pub fn request(model: &str, query: &str) -> Value {
     })
 }
 
+/// The `context_report` entry for an item or turn id.
+pub fn report_item<'a>(body: &'a Value, id: &str) -> &'a Value {
+    body["context_report"]["items"]
+        .as_array()
+        .expect("a context report")
+        .iter()
+        .find(|i| i["id"] == id)
+        .unwrap_or_else(|| panic!("{id} is not in the report"))
+}
+
+/// The top-level field names of a JSON object, sorted.
+pub fn sorted_keys(body: &Value) -> Vec<&str> {
+    let mut keys: Vec<&str> = body
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect();
+    keys.sort_unstable();
+    keys
+}
+
 fn spec() -> &'static Value {
     static SPEC: OnceLock<Value> = OnceLock::new();
     SPEC.get_or_init(|| {

@@ -1,6 +1,6 @@
 use serde_json::json;
 
-use crate::helpers::{request, spawn_app, KEY};
+use crate::helpers::{request, sorted_keys, spawn_app, KEY};
 use crate::upstream::{mount, openai_reply, OPENAI_PATH};
 
 #[tokio::test]
@@ -99,15 +99,8 @@ async fn the_upstream_call_carries_model_messages_key_cap_temperature_and_stop()
         &json!({"role": "user", "content": "Where is login?"})
     );
     // Nothing but the documented fields: OpenAI answers 400 to unknown ones.
-    let mut keys: Vec<&str> = body
-        .as_object()
-        .unwrap()
-        .keys()
-        .map(String::as_str)
-        .collect();
-    keys.sort_unstable();
     assert_eq!(
-        keys,
+        sorted_keys(&body),
         ["max_tokens", "messages", "model", "stop", "temperature"]
     );
 }

@@ -6,7 +6,7 @@ use std::os::unix::fs::symlink;
 
 use serde_json::{json, Value};
 
-use crate::helpers::{request, spawn_app_with, TestApp};
+use crate::helpers::{report_item, request, spawn_app_with, TestApp};
 
 const PROJECT: &str = "proj-1";
 const SECRET: &str = "TOP-SECRET-HOST-FILE";
@@ -60,15 +60,8 @@ async fn app_with(root: &tempfile::TempDir) -> TestApp {
     .await
 }
 
-fn items(reply: &Value) -> Vec<Value> {
-    reply["context_report"]["items"].as_array().unwrap().clone()
-}
-
 fn reason_for(reply: &Value, id: &str) -> (String, String) {
-    let item = items(reply)
-        .into_iter()
-        .find(|i| i["id"] == id)
-        .unwrap_or_else(|| panic!("{id} not reported"));
+    let item = report_item(reply, id);
     (
         item["fate"].as_str().unwrap().to_string(),
         item["reason"].as_str().unwrap_or("").to_string(),
