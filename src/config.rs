@@ -75,6 +75,12 @@ pub struct Config {
     #[arg(long, env = "REACTSTEP_WORKSPACE_MAX_FILE_BYTES", default_value_t = 1024 * 1024)]
     pub workspace_max_file_bytes: u64,
 
+    /// Percent added to token counts for models with no public tokenizer (Claude, local models).
+    #[arg(long, env = "REACTSTEP_APPROXIMATION_MARGIN_PERCENT",
+          default_value_t = crate::step::tokens::DEFAULT_APPROXIMATION_MARGIN_PERCENT,
+          value_parser = clap::value_parser!(u32).range(0..=100))]
+    pub approximation_margin_percent: u32,
+
     /// HTTP worker threads; 0 means one per CPU core.
     #[arg(long, env = "REACTSTEP_WORKERS", default_value_t = 0)]
     pub workers: usize,
@@ -94,6 +100,7 @@ impl Config {
             allow_mock_response: true,
             workspace_root: None,
             workspace_max_file_bytes: 1024 * 1024,
+            approximation_margin_percent: crate::step::tokens::DEFAULT_APPROXIMATION_MARGIN_PERCENT,
             workers: 0,
         }
     }
@@ -128,5 +135,16 @@ mod tests {
     #[test]
     fn a_zero_timeout_is_refused() {
         assert!(Config::try_parse_from(["reactstep", "--llm-timeout-secs", "0"]).is_err());
+    }
+
+    #[test]
+    fn the_approximation_margin_is_a_percentage() {
+        let parse = |v: &str| {
+            Config::try_parse_from(["reactstep", "--approximation-margin-percent", v])
+                .map(|c| c.approximation_margin_percent)
+        };
+        assert!(matches!(parse("35"), Ok(35)));
+        assert!(parse("101").is_err());
+        assert!(parse("-1").is_err());
     }
 }

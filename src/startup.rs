@@ -45,6 +45,7 @@ impl Application {
             max_body_bytes: config.max_body_bytes,
             allow_mock_response: config.allow_mock_response,
             workspace,
+            approximation_margin_percent: config.approximation_margin_percent,
         });
         let mut server = HttpServer::new(move || {
             App::new()

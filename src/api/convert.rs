@@ -22,6 +22,7 @@ pub const DEFAULT_MAX_OBSERVATION_TOKENS: u32 = 2000;
 pub struct Conversion {
     pub workspace: Option<std::sync::Arc<crate::step::workspace::Workspace>>,
     pub allow_mock_response: bool,
+    pub approximation_margin_percent: u32,
     pub session_id: String,
     pub received_at: String,
 }
@@ -191,6 +192,7 @@ pub fn step_input(req: ReactStepRequest, how: Conversion) -> Result<StepInput, V
         dry_run: req.dry_run,
         project_id: req.project_id,
         workspace: how.workspace,
+        approximation_margin_percent: how.approximation_margin_percent,
         key,
         iterations_left: req.max_iterations_left.unwrap_or(DEFAULT_MAX_ITERATIONS),
         mock_response: req.mock_response,

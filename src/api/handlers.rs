@@ -59,6 +59,7 @@ pub async fn react_step(
     let how = Conversion {
         workspace: state.workspace.clone(),
         allow_mock_response: state.allow_mock_response,
+        approximation_margin_percent: state.approximation_margin_percent,
         session_id,
         received_at,
     };

@@ -21,6 +21,7 @@ pub struct AppState {
     pub max_body_bytes: u64,
     pub allow_mock_response: bool,
     pub workspace: Option<std::sync::Arc<crate::step::workspace::Workspace>>,
+    pub approximation_margin_percent: u32,
 }
 
 pub fn routes(cfg: &mut web::ServiceConfig) {

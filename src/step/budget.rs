@@ -17,7 +17,7 @@ use super::prompt::{
     chat_messages, render_turn, Costed, CONTEXT_HEADING, FILLER_FIRST, FILLER_LAST,
 };
 use super::tokens::{TokenCounter, PER_MESSAGE_OVERHEAD, REPLY_PRIMING};
-use super::truncate::{self, MIN_USEFUL_TOKENS};
+use super::truncate::{self, Frame};
 use crate::llm::ChatMessage;
 
 /// The default order in which sources get what the mandatory parts leave.
@@ -384,26 +384,15 @@ fn choose_turns(
 
 /// The item cut to `available` tokens (block framing included), if that is still useful.
 fn cut_item(counter: &TokenCounter, item: &ContextItem, available: u32) -> Option<(String, u32)> {
-    let framing = counter.count(
-        &ContextItem {
-            content: String::new(),
-            ..item.clone()
-        }
-        .render(),
-    ) + 8;
-    let content_room = available.checked_sub(framing)?;
-    if content_room < MIN_USEFUL_TOKENS {
-        return None;
-    }
+    let wrap = |content: &str| item.render_with(content);
+    // A little over the empty block's count: the fence can grow with the cut's backticks.
+    let frame = Frame {
+        tokens: counter.count(&wrap("")) + 8,
+        wrap: &wrap,
+    };
     let center = item.cursor_line.map(|l| l.saturating_sub(1) as usize);
-    let cut = truncate::window(counter, &item.content, center, content_room)?;
-    let block = ContextItem {
-        content: cut.text,
-        ..item.clone()
-    }
-    .render();
-    let tokens = counter.count(&block);
-    (tokens <= available).then_some((block, tokens))
+    let cut = truncate::window(counter, &item.content, center, available, Some(frame))?;
+    Some((cut.text, cut.tokens))
 }
 
 fn fate(item: &ContextItem, tokens: Option<u32>, fate: Fate, reason: &str) -> ReportItem {

@@ -44,6 +44,11 @@ impl ContextItem {
     /// fence longer than any backtick run inside it, so file text cannot close the fence and pose
     /// as instructions.
     pub fn render(&self) -> String {
+        self.render_with(&self.content)
+    }
+
+    /// The item's block around `content` (the item's own, or a cut of it).
+    pub fn render_with(&self, content: &str) -> String {
         let mut heading = format!("### {}: {}", self.source.label(), self.id);
         if let (Some(path), true) = (&self.path, self.source == ContextSource::Pinned) {
             if path != &self.id {
@@ -53,15 +58,24 @@ impl ContextItem {
         if let Some((start, end)) = self.lines {
             heading.push_str(&format!(", lines {start}-{end}"));
         }
-        let fence = "`".repeat(longest_backtick_run(&self.content).max(2) + 1);
+        let fence = "`".repeat(longest_backtick_run(content).max(2) + 1);
         let language = self.path.as_deref().and_then(language_of).unwrap_or("");
-        let body = self.content.trim_end_matches('\n');
+        let body = content.trim_end_matches('\n');
         format!("{heading}\n{fence}{language}\n{body}\n{fence}\n\n")
     }
 }
 
 fn longest_backtick_run(text: &str) -> usize {
-    text.split(|c| c != '`').map(str::len).max().unwrap_or(0)
+    // Jumps from backtick to backtick (a fast byte search): most code has few.
+    let mut longest = 0;
+    let mut rest = text;
+    while let Some(start) = rest.find('`') {
+        rest = &rest[start..];
+        let run = rest.len() - rest.trim_start_matches('`').len();
+        longest = longest.max(run);
+        rest = &rest[run..];
+    }
+    longest
 }
 
 /// A fence language hint from the file extension, for the common languages of an editor.

@@ -80,6 +80,8 @@ pub struct StepInput {
     pub project_id: Option<String>,
     /// Where context named without content may be read from, when the operator allows it.
     pub workspace: Option<std::sync::Arc<workspace::Workspace>>,
+    /// The operator's margin for models whose tokenizer is not public.
+    pub approximation_margin_percent: u32,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -138,7 +140,8 @@ pub enum StepError {
 
 #[tracing::instrument(name = "react step", skip_all, fields(session_id = %input.session_id, model = %input.llm.model))]
 pub async fn run(input: StepInput, llm: &LlmClients) -> Result<StepOutput, StepError> {
-    let counter = TokenCounter::new(input.llm.provider, &input.llm.model, input.llm.tokenizer);
+    let counter = TokenCounter::new(input.llm.provider, &input.llm.model, input.llm.tokenizer)
+        .with_approximation_margin(input.approximation_margin_percent);
     let budget = input.llm.prompt_budget();
     let omission_reserve = match input.history_strategy {
         HistoryStrategy::Omit => budget::marker_reserve(&counter),
@@ -246,6 +249,9 @@ pub async fn run(input: StepInput, llm: &LlmClients) -> Result<StepOutput, StepE
             other.clone()
         }
     };
+    if let Some(warning) = margin_check(&counter, &context_report, completion.usage.as_ref()) {
+        warnings.push(warning);
+    }
     let parsed = parse::parse(&completion.text).ok_or(StepError::EmptyOutput(finish))?;
     warnings.extend(parsed.warnings);
 
@@ -286,6 +292,28 @@ pub async fn run(input: StepInput, llm: &LlmClients) -> Result<StepOutput, StepE
         context_report,
         conversation_summary,
     })
+}
+
+/// An approximate count that came out below the provider's own count of the same prompt means
+/// the margin is too small for this model: the client is told, and the operator too.
+fn margin_check(
+    counter: &TokenCounter,
+    report: &ContextReport,
+    usage: Option<&Usage>,
+) -> Option<String> {
+    let upstream = usage?.prompt_tokens;
+    if !counter.is_approximate() || upstream <= u64::from(report.used) {
+        return None;
+    }
+    tracing::warn!(
+        counted = report.used,
+        upstream,
+        "the provider counted more prompt tokens than the approximate count; raise REACTSTEP_APPROXIMATION_MARGIN_PERCENT"
+    );
+    Some(format!(
+        "the provider counted {upstream} prompt tokens where the approximate count was {}: this model's prompts may need a larger margin",
+        report.used
+    ))
 }
 
 /// Reads the items that arrived without content from the workspace; what cannot be read stays

@@ -60,20 +60,31 @@ impl Costs<'_, '_> {
     }
 }
 
+/// What a cut is wrapped in before it is sent (a fenced block's heading and fences), so that the
+/// count that decides the cut is the count of what is sent.
+pub struct Frame<'f> {
+    /// The frame's own tokens, held back from the room for lines.
+    pub tokens: u32,
+    pub wrap: &'f dyn Fn(&str) -> String,
+}
+
 /// Head and tail of `text` within `max_tokens` (as counted by `counter`), or `None` when not even
 /// [`MIN_USEFUL_TOKENS`] of it would fit.
 pub fn head_and_tail(counter: &TokenCounter, text: &str, max_tokens: u32) -> Option<Cut> {
-    window(counter, text, None, max_tokens)
+    window(counter, text, None, max_tokens, None)
 }
 
-/// Lines around `center` (0-based) within `max_tokens`; without a center, head and tail.
+/// Lines around `center` (0-based) within `max_tokens`; without a center, head and tail. With a
+/// frame, the cut is returned wrapped and `max_tokens` bounds the wrapped text.
 pub fn window(
     counter: &TokenCounter,
     text: &str,
     center: Option<usize>,
     max_tokens: u32,
+    frame: Option<Frame<'_>>,
 ) -> Option<Cut> {
-    if max_tokens < MIN_USEFUL_TOKENS {
+    let frame_tokens = frame.as_ref().map_or(0, |f| f.tokens);
+    if max_tokens.saturating_sub(frame_tokens) < MIN_USEFUL_TOKENS {
         return None;
     }
     let lines = lines(text);
@@ -82,7 +93,7 @@ pub fn window(
         lines: &lines,
         known: vec![None; lines.len()],
     };
-    let mut reserve = counter.count(&marker(lines.len(), text.len())) * 2 + 2;
+    let mut reserve = frame_tokens + counter.count(&marker(lines.len(), text.len())) * 2 + 2;
     loop {
         let room = max_tokens.checked_sub(reserve)?;
         if room < MIN_USEFUL_TOKENS / 2 {
@@ -96,13 +107,17 @@ pub fn window(
             Some(_) => (start, end),
             None => ends(&mut costs, room),
         };
-        let cut = assemble(&lines, center.is_some(), head_end, tail_start);
-        let tokens = counter.count(&cut.0);
+        let (cut, omitted_lines) = assemble(&lines, center.is_some(), head_end, tail_start);
+        let sent = match &frame {
+            Some(f) => (f.wrap)(&cut),
+            None => cut,
+        };
+        let tokens = counter.count(&sent);
         if tokens <= max_tokens {
             return Some(Cut {
-                text: cut.0,
+                text: sent,
                 tokens,
-                omitted_lines: cut.1,
+                omitted_lines,
             });
         }
         // Joining changed the count at a seam: try again with more held back.
@@ -216,7 +231,7 @@ mod tests {
     #[test]
     fn a_window_centres_on_the_cursor() {
         let text = numbered(1000);
-        let cut = window(&counter(), &text, Some(499), 200).unwrap_or_else(|| panic!("fits"));
+        let cut = window(&counter(), &text, Some(499), 200, None).unwrap_or_else(|| panic!("fits"));
         assert!(cut.text.contains("let line_500 = compute(500);"));
         assert!(!cut.text.contains("let line_1 = "));
         assert!(cut.text.starts_with("[… "));
@@ -234,5 +249,21 @@ mod tests {
     #[test]
     fn too_small_a_budget_gives_nothing() {
         assert!(head_and_tail(&counter(), &numbered(100), MIN_USEFUL_TOKENS - 1).is_none());
+    }
+
+    #[test]
+    fn a_framed_cut_is_counted_with_its_frame() {
+        let text = numbered(400);
+        let wrap = |cut: &str| format!("### File: a.rs\n```rust\n{cut}```\n\n");
+        let frame = Frame {
+            tokens: counter().count(&wrap("")),
+            wrap: &wrap,
+        };
+        let cut = window(&counter(), &text, Some(200), 150, Some(frame))
+            .unwrap_or_else(|| panic!("fits"));
+        assert!(cut.text.starts_with("### File: a.rs\n```rust\n[… "));
+        assert!(cut.text.ends_with("```\n\n"));
+        assert!(cut.tokens <= 150);
+        assert_eq!(cut.tokens, counter().count(&cut.text));
     }
 }

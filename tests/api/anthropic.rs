@@ -1,6 +1,6 @@
 use serde_json::json;
 
-use crate::helpers::{request, sorted_keys, spawn_app, KEY};
+use crate::helpers::{request, sorted_keys, spawn_app, spawn_app_with, KEY};
 use crate::upstream::{anthropic_reply, mount, ANTHROPIC_PATH};
 
 #[tokio::test]
@@ -91,4 +91,44 @@ async fn a_temperature_above_one_is_refused_for_anthropic() {
         "llm_config.temperature"
     );
     assert!(app.llm.received_requests().await.unwrap().is_empty());
+}
+
+/// The provider's own count (usage.input_tokens) is checked against the approximate count.
+async fn step_with_upstream_count(margin: u32, input_tokens: u64) -> serde_json::Value {
+    let app = spawn_app_with(|c| c.approximation_margin_percent = margin).await;
+    let mut reply = anthropic_reply("Thought: t\nFinal Answer: done");
+    reply["usage"]["input_tokens"] = json!(input_tokens);
+    mount(&app.llm, ANTHROPIC_PATH, 200, reply).await;
+    let reply = app
+        .post_react_step(&request("claude-sonnet-4-5", "What does Login do?"))
+        .await;
+    assert_eq!(reply.status, 200, "{}", reply.text);
+    reply.body
+}
+
+#[tokio::test]
+async fn a_provider_count_above_the_approximate_count_is_reported() {
+    let body = step_with_upstream_count(20, 1_000_000).await;
+    let warnings = body["warnings"].as_array().unwrap();
+    assert!(
+        warnings
+            .iter()
+            .any(|w| w.as_str().unwrap().contains("may need a larger margin")),
+        "{warnings:?}"
+    );
+}
+
+#[tokio::test]
+async fn the_operator_sets_the_approximation_margin() {
+    let plain = step_with_upstream_count(0, 1).await;
+    let padded = step_with_upstream_count(100, 1).await;
+    let used = |b: &serde_json::Value| b["context_report"]["used"].as_u64().unwrap();
+    // Framing overheads are added after the margin, so doubling the text count is not exact.
+    assert!(
+        used(&padded) > used(&plain) * 19 / 10,
+        "{} vs {}",
+        used(&padded),
+        used(&plain)
+    );
+    assert_eq!(plain["warnings"], json!([]));
 }
