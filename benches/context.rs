@@ -83,6 +83,7 @@ fn bench_case(c: &mut Criterion, name: &str, case: &Case) {
     let head = system_head(
         "- code_search(query) - search the code\n- read_file(path) - read a file",
         false,
+        &reactstep::step::parse::Tags::default(),
     );
     let candidates = Candidates {
         head: &head,
@@ -93,6 +94,7 @@ fn bench_case(c: &mut Criterion, name: &str, case: &Case) {
         order: &DEFAULT_ORDER,
         max_observation_tokens: 2000,
         omission_reserve: marker_reserve(&counter),
+        tags: &reactstep::step::parse::Tags::default(),
     };
     let prompt =
         fit(&counter, case.budget, &candidates)

@@ -7,11 +7,16 @@ use std::collections::HashSet;
 
 use validator::{Validate, ValidationError, ValidationErrors, ValidationErrorsKind};
 
-use super::request::{wire_name, ReactStepRequest, MAX_CONTEXT_ITEMS};
+use super::request::{
+    wire_name, ReactDto, ReactStepRequest, ToolDto, MAX_CONTEXT_ITEMS, MAX_TOOLS,
+};
 use super::response::FieldError;
 use crate::llm::{ApiKey, Provider};
 use crate::step::context::{dedupe, ContextItem, ContextSource, Excluded, Fate};
+use crate::step::decide::ReactSettings;
 use crate::step::history::Turn;
+use crate::step::parse::Tags;
+use crate::step::tools::{Catalog, ToolSpec};
 use crate::step::{ConversationSummary, LlmConfig, StepInput};
 
 /// `max_iterations_left` when the client does not send it.
@@ -50,6 +55,13 @@ pub fn step_input(req: ReactStepRequest, how: Conversion) -> Result<StepInput, V
         if len as u64 > MAX_CONTEXT_ITEMS {
             fail(field, format!("length must be at most {MAX_CONTEXT_ITEMS}"));
         }
+    }
+    if req
+        .tools
+        .as_ref()
+        .is_some_and(|t| t.len() as u64 > MAX_TOOLS)
+    {
+        fail("tools", format!("length must be at most {MAX_TOOLS}"));
     }
 
     let cfg = &req.llm_config;
@@ -161,6 +173,12 @@ pub fn step_input(req: ReactStepRequest, how: Conversion) -> Result<StepInput, V
                 lines: v.start_line.zip(v.end_line),
             }),
     );
+    let react = react_settings(req.react, req.max_repair_attempts, &mut fail);
+    let tools = catalog(
+        req.tools.unwrap_or_default(),
+        req.available_tools_prompt_segment.as_deref().unwrap_or(""),
+        &mut fail,
+    );
     let (Some(provider), true) = (provider, fields.is_empty()) else {
         fields.sort_by(|a, b| a.field.cmp(&b.field));
         return Err(fields);
@@ -171,7 +189,11 @@ pub fn step_input(req: ReactStepRequest, how: Conversion) -> Result<StepInput, V
         history: req.conversation_history,
         context,
         unresolved,
-        tools_segment: req.available_tools_prompt_segment.unwrap_or_default(),
+        // The client's own words for its tools win; declared tools are listed otherwise.
+        tools_segment: req
+            .available_tools_prompt_segment
+            .filter(|s| !s.trim().is_empty())
+            .unwrap_or_else(|| tools.render()),
         llm: LlmConfig {
             provider,
             model: req.llm_config.model_name,
@@ -193,11 +215,95 @@ pub fn step_input(req: ReactStepRequest, how: Conversion) -> Result<StepInput, V
         project_id: req.project_id,
         workspace: how.workspace,
         approximation_margin_percent: how.approximation_margin_percent,
+        react,
+        tools,
         key,
         iterations_left: req.max_iterations_left.unwrap_or(DEFAULT_MAX_ITERATIONS),
         mock_response: req.mock_response,
         received_at: how.received_at,
     })
+}
+
+/// The `react` object with its defaults; tags must differ from each other.
+fn react_settings(
+    dto: Option<ReactDto>,
+    max_repair_attempts: Option<u32>,
+    fail: &mut impl FnMut(&str, String),
+) -> ReactSettings {
+    let defaults = ReactSettings::default();
+    let mut settings = ReactSettings {
+        max_repair_attempts: max_repair_attempts.unwrap_or(defaults.max_repair_attempts),
+        ..defaults
+    };
+    let Some(dto) = dto else {
+        return settings;
+    };
+    let d = Tags::default();
+    settings.tags = Tags {
+        thought: dto.thought_tag.unwrap_or(d.thought),
+        action: dto.action_tag.unwrap_or(d.action),
+        observation: dto.observation_tag.unwrap_or(d.observation),
+        final_answer: dto.final_answer_tag.unwrap_or(d.final_answer),
+    };
+    let t = &settings.tags;
+    let names = [&t.thought, &t.action, &t.observation, &t.final_answer];
+    let clash = names.iter().enumerate().any(|(i, a)| {
+        names[..i].iter().any(|b| a.eq_ignore_ascii_case(b))
+            || (i != 1 && a.eq_ignore_ascii_case(&format!("{} Input", t.action)))
+    });
+    if clash {
+        fail(
+            "react",
+            "the four tags (and the action tag followed by ' Input') must differ from each other"
+                .into(),
+        );
+    }
+    settings.require_thought = dto.require_thought.unwrap_or(settings.require_thought);
+    settings.min_thought_chars = dto.min_thought_chars.map_or(0, |n| n as usize);
+    settings.require_action = dto.require_action.unwrap_or(false);
+    settings
+}
+
+/// The declared tools (each schema compiled once), or the names in the free-text segment.
+fn catalog(tools: Vec<ToolDto>, segment: &str, fail: &mut impl FnMut(&str, String)) -> Catalog {
+    let mut specs = Vec::with_capacity(tools.len());
+    let mut bad = false;
+    for (i, tool) in tools.into_iter().enumerate() {
+        if specs.iter().any(|s: &ToolSpec| s.name == tool.name) {
+            fail(
+                &format!("tools[{i}].name"),
+                format!("'{}' is declared twice", tool.name),
+            );
+            bad = true;
+        }
+        let parameters = match (tool.parameters, tool.input_schema) {
+            (Some(_), Some(_)) => {
+                fail(
+                    &format!("tools[{i}]"),
+                    "give parameters or inputSchema, not both".into(),
+                );
+                bad = true;
+                continue;
+            }
+            (Some(schema), None) | (None, Some(schema)) => schema,
+            (None, None) => serde_json::json!({"type": "object", "properties": {}}),
+        };
+        specs.push(ToolSpec {
+            name: tool.name,
+            description: tool.description.unwrap_or_default(),
+            parameters,
+        });
+    }
+    if bad {
+        return Catalog::default();
+    }
+    match Catalog::new(specs, segment) {
+        Ok(catalog) => catalog,
+        Err((i, why)) => {
+            fail(&format!("tools[{i}].parameters"), why);
+            Catalog::default()
+        }
+    }
 }
 
 fn check_turn(i: usize, turn: &Turn, fail: &mut impl FnMut(&str, String)) {

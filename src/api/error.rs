@@ -61,6 +61,10 @@ impl ErrorKind {
                 (S::UNPROCESSABLE_ENTITY, "context_overflow", false)
             }
             Self::Step(StepError::EmptyOutput(_)) => (S::BAD_GATEWAY, "llm_bad_response", true),
+            // Another sample of the model may well be valid.
+            Self::Step(StepError::InvalidOutput { .. }) => {
+                (S::BAD_GATEWAY, "invalid_model_output", true)
+            }
             Self::Step(StepError::Internal(_)) => {
                 (S::INTERNAL_SERVER_ERROR, "internal_error", true)
             }
@@ -162,6 +166,12 @@ impl ApiError {
                 retryable,
                 retry_after_seconds: self.kind.retry_after_seconds(),
                 fields,
+                raw_output: match &self.kind {
+                    ErrorKind::Step(StepError::InvalidOutput { raw_output, .. }) => {
+                        Some(raw_output.clone())
+                    }
+                    _ => None,
+                },
             }),
         }
     }

@@ -62,6 +62,77 @@ pub struct ReactStepRequest {
     pub context_priority: Option<Vec<ContextSource>>,
     #[serde(default)]
     pub dry_run: bool,
+    /// ReAct tags and thought rules.
+    #[validate(nested)]
+    pub react: Option<ReactDto>,
+    /// Structured tools; the MCP shape (`inputSchema`) is accepted too.
+    #[validate(nested)]
+    pub tools: Option<Vec<ToolDto>>,
+    /// Repair rounds after an invalid action (default 1).
+    #[validate(range(max = 3))]
+    pub max_repair_attempts: Option<u32>,
+}
+
+pub const MAX_TOOLS: u64 = 128;
+
+#[derive(Debug, Deserialize, Validate)]
+pub struct ReactDto {
+    #[validate(length(min = 1, max = 40), custom(function = "is_tag"))]
+    pub thought_tag: Option<String>,
+    #[validate(length(min = 1, max = 40), custom(function = "is_tag"))]
+    pub action_tag: Option<String>,
+    #[validate(length(min = 1, max = 40), custom(function = "is_tag"))]
+    pub observation_tag: Option<String>,
+    #[validate(length(min = 1, max = 40), custom(function = "is_tag"))]
+    pub final_answer_tag: Option<String>,
+    pub require_thought: Option<bool>,
+    #[validate(range(max = 10_000))]
+    pub min_thought_chars: Option<u32>,
+    /// The step must end in a tool call: a direct answer is invalid.
+    pub require_action: Option<bool>,
+}
+
+/// A tag is words: letters, digits, spaces, `_` and `-`, starting with a letter.
+fn is_tag(tag: &str) -> Result<(), validator::ValidationError> {
+    let ok = tag.starts_with(|c: char| c.is_ascii_alphabetic())
+        && tag
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, ' ' | '_' | '-'))
+        && !tag.ends_with(' ');
+    if ok {
+        Ok(())
+    } else {
+        Err(validator::ValidationError::new("tag").with_message(
+            "must be words of letters, digits, spaces, '_' or '-', starting with a letter".into(),
+        ))
+    }
+}
+
+#[derive(Debug, Deserialize, Validate)]
+pub struct ToolDto {
+    #[validate(length(min = 1, max = 64), custom(function = "is_tool_name"))]
+    pub name: String,
+    #[validate(length(max = 10_000))]
+    pub description: Option<String>,
+    pub parameters: Option<serde_json::Value>,
+    #[serde(rename = "inputSchema")]
+    pub input_schema: Option<serde_json::Value>,
+}
+
+/// Names every provider's native tool calling accepts, plus `.` for MCP-style names.
+fn is_tool_name(name: &str) -> Result<(), validator::ValidationError> {
+    if name.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_')
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'))
+    {
+        Ok(())
+    } else {
+        Err(validator::ValidationError::new("name").with_message(
+            "must start with a letter or '_' and hold only letters, digits, '_', '-' and '.'"
+                .into(),
+        ))
+    }
 }
 
 #[derive(Debug, Deserialize, Validate)]

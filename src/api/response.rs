@@ -86,6 +86,9 @@ pub struct ErrorBody {
     pub retry_after_seconds: Option<u64>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub fields: Vec<FieldError>,
+    /// `invalid_model_output`: what the model wrote, for the client to show.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub raw_output: Option<String>,
 }
 
 #[derive(Debug, Serialize)]

@@ -13,6 +13,7 @@
 
 use super::context::{ContextItem, ContextReport, ContextSource, Excluded, Fate, ReportItem};
 use super::history::{Role, Turn};
+use super::parse::Tags;
 use super::prompt::{
     chat_messages, render_turn, Costed, CONTEXT_HEADING, FILLER_FIRST, FILLER_LAST,
 };
@@ -31,7 +32,9 @@ pub const DEFAULT_ORDER: [ContextSource; 5] = [
 
 const OMISSION_HEADING: &str = "## Earlier conversation\n\n";
 /// Stands for an observation too long to cut to a useful size within its limit.
-const TOO_LONG_OBSERVATION: &str = "Observation: [the result was too long to include]";
+fn too_long_observation(tags: &Tags) -> String {
+    format!("{}: [the result was too long to include]", tags.observation)
+}
 
 pub struct Candidates<'a> {
     pub head: &'a str,
@@ -45,6 +48,8 @@ pub struct Candidates<'a> {
     pub max_observation_tokens: u32,
     /// Tokens held for what stands for omitted turns: a one-line marker, or a summary.
     pub omission_reserve: u32,
+    /// The ReAct tags turns are rendered with.
+    pub tags: &'a Tags,
 }
 
 /// Even the mandatory parts exceed the budget.
@@ -142,7 +147,7 @@ fn fit_within(
         .history
         .get(optional_turns)
         .filter(|_| latest_is_mandatory)
-        .map(render_turn);
+        .map(|t| render_turn(t, c.tags));
     let mut latest_fate = None;
     let mut latest_tokens = 0;
     if let (Some(message), Some(turn)) = (latest.as_mut(), c.history.last()) {
@@ -162,8 +167,8 @@ fn fit_within(
                         cut.tokens
                     }
                     None => {
-                        message.content = TOO_LONG_OBSERVATION.into();
-                        counter.count(TOO_LONG_OBSERVATION)
+                        message.content = too_long_observation(c.tags);
+                        counter.count(&message.content)
                     }
                 }
             }
@@ -203,7 +208,7 @@ fn fit_within(
     let mut turns: Vec<Costed> = kept
         .iter()
         .zip(&chosen.turn_costs)
-        .map(|(t, &cost)| Costed::known(render_turn(t), cost))
+        .map(|(t, &cost)| Costed::known(render_turn(t, c.tags), cost))
         .collect();
     turns.extend(latest.map(|m| Costed::known(m, latest_tokens)));
     let query = (!query.is_empty()).then(|| {
@@ -352,7 +357,7 @@ fn choose_turns(
     let mut used = 0u32;
     let mut costs = Vec::new();
     while first > 0 {
-        let message = render_turn(&c.history[first - 1]);
+        let message = render_turn(&c.history[first - 1], c.tags);
         let limit = room.saturating_sub(used);
         match counter.count_within(&message.content, limit.saturating_sub(PER_MESSAGE_OVERHEAD)) {
             Some(tokens) if used + tokens + PER_MESSAGE_OVERHEAD <= *room => {
@@ -564,6 +569,7 @@ mod tests {
             order: &DEFAULT_ORDER,
             max_observation_tokens: 2000,
             omission_reserve: marker_reserve(&counter),
+            tags: &Tags::default(),
         };
         fit(&counter, budget, &c).map(|f| f.finish(&counter, None, "o200k_base"))
     }
@@ -639,6 +645,7 @@ mod tests {
             order: &[ContextSource::VectorSearch],
             max_observation_tokens: 2000,
             omission_reserve: marker_reserve(&counter),
+            tags: &Tags::default(),
         };
         let p = fit(&counter, 700, &c)
             .unwrap_or_else(|e| panic!("{e:?}"))
@@ -665,6 +672,7 @@ mod tests {
             order: &DEFAULT_ORDER,
             max_observation_tokens: 300,
             omission_reserve: marker_reserve(&counter),
+            tags: &Tags::default(),
         };
         let p = fit(&counter, 2000, &c)
             .unwrap_or_else(|e| panic!("{e:?}"))
@@ -691,6 +699,7 @@ mod tests {
             order: &DEFAULT_ORDER,
             max_observation_tokens: 2000,
             omission_reserve: 120,
+            tags: &Tags::default(),
         };
         let fitted = fit(&counter, 500, &c).unwrap_or_else(|e| panic!("{e:?}"));
         assert!(fitted.omitted_turns > 0);

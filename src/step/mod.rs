@@ -4,12 +4,14 @@
 
 pub mod budget;
 pub mod context;
+pub mod decide;
 pub mod history;
 mod limits;
 pub mod parse;
 pub mod prompt;
 mod summary;
 pub mod tokens;
+pub mod tools;
 pub mod truncate;
 pub mod workspace;
 
@@ -22,8 +24,8 @@ use crate::llm::{
 };
 use budget::{Candidates, Overflow};
 use context::{ContextItem, ContextReport, ContextSource, Excluded};
+use decide::{ReactSettings, Valid};
 use history::{timestamp_now, Role, ToolCall, Turn};
-use parse::Decision;
 pub use summary::ConversationSummary;
 use tokens::{Encoding, TokenCounter};
 
@@ -82,6 +84,9 @@ pub struct StepInput {
     pub workspace: Option<std::sync::Arc<workspace::Workspace>>,
     /// The operator's margin for models whose tokenizer is not public.
     pub approximation_margin_percent: u32,
+    pub react: ReactSettings,
+    /// The tools an action is checked against.
+    pub tools: tools::Catalog,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -103,6 +108,26 @@ pub enum Outcome {
     },
     /// `dry_run`: the prompt that would have been sent.
     DryRun(PromptPreview),
+}
+
+impl From<Valid> for Outcome {
+    fn from(valid: Valid) -> Self {
+        match valid {
+            Valid::Action {
+                tool_name,
+                tool_args,
+                raw_action_string,
+            } => Self::Action {
+                tool_name,
+                tool_args,
+                raw_action_string,
+            },
+            Valid::Answer(text) => Self::Answer {
+                text,
+                termination: Termination::Success,
+            },
+        }
+    }
 }
 
 /// The exact prompt of a dry run, with the token count of each part.
@@ -134,6 +159,8 @@ pub enum StepError {
     Llm(#[from] LlmError),
     #[error("the model returned no usable text (finish reason: {0})")]
     EmptyOutput(String),
+    #[error("the model's output is not a valid step: {why}")]
+    InvalidOutput { why: String, raw_output: String },
     #[error("internal error: {0}")]
     Internal(String),
 }
@@ -149,13 +176,22 @@ pub async fn run(input: StepInput, llm: &LlmClients) -> Result<StepOutput, StepE
             summary::reserve(budget).max(budget::marker_reserve(&counter))
         }
     };
+    if !input.dry_run {
+        if let Some(action) = decide::command(&input.user_query, &input.tools) {
+            return Ok(command_step(input, action, &counter, budget));
+        }
+    }
     // Tokenising megabytes of context is CPU work: keep it off the async workers.
     let (input, fitted) = tokio::task::spawn_blocking(move || {
         let mut input = input;
         if let Some(ws) = input.workspace.clone() {
             resolve_from_workspace(&ws, &mut input);
         }
-        let head = prompt::system_head(&input.tools_segment, input.iterations_left == 1);
+        let head = prompt::system_head(
+            &input.tools_segment,
+            input.iterations_left == 1,
+            &input.react.tags,
+        );
         let candidates = Candidates {
             head: &head,
             items: &input.context,
@@ -165,6 +201,7 @@ pub async fn run(input: StepInput, llm: &LlmClients) -> Result<StepOutput, StepE
             order: &input.context_order,
             max_observation_tokens: input.max_observation_tokens,
             omission_reserve,
+            tags: &input.react.tags,
         };
         let fitted = budget::fit(&counter, budget, &candidates);
         (input, fitted)
@@ -219,44 +256,67 @@ pub async fn run(input: StepInput, llm: &LlmClients) -> Result<StepOutput, StepE
         });
     }
 
-    let request = ChatRequest {
+    let mut request = ChatRequest {
         model: input.llm.model.clone(),
         system: prompt.system,
         messages: prompt.messages,
         max_output_tokens: input.llm.reserved_output_tokens,
         temperature: input.llm.temperature,
-        stop: vec![prompt::OBSERVATION_STOP.to_string()],
+        stop: vec![prompt::observation_stop(&input.react.tags)],
     };
-    let completion = match &input.mock_response {
-        Some(text) => Completion {
-            text: text.clone(),
-            finish: FinishReason::Stop,
-            usage: None,
-        },
-        None => {
-            llm.complete(input.llm.provider, &request, input.key.as_ref())
-                .await?
+    let mut usage = summary_usage;
+    let mut used = context_report.used;
+    let mut repairs_left = input.react.max_repair_attempts;
+    let (parsed, valid) = loop {
+        let completion = match &input.mock_response {
+            Some(text) => Completion {
+                text: text.clone(),
+                finish: FinishReason::Stop,
+                usage: None,
+            },
+            None => {
+                llm.complete(input.llm.provider, &request, input.key.as_ref())
+                    .await?
+            }
+        };
+        if repairs_left == input.react.max_repair_attempts {
+            if let Some(warning) = margin_check(&counter, used, completion.usage.as_ref()) {
+                warnings.push(warning);
+            }
         }
+        usage = add_usage(usage, completion.usage);
+        let finish = finish_reason(&completion.finish, &mut warnings);
+        let parsed = parse::parse(&completion.text, &input.react.tags)
+            .ok_or(StepError::EmptyOutput(finish))?;
+        let why = match decide::judge(&parsed, &input.tools, &input.react) {
+            Ok((valid, thought_warnings)) => {
+                warnings.extend(thought_warnings);
+                break (parsed, valid);
+            }
+            Err(why) => why,
+        };
+        // A mock answers the same whatever it is asked: no repair round for it.
+        let room = budget.saturating_sub(used);
+        let repair = (repairs_left > 0 && input.mock_response.is_none())
+            .then(|| repair_round(&counter, &completion.text, &why, room, &input.react.tags))
+            .flatten();
+        let Some((messages, tokens)) = repair else {
+            return Err(StepError::InvalidOutput {
+                why,
+                raw_output: completion.text,
+            });
+        };
+        warnings.push(format!(
+            "the model's output was not a valid step ({why}); it was asked again"
+        ));
+        request.messages.extend(messages);
+        used += tokens;
+        repairs_left -= 1;
     };
-    let finish = match &completion.finish {
-        FinishReason::Stop => "stop".to_string(),
-        FinishReason::Length => {
-            warnings.push("the output reached reservedOutputTokens and may be cut short".into());
-            "length".to_string()
-        }
-        FinishReason::Other(other) => {
-            warnings.push(format!("the provider ended the output early: {other}"));
-            other.clone()
-        }
-    };
-    if let Some(warning) = margin_check(&counter, &context_report, completion.usage.as_ref()) {
-        warnings.push(warning);
-    }
-    let parsed = parse::parse(&completion.text).ok_or(StepError::EmptyOutput(finish))?;
     warnings.extend(parsed.warnings);
 
-    let outcome = match parsed.decision {
-        Decision::Action { .. } if input.iterations_left == 1 => {
+    let outcome = match valid {
+        Valid::Action { .. } if input.iterations_left == 1 => {
             warnings.push(
                 "the model proposed a tool call on its last step; a summary was returned instead"
                     .into(),
@@ -266,19 +326,7 @@ pub async fn run(input: StepInput, llm: &LlmClients) -> Result<StepOutput, StepE
                 termination: Termination::MaxIterations,
             }
         }
-        Decision::Action {
-            tool_name,
-            tool_args,
-            raw_action_string,
-        } => Outcome::Action {
-            tool_name,
-            tool_args,
-            raw_action_string,
-        },
-        Decision::Answer(text) => Outcome::Answer {
-            text,
-            termination: Termination::Success,
-        },
+        valid => Outcome::from(valid),
     };
     let updated_history = updated_history(&input, &parsed.thought, &outcome);
     Ok(StepOutput {
@@ -287,32 +335,98 @@ pub async fn run(input: StepInput, llm: &LlmClients) -> Result<StepOutput, StepE
         outcome,
         updated_history,
         iterations_remaining: input.iterations_left - 1,
-        usage: add_usage(completion.usage, summary_usage),
+        usage,
         warnings,
         context_report,
         conversation_summary,
     })
 }
 
+/// A `/tool …` query that names a known tool: proposed as it is, without a prompt or a model.
+fn command_step(
+    input: StepInput,
+    action: Valid,
+    counter: &TokenCounter,
+    budget: u32,
+) -> StepOutput {
+    let outcome = Outcome::from(action);
+    let updated_history = updated_history(&input, "", &outcome);
+    StepOutput {
+        session_id: input.session_id,
+        thought: String::new(),
+        outcome,
+        updated_history,
+        iterations_remaining: input.iterations_left - 1,
+        usage: None,
+        warnings: vec![
+            "the query is a command for a known tool: it was proposed as written, without a model call".into(),
+        ],
+        context_report: ContextReport {
+            budget,
+            used: 0,
+            tokenizer: counter.encoding(),
+            approximate: counter.is_approximate(),
+            items: Vec::new(),
+        },
+        conversation_summary: None,
+    }
+}
+
+/// The provider's reason for ending the output, with a warning when it was cut short.
+fn finish_reason(finish: &FinishReason, warnings: &mut Vec<String>) -> String {
+    match finish {
+        FinishReason::Stop => "stop".to_string(),
+        FinishReason::Length => {
+            warnings.push("the output reached reservedOutputTokens and may be cut short".into());
+            "length".to_string()
+        }
+        FinishReason::Other(other) => {
+            warnings.push(format!("the provider ended the output early: {other}"));
+            other.clone()
+        }
+    }
+}
+
+/// The messages of a repair round and their tokens, fitted into `room`: the invalid output is
+/// cut to its head and tail when it is long. `None` when not even that fits.
+fn repair_round(
+    counter: &TokenCounter,
+    raw_output: &str,
+    why: &str,
+    room: u32,
+    tags: &parse::Tags,
+) -> Option<([ChatMessage; 2], u32)> {
+    let [mut output, feedback] = decide::repair_messages(raw_output, why, tags);
+    let feedback_tokens = counter.count_message(&feedback.content);
+    let output_room = room
+        .checked_sub(feedback_tokens)?
+        .checked_sub(tokens::PER_MESSAGE_OVERHEAD)?;
+    let output_tokens = match counter.count_within(&output.content, output_room) {
+        Some(tokens) => tokens,
+        None => {
+            let cut = truncate::head_and_tail(counter, &output.content, output_room)?;
+            output.content = cut.text;
+            cut.tokens
+        }
+    };
+    let tokens = output_tokens + tokens::PER_MESSAGE_OVERHEAD + feedback_tokens;
+    Some(([output, feedback], tokens))
+}
+
 /// An approximate count that came out below the provider's own count of the same prompt means
 /// the margin is too small for this model: the client is told, and the operator too.
-fn margin_check(
-    counter: &TokenCounter,
-    report: &ContextReport,
-    usage: Option<&Usage>,
-) -> Option<String> {
+fn margin_check(counter: &TokenCounter, used: u32, usage: Option<&Usage>) -> Option<String> {
     let upstream = usage?.prompt_tokens;
-    if !counter.is_approximate() || upstream <= u64::from(report.used) {
+    if !counter.is_approximate() || upstream <= u64::from(used) {
         return None;
     }
     tracing::warn!(
-        counted = report.used,
+        counted = used,
         upstream,
         "the provider counted more prompt tokens than the approximate count; raise REACTSTEP_APPROXIMATION_MARGIN_PERCENT"
     );
     Some(format!(
-        "the provider counted {upstream} prompt tokens where the approximate count was {}: this model's prompts may need a larger margin",
-        report.used
+        "the provider counted {upstream} prompt tokens where the approximate count was {used}: this model's prompts may need a larger margin"
     ))
 }
 

@@ -4,28 +4,42 @@
 use serde_json::Value;
 
 use super::history::{render_call, Role, Turn};
+use super::parse::Tags;
 use crate::llm::{ChatMessage, ChatRole};
 
 /// The stop sequence that keeps the model from writing the tool's result itself.
-pub const OBSERVATION_STOP: &str = "\nObservation:";
+pub fn observation_stop(tags: &Tags) -> String {
+    format!("\n{}:", tags.observation)
+}
 
 const INSTRUCTIONS: &str = "You are a coding assistant working inside the user's editor. \
 Solve the user's request step by step: in each step, think about what to do next, then either \
 call exactly one tool or give the final answer. The result of a tool call is given to you in \
-the next message as an Observation.";
+the next message as an observation.";
 
-const FORMAT: &str = "Answer in exactly one of these two forms, and nothing else:
+/// The answer format, in the tags the parser reads.
+fn format(tags: &Tags) -> String {
+    let Tags {
+        thought,
+        action,
+        observation,
+        final_answer,
+    } = tags;
+    format!(
+        "Answer in exactly one of these two forms, and nothing else:
 
-Thought: <your reasoning about what to do next>
-Action: tool_name(param=\"value\", other_param=2)
+{thought}: <your reasoning about what to do next>
+{action}: tool_name(param=\"value\", other_param=2)
 
 or
 
-Thought: <your reasoning>
-Final Answer: <your complete answer to the user>
+{thought}: <your reasoning>
+{final_answer}: <your complete answer to the user>
 
 Write string arguments in double quotes. Call at most one tool per step. Never write an \
-\"Observation:\" line yourself.";
+\"{observation}:\" line yourself."
+    )
+}
 
 const LAST_STEP: &str = "This is the last step you have: do not call a tool. Give the Final \
 Answer now, based on what you have found so far.";
@@ -33,11 +47,12 @@ Answer now, based on what you have found so far.";
 const NO_TOOLS: &str = "No tools are available in this step: give the Final Answer.";
 
 /// The fixed part of the system prompt: everything but the context items.
-pub fn system_head(tools_segment: &str, last_step: bool) -> String {
+pub fn system_head(tools_segment: &str, last_step: bool, tags: &Tags) -> String {
     let tools = tools_segment.trim();
     let tools = if tools.is_empty() { NO_TOOLS } else { tools };
+    let format = format(tags);
     let mut head =
-        format!("{INSTRUCTIONS}\n\n## Tools\n\n{tools}\n\n## Answer format\n\n{FORMAT}\n\n");
+        format!("{INSTRUCTIONS}\n\n## Tools\n\n{tools}\n\n## Answer format\n\n{format}\n\n");
     if last_step {
         head.push_str(LAST_STEP);
         head.push_str("\n\n");
@@ -68,20 +83,24 @@ pub fn system_prompt(head: &str, blocks: &[&str]) -> String {
 }
 
 /// One history turn as the chat message the model sees.
-pub fn render_turn(turn: &Turn) -> ChatMessage {
+pub fn render_turn(turn: &Turn, tags: &Tags) -> ChatMessage {
     match turn.role {
         Role::User => user(turn.content.clone()),
         Role::Assistant => {
             let content = match (&turn.tool_call, &turn.thought) {
                 (Some(call), _) => format!(
-                    "Thought: {}\nAction: {}",
+                    "{}: {}\n{}: {}",
+                    tags.thought,
                     turn.content.trim(),
+                    tags.action,
                     render_call(&call.name, &call.parameters)
                 ),
                 (None, Some(thought)) => {
                     format!(
-                        "Thought: {}\nFinal Answer: {}",
+                        "{}: {}\n{}: {}",
+                        tags.thought,
                         thought.trim(),
+                        tags.final_answer,
                         turn.content.trim()
                     )
                 }
@@ -92,13 +111,13 @@ pub fn render_turn(turn: &Turn) -> ChatMessage {
                 content,
             }
         }
-        Role::ToolObservation => user(observation(turn)),
+        Role::ToolObservation => user(observation(turn, tags)),
     }
 }
 
 /// `Observation: …`, with the tool's structured result when it says more than `content`.
-fn observation(turn: &Turn) -> String {
-    let mut text = String::from("Observation: ");
+fn observation(turn: &Turn, tags: &Tags) -> String {
+    let mut text = format!("{}: ", tags.observation);
     if turn.tool_result.as_ref().is_some_and(|r| !r.success) {
         text.push_str("[the tool failed] ");
     }
@@ -205,7 +224,7 @@ mod tests {
             parameters,
         });
         assert_eq!(
-            render_turn(&t).content,
+            render_turn(&t, &Tags::default()).content,
             "Thought: I need to search.\nAction: code_search(query=\"auth\")"
         );
     }
@@ -217,7 +236,7 @@ mod tests {
             success: false,
             result: json!({"errno": 2}),
         });
-        let m = render_turn(&t);
+        let m = render_turn(&t, &Tags::default());
         assert_eq!(m.role, ChatRole::User);
         assert_eq!(
             m.content,
@@ -228,8 +247,14 @@ mod tests {
     #[test]
     fn neighbours_of_one_role_merge_and_the_list_ends_with_the_user() {
         let history = vec![
-            Costed::known(render_turn(&turn(Role::Assistant, "hello")), 5),
-            Costed::known(render_turn(&turn(Role::ToolObservation, "a")), 6),
+            Costed::known(
+                render_turn(&turn(Role::Assistant, "hello"), &Tags::default()),
+                5,
+            ),
+            Costed::known(
+                render_turn(&turn(Role::ToolObservation, "a"), &Tags::default()),
+                6,
+            ),
         ];
         let messages = chat_messages(history, Some(Costed::known(user("and now?".into()), 7)));
         assert_eq!(messages.len(), 3);
@@ -245,7 +270,7 @@ mod tests {
 
     #[test]
     fn the_last_step_is_announced() {
-        assert!(system_head("tools", true).contains("last step"));
-        assert!(!system_head("tools", false).contains("last step"));
+        assert!(system_head("tools", true, &Tags::default()).contains("last step"));
+        assert!(!system_head("tools", false, &Tags::default()).contains("last step"));
     }
 }

@@ -6,6 +6,7 @@
 use serde::Serialize;
 
 use super::history::Turn;
+use super::parse::Tags;
 use super::prompt::render_turn;
 use super::tokens::{TokenCounter, PER_MESSAGE_OVERHEAD, REPLY_PRIMING};
 use super::truncate;
@@ -52,7 +53,10 @@ pub async fn summarize(
         transcript.push_str(&previous.text);
         transcript.push_str("\n\n");
     }
-    transcript.push_str(&render_transcript(&input.history[covered..omitted]));
+    transcript.push_str(&render_transcript(
+        &input.history[covered..omitted],
+        &input.react.tags,
+    ));
     let max_output = reserve.saturating_sub(16).max(16);
     let room = input.llm.token_limit.saturating_sub(
         max_output + counter.count(INSTRUCTIONS) + 2 * PER_MESSAGE_OVERHEAD + REPLY_PRIMING,
@@ -83,11 +87,11 @@ pub async fn summarize(
     Ok((summary, completion.usage))
 }
 
-fn render_transcript(turns: &[Turn]) -> String {
+fn render_transcript(turns: &[Turn], tags: &Tags) -> String {
     turns
         .iter()
         .map(|t| {
-            let m = render_turn(t);
+            let m = render_turn(t, tags);
             let who = match m.role {
                 ChatRole::User => "User",
                 ChatRole::Assistant => "Assistant",

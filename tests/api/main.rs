@@ -12,6 +12,7 @@ mod key_secrecy;
 mod mock_response;
 mod ollama;
 mod openai;
+mod tools;
 mod upstream;
 mod workflow;
 mod workspace;

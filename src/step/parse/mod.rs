@@ -1,13 +1,25 @@
 //! Reads the model's raw text into a thought plus either a tool call or a final answer, and says
-//! what it assumed in `warnings`. Covers the service's own format (`Thought:` / `Action:
-//! tool(args)` / `Final Answer:`), `<think>` wrappers, markdown-bold tags, any letter case and
-//! invented observations; anything else becomes a direct response with a warning.
+//! what it assumed in `warnings`. Dialects: the service's own (`Thought:` / `Action:
+//! tool(args)` / `Final Answer:`), LangChain's (`Action:` + `Action Input:`), JSON actions bare or
+//! fenced, the ReAct paper's numbered steps with `Search[…]` / `Finish[…]`, and `Answer:`.
+//! Wrappers are looked through: `<think>` tags, a code fence around everything, markdown bold
+//! and headings, any letter case. Anything after an invented observation is discarded; output
+//! with no structure at all becomes a direct response with a warning.
 
 mod args;
+mod json;
+pub mod tags;
+mod thought;
 
 use serde_json::{Map, Value};
 
 pub use args::parse_args;
+pub use json::is_final_answer_name;
+pub use tags::Tags;
+pub use thought::thought_warnings;
+
+use args::closing_bracket;
+use tags::{Found, Tag};
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum Decision {
@@ -17,6 +29,11 @@ pub enum Decision {
         raw_action_string: String,
     },
     Answer(String),
+    /// An action was written but cannot be read: an unclosed call, no tool name, broken JSON.
+    Unreadable {
+        why: String,
+        raw_action_string: String,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -24,119 +41,187 @@ pub struct Parsed {
     pub thought: String,
     pub decision: Decision,
     pub warnings: Vec<String>,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Tag {
-    Thought,
-    Action,
-    FinalAnswer,
-    Observation,
-}
-
-/// A tag found at the start of a line: where the line starts and where its text begins.
-#[derive(Debug, Clone, Copy)]
-struct Found {
-    tag: Tag,
-    line_start: usize,
-    text_start: usize,
+    /// False when nothing in the output had the answer format (the direct-response fallback).
+    pub structured: bool,
 }
 
 /// `None` when the model wrote nothing usable at all.
-pub fn parse(raw: &str) -> Option<Parsed> {
+pub fn parse(raw: &str, tags: &Tags) -> Option<Parsed> {
     let mut warnings = Vec::new();
     let (think, text) = split_think(raw);
-    let mut tags = find_tags(text);
-    let text = match tags.iter().position(|f| f.tag == Tag::Observation) {
+    let text = unfence(text);
+    let mut found = tags::find(text, tags);
+    let text = match found.iter().position(|f| f.tag == Tag::Observation) {
         Some(i) => {
-            let cut = tags[i].line_start;
-            tags.truncate(i);
+            let cut = found[i].line_start;
+            found.truncate(i);
             if !text[cut..].trim().is_empty() {
-                warnings.push(
-                    "the model wrote an Observation itself; everything from it on was discarded"
-                        .into(),
-                );
+                warnings.push(format!(
+                    "the model wrote an '{}:' itself; everything from it on was discarded",
+                    tags.observation
+                ));
             }
             &text[..cut]
         }
         None => text,
     };
-    let section = |i: usize| {
-        let end = tags.get(i + 1).map_or(text.len(), |next| next.line_start);
-        text[tags[i].text_start..end].trim()
-    };
-
-    let decisive = tags
+    let decisive: Vec<usize> = found
         .iter()
-        .position(|f| matches!(f.tag, Tag::Action | Tag::FinalAnswer));
-    let thought = match tags.iter().position(|f| f.tag == Tag::Thought) {
-        Some(i) if decisive.is_none_or(|d| i < d) => section(i).to_string(),
-        _ => {
-            let before = decisive.map_or("", |d| text[..tags[d].line_start].trim());
-            if !before.is_empty() {
-                warnings.push(
-                    "no 'Thought:' tag: the text before the action was taken as the thought".into(),
-                );
-                before.to_string()
-            } else {
-                think.clone().unwrap_or_default()
-            }
-        }
-    };
+        .enumerate()
+        .filter(|(_, f)| matches!(f.tag, Tag::Action | Tag::FinalAnswer))
+        .map(|(i, _)| i)
+        .collect();
+    let json = json::find(text).filter(|j| {
+        decisive
+            .first()
+            .is_none_or(|&d| j.start < found[d].line_start)
+    });
 
-    let Some(d) = decisive else {
-        // No action and no final answer: the seed's fallback, the whole text is the answer.
-        let answer = if tags.is_empty() { text.trim() } else { "" };
-        let answer = if answer.is_empty() {
-            thought.as_str()
-        } else {
-            answer
+    let (thought, decision, others) = if let Some(j) = json {
+        let thought = match j.thought {
+            Some(t) => t,
+            None => thought_before(text, &found, j.start, think.as_deref(), tags, &mut warnings),
         };
-        if answer.is_empty() {
-            return None;
-        }
-        warnings.push(
-            "the output had no 'Action:' or 'Final Answer:'; it was taken as a direct response"
-                .into(),
+        (thought, j.decision, decisive.len())
+    } else if let Some(&d) = decisive.first() {
+        let thought = thought_before(
+            text,
+            &found,
+            found[d].line_start,
+            think.as_deref(),
+            tags,
+            &mut warnings,
         );
-        return Some(Parsed {
-            thought: if tags.is_empty() {
-                think.unwrap_or_default()
-            } else {
-                thought.clone()
-            },
-            decision: Decision::Answer(answer.to_string()),
-            warnings,
-        });
+        let decision = match found[d].tag {
+            Tag::Action => action(text, &found, d, tags),
+            _ => Decision::Answer(section(text, &found, d).to_string()),
+        };
+        (thought, decision, decisive.len() - 1)
+    } else {
+        return fallback(text, &found, think, tags, warnings);
     };
-    let later = tags[d + 1..]
-        .iter()
-        .filter(|f| matches!(f.tag, Tag::Action | Tag::FinalAnswer))
-        .count();
-    if later > 0 {
+    if others > 0 {
         warnings.push(format!(
             "the output held {} actions or answers; only the first one written was used",
-            later + 1
+            others + 1
         ));
-    }
-    let decision = match tags[d].tag {
-        Tag::Action => match action(text, tags[d]) {
-            Ok(decision) => decision,
-            Err(why) => {
-                warnings.push(format!("the action could not be read ({why}); the output was taken as a direct response"));
-                Decision::Answer(text.trim().to_string())
-            }
-        },
-        _ => Decision::Answer(section(d).to_string()),
-    };
-    if thought.is_empty() && matches!(decision, Decision::Action { .. }) {
-        warnings.push("the model gave no thought before its action".into());
     }
     Some(Parsed {
         thought,
-        decision,
+        decision: answer_if_finish(decision),
         warnings,
+        structured: true,
     })
+}
+
+/// The seed's fallback: no action and no final answer, so the text is the answer.
+fn fallback(
+    text: &str,
+    found: &[Found],
+    think: Option<String>,
+    tags: &Tags,
+    mut warnings: Vec<String>,
+) -> Option<Parsed> {
+    let thought = found
+        .iter()
+        .position(|f| f.tag == Tag::Thought)
+        .map(|i| section(text, found, i).to_string());
+    let answer = if found.is_empty() {
+        text.trim().to_string()
+    } else {
+        thought.clone().unwrap_or_default()
+    };
+    let answer = if answer.is_empty() {
+        think.clone().unwrap_or_default()
+    } else {
+        answer
+    };
+    if answer.is_empty() {
+        return None;
+    }
+    warnings.push(format!(
+        "the output had no '{}:' or '{}:'; it was taken as a direct response",
+        tags.action, tags.final_answer
+    ));
+    Some(Parsed {
+        thought: if found.is_empty() {
+            think.unwrap_or_default()
+        } else {
+            thought.unwrap_or_default()
+        },
+        decision: Decision::Answer(answer),
+        warnings,
+        structured: false,
+    })
+}
+
+/// The text of tag `i`, up to the next tag.
+fn section<'t>(text: &'t str, found: &[Found], i: usize) -> &'t str {
+    let end = found.get(i + 1).map_or(text.len(), |next| next.line_start);
+    text[found[i].text_start..end].trim()
+}
+
+/// The thought that precedes the decision at `limit`: the thought tag's text, else the untagged
+/// text before the decision, else the `<think>` text.
+fn thought_before(
+    text: &str,
+    found: &[Found],
+    limit: usize,
+    think: Option<&str>,
+    tags: &Tags,
+    warnings: &mut Vec<String>,
+) -> String {
+    if let Some(i) = found
+        .iter()
+        .position(|f| f.tag == Tag::Thought && f.line_start < limit)
+    {
+        let end = found
+            .get(i + 1)
+            .map_or(limit, |next| next.line_start.min(limit));
+        return text[found[i].text_start..end].trim().to_string();
+    }
+    let before = text[..limit].trim();
+    if !before.is_empty() {
+        warnings.push(format!(
+            "no '{}:' tag: the text before the action was taken as the thought",
+            tags.thought
+        ));
+        return before.to_string();
+    }
+    think.unwrap_or_default().to_string()
+}
+
+/// `final_answer(...)`, `finish(...)` and the paper's `Finish[...]` end the task.
+fn answer_if_finish(decision: Decision) -> Decision {
+    match decision {
+        Decision::Action {
+            tool_name,
+            tool_args,
+            ..
+        } if is_final_answer_name(&tool_name) => Decision::Answer(answer_text(tool_args)),
+        other => other,
+    }
+}
+
+fn answer_text(mut args: Map<String, Value>) -> String {
+    for key in [
+        "answer",
+        "final_answer",
+        "input",
+        "text",
+        "response",
+        "output",
+        "result",
+    ] {
+        if let Some(value) = args.remove(key) {
+            return json::as_text(&value);
+        }
+    }
+    match args.len() {
+        0 => String::new(),
+        1 => args.values().next().map(json::as_text).unwrap_or_default(),
+        _ => Value::Object(args).to_string(),
+    }
 }
 
 /// Separates `<think>…</think>` (or `<thinking>`) from the rest. Some local models omit the
@@ -152,100 +237,161 @@ fn split_think(raw: &str) -> (Option<String>, &str) {
     (None, raw)
 }
 
-fn find_tags(text: &str) -> Vec<Found> {
-    let mut found = Vec::new();
-    let mut line_start = 0;
-    for line in text.split_inclusive('\n') {
-        if let Some((tag, offset)) = tag_at(line) {
-            found.push(Found {
-                tag,
-                line_start,
-                text_start: line_start + offset,
-            });
-        }
-        line_start += line.len();
+/// The inside of a code fence that wraps the whole output.
+fn unfence(text: &str) -> &str {
+    let t = text.trim();
+    let Some(rest) = t.strip_prefix("```") else {
+        return text;
+    };
+    let Some(body) = rest.strip_suffix("```") else {
+        return text;
+    };
+    match body.find('\n') {
+        Some(nl) => &body[nl + 1..],
+        None => text,
     }
-    found
 }
 
-/// Recognises `Thought:`, `**Action:**`, `## Final Answer:` … at the start of a line, in any
-/// case; returns the tag and the byte offset of the text after it.
-fn tag_at(line: &str) -> Option<(Tag, usize)> {
-    let rest = line.trim_start_matches(|c: char| c.is_whitespace() || c == '*' || c == '#');
-    let lead = line.len() - rest.len();
-    for (name, tag) in [
-        ("thought", Tag::Thought),
-        ("action", Tag::Action),
-        ("final answer", Tag::FinalAnswer),
-        ("observation", Tag::Observation),
-    ] {
-        let Some(head) = rest.get(..name.len()) else {
-            continue;
+/// The action written after tag `d`: `tool(args…)` (possibly spanning lines), `Tool[input]`, a
+/// bare name with `Action Input:` or text after it, or a JSON object.
+fn action(text: &str, found: &[Found], d: usize, tags: &Tags) -> Decision {
+    let line_start = found[d].line_start;
+    let mut body_start = found[d].text_start;
+    body_start += text[body_start..].len() - text[body_start..].trim_start().len();
+    // A fence or inline code around the call.
+    if text[body_start..].starts_with("```") {
+        body_start = text[body_start..]
+            .find('\n')
+            .map_or(text.len(), |i| body_start + i + 1);
+    }
+    body_start += text[body_start..].len()
+        - text[body_start..]
+            .trim_start_matches([' ', '\t', '`'])
+            .len();
+    let body = &text[body_start..];
+    let unreadable = |why: &str, end: usize| Decision::Unreadable {
+        why: why.to_string(),
+        raw_action_string: clean_raw(&text[line_start..end]),
+    };
+    let line_end = body.find('\n').map_or(text.len(), |i| body_start + i);
+
+    if body.starts_with('{') {
+        let Some(end) = closing_bracket(text, body_start) else {
+            return unreadable("the action's JSON object is not closed", text.len());
         };
-        if !head.eq_ignore_ascii_case(name) {
-            continue;
-        }
-        let after = &rest[name.len()..];
-        let stars = after.len() - after.trim_start_matches('*').len();
-        if after[stars..].starts_with(':') {
-            let after_colon = &after[stars + 1..];
-            let closing = after_colon.len() - after_colon.trim_start_matches('*').len();
-            return Some((tag, lead + name.len() + stars + 1 + closing));
-        }
+        return match serde_json::from_str::<Value>(&text[body_start..end]) {
+            Ok(Value::Object(object)) => match json::read(&object, &text[line_start..end]) {
+                Some((_, decision)) => decision,
+                None => unreadable("the action's JSON names no tool", end),
+            },
+            _ => unreadable("the action's JSON object is not valid JSON", end),
+        };
     }
-    None
-}
 
-/// `tool_name(args…)`, possibly spanning lines, or a bare `tool_name`.
-fn action(text: &str, found: Found) -> Result<Decision, String> {
-    let body_start = found.text_start
-        + (text[found.text_start..].len() - text[found.text_start..].trim_start().len());
-    let body = text[body_start..].trim_start_matches('`');
-    let body_start = text.len() - body.len();
     let name_len = body
         .find(|c: char| !(c.is_alphanumeric() || matches!(c, '_' | '-' | '.')))
         .unwrap_or(body.len());
     let tool_name = &body[..name_len];
     if tool_name.is_empty() {
-        return Err("no tool name after 'Action:'".into());
+        return unreadable(&format!("no tool name after '{}:'", tags.action), line_end);
     }
     let after_name = &body[name_len..];
-    let (tool_args, end) = if after_name.trim_start_matches([' ', '\t']).starts_with('(') {
-        let open = body_start
-            + name_len
-            + (after_name.len() - after_name.trim_start_matches([' ', '\t']).len());
-        let close =
-            args::closing_bracket(text, open).ok_or("the call's parenthesis is not closed")?;
-        (parse_args(&text[open + 1..close - 1])?, close)
-    } else {
-        let line_end = text[body_start..]
-            .find('\n')
-            .map_or(text.len(), |i| body_start + i);
-        let rest = text[body_start + name_len..line_end]
-            .trim()
-            .trim_matches('`');
-        let mut args = Map::new();
-        if !rest.is_empty() {
-            args.insert("input".into(), Value::String(rest.to_string()));
+    let gap = after_name.len() - after_name.trim_start_matches([' ', '\t']).len();
+    let open = body_start + name_len + gap;
+    let (tool_args, end) = match text.as_bytes().get(open) {
+        Some(b'(') => {
+            let Some(close) = closing_bracket(text, open) else {
+                return unreadable("the call's parenthesis is not closed", text.len());
+            };
+            match parse_args(&text[open + 1..close - 1]) {
+                Ok(args) => (args, close),
+                Err(why) => return unreadable(&why, close),
+            }
         }
-        (args, line_end)
+        Some(b'[') => {
+            let Some(close) = square_close(text, open) else {
+                return unreadable("the action's bracket is not closed", text.len());
+            };
+            let input = text[open + 1..close - 1].trim();
+            (single_input(Value::String(input.to_string())), close)
+        }
+        _ => match found.get(d + 1).filter(|f| f.tag == Tag::ActionInput) {
+            Some(_) => {
+                let input = section(text, found, d + 1);
+                let end = found.get(d + 2).map_or(text.len(), |f| f.line_start);
+                (action_input(input), end)
+            }
+            None => {
+                let rest = text[open..line_end].trim().trim_matches('`');
+                let args = if rest.is_empty() {
+                    Map::new()
+                } else {
+                    single_input(Value::String(rest.to_string()))
+                };
+                (args, line_end)
+            }
+        },
     };
-    let raw = text[found.line_start..end].trim();
-    let raw = raw.strip_suffix('`').unwrap_or(raw);
-    Ok(Decision::Action {
+    Decision::Action {
         tool_name: tool_name.to_string(),
         tool_args,
-        raw_action_string: raw.to_string(),
-    })
+        raw_action_string: clean_raw(&text[line_start..end]),
+    }
+}
+
+/// LangChain's `Action Input:` text: a JSON object, a JSON string, or plain text.
+fn action_input(input: &str) -> Map<String, Value> {
+    let input = unfence(input).trim();
+    match serde_json::from_str::<Value>(input) {
+        Ok(Value::Object(map)) => map,
+        Ok(Value::String(s)) => single_input(Value::String(s)),
+        _ if input.is_empty() => Map::new(),
+        _ => single_input(Value::String(
+            input.trim_matches(['"', '\'', '`']).to_string(),
+        )),
+    }
+}
+
+fn single_input(value: Value) -> Map<String, Value> {
+    let mut map = Map::new();
+    map.insert("input".into(), value);
+    map
+}
+
+/// Index just past the `]` that closes the `[` at `open`. Quotes do not count here: the paper's
+/// inputs are plain text, where an apostrophe is just an apostrophe.
+fn square_close(text: &str, open: usize) -> Option<usize> {
+    let mut depth = 0usize;
+    for (i, b) in text.bytes().enumerate().skip(open) {
+        match b {
+            b'[' => depth += 1,
+            b']' => {
+                depth -= 1;
+                if depth == 0 {
+                    return Some(i + 1);
+                }
+            }
+            _ => {}
+        }
+    }
+    None
+}
+
+/// The action as written, without the fence or inline-code marks around it.
+fn clean_raw(raw: &str) -> String {
+    let raw = raw.trim();
+    let raw = raw.strip_suffix("```").unwrap_or(raw).trim_end();
+    raw.strip_suffix('`').unwrap_or(raw).to_string()
 }
 
 #[cfg(test)]
+#[expect(clippy::unwrap_used, reason = "a test fails loudly")]
 mod tests {
     use super::*;
     use serde_json::json;
 
     fn parsed(raw: &str) -> Parsed {
-        parse(raw).unwrap_or_else(|| panic!("no parse for {raw:?}"))
+        parse(raw, &Tags::default()).unwrap_or_else(|| panic!("no parse for {raw:?}"))
     }
 
     fn action_of(p: &Parsed) -> (&str, Value, &str) {
@@ -262,6 +408,15 @@ mod tests {
             other => panic!("expected an action, got {other:?}"),
         }
     }
+
+    fn answer_of(p: &Parsed) -> &str {
+        match &p.decision {
+            Decision::Answer(text) => text,
+            other => panic!("expected an answer, got {other:?}"),
+        }
+    }
+
+    // The service's own dialect.
 
     #[test]
     fn the_seed_format_gives_thought_and_action() {
@@ -280,34 +435,7 @@ mod tests {
     fn a_final_answer_is_a_direct_response() {
         let p = parsed("Thought: I know it now.\nFinal Answer: Use auth.js.\nIt has login().");
         assert_eq!(p.thought, "I know it now.");
-        assert_eq!(
-            p.decision,
-            Decision::Answer("Use auth.js.\nIt has login().".into())
-        );
-    }
-
-    #[test]
-    fn an_invented_observation_and_all_after_it_is_discarded() {
-        let p = parsed("Thought: search\nAction: code_search(query=\"x\")\nObservation: found it\nThought: done\nFinal Answer: 42");
-        assert_eq!(action_of(&p).0, "code_search");
-        assert_eq!(p.warnings.len(), 1, "{:?}", p.warnings);
-    }
-
-    #[test]
-    fn untagged_output_falls_back_to_a_direct_response_with_a_warning() {
-        let p = parsed("Authentication lives in auth.js.");
-        assert_eq!(
-            p.decision,
-            Decision::Answer("Authentication lives in auth.js.".into())
-        );
-        assert_eq!(p.warnings.len(), 1);
-    }
-
-    #[test]
-    fn think_tags_become_the_thought_when_none_is_written() {
-        let p = parsed("<think>The user wants the file.</think>\nAction: read_file(path=\"a.rs\")");
-        assert_eq!(p.thought, "The user wants the file.");
-        assert_eq!(action_of(&p).1, json!({"path": "a.rs"}));
+        assert_eq!(answer_of(&p), "Use auth.js.\nIt has login().");
     }
 
     #[test]
@@ -320,10 +448,163 @@ mod tests {
     }
 
     #[test]
+    fn a_call_in_inline_code_or_a_fence_is_read() {
+        let p = parsed("Thought: look\nAction: `read_file(path=\"a.rs\")`");
+        assert_eq!(action_of(&p).1, json!({"path": "a.rs"}));
+        assert_eq!(action_of(&p).2, "Action: `read_file(path=\"a.rs\")");
+        let p = parsed("Thought: look\nAction:\n```python\nread_file(path=\"a.rs\")\n```");
+        assert_eq!(action_of(&p).1, json!({"path": "a.rs"}));
+    }
+
+    #[test]
+    fn a_tag_inside_a_string_argument_does_not_end_the_call() {
+        let p = parsed("Thought: note it\nAction: write_file(path=\"n.md\", content=\"\"\"\nThought: keep\nFinal Answer: no\n\"\"\")");
+        let (_, args, _) = action_of(&p);
+        assert_eq!(args["content"], "\nThought: keep\nFinal Answer: no\n");
+    }
+
+    // LangChain.
+
+    #[test]
+    fn langchain_action_input_as_json_or_plain_text() {
+        let p = parsed("Thought: I should search the code base.\nAction: code_search\nAction Input: {\"query\": \"session timeout\", \"limit\": 5}");
+        let (name, args, raw) = action_of(&p);
+        assert_eq!(
+            (name, args),
+            (
+                "code_search",
+                json!({"query": "session timeout", "limit": 5})
+            )
+        );
+        assert!(
+            raw.starts_with("Action: code_search\nAction Input: {"),
+            "{raw}"
+        );
+        let p = parsed("Thought: read it\nAction: read_file\nAction Input: src/app.py\n");
+        assert_eq!(action_of(&p).1, json!({"input": "src/app.py"}));
+        let p = parsed("Thought: read it\nAction: read_file\nAction Input: \"src/app.py\"");
+        assert_eq!(action_of(&p).1, json!({"input": "src/app.py"}));
+    }
+
+    // JSON actions.
+
+    #[test]
+    fn a_fenced_json_action_after_a_thought() {
+        let p = parsed("Thought: The config loader is the place to look.\n```json\n{\n  \"action\": \"read_file\",\n  \"action_input\": {\"path\": \"src/config.ts\"}\n}\n```");
+        assert_eq!(p.thought, "The config loader is the place to look.");
+        assert_eq!(action_of(&p).1, json!({"path": "src/config.ts"}));
+    }
+
+    #[test]
+    fn the_seed_json_form_with_its_own_thought() {
+        let p = parsed("{\"thought\": \"Search for the login handler first.\", \"tool_name\": \"code_search\", \"parameters\": {\"query\": \"login handler\"}}");
+        assert_eq!(p.thought, "Search for the login handler first.");
+        assert_eq!(action_of(&p).0, "code_search");
+        assert!(p.warnings.is_empty(), "{:?}", p.warnings);
+    }
+
+    #[test]
+    fn a_json_final_answer() {
+        let p = parsed("```json\n{\"action\": \"Final Answer\", \"action_input\": \"The timeout is set in settings.py.\"}\n```");
+        assert_eq!(answer_of(&p), "The timeout is set in settings.py.");
+    }
+
+    #[test]
+    fn json_after_the_action_tag() {
+        let p = parsed(
+            "Thought: t\nAction: {\"tool_name\": \"read_file\", \"parameters\": {\"path\": \"x\"}}",
+        );
+        assert_eq!(action_of(&p).1, json!({"path": "x"}));
+    }
+
+    // The ReAct paper.
+
+    #[test]
+    fn numbered_paper_steps_with_bracket_actions() {
+        let p = parsed("Thought 3: Apple Remote was designed for Front Row, so I should search Front Row next.\nAction 3: Search[Front Row (software)]\nObservation 3: Front Row is a discontinued media center...");
+        assert!(p.thought.starts_with("Apple Remote was designed"));
+        let (name, args, raw) = action_of(&p);
+        assert_eq!(
+            (name, args),
+            ("Search", json!({"input": "Front Row (software)"}))
+        );
+        assert_eq!(raw, "Action 3: Search[Front Row (software)]");
+    }
+
+    #[test]
+    fn finish_is_the_final_answer() {
+        let p = parsed("Thought 4: So the answer is keyboard function keys.\nAction 4: Finish[keyboard function keys]");
+        assert_eq!(answer_of(&p), "keyboard function keys");
+        let p = parsed("Thought: done\nAction: final_answer(answer=\"It's in auth.js\")");
+        assert_eq!(answer_of(&p), "It's in auth.js");
+        let p = parsed("Thought: done\nAction: finish(\"ok\")");
+        assert_eq!(answer_of(&p), "ok");
+    }
+
+    #[test]
+    fn an_apostrophe_inside_brackets_is_text() {
+        let p = parsed("Thought 1: search\nAction 1: Lookup[Apple's remote]");
+        assert_eq!(action_of(&p).1, json!({"input": "Apple's remote"}));
+    }
+
+    #[test]
+    fn answer_is_a_final_answer_tag() {
+        let p = parsed("Thought: easy\nAnswer: 42");
+        assert_eq!(answer_of(&p), "42");
+    }
+
+    // Wrappers and noise.
+
+    #[test]
+    fn think_tags_become_the_thought_when_none_is_written() {
+        let p = parsed("<think>The user wants the file.</think>\nAction: read_file(path=\"a.rs\")");
+        assert_eq!(p.thought, "The user wants the file.");
+        assert_eq!(action_of(&p).1, json!({"path": "a.rs"}));
+        let p = parsed("<thinking>\nCheck the tests.\n</thinking>\n\nAction: run_tests()");
+        assert_eq!(p.thought, "Check the tests.");
+    }
+
+    #[test]
+    fn a_lone_closing_think_tag_ends_the_thinking() {
+        let p = parsed("Okay, the user wants the router.\n</think>\n\nThought: Open the router.\nAction: read_file(path=\"router.go\")");
+        assert_eq!(p.thought, "Open the router.");
+    }
+
+    #[test]
+    fn a_fence_around_the_whole_output_is_looked_through() {
+        let p = parsed("```\nThought: look\nAction: read_file(path=\"a.rs\")\n```");
+        assert_eq!(action_of(&p).1, json!({"path": "a.rs"}));
+    }
+
+    #[test]
+    fn chatter_before_and_after_is_ignored() {
+        let p = parsed("Sure! Here is my next step.\n\nThought: Read the handler.\nAction: read_file(path=\"h.js\")\n\nLet me know if you need anything else!");
+        assert_eq!(p.thought, "Read the handler.");
+        assert_eq!(action_of(&p).1, json!({"path": "h.js"}));
+    }
+
+    #[test]
+    fn markdown_headings_as_tags() {
+        let p = parsed("### Thought\nnot a tag line\n## Thought: real\n## Final Answer: yes");
+        assert_eq!(p.thought, "real");
+        assert_eq!(answer_of(&p), "yes");
+    }
+
+    #[test]
+    fn an_invented_observation_and_all_after_it_is_discarded() {
+        let p = parsed("Thought: search\nAction: code_search(query=\"x\")\nObservation: found it\nThought: done\nFinal Answer: 42");
+        assert_eq!(action_of(&p).0, "code_search");
+        assert_eq!(p.warnings.len(), 1, "{:?}", p.warnings);
+    }
+
+    #[test]
     fn the_first_of_action_and_answer_wins_with_a_warning() {
         let p = parsed("Thought: t\nFinal Answer: done\nAction: code_search(query=\"x\")");
-        assert_eq!(p.decision, Decision::Answer("done".into()));
+        assert_eq!(answer_of(&p), "done");
         assert_eq!(p.warnings.len(), 1);
+        let p = parsed("Thought: t\nAction: code_search(query=\"x\")\nFinal Answer: done");
+        assert_eq!(action_of(&p).0, "code_search");
+        assert!(p.warnings[0].contains("only the first"), "{:?}", p.warnings);
     }
 
     #[test]
@@ -334,15 +615,50 @@ mod tests {
     }
 
     #[test]
-    fn an_unclosed_call_falls_back_with_a_warning() {
-        let p = parsed("Thought: t\nAction: code_search(query=\"x\"");
-        assert!(matches!(p.decision, Decision::Answer(_)));
-        assert!(p.warnings[0].contains("not closed"), "{:?}", p.warnings);
+    fn untagged_output_falls_back_to_a_direct_response_with_a_warning() {
+        let p = parsed("Authentication lives in auth.js.");
+        assert_eq!(answer_of(&p), "Authentication lives in auth.js.");
+        assert_eq!(p.warnings.len(), 1);
+        assert!(!p.structured);
+    }
+
+    #[test]
+    fn unreadable_actions_say_why() {
+        for (raw, why) in [
+            ("Thought: t\nAction: code_search(query=\"x\"", "not closed"),
+            ("Thought: t\nAction: (query=\"x\")", "no tool name"),
+            ("Thought: t\nAction: Search[never closed", "not closed"),
+            ("Thought: t\nAction: {\"tool\": ", "not closed"),
+        ] {
+            match parsed(raw).decision {
+                Decision::Unreadable { why: got, .. } => assert!(got.contains(why), "{raw}: {got}"),
+                other => panic!("{raw}: {other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn client_tags_are_the_ones_read() {
+        let tags = Tags {
+            thought: "Reasoning".into(),
+            action: "Tool".into(),
+            observation: "Result".into(),
+            final_answer: "Reply".into(),
+        };
+        let p = parse(
+            "Reasoning: look\nTool: read_file(path=\"a\")\nResult: x",
+            &tags,
+        )
+        .unwrap();
+        assert_eq!(p.thought, "look");
+        assert_eq!(action_of(&p).0, "read_file");
+        let p = parse("Reasoning: done\nReply: yes", &tags).unwrap();
+        assert_eq!(answer_of(&p), "yes");
     }
 
     #[test]
     fn empty_output_is_none() {
-        assert!(parse("  \n ").is_none());
-        assert!(parse("<think></think>").is_none());
+        assert!(parse("  \n ", &Tags::default()).is_none());
+        assert!(parse("<think></think>", &Tags::default()).is_none());
     }
 }

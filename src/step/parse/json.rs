@@ -1,0 +1,203 @@
+//! JSON actions, bare or in a ```json fence: LangChain's `{"action", "action_input"}`, the
+//! `{"thought", "tool_name", "parameters"}` form of the service's seed, and the
+//! `{"name", "arguments"}` form local models use for function calls.
+
+use serde_json::{Map, Value};
+
+use super::args::closing_bracket;
+use super::Decision;
+
+/// A JSON action in the text: where it starts (its fence included) and what it says.
+#[derive(Debug)]
+pub struct JsonAction {
+    pub start: usize,
+    pub thought: Option<String>,
+    pub decision: Decision,
+}
+
+/// The first JSON object at a line start (or just inside a fence) that reads as an action or an
+/// answer.
+pub fn find(text: &str) -> Option<JsonAction> {
+    let mut line_start = 0;
+    for line in text.split_inclusive('\n') {
+        let here = line_start;
+        line_start += line.len();
+        let trimmed = line.trim_start();
+        if !trimmed.starts_with('{') {
+            continue;
+        }
+        let open = here + (line.len() - trimmed.len());
+        let Some(end) = closing_bracket(text, open) else {
+            continue;
+        };
+        let raw = &text[open..end];
+        let Ok(Value::Object(object)) = serde_json::from_str::<Value>(raw) else {
+            continue;
+        };
+        let Some((thought, decision)) = read(&object, raw) else {
+            continue;
+        };
+        return Some(JsonAction {
+            start: fence_start(text, open),
+            thought,
+            decision,
+        });
+    }
+    None
+}
+
+/// The object as an action or an answer, when it has one of the known shapes.
+pub fn read(object: &Map<String, Value>, raw: &str) -> Option<(Option<String>, Decision)> {
+    let text = |keys: &[&str]| {
+        keys.iter()
+            .find_map(|k| object.get(*k).and_then(Value::as_str))
+            .map(str::to_string)
+    };
+    let thought = text(&["thought", "reasoning", "thoughts"]);
+    let answer = |value: Option<&Value>| Decision::Answer(value.map(as_text).unwrap_or_default());
+    if let Some(name) = text(&["action", "tool_name", "tool"]).or_else(|| {
+        // `name` alone is too common a key; it counts with its arguments beside it.
+        text(&["name"])
+            .filter(|_| object.contains_key("arguments") || object.contains_key("parameters"))
+    }) {
+        let input = [
+            "action_input",
+            "parameters",
+            "arguments",
+            "args",
+            "input",
+            "tool_input",
+        ]
+        .iter()
+        .find_map(|k| object.get(*k));
+        if is_final_answer_name(&name) {
+            return Some((thought, answer(input)));
+        }
+        let tool_args = match input {
+            Some(Value::Object(map)) => map.clone(),
+            // Function-call arguments often come as a JSON string.
+            Some(Value::String(s)) => match serde_json::from_str::<Value>(s) {
+                Ok(Value::Object(map)) => map,
+                _ => single("input", Value::String(s.clone())),
+            },
+            Some(Value::Null) | None => Map::new(),
+            Some(other) => single("input", other.clone()),
+        };
+        return Some((
+            thought,
+            Decision::Action {
+                tool_name: name,
+                tool_args,
+                raw_action_string: raw.trim().to_string(),
+            },
+        ));
+    }
+    let final_answer = ["final_answer", "answer", "response"]
+        .iter()
+        .find_map(|k| object.get(*k))?;
+    Some((thought, answer(Some(final_answer))))
+}
+
+/// Names models use for "this is the answer" when they write it as an action.
+pub fn is_final_answer_name(name: &str) -> bool {
+    let n = name.trim().to_ascii_lowercase().replace([' ', '-'], "_");
+    matches!(n.as_str(), "final_answer" | "finish")
+}
+
+/// A value as answer text: strings as they are, anything else as JSON.
+pub fn as_text(value: &Value) -> String {
+    match value {
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+fn single(key: &str, value: Value) -> Map<String, Value> {
+    let mut map = Map::new();
+    map.insert(key.into(), value);
+    map
+}
+
+/// Where the fence that opens just before the object starts, or the object's own start.
+fn fence_start(text: &str, start: usize) -> usize {
+    let before = text[..start].trim_end();
+    let line = before.rfind('\n').map_or(0, |i| i + 1);
+    if before[line..].trim_start().starts_with("```") {
+        line
+    } else {
+        start
+    }
+}
+
+#[cfg(test)]
+#[expect(clippy::unwrap_used, reason = "a test fails loudly")]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn action(text: &str) -> (Option<String>, String, Value) {
+        let found = find(text).unwrap_or_else(|| panic!("no JSON action in {text:?}"));
+        match found.decision {
+            Decision::Action {
+                tool_name,
+                tool_args,
+                ..
+            } => (found.thought, tool_name, Value::Object(tool_args)),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn langchain_json_actions() {
+        let (_, name, args) = action("```json\n{\n  \"action\": \"code_search\",\n  \"action_input\": {\"query\": \"login\"}\n}\n```");
+        assert_eq!(
+            (name.as_str(), args),
+            ("code_search", json!({"query": "login"}))
+        );
+        let (_, name, args) = action("{\"action\": \"read_file\", \"action_input\": \"src/a.rs\"}");
+        assert_eq!(
+            (name.as_str(), args),
+            ("read_file", json!({"input": "src/a.rs"}))
+        );
+    }
+
+    #[test]
+    fn the_seed_form_carries_its_thought() {
+        let (thought, name, args) = action("{\"thought\": \"Find the login code.\", \"tool_name\": \"code_search\", \"parameters\": {\"query\": \"login\"}}");
+        assert_eq!(thought.as_deref(), Some("Find the login code."));
+        assert_eq!(
+            (name.as_str(), args),
+            ("code_search", json!({"query": "login"}))
+        );
+    }
+
+    #[test]
+    fn function_call_json_with_string_arguments() {
+        let (_, name, args) =
+            action("{\"name\": \"read_file\", \"arguments\": \"{\\\"path\\\": \\\"a.rs\\\"}\"}");
+        assert_eq!(
+            (name.as_str(), args),
+            ("read_file", json!({"path": "a.rs"}))
+        );
+    }
+
+    #[test]
+    fn a_final_answer_action_is_an_answer() {
+        let found = find("{\"action\": \"Final Answer\", \"action_input\": \"It is in auth.js.\"}")
+            .unwrap();
+        assert_eq!(found.decision, Decision::Answer("It is in auth.js.".into()));
+    }
+
+    #[test]
+    fn objects_of_other_shapes_are_not_actions() {
+        assert!(find("{\"name\": \"Bob\", \"age\": 3}").is_none());
+        assert!(find("config = {\"action\": 1}").is_none());
+        assert!(find("{ not json }").is_none());
+    }
+
+    #[test]
+    fn a_fenced_object_starts_at_its_fence() {
+        let text = "Thought: t\n```json\n{\"action\": \"a\", \"action_input\": {}}\n```\ntrailing";
+        assert_eq!(find(text).unwrap().start, "Thought: t\n".len());
+    }
+}

@@ -1,0 +1,353 @@
+//! The tools a step may call: declared with JSON Schema parameters (`tools`, or the MCP shape
+//! with `inputSchema`), or only named in the free-text `available_tools_prompt_segment`. An
+//! action is checked against them before it reaches the client: the tool exists, and its
+//! arguments match the schema (positional arguments take the declared parameter order).
+
+use serde_json::{Map, Value};
+
+/// A tool as the client declared it.
+#[derive(Debug, Clone)]
+pub struct ToolSpec {
+    pub name: String,
+    pub description: String,
+    /// A JSON Schema for the arguments object.
+    pub parameters: Value,
+}
+
+struct Declared {
+    spec: ToolSpec,
+    validator: jsonschema::Validator,
+    /// Parameter names in the schema's order, for positional arguments.
+    order: Vec<String>,
+}
+
+impl std::fmt::Debug for Declared {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Declared")
+            .field("spec", &self.spec)
+            .finish()
+    }
+}
+
+#[derive(Debug, Default)]
+pub struct Catalog {
+    declared: Vec<Declared>,
+    /// Names read from the free-text segment, when no tools were declared.
+    named: Vec<String>,
+}
+
+impl Catalog {
+    /// The catalog of declared tools, or of the names in `segment` when none are declared.
+    /// A schema that does not compile is an error naming the tool's index.
+    pub fn new(specs: Vec<ToolSpec>, segment: &str) -> Result<Self, (usize, String)> {
+        let mut declared = Vec::with_capacity(specs.len());
+        for (i, spec) in specs.into_iter().enumerate() {
+            if !spec.parameters.is_object() {
+                return Err((i, "the parameters schema must be a JSON object".into()));
+            }
+            let validator = jsonschema::validator_for(&spec.parameters)
+                .map_err(|e| (i, format!("the parameters schema is not valid: {e}")))?;
+            let order = spec
+                .parameters
+                .get("properties")
+                .and_then(Value::as_object)
+                .map(|p| p.keys().cloned().collect())
+                .unwrap_or_default();
+            declared.push(Declared {
+                spec,
+                validator,
+                order,
+            });
+        }
+        let named = if declared.is_empty() {
+            names_in(segment)
+        } else {
+            Vec::new()
+        };
+        Ok(Self { declared, named })
+    }
+
+    /// Whether any tool is known by name (declared or read from the segment).
+    pub fn knows_names(&self) -> bool {
+        !self.declared.is_empty() || !self.named.is_empty()
+    }
+
+    pub fn has(&self, name: &str) -> bool {
+        self.declared.iter().any(|d| d.spec.name == name) || self.named.iter().any(|n| n == name)
+    }
+
+    pub fn specs(&self) -> impl Iterator<Item = &ToolSpec> {
+        self.declared.iter().map(|d| &d.spec)
+    }
+
+    fn names(&self) -> Vec<&str> {
+        self.declared
+            .iter()
+            .map(|d| d.spec.name.as_str())
+            .chain(self.named.iter().map(String::as_str))
+            .collect()
+    }
+
+    /// The action's arguments, positional ones renamed to declared parameters, or why the action
+    /// cannot be proposed. With no tool known by name, any action passes as written.
+    pub fn check(
+        &self,
+        name: &str,
+        args: Map<String, Value>,
+    ) -> Result<Map<String, Value>, String> {
+        if !self.knows_names() {
+            return Ok(args);
+        }
+        if !self.has(name) {
+            return Err(format!(
+                "there is no tool named '{name}'; the tools are: {}",
+                self.names().join(", ")
+            ));
+        }
+        let Some(tool) = self.declared.iter().find(|d| d.spec.name == name) else {
+            return Ok(args);
+        };
+        let args = positional_to_named(args, &tool.order);
+        let instance = Value::Object(args);
+        let problems: Vec<String> = tool
+            .validator
+            .iter_errors(&instance)
+            .take(3)
+            .map(|e| {
+                let at = e.instance_path.to_string();
+                if at.is_empty() {
+                    e.to_string()
+                } else {
+                    format!("{at}: {e}")
+                }
+            })
+            .collect();
+        if !problems.is_empty() {
+            return Err(format!(
+                "the arguments of '{name}' do not match its parameters: {}",
+                problems.join("; ")
+            ));
+        }
+        match instance {
+            Value::Object(args) => Ok(args),
+            _ => Err("the arguments are not an object".into()),
+        }
+    }
+
+    /// The declared tools as the prompt lists them: a signature and the description, then the
+    /// schema itself when it says more than names and simple types.
+    pub fn render(&self) -> String {
+        let mut out = String::new();
+        for tool in &self.declared {
+            let schema = &tool.spec.parameters;
+            let required: Vec<&str> = schema
+                .get("required")
+                .and_then(Value::as_array)
+                .map(|r| r.iter().filter_map(Value::as_str).collect())
+                .unwrap_or_default();
+            let properties = schema.get("properties").and_then(Value::as_object);
+            let params: Vec<String> = properties
+                .into_iter()
+                .flatten()
+                .map(|(name, p)| {
+                    let ty = p.get("type").and_then(Value::as_str).unwrap_or("any");
+                    let optional = if required.contains(&name.as_str()) {
+                        ""
+                    } else {
+                        "?"
+                    };
+                    format!("{name}{optional}: {ty}")
+                })
+                .collect();
+            out.push_str(&format!("- {}({})", tool.spec.name, params.join(", ")));
+            let description = tool.spec.description.trim();
+            if !description.is_empty() {
+                out.push_str(" — ");
+                out.push_str(&description.replace('\n', " "));
+            }
+            out.push('\n');
+            let simple = properties.is_none_or(|p| {
+                p.values().all(|v| {
+                    v.as_object().is_some_and(|o| {
+                        o.keys()
+                            .all(|k| matches!(k.as_str(), "type" | "description"))
+                            && !matches!(
+                                o.get("type").and_then(Value::as_str),
+                                Some("object" | "array")
+                            )
+                    })
+                })
+            });
+            if !simple {
+                out.push_str(&format!("  parameters (JSON Schema): {schema}\n"));
+            }
+        }
+        out
+    }
+}
+
+/// `input`, `input_2`, … (the argument parser's names for positional arguments) become the
+/// declared parameters in order, unless the tool itself declares a parameter of that name.
+fn positional_to_named(args: Map<String, Value>, order: &[String]) -> Map<String, Value> {
+    let positional = |key: &str| -> Option<usize> {
+        if order.iter().any(|p| p == key) {
+            return None;
+        }
+        match key {
+            "input" => Some(0),
+            _ => key
+                .strip_prefix("input_")?
+                .parse::<usize>()
+                .ok()?
+                .checked_sub(1),
+        }
+    };
+    let mut out = Map::with_capacity(args.len());
+    for (key, value) in args {
+        let name = positional(&key)
+            .and_then(|i| order.get(i))
+            .filter(|p| !out.contains_key(*p))
+            .cloned()
+            .unwrap_or(key);
+        out.insert(name, value);
+    }
+    out
+}
+
+/// Tool names in a free-text segment: every `name(` and every line that starts with a name and
+/// a colon or a dash (`- read_file: …`, `code_search - …`).
+pub fn names_in(segment: &str) -> Vec<String> {
+    let mut names: Vec<String> = Vec::new();
+    let mut add = |name: &str| {
+        if !name.is_empty() && !names.iter().any(|n| n == name) {
+            names.push(name.to_string());
+        }
+    };
+    let is_name_char = |c: char| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.');
+    for line in segment.lines() {
+        let rest = line
+            .trim_start_matches(|c: char| c.is_whitespace() || matches!(c, '-' | '*' | '`' | '•'));
+        let rest = rest.trim_start_matches(|c: char| c.is_ascii_digit() || c == '.' || c == ')');
+        let rest = rest.trim_start_matches([' ', '`']);
+        let len = rest.find(|c: char| !is_name_char(c)).unwrap_or(rest.len());
+        let after = rest[len..].trim_start_matches('`');
+        if len > 0
+            && rest.as_bytes()[0].is_ascii_alphabetic()
+            && (after.starts_with(':') || after.starts_with(" -") || after.starts_with(" —"))
+        {
+            add(&rest[..len]);
+        }
+    }
+    for (i, _) in segment.match_indices('(') {
+        let before = &segment[..i];
+        let start = before.rfind(|c: char| !is_name_char(c)).map_or(0, |j| {
+            j + before[j..].chars().next().map_or(1, char::len_utf8)
+        });
+        let name = &before[start..];
+        if name.starts_with(|c: char| c.is_ascii_alphabetic()) {
+            add(name);
+        }
+    }
+    names
+}
+
+#[cfg(test)]
+#[expect(clippy::unwrap_used, reason = "a test fails loudly")]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn catalog() -> Catalog {
+        let spec = |name: &str, parameters: Value| ToolSpec {
+            name: name.into(),
+            description: format!("the {name} tool"),
+            parameters,
+        };
+        Catalog::new(
+            vec![
+                spec(
+                    "read_file",
+                    json!({"type": "object", "properties": {"path": {"type": "string"}, "start_line": {"type": "integer"}}, "required": ["path"]}),
+                ),
+                spec(
+                    "code_search",
+                    json!({"type": "object", "properties": {"query": {"type": "string"}, "limit": {"type": "integer", "minimum": 1}}, "required": ["query"]}),
+                ),
+            ],
+            "",
+        )
+        .unwrap_or_else(|e| panic!("{e:?}"))
+    }
+
+    fn args(v: Value) -> Map<String, Value> {
+        match v {
+            Value::Object(m) => m,
+            _ => panic!("not an object"),
+        }
+    }
+
+    #[test]
+    fn a_valid_action_passes_with_positional_arguments_named() {
+        let checked = catalog().check("read_file", args(json!({"input": "a.rs", "input_2": 3})));
+        assert_eq!(
+            checked.map(Value::Object),
+            Ok(json!({"path": "a.rs", "start_line": 3}))
+        );
+    }
+
+    #[test]
+    fn unknown_tools_missing_and_mistyped_arguments_are_refused() {
+        let c = catalog();
+        let unknown = c.check("delete_everything", Map::new()).unwrap_err();
+        assert!(
+            unknown.contains("no tool named 'delete_everything'")
+                && unknown.contains("read_file, code_search"),
+            "{unknown}"
+        );
+        let missing = c.check("read_file", Map::new()).unwrap_err();
+        assert!(
+            missing.contains("\"path\" is a required property"),
+            "{missing}"
+        );
+        let mistyped = c
+            .check("code_search", args(json!({"query": "x", "limit": "ten"})))
+            .unwrap_err();
+        assert!(mistyped.contains("/limit"), "{mistyped}");
+    }
+
+    #[test]
+    fn a_schema_that_does_not_compile_names_its_tool() {
+        let bad = ToolSpec {
+            name: "x".into(),
+            description: String::new(),
+            parameters: json!({"type": "object", "properties": {"a": {"type": 12}}}),
+        };
+        assert_eq!(Catalog::new(vec![bad], "").map(|_| ()).unwrap_err().0, 0);
+    }
+
+    #[test]
+    fn names_are_read_from_a_free_text_segment() {
+        let segment = "You have access to:\n- code_search(query) - search the code\n2. `read_file`: read a file\nrun_tests - runs the tests\nUse them well: e.g. call one per step.";
+        assert_eq!(names_in(segment), ["read_file", "run_tests", "code_search"]);
+        let c = Catalog::new(Vec::new(), segment).unwrap_or_else(|e| panic!("{e:?}"));
+        assert!(c.check("read_file", Map::new()).is_ok());
+        assert!(c.check("rm_rf", Map::new()).is_err());
+    }
+
+    #[test]
+    fn without_known_names_any_action_passes() {
+        let c = Catalog::new(Vec::new(), "Tools are described elsewhere.")
+            .unwrap_or_else(|e| panic!("{e:?}"));
+        assert!(c.check("anything", Map::new()).is_ok());
+    }
+
+    #[test]
+    fn the_prompt_lists_signatures_and_complex_schemas() {
+        let text = catalog().render();
+        assert!(
+            text.contains("- read_file(path: string, start_line?: integer) — the read_file tool\n"),
+            "{text}"
+        );
+        assert!(text.contains("parameters (JSON Schema): {"), "{text}");
+    }
+}
