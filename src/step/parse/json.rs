@@ -55,11 +55,13 @@ pub fn read(object: &Map<String, Value>, raw: &str) -> Option<(Option<String>, D
     };
     let thought = text(&["thought", "reasoning", "thoughts"]);
     let answer = |value: Option<&Value>| Decision::Answer(value.map(as_text).unwrap_or_default());
-    if let Some(name) = text(&["action", "tool_name", "tool"]).or_else(|| {
+    let name = text(&["action", "tool_name", "tool"]).or_else(|| {
         // `name` alone is too common a key; it counts with its arguments beside it.
         text(&["name"])
             .filter(|_| object.contains_key("arguments") || object.contains_key("parameters"))
-    }) {
+    });
+    // An empty name names no tool: not an action (a fuzzer found `{"action": ""}`).
+    if let Some(name) = name.filter(|n| !n.trim().is_empty()) {
         let input = [
             "action_input",
             "parameters",
@@ -190,6 +192,8 @@ mod tests {
 
     #[test]
     fn objects_of_other_shapes_are_not_actions() {
+        assert!(find("{\"action\": \"\"}").is_none());
+        assert!(find("{\"tool_name\": \"  \", \"parameters\": {}}").is_none());
         assert!(find("{\"name\": \"Bob\", \"age\": 3}").is_none());
         assert!(find("config = {\"action\": 1}").is_none());
         assert!(find("{ not json }").is_none());
