@@ -84,6 +84,7 @@ fn bench_case(c: &mut Criterion, name: &str, case: &Case) {
         "- code_search(query) - search the code\n- read_file(path) - read a file",
         false,
         &reactstep::step::parse::Tags::default(),
+        false,
     );
     let candidates = Candidates {
         head: &head,

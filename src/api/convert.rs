@@ -17,7 +17,7 @@ use crate::step::decide::ReactSettings;
 use crate::step::history::Turn;
 use crate::step::parse::Tags;
 use crate::step::tools::{Catalog, ToolSpec};
-use crate::step::{ConversationSummary, LlmConfig, StepInput};
+use crate::step::{ConversationSummary, LlmConfig, StepInput, ToolMode};
 
 /// `max_iterations_left` when the client does not send it.
 pub const DEFAULT_MAX_ITERATIONS: u32 = 10;
@@ -179,6 +179,12 @@ pub fn step_input(req: ReactStepRequest, how: Conversion) -> Result<StepInput, V
         req.available_tools_prompt_segment.as_deref().unwrap_or(""),
         &mut fail,
     );
+    if req.llm_config.tool_mode == Some(ToolMode::Native) && !tools.has_declared() {
+        fail(
+            "llm_config.tool_mode",
+            "native tool calling needs the tools declared in `tools`".into(),
+        );
+    }
     let (Some(provider), true) = (provider, fields.is_empty()) else {
         fields.sort_by(|a, b| a.field.cmp(&b.field));
         return Err(fields);
@@ -201,6 +207,7 @@ pub fn step_input(req: ReactStepRequest, how: Conversion) -> Result<StepInput, V
             reserved_output_tokens: req.llm_config.reserved_output_tokens,
             temperature: req.llm_config.temperature,
             tokenizer: req.llm_config.tokenizer,
+            tool_mode: req.llm_config.tool_mode.unwrap_or_default(),
         },
         context_order: order,
         max_observation_tokens: req

@@ -10,7 +10,7 @@ use crate::llm::{Provider, RawApiKey};
 use crate::step::context::ContextSource;
 use crate::step::history::Turn;
 use crate::step::tokens::Encoding;
-use crate::step::HistoryStrategy;
+use crate::step::{HistoryStrategy, ToolMode};
 
 /// Upper bounds that keep one request's work bounded whatever the body limit is.
 pub const MAX_HISTORY_TURNS: u64 = 10_000;
@@ -203,6 +203,7 @@ pub struct LlmConfigDto {
     pub temperature: Option<f64>,
     pub provider: Option<Provider>,
     pub tokenizer: Option<Encoding>,
+    pub tool_mode: Option<ToolMode>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -6,7 +6,8 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use super::{
-    decode, send, ApiKey, ChatRequest, Completion, FinishReason, LlmError, Provider, Usage,
+    decode, send, ApiKey, ChatRequest, Completion, FinishReason, LlmError, NativeCall, Provider,
+    Usage,
 };
 
 const API_VERSION: &str = "2023-06-01";
@@ -22,6 +23,18 @@ struct Body<'a> {
     temperature: Option<f64>,
     #[serde(skip_serializing_if = "<[String]>::is_empty")]
     stop_sequences: &'a [String],
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    tools: Vec<Tool<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tool_choice: Option<serde_json::Value>,
+}
+
+#[derive(Serialize)]
+struct Tool<'a> {
+    name: &'a str,
+    #[serde(skip_serializing_if = "str::is_empty")]
+    description: &'a str,
+    input_schema: &'a serde_json::Value,
 }
 
 #[derive(Serialize)]
@@ -43,7 +56,12 @@ enum Block {
     Text {
         text: String,
     },
-    /// tool_use, thinking and any later block type carry no text for a text-mode step.
+    ToolUse {
+        name: String,
+        #[serde(default)]
+        input: serde_json::Value,
+    },
+    /// thinking and any later block type carry nothing for a step.
     #[serde(other)]
     Other,
 }
@@ -98,20 +116,32 @@ fn body(request: &ChatRequest) -> Body<'_> {
             .collect(),
         temperature: request.temperature,
         stop_sequences: &request.stop,
+        tools: request
+            .tools
+            .iter()
+            .map(|t| Tool {
+                name: &t.name,
+                description: &t.description,
+                input_schema: &t.parameters,
+            })
+            .collect(),
+        tool_choice: (request.require_tool && !request.tools.is_empty())
+            .then(|| serde_json::json!({"type": "any"})),
     }
 }
 
 fn completion(reply: Reply) -> Result<Completion, LlmError> {
-    let text: String = reply
-        .content
-        .into_iter()
-        .filter_map(|block| match block {
-            Block::Text { text } => Some(text),
-            Block::Other => None,
-        })
-        .collect();
+    let mut text = String::new();
+    let mut calls = Vec::new();
+    for block in reply.content {
+        match block {
+            Block::Text { text: t } => text.push_str(&t),
+            Block::ToolUse { name, input } => calls.push(NativeCall::new(name, input)),
+            Block::Other => {}
+        }
+    }
     let finish = match reply.stop_reason.as_deref() {
-        Some("end_turn" | "stop_sequence") | None => FinishReason::Stop,
+        Some("end_turn" | "stop_sequence" | "tool_use") | None => FinishReason::Stop,
         Some("max_tokens") => FinishReason::Length,
         Some(other) => FinishReason::Other(other.to_string()),
     };
@@ -124,6 +154,7 @@ fn completion(reply: Reply) -> Result<Completion, LlmError> {
                 + u.cache_read_input_tokens.unwrap_or(0),
             completion_tokens: u.output_tokens,
         }),
+        calls,
     })
 }
 

@@ -89,6 +89,42 @@ pub struct ChatRequest {
     pub temperature: Option<f64>,
     /// Stop sequences wanted; a provider drops them for models that reject them.
     pub stop: Vec<String>,
+    /// Tools offered through the provider's own tool calling (empty in text mode).
+    pub tools: Vec<ToolSpec>,
+    /// With tools: the model must call one.
+    pub require_tool: bool,
+}
+
+/// A tool as the client declared it: a name, what it does, and a JSON Schema for its arguments.
+#[derive(Debug, Clone)]
+pub struct ToolSpec {
+    pub name: String,
+    pub description: String,
+    pub parameters: serde_json::Value,
+}
+
+/// A call the model made through the provider's tool calling.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NativeCall {
+    pub name: String,
+    /// The arguments object, or the text the model wrote when it is not a JSON object.
+    pub arguments: Result<serde_json::Map<String, serde_json::Value>, String>,
+}
+
+impl NativeCall {
+    /// Arguments that arrive as a JSON string (OpenAI) or a JSON value (Anthropic).
+    pub fn new(name: String, arguments: serde_json::Value) -> Self {
+        let arguments = match arguments {
+            serde_json::Value::Object(map) => Ok(map),
+            serde_json::Value::String(s) if s.trim().is_empty() => Ok(serde_json::Map::new()),
+            serde_json::Value::String(s) => match serde_json::from_str(&s) {
+                Ok(serde_json::Value::Object(map)) => Ok(map),
+                _ => Err(s),
+            },
+            other => Err(other.to_string()),
+        };
+        Self { name, arguments }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -112,6 +148,8 @@ pub struct Completion {
     pub text: String,
     pub finish: FinishReason,
     pub usage: Option<Usage>,
+    /// Tool calls made through the provider's tool calling, in order.
+    pub calls: Vec<NativeCall>,
 }
 
 /// Where each provider lives and how long a call may take.

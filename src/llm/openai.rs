@@ -6,7 +6,8 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use super::{
-    decode, send, ApiKey, ChatRequest, Completion, FinishReason, LlmError, Provider, Usage,
+    decode, send, ApiKey, ChatRequest, Completion, FinishReason, LlmError, NativeCall, Provider,
+    Usage,
 };
 
 /// Which flavour of the wire format the server at the base URL speaks.
@@ -39,6 +40,25 @@ struct Body<'a> {
     temperature: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     stop: Option<&'a [String]>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    tools: Vec<Tool<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tool_choice: Option<&'static str>,
+}
+
+#[derive(Serialize)]
+struct Tool<'a> {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    function: Function<'a>,
+}
+
+#[derive(Serialize)]
+struct Function<'a> {
+    name: &'a str,
+    #[serde(skip_serializing_if = "str::is_empty")]
+    description: &'a str,
+    parameters: &'a serde_json::Value,
 }
 
 #[derive(Serialize)]
@@ -63,6 +83,20 @@ struct Choice {
 struct ReplyMessage {
     content: Option<String>,
     refusal: Option<String>,
+    #[serde(default)]
+    tool_calls: Option<Vec<ReplyToolCall>>,
+}
+
+#[derive(Deserialize)]
+struct ReplyToolCall {
+    function: ReplyFunction,
+}
+
+#[derive(Deserialize)]
+struct ReplyFunction {
+    name: String,
+    #[serde(default)]
+    arguments: serde_json::Value,
 }
 
 #[derive(Deserialize)]
@@ -122,6 +156,23 @@ fn body(dialect: Dialect, request: &ChatRequest) -> Body<'_> {
         max_completion_tokens: reasoning.then_some(request.max_output_tokens),
         temperature: if reasoning { None } else { request.temperature },
         stop,
+        tools: request
+            .tools
+            .iter()
+            .map(|t| Tool {
+                kind: "function",
+                function: Function {
+                    name: &t.name,
+                    description: &t.description,
+                    parameters: &t.parameters,
+                },
+            })
+            .collect(),
+        // Ollama does not take tool_choice; other compatible servers vary.
+        tool_choice: (request.require_tool
+            && !request.tools.is_empty()
+            && dialect == Dialect::OpenAi)
+            .then_some("required"),
     }
 }
 
@@ -133,10 +184,17 @@ fn completion(provider: Provider, reply: Reply) -> Result<Completion, LlmError> 
         });
     };
     let finish = match choice.finish_reason.as_deref() {
-        Some("stop") | None => FinishReason::Stop,
+        Some("stop" | "tool_calls") | None => FinishReason::Stop,
         Some("length") => FinishReason::Length,
         Some(other) => FinishReason::Other(other.to_string()),
     };
+    let calls = choice
+        .message
+        .tool_calls
+        .unwrap_or_default()
+        .into_iter()
+        .map(|c| NativeCall::new(c.function.name, c.function.arguments))
+        .collect();
     let text = choice
         .message
         .content
@@ -150,6 +208,7 @@ fn completion(provider: Provider, reply: Reply) -> Result<Completion, LlmError> 
             prompt_tokens: u.prompt_tokens,
             completion_tokens: u.completion_tokens,
         }),
+        calls,
     })
 }
 
@@ -169,6 +228,8 @@ mod tests {
             max_output_tokens: 100,
             temperature: Some(0.2),
             stop: vec!["\nObservation:".into()],
+            tools: Vec::new(),
+            require_tool: false,
         }
     }
 
@@ -214,5 +275,39 @@ mod tests {
         let done = completion(Provider::OpenAi, reply).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(done.text, "I can't help with that.");
         assert!(done.usage.is_none());
+    }
+
+    #[test]
+    fn tools_go_to_every_server_and_tool_choice_only_to_openai() {
+        let mut r = request("gpt-4o");
+        r.tools = vec![crate::llm::ToolSpec {
+            name: "read_file".into(),
+            description: String::new(),
+            parameters: serde_json::json!({"type": "object"}),
+        }];
+        r.require_tool = true;
+        let openai = serde_json::to_value(body(Dialect::OpenAi, &r)).unwrap_or_default();
+        assert_eq!(openai["tools"][0]["type"], "function");
+        assert!(openai["tools"][0]["function"].get("description").is_none());
+        assert_eq!(openai["tool_choice"], "required");
+        let local = serde_json::to_value(body(Dialect::Compatible, &r)).unwrap_or_default();
+        assert_eq!(local["tools"][0]["function"]["name"], "read_file");
+        assert!(local.get("tool_choice").is_none());
+    }
+
+    #[test]
+    fn tool_calls_are_read_with_string_or_broken_arguments() {
+        let reply: Reply = serde_json::from_str(
+            r#"{"choices":[{"index":0,"message":{"role":"assistant","content":null,"tool_calls":[
+                {"id":"call_1","type":"function","function":{"name":"a","arguments":"{\"x\":1}"}},
+                {"id":"call_2","type":"function","function":{"name":"b","arguments":"{\"x\":"}}]},
+              "finish_reason":"tool_calls"}]}"#,
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        let done = completion(Provider::OpenAi, reply).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(done.finish, FinishReason::Stop);
+        assert_eq!(done.calls.len(), 2);
+        assert!(done.calls[0].arguments.is_ok());
+        assert_eq!(done.calls[1].arguments, Err("{\"x\":".to_string()));
     }
 }

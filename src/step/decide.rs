@@ -7,7 +7,7 @@ use serde_json::{Map, Value};
 
 use super::parse::{self, thought_warnings, Decision, Parsed, Tags};
 use super::tools::Catalog;
-use crate::llm::{ChatMessage, ChatRole};
+use crate::llm::{ChatMessage, ChatRole, NativeCall};
 
 /// The client's `react` settings.
 #[derive(Debug, Clone)]
@@ -78,6 +78,52 @@ pub fn judge(
                 warnings,
             ))
         }
+    }
+}
+
+/// A reply that called a tool through the provider's tool calling: the thought is the text
+/// written before the call, the action the first call.
+pub fn native_parsed(text: &str, calls: &[NativeCall], tags: &Tags) -> Option<Parsed> {
+    let call = calls.first()?;
+    let mut warnings = Vec::new();
+    if calls.len() > 1 {
+        warnings.push(format!(
+            "the model called {} tools at once; only the first, '{}', was used",
+            calls.len(),
+            call.name
+        ));
+    }
+    let thought = parse::parse(text, tags)
+        .map(|p| p.thought)
+        .filter(|t| !t.is_empty())
+        .unwrap_or_else(|| text.trim().to_string());
+    let decision = match &call.arguments {
+        Ok(args) => Decision::Action {
+            tool_name: call.name.clone(),
+            tool_args: args.clone(),
+            raw_action_string: render_native(call),
+        },
+        Err(_) => Decision::Unreadable {
+            why: format!(
+                "the arguments of the call to '{}' are not a JSON object",
+                call.name
+            ),
+            raw_action_string: render_native(call),
+        },
+    };
+    Some(Parsed {
+        thought,
+        decision,
+        warnings,
+        structured: true,
+    })
+}
+
+/// A native call as text: `name({"arg": …})`, or with the arguments as the model wrote them.
+pub fn render_native(call: &NativeCall) -> String {
+    match &call.arguments {
+        Ok(args) => format!("{}({})", call.name, Value::Object(args.clone())),
+        Err(raw) => format!("{}({raw})", call.name),
     }
 }
 

@@ -37,6 +37,30 @@ pub struct LlmConfig {
     pub reserved_output_tokens: u32,
     pub temperature: Option<f64>,
     pub tokenizer: Option<Encoding>,
+    pub tool_mode: ToolMode,
+}
+
+/// How the model is asked to call a tool.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ToolMode {
+    /// ReAct text: `Action: tool(args)`.
+    #[default]
+    Text,
+    /// The provider's own tool calling (OpenAI `tools`, Anthropic `tool_use`).
+    Native,
+    /// Native when the provider has it (OpenAI, Anthropic) and the tools are declared.
+    Auto,
+}
+
+impl ToolMode {
+    pub fn is_native(self, provider: Provider, declared_tools: bool) -> bool {
+        match self {
+            Self::Text => false,
+            Self::Native => true,
+            Self::Auto => declared_tools && provider != Provider::Ollama,
+        }
+    }
 }
 
 impl LlmConfig {
@@ -181,6 +205,23 @@ pub async fn run(input: StepInput, llm: &LlmClients) -> Result<StepOutput, StepE
             return Ok(command_step(input, action, &counter, budget));
         }
     }
+    let native = input
+        .llm
+        .tool_mode
+        .is_native(input.llm.provider, input.tools.has_declared());
+    let native_tools = if native {
+        input.tools.specs()
+    } else {
+        Vec::new()
+    };
+    // Tool definitions sent beside the messages take their share of the budget first.
+    let tools_tokens = native_tools_tokens(&counter, &native_tools);
+    let Some(messages_budget) = budget.checked_sub(tools_tokens) else {
+        return Err(StepError::ContextOverflow(Overflow {
+            budget,
+            required: tools_tokens,
+        }));
+    };
     // Tokenising megabytes of context is CPU work: keep it off the async workers.
     let (input, fitted) = tokio::task::spawn_blocking(move || {
         let mut input = input;
@@ -191,6 +232,7 @@ pub async fn run(input: StepInput, llm: &LlmClients) -> Result<StepOutput, StepE
             &input.tools_segment,
             input.iterations_left == 1,
             &input.react.tags,
+            native,
         );
         let candidates = Candidates {
             head: &head,
@@ -203,12 +245,17 @@ pub async fn run(input: StepInput, llm: &LlmClients) -> Result<StepOutput, StepE
             omission_reserve,
             tags: &input.react.tags,
         };
-        let fitted = budget::fit(&counter, budget, &candidates);
+        let fitted = budget::fit(&counter, messages_budget, &candidates);
         (input, fitted)
     })
     .await
     .map_err(|e| StepError::Internal(format!("prompt building failed: {e}")))?;
-    let fitted = fitted.map_err(StepError::ContextOverflow)?;
+    let fitted = fitted.map_err(|o| {
+        StepError::ContextOverflow(Overflow {
+            budget,
+            required: o.required + tools_tokens,
+        })
+    })?;
     let mut warnings = budget_warnings(&fitted, &input.unresolved);
 
     let mut summary_usage = None;
@@ -231,6 +278,9 @@ pub async fn run(input: StepInput, llm: &LlmClients) -> Result<StepOutput, StepE
         conversation_summary.as_ref().map(|s| s.text.as_str()),
         counter.encoding(),
     );
+    let mut prompt = prompt;
+    prompt.report.budget = budget;
+    prompt.report.used += tools_tokens;
     let context_report = prompt.report.clone();
 
     if input.dry_run {
@@ -263,6 +313,8 @@ pub async fn run(input: StepInput, llm: &LlmClients) -> Result<StepOutput, StepE
         max_output_tokens: input.llm.reserved_output_tokens,
         temperature: input.llm.temperature,
         stop: vec![prompt::observation_stop(&input.react.tags)],
+        tools: native_tools,
+        require_tool: input.react.require_action,
     };
     let mut usage = summary_usage;
     let mut used = context_report.used;
@@ -273,6 +325,7 @@ pub async fn run(input: StepInput, llm: &LlmClients) -> Result<StepOutput, StepE
                 text: text.clone(),
                 finish: FinishReason::Stop,
                 usage: None,
+                calls: Vec::new(),
             },
             None => {
                 llm.complete(input.llm.provider, &request, input.key.as_ref())
@@ -286,8 +339,10 @@ pub async fn run(input: StepInput, llm: &LlmClients) -> Result<StepOutput, StepE
         }
         usage = add_usage(usage, completion.usage);
         let finish = finish_reason(&completion.finish, &mut warnings);
-        let parsed = parse::parse(&completion.text, &input.react.tags)
+        let parsed = decide::native_parsed(&completion.text, &completion.calls, &input.react.tags)
+            .or_else(|| parse::parse(&completion.text, &input.react.tags))
             .ok_or(StepError::EmptyOutput(finish))?;
+        let raw_output = raw_output(&completion);
         let why = match decide::judge(&parsed, &input.tools, &input.react) {
             Ok((valid, thought_warnings)) => {
                 warnings.extend(thought_warnings);
@@ -298,13 +353,10 @@ pub async fn run(input: StepInput, llm: &LlmClients) -> Result<StepOutput, StepE
         // A mock answers the same whatever it is asked: no repair round for it.
         let room = budget.saturating_sub(used);
         let repair = (repairs_left > 0 && input.mock_response.is_none())
-            .then(|| repair_round(&counter, &completion.text, &why, room, &input.react.tags))
+            .then(|| repair_round(&counter, &raw_output, &why, room, &input.react.tags))
             .flatten();
         let Some((messages, tokens)) = repair else {
-            return Err(StepError::InvalidOutput {
-                why,
-                raw_output: completion.text,
-            });
+            return Err(StepError::InvalidOutput { why, raw_output });
         };
         warnings.push(format!(
             "the model's output was not a valid step ({why}); it was asked again"
@@ -370,6 +422,34 @@ fn command_step(
         },
         conversation_summary: None,
     }
+}
+
+/// Tokens the tool definitions sent through native tool calling take. Providers render them into
+/// the prompt in their own way, which is not published: the JSON of each definition plus a few
+/// tokens of framing is the estimate.
+fn native_tools_tokens(counter: &TokenCounter, tools: &[crate::llm::ToolSpec]) -> u32 {
+    const PER_TOOL_FRAMING: u32 = 10;
+    tools
+        .iter()
+        .map(|t| {
+            counter.count(&t.name)
+                + counter.count(&t.description)
+                + counter.count(&t.parameters.to_string())
+                + PER_TOOL_FRAMING
+        })
+        .sum()
+}
+
+/// The model's output as written: its text, then any native calls.
+fn raw_output(completion: &Completion) -> String {
+    let mut out = completion.text.clone();
+    for call in &completion.calls {
+        if !out.is_empty() {
+            out.push('\n');
+        }
+        out.push_str(&decide::render_native(call));
+    }
+    out
 }
 
 /// The provider's reason for ending the output, with a warning when it was cut short.

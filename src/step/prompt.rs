@@ -46,11 +46,27 @@ Answer now, based on what you have found so far.";
 
 const NO_TOOLS: &str = "No tools are available in this step: give the Final Answer.";
 
+const NATIVE_TOOLS: &str = "The tools are offered through the tool-calling interface: call one \
+of them directly.";
+
+/// The answer format when tools are called through the provider's tool calling.
+fn native_format(tags: &Tags) -> String {
+    format!(
+        "First write your reasoning as \"{}: <what to do next and why>\". Then either call exactly \
+one tool, or write \"{}: <your complete answer to the user>\". Never write an \"{}:\" line \
+yourself.",
+        tags.thought, tags.final_answer, tags.observation
+    )
+}
+
 /// The fixed part of the system prompt: everything but the context items.
-pub fn system_head(tools_segment: &str, last_step: bool, tags: &Tags) -> String {
+pub fn system_head(tools_segment: &str, last_step: bool, tags: &Tags, native: bool) -> String {
     let tools = tools_segment.trim();
-    let tools = if tools.is_empty() { NO_TOOLS } else { tools };
-    let format = format(tags);
+    let (tools, format) = match (native, tools.is_empty()) {
+        (true, _) => (NATIVE_TOOLS, native_format(tags)),
+        (false, true) => (NO_TOOLS, format(tags)),
+        (false, false) => (tools, format(tags)),
+    };
     let mut head =
         format!("{INSTRUCTIONS}\n\n## Tools\n\n{tools}\n\n## Answer format\n\n{format}\n\n");
     if last_step {
@@ -270,7 +286,7 @@ mod tests {
 
     #[test]
     fn the_last_step_is_announced() {
-        assert!(system_head("tools", true, &Tags::default()).contains("last step"));
-        assert!(!system_head("tools", false, &Tags::default()).contains("last step"));
+        assert!(system_head("tools", true, &Tags::default(), false).contains("last step"));
+        assert!(!system_head("tools", false, &Tags::default(), false).contains("last step"));
     }
 }

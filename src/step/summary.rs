@@ -76,6 +76,8 @@ pub async fn summarize(
         max_output_tokens: max_output,
         temperature: input.llm.temperature,
         stop: Vec::new(),
+        tools: Vec::new(),
+        require_tool: false,
     };
     let completion = llm
         .complete(input.llm.provider, &request, input.key.as_ref())

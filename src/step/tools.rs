@@ -5,14 +5,7 @@
 
 use serde_json::{Map, Value};
 
-/// A tool as the client declared it.
-#[derive(Debug, Clone)]
-pub struct ToolSpec {
-    pub name: String,
-    pub description: String,
-    /// A JSON Schema for the arguments object.
-    pub parameters: Value,
-}
+pub use crate::llm::ToolSpec;
 
 struct Declared {
     spec: ToolSpec,
@@ -76,8 +69,13 @@ impl Catalog {
         self.declared.iter().any(|d| d.spec.name == name) || self.named.iter().any(|n| n == name)
     }
 
-    pub fn specs(&self) -> impl Iterator<Item = &ToolSpec> {
-        self.declared.iter().map(|d| &d.spec)
+    /// The declared tools, for the provider's own tool calling.
+    pub fn specs(&self) -> Vec<ToolSpec> {
+        self.declared.iter().map(|d| d.spec.clone()).collect()
+    }
+
+    pub fn has_declared(&self) -> bool {
+        !self.declared.is_empty()
     }
 
     fn names(&self) -> Vec<&str> {

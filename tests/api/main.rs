@@ -10,6 +10,7 @@ mod helpers;
 mod iterations;
 mod key_secrecy;
 mod mock_response;
+mod native_tools;
 mod ollama;
 mod openai;
 mod tools;

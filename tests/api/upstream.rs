@@ -47,6 +47,37 @@ pub fn anthropic_reply(text: &str) -> Value {
     })
 }
 
+/// A chat.completion that calls a tool, as api.openai.com sends it: `content` may be null or
+/// hold the text written before the call; `arguments` is a JSON string.
+pub fn openai_tool_reply(content: Option<&str>, name: &str, arguments: &str) -> Value {
+    let mut reply = openai_reply("");
+    reply["choices"][0]["message"] = json!({
+        "role": "assistant",
+        "content": content,
+        "tool_calls": [{
+            "id": "call_Jh7dWJ0FqVp2Yd4yXU3tQw1k",
+            "type": "function",
+            "function": {"name": name, "arguments": arguments}
+        }],
+        "refusal": null,
+        "annotations": []
+    });
+    reply["choices"][0]["finish_reason"] = json!("tool_calls");
+    reply
+}
+
+/// A message that calls a tool, as api.anthropic.com sends it: text, then a `tool_use` block.
+pub fn anthropic_tool_reply(text: &str, name: &str, input: Value) -> Value {
+    let mut reply = anthropic_reply(text);
+    reply["content"] = json!([
+        {"type": "text", "text": text},
+        {"type": "tool_use", "id": "toolu_01A09q90qw90lq917835lq9", "name": name, "input": input}
+    ]);
+    reply["stop_reason"] = json!("tool_use");
+    reply["stop_sequence"] = Value::Null;
+    reply
+}
+
 /// A chat.completion as Ollama's OpenAI-compatible endpoint sends it.
 pub fn ollama_reply(content: &str) -> Value {
     json!({

@@ -1,0 +1,216 @@
+//! `llm_config.tool_mode`: tools offered through each provider's own tool calling, and the
+//! same response shape as in text mode.
+
+use serde_json::{json, Value};
+
+use crate::helpers::{request, spawn_app};
+use crate::upstream::{
+    anthropic_tool_reply, mount, mount_sequence, ollama_reply, openai_reply, openai_tool_reply,
+    ANTHROPIC_PATH, OLLAMA_PATH, OPENAI_PATH,
+};
+
+fn native(model: &str, mode: &str) -> Value {
+    let mut body = request(model, "Where is login handled?");
+    body["available_tools_prompt_segment"] = Value::Null;
+    body["llm_config"]["tool_mode"] = json!(mode);
+    body["tools"] = json!([
+        {"name": "read_file", "description": "Read a file.",
+         "parameters": {"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]}}
+    ]);
+    body
+}
+
+#[tokio::test]
+async fn openai_native_calls_give_the_same_response_shape() {
+    let app = spawn_app().await;
+    mount(
+        &app.llm,
+        OPENAI_PATH,
+        200,
+        openai_tool_reply(
+            Some("Thought: The login code is in auth.js."),
+            "read_file",
+            "{\"path\":\"src/auth.js\"}",
+        ),
+    )
+    .await;
+    let reply = app.post_react_step(&native("gpt-4o", "native")).await;
+    assert_eq!(reply.status, 200, "{}", reply.text);
+    assert_eq!(reply.body["status"], "action_proposed");
+    assert_eq!(reply.body["thought"], "The login code is in auth.js.");
+    assert_eq!(
+        reply.body["action_details"]["tool_args"],
+        json!({"path": "src/auth.js"})
+    );
+    assert_eq!(
+        reply.body["action_details"]["raw_action_string"],
+        "read_file({\"path\":\"src/auth.js\"})"
+    );
+    assert_eq!(
+        reply.body["warnings"],
+        json!([]),
+        "tool_calls is a normal finish"
+    );
+
+    let sent = &app.upstream_bodies().await[0];
+    assert_eq!(
+        sent["tools"],
+        json!([{"type": "function", "function": {"name": "read_file", "description": "Read a file.",
+            "parameters": {"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]}}}])
+    );
+    assert!(sent.get("tool_choice").is_none());
+    let system = sent["messages"][0]["content"].as_str().unwrap_or_default();
+    assert!(system.contains("tool-calling interface"), "{system}");
+    assert!(!system.contains("Action: tool_name("), "{system}");
+}
+
+#[tokio::test]
+async fn the_tool_definitions_count_against_the_budget() {
+    let app = spawn_app().await;
+    let mut text = native("gpt-4o", "text");
+    text["dry_run"] = json!(true);
+    let mut with_native = native("gpt-4o", "native");
+    with_native["dry_run"] = json!(true);
+    let text = app.post_react_step(&text).await;
+    let with_native = app.post_react_step(&with_native).await;
+    let prompt_tokens = |b: &Value| {
+        b["prompt"]["messages"].as_array().map_or(0, |m| {
+            m.iter()
+                .map(|m| m["tokens"].as_u64().unwrap_or(0))
+                .sum::<u64>()
+        })
+    };
+    let used = |b: &Value| b["context_report"]["used"].as_u64().unwrap_or(0);
+    // In native mode, `used` is more than the messages: the definitions are counted too.
+    assert!(
+        used(&with_native.body) > prompt_tokens(&with_native.body) + 20,
+        "{}",
+        with_native.text
+    );
+    assert!(
+        used(&text.body) <= prompt_tokens(&text.body) + 10,
+        "{}",
+        text.text
+    );
+}
+
+#[tokio::test]
+async fn anthropic_tool_use_blocks_are_actions() {
+    let app = spawn_app().await;
+    let mut upstream = anthropic_tool_reply(
+        "I'll open the auth module to see the login flow.",
+        "read_file",
+        json!({"path": "src/auth.js"}),
+    );
+    // Below the approximate count, so that no margin warning is expected.
+    upstream["usage"]["input_tokens"] = json!(150);
+    mount(&app.llm, ANTHROPIC_PATH, 200, upstream).await;
+    let mut body = native("claude-sonnet-4-5", "auto");
+    body["react"] = json!({"require_action": true});
+    let reply = app.post_react_step(&body).await;
+    assert_eq!(reply.status, 200, "{}", reply.text);
+    assert_eq!(
+        reply.body["thought"],
+        "I'll open the auth module to see the login flow."
+    );
+    assert_eq!(reply.body["action_details"]["tool_name"], "read_file");
+    assert_eq!(reply.body["warnings"], json!([]));
+
+    let sent = &app.upstream_bodies().await[0];
+    assert_eq!(sent["tools"][0]["name"], "read_file");
+    assert_eq!(
+        sent["tools"][0]["input_schema"]["required"],
+        json!(["path"])
+    );
+    assert_eq!(sent["tool_choice"], json!({"type": "any"}));
+}
+
+#[tokio::test]
+async fn a_native_call_with_bad_arguments_is_repaired() {
+    let app = spawn_app().await;
+    mount_sequence(
+        &app.llm,
+        OPENAI_PATH,
+        vec![
+            openai_tool_reply(None, "read_file", "{\"path\": 7}"),
+            openai_tool_reply(None, "read_file", "{\"path\": \"a.js\"}"),
+        ],
+    )
+    .await;
+    let reply = app.post_react_step(&native("gpt-4o", "native")).await;
+    assert_eq!(reply.status, 200, "{}", reply.text);
+    assert_eq!(
+        reply.body["action_details"]["tool_args"],
+        json!({"path": "a.js"})
+    );
+    let upstream = app.upstream_bodies().await;
+    let second = upstream[1]["messages"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    let n = second.len();
+    assert_eq!(second[n - 2]["content"], "read_file({\"path\":7})");
+}
+
+#[tokio::test]
+async fn arguments_that_are_not_json_end_in_invalid_model_output() {
+    let app = spawn_app().await;
+    mount(
+        &app.llm,
+        OPENAI_PATH,
+        200,
+        openai_tool_reply(None, "read_file", "{\"path\": "),
+    )
+    .await;
+    let mut body = native("gpt-4o", "native");
+    body["max_repair_attempts"] = json!(0);
+    let reply = app.post_react_step(&body).await;
+    assert_eq!(reply.status, 502, "{}", reply.text);
+    assert_eq!(reply.body["error"]["type"], "invalid_model_output");
+    assert_eq!(reply.body["error"]["raw_output"], "read_file({\"path\": )");
+}
+
+#[tokio::test]
+async fn a_text_answer_in_native_mode_is_parsed_as_text() {
+    let app = spawn_app().await;
+    mount(
+        &app.llm,
+        OPENAI_PATH,
+        200,
+        openai_reply("Thought: No file needed.\nFinal Answer: In auth.js."),
+    )
+    .await;
+    let reply = app.post_react_step(&native("gpt-4o", "native")).await;
+    assert_eq!(reply.status, 200, "{}", reply.text);
+    assert_eq!(reply.body["direct_response"], "In auth.js.");
+}
+
+#[tokio::test]
+async fn auto_mode_stays_with_text_for_compatible_servers() {
+    let app = spawn_app().await;
+    mount(
+        &app.llm,
+        OLLAMA_PATH,
+        200,
+        ollama_reply("Thought: t\nAction: read_file(path=\"a.js\")"),
+    )
+    .await;
+    let mut body = native("llama3.1:8b", "auto");
+    body["llm_config"]["provider"] = json!("ollama");
+    let reply = app.post_react_step(&body).await;
+    assert_eq!(reply.status, 200, "{}", reply.text);
+    assert!(app.upstream_bodies().await[0].get("tools").is_none());
+}
+
+#[tokio::test]
+async fn native_mode_needs_declared_tools() {
+    let app = spawn_app().await;
+    let mut body = request("gpt-4o", "q");
+    body["llm_config"]["tool_mode"] = json!("native");
+    let reply = app.post_react_step(&body).await;
+    assert_eq!(reply.status, 400, "{}", reply.text);
+    assert_eq!(
+        reply.body["error"]["fields"][0]["field"],
+        "llm_config.tool_mode"
+    );
+}
