@@ -81,6 +81,11 @@ pub struct Config {
           value_parser = clap::value_parser!(u32).range(0..=100))]
     pub approximation_margin_percent: u32,
 
+    /// Seconds between heartbeat comments on a quiet event stream.
+    #[arg(long, env = "REACTSTEP_STREAM_HEARTBEAT_SECS", default_value_t = 15,
+          value_parser = clap::value_parser!(u64).range(1..=300))]
+    pub stream_heartbeat_secs: u64,
+
     /// HTTP worker threads; 0 means one per CPU core.
     #[arg(long, env = "REACTSTEP_WORKERS", default_value_t = 0)]
     pub workers: usize,
@@ -101,6 +106,7 @@ impl Config {
             workspace_root: None,
             workspace_max_file_bytes: 1024 * 1024,
             approximation_margin_percent: crate::step::tokens::DEFAULT_APPROXIMATION_MARGIN_PERCENT,
+            stream_heartbeat_secs: 15,
             workers: 0,
         }
     }

@@ -46,6 +46,7 @@ impl Application {
             allow_mock_response: config.allow_mock_response,
             workspace,
             approximation_margin_percent: config.approximation_margin_percent,
+            stream_heartbeat: std::time::Duration::from_secs(config.stream_heartbeat_secs),
         });
         let mut server = HttpServer::new(move || {
             App::new()

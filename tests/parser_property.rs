@@ -3,6 +3,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use proptest::prelude::*;
+use reactstep::step::parse::live::{LiveDelta, LiveParser};
 use reactstep::step::parse::{parse, Decision, Tags};
 use serde_json::{json, Map, Value};
 
@@ -141,6 +142,54 @@ proptest! {
             }
             prop_assert_eq!(parsed.thought.as_str(), "go", "{}", dialect);
         }
+    }
+}
+
+/// What the live parser hands out for `text` read in pieces of `size` bytes.
+fn streamed(text: &str, size: usize) -> (String, String) {
+    let mut parser = LiveParser::new(&Tags::default());
+    let mut deltas = Vec::new();
+    let mut rest = text;
+    while !rest.is_empty() {
+        let mut cut = size.min(rest.len());
+        while !rest.is_char_boundary(cut) {
+            cut += 1;
+        }
+        deltas.extend(parser.push(&rest[..cut]));
+        rest = &rest[cut..];
+    }
+    deltas.extend(parser.finish());
+    let (mut thought, mut answer) = (String::new(), String::new());
+    for delta in deltas {
+        match delta {
+            LiveDelta::Thought(t) => thought.push_str(&t),
+            LiveDelta::Answer(a) => answer.push_str(&a),
+        }
+    }
+    (thought, answer)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+    /// However the network cuts the output, the streamed thought and answer are the same.
+    #[test]
+    fn the_live_parser_gives_the_same_text_for_any_cuts(text in steering_text(), size in 1usize..24) {
+        prop_assert_eq!(streamed(&text, size), streamed(&text, text.len().max(1)));
+    }
+
+    /// The streamed answer of a tagged final answer is the parsed answer.
+    #[test]
+    fn a_streamed_final_answer_is_the_parsed_one(
+        thought in "[A-Za-z ,.]{1,40}",
+        answer in "[A-Za-z0-9 ,.`()\n]{1,80}",
+        size in 1usize..16,
+    ) {
+        let text = format!("Thought: {thought}\nFinal Answer: {answer}");
+        let parsed = parse(&text, &Tags::default()).unwrap();
+        let (live_thought, live_answer) = streamed(&text, size);
+        prop_assert_eq!(live_thought, parsed.thought);
+        prop_assert_eq!(Decision::Answer(live_answer), parsed.decision);
     }
 }
 

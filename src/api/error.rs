@@ -33,7 +33,7 @@ pub enum ErrorKind {
 }
 
 /// What the failed request still told us, echoed so that the client can retry as it was.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub struct Echo {
     pub request_id: String,
     pub session_id: Option<String>,
@@ -68,6 +68,8 @@ impl ErrorKind {
             Self::Step(StepError::Internal(_)) => {
                 (S::INTERNAL_SERVER_ERROR, "internal_error", true)
             }
+            // Never sent: the client is gone. Logged as what it is.
+            Self::Step(StepError::ClientGone) => (S::BAD_REQUEST, "client_disconnected", false),
             Self::Step(StepError::Llm(e)) => {
                 let retryable = e.is_retryable();
                 match e {
@@ -133,7 +135,8 @@ impl ApiError {
         )
     }
 
-    fn body(&self) -> ReactStepResponse {
+    /// The error response body (also the data of a stream's `error` event).
+    pub fn body(&self) -> ReactStepResponse {
         let (_, kind, retryable) = self.kind.status();
         let fields = match &self.kind {
             ErrorKind::InvalidRequest { fields, .. } => fields
@@ -177,18 +180,25 @@ impl ApiError {
     }
 }
 
-impl ResponseError for ApiError {
-    fn status_code(&self) -> StatusCode {
-        self.kind.status().0
-    }
-
-    fn error_response(&self) -> HttpResponse {
+impl ApiError {
+    pub fn log(&self) {
         let (status, kind, _) = self.kind.status();
         if status.is_server_error() {
             tracing::error!(request_id = %self.echo.request_id, error.type = kind, error = ?self.kind, "request failed");
         } else {
             tracing::warn!(request_id = %self.echo.request_id, error.type = kind, error = %self.kind, "request refused");
         }
+    }
+}
+
+impl ResponseError for ApiError {
+    fn status_code(&self) -> StatusCode {
+        self.kind.status().0
+    }
+
+    fn error_response(&self) -> HttpResponse {
+        let (status, _, _) = self.kind.status();
+        self.log();
         let mut response = HttpResponse::build(status);
         response.insert_header(("x-request-id", self.echo.request_id.as_str()));
         if let Some(seconds) = self.kind.retry_after_seconds() {

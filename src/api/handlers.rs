@@ -10,6 +10,7 @@ use super::request::ReactStepRequest;
 use super::response::ReactStepResponse;
 use super::AppState;
 use crate::step::history::{timestamp_now, Turn};
+use crate::step::StepInput;
 
 /// The contract, compiled in so that the served spec is always the one the binary implements.
 pub const OPENAPI_YAML: &str = include_str!("../../openapi.yaml");
@@ -33,13 +34,30 @@ pub async fn react_step(
     state: web::Data<AppState>,
     request_id: RequestId,
 ) -> Result<HttpResponse, ApiError> {
+    let (input, echo) = prepare(&req, payload, &state, request_id).await?;
+    let request_id = echo.request_id.clone();
+    match crate::step::run(input, &state.llm, None).await {
+        Ok(output) => Ok(HttpResponse::Ok()
+            .insert_header(("x-request-id", request_id.as_str()))
+            .json(ReactStepResponse::success(output, request_id))),
+        Err(err) => Err(ApiError::new(err.into(), echo)),
+    }
+}
+
+/// Reads, decodes and validates the body into a step's input, with what an error must echo.
+pub async fn prepare(
+    req: &HttpRequest,
+    payload: web::Payload,
+    state: &AppState,
+    request_id: RequestId,
+) -> Result<(StepInput, Echo), ApiError> {
     let request_id = request_id.to_string();
     let received_at = timestamp_now();
     let bare_echo = || Echo {
         request_id: request_id.clone(),
         ..Echo::default()
     };
-    let bytes = body::read(&req, payload, state.max_body_bytes)
+    let bytes = body::read(req, payload, state.max_body_bytes)
         .await
         .map_err(|kind| ApiError::new(kind, bare_echo()))?;
     let dto: ReactStepRequest = body::decode(&bytes).map_err(|(message, fields)| {
@@ -63,19 +81,13 @@ pub async fn react_step(
         session_id,
         received_at,
     };
-    let input = match convert::step_input(dto, how) {
-        Ok(input) => input,
+    match convert::step_input(dto, how) {
+        Ok(input) => Ok((input, echo)),
         Err(fields) => {
             let names: Vec<&str> = fields.iter().map(|f| f.field.as_str()).collect();
             let message = format!("invalid fields: {}", names.join(", "));
-            return Err(ApiError::invalid(message, fields, echo));
+            Err(ApiError::invalid(message, fields, echo))
         }
-    };
-    match crate::step::run(input, &state.llm).await {
-        Ok(output) => Ok(HttpResponse::Ok()
-            .insert_header(("x-request-id", request_id.as_str()))
-            .json(ReactStepResponse::success(output, request_id))),
-        Err(err) => Err(ApiError::new(err.into(), echo)),
     }
 }
 

@@ -7,6 +7,7 @@ mod error;
 mod handlers;
 mod request;
 mod response;
+mod stream;
 
 use actix_web::web;
 
@@ -22,6 +23,8 @@ pub struct AppState {
     pub allow_mock_response: bool,
     pub workspace: Option<std::sync::Arc<crate::step::workspace::Workspace>>,
     pub approximation_margin_percent: u32,
+    /// Between comment lines on a quiet event stream.
+    pub stream_heartbeat: std::time::Duration,
 }
 
 pub fn routes(cfg: &mut web::ServiceConfig) {
@@ -35,6 +38,10 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
         .service(only(
             web::post().to(handlers::react_step),
             "/api/agent/react_step",
+        ))
+        .service(only(
+            web::post().to(stream::react_step_stream),
+            "/api/agent/react_step/stream",
         ));
 }
 

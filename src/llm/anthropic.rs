@@ -6,8 +6,8 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use super::{
-    decode, send, ApiKey, ChatRequest, Completion, FinishReason, LlmError, NativeCall, Provider,
-    Usage,
+    decode, open_stream, send, ApiKey, ChatRequest, Completion, CompletionStream, FinishReason,
+    LlmError, NativeCall, Provider, Usage,
 };
 
 const API_VERSION: &str = "2023-06-01";
@@ -27,6 +27,8 @@ struct Body<'a> {
     tools: Vec<Tool<'a>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     tool_choice: Option<serde_json::Value>,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    stream: bool,
 }
 
 #[derive(Serialize)]
@@ -83,11 +85,37 @@ pub async fn complete(
     request: &ChatRequest,
     key: Option<&ApiKey>,
 ) -> Result<Completion, LlmError> {
+    let builder = prepare(http, base_url, &body(request), key)?;
+    let raw = send(PROVIDER, builder, timeout, key).await?;
+    completion(decode(PROVIDER, &raw)?)
+}
+
+/// The same call with `stream: true`.
+pub async fn stream(
+    http: &reqwest::Client,
+    base_url: &str,
+    timeout: Duration,
+    request: &ChatRequest,
+    key: Option<&ApiKey>,
+) -> Result<CompletionStream, LlmError> {
+    let mut body = body(request);
+    body.stream = true;
+    let builder = prepare(http, base_url, &body, key)?;
+    let response = open_stream(PROVIDER, builder, timeout, key).await?;
+    Ok(CompletionStream::new(PROVIDER, response, timeout))
+}
+
+fn prepare(
+    http: &reqwest::Client,
+    base_url: &str,
+    body: &Body<'_>,
+    key: Option<&ApiKey>,
+) -> Result<reqwest::RequestBuilder, LlmError> {
     let url = format!("{}/v1/messages", base_url.trim_end_matches('/'));
     let mut builder = http
         .post(url)
         .header("anthropic-version", API_VERSION)
-        .json(&body(request));
+        .json(body);
     if let Some(key) = key {
         let mut value =
             reqwest::header::HeaderValue::from_str(key.expose()).map_err(|_| LlmError::Auth {
@@ -97,8 +125,7 @@ pub async fn complete(
         value.set_sensitive(true);
         builder = builder.header("x-api-key", value);
     }
-    let raw = send(PROVIDER, builder, timeout, key).await?;
-    completion(decode(PROVIDER, &raw)?)
+    Ok(builder)
 }
 
 fn body(request: &ChatRequest) -> Body<'_> {
@@ -127,6 +154,7 @@ fn body(request: &ChatRequest) -> Body<'_> {
             .collect(),
         tool_choice: (request.require_tool && !request.tools.is_empty())
             .then(|| serde_json::json!({"type": "any"})),
+        stream: false,
     }
 }
 

@@ -95,6 +95,19 @@ impl LlmError {
         }
     }
 
+    /// An `error` the provider sent inside a stream that had started with 200.
+    pub(crate) fn in_stream(provider: Provider, data: &[u8], key: Option<&ApiKey>) -> Self {
+        let (message, _) = upstream_message(data);
+        let mut message = truncate(&message, MAX_UPSTREAM_MESSAGE_CHARS);
+        if let Some(key) = key {
+            message = key.redact_from(&message);
+        }
+        Self::Unavailable {
+            provider,
+            message: format!("the stream reported an error: {message}"),
+        }
+    }
+
     /// Classifies a transport failure (connect, timeout, broken body).
     pub(crate) fn from_transport(
         provider: Provider,

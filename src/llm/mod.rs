@@ -7,6 +7,8 @@ mod anthropic;
 mod api_key;
 mod error;
 mod openai;
+pub mod sse;
+mod stream;
 
 use std::fmt;
 use std::time::Duration;
@@ -15,6 +17,7 @@ use serde::{Deserialize, Serialize};
 
 pub use api_key::{ApiKey, RawApiKey};
 pub use error::LlmError;
+pub use stream::CompletionStream;
 
 /// The API family a request is sent to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
@@ -203,6 +206,60 @@ impl LlmClients {
             }
         }
     }
+}
+
+impl LlmClients {
+    /// The call with the answer streamed: returns once the provider has accepted it (an error
+    /// status is returned here, before any byte of the answer).
+    #[tracing::instrument(name = "llm stream", skip_all, fields(provider = %provider, model = %request.model))]
+    pub async fn stream(
+        &self,
+        provider: Provider,
+        request: &ChatRequest,
+        key: Option<&ApiKey>,
+    ) -> Result<CompletionStream, LlmError> {
+        let timeout = self.settings.timeout;
+        match provider {
+            Provider::OpenAi => {
+                let base = &self.settings.openai_base_url;
+                let call = openai::Call::new(provider, base, openai::Dialect::OpenAi, timeout);
+                call.stream(&self.http, request, key).await
+            }
+            Provider::Ollama => {
+                let base = &self.settings.ollama_base_url;
+                let call = openai::Call::new(provider, base, openai::Dialect::Compatible, timeout);
+                call.stream(&self.http, request, key).await
+            }
+            Provider::Anthropic => {
+                let base = &self.settings.anthropic_base_url;
+                anthropic::stream(&self.http, base, timeout, request, key).await
+            }
+        }
+    }
+}
+
+/// Sends a streaming request: the response, still unread, once its status is a success.
+async fn open_stream(
+    provider: Provider,
+    builder: reqwest::RequestBuilder,
+    timeout: Duration,
+    key: Option<&ApiKey>,
+) -> Result<reqwest::Response, LlmError> {
+    let response = builder
+        .timeout(timeout)
+        .send()
+        .await
+        .map_err(|e| LlmError::from_transport(provider, &e, timeout))?;
+    let status = response.status();
+    if status.is_success() {
+        return Ok(response);
+    }
+    let headers = response.headers().clone();
+    let body = response
+        .bytes()
+        .await
+        .map_err(|e| LlmError::from_transport(provider, &e, timeout))?;
+    Err(LlmError::from_reply(provider, status, &headers, &body, key))
 }
 
 /// Sends a prepared request and returns the body of a 2xx reply, or the classified error.

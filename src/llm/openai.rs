@@ -6,8 +6,8 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use super::{
-    decode, send, ApiKey, ChatRequest, Completion, FinishReason, LlmError, NativeCall, Provider,
-    Usage,
+    decode, open_stream, send, ApiKey, ChatRequest, Completion, CompletionStream, FinishReason,
+    LlmError, NativeCall, Provider, Usage,
 };
 
 /// Which flavour of the wire format the server at the base URL speaks.
@@ -44,6 +44,15 @@ struct Body<'a> {
     tools: Vec<Tool<'a>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     tool_choice: Option<&'static str>,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    stream: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    stream_options: Option<StreamOptions>,
+}
+
+#[derive(Serialize)]
+struct StreamOptions {
+    include_usage: bool,
 }
 
 #[derive(Serialize)]
@@ -136,6 +145,27 @@ impl<'a> Call<'a> {
         let raw = send(self.provider, builder, self.timeout, key).await?;
         completion(self.provider, decode(self.provider, &raw)?)
     }
+
+    /// The same call with `stream: true` (and the usage in the last chunk).
+    pub async fn stream(
+        &self,
+        http: &reqwest::Client,
+        request: &ChatRequest,
+        key: Option<&ApiKey>,
+    ) -> Result<CompletionStream, LlmError> {
+        let url = format!("{}/chat/completions", self.base_url.trim_end_matches('/'));
+        let mut body = body(self.dialect, request);
+        body.stream = true;
+        body.stream_options = Some(StreamOptions {
+            include_usage: true,
+        });
+        let mut builder = http.post(url).json(&body);
+        if let Some(key) = key {
+            builder = builder.bearer_auth(key.expose());
+        }
+        let response = open_stream(self.provider, builder, self.timeout, key).await?;
+        Ok(CompletionStream::new(self.provider, response, self.timeout))
+    }
 }
 
 fn body(dialect: Dialect, request: &ChatRequest) -> Body<'_> {
@@ -173,6 +203,8 @@ fn body(dialect: Dialect, request: &ChatRequest) -> Body<'_> {
             && !request.tools.is_empty()
             && dialect == Dialect::OpenAi)
             .then_some("required"),
+        stream: false,
+        stream_options: None,
     }
 }
 

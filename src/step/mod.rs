@@ -187,10 +187,31 @@ pub enum StepError {
     InvalidOutput { why: String, raw_output: String },
     #[error("internal error: {0}")]
     Internal(String),
+    /// The streaming client disconnected; nobody is left to answer.
+    #[error("the client disconnected")]
+    ClientGone,
 }
 
+/// What a streaming client is told while the step runs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Live {
+    /// The provider accepted the call: from here on, failures arrive inside the stream.
+    Started,
+    Thought(String),
+    Answer(String),
+}
+
+pub type LiveSender = tokio::sync::mpsc::Sender<Live>;
+
+/// Bytes per piece when a `mock_response` is streamed.
+const MOCK_PIECE_BYTES: usize = 8;
+
 #[tracing::instrument(name = "react step", skip_all, fields(session_id = %input.session_id, model = %input.llm.model))]
-pub async fn run(input: StepInput, llm: &LlmClients) -> Result<StepOutput, StepError> {
+pub async fn run(
+    input: StepInput,
+    llm: &LlmClients,
+    live: Option<LiveSender>,
+) -> Result<StepOutput, StepError> {
     let counter = TokenCounter::new(input.llm.provider, &input.llm.model, input.llm.tokenizer)
         .with_approximation_margin(input.approximation_margin_percent);
     let budget = input.llm.prompt_budget();
@@ -320,17 +341,23 @@ pub async fn run(input: StepInput, llm: &LlmClients) -> Result<StepOutput, StepE
     let mut used = context_report.used;
     let mut repairs_left = input.react.max_repair_attempts;
     let (parsed, valid) = loop {
-        let completion = match &input.mock_response {
-            Some(text) => Completion {
-                text: text.clone(),
-                finish: FinishReason::Stop,
-                usage: None,
-                calls: Vec::new(),
-            },
-            None => {
+        let completion = match (&input.mock_response, &live) {
+            (Some(text), live) => {
+                if let Some(live) = live {
+                    stream_mock(text, live, &input.react.tags).await?;
+                }
+                Completion {
+                    text: text.clone(),
+                    finish: FinishReason::Stop,
+                    usage: None,
+                    calls: Vec::new(),
+                }
+            }
+            (None, None) => {
                 llm.complete(input.llm.provider, &request, input.key.as_ref())
                     .await?
             }
+            (None, Some(live)) => stream_call(llm, &input, &request, live).await?,
         };
         if repairs_left == input.react.max_repair_attempts {
             if let Some(warning) = margin_check(&counter, used, completion.usage.as_ref()) {
@@ -421,6 +448,63 @@ fn command_step(
             items: Vec::new(),
         },
         conversation_summary: None,
+    }
+}
+
+/// The call with the answer streamed: thought and answer text go to the client as they form.
+async fn stream_call(
+    llm: &LlmClients,
+    input: &StepInput,
+    request: &ChatRequest,
+    live: &LiveSender,
+) -> Result<Completion, StepError> {
+    let key = input.key.as_ref();
+    let mut stream = llm.stream(input.llm.provider, request, key).await?;
+    tell(live, Live::Started).await?;
+    let mut parser = parse::live::LiveParser::new(&input.react.tags);
+    while let Some(text) = stream.next_text(key).await? {
+        for delta in parser.push(&text) {
+            tell(live, delta.into()).await?;
+        }
+    }
+    for delta in parser.finish() {
+        tell(live, delta.into()).await?;
+    }
+    Ok(stream.finish()?)
+}
+
+/// A `mock_response` streamed in small pieces, as a model would write it.
+async fn stream_mock(text: &str, live: &LiveSender, tags: &parse::Tags) -> Result<(), StepError> {
+    tell(live, Live::Started).await?;
+    let mut parser = parse::live::LiveParser::new(tags);
+    let mut rest = text;
+    while !rest.is_empty() {
+        let mut cut = MOCK_PIECE_BYTES.min(rest.len());
+        while !rest.is_char_boundary(cut) {
+            cut += 1;
+        }
+        for delta in parser.push(&rest[..cut]) {
+            tell(live, delta.into()).await?;
+        }
+        rest = &rest[cut..];
+    }
+    for delta in parser.finish() {
+        tell(live, delta.into()).await?;
+    }
+    Ok(())
+}
+
+/// Sends to the streaming client; a client that has gone away ends the step.
+async fn tell(live: &LiveSender, event: Live) -> Result<(), StepError> {
+    live.send(event).await.map_err(|_| StepError::ClientGone)
+}
+
+impl From<parse::live::LiveDelta> for Live {
+    fn from(delta: parse::live::LiveDelta) -> Self {
+        match delta {
+            parse::live::LiveDelta::Thought(t) => Self::Thought(t),
+            parse::live::LiveDelta::Answer(a) => Self::Answer(a),
+        }
     }
 }
 

@@ -171,8 +171,18 @@ pub fn assert_conforms(method: &str, path: &str, status: u16, body: &Value) {
         }
         _ => "#/components/schemas/ErrorResponse".to_string(),
     };
+    validate_at(&pointer, body, &format!("{method} {path} {status}"));
+}
+
+/// Validates the data of a streamed event against a schema of `components/schemas`.
+pub fn assert_conforms_to_schema(name: &str, body: &Value) {
+    validate_at(&format!("#/components/schemas/{name}"), body, name);
+}
+
+fn validate_at(pointer: &str, body: &Value, what: &str) {
+    let spec = spec();
     let mut root = spec.clone();
-    root["$ref"] = Value::String(pointer.clone());
+    root["$ref"] = Value::String(pointer.to_string());
     let validator = jsonschema::draft202012::options()
         .build(&root)
         .unwrap_or_else(|e| panic!("schema {pointer} does not compile: {e}"));
@@ -182,7 +192,7 @@ pub fn assert_conforms(method: &str, path: &str, status: u16, body: &Value) {
         .collect();
     assert!(
         errors.is_empty(),
-        "{method} {path} {status} does not conform to {pointer}:\n{}\nbody: {body:#}",
+        "{what} does not conform to {pointer}:\n{}\nbody: {body:#}",
         errors.join("\n")
     );
 }

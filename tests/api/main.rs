@@ -13,6 +13,8 @@ mod mock_response;
 mod native_tools;
 mod ollama;
 mod openai;
+mod stream_upstream;
+mod streaming;
 mod tools;
 mod upstream;
 mod workflow;

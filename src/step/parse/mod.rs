@@ -8,6 +8,7 @@
 
 mod args;
 mod json;
+pub mod live;
 pub mod tags;
 mod thought;
 

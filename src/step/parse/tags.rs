@@ -43,23 +43,88 @@ pub struct Found {
     pub text_start: usize,
 }
 
+/// The tag words to look for, longest first, so that `Action Input` is not read as `Action`.
+pub struct TagNames(Vec<(String, Tag)>);
+
+impl TagNames {
+    pub fn new(tags: &Tags) -> Self {
+        let mut names = vec![
+            (format!("{} Input", tags.action), Tag::ActionInput),
+            (tags.final_answer.clone(), Tag::FinalAnswer),
+            (tags.thought.clone(), Tag::Thought),
+            (tags.action.clone(), Tag::Action),
+            (tags.observation.clone(), Tag::Observation),
+            ("Answer".to_string(), Tag::FinalAnswer),
+        ];
+        names.retain(|(name, _)| !name.is_empty());
+        names.sort_by_key(|(name, _)| std::cmp::Reverse(name.len()));
+        Self(names)
+    }
+
+    /// The tag at the start of `line` and the byte offset of the text after it:
+    /// `Thought:`, `**Action:**`, `## Final Answer:`, `Thought 3:`, `> action 2:` …
+    pub fn at(&self, line: &str) -> Option<(Tag, usize)> {
+        let rest = strip_lead(line);
+        for (name, tag) in &self.0 {
+            let Some(after) = after_name(rest, name) else {
+                continue;
+            };
+            let mut after_tag = after.trim_start_matches('*');
+            // The paper's step number: `Thought 3:`.
+            let numbered = after_tag.trim_start_matches(' ');
+            let digits = numbered.len()
+                - numbered
+                    .trim_start_matches(|c: char| c.is_ascii_digit())
+                    .len();
+            if digits > 0 {
+                after_tag = numbered[digits..].trim_start_matches('*');
+            }
+            if let Some(after_colon) = after_tag.strip_prefix(':') {
+                let text = after_colon.trim_start_matches('*');
+                return Some((*tag, line.len() - text.len()));
+            }
+        }
+        None
+    }
+
+    /// Whether the start of a line, still being written, may yet turn out to be a tag.
+    pub fn may_become_tag(&self, partial: &str) -> bool {
+        let rest = strip_lead(partial);
+        if rest.is_empty() {
+            return true;
+        }
+        self.0.iter().any(|(name, _)| match after_name(rest, name) {
+            // Only stars, a space and digits so far: the colon may still come.
+            Some(after) => after
+                .chars()
+                .all(|c| c == '*' || c == ' ' || c.is_ascii_digit()),
+            None => {
+                rest.len() < name.len()
+                    && name
+                        .get(..rest.len())
+                        .is_some_and(|n| n.eq_ignore_ascii_case(rest))
+            }
+        })
+    }
+}
+
+fn strip_lead(line: &str) -> &str {
+    line.trim_start_matches(|c: char| c.is_whitespace() || matches!(c, '*' | '#' | '>'))
+}
+
+/// The text after `name` at the start of `rest`, compared in any letter case.
+fn after_name<'r>(rest: &'r str, name: &str) -> Option<&'r str> {
+    let head = rest.get(..name.len())?;
+    head.eq_ignore_ascii_case(name).then(|| &rest[name.len()..])
+}
+
 /// Every tag at a line start, in order.
 pub fn find(text: &str, tags: &Tags) -> Vec<Found> {
-    let action_input = format!("{} Input", tags.action);
-    // Longer names first, so that `Action Input` is not read as `Action`.
-    let mut names: Vec<(&str, Tag)> = vec![
-        (&action_input, Tag::ActionInput),
-        (&tags.final_answer, Tag::FinalAnswer),
-        (&tags.thought, Tag::Thought),
-        (&tags.action, Tag::Action),
-        (&tags.observation, Tag::Observation),
-        ("Answer", Tag::FinalAnswer),
-    ];
-    names.sort_by_key(|(name, _)| std::cmp::Reverse(name.len()));
+    let names = TagNames::new(tags);
     let mut found = Vec::new();
     let mut line_start = 0;
     for line in text.split_inclusive('\n') {
-        if let Some((tag, offset)) = tag_at(line, &names) {
+        if let Some((tag, offset)) = names.at(line) {
             found.push(Found {
                 tag,
                 line_start,
@@ -69,36 +134,6 @@ pub fn find(text: &str, tags: &Tags) -> Vec<Found> {
         line_start += line.len();
     }
     found
-}
-
-/// The tag at the start of `line` and the byte offset of the text after it:
-/// `Thought:`, `**Action:**`, `## Final Answer:`, `Thought 3:`, `> action 2:` …
-fn tag_at(line: &str, names: &[(&str, Tag)]) -> Option<(Tag, usize)> {
-    let rest = line.trim_start_matches(|c: char| c.is_whitespace() || matches!(c, '*' | '#' | '>'));
-    for &(name, tag) in names {
-        let Some(head) = rest.get(..name.len()) else {
-            continue;
-        };
-        if name.is_empty() || !head.eq_ignore_ascii_case(name) {
-            continue;
-        }
-        let after = &rest[name.len()..];
-        let mut rest_after = after.trim_start_matches('*');
-        // The paper's step number: `Thought 3:`.
-        let numbered = rest_after.trim_start_matches(' ');
-        let digits = numbered.len()
-            - numbered
-                .trim_start_matches(|c: char| c.is_ascii_digit())
-                .len();
-        if digits > 0 {
-            rest_after = numbered[digits..].trim_start_matches('*');
-        }
-        if let Some(after_colon) = rest_after.strip_prefix(':') {
-            let text = after_colon.trim_start_matches('*');
-            return Some((tag, line.len() - text.len()));
-        }
-    }
-    None
 }
 
 #[cfg(test)]
@@ -137,6 +172,27 @@ mod tests {
         let text = "**Thought 2:** find it";
         let found = find(text, &Tags::default());
         assert_eq!(&text[found[0].text_start..], " find it");
+    }
+
+    #[test]
+    fn a_line_start_may_still_become_a_tag() {
+        let names = TagNames::new(&Tags::default());
+        for partial in [
+            "",
+            "  ",
+            "**",
+            "Th",
+            "thought",
+            "Thought 1",
+            "**Action*",
+            "Final Ans",
+            "## obs",
+        ] {
+            assert!(names.may_become_tag(partial), "{partial:?}");
+        }
+        for partial in ["The", "Thoughts", "Action-", "Final Answers", "I think"] {
+            assert!(!names.may_become_tag(partial), "{partial:?}");
+        }
     }
 
     #[test]

@@ -1,0 +1,166 @@
+//! `POST /api/agent/react_step/stream`: the same step, answered as server-sent events. The
+//! thought (`event: thought`) and a direct answer (`event: answer`) arrive as the model writes
+//! them; one terminal event carries the complete response (`event: step`, identical to what
+//! `react_step` returns) or the error (`event: error`). Until the provider has accepted the call,
+//! a failure keeps its HTTP status; a comment line (every `REACTSTEP_STREAM_HEARTBEAT_SECS`)
+//! keeps the connection alive while the model thinks. A client that goes away ends the step and its upstream call at once.
+
+use actix_web::{web, HttpRequest, HttpResponse};
+use bytes::Bytes;
+use tokio::sync::mpsc;
+use tracing_actix_web::RequestId;
+
+use super::error::{ApiError, Echo};
+use super::handlers::prepare;
+use super::response::ReactStepResponse;
+use super::AppState;
+use crate::step::{Live, StepError, StepOutput};
+
+/// Events buffered between the step and the connection.
+const BUFFERED_EVENTS: usize = 64;
+
+type StepResult = Result<StepOutput, StepError>;
+
+/// The step's task, stopped when the response is dropped (the client went away): dropping the
+/// task drops its upstream request, which closes that connection.
+struct StepTask(Option<actix_web::rt::task::JoinHandle<StepResult>>);
+
+impl StepTask {
+    async fn result(&mut self) -> StepResult {
+        match self.0.take() {
+            Some(handle) => handle
+                .await
+                .unwrap_or_else(|e| Err(StepError::Internal(format!("the step task failed: {e}")))),
+            None => Err(StepError::Internal("the step was already answered".into())),
+        }
+    }
+}
+
+impl Drop for StepTask {
+    fn drop(&mut self) {
+        if let Some(handle) = self.0.take() {
+            handle.abort();
+        }
+    }
+}
+
+struct Connection {
+    events: mpsc::Receiver<Live>,
+    task: StepTask,
+    heartbeat: tokio::time::Interval,
+    echo: Echo,
+    /// Deltas that arrived before the response started.
+    early: Option<Live>,
+    done: bool,
+}
+
+pub async fn react_step_stream(
+    req: HttpRequest,
+    payload: web::Payload,
+    state: web::Data<AppState>,
+    request_id: RequestId,
+) -> Result<HttpResponse, ApiError> {
+    let (input, echo) = prepare(&req, payload, &state, request_id).await?;
+    let (sender, mut events) = mpsc::channel(BUFFERED_EVENTS);
+    let step_state = state.clone();
+    let mut task = StepTask(Some(actix_web::rt::spawn(async move {
+        crate::step::run(input, &step_state.llm, Some(sender)).await
+    })));
+
+    // Before the provider accepts the call, an error is still an ordinary HTTP error.
+    let early = match events.recv().await {
+        Some(Live::Started) => None,
+        Some(delta) => Some(delta),
+        None => match task.result().await {
+            Err(err) => return Err(ApiError::new(err.into(), echo)),
+            Ok(output) => {
+                let frame = step_frame(Ok(output), &echo);
+                return Ok(event_stream(&echo, futures_util::stream::iter([Ok(frame)])));
+            }
+        },
+    };
+    let every = state.stream_heartbeat;
+    let connection = Connection {
+        events,
+        task,
+        heartbeat: tokio::time::interval_at(tokio::time::Instant::now() + every, every),
+        echo: echo.clone(),
+        early,
+        done: false,
+    };
+    let frames = futures_util::stream::unfold(connection, |mut c| async move {
+        let frame = next_frame(&mut c).await?;
+        Some((Ok::<_, actix_web::Error>(frame), c))
+    });
+    Ok(event_stream(&echo, frames))
+}
+
+fn event_stream(
+    echo: &Echo,
+    frames: impl futures_util::Stream<Item = Result<Bytes, actix_web::Error>> + 'static,
+) -> HttpResponse {
+    HttpResponse::Ok()
+        .content_type("text/event-stream")
+        .insert_header(("cache-control", "no-cache"))
+        .insert_header(("x-accel-buffering", "no"))
+        .insert_header(("x-request-id", echo.request_id.as_str()))
+        .streaming(frames)
+}
+
+/// The next bytes for the client, or `None` once the terminal event has been sent.
+async fn next_frame(c: &mut Connection) -> Option<Bytes> {
+    if c.done {
+        return None;
+    }
+    if let Some(delta) = c.early.take() {
+        if let Some(frame) = delta_frame(delta) {
+            return Some(frame);
+        }
+    }
+    loop {
+        tokio::select! {
+            event = c.events.recv() => match event {
+                Some(delta) => {
+                    if let Some(frame) = delta_frame(delta) {
+                        return Some(frame);
+                    }
+                }
+                None => {
+                    c.done = true;
+                    let result = c.task.result().await;
+                    return Some(step_frame(result, &c.echo));
+                }
+            },
+            _ = c.heartbeat.tick() => return Some(Bytes::from_static(b": heartbeat\n\n")),
+        }
+    }
+}
+
+fn delta_frame(delta: Live) -> Option<Bytes> {
+    let (name, text) = match delta {
+        Live::Started => return None,
+        Live::Thought(text) => ("thought", text),
+        Live::Answer(text) => ("answer", text),
+    };
+    Some(frame(name, &serde_json::json!({ "delta": text })))
+}
+
+/// The terminal event: the whole response, or the error body.
+fn step_frame(result: StepResult, echo: &Echo) -> Bytes {
+    match result {
+        Ok(output) => {
+            let body = ReactStepResponse::success(output, echo.request_id.clone());
+            frame("step", &body)
+        }
+        Err(err) => {
+            let error = ApiError::new(err.into(), echo.clone());
+            error.log();
+            frame("error", &error.body())
+        }
+    }
+}
+
+fn frame(name: &str, data: &impl serde::Serialize) -> Bytes {
+    let json = serde_json::to_string(data).unwrap_or_else(|_| "{}".into());
+    Bytes::from(format!("event: {name}\ndata: {json}\n\n"))
+}

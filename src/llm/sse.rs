@@ -1,0 +1,122 @@
+//! Server-sent events from bytes as they arrive: network reads may split a line, a `\r\n`, or a
+//! multi-byte character anywhere, so bytes are buffered until a line is whole and decoded only
+//! then. Comments (`: ping`) are skipped; `data:` lines of one event are joined with `\n`.
+
+/// One event: its `event:` name, if any, and its data.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SseEvent {
+    pub event: Option<String>,
+    pub data: String,
+}
+
+#[derive(Debug, Default)]
+pub struct SseDecoder {
+    pending: Vec<u8>,
+    event: Option<String>,
+    data: Option<String>,
+}
+
+/// The stream is not text: a line was not UTF-8.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NotText;
+
+impl SseDecoder {
+    /// Feeds the next bytes; returns the events they complete.
+    pub fn push(&mut self, bytes: &[u8]) -> Result<Vec<SseEvent>, NotText> {
+        self.pending.extend_from_slice(bytes);
+        let mut events = Vec::new();
+        let mut start = 0;
+        while let Some(offset) = self.pending[start..].iter().position(|&b| b == b'\n') {
+            let end = start + offset;
+            let line = &self.pending[start..end];
+            let line = line.strip_suffix(b"\r").unwrap_or(line);
+            let line = std::str::from_utf8(line).map_err(|_| NotText)?.to_string();
+            start = end + 1;
+            if let Some(event) = self.line(&line) {
+                events.push(event);
+            }
+        }
+        self.pending.drain(..start);
+        Ok(events)
+    }
+
+    /// Whether the bytes so far end between events (nothing half-received).
+    pub fn is_between_events(&self) -> bool {
+        self.pending.is_empty() && self.data.is_none() && self.event.is_none()
+    }
+
+    fn line(&mut self, line: &str) -> Option<SseEvent> {
+        if line.is_empty() {
+            let data = self.data.take();
+            let event = self.event.take();
+            return data.map(|data| SseEvent { event, data });
+        }
+        if line.starts_with(':') {
+            return None;
+        }
+        let (field, value) = line.split_once(':').unwrap_or((line, ""));
+        let value = value.strip_prefix(' ').unwrap_or(value);
+        match field {
+            "data" => match &mut self.data {
+                Some(data) => {
+                    data.push('\n');
+                    data.push_str(value);
+                }
+                None => self.data = Some(value.to_string()),
+            },
+            "event" => self.event = Some(value.to_string()),
+            _ => {}
+        }
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn all(chunks: &[&[u8]]) -> Vec<SseEvent> {
+        let mut decoder = SseDecoder::default();
+        let mut events = Vec::new();
+        for chunk in chunks {
+            events.extend(decoder.push(chunk).unwrap_or_else(|_| panic!("not text")));
+        }
+        events
+    }
+
+    #[test]
+    fn events_split_at_every_byte_decode_the_same() {
+        let stream = "event: content_block_delta\r\ndata: {\"text\":\"h\u{e9}llo \u{1F600}\"}\r\n\r\n: ping\n\ndata: [DONE]\n\n";
+        let whole = all(&[stream.as_bytes()]);
+        assert_eq!(whole.len(), 2);
+        assert_eq!(whole[0].event.as_deref(), Some("content_block_delta"));
+        assert_eq!(whole[0].data, "{\"text\":\"h\u{e9}llo \u{1F600}\"}");
+        assert_eq!(whole[1].data, "[DONE]");
+        let bytes: Vec<&[u8]> = stream.as_bytes().chunks(1).collect();
+        assert_eq!(all(&bytes), whole);
+    }
+
+    #[test]
+    fn multi_line_data_is_joined() {
+        let events = all(&[b"data: a\ndata: b\n\n"]);
+        assert_eq!(events[0].data, "a\nb");
+    }
+
+    #[test]
+    fn an_unfinished_event_is_held() {
+        let mut decoder = SseDecoder::default();
+        assert!(decoder
+            .push(b"data: {\"a\":")
+            .unwrap_or_default()
+            .is_empty());
+        assert!(!decoder.is_between_events());
+        assert_eq!(decoder.push(b"1}\n\n").unwrap_or_default().len(), 1);
+        assert!(decoder.is_between_events());
+    }
+
+    #[test]
+    fn bytes_that_are_not_utf8_are_refused() {
+        let mut decoder = SseDecoder::default();
+        assert_eq!(decoder.push(b"data: \xff\xfe\n"), Err(NotText));
+    }
+}

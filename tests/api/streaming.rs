@@ -1,0 +1,405 @@
+//! `POST /api/agent/react_step/stream` end to end: a scripted upstream streams in each
+//! provider's framing, cut at awkward places; the client reads the events with the service's
+//! own SSE decoder and checks each against openapi.yaml.
+
+use reactstep::llm::sse::SseDecoder;
+use serde_json::{json, Value};
+
+use crate::helpers::{
+    assert_conforms, assert_conforms_to_schema, request, spawn_app, spawn_app_with, TestApp,
+};
+use crate::stream_upstream::{cut_at, openai_stream, serve, Ending, StreamingUpstream};
+
+const STREAM_PATH: &str = "/api/agent/react_step/stream";
+
+struct Streamed {
+    status: u16,
+    content_type: String,
+    /// `(event name, data)` in order.
+    events: Vec<(String, Value)>,
+    heartbeats: usize,
+}
+
+impl Streamed {
+    fn joined(&self, name: &str) -> String {
+        self.events
+            .iter()
+            .filter(|(n, _)| n == name)
+            .map(|(_, d)| d["delta"].as_str().unwrap_or_default())
+            .collect()
+    }
+
+    fn terminal(&self) -> &(String, Value) {
+        let terminals: Vec<_> = self
+            .events
+            .iter()
+            .filter(|(n, _)| n == "step" || n == "error")
+            .collect();
+        assert_eq!(terminals.len(), 1, "{:?}", self.events);
+        let last = self.events.last().unwrap();
+        assert!(
+            std::ptr::eq(terminals[0], last),
+            "the terminal event must come last"
+        );
+        last
+    }
+}
+
+async fn post_stream(app: &TestApp, body: &Value) -> Streamed {
+    let response = reqwest::Client::new()
+        .post(format!("{}{STREAM_PATH}", app.address))
+        .json(body)
+        .send()
+        .await
+        .unwrap();
+    let status = response.status().as_u16();
+    let content_type = response
+        .headers()
+        .get("content-type")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_string();
+    let bytes = response.bytes().await.unwrap();
+    let mut events = Vec::new();
+    if content_type.starts_with("text/event-stream") {
+        let mut decoder = SseDecoder::default();
+        for event in decoder.push(&bytes).unwrap() {
+            let name = event.event.unwrap_or_default();
+            let data: Value = serde_json::from_str(&event.data).unwrap();
+            let schema = match name.as_str() {
+                "thought" | "answer" => "StreamDelta",
+                "step" => "StepSuccess",
+                "error" => "ErrorResponse",
+                other => panic!("undocumented event {other}"),
+            };
+            assert_conforms_to_schema(schema, &data);
+            events.push((name, data));
+        }
+        assert!(
+            decoder.is_between_events(),
+            "the stream ended inside an event"
+        );
+    } else {
+        let body: Value = serde_json::from_slice(&bytes).unwrap();
+        assert_conforms("post", STREAM_PATH, status, &body);
+        events.push(("json".into(), body));
+    }
+    let heartbeats = bytes.windows(11).filter(|w| w == b": heartbeat").count();
+    Streamed {
+        status,
+        content_type,
+        events,
+        heartbeats,
+    }
+}
+
+async fn app_for(upstream: &StreamingUpstream, timeout_secs: u64) -> TestApp {
+    let uri = upstream.uri.clone();
+    spawn_app_with(move |c| {
+        c.openai_base_url = format!("{uri}/v1");
+        c.anthropic_base_url = uri.clone();
+        c.llm_timeout_secs = timeout_secs;
+        c.stream_heartbeat_secs = 1;
+    })
+    .await
+}
+
+/// Without fields that differ between two runs of the same step.
+fn comparable(mut body: Value) -> Value {
+    body["request_id"] = Value::Null;
+    for turn in body["updated_conversation_history"]
+        .as_array_mut()
+        .into_iter()
+        .flatten()
+    {
+        turn["timestamp"] = Value::Null;
+    }
+    body
+}
+
+#[tokio::test]
+async fn the_thought_streams_through_awkward_cuts_and_the_step_ends_it() {
+    let output = [
+        "Tho",
+        "ught: The lo",
+        "gin code is in caf\u{e9}.js",
+        "\nAct",
+        "ion: read_file(path=\"caf\u{e9}.js\")",
+    ];
+    let bytes = openai_stream(&output, "stop");
+    // Cut inside the `é` of the SSE bytes, inside `data:` and inside `[DONE]` too.
+    let e_acute = bytes
+        .windows(2)
+        .position(|w| w == "\u{e9}".as_bytes())
+        .unwrap();
+    let pieces = cut_at(&bytes, &[3, 40, e_acute + 1, bytes.len() - 5]);
+    let mut upstream = serve(200, pieces, Ending::Complete).await;
+    let app = app_for(&upstream, 10).await;
+
+    let streamed = post_stream(&app, &request("gpt-4o", "Where is login?")).await;
+    assert_eq!(streamed.status, 200);
+    assert!(streamed.content_type.starts_with("text/event-stream"));
+    assert_eq!(
+        streamed.joined("thought"),
+        "The login code is in caf\u{e9}.js"
+    );
+    assert_eq!(streamed.joined("answer"), "");
+    let (name, step) = streamed.terminal();
+    assert_eq!(name, "step");
+    assert_eq!(step["status"], "action_proposed");
+    assert_eq!(step["thought"], "The login code is in caf\u{e9}.js");
+    assert_eq!(
+        step["action_details"]["tool_args"],
+        json!({"path": "caf\u{e9}.js"})
+    );
+    assert_eq!(
+        step["usage"],
+        json!({"prompt_tokens": 512, "completion_tokens": 31})
+    );
+
+    let sent = upstream.request.try_recv().unwrap();
+    assert_eq!(sent["stream"], true);
+    assert_eq!(sent["stream_options"], json!({"include_usage": true}));
+}
+
+#[tokio::test]
+async fn anthropic_events_with_a_native_tool_call() {
+    let events = [
+        (
+            "message_start",
+            json!({"type": "message_start", "message": {"id": "msg_1", "type": "message", "role": "assistant", "model": "claude-sonnet-4-5", "content": [], "stop_reason": null, "stop_sequence": null, "usage": {"input_tokens": 472, "output_tokens": 2}}}),
+        ),
+        (
+            "content_block_start",
+            json!({"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}),
+        ),
+        ("ping", json!({"type": "ping"})),
+        (
+            "content_block_delta",
+            json!({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "I'll open the "}}),
+        ),
+        (
+            "content_block_delta",
+            json!({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "auth module."}}),
+        ),
+        (
+            "content_block_stop",
+            json!({"type": "content_block_stop", "index": 0}),
+        ),
+        (
+            "content_block_start",
+            json!({"type": "content_block_start", "index": 1, "content_block": {"type": "tool_use", "id": "toolu_01", "name": "read_file", "input": {}}}),
+        ),
+        (
+            "content_block_delta",
+            json!({"type": "content_block_delta", "index": 1, "delta": {"type": "input_json_delta", "partial_json": ""}}),
+        ),
+        (
+            "content_block_delta",
+            json!({"type": "content_block_delta", "index": 1, "delta": {"type": "input_json_delta", "partial_json": "{\"path\": \"src/a"}}),
+        ),
+        (
+            "content_block_delta",
+            json!({"type": "content_block_delta", "index": 1, "delta": {"type": "input_json_delta", "partial_json": "uth.js\"}"}}),
+        ),
+        (
+            "content_block_stop",
+            json!({"type": "content_block_stop", "index": 1}),
+        ),
+        (
+            "message_delta",
+            json!({"type": "message_delta", "delta": {"stop_reason": "tool_use", "stop_sequence": null}, "usage": {"output_tokens": 89}}),
+        ),
+        ("message_stop", json!({"type": "message_stop"})),
+    ];
+    let pieces: Vec<Vec<u8>> = events
+        .iter()
+        .map(|(name, data)| format!("event: {name}\ndata: {data}\n\n").into_bytes())
+        .collect();
+    let upstream = serve(200, pieces, Ending::Complete).await;
+    let app = app_for(&upstream, 10).await;
+    let mut body = request("claude-sonnet-4-5", "Where is login?");
+    body["llm_config"]["tool_mode"] = json!("native");
+    body["tools"] = json!([{"name": "read_file", "parameters": {"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]}}]);
+    body["available_tools_prompt_segment"] = Value::Null;
+
+    let streamed = post_stream(&app, &body).await;
+    assert_eq!(streamed.status, 200);
+    // Untagged text is not streamed (it may be a tagless answer); the step carries it.
+    let (name, step) = streamed.terminal();
+    assert_eq!(name, "step", "{step}");
+    assert_eq!(step["thought"], "I'll open the auth module.");
+    assert_eq!(
+        step["action_details"]["tool_args"],
+        json!({"path": "src/auth.js"})
+    );
+    assert_eq!(
+        step["usage"],
+        json!({"prompt_tokens": 472, "completion_tokens": 89})
+    );
+}
+
+#[tokio::test]
+async fn a_stream_without_its_end_is_an_error_event() {
+    let bytes = openai_stream(&["Thought: partial"], "stop");
+    let done = bytes
+        .windows(12)
+        .position(|w| w == b"data: [DONE]")
+        .unwrap();
+    let upstream = serve(200, vec![bytes[..done].to_vec()], Ending::Complete).await;
+    let app = app_for(&upstream, 10).await;
+    let streamed = post_stream(&app, &request("gpt-4o", "q")).await;
+    let (name, error) = streamed.terminal();
+    assert_eq!(name, "error");
+    assert_eq!(error["error"]["type"], "llm_bad_response");
+    assert!(error["error"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("truncated"));
+}
+
+#[tokio::test]
+async fn a_connection_cut_mid_stream_is_an_error_event() {
+    let bytes = openai_stream(&["Thought: partial"], "stop");
+    let upstream = serve(200, vec![bytes[..200].to_vec()], Ending::CutShort).await;
+    let app = app_for(&upstream, 10).await;
+    let streamed = post_stream(&app, &request("gpt-4o", "q")).await;
+    let (name, error) = streamed.terminal();
+    assert_eq!(name, "error");
+    assert_eq!(error["error"]["type"], "llm_unavailable");
+    assert_eq!(error["error"]["retryable"], true);
+}
+
+#[tokio::test]
+async fn a_stalled_stream_times_out_with_heartbeats_meanwhile() {
+    let bytes = openai_stream(&["Thought: thinking"], "stop");
+    let upstream = serve(200, vec![bytes[..250].to_vec()], Ending::Stall).await;
+    let app = app_for(&upstream, 3).await;
+    let streamed = post_stream(&app, &request("gpt-4o", "q")).await;
+    let (name, error) = streamed.terminal();
+    assert_eq!(name, "error");
+    assert_eq!(error["error"]["type"], "llm_timeout");
+    assert!(
+        streamed.heartbeats >= 1,
+        "no heartbeat while the model stalled"
+    );
+}
+
+#[tokio::test]
+async fn an_error_before_the_stream_keeps_its_status() {
+    let body = br#"{"error":{"message":"Incorrect API key provided.","type":"invalid_request_error","param":null,"code":"invalid_api_key"}}"#;
+    let upstream = serve_json_error(401, body).await;
+    let app = app_for(&upstream, 10).await;
+    let streamed = post_stream(&app, &request("gpt-4o", "q")).await;
+    assert_eq!(streamed.status, 401);
+    assert!(streamed.content_type.starts_with("application/json"));
+    assert_eq!(streamed.events[0].1["error"]["type"], "llm_auth");
+
+    let app = spawn_app().await;
+    let mut bad = request("gpt-4o", "q");
+    bad["llm_config"]["tokenLimit"] = json!(0);
+    let streamed = post_stream(&app, &bad).await;
+    assert_eq!(streamed.status, 400);
+}
+
+/// A non-streamed error reply, as providers send before any event.
+async fn serve_json_error(status: u16, body: &[u8]) -> StreamingUpstream {
+    serve(status, vec![body.to_vec()], Ending::Complete).await
+}
+
+#[tokio::test]
+async fn a_client_that_disconnects_stops_the_upstream_call() {
+    let bytes = openai_stream(&["Thought: reading everything"], "stop");
+    // Everything up to the end of the event that carries the thought, and then nothing: only
+    // stopping the step can close the upstream connection, not a failed send of the next delta.
+    let thought = bytes.windows(7).position(|w| w == b"Thought").unwrap();
+    let first = thought
+        + bytes[thought..]
+            .windows(2)
+            .position(|w| w == b"\n\n")
+            .unwrap()
+        + 2;
+    let mut upstream = serve(200, vec![bytes[..first].to_vec()], Ending::Stall).await;
+    let app = app_for(&upstream, 30).await;
+
+    let mut response = reqwest::Client::new()
+        .post(format!("{}{STREAM_PATH}", app.address))
+        .json(&request("gpt-4o", "q"))
+        .send()
+        .await
+        .unwrap();
+    let mut decoder = SseDecoder::default();
+    'read: while let Some(chunk) = response.chunk().await.unwrap() {
+        for event in decoder.push(&chunk).unwrap() {
+            if event.event.as_deref() == Some("thought") {
+                break 'read;
+            }
+        }
+    }
+    drop(response);
+    // The bound only keeps a broken build from hanging; the close itself is what is awaited.
+    let closed =
+        tokio::time::timeout(std::time::Duration::from_secs(20), &mut upstream.closed).await;
+    assert!(
+        matches!(closed, Ok(Ok(()))),
+        "the upstream connection was left open"
+    );
+}
+
+#[tokio::test]
+async fn mock_responses_stream_too() {
+    let app = spawn_app().await;
+    let mut body = request("gpt-4o", "q");
+    body["mock_response"] = json!("Thought: Everything needed is known.\nFinal Answer: Login lives in src/auth.js; it checks the session token.");
+    let streamed = post_stream(&app, &body).await;
+    assert_eq!(streamed.status, 200);
+    assert!(
+        streamed
+            .events
+            .iter()
+            .filter(|(n, _)| n == "answer")
+            .count()
+            > 3,
+        "pieces"
+    );
+    assert_eq!(streamed.joined("thought"), "Everything needed is known.");
+    assert_eq!(
+        streamed.joined("answer"),
+        "Login lives in src/auth.js; it checks the session token."
+    );
+    assert_eq!(streamed.terminal().0, "step");
+}
+
+#[tokio::test]
+async fn the_streamed_step_equals_the_plain_response() {
+    let app = spawn_app().await;
+    let outputs = [
+        "Thought: Search first.\nAction: code_search(query=\"login\")",
+        "<think>Need the file.</think>\nAction: read_file(path=\"src/auth.js\")",
+        "Thought: go\nAction: code_search\nAction Input: {\"query\": \"session\"}",
+        "Thought: go\n```json\n{\"action\": \"read_file\", \"action_input\": {\"path\": \"a.rs\"}}\n```",
+        "Thought 1: done\nAction 1: Finish[It is in auth.js]",
+        "**Thought:** known\n**Final Answer:** auth.js\n\nwith `login()`",
+        "No tags at all, just an answer.",
+        "Thought: t\nAction: read_file(path=\"a\")\nObservation: invented\nFinal Answer: no",
+    ];
+    for output in outputs {
+        let mut body = request("gpt-4o", "Where is login?");
+        body["session_id"] = json!("same-session");
+        body["mock_response"] = json!(output);
+        let plain = app.post_react_step(&body).await;
+        let streamed = post_stream(&app, &body).await;
+        let (name, step) = streamed.terminal();
+        assert_eq!(name, "step", "{output}");
+        assert_eq!(
+            comparable(step.clone()),
+            comparable(plain.body.clone()),
+            "{output}"
+        );
+        let thought = streamed.joined("thought");
+        assert!(
+            !thought.contains("Action") && !thought.contains("read_file("),
+            "{output}: {thought}"
+        );
+    }
+}
