@@ -1,5 +1,6 @@
 //! Runs the real binary, configured only through REACTSTEP_* variables, with every log level on,
-//! through the paths that touch the key (success, rejection, rate limit, bad input), and checks
+//! through the paths that touch the key (success, rejection, rate limit, an error inside a
+//! stream, bad input), and checks
 //! that the key appears in no response and no log line.
 
 use std::process::Stdio;
@@ -31,6 +32,23 @@ async fn the_key_never_reaches_a_response_or_a_log_line() {
             .mount(&llm)
             .await;
     }
+
+    // An error inside a stream that started with 200, echoing the key.
+    let in_stream = format!(
+        "data: {{\"error\":{{\"message\":\"Incorrect API key provided: {KEY}.\",\"type\":\"invalid_request_error\"}}}}\n\n"
+    );
+    Mock::given(method("POST"))
+        .and(path(OPENAI_PATH))
+        .and(wiremock::matchers::body_string_contains(
+            "\"content\":\"streamed\"",
+        ))
+        .respond_with(
+            ResponseTemplate::new(200)
+                .insert_header("content-type", "text/event-stream")
+                .set_body_string(in_stream),
+        )
+        .mount(&llm)
+        .await;
 
     let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_reactstep"))
         .env("REACTSTEP_BIND", "127.0.0.1:0")
@@ -83,6 +101,16 @@ async fn the_key_never_reaches_a_response_or_a_log_line() {
         assert_eq!(reply.status().as_u16(), expected);
         responses.push_str(&reply.text().await.unwrap());
     }
+    let streamed = client
+        .post(format!("{url}/stream"))
+        .json(&request("gpt-4o", "streamed"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(streamed.status().as_u16(), 200);
+    let events = streamed.text().await.unwrap();
+    assert!(events.contains("event: error"), "{events}");
+    responses.push_str(&events);
     let mut bad = request("gpt-4o", "hi");
     bad["llm_config"]["tokenLimit"] = json!("wrong");
     responses.push_str(

@@ -403,3 +403,100 @@ async fn the_streamed_step_equals_the_plain_response() {
         );
     }
 }
+
+#[tokio::test]
+async fn openai_native_tool_call_deltas_are_joined() {
+    let chunk = |delta: Value, finish: Value| {
+        format!(
+            "data: {}\n\n",
+            json!({"id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 1, "model": "gpt-4o",
+                   "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]})
+        )
+        .into_bytes()
+    };
+    let pieces = vec![
+        chunk(
+            json!({"role": "assistant", "content": "Thought: Open the "}),
+            Value::Null,
+        ),
+        chunk(json!({"content": "handler."}), Value::Null),
+        chunk(
+            json!({"tool_calls": [{"index": 0, "id": "call_1", "type": "function", "function": {"name": "read_file", "arguments": ""}}]}),
+            Value::Null,
+        ),
+        chunk(
+            json!({"tool_calls": [{"index": 0, "function": {"arguments": "{\"pa"}}]}),
+            Value::Null,
+        ),
+        chunk(
+            json!({"tool_calls": [{"index": 0, "function": {"arguments": "th\": \"h.js\"}"}}]}),
+            Value::Null,
+        ),
+        chunk(json!({}), json!("tool_calls")),
+        b"data: [DONE]\n\n".to_vec(),
+    ];
+    let upstream = serve(200, pieces, Ending::Complete).await;
+    let app = app_for(&upstream, 10).await;
+    let mut body = request("gpt-4o", "Where is login?");
+    body["llm_config"]["tool_mode"] = json!("native");
+    body["tools"] = json!([{"name": "read_file", "parameters": {"type": "object", "properties": {"path": {"type": "string"}}}}]);
+    let streamed = post_stream(&app, &body).await;
+    assert_eq!(streamed.joined("thought"), "Open the handler.");
+    let (name, step) = streamed.terminal();
+    assert_eq!(name, "step", "{step}");
+    assert_eq!(step["action_details"]["tool_args"], json!({"path": "h.js"}));
+}
+
+#[tokio::test]
+async fn an_error_event_inside_an_anthropic_stream_ends_it() {
+    let pieces = vec![
+        b"event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"msg_1\",\"type\":\"message\",\"role\":\"assistant\",\"content\":[],\"model\":\"claude-sonnet-4-5\",\"stop_reason\":null,\"usage\":{\"input_tokens\":10,\"output_tokens\":1}}}\n\n".to_vec(),
+        b"event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\n".to_vec(),
+        b"event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"Thought: wait\"}}\n\n".to_vec(),
+        b"event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\",\"message\":\"Overloaded\"}}\n\n".to_vec(),
+    ];
+    let upstream = serve(200, pieces, Ending::Complete).await;
+    let app = app_for(&upstream, 10).await;
+    let streamed = post_stream(&app, &request("claude-sonnet-4-5", "q")).await;
+    assert_eq!(streamed.joined("thought"), "wait");
+    let (name, error) = streamed.terminal();
+    assert_eq!(name, "error");
+    assert_eq!(error["error"]["type"], "llm_unavailable");
+    assert!(error["error"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("Overloaded"));
+}
+
+#[tokio::test]
+async fn an_ollama_stream_with_the_finish_in_its_own_chunk() {
+    let chunk = |delta: Value, finish: Value| {
+        format!(
+            "data: {}\n\n",
+            json!({"id": "chatcmpl-9", "object": "chat.completion.chunk", "created": 1, "model": "llama3.1:8b",
+                   "system_fingerprint": "fp_ollama", "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]})
+        )
+        .into_bytes()
+    };
+    let pieces = vec![
+        chunk(
+            json!({"role": "assistant", "content": "Thought: It is known.\nFinal"}),
+            Value::Null,
+        ),
+        chunk(
+            json!({"role": "assistant", "content": " Answer: auth.js"}),
+            Value::Null,
+        ),
+        chunk(json!({"role": "assistant", "content": ""}), json!("stop")),
+        b"data: [DONE]\n\n".to_vec(),
+    ];
+    let upstream = serve(200, pieces, Ending::Complete).await;
+    let uri = upstream.uri.clone();
+    let app = spawn_app_with(move |c| c.ollama_base_url = format!("{uri}/v1")).await;
+    let mut body = request("llama3.1:8b", "q");
+    body["llm_config"]["provider"] = json!("ollama");
+    let streamed = post_stream(&app, &body).await;
+    assert_eq!(streamed.joined("thought"), "It is known.");
+    assert_eq!(streamed.joined("answer"), "auth.js");
+    assert_eq!(streamed.terminal().1["direct_response"], "auth.js");
+}
