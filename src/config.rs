@@ -81,6 +81,24 @@ pub struct Config {
           value_parser = clap::value_parser!(u32).range(0..=100))]
     pub approximation_margin_percent: u32,
 
+    /// Seconds one step may take in all: every upstream attempt and every wait between them.
+    #[arg(long, env = "REACTSTEP_STEP_TIMEOUT_SECS", default_value_t = 120,
+          value_parser = clap::value_parser!(u64).range(1..=3600))]
+    pub step_timeout_secs: u64,
+
+    /// Retries of an upstream call that failed in a way another attempt can fix.
+    #[arg(long, env = "REACTSTEP_RETRIES", default_value_t = 3,
+          value_parser = clap::value_parser!(u32).range(0..=10))]
+    pub retries: u32,
+
+    /// Base of the exponential backoff between retries, in milliseconds.
+    #[arg(long, env = "REACTSTEP_RETRY_BASE_MS", default_value_t = 500)]
+    pub retry_base_ms: u64,
+
+    /// Longest wait between retries (also caps a provider's Retry-After), in milliseconds.
+    #[arg(long, env = "REACTSTEP_RETRY_CAP_MS", default_value_t = 8000)]
+    pub retry_cap_ms: u64,
+
     /// Seconds between heartbeat comments on a quiet event stream.
     #[arg(long, env = "REACTSTEP_STREAM_HEARTBEAT_SECS", default_value_t = 15,
           value_parser = clap::value_parser!(u64).range(1..=300))]
@@ -106,6 +124,10 @@ impl Config {
             workspace_root: None,
             workspace_max_file_bytes: 1024 * 1024,
             approximation_margin_percent: crate::step::tokens::DEFAULT_APPROXIMATION_MARGIN_PERCENT,
+            step_timeout_secs: 120,
+            retries: 3,
+            retry_base_ms: 500,
+            retry_cap_ms: 8000,
             stream_heartbeat_secs: 15,
             workers: 0,
         }
@@ -113,6 +135,14 @@ impl Config {
 
     pub fn llm_timeout(&self) -> Duration {
         Duration::from_secs(self.llm_timeout_secs)
+    }
+
+    pub fn retry_policy(&self) -> crate::llm::RetryPolicy {
+        crate::llm::RetryPolicy {
+            retries: self.retries,
+            base: Duration::from_millis(self.retry_base_ms),
+            cap: Duration::from_millis(self.retry_cap_ms),
+        }
     }
 }
 

@@ -27,6 +27,7 @@ impl Application {
             anthropic_base_url: config.anthropic_base_url.clone(),
             ollama_base_url: config.ollama_base_url.clone(),
             timeout: config.llm_timeout(),
+            retry: config.retry_policy(),
         })
         .map_err(std::io::Error::other)?;
         let workspace = match &config.workspace_root {
@@ -47,6 +48,7 @@ impl Application {
             workspace,
             approximation_margin_percent: config.approximation_margin_percent,
             stream_heartbeat: std::time::Duration::from_secs(config.stream_heartbeat_secs),
+            step_timeout: std::time::Duration::from_secs(config.step_timeout_secs),
         });
         let mut server = HttpServer::new(move || {
             App::new()

@@ -28,6 +28,8 @@ pub struct Conversion {
     pub workspace: Option<std::sync::Arc<crate::step::workspace::Workspace>>,
     pub allow_mock_response: bool,
     pub approximation_margin_percent: u32,
+    /// How long the whole step may take.
+    pub step_timeout: std::time::Duration,
     pub session_id: String,
     pub received_at: String,
 }
@@ -224,6 +226,7 @@ pub fn step_input(req: ReactStepRequest, how: Conversion) -> Result<StepInput, V
         approximation_margin_percent: how.approximation_margin_percent,
         react,
         tools,
+        deadline: tokio::time::Instant::now() + how.step_timeout,
         key,
         iterations_left: req.max_iterations_left.unwrap_or(DEFAULT_MAX_ITERATIONS),
         mock_response: req.mock_response,

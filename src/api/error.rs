@@ -68,6 +68,7 @@ impl ErrorKind {
             Self::Step(StepError::Internal(_)) => {
                 (S::INTERNAL_SERVER_ERROR, "internal_error", true)
             }
+            Self::Step(StepError::Deadline(_)) => (S::GATEWAY_TIMEOUT, "llm_timeout", true),
             // Never sent: the client is gone. Logged as what it is.
             Self::Step(StepError::ClientGone) => (S::BAD_REQUEST, "client_disconnected", false),
             Self::Step(StepError::Llm(e)) => {

@@ -78,6 +78,7 @@ pub async fn prepare(
         workspace: state.workspace.clone(),
         allow_mock_response: state.allow_mock_response,
         approximation_margin_percent: state.approximation_margin_percent,
+        step_timeout: state.step_timeout,
         session_id,
         received_at,
     };

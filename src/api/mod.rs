@@ -23,6 +23,8 @@ pub struct AppState {
     pub allow_mock_response: bool,
     pub workspace: Option<std::sync::Arc<crate::step::workspace::Workspace>>,
     pub approximation_margin_percent: u32,
+    /// How long one step may take in all.
+    pub step_timeout: std::time::Duration,
     /// Between comment lines on a quiet event stream.
     pub stream_heartbeat: std::time::Duration,
 }

@@ -129,6 +129,27 @@ impl LlmError {
         }
     }
 
+    /// Whether the service itself should try again: connection failures, timeouts, 5xx, 529,
+    /// and rate limits that are not an exhausted quota. Not 4xx, and not a malformed reply.
+    pub fn is_worth_retrying(&self) -> bool {
+        match self {
+            Self::Unavailable { .. } | Self::Timeout { .. } => true,
+            Self::RateLimited { retryable, .. } => *retryable,
+            Self::Auth { .. }
+            | Self::ModelNotFound { .. }
+            | Self::Rejected { .. }
+            | Self::BadResponse { .. } => false,
+        }
+    }
+
+    /// The wait the provider asked for, if it named one.
+    pub fn retry_after(&self) -> Option<Duration> {
+        match self {
+            Self::RateLimited { retry_after, .. } => *retry_after,
+            _ => None,
+        }
+    }
+
     pub fn is_retryable(&self) -> bool {
         match self {
             Self::Auth { .. } | Self::ModelNotFound { .. } | Self::Rejected { .. } => false,

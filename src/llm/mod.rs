@@ -7,6 +7,7 @@ mod anthropic;
 mod api_key;
 mod error;
 mod openai;
+mod retry;
 pub mod sse;
 mod stream;
 
@@ -17,6 +18,7 @@ use serde::{Deserialize, Serialize};
 
 pub use api_key::{ApiKey, RawApiKey};
 pub use error::LlmError;
+pub use retry::RetryPolicy;
 pub use stream::CompletionStream;
 
 /// The API family a request is sent to.
@@ -161,7 +163,9 @@ pub struct LlmSettings {
     pub openai_base_url: String,
     pub anthropic_base_url: String,
     pub ollama_base_url: String,
+    /// For one attempt.
     pub timeout: Duration,
+    pub retry: RetryPolicy,
 }
 
 /// One pooled HTTP client shared by every request, plus where each provider lives.
@@ -181,14 +185,30 @@ impl LlmClients {
         Ok(Self { http, settings })
     }
 
+    /// One completion, retried as the policy allows, never past `deadline`.
     #[tracing::instrument(name = "llm call", skip_all, fields(provider = %provider, model = %request.model))]
     pub async fn complete(
         &self,
         provider: Provider,
         request: &ChatRequest,
         key: Option<&ApiKey>,
+        deadline: tokio::time::Instant,
     ) -> Result<Completion, LlmError> {
-        let timeout = self.settings.timeout;
+        let policy = self.settings.retry;
+        policy
+            .run(provider, self.settings.timeout, deadline, |timeout| {
+                self.complete_once(provider, request, key, timeout)
+            })
+            .await
+    }
+
+    async fn complete_once(
+        &self,
+        provider: Provider,
+        request: &ChatRequest,
+        key: Option<&ApiKey>,
+        timeout: Duration,
+    ) -> Result<Completion, LlmError> {
         match provider {
             Provider::OpenAi => {
                 let base = &self.settings.openai_base_url;
@@ -211,14 +231,30 @@ impl LlmClients {
 impl LlmClients {
     /// The call with the answer streamed: returns once the provider has accepted it (an error
     /// status is returned here, before any byte of the answer).
+    /// Opening the stream is retried like a call; once the answer flows, it is not.
     #[tracing::instrument(name = "llm stream", skip_all, fields(provider = %provider, model = %request.model))]
     pub async fn stream(
         &self,
         provider: Provider,
         request: &ChatRequest,
         key: Option<&ApiKey>,
+        deadline: tokio::time::Instant,
     ) -> Result<CompletionStream, LlmError> {
-        let timeout = self.settings.timeout;
+        let policy = self.settings.retry;
+        policy
+            .run(provider, self.settings.timeout, deadline, |timeout| {
+                self.stream_once(provider, request, key, timeout)
+            })
+            .await
+    }
+
+    async fn stream_once(
+        &self,
+        provider: Provider,
+        request: &ChatRequest,
+        key: Option<&ApiKey>,
+        timeout: Duration,
+    ) -> Result<CompletionStream, LlmError> {
         match provider {
             Provider::OpenAi => {
                 let base = &self.settings.openai_base_url;
@@ -255,10 +291,7 @@ async fn open_stream(
         return Ok(response);
     }
     let headers = response.headers().clone();
-    let body = response
-        .bytes()
-        .await
-        .map_err(|e| LlmError::from_transport(provider, &e, timeout))?;
+    let body = read_capped(provider, response, timeout).await?;
     Err(LlmError::from_reply(provider, status, &headers, &body, key))
 }
 
@@ -276,15 +309,44 @@ async fn send(
         .map_err(|e| LlmError::from_transport(provider, &e, timeout))?;
     let status = response.status();
     let headers = response.headers().clone();
-    let body = response
-        .bytes()
-        .await
-        .map_err(|e| LlmError::from_transport(provider, &e, timeout))?;
+    let body = read_capped(provider, response, timeout).await?;
     if status.is_success() {
         Ok(body)
     } else {
         Err(LlmError::from_reply(provider, status, &headers, &body, key))
     }
+}
+
+/// No reply of a chat API comes near this; a body that does is refused, not held in memory.
+const MAX_REPLY_BYTES: usize = 16 * 1024 * 1024;
+
+async fn read_capped(
+    provider: Provider,
+    mut response: reqwest::Response,
+    timeout: Duration,
+) -> Result<bytes::Bytes, LlmError> {
+    let too_large = || LlmError::BadResponse {
+        provider,
+        message: format!("the reply is larger than {MAX_REPLY_BYTES} bytes"),
+    };
+    if response
+        .content_length()
+        .is_some_and(|n| n > MAX_REPLY_BYTES as u64)
+    {
+        return Err(too_large());
+    }
+    let mut body = bytes::BytesMut::new();
+    while let Some(chunk) = response
+        .chunk()
+        .await
+        .map_err(|e| LlmError::from_transport(provider, &e, timeout))?
+    {
+        if body.len() + chunk.len() > MAX_REPLY_BYTES {
+            return Err(too_large());
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(body.freeze())
 }
 
 /// Parses a 2xx body as the provider's documented reply type.

@@ -111,6 +111,8 @@ pub struct StepInput {
     pub react: ReactSettings,
     /// The tools an action is checked against.
     pub tools: tools::Catalog,
+    /// When the whole step must be answered (REACTSTEP_STEP_TIMEOUT_SECS after it arrived).
+    pub deadline: tokio::time::Instant,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -187,6 +189,8 @@ pub enum StepError {
     InvalidOutput { why: String, raw_output: String },
     #[error("internal error: {0}")]
     Internal(String),
+    #[error("the step did not finish within its deadline (REACTSTEP_STEP_TIMEOUT_SECS, {} s)", .0.as_secs())]
+    Deadline(std::time::Duration),
     /// The streaming client disconnected; nobody is left to answer.
     #[error("the client disconnected")]
     ClientGone,
@@ -206,8 +210,21 @@ pub type LiveSender = tokio::sync::mpsc::Sender<Live>;
 /// Bytes per piece when a `mock_response` is streamed.
 const MOCK_PIECE_BYTES: usize = 8;
 
+/// One step, answered by its deadline whatever the upstream does.
 #[tracing::instrument(name = "react step", skip_all, fields(session_id = %input.session_id, model = %input.llm.model))]
 pub async fn run(
+    input: StepInput,
+    llm: &LlmClients,
+    live: Option<LiveSender>,
+) -> Result<StepOutput, StepError> {
+    let deadline = input.deadline;
+    let budget = deadline.saturating_duration_since(tokio::time::Instant::now());
+    tokio::time::timeout_at(deadline, step(input, llm, live))
+        .await
+        .unwrap_or(Err(StepError::Deadline(budget)))
+}
+
+async fn step(
     input: StepInput,
     llm: &LlmClients,
     live: Option<LiveSender>,
@@ -354,8 +371,13 @@ pub async fn run(
                 }
             }
             (None, None) => {
-                llm.complete(input.llm.provider, &request, input.key.as_ref())
-                    .await?
+                llm.complete(
+                    input.llm.provider,
+                    &request,
+                    input.key.as_ref(),
+                    input.deadline,
+                )
+                .await?
             }
             (None, Some(live)) => stream_call(llm, &input, &request, live).await?,
         };
@@ -459,7 +481,9 @@ async fn stream_call(
     live: &LiveSender,
 ) -> Result<Completion, StepError> {
     let key = input.key.as_ref();
-    let mut stream = llm.stream(input.llm.provider, request, key).await?;
+    let mut stream = llm
+        .stream(input.llm.provider, request, key, input.deadline)
+        .await?;
     tell(live, Live::Started).await?;
     let mut parser = parse::live::LiveParser::new(&input.react.tags);
     while let Some(text) = stream.next_text(key).await? {

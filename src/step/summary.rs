@@ -80,7 +80,12 @@ pub async fn summarize(
         require_tool: false,
     };
     let completion = llm
-        .complete(input.llm.provider, &request, input.key.as_ref())
+        .complete(
+            input.llm.provider,
+            &request,
+            input.key.as_ref(),
+            input.deadline,
+        )
         .await?;
     let summary = ConversationSummary {
         text: completion.text.trim().to_string(),

@@ -37,6 +37,9 @@ pub async fn spawn_app_with(tweak: impl FnOnce(&mut Config)) -> TestApp {
     config.anthropic_base_url = llm.uri();
     config.ollama_base_url = format!("{}/ollama/v1", llm.uri());
     config.workers = 1;
+    // Retries as in production, but with waits too short to slow the suite.
+    config.retry_base_ms = 1;
+    config.retry_cap_ms = 5;
     tweak(&mut config);
     let app = Application::build(&config).expect("the app builds");
     let address = format!("http://127.0.0.1:{}", app.port());

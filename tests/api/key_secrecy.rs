@@ -55,6 +55,8 @@ async fn the_key_never_reaches_a_response_or_a_log_line() {
         .env("REACTSTEP_OPENAI_BASE_URL", format!("{}/v1", llm.uri()))
         .env("REACTSTEP_LOG_FORMAT", "json")
         .env("REACTSTEP_WORKERS", "1")
+        .env("REACTSTEP_RETRY_BASE_MS", "1")
+        .env("REACTSTEP_RETRY_CAP_MS", "5")
         .env("RUST_LOG", "trace")
         .stderr(Stdio::piped())
         .stdout(Stdio::null())

@@ -5,6 +5,7 @@
 mod anthropic;
 mod context;
 mod errors;
+mod faults;
 mod health;
 mod helpers;
 mod iterations;
