@@ -8,6 +8,32 @@ use serde::de::DeserializeOwned;
 use super::error::ErrorKind;
 use super::response::FieldError;
 
+/// A body sent as anything but JSON is refused; one sent without a type is read as JSON.
+pub fn check_content_type(req: &HttpRequest) -> Result<(), ErrorKind> {
+    let Some(value) = req.headers().get(actix_web::http::header::CONTENT_TYPE) else {
+        return Ok(());
+    };
+    let media = value
+        .to_str()
+        .unwrap_or_default()
+        .split(';')
+        .next()
+        .unwrap_or_default()
+        .trim()
+        .to_ascii_lowercase();
+    if media == "application/json" || media.ends_with("+json") {
+        return Ok(());
+    }
+    let message = format!("the body must be JSON (Content-Type: application/json), not {media:?}");
+    Err(ErrorKind::InvalidRequest {
+        message: message.clone(),
+        fields: vec![FieldError {
+            field: "Content-Type".into(),
+            message,
+        }],
+    })
+}
+
 /// Collects the body, refusing it as soon as it is known to exceed `limit` bytes.
 pub async fn read(
     req: &HttpRequest,

@@ -57,6 +57,7 @@ pub async fn prepare(
         request_id: request_id.clone(),
         ..Echo::default()
     };
+    body::check_content_type(req).map_err(|kind| ApiError::new(kind, bare_echo()))?;
     let bytes = body::read(req, payload, state.max_body_bytes)
         .await
         .map_err(|kind| ApiError::new(kind, bare_echo()))?;

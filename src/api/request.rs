@@ -12,7 +12,9 @@ use crate::step::history::Turn;
 use crate::step::tokens::Encoding;
 use crate::step::{HistoryStrategy, ToolMode};
 
-/// Upper bounds that keep one request's work bounded whatever the body limit is.
+/// Upper bounds that keep one request's work bounded whatever the body limit is. File contents
+/// are bounded by the body limit (`REACTSTEP_MAX_BODY_BYTES`) alone.
+pub const MAX_TEXT_CHARS: u64 = 1_000_000;
 pub const MAX_HISTORY_TURNS: u64 = 10_000;
 pub const MAX_CONTEXT_ITEMS: u64 = 1_000;
 
@@ -22,6 +24,7 @@ pub struct ReactStepRequest {
     pub project_id: Option<String>,
     #[validate(length(min = 1, max = 256))]
     pub session_id: Option<String>,
+    #[validate(length(max = "MAX_TEXT_CHARS"))]
     pub user_query: String,
     #[serde(default)]
     #[validate(length(max = "MAX_HISTORY_TURNS"))]
@@ -39,6 +42,7 @@ pub struct ReactStepRequest {
     #[validate(nested)]
     pub vector_search_results_to_include: Vec<VectorResult>,
     #[serde(default)]
+    #[validate(length(max = "MAX_TEXT_CHARS"))]
     pub available_tools_prompt_segment: Option<String>,
     #[validate(nested)]
     pub llm_config: LlmConfigDto,
@@ -52,6 +56,7 @@ pub struct ReactStepRequest {
     #[serde(default)]
     #[validate(nested)]
     pub pinned_items: Vec<PinnedItem>,
+    #[validate(length(max = "MAX_TEXT_CHARS"))]
     pub mock_response: Option<String>,
     /// Tokens the latest observation may take at most (default 2000).
     #[validate(range(min = 16, max = 1_000_000))]

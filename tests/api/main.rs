@@ -3,6 +3,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod anthropic;
+mod bad_input;
 mod context;
 mod errors;
 mod faults;

@@ -1,0 +1,166 @@
+//! Hostile and malformed input: each is a 400 that names what is wrong (or a 413), and the
+//! server goes on serving.
+
+use serde_json::{json, Value};
+
+use crate::helpers::{assert_conforms, request, spawn_app, Reply, TestApp, KEY};
+
+const PATH: &str = "/api/agent/react_step";
+
+async fn post_bytes(app: &TestApp, content_type: Option<&str>, body: Vec<u8>) -> (u16, Value) {
+    let mut req = reqwest::Client::new()
+        .post(format!("{}{PATH}", app.address))
+        .body(body);
+    if let Some(ct) = content_type {
+        req = req.header("content-type", ct);
+    }
+    let response = req.send().await.unwrap();
+    let status = response.status().as_u16();
+    let body: Value = response.json().await.unwrap();
+    assert_conforms("post", PATH, status, &body);
+    (status, body)
+}
+
+fn fields(body: &Value) -> Vec<String> {
+    body["error"]["fields"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|f| f["field"].as_str().map(str::to_string))
+        .collect()
+}
+
+fn offline(query: &str) -> Value {
+    let mut body = request("gpt-4o", query);
+    body["mock_response"] = json!("Thought: t\nFinal Answer: a");
+    body
+}
+
+async fn still_serving(app: &TestApp) {
+    let reply: Reply = app.post_react_step(&offline("still there?")).await;
+    assert_eq!(reply.status, 200);
+}
+
+#[tokio::test]
+async fn a_body_that_is_not_json_typed_is_refused() {
+    let app = spawn_app().await;
+    let body = serde_json::to_vec(&offline("q")).unwrap();
+    for ct in [
+        "text/plain",
+        "application/x-www-form-urlencoded",
+        "multipart/form-data; boundary=x",
+    ] {
+        let (status, reply) = post_bytes(&app, Some(ct), body.clone()).await;
+        assert_eq!(status, 400, "{ct}");
+        assert_eq!(fields(&reply), ["Content-Type"], "{ct}");
+    }
+    for ct in [
+        Some("application/json; charset=utf-8"),
+        Some("application/vnd.api+json"),
+        None,
+    ] {
+        let (status, _) = post_bytes(&app, ct, body.clone()).await;
+        assert_eq!(status, 200, "{ct:?}");
+    }
+}
+
+#[tokio::test]
+async fn bodies_that_are_not_utf8_json_are_400s() {
+    let app = spawn_app().await;
+    let mut not_utf8 = serde_json::to_vec(&offline("q")).unwrap();
+    let at = not_utf8.windows(3).position(|w| w == b"\"q\"").unwrap();
+    not_utf8[at + 1] = 0xff;
+    for body in [
+        not_utf8,
+        Vec::new(),
+        b"   ".to_vec(),
+        b"null".to_vec(),
+        b"[]".to_vec(),
+    ] {
+        let (status, reply) = post_bytes(&app, Some("application/json"), body.clone()).await;
+        assert_eq!(status, 400, "{:?}", String::from_utf8_lossy(&body));
+        assert_eq!(reply["error"]["type"], "invalid_request");
+    }
+    still_serving(&app).await;
+}
+
+#[tokio::test]
+async fn deep_nesting_is_refused_or_skipped_without_harm() {
+    let app = spawn_app().await;
+    let deep = format!("{}1{}", "[".repeat(100_000), "]".repeat(100_000));
+    // Kept fields (a turn's own fields are returned to the client) stop at a depth of 128.
+    let mut text = serde_json::to_string(&offline("q")).unwrap();
+    let history = "\"conversation_history\":[]";
+    text = text.replace(
+        history,
+        &format!(
+            "\"conversation_history\":[{{\"role\":\"user\",\"content\":\"hi\",\"meta\":{deep}}}]"
+        ),
+    );
+    let (status, reply) = post_bytes(&app, Some("application/json"), text.into_bytes()).await;
+    assert_eq!(status, 400);
+    assert!(
+        reply["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("recursion limit"),
+        "{reply}"
+    );
+    // An unknown field is skipped without being built, however deep.
+    let mut text = serde_json::to_string(&offline("q")).unwrap();
+    text.pop();
+    text.push_str(&format!(",\"extra\":{deep}}}"));
+    let (status, _) = post_bytes(&app, Some("application/json"), text.into_bytes()).await;
+    assert_eq!(status, 200);
+    still_serving(&app).await;
+}
+
+#[tokio::test]
+async fn out_of_range_and_unknown_values_name_their_field() {
+    let app = spawn_app().await;
+    let cases = [
+        (json!({"user_query": "x".repeat(1_000_001)}), "user_query"),
+        (
+            json!({"llm_config": {"modelName": "gpt-4o", "tokenLimit": 8192, "reservedOutputTokens": 8192}}),
+            "llm_config.reservedOutputTokens",
+        ),
+        (
+            json!({"llm_config": {"modelName": "gpt-4o", "tokenLimit": 20_000_000, "reservedOutputTokens": 1}}),
+            "llm_config.tokenLimit",
+        ),
+        (
+            json!({"llm_config": {"modelName": "gpt-4o", "tokenLimit": 8192, "reservedOutputTokens": 100, "provider": "skynet"}}),
+            "llm_config.provider",
+        ),
+        (
+            json!({"llm_config": {"modelName": "gpt-4o", "tokenLimit": 8192, "reservedOutputTokens": 100, "temperature": 9}}),
+            "llm_config.temperature",
+        ),
+        (json!({"max_iterations_left": 0}), "max_iterations_left"),
+        (json!({"session_id": ""}), "session_id"),
+    ];
+    for (change, field) in cases {
+        let mut body = request("gpt-4o", "q");
+        for (k, v) in change.as_object().unwrap() {
+            body[k] = v.clone();
+        }
+        let reply = app.post_react_step(&body).await;
+        assert_eq!(reply.status, 400, "{field}: {}", reply.text);
+        assert!(
+            fields(&reply.body).contains(&field.to_string()),
+            "{field}: {:?}",
+            fields(&reply.body)
+        );
+        assert!(!reply.text.contains(KEY));
+    }
+}
+
+#[tokio::test]
+async fn unknown_fields_are_ignored() {
+    let app = spawn_app().await;
+    let mut body = offline("q");
+    body["a_field_from_the_future"] = json!({"nested": [1, 2, 3]});
+    body["llm_config"]["someNewSetting"] = json!(true);
+    let reply = app.post_react_step(&body).await;
+    assert_eq!(reply.status, 200, "{}", reply.text);
+}
