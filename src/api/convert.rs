@@ -316,6 +316,16 @@ fn catalog(tools: Vec<ToolDto>, segment: &str, fail: &mut impl FnMut(&str, Strin
     }
 }
 
+/// Whether every turn is valid: only then is the history echoed in an error response, which
+/// must itself conform to the contract.
+pub fn history_is_valid(history: &[Turn]) -> bool {
+    let mut valid = true;
+    for (i, turn) in history.iter().enumerate() {
+        check_turn(i, turn, &mut |_, _| valid = false);
+    }
+    valid
+}
+
 fn check_turn(i: usize, turn: &Turn, fail: &mut impl FnMut(&str, String)) {
     let at = |field: &str| format!("conversation_history[{i}].{field}");
     if let Some(ts) = &turn.timestamp {

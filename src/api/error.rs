@@ -24,9 +24,12 @@ pub enum ErrorKind {
     /// 404 `not_found`.
     #[error("there is no endpoint at {0}")]
     NotFound(String),
-    /// 405 `method_not_allowed`.
-    #[error("{0} is not allowed on this endpoint")]
-    MethodNotAllowed(String),
+    /// 405 `method_not_allowed`, with the method the endpoint takes (the `Allow` header).
+    #[error("{method} is not allowed on this endpoint; it takes {allowed}")]
+    MethodNotAllowed {
+        method: String,
+        allowed: &'static str,
+    },
     /// 422, 401, 400, 429, 502, 504 or 500 by the step's failure; see [`ErrorKind::status`].
     #[error(transparent)]
     Step(#[from] StepError),
@@ -56,7 +59,7 @@ impl ErrorKind {
             Self::InvalidRequest { .. } => (S::BAD_REQUEST, "invalid_request", false),
             Self::PayloadTooLarge { .. } => (S::PAYLOAD_TOO_LARGE, "payload_too_large", false),
             Self::NotFound(_) => (S::NOT_FOUND, "not_found", false),
-            Self::MethodNotAllowed(_) => (S::METHOD_NOT_ALLOWED, "method_not_allowed", false),
+            Self::MethodNotAllowed { .. } => (S::METHOD_NOT_ALLOWED, "method_not_allowed", false),
             Self::Step(StepError::ContextOverflow(_)) => {
                 (S::UNPROCESSABLE_ENTITY, "context_overflow", false)
             }
@@ -202,6 +205,9 @@ impl ResponseError for ApiError {
         self.log();
         let mut response = HttpResponse::build(status);
         response.insert_header(("x-request-id", self.echo.request_id.as_str()));
+        if let ErrorKind::MethodNotAllowed { allowed, .. } = &self.kind {
+            response.insert_header((header::ALLOW, *allowed));
+        }
         if let Some(seconds) = self.kind.retry_after_seconds() {
             response.insert_header((header::RETRY_AFTER, seconds.to_string()));
         }

@@ -72,7 +72,11 @@ pub async fn prepare(
     let echo = Echo {
         request_id: request_id.clone(),
         session_id: Some(session_id.clone()),
-        history: dto.conversation_history.clone(),
+        history: if convert::history_is_valid(&dto.conversation_history) {
+            dto.conversation_history.clone()
+        } else {
+            Vec::new()
+        },
         iterations_left: Some(dto.max_iterations_left.unwrap_or(DEFAULT_MAX_ITERATIONS)),
     };
     let how = Conversion {
@@ -106,6 +110,7 @@ fn echo_from_raw(bytes: &[u8], request_id: &str) -> Echo {
         history: raw
             .get("conversation_history")
             .and_then(|h| serde_json::from_value::<Vec<Turn>>(h.clone()).ok())
+            .filter(|h| convert::history_is_valid(h))
             .unwrap_or_default(),
         iterations_left: raw
             .get("max_iterations_left")
@@ -124,9 +129,13 @@ pub async fn not_found(req: HttpRequest, request_id: RequestId) -> Result<HttpRe
 pub async fn method_not_allowed(
     req: HttpRequest,
     request_id: RequestId,
+    allowed: &'static str,
 ) -> Result<HttpResponse, ApiError> {
     Err(ApiError::new(
-        ErrorKind::MethodNotAllowed(req.method().to_string()),
+        ErrorKind::MethodNotAllowed {
+            method: req.method().to_string(),
+            allowed,
+        },
         echo(request_id),
     ))
 }

@@ -30,18 +30,27 @@ pub struct AppState {
 }
 
 pub fn routes(cfg: &mut web::ServiceConfig) {
-    let only = |route: actix_web::Route, path: &str| {
-        web::resource(path)
-            .route(route)
-            .default_service(web::to(handlers::method_not_allowed))
+    // Each endpoint takes one method; any other gets 405 with `Allow` naming it.
+    let only = |method: &'static str, handler: actix_web::Route, path: &str| {
+        web::resource(path).route(handler).default_service(web::to(
+            move |req: actix_web::HttpRequest, id: tracing_actix_web::RequestId| {
+                handlers::method_not_allowed(req, id, method)
+            },
+        ))
     };
-    cfg.service(only(web::get().to(handlers::healthz), "/healthz"))
-        .service(only(web::get().to(handlers::openapi), "/openapi.yaml"))
+    cfg.service(only("GET", web::get().to(handlers::healthz), "/healthz"))
         .service(only(
+            "GET",
+            web::get().to(handlers::openapi),
+            "/openapi.yaml",
+        ))
+        .service(only(
+            "POST",
             web::post().to(handlers::react_step),
             "/api/agent/react_step",
         ))
         .service(only(
+            "POST",
             web::post().to(stream::react_step_stream),
             "/api/agent/react_step/stream",
         ));

@@ -107,6 +107,8 @@ async fn history_turns_are_validated() {
             "conversation_history[1].toolCall.name"
         ]
     );
+    // An invalid history is not echoed: the error response must conform to the contract too.
+    assert_eq!(reply.body["updated_conversation_history"], json!([]));
 
     body["conversation_history"] = json!([{"role": "system", "content": "a"}]);
     let reply = app.post_react_step(&body).await;

@@ -34,7 +34,15 @@ async fn an_unknown_path_is_a_json_404() {
 #[tokio::test]
 async fn a_wrong_method_is_a_json_405() {
     let app = spawn_app().await;
-    let reply = app.send("GET", "/api/agent/react_step", None).await;
-    assert_eq!(reply.status, 405);
-    assert_eq!(reply.body["error"]["type"], "method_not_allowed");
+    for (method, path, allowed) in [
+        ("GET", "/api/agent/react_step", "POST"),
+        ("TRACE", "/api/agent/react_step/stream", "POST"),
+        ("POST", "/healthz", "GET"),
+        ("DELETE", "/openapi.yaml", "GET"),
+    ] {
+        let reply = app.send(method, path, None).await;
+        assert_eq!(reply.status, 405, "{method} {path}");
+        assert_eq!(reply.body["error"]["type"], "method_not_allowed");
+        assert_eq!(reply.headers["allow"], allowed, "{method} {path}");
+    }
 }
