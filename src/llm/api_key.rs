@@ -48,6 +48,38 @@ impl fmt::Display for ApiKey {
     }
 }
 
+/// Replaces anything shaped like a secret in text from elsewhere: tokens with a key prefix
+/// (`sk-`, `sk-ant-`, `AIza`, `ghp_` …) and long runs mixing letters and digits. An upstream may
+/// echo another key, or a proxy a bearer token; none of it should reach a client or a log.
+pub fn redact_key_shapes(text: &str) -> String {
+    let is_token_char = |c: char| c.is_ascii_alphanumeric() || matches!(c, '-' | '_');
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(start) = rest.find(is_token_char) {
+        out.push_str(&rest[..start]);
+        rest = &rest[start..];
+        let end = rest.find(|c: char| !is_token_char(c)).unwrap_or(rest.len());
+        let token = &rest[..end];
+        out.push_str(if looks_like_key(token) {
+            "[REDACTED]"
+        } else {
+            token
+        });
+        rest = &rest[end..];
+    }
+    out.push_str(rest);
+    out
+}
+
+fn looks_like_key(token: &str) -> bool {
+    const PREFIXES: [&str; 8] = ["sk-", "sk_", "pk-", "rk-", "AIza", "ghp_", "xoxb-", "xoxp-"];
+    let prefixed = token.len() >= 20 && PREFIXES.iter().any(|p| token.starts_with(p));
+    let long_mixed = token.len() >= 32
+        && token.bytes().any(|b| b.is_ascii_digit())
+        && token.bytes().any(|b| b.is_ascii_alphabetic());
+    prefixed || long_mixed
+}
+
 /// Deserialises from a JSON string without checking it: the API layer validates it with
 /// [`ApiKey::parse`] so that a bad key is reported with its field name like any other field.
 pub struct RawApiKey(pub String);
@@ -94,6 +126,16 @@ mod tests {
         assert_eq!(
             key.redact_from("bad key sk-abc, sk-abc"),
             "bad key [REDACTED], [REDACTED]"
+        );
+    }
+
+    #[test]
+    fn anything_shaped_like_a_key_is_redacted() {
+        let text = "Incorrect API key provided: sk-proj-AbCdEf0123456789AbCdEf. Also sk-ant-api03-xyz0123456789abcdefghij, token 9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08; model claude-sonnet-4-5-20250929, limit 40000 tokens.";
+        let clean = redact_key_shapes(text);
+        assert_eq!(
+            clean,
+            "Incorrect API key provided: [REDACTED]. Also [REDACTED], token [REDACTED]; model claude-sonnet-4-5-20250929, limit 40000 tokens."
         );
     }
 }

@@ -63,6 +63,7 @@ impl LlmError {
         if let Some(key) = key {
             message = key.redact_from(&message);
         }
+        let message = super::api_key::redact_key_shapes(&message);
         let status_code = status.as_u16();
         match status_code {
             401 | 403 => Self::Auth {
@@ -102,6 +103,7 @@ impl LlmError {
         if let Some(key) = key {
             message = key.redact_from(&message);
         }
+        let message = super::api_key::redact_key_shapes(&message);
         Self::Unavailable {
             provider,
             message: format!("the stream reported an error: {message}"),

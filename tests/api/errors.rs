@@ -239,6 +239,18 @@ async fn another_upstream_4xx_is_passed_on_as_llm_request_rejected() {
 }
 
 #[tokio::test]
+async fn anything_shaped_like_a_key_is_scrubbed_from_upstream_messages() {
+    let other_key = "sk-proj-Zz9Yy8Xx7Ww6Vv5Uu4Tt3Ss2";
+    let upstream = json!({"error": {"message": format!("Project key {other_key} may not use this model; proxy token Bearer 0a1b2c3d4e5f6a7b8c9d0e1f2a3b4c5d6e7f."), "type": "invalid_request_error", "code": null}});
+    let (_, reply) = upstream_fails(400, upstream, &[]).await;
+    assert_eq!(reply.status, 400);
+    let message = reply.body["error"]["message"].as_str().unwrap();
+    assert!(!reply.text.contains(other_key), "{message}");
+    assert!(!reply.text.contains("0a1b2c3d4e5f6a7b8c9d"), "{message}");
+    assert!(message.contains("may not use this model"), "{message}");
+}
+
+#[tokio::test]
 async fn anthropic_overload_529_is_a_502() {
     let app = spawn_app().await;
     let upstream = json!({"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}, "request_id": "req_011CSHoEeqs5C35K2UUqR7Fy"});
