@@ -15,6 +15,33 @@ pub enum LogFormat {
     Pretty,
 }
 
+/// Operator bearer tokens: parsed from a comma-separated list, never printed.
+#[derive(Clone, Default, PartialEq, Eq)]
+pub struct ApiTokens(pub Vec<String>);
+
+impl std::fmt::Debug for ApiTokens {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "ApiTokens({} set)", self.0.len())
+    }
+}
+
+impl std::str::FromStr for ApiTokens {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let tokens: Vec<String> = s
+            .split(',')
+            .map(str::trim)
+            .filter(|t| !t.is_empty())
+            .map(str::to_string)
+            .collect();
+        if tokens.iter().any(|t| t.len() < 16) {
+            return Err("each API token must be at least 16 characters".into());
+        }
+        Ok(Self(tokens))
+    }
+}
+
 /// reactstep: one ReAct step per request for IDE plugins.
 #[derive(Debug, Clone, Parser)]
 #[command(name = "reactstep", version, about, long_about = None)]
@@ -104,6 +131,26 @@ pub struct Config {
           value_parser = clap::value_parser!(u64).range(1..=300))]
     pub stream_heartbeat_secs: u64,
 
+    /// Bearer tokens a client must present (`Authorization: Bearer …`) on the API endpoints,
+    /// comma-separated; unset means no operator authentication.
+    #[arg(
+        long,
+        env = "REACTSTEP_API_TOKENS",
+        default_value = "",
+        hide_env_values = true
+    )]
+    pub api_tokens: ApiTokens,
+
+    /// Base URLs a request may send its LLM call to (`llm_config.base_url`), comma-separated;
+    /// none by default, so no request can choose where the service connects.
+    #[arg(long, env = "REACTSTEP_ALLOWED_BASE_URLS", value_delimiter = ',')]
+    pub allowed_base_urls: Vec<String>,
+
+    /// Origins allowed to call the API from a browser (editor webviews), comma-separated; none
+    /// by default.
+    #[arg(long, env = "REACTSTEP_CORS_ORIGINS", value_delimiter = ',')]
+    pub cors_origins: Vec<String>,
+
     /// HTTP worker threads; 0 means one per CPU core.
     #[arg(long, env = "REACTSTEP_WORKERS", default_value_t = 0)]
     pub workers: usize,
@@ -129,6 +176,9 @@ impl Config {
             retry_base_ms: 500,
             retry_cap_ms: 8000,
             stream_heartbeat_secs: 15,
+            api_tokens: ApiTokens::default(),
+            allowed_base_urls: Vec::new(),
+            cors_origins: Vec::new(),
             workers: 0,
         }
     }

@@ -49,9 +49,29 @@ impl Application {
             approximation_margin_percent: config.approximation_margin_percent,
             stream_heartbeat: std::time::Duration::from_secs(config.stream_heartbeat_secs),
             step_timeout: std::time::Duration::from_secs(config.step_timeout_secs),
+            api_tokens: config.api_tokens.clone(),
+            allowed_base_urls: config
+                .allowed_base_urls
+                .iter()
+                .map(|u| u.trim().trim_end_matches('/').to_string())
+                .filter(|u| !u.is_empty())
+                .collect(),
         });
+        if !config.bind.ip().is_loopback() && config.api_tokens.0.is_empty() {
+            tracing::warn!(bind = %config.bind, "listening beyond loopback without REACTSTEP_API_TOKENS: anyone who can reach this address can spend the keys sent to it and use the service");
+        }
+        let origins: Vec<String> = config
+            .cors_origins
+            .iter()
+            .map(|o| o.trim().to_string())
+            .filter(|o| !o.is_empty())
+            .collect();
         let mut server = HttpServer::new(move || {
             App::new()
+                .wrap(actix_web::middleware::Condition::new(
+                    !origins.is_empty(),
+                    cors(&origins),
+                ))
                 .wrap(TracingLogger::default())
                 .app_data(state.clone())
                 .configure(api::routes)
@@ -74,4 +94,18 @@ impl Application {
     pub async fn run_until_stopped(self) -> std::io::Result<()> {
         self.server.await
     }
+}
+
+/// Browsers on the configured origins may call the API (POST with a JSON body and the
+/// operator's bearer token); nothing is allowed when none is configured.
+fn cors(origins: &[String]) -> actix_cors::Cors {
+    origins
+        .iter()
+        .fold(actix_cors::Cors::default(), |cors, origin| {
+            cors.allowed_origin(origin)
+        })
+        .allowed_methods(["GET", "POST"])
+        .allowed_headers(["content-type", "authorization", "x-request-id"])
+        .expose_headers(["x-request-id", "retry-after"])
+        .max_age(600)
 }

@@ -28,6 +28,7 @@ pub struct Conversion {
     pub workspace: Option<std::sync::Arc<crate::step::workspace::Workspace>>,
     pub allow_mock_response: bool,
     pub approximation_margin_percent: u32,
+    pub allowed_base_urls: std::sync::Arc<[String]>,
     /// How long the whole step may take.
     pub step_timeout: std::time::Duration,
     pub session_id: String,
@@ -181,6 +182,20 @@ pub fn step_input(req: ReactStepRequest, how: Conversion) -> Result<StepInput, V
         req.available_tools_prompt_segment.as_deref().unwrap_or(""),
         &mut fail,
     );
+    let base_url = req
+        .llm_config
+        .base_url
+        .as_deref()
+        .map(|u| u.trim().trim_end_matches('/').to_string());
+    if let Some(url) = &base_url {
+        if !how.allowed_base_urls.iter().any(|a| a == url) {
+            fail(
+                "llm_config.base_url",
+                "is not one of this server's allowed base URLs (REACTSTEP_ALLOWED_BASE_URLS)"
+                    .into(),
+            );
+        }
+    }
     if req.llm_config.tool_mode == Some(ToolMode::Native) && !tools.has_declared() {
         fail(
             "llm_config.tool_mode",
@@ -210,6 +225,7 @@ pub fn step_input(req: ReactStepRequest, how: Conversion) -> Result<StepInput, V
             temperature: req.llm_config.temperature,
             tokenizer: req.llm_config.tokenizer,
             tool_mode: req.llm_config.tool_mode.unwrap_or_default(),
+            base_url,
         },
         context_order: order,
         max_observation_tokens: req

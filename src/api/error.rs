@@ -18,6 +18,9 @@ pub enum ErrorKind {
         message: String,
         fields: Vec<FieldError>,
     },
+    /// 401 `unauthorized`: the operator's bearer token is missing or wrong.
+    #[error("this server needs an API token: send Authorization: Bearer <token>")]
+    Unauthorized,
     /// 413 `payload_too_large`.
     #[error("the request body is larger than the limit of {limit} bytes")]
     PayloadTooLarge { limit: u64 },
@@ -58,6 +61,7 @@ impl ErrorKind {
         match self {
             Self::InvalidRequest { .. } => (S::BAD_REQUEST, "invalid_request", false),
             Self::PayloadTooLarge { .. } => (S::PAYLOAD_TOO_LARGE, "payload_too_large", false),
+            Self::Unauthorized => (S::UNAUTHORIZED, "unauthorized", false),
             Self::NotFound(_) => (S::NOT_FOUND, "not_found", false),
             Self::MethodNotAllowed { .. } => (S::METHOD_NOT_ALLOWED, "method_not_allowed", false),
             Self::Step(StepError::ContextOverflow(_)) => {
@@ -205,6 +209,9 @@ impl ResponseError for ApiError {
         self.log();
         let mut response = HttpResponse::build(status);
         response.insert_header(("x-request-id", self.echo.request_id.as_str()));
+        if let ErrorKind::Unauthorized = &self.kind {
+            response.insert_header((header::WWW_AUTHENTICATE, "Bearer"));
+        }
         if let ErrorKind::MethodNotAllowed { allowed, .. } = &self.kind {
             response.insert_header((header::ALLOW, *allowed));
         }

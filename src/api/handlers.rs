@@ -22,6 +22,15 @@ pub async fn healthz() -> HttpResponse {
     }))
 }
 
+/// Ready to serve: the token encoders are loaded.
+pub async fn readyz() -> HttpResponse {
+    if crate::step::tokens::is_warm() {
+        HttpResponse::Ok().json(serde_json::json!({"status": "ready"}))
+    } else {
+        HttpResponse::ServiceUnavailable().json(serde_json::json!({"status": "starting"}))
+    }
+}
+
 pub async fn openapi() -> HttpResponse {
     HttpResponse::Ok()
         .content_type("application/yaml")
@@ -57,6 +66,9 @@ pub async fn prepare(
         request_id: request_id.clone(),
         ..Echo::default()
     };
+    if !authorized(req, &state.api_tokens) {
+        return Err(ApiError::new(ErrorKind::Unauthorized, bare_echo()));
+    }
     body::check_content_type(req).map_err(|kind| ApiError::new(kind, bare_echo()))?;
     let bytes = body::read(req, payload, state.max_body_bytes)
         .await
@@ -83,6 +95,7 @@ pub async fn prepare(
         workspace: state.workspace.clone(),
         allow_mock_response: state.allow_mock_response,
         approximation_margin_percent: state.approximation_margin_percent,
+        allowed_base_urls: state.allowed_base_urls.clone(),
         step_timeout: state.step_timeout,
         session_id,
         received_at,
@@ -95,6 +108,28 @@ pub async fn prepare(
             Err(ApiError::invalid(message, fields, echo))
         }
     }
+}
+
+/// With operator tokens configured, the request must carry one as `Authorization: Bearer`.
+fn authorized(req: &HttpRequest, tokens: &crate::config::ApiTokens) -> bool {
+    if tokens.0.is_empty() {
+        return true;
+    }
+    let presented = req
+        .headers()
+        .get(actix_web::http::header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .unwrap_or_default()
+        .trim();
+    // Every token is compared in full, so the time taken says nothing about a near miss.
+    tokens.0.iter().fold(false, |found, t| {
+        found | same_bytes(t.as_bytes(), presented.as_bytes())
+    })
+}
+
+fn same_bytes(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
 /// For a body that did not decode: whatever session and history it still holds, so that an

@@ -25,6 +25,10 @@ pub struct AppState {
     pub approximation_margin_percent: u32,
     /// How long one step may take in all.
     pub step_timeout: std::time::Duration,
+    /// Tokens a client must present; empty means none is asked for.
+    pub api_tokens: crate::config::ApiTokens,
+    /// Base URLs a request may name for its LLM call.
+    pub allowed_base_urls: std::sync::Arc<[String]>,
     /// Between comment lines on a quiet event stream.
     pub stream_heartbeat: std::time::Duration,
 }
@@ -39,6 +43,7 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
         ))
     };
     cfg.service(only("GET", web::get().to(handlers::healthz), "/healthz"))
+        .service(only("GET", web::get().to(handlers::readyz), "/readyz"))
         .service(only(
             "GET",
             web::get().to(handlers::openapi),

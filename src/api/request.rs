@@ -209,6 +209,10 @@ pub struct LlmConfigDto {
     pub provider: Option<Provider>,
     pub tokenizer: Option<Encoding>,
     pub tool_mode: Option<ToolMode>,
+    /// Where to send the call instead of the operator's default for the provider; only URLs the
+    /// operator allows.
+    #[validate(length(min = 1, max = 2048))]
+    pub base_url: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -98,6 +98,9 @@ pub struct ChatRequest {
     pub tools: Vec<ToolSpec>,
     /// With tools: the model must call one.
     pub require_tool: bool,
+    /// Instead of the operator's base URL for the provider (already checked against the
+    /// operator's allowlist).
+    pub base_url: Option<String>,
 }
 
 /// A tool as the client declared it: a name, what it does, and a JSON Schema for its arguments.
@@ -211,17 +214,26 @@ impl LlmClients {
     ) -> Result<Completion, LlmError> {
         match provider {
             Provider::OpenAi => {
-                let base = &self.settings.openai_base_url;
+                let base = request
+                    .base_url
+                    .as_deref()
+                    .unwrap_or(&self.settings.openai_base_url);
                 let call = openai::Call::new(provider, base, openai::Dialect::OpenAi, timeout);
                 call.complete(&self.http, request, key).await
             }
             Provider::Ollama => {
-                let base = &self.settings.ollama_base_url;
+                let base = request
+                    .base_url
+                    .as_deref()
+                    .unwrap_or(&self.settings.ollama_base_url);
                 let call = openai::Call::new(provider, base, openai::Dialect::Compatible, timeout);
                 call.complete(&self.http, request, key).await
             }
             Provider::Anthropic => {
-                let base = &self.settings.anthropic_base_url;
+                let base = request
+                    .base_url
+                    .as_deref()
+                    .unwrap_or(&self.settings.anthropic_base_url);
                 anthropic::complete(&self.http, base, timeout, request, key).await
             }
         }
@@ -257,17 +269,26 @@ impl LlmClients {
     ) -> Result<CompletionStream, LlmError> {
         match provider {
             Provider::OpenAi => {
-                let base = &self.settings.openai_base_url;
+                let base = request
+                    .base_url
+                    .as_deref()
+                    .unwrap_or(&self.settings.openai_base_url);
                 let call = openai::Call::new(provider, base, openai::Dialect::OpenAi, timeout);
                 call.stream(&self.http, request, key).await
             }
             Provider::Ollama => {
-                let base = &self.settings.ollama_base_url;
+                let base = request
+                    .base_url
+                    .as_deref()
+                    .unwrap_or(&self.settings.ollama_base_url);
                 let call = openai::Call::new(provider, base, openai::Dialect::Compatible, timeout);
                 call.stream(&self.http, request, key).await
             }
             Provider::Anthropic => {
-                let base = &self.settings.anthropic_base_url;
+                let base = request
+                    .base_url
+                    .as_deref()
+                    .unwrap_or(&self.settings.anthropic_base_url);
                 anthropic::stream(&self.http, base, timeout, request, key).await
             }
         }

@@ -262,6 +262,7 @@ mod tests {
             stop: vec!["\nObservation:".into()],
             tools: Vec::new(),
             require_tool: false,
+            base_url: None,
         }
     }
 

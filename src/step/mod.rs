@@ -38,6 +38,8 @@ pub struct LlmConfig {
     pub temperature: Option<f64>,
     pub tokenizer: Option<Encoding>,
     pub tool_mode: ToolMode,
+    /// The operator-allowed base URL the request named, if any.
+    pub base_url: Option<String>,
 }
 
 /// How the model is asked to call a tool.
@@ -353,6 +355,7 @@ async fn step(
         stop: vec![prompt::observation_stop(&input.react.tags)],
         tools: native_tools,
         require_tool: input.react.require_action,
+        base_url: input.llm.base_url.clone(),
     };
     let mut usage = summary_usage;
     let mut used = context_report.used;

@@ -78,6 +78,7 @@ pub async fn summarize(
         stop: Vec::new(),
         tools: Vec::new(),
         require_tool: false,
+        base_url: input.llm.base_url.clone(),
     };
     let completion = llm
         .complete(

@@ -64,6 +64,14 @@ pub fn warm_up() {
     for encoding in [Encoding::O200kBase, Encoding::Cl100kBase] {
         let _ = encoding.tokenizer().count("");
     }
+    WARM.store(true, std::sync::atomic::Ordering::Release);
+}
+
+static WARM: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Whether every encoder is loaded (so no request pays for loading one).
+pub fn is_warm() -> bool {
+    WARM.load(std::sync::atomic::Ordering::Acquire)
 }
 
 impl TokenCounter {

@@ -15,6 +15,7 @@ mod mock_response;
 mod native_tools;
 mod ollama;
 mod openai;
+mod operator;
 mod stream_upstream;
 mod streaming;
 mod tools;

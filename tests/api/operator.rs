@@ -1,0 +1,169 @@
+//! What the operator controls: bearer tokens on the API, the base URLs a request may name,
+//! browser origins, and readiness.
+
+use serde_json::{json, Value};
+use wiremock::MockServer;
+
+use crate::helpers::{assert_conforms, request, spawn_app, spawn_app_with};
+use crate::upstream::{mount, openai_reply, OPENAI_PATH};
+
+const TOKEN: &str = "operator-token-0123456789";
+
+fn offline() -> Value {
+    let mut body = request("gpt-4o", "q");
+    body["mock_response"] = json!("Thought: t\nFinal Answer: a");
+    body
+}
+
+async fn post_with(
+    address: &str,
+    path: &str,
+    auth: Option<&str>,
+    body: &Value,
+) -> (u16, Value, reqwest::header::HeaderMap) {
+    let mut req = reqwest::Client::new()
+        .post(format!("{address}{path}"))
+        .json(body);
+    if let Some(auth) = auth {
+        req = req.header("authorization", auth);
+    }
+    let response = req.send().await.unwrap();
+    let status = response.status().as_u16();
+    let headers = response.headers().clone();
+    let text = response.text().await.unwrap();
+    let body = serde_json::from_str(&text).unwrap_or(Value::Null);
+    (status, body, headers)
+}
+
+#[tokio::test]
+async fn with_operator_tokens_the_api_needs_one() {
+    let app = spawn_app_with(|c| c.api_tokens = TOKEN.parse().unwrap()).await;
+    let path = "/api/agent/react_step";
+    for auth in [
+        None,
+        Some("Bearer wrong-token-0123456789"),
+        Some(TOKEN),
+        Some("Basic abc"),
+    ] {
+        let (status, body, headers) = post_with(&app.address, path, auth, &offline()).await;
+        assert_eq!(status, 401, "{auth:?}");
+        assert_eq!(body["error"]["type"], "unauthorized");
+        assert_eq!(headers["www-authenticate"], "Bearer");
+        assert_conforms("post", path, 401, &body);
+    }
+    let bearer = format!("Bearer {TOKEN}");
+    let (status, _, _) = post_with(&app.address, path, Some(&bearer), &offline()).await;
+    assert_eq!(status, 200);
+    let (status, _, _) = post_with(
+        &app.address,
+        "/api/agent/react_step/stream",
+        None,
+        &offline(),
+    )
+    .await;
+    assert_eq!(status, 401);
+    // Health and the contract stay open.
+    assert_eq!(app.send("GET", "/healthz", None).await.status, 200);
+    assert_eq!(app.send("GET", "/readyz", None).await.status, 200);
+}
+
+#[tokio::test]
+async fn short_tokens_are_refused_at_start() {
+    assert!("short".parse::<reactstep::config::ApiTokens>().is_err());
+    assert_eq!(
+        format!(
+            "{:?}",
+            TOKEN.parse::<reactstep::config::ApiTokens>().unwrap()
+        ),
+        "ApiTokens(1 set)"
+    );
+}
+
+#[tokio::test]
+async fn a_request_may_name_only_an_allowed_base_url() {
+    let elsewhere = MockServer::start().await;
+    mount(
+        &elsewhere,
+        OPENAI_PATH,
+        200,
+        openai_reply("Thought: t\nFinal Answer: from elsewhere"),
+    )
+    .await;
+    let allowed = format!("{}/v1", elsewhere.uri());
+    let allowed_for_app = allowed.clone();
+    let app =
+        spawn_app_with(move |c| c.allowed_base_urls = vec![format!("{allowed_for_app}/")]).await;
+
+    let mut body = request("gpt-4o", "q");
+    body["llm_config"]["base_url"] = json!(allowed);
+    let reply = app.post_react_step(&body).await;
+    assert_eq!(reply.status, 200, "{}", reply.text);
+    assert_eq!(reply.body["direct_response"], "from elsewhere");
+    assert!(
+        app.upstream_bodies().await.is_empty(),
+        "the default upstream was not called"
+    );
+
+    for url in [
+        "http://127.0.0.1:1/v1",
+        "http://localhost:9200",
+        "http://169.254.169.254/latest/meta-data",
+        "http://10.0.0.1/v1",
+        "http://192.168.1.1/v1",
+        "http://[::1]:8080/v1",
+        "https://api.openai.com/v1",
+    ] {
+        body["llm_config"]["base_url"] = json!(url);
+        let reply = app.post_react_step(&body).await;
+        assert_eq!(reply.status, 400, "{url}");
+        assert_eq!(
+            reply.body["error"]["fields"][0]["field"], "llm_config.base_url",
+            "{url}"
+        );
+    }
+    // With no allowlist at all, no URL is accepted.
+    let closed = spawn_app().await;
+    body["llm_config"]["base_url"] = json!(allowed);
+    assert_eq!(closed.post_react_step(&body).await.status, 400);
+}
+
+#[tokio::test]
+async fn browsers_are_let_in_from_configured_origins_only() {
+    let preflight = |address: String, origin: &'static str| async move {
+        reqwest::Client::new()
+            .request(
+                reqwest::Method::OPTIONS,
+                format!("{address}/api/agent/react_step"),
+            )
+            .header("origin", origin)
+            .header("access-control-request-method", "POST")
+            .header("access-control-request-headers", "content-type")
+            .send()
+            .await
+            .unwrap()
+    };
+    let app = spawn_app_with(|c| c.cors_origins = vec!["vscode-webview://abc".into()]).await;
+    let allowed = preflight(app.address.clone(), "vscode-webview://abc").await;
+    assert_eq!(
+        allowed.headers()["access-control-allow-origin"],
+        "vscode-webview://abc"
+    );
+    let refused = preflight(app.address.clone(), "https://evil.example").await;
+    assert!(refused
+        .headers()
+        .get("access-control-allow-origin")
+        .is_none());
+
+    let closed = spawn_app().await;
+    let none = preflight(closed.address.clone(), "vscode-webview://abc").await;
+    assert!(none.headers().get("access-control-allow-origin").is_none());
+}
+
+#[tokio::test]
+async fn readiness_says_ready_once_the_encoders_are_loaded() {
+    let app = spawn_app().await;
+    let reply = app.send("GET", "/readyz", None).await;
+    assert_eq!(reply.status, 200);
+    assert_eq!(reply.body, json!({"status": "ready"}));
+    assert_conforms("get", "/readyz", 200, &reply.body);
+}
