@@ -72,7 +72,7 @@ impl Application {
                     !origins.is_empty(),
                     cors(&origins),
                 ))
-                .wrap(TracingLogger::default())
+                .wrap(TracingLogger::<api::request_log::RequestLog>::new())
                 .app_data(state.clone())
                 .configure(api::routes)
                 .default_service(api::default_service())

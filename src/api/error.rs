@@ -191,8 +191,10 @@ impl ApiError {
 impl ApiError {
     pub fn log(&self) {
         let (status, kind, _) = self.kind.status();
+        tracing::Span::current().record("error_type", kind);
         if status.is_server_error() {
-            tracing::error!(request_id = %self.echo.request_id, error.type = kind, error = ?self.kind, "request failed");
+            // Display, never Debug: the step's error may hold the model's output.
+            tracing::error!(request_id = %self.echo.request_id, error.type = kind, error = %self.kind, "request failed");
         } else {
             tracing::warn!(request_id = %self.echo.request_id, error.type = kind, error = %self.kind, "request refused");
         }

@@ -46,9 +46,16 @@ pub async fn react_step(
     let (input, echo) = prepare(&req, payload, &state, request_id).await?;
     let request_id = echo.request_id.clone();
     match crate::step::run(input, &state.llm, None).await {
-        Ok(output) => Ok(HttpResponse::Ok()
-            .insert_header(("x-request-id", request_id.as_str()))
-            .json(ReactStepResponse::success(output, request_id))),
+        Ok(output) => {
+            if let Some(usage) = &output.usage {
+                let span = tracing::Span::current();
+                span.record("prompt_tokens", usage.prompt_tokens);
+                span.record("completion_tokens", usage.completion_tokens);
+            }
+            Ok(HttpResponse::Ok()
+                .insert_header(("x-request-id", request_id.as_str()))
+                .json(ReactStepResponse::success(output, request_id)))
+        }
         Err(err) => Err(ApiError::new(err.into(), echo)),
     }
 }
@@ -60,7 +67,7 @@ pub async fn prepare(
     state: &AppState,
     request_id: RequestId,
 ) -> Result<(StepInput, Echo), ApiError> {
-    let request_id = request_id.to_string();
+    let request_id = super::request_log::request_id_of(req, request_id);
     let received_at = timestamp_now();
     let bare_echo = || Echo {
         request_id: request_id.clone(),
@@ -101,7 +108,12 @@ pub async fn prepare(
         received_at,
     };
     match convert::step_input(dto, how) {
-        Ok(input) => Ok((input, echo)),
+        Ok(input) => {
+            let span = tracing::Span::current();
+            span.record("provider", tracing::field::display(input.llm.provider));
+            span.record("model", input.llm.model.as_str());
+            Ok((input, echo))
+        }
         Err(fields) => {
             let names: Vec<&str> = fields.iter().map(|f| f.field.as_str()).collect();
             let message = format!("invalid fields: {}", names.join(", "));
@@ -157,7 +169,7 @@ fn echo_from_raw(bytes: &[u8], request_id: &str) -> Echo {
 pub async fn not_found(req: HttpRequest, request_id: RequestId) -> Result<HttpResponse, ApiError> {
     Err(ApiError::new(
         ErrorKind::NotFound(req.path().to_string()),
-        echo(request_id),
+        echo(&req, request_id),
     ))
 }
 
@@ -171,13 +183,13 @@ pub async fn method_not_allowed(
             method: req.method().to_string(),
             allowed,
         },
-        echo(request_id),
+        echo(&req, request_id),
     ))
 }
 
-fn echo(request_id: RequestId) -> Echo {
+fn echo(req: &HttpRequest, request_id: RequestId) -> Echo {
     Echo {
-        request_id: request_id.to_string(),
+        request_id: super::request_log::request_id_of(req, request_id),
         ..Echo::default()
     }
 }

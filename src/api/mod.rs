@@ -6,6 +6,7 @@ mod convert;
 mod error;
 mod handlers;
 mod request;
+pub mod request_log;
 mod response;
 mod stream;
 

@@ -199,3 +199,58 @@ fn validate_at(pointer: &str, body: &Value, what: &str) {
         errors.join("\n")
     );
 }
+
+/// The real binary, configured only through `REACTSTEP_*` variables, with its JSON log drained
+/// as it is written (a full pipe would block the server).
+pub struct RunningBinary {
+    pub port: u16,
+    child: tokio::process::Child,
+    log: tokio::task::JoinHandle<String>,
+}
+
+impl RunningBinary {
+    pub async fn start(llm_uri: &str, rust_log: &str) -> Self {
+        use tokio::io::{AsyncBufReadExt, BufReader};
+        let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_reactstep"))
+            .env("REACTSTEP_BIND", "127.0.0.1:0")
+            .env("REACTSTEP_OPENAI_BASE_URL", format!("{llm_uri}/v1"))
+            .env("REACTSTEP_LOG_FORMAT", "json")
+            .env("REACTSTEP_WORKERS", "1")
+            .env("REACTSTEP_RETRY_BASE_MS", "1")
+            .env("REACTSTEP_RETRY_CAP_MS", "5")
+            .env("RUST_LOG", rust_log)
+            .stderr(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::null())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("the binary starts");
+        let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+        let (port_tx, port_rx) = tokio::sync::oneshot::channel();
+        let log = tokio::spawn(async move {
+            let mut log = String::new();
+            let mut port_tx = Some(port_tx);
+            while let Ok(Some(line)) = lines.next_line().await {
+                // The startup line carries the port.
+                let port = serde_json::from_str::<Value>(&line)
+                    .ok()
+                    .and_then(|entry| entry["port"].as_u64());
+                if let Some(port) = port {
+                    if let Some(tx) = port_tx.take() {
+                        tx.send(port as u16).unwrap();
+                    }
+                }
+                log.push_str(&line);
+                log.push('\n');
+            }
+            log
+        });
+        let port = port_rx.await.expect("the server logs its port at startup");
+        Self { port, child, log }
+    }
+
+    /// Stops the server and returns everything it logged.
+    pub async fn stop(mut self) -> String {
+        self.child.kill().await.unwrap();
+        self.log.await.unwrap()
+    }
+}

@@ -3,14 +3,11 @@
 //! stream, bad input), and checks
 //! that the key appears in no response and no log line.
 
-use std::process::Stdio;
-
 use serde_json::json;
-use tokio::io::{AsyncBufReadExt, BufReader};
 use wiremock::matchers::{method, path};
 use wiremock::{Mock, MockServer, ResponseTemplate};
 
-use crate::helpers::{request, KEY};
+use crate::helpers::{request, RunningBinary, KEY};
 use crate::upstream::{openai_reply, OPENAI_PATH};
 
 #[tokio::test]
@@ -50,40 +47,8 @@ async fn the_key_never_reaches_a_response_or_a_log_line() {
         .mount(&llm)
         .await;
 
-    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_reactstep"))
-        .env("REACTSTEP_BIND", "127.0.0.1:0")
-        .env("REACTSTEP_OPENAI_BASE_URL", format!("{}/v1", llm.uri()))
-        .env("REACTSTEP_LOG_FORMAT", "json")
-        .env("REACTSTEP_WORKERS", "1")
-        .env("REACTSTEP_RETRY_BASE_MS", "1")
-        .env("REACTSTEP_RETRY_CAP_MS", "5")
-        .env("RUST_LOG", "trace")
-        .stderr(Stdio::piped())
-        .stdout(Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("the binary starts");
-    // Drain the log continuously (a full pipe would block the server) and report the port,
-    // which the startup line carries.
-    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
-    let (port_tx, port_rx) = tokio::sync::oneshot::channel();
-    let reader = tokio::spawn(async move {
-        let mut log = String::new();
-        let mut port_tx = Some(port_tx);
-        while let Ok(Some(line)) = lines.next_line().await {
-            if let Ok(entry) = serde_json::from_str::<serde_json::Value>(&line) {
-                if let Some(port) = entry["port"].as_u64() {
-                    if let Some(tx) = port_tx.take() {
-                        tx.send(port).unwrap();
-                    }
-                }
-            }
-            log.push_str(&line);
-            log.push('\n');
-        }
-        log
-    });
-    let port = port_rx.await.expect("the server logs its port at startup");
+    let server = RunningBinary::start(&llm.uri(), "trace").await;
+    let port = server.port;
 
     let client = reqwest::Client::new();
     let url = format!("http://127.0.0.1:{port}/api/agent/react_step");
@@ -127,8 +92,7 @@ async fn the_key_never_reaches_a_response_or_a_log_line() {
             .unwrap(),
     );
 
-    child.kill().await.unwrap();
-    let log = reader.await.unwrap();
+    let log = server.stop().await;
 
     assert!(
         log.contains("request failed") || log.contains("request refused"),

@@ -11,6 +11,7 @@ mod health;
 mod helpers;
 mod iterations;
 mod key_secrecy;
+mod logging;
 mod mock_response;
 mod native_tools;
 mod ollama;
