@@ -151,6 +151,11 @@ pub struct Config {
     #[arg(long, env = "REACTSTEP_CORS_ORIGINS", value_delimiter = ',')]
     pub cors_origins: Vec<String>,
 
+    /// Seconds in-flight requests get to finish after SIGTERM or SIGINT, while no new ones are
+    /// accepted.
+    #[arg(long, env = "REACTSTEP_SHUTDOWN_GRACE_SECS", default_value_t = 30)]
+    pub shutdown_grace_secs: u64,
+
     /// HTTP worker threads; 0 means one per CPU core.
     #[arg(long, env = "REACTSTEP_WORKERS", default_value_t = 0)]
     pub workers: usize,
@@ -179,6 +184,7 @@ impl Config {
             api_tokens: ApiTokens::default(),
             allowed_base_urls: Vec::new(),
             cors_origins: Vec::new(),
+            shutdown_grace_secs: 30,
             workers: 0,
         }
     }

@@ -78,6 +78,7 @@ impl Application {
                 .default_service(api::default_service())
         })
         .listen(listener)?;
+        server = server.shutdown_timeout(config.shutdown_grace_secs);
         if config.workers > 0 {
             server = server.workers(config.workers);
         }

@@ -206,6 +206,7 @@ pub struct RunningBinary {
     pub port: u16,
     child: tokio::process::Child,
     log: tokio::task::JoinHandle<String>,
+    lines: tokio::sync::mpsc::UnboundedReceiver<String>,
 }
 
 impl RunningBinary {
@@ -226,6 +227,7 @@ impl RunningBinary {
             .expect("the binary starts");
         let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
         let (port_tx, port_rx) = tokio::sync::oneshot::channel();
+        let (line_tx, line_rx) = tokio::sync::mpsc::unbounded_channel();
         let log = tokio::spawn(async move {
             let mut log = String::new();
             let mut port_tx = Some(port_tx);
@@ -241,16 +243,49 @@ impl RunningBinary {
                 }
                 log.push_str(&line);
                 log.push('\n');
+                let _ = line_tx.send(line);
             }
             log
         });
         let port = port_rx.await.expect("the server logs its port at startup");
-        Self { port, child, log }
+        Self {
+            port,
+            child,
+            log,
+            lines: line_rx,
+        }
     }
 
     /// Stops the server and returns everything it logged.
     pub async fn stop(mut self) -> String {
         self.child.kill().await.unwrap();
         self.log.await.unwrap()
+    }
+
+    /// Waits until the server logs a line containing `text`.
+    pub async fn logged(&mut self, text: &str) {
+        while let Some(line) = self.lines.recv().await {
+            if line.contains(text) {
+                return;
+            }
+        }
+        panic!("the server ended without logging {text:?}");
+    }
+
+    /// Sends SIGTERM, as an orchestrator does to stop a service.
+    pub async fn terminate(&self) {
+        let pid = self.child.id().expect("the server is running").to_string();
+        let status = tokio::process::Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .await
+            .unwrap();
+        assert!(status.success());
+    }
+
+    /// Waits for the process to exit by itself; its exit status and log.
+    pub async fn exited(mut self) -> (std::process::ExitStatus, String) {
+        let status = self.child.wait().await.unwrap();
+        (status, self.log.await.unwrap())
     }
 }

@@ -17,6 +17,7 @@ mod native_tools;
 mod ollama;
 mod openai;
 mod operator;
+mod shutdown;
 mod stream_upstream;
 mod streaming;
 mod tools;
