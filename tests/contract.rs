@@ -131,6 +131,8 @@ async fn schemathesis_finds_no_server_error_and_no_response_off_the_contract() {
         .args(["--url", &url, "--checks", "all", "--max-examples", "60"])
         .args(["--exclude-checks", "positive_data_acceptance"])
         .args(["--seed", "20261122", "--workers", "1", "--no-color"])
+        // Its cache and reports go to the target directory, not the repository.
+        .current_dir(env!("CARGO_TARGET_TMPDIR"))
         .env("SCHEMATHESIS_HOOKS", "hooks")
         .env("PYTHONPATH", here.join("tests/contract"))
         .stdin(Stdio::null())

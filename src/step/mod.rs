@@ -262,7 +262,13 @@ async fn step(
             required: tools_tokens,
         }));
     };
-    // Tokenising megabytes of context is CPU work: keep it off the async workers.
+    // Tokenising megabytes of context is CPU work: keep it off the async workers, and run no more
+    // builds at once than there are cores. Each thread that tokenises keeps its own regex cache
+    // (hundreds of KiB), so thousands of steps in flight must not mean thousands of threads.
+    let permit = prompt_builders()
+        .acquire()
+        .await
+        .map_err(|e| StepError::Internal(format!("prompt building is closed: {e}")))?;
     let (input, fitted) = tokio::task::spawn_blocking(move || {
         let mut input = input;
         if let Some(ws) = input.workspace.clone() {
@@ -290,6 +296,7 @@ async fn step(
     })
     .await
     .map_err(|e| StepError::Internal(format!("prompt building failed: {e}")))?;
+    drop(permit);
     let fitted = fitted.map_err(|o| {
         StepError::ContextOverflow(Overflow {
             budget,
@@ -474,6 +481,15 @@ fn command_step(
         },
         conversation_summary: None,
     }
+}
+
+/// Permits to build a prompt: one per core.
+fn prompt_builders() -> &'static tokio::sync::Semaphore {
+    static BUILDERS: std::sync::OnceLock<tokio::sync::Semaphore> = std::sync::OnceLock::new();
+    BUILDERS.get_or_init(|| {
+        let cores = std::thread::available_parallelism().map_or(2, std::num::NonZeroUsize::get);
+        tokio::sync::Semaphore::new(cores)
+    })
 }
 
 /// The call with the answer streamed: thought and answer text go to the client as they form.

@@ -1,0 +1,282 @@
+//! Load against the real release binary, from one process that is both the load generator and
+//! a slow mock upstream on loopback. Run through `scripts/load.sh`:
+//!
+//! - `burst [N]`: N steps (default 5,000) at once, the upstream answering each after 2 s. Every
+//!   step must come back 200 with the model's answer; reports the service's peak RSS and the
+//!   latency it added over the 2 s, at p50 and p99.
+//! - `soak [SECONDS] [RATE]`: steady load (default 600 s at 100 steps/s) with 10 % of upstream
+//!   replies failing (500, 503, 429); every answer must be a documented outcome, and the
+//!   service's RSS is sampled every 10 s to show it stays flat.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)]
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+const UPSTREAM_DELAY: Duration = Duration::from_secs(2);
+const ANSWER: &str = "The handler is in src/auth.js.";
+
+/// A chat completion, or an injected fault for every tenth reply when `faults` is on.
+fn reply(n: u64, faults: bool) -> String {
+    let (status, body) = match (faults, n % 30) {
+        (true, 0) => ("500 Internal Server Error", "{\"error\":{\"message\":\"boom\",\"type\":\"server_error\"}}".to_string()),
+        (true, 10) => ("503 Service Unavailable", "{\"error\":{\"message\":\"overloaded\",\"type\":\"server_error\"}}".to_string()),
+        (true, 20) => ("429 Too Many Requests", "{\"error\":{\"message\":\"slow down\",\"type\":\"requests\",\"code\":\"rate_limit_exceeded\"}}".to_string()),
+        _ => ("200 OK", format!(
+            "{{\"id\":\"chatcmpl-load\",\"object\":\"chat.completion\",\"created\":1,\"model\":\"gpt-4o\",\"choices\":[{{\"index\":0,\"message\":{{\"role\":\"assistant\",\"content\":\"Thought: Known.\\nFinal Answer: {ANSWER}\"}},\"finish_reason\":\"stop\"}}],\"usage\":{{\"prompt_tokens\":300,\"completion_tokens\":20,\"total_tokens\":320}}}}"
+        )),
+    };
+    let extra = if status.starts_with("429") {
+        "retry-after-ms: 20\r\n"
+    } else {
+        ""
+    };
+    format!(
+        "HTTP/1.1 {status}\r\ncontent-type: application/json\r\n{extra}content-length: {}\r\n\r\n{body}",
+        body.len()
+    )
+}
+
+/// Serves keep-alive connections: each request answered after the delay.
+async fn upstream(listener: TcpListener, delay: Duration, faults: bool) {
+    let counter = Arc::new(AtomicU64::new(0));
+    loop {
+        let Ok((socket, _)) = listener.accept().await else {
+            continue;
+        };
+        let counter = counter.clone();
+        tokio::spawn(async move {
+            let _ = serve_connection(socket, delay, faults, &counter).await;
+        });
+    }
+}
+
+async fn serve_connection(
+    mut socket: TcpStream,
+    delay: Duration,
+    faults: bool,
+    counter: &AtomicU64,
+) -> std::io::Result<()> {
+    let mut data = Vec::new();
+    let mut buf = vec![0u8; 65536];
+    loop {
+        // One whole request: headers, then Content-Length bytes.
+        let end = loop {
+            if let Some(end) = data.windows(4).position(|w| w == b"\r\n\r\n") {
+                let head = String::from_utf8_lossy(&data[..end]).to_ascii_lowercase();
+                let length: usize = head
+                    .lines()
+                    .find_map(|l| l.strip_prefix("content-length:"))
+                    .map_or(0, |v| v.trim().parse().unwrap_or(0));
+                if data.len() >= end + 4 + length {
+                    break end + 4 + length;
+                }
+            }
+            let n = socket.read(&mut buf).await?;
+            if n == 0 {
+                return Ok(());
+            }
+            data.extend_from_slice(&buf[..n]);
+        };
+        data.drain(..end);
+        tokio::time::sleep(delay).await;
+        let n = counter.fetch_add(1, Ordering::Relaxed);
+        socket.write_all(reply(n, faults).as_bytes()).await?;
+    }
+}
+
+fn rss_kib(pid: u32, field: &str) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| l.strip_prefix(&format!("{field}:")))
+        .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        .unwrap_or(0)
+}
+
+struct Service {
+    child: tokio::process::Child,
+    url: String,
+}
+
+async fn start_service(upstream_uri: &str) -> Service {
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let binary = concat!(env!("CARGO_MANIFEST_DIR"), "/target/release/reactstep");
+    let child = tokio::process::Command::new(binary)
+        .env("REACTSTEP_BIND", format!("127.0.0.1:{port}"))
+        .env("REACTSTEP_OPENAI_BASE_URL", format!("{upstream_uri}/v1"))
+        .env("REACTSTEP_RETRY_BASE_MS", "20")
+        .env("RUST_LOG", "warn")
+        .env(
+            "MALLOC_ARENA_MAX",
+            std::env::var("MALLOC_ARENA_MAX").unwrap_or_else(|_| "8".into()),
+        )
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("build the release binary first: cargo build --release");
+    let base = format!("http://127.0.0.1:{port}");
+    let client = reqwest::Client::new();
+    for _ in 0..200 {
+        if client.get(format!("{base}/readyz")).send().await.is_ok() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    Service {
+        child,
+        url: format!("{base}/api/agent/react_step"),
+    }
+}
+
+fn body(i: u64) -> serde_json::Value {
+    serde_json::json!({
+        "session_id": format!("load-{i}"),
+        "user_query": "Where is the login handler?",
+        "available_tools_prompt_segment": "- code_search(query) - search the code\n- read_file(path) - read a file",
+        "explicit_context": [{"path": "src/auth.js", "content": "export function login(user) {\n  return session.start(user);\n}\n".repeat(20)}],
+        "llm_config": {"modelName": "gpt-4o", "tokenLimit": 16000, "reservedOutputTokens": 1000},
+        "user_api_keys": {"llmKey": "sk-load-test-key"}
+    })
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    sorted[((sorted.len() as f64 - 1.0) * p).round() as usize]
+}
+
+async fn burst(n: u64) {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let uri = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(upstream(listener, UPSTREAM_DELAY, false));
+    let service = start_service(&uri).await;
+    let pid = service.child.id().unwrap();
+    let idle = rss_kib(pid, "VmRSS");
+    let client = reqwest::Client::builder()
+        .pool_max_idle_per_host(usize::MAX)
+        .timeout(Duration::from_secs(120))
+        .build()
+        .unwrap();
+    let started = Instant::now();
+    let tasks: Vec<_> = (0..n)
+        .map(|i| {
+            let client = client.clone();
+            let url = service.url.clone();
+            tokio::spawn(async move {
+                let t = Instant::now();
+                let reply = client.post(&url).json(&body(i)).send().await;
+                let ok = match reply {
+                    Ok(r) if r.status() == 200 => r
+                        .json::<serde_json::Value>()
+                        .await
+                        .is_ok_and(|b| b["direct_response"] == ANSWER),
+                    _ => false,
+                };
+                (ok, t.elapsed())
+            })
+        })
+        .collect();
+    let mut latencies = Vec::with_capacity(n as usize);
+    let mut failed = 0;
+    for task in tasks {
+        let (ok, latency) = task.await.unwrap();
+        if !ok {
+            failed += 1;
+        }
+        latencies.push(latency.saturating_sub(UPSTREAM_DELAY));
+    }
+    let wall = started.elapsed();
+    latencies.sort();
+    println!(
+        "burst: {n} concurrent steps, upstream answering after {} s",
+        UPSTREAM_DELAY.as_secs()
+    );
+    println!(
+        "  answered correctly: {} / {n} (failed: {failed})",
+        n - failed
+    );
+    println!("  wall time: {:.2} s", wall.as_secs_f64());
+    println!(
+        "  added latency over the upstream's 2 s: p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms",
+        percentile(&latencies, 0.5).as_secs_f64() * 1e3,
+        percentile(&latencies, 0.99).as_secs_f64() * 1e3,
+        latencies.last().unwrap().as_secs_f64() * 1e3
+    );
+    println!(
+        "  service RSS: idle {:.1} MiB, peak {:.1} MiB",
+        idle as f64 / 1024.0,
+        rss_kib(pid, "VmHWM") as f64 / 1024.0
+    );
+    assert_eq!(failed, 0, "every step must be answered correctly");
+}
+
+async fn soak(seconds: u64, rate: u64) {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let uri = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(upstream(listener, Duration::from_millis(50), true));
+    let service = start_service(&uri).await;
+    let pid = service.child.id().unwrap();
+    let client = reqwest::Client::new();
+    let counts: Arc<[AtomicU64; 4]> = Arc::new(Default::default()); // 200, 429, 502, other
+    let mut ticker = tokio::time::interval(Duration::from_micros(1_000_000 / rate));
+    let started = Instant::now();
+    let mut samples = Vec::new();
+    let mut next_sample = Duration::ZERO;
+    let mut i = 0u64;
+    while started.elapsed() < Duration::from_secs(seconds) {
+        ticker.tick().await;
+        if started.elapsed() >= next_sample {
+            samples.push((started.elapsed().as_secs(), rss_kib(pid, "VmRSS")));
+            next_sample += Duration::from_secs(10);
+        }
+        let client = client.clone();
+        let url = service.url.clone();
+        let counts = counts.clone();
+        i += 1;
+        tokio::spawn(async move {
+            let slot = match client.post(&url).json(&body(i)).send().await {
+                Ok(r) if r.status() == 200 => 0,
+                Ok(r) if r.status() == 429 => 1,
+                Ok(r) if r.status() == 502 => 2,
+                _ => 3,
+            };
+            counts[slot].fetch_add(1, Ordering::Relaxed);
+        });
+    }
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let c: Vec<u64> = counts.iter().map(|c| c.load(Ordering::Relaxed)).collect();
+    println!(
+        "soak: {seconds} s at {rate} steps/s, 10 % of upstream replies failing (500, 503, 429)"
+    );
+    println!(
+        "  answers: 200 {}, 429 {}, 502 {}, unexpected {}",
+        c[0], c[1], c[2], c[3]
+    );
+    println!("  service RSS every 10 s (MiB):");
+    for (t, kib) in &samples {
+        println!("    {t:>4} s  {:.1}", *kib as f64 / 1024.0);
+    }
+    assert_eq!(c[3], 0, "no unexpected status");
+}
+
+#[tokio::main]
+async fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    match args.get(1).map(String::as_str) {
+        Some("soak") => {
+            let seconds = args.get(2).and_then(|s| s.parse().ok()).unwrap_or(600);
+            let rate = args.get(3).and_then(|s| s.parse().ok()).unwrap_or(100);
+            soak(seconds, rate).await;
+        }
+        _ => {
+            let n = args.get(2).and_then(|s| s.parse().ok()).unwrap_or(5_000);
+            burst(n).await;
+        }
+    }
+}
