@@ -3,6 +3,7 @@
 pub mod api;
 pub mod config;
 pub mod llm;
+pub mod metrics;
 pub mod startup;
 pub mod step;
 pub mod telemetry;

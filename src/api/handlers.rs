@@ -31,6 +31,13 @@ pub async fn readyz() -> HttpResponse {
     }
 }
 
+/// Prometheus metrics, as OpenMetrics text.
+pub async fn metrics() -> HttpResponse {
+    HttpResponse::Ok()
+        .content_type("application/openmetrics-text; version=1.0.0; charset=utf-8")
+        .body(crate::metrics::global().render())
+}
+
 pub async fn openapi() -> HttpResponse {
     HttpResponse::Ok()
         .content_type("application/yaml")

@@ -45,6 +45,7 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
     };
     cfg.service(only("GET", web::get().to(handlers::healthz), "/healthz"))
         .service(only("GET", web::get().to(handlers::readyz), "/readyz"))
+        .service(only("GET", web::get().to(handlers::metrics), "/metrics"))
         .service(only(
             "GET",
             web::get().to(handlers::openapi),

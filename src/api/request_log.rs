@@ -66,6 +66,24 @@ impl RootSpanBuilder for RequestLog {
         };
         let status = response.status().as_u16();
         span.record("status", status);
+        let path = response.request().path();
+        let endpoint = match path {
+            "/api/agent/react_step"
+            | "/api/agent/react_step/stream"
+            | "/healthz"
+            | "/readyz"
+            | "/metrics"
+            | "/openapi.yaml" => path,
+            // Unknown paths are one label, so a scanner cannot grow the metrics without bound.
+            _ => "other",
+        };
+        crate::metrics::global()
+            .requests
+            .get_or_create(&crate::metrics::RequestLabels {
+                endpoint: endpoint.to_string(),
+                status,
+            })
+            .inc();
         if let Some(arrived) = response.request().extensions().get::<Arrived>() {
             span.record("latency_ms", arrived.0.elapsed().as_secs_f64() * 1000.0);
         }

@@ -65,7 +65,17 @@ impl RetryPolicy {
                     timeout: per_attempt,
                 });
             }
-            let err = match attempt(per_attempt.min(left)).await {
+            let started = std::time::Instant::now();
+            let outcome = attempt(per_attempt.min(left)).await;
+            let metrics = crate::metrics::global();
+            let labels = crate::metrics::ProviderLabels {
+                provider: provider.to_string(),
+            };
+            metrics
+                .upstream_seconds
+                .get_or_create(&labels)
+                .observe(started.elapsed().as_secs_f64());
+            let err = match outcome {
                 Ok(value) => return Ok(value),
                 Err(err) => err,
             };
@@ -73,6 +83,7 @@ impl RetryPolicy {
                 return Err(err);
             }
             retry += 1;
+            metrics.retries.get_or_create(&labels).inc();
             let wait = self.delay(retry, err.retry_after());
             if Instant::now() + wait >= deadline {
                 return Err(err);

@@ -119,6 +119,17 @@ pub enum Fate {
     Unresolved,
 }
 
+impl Fate {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Included => "included",
+            Self::Truncated => "truncated",
+            Self::Dropped => "dropped",
+            Self::Unresolved => "unresolved",
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ReportItem {
     pub source: ContextSource,

@@ -220,10 +220,32 @@ pub async fn run(
     live: Option<LiveSender>,
 ) -> Result<StepOutput, StepError> {
     let deadline = input.deadline;
+    let started = std::time::Instant::now();
     let budget = deadline.saturating_duration_since(tokio::time::Instant::now());
-    tokio::time::timeout_at(deadline, step(input, llm, live))
+    let result = tokio::time::timeout_at(deadline, step(input, llm, live))
         .await
-        .unwrap_or(Err(StepError::Deadline(budget)))
+        .unwrap_or(Err(StepError::Deadline(budget)));
+    let metrics = crate::metrics::global();
+    metrics
+        .step_seconds
+        .observe(started.elapsed().as_secs_f64());
+    use crate::metrics::Metrics;
+    match &result {
+        Ok(output) => {
+            if let Some(usage) = &output.usage {
+                Metrics::count(&metrics.tokens, "prompt", usage.prompt_tokens);
+                Metrics::count(&metrics.tokens, "completion", usage.completion_tokens);
+            }
+            for item in &output.context_report.items {
+                Metrics::count(&metrics.context_items, item.fate.as_str(), 1);
+            }
+        }
+        Err(StepError::InvalidOutput { .. }) => {
+            Metrics::count(&metrics.parse_outcomes, "invalid", 1)
+        }
+        Err(_) => {}
+    }
+    result
 }
 
 async fn step(
@@ -242,6 +264,7 @@ async fn step(
     };
     if !input.dry_run {
         if let Some(action) = decide::command(&input.user_query, &input.tools) {
+            crate::metrics::Metrics::count(&crate::metrics::global().parse_outcomes, "command", 1);
             return Ok(command_step(input, action, &counter, budget));
         }
     }
@@ -405,6 +428,16 @@ async fn step(
         let why = match decide::judge(&parsed, &input.tools, &input.react) {
             Ok((valid, thought_warnings)) => {
                 warnings.extend(thought_warnings);
+                let outcome = match (&valid, parsed.structured) {
+                    (Valid::Action { .. }, _) => "action",
+                    (Valid::Answer(_), true) => "answer",
+                    (Valid::Answer(_), false) => "unstructured",
+                };
+                crate::metrics::Metrics::count(
+                    &crate::metrics::global().parse_outcomes,
+                    outcome,
+                    1,
+                );
                 break (parsed, valid);
             }
             Err(why) => why,
@@ -423,6 +456,7 @@ async fn step(
         request.messages.extend(messages);
         used += tokens;
         repairs_left -= 1;
+        crate::metrics::Metrics::count(&crate::metrics::global().parse_outcomes, "repair", 1);
     };
     warnings.extend(parsed.warnings);
 

@@ -12,6 +12,7 @@ mod helpers;
 mod iterations;
 mod key_secrecy;
 mod logging;
+mod metrics;
 mod mock_response;
 mod native_tools;
 mod ollama;

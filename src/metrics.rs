@@ -1,0 +1,124 @@
+//! Prometheus metrics for operators (`GET /metrics`, OpenMetrics text): requests by endpoint and
+//! status, step and upstream latency, retries, tokens, parse outcomes and context fates. One
+//! registry per process; the families are cheap to update from anywhere.
+
+use std::sync::OnceLock;
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
+use prometheus_client::registry::Registry;
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RequestLabels {
+    pub endpoint: String,
+    pub status: u16,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ProviderLabels {
+    pub provider: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct KindLabels {
+    pub kind: String,
+}
+
+pub struct Metrics {
+    registry: Registry,
+    pub requests: Family<RequestLabels, Counter>,
+    pub step_seconds: Histogram,
+    pub upstream_seconds: Family<ProviderLabels, Histogram>,
+    pub retries: Family<ProviderLabels, Counter>,
+    /// `kind` is `prompt` or `completion`.
+    pub tokens: Family<KindLabels, Counter>,
+    /// `kind`: `action`, `answer`, `unstructured`, `repair`, `invalid`, `command`.
+    pub parse_outcomes: Family<KindLabels, Counter>,
+    /// `kind`: included, truncated, dropped, unresolved.
+    pub context_items: Family<KindLabels, Counter>,
+}
+
+fn latency() -> Histogram {
+    // 5 ms to about 164 s.
+    Histogram::new(exponential_buckets(0.005, 2.0, 16))
+}
+
+impl Metrics {
+    fn new() -> Self {
+        let mut registry = Registry::with_prefix("reactstep");
+        let requests = Family::<RequestLabels, Counter>::default();
+        let step_seconds = latency();
+        let upstream_seconds = Family::<ProviderLabels, Histogram>::new_with_constructor(latency);
+        let retries = Family::<ProviderLabels, Counter>::default();
+        let tokens = Family::<KindLabels, Counter>::default();
+        let parse_outcomes = Family::<KindLabels, Counter>::default();
+        let context_items = Family::<KindLabels, Counter>::default();
+        registry.register(
+            "requests",
+            "HTTP requests answered, by endpoint and status",
+            requests.clone(),
+        );
+        registry.register(
+            "step_seconds",
+            "Time to answer a step, from request to response",
+            step_seconds.clone(),
+        );
+        registry.register(
+            "upstream_seconds",
+            "Time of one upstream attempt, by provider",
+            upstream_seconds.clone(),
+        );
+        registry.register(
+            "upstream_retries",
+            "Upstream attempts retried, by provider",
+            retries.clone(),
+        );
+        registry.register(
+            "tokens",
+            "Tokens the providers reported, prompt and completion",
+            tokens.clone(),
+        );
+        registry.register(
+            "parse_outcomes",
+            "What model outputs were read as",
+            parse_outcomes.clone(),
+        );
+        registry.register(
+            "context_items",
+            "Context items and turns by their fate in the prompt",
+            context_items.clone(),
+        );
+        Self {
+            registry,
+            requests,
+            step_seconds,
+            upstream_seconds,
+            retries,
+            tokens,
+            parse_outcomes,
+            context_items,
+        }
+    }
+
+    pub fn count(family: &Family<KindLabels, Counter>, kind: &str, by: u64) {
+        family
+            .get_or_create(&KindLabels { kind: kind.into() })
+            .inc_by(by);
+    }
+
+    /// The OpenMetrics text of every metric.
+    pub fn render(&self) -> String {
+        let mut text = String::new();
+        if prometheus_client::encoding::text::encode(&mut text, &self.registry).is_err() {
+            text.clear();
+        }
+        text
+    }
+}
+
+pub fn global() -> &'static Metrics {
+    static METRICS: OnceLock<Metrics> = OnceLock::new();
+    METRICS.get_or_init(Metrics::new)
+}

@@ -1,0 +1,67 @@
+//! `GET /metrics`: the Prometheus figures move when steps run. The registry is the process's,
+//! shared by every test here, so the checks are for presence and growth, not exact counts.
+
+use serde_json::json;
+
+use crate::helpers::{request, spawn_app};
+use crate::upstream::{mount, openai_reply, OPENAI_PATH};
+
+/// The value of the first sample line that starts with `prefix`.
+fn sample(text: &str, prefix: &str) -> f64 {
+    text.lines()
+        .find(|l| l.starts_with(prefix))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0.0)
+}
+
+#[tokio::test]
+async fn steps_move_the_metrics() {
+    let app = spawn_app().await;
+    mount(
+        &app.llm,
+        OPENAI_PATH,
+        200,
+        openai_reply("Thought: t\nFinal Answer: a"),
+    )
+    .await;
+    let before = app.send("GET", "/metrics", None).await.text;
+    let mut body = request("gpt-4o", "q");
+    body["explicit_context"] = json!([{"path": "src/a.rs", "content": "fn main() {}"}]);
+    let reply = app.post_react_step(&body).await;
+    assert_eq!(reply.status, 200);
+    let mut bad = request("gpt-4o", "q");
+    bad["llm_config"]["tokenLimit"] = json!(0);
+    assert_eq!(app.post_react_step(&bad).await.status, 400);
+
+    let metrics = app.send("GET", "/metrics", None).await;
+    assert_eq!(metrics.status, 200);
+    assert!(metrics.headers["content-type"]
+        .to_str()
+        .unwrap()
+        .starts_with("application/openmetrics-text"));
+    let text = metrics.text;
+    assert!(text.ends_with("# EOF\n"), "{text}");
+    for (prefix, at_least) in [
+        (
+            "reactstep_requests_total{endpoint=\"/api/agent/react_step\",status=\"200\"}",
+            1.0,
+        ),
+        (
+            "reactstep_requests_total{endpoint=\"/api/agent/react_step\",status=\"400\"}",
+            1.0,
+        ),
+        ("reactstep_step_seconds_count", 1.0),
+        ("reactstep_upstream_seconds_count{provider=\"openai\"}", 1.0),
+        ("reactstep_tokens_total{kind=\"prompt\"}", 412.0),
+        ("reactstep_parse_outcomes_total{kind=\"answer\"}", 1.0),
+        ("reactstep_context_items_total{kind=\"included\"}", 1.0),
+    ] {
+        let value = sample(&text, prefix);
+        assert!(value >= at_least, "{prefix} is {value}:\n{text}");
+        assert!(
+            value > sample(&before, prefix) || at_least > 1.0,
+            "{prefix} did not grow"
+        );
+    }
+}
