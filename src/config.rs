@@ -156,6 +156,14 @@ pub struct Config {
     #[arg(long, env = "REACTSTEP_SHUTDOWN_GRACE_SECS", default_value_t = 30)]
     pub shutdown_grace_secs: u64,
 
+    /// Requests per minute one client address may make (with a burst of as many); 0 = no limit.
+    #[arg(long, env = "REACTSTEP_RATE_LIMIT_PER_CLIENT", default_value_t = 0)]
+    pub rate_limit_per_client: u32,
+
+    /// Requests per minute one `session_id` may make (with a burst of as many); 0 = no limit.
+    #[arg(long, env = "REACTSTEP_RATE_LIMIT_PER_SESSION", default_value_t = 0)]
+    pub rate_limit_per_session: u32,
+
     /// HTTP worker threads; 0 means one per CPU core.
     #[arg(long, env = "REACTSTEP_WORKERS", default_value_t = 0)]
     pub workers: usize,
@@ -185,6 +193,8 @@ impl Config {
             allowed_base_urls: Vec::new(),
             cors_origins: Vec::new(),
             shutdown_grace_secs: 30,
+            rate_limit_per_client: 0,
+            rate_limit_per_session: 0,
             workers: 0,
         }
     }

@@ -50,6 +50,10 @@ impl Application {
             stream_heartbeat: std::time::Duration::from_secs(config.stream_heartbeat_secs),
             step_timeout: std::time::Duration::from_secs(config.step_timeout_secs),
             api_tokens: config.api_tokens.clone(),
+            rate_limits: crate::api::RateLimits::new(
+                config.rate_limit_per_client,
+                config.rate_limit_per_session,
+            ),
             allowed_base_urls: config
                 .allowed_base_urls
                 .iter()

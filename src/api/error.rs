@@ -21,6 +21,12 @@ pub enum ErrorKind {
     /// 401 `unauthorized`: the operator's bearer token is missing or wrong.
     #[error("this server needs an API token: send Authorization: Bearer <token>")]
     Unauthorized,
+    /// 429 `rate_limited`: this client or session is over the operator's rate limit.
+    #[error("too many requests from this {what}: retry after {retry_after} s")]
+    RateLimited {
+        what: &'static str,
+        retry_after: u64,
+    },
     /// 413 `payload_too_large`.
     #[error("the request body is larger than the limit of {limit} bytes")]
     PayloadTooLarge { limit: u64 },
@@ -62,6 +68,7 @@ impl ErrorKind {
             Self::InvalidRequest { .. } => (S::BAD_REQUEST, "invalid_request", false),
             Self::PayloadTooLarge { .. } => (S::PAYLOAD_TOO_LARGE, "payload_too_large", false),
             Self::Unauthorized => (S::UNAUTHORIZED, "unauthorized", false),
+            Self::RateLimited { .. } => (S::TOO_MANY_REQUESTS, "rate_limited", true),
             Self::NotFound(_) => (S::NOT_FOUND, "not_found", false),
             Self::MethodNotAllowed { .. } => (S::METHOD_NOT_ALLOWED, "method_not_allowed", false),
             Self::Step(StepError::ContextOverflow(_)) => {
@@ -102,6 +109,9 @@ impl ErrorKind {
     /// Seconds a client should wait before retrying a rate-limited call: the upstream's figure,
     /// or one second when it gave none.
     fn retry_after_seconds(&self) -> Option<u64> {
+        if let Self::RateLimited { retry_after, .. } = self {
+            return Some(*retry_after);
+        }
         match self {
             Self::Step(StepError::Llm(LlmError::RateLimited {
                 retry_after,

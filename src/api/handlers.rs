@@ -83,6 +83,12 @@ pub async fn prepare(
     if !authorized(req, &state.api_tokens) {
         return Err(ApiError::new(ErrorKind::Unauthorized, bare_echo()));
     }
+    if let Some(ip) = req.peer_addr().map(|a| a.ip()) {
+        state
+            .rate_limits
+            .check_client(ip)
+            .map_err(|wait| ApiError::new(rate_limited("client", wait), bare_echo()))?;
+    }
     body::check_content_type(req).map_err(|kind| ApiError::new(kind, bare_echo()))?;
     let bytes = body::read(req, payload, state.max_body_bytes)
         .await
@@ -91,6 +97,17 @@ pub async fn prepare(
         ApiError::invalid(message, fields, echo_from_raw(&bytes, &request_id))
     })?;
 
+    if let Some(session) = &dto.session_id {
+        state.rate_limits.check_session(session).map_err(|wait| {
+            ApiError::new(
+                rate_limited("session", wait),
+                Echo {
+                    session_id: Some(session.clone()),
+                    ..bare_echo()
+                },
+            )
+        })?;
+    }
     let session_id = dto
         .session_id
         .clone()
@@ -126,6 +143,13 @@ pub async fn prepare(
             let message = format!("invalid fields: {}", names.join(", "));
             Err(ApiError::invalid(message, fields, echo))
         }
+    }
+}
+
+fn rate_limited(what: &'static str, wait: std::time::Duration) -> ErrorKind {
+    ErrorKind::RateLimited {
+        what,
+        retry_after: wait.as_secs_f64().ceil().max(1.0) as u64,
     }
 }
 

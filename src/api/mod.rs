@@ -5,6 +5,7 @@ mod body;
 mod convert;
 mod error;
 mod handlers;
+mod rate_limit;
 mod request;
 pub mod request_log;
 mod response;
@@ -14,6 +15,7 @@ use actix_web::web;
 
 pub use error::{ApiError, ErrorKind};
 pub use handlers::OPENAPI_YAML;
+pub use rate_limit::RateLimits;
 
 use crate::llm::LlmClients;
 
@@ -28,6 +30,7 @@ pub struct AppState {
     pub step_timeout: std::time::Duration,
     /// Tokens a client must present; empty means none is asked for.
     pub api_tokens: crate::config::ApiTokens,
+    pub rate_limits: rate_limit::RateLimits,
     /// Base URLs a request may name for its LLM call.
     pub allowed_base_urls: std::sync::Arc<[String]>,
     /// Between comment lines on a quiet event stream.

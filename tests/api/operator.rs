@@ -167,3 +167,36 @@ async fn readiness_says_ready_once_the_encoders_are_loaded() {
     assert_eq!(reply.body, json!({"status": "ready"}));
     assert_conforms("get", "/readyz", 200, &reply.body);
 }
+
+#[tokio::test]
+async fn rate_limits_per_client_and_per_session_answer_429_with_retry_after() {
+    let app = spawn_app_with(|c| c.rate_limit_per_session = 2).await;
+    let mut body = offline();
+    body["session_id"] = json!("busy-session");
+    for _ in 0..2 {
+        assert_eq!(app.post_react_step(&body).await.status, 200);
+    }
+    let limited = app.post_react_step(&body).await;
+    assert_eq!(limited.status, 429, "{}", limited.text);
+    assert_eq!(limited.body["error"]["type"], "rate_limited");
+    assert_eq!(limited.body["error"]["retryable"], true);
+    assert_eq!(limited.body["session_id"], "busy-session");
+    let wait: u64 = limited.headers["retry-after"]
+        .to_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!((1..=30).contains(&wait), "{wait}");
+    assert_eq!(limited.body["error"]["retry_after_seconds"], wait);
+    body["session_id"] = json!("another-session");
+    assert_eq!(app.post_react_step(&body).await.status, 200);
+
+    let app = spawn_app_with(|c| c.rate_limit_per_client = 3).await;
+    for _ in 0..3 {
+        assert_eq!(app.post_react_step(&offline()).await.status, 200);
+    }
+    let limited = app.post_react_step(&offline()).await;
+    assert_eq!(limited.status, 429);
+    assert_eq!(limited.body["error"]["type"], "rate_limited");
+    assert!(limited.headers.contains_key("retry-after"));
+}
