@@ -45,6 +45,7 @@ impl RateLimits {
 
     /// `Err(wait)` when the session is over its limit.
     pub fn check_session(&self, session: &str) -> Result<(), Duration> {
+        self.sweep();
         match &self.per_session {
             Some(limiter) => limiter
                 .check_key(&session.to_string())

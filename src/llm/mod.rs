@@ -212,30 +212,33 @@ impl LlmClients {
         key: Option<&ApiKey>,
         timeout: Duration,
     ) -> Result<Completion, LlmError> {
+        let base = self.base_url(provider, request);
+        match Self::dialect(provider) {
+            Some(dialect) => {
+                let call = openai::Call::new(provider, base, dialect, timeout);
+                call.complete(&self.http, request, key).await
+            }
+            None => anthropic::complete(&self.http, base, timeout, request, key).await,
+        }
+    }
+
+    /// Where the call goes: the request's (operator-allowed) base URL, or the operator's own for
+    /// the provider.
+    fn base_url<'a>(&'a self, provider: Provider, request: &'a ChatRequest) -> &'a str {
+        let default = match provider {
+            Provider::OpenAi => &self.settings.openai_base_url,
+            Provider::Ollama => &self.settings.ollama_base_url,
+            Provider::Anthropic => &self.settings.anthropic_base_url,
+        };
+        request.base_url.as_deref().unwrap_or(default)
+    }
+
+    /// The OpenAI wire flavour a provider speaks, or `None` for Anthropic's own API.
+    fn dialect(provider: Provider) -> Option<openai::Dialect> {
         match provider {
-            Provider::OpenAi => {
-                let base = request
-                    .base_url
-                    .as_deref()
-                    .unwrap_or(&self.settings.openai_base_url);
-                let call = openai::Call::new(provider, base, openai::Dialect::OpenAi, timeout);
-                call.complete(&self.http, request, key).await
-            }
-            Provider::Ollama => {
-                let base = request
-                    .base_url
-                    .as_deref()
-                    .unwrap_or(&self.settings.ollama_base_url);
-                let call = openai::Call::new(provider, base, openai::Dialect::Compatible, timeout);
-                call.complete(&self.http, request, key).await
-            }
-            Provider::Anthropic => {
-                let base = request
-                    .base_url
-                    .as_deref()
-                    .unwrap_or(&self.settings.anthropic_base_url);
-                anthropic::complete(&self.http, base, timeout, request, key).await
-            }
+            Provider::OpenAi => Some(openai::Dialect::OpenAi),
+            Provider::Ollama => Some(openai::Dialect::Compatible),
+            Provider::Anthropic => None,
         }
     }
 }
@@ -267,30 +270,13 @@ impl LlmClients {
         key: Option<&ApiKey>,
         timeout: Duration,
     ) -> Result<CompletionStream, LlmError> {
-        match provider {
-            Provider::OpenAi => {
-                let base = request
-                    .base_url
-                    .as_deref()
-                    .unwrap_or(&self.settings.openai_base_url);
-                let call = openai::Call::new(provider, base, openai::Dialect::OpenAi, timeout);
+        let base = self.base_url(provider, request);
+        match Self::dialect(provider) {
+            Some(dialect) => {
+                let call = openai::Call::new(provider, base, dialect, timeout);
                 call.stream(&self.http, request, key).await
             }
-            Provider::Ollama => {
-                let base = request
-                    .base_url
-                    .as_deref()
-                    .unwrap_or(&self.settings.ollama_base_url);
-                let call = openai::Call::new(provider, base, openai::Dialect::Compatible, timeout);
-                call.stream(&self.http, request, key).await
-            }
-            Provider::Anthropic => {
-                let base = request
-                    .base_url
-                    .as_deref()
-                    .unwrap_or(&self.settings.anthropic_base_url);
-                anthropic::stream(&self.http, base, timeout, request, key).await
-            }
+            None => anthropic::stream(&self.http, base, timeout, request, key).await,
         }
     }
 }
