@@ -102,11 +102,11 @@ pub struct Config {
     #[arg(long, env = "REACTSTEP_WORKSPACE_MAX_FILE_BYTES", default_value_t = 1024 * 1024)]
     pub workspace_max_file_bytes: u64,
 
-    /// Percent added to token counts for models with no public tokenizer (Claude, local models).
+    /// Percent added to token counts for models with no public tokenizer (Claude, local
+    /// models), for every such model; unset, each model family gets its calibrated margin.
     #[arg(long, env = "REACTSTEP_APPROXIMATION_MARGIN_PERCENT",
-          default_value_t = crate::step::tokens::DEFAULT_APPROXIMATION_MARGIN_PERCENT,
-          value_parser = clap::value_parser!(u32).range(0..=100))]
-    pub approximation_margin_percent: u32,
+          value_parser = clap::value_parser!(u32).range(0..=200))]
+    pub approximation_margin_percent: Option<u32>,
 
     /// Seconds one step may take in all: every upstream attempt and every wait between them.
     #[arg(long, env = "REACTSTEP_STEP_TIMEOUT_SECS", default_value_t = 120,
@@ -183,7 +183,7 @@ impl Config {
             allow_mock_response: true,
             workspace_root: None,
             workspace_max_file_bytes: 1024 * 1024,
-            approximation_margin_percent: crate::step::tokens::DEFAULT_APPROXIMATION_MARGIN_PERCENT,
+            approximation_margin_percent: None,
             step_timeout_secs: 120,
             retries: 3,
             retry_base_ms: 500,
@@ -245,8 +245,8 @@ mod tests {
             Config::try_parse_from(["reactstep", "--approximation-margin-percent", v])
                 .map(|c| c.approximation_margin_percent)
         };
-        assert!(matches!(parse("35"), Ok(35)));
-        assert!(parse("101").is_err());
+        assert!(matches!(parse("35"), Ok(Some(35))));
+        assert!(parse("201").is_err());
         assert!(parse("-1").is_err());
     }
 }

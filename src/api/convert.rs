@@ -27,7 +27,7 @@ pub const DEFAULT_MAX_OBSERVATION_TOKENS: u32 = 2000;
 pub struct Conversion {
     pub workspace: Option<std::sync::Arc<crate::step::workspace::Workspace>>,
     pub allow_mock_response: bool,
-    pub approximation_margin_percent: u32,
+    pub approximation_margin_percent: Option<u32>,
     pub allowed_base_urls: std::sync::Arc<[String]>,
     /// How long the whole step may take.
     pub step_timeout: std::time::Duration,

@@ -25,7 +25,7 @@ pub struct AppState {
     pub max_body_bytes: u64,
     pub allow_mock_response: bool,
     pub workspace: Option<std::sync::Arc<crate::step::workspace::Workspace>>,
-    pub approximation_margin_percent: u32,
+    pub approximation_margin_percent: Option<u32>,
     /// How long one step may take in all.
     pub step_timeout: std::time::Duration,
     /// Tokens a client must present; empty means none is asked for.

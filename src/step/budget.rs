@@ -507,6 +507,7 @@ impl Fitted {
                 used,
                 tokenizer,
                 approximate: counter.is_approximate(),
+                approximation_margin_percent: counter.margin_percent(),
                 items: self.report_items,
             },
         }

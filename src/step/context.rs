@@ -148,6 +148,8 @@ pub struct ContextReport {
     pub tokenizer: &'static str,
     /// True when the model's tokenizer is not public and counts carry a safety margin.
     pub approximate: bool,
+    /// What was added to every count of text (0 when counts are exact).
+    pub approximation_margin_percent: u32,
     pub items: Vec<ReportItem>,
 }
 

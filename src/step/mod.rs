@@ -7,6 +7,7 @@ pub mod context;
 pub mod decide;
 pub mod history;
 mod limits;
+mod margin;
 pub mod parse;
 pub mod prompt;
 mod summary;
@@ -109,7 +110,7 @@ pub struct StepInput {
     /// Where context named without content may be read from, when the operator allows it.
     pub workspace: Option<std::sync::Arc<workspace::Workspace>>,
     /// The operator's margin for models whose tokenizer is not public.
-    pub approximation_margin_percent: u32,
+    pub approximation_margin_percent: Option<u32>,
     pub react: ReactSettings,
     /// The tools an action is checked against.
     pub tools: tools::Catalog,
@@ -253,8 +254,10 @@ async fn step(
     llm: &LlmClients,
     live: Option<LiveSender>,
 ) -> Result<StepOutput, StepError> {
-    let counter = TokenCounter::new(input.llm.provider, &input.llm.model, input.llm.tokenizer)
-        .with_approximation_margin(input.approximation_margin_percent);
+    let mut counter = TokenCounter::new(input.llm.provider, &input.llm.model, input.llm.tokenizer);
+    if let Some(percent) = input.approximation_margin_percent {
+        counter = counter.with_approximation_margin(percent);
+    }
     let budget = input.llm.prompt_budget();
     let omission_reserve = match input.history_strategy {
         HistoryStrategy::Omit => budget::marker_reserve(&counter),
@@ -511,6 +514,7 @@ fn command_step(
             used: 0,
             tokenizer: counter.encoding(),
             approximate: counter.is_approximate(),
+                approximation_margin_percent: counter.margin_percent(),
             items: Vec::new(),
         },
         conversation_summary: None,

@@ -11,9 +11,6 @@ use crate::llm::Provider;
 pub const PER_MESSAGE_OVERHEAD: u32 = 3;
 /// Tokens that prime the assistant's reply.
 pub const REPLY_PRIMING: u32 = 3;
-/// Extra share counted by default for models whose tokenizer is not public: an over-count costs
-/// a little context, an under-count costs a failed request. Operators may set their own.
-pub const DEFAULT_APPROXIMATION_MARGIN_PERCENT: u32 = 20;
 
 /// An encoding a client may ask for with `llm_config.tokenizer`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize, serde::Serialize)]
@@ -109,20 +106,18 @@ impl TokenCounter {
             Provider::OpenAi if cl100k => Self::with(Encoding::Cl100kBase, false),
             // gpt-4o, gpt-4.1, gpt-4.5, gpt-5, o-series, and any newer name: o200k_base.
             Provider::OpenAi => Self::with(Encoding::O200kBase, false),
-            _ => Self::with(Encoding::O200kBase, true),
+            _ => Self {
+                margin_percent: super::margin::percent_for(provider, model).into(),
+                ..Self::with(Encoding::O200kBase, true)
+            },
         }
     }
 
     fn with(encoding: Encoding, approximate: bool) -> Self {
-        let margin = if approximate {
-            DEFAULT_APPROXIMATION_MARGIN_PERCENT
-        } else {
-            0
-        };
         Self {
             encoding,
             bpe: encoding.tokenizer(),
-            margin_percent: margin.into(),
+            margin_percent: 0,
             approximate,
         }
     }
@@ -161,6 +156,11 @@ impl TokenCounter {
 
     pub fn is_approximate(&self) -> bool {
         self.approximate
+    }
+
+    /// The percent added to approximate counts (0 for exact ones).
+    pub fn margin_percent(&self) -> u32 {
+        u32::try_from(self.margin_percent).unwrap_or(u32::MAX)
     }
 }
 

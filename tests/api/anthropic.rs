@@ -95,7 +95,7 @@ async fn a_temperature_above_one_is_refused_for_anthropic() {
 
 /// The provider's own count (usage.input_tokens) is checked against the approximate count.
 async fn step_with_upstream_count(margin: u32, input_tokens: u64) -> serde_json::Value {
-    let app = spawn_app_with(|c| c.approximation_margin_percent = margin).await;
+    let app = spawn_app_with(|c| c.approximation_margin_percent = Some(margin)).await;
     let mut reply = anthropic_reply("Thought: t\nFinal Answer: done");
     reply["usage"]["input_tokens"] = json!(input_tokens);
     mount(&app.llm, ANTHROPIC_PATH, 200, reply).await;
@@ -131,4 +131,54 @@ async fn the_operator_sets_the_approximation_margin() {
         used(&plain)
     );
     assert_eq!(plain["warnings"], json!([]));
+}
+
+/// A dry run's report for `model` on `provider`, with the same question and context.
+async fn dry_run_report(
+    app: &crate::helpers::TestApp,
+    provider: &str,
+    model: &str,
+) -> serde_json::Value {
+    let mut body = request(model, "What does Login do?");
+    body["llm_config"]["provider"] = json!(provider);
+    body["dry_run"] = json!(true);
+    body["explicit_context"] = json!([{"path": "src/login.rs", "content": "pub fn login(user: &User) -> Session {\n    Session::start(user)\n}\n".repeat(40)}]);
+    let reply = app.post_react_step(&body).await;
+    assert_eq!(reply.status, 200, "{}", reply.text);
+    reply.body["context_report"].clone()
+}
+
+#[tokio::test]
+async fn each_model_family_gets_its_calibrated_margin() {
+    let app = spawn_app().await;
+    let exact = dry_run_report(&app, "openai", "gpt-4o").await;
+    assert_eq!(exact["approximate"], false);
+    assert_eq!(exact["approximation_margin_percent"], 0);
+    let mut previous = exact["used"].as_u64().unwrap();
+    // In rising order of margin: each counts the same prompt as more tokens than the last.
+    for (provider, model, margin) in [
+        ("ollama", "llama3.1:8b", 20),
+        ("anthropic", "claude-sonnet-4-5", 40),
+        ("ollama", "mistral:7b", 45),
+        ("anthropic", "claude-opus-4-7", 80),
+    ] {
+        let report = dry_run_report(&app, provider, model).await;
+        assert_eq!(report["approximate"], true, "{model}");
+        assert_eq!(report["approximation_margin_percent"], margin, "{model}");
+        let used = report["used"].as_u64().unwrap();
+        assert!(used > previous, "{model}: {used} after {previous}");
+        previous = used;
+    }
+    assert!(app.llm.received_requests().await.unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn the_operator_margin_replaces_the_calibrated_one() {
+    let app = spawn_app_with(|c| c.approximation_margin_percent = Some(5)).await;
+    for (provider, model) in [("anthropic", "claude-opus-4-7"), ("ollama", "mistral:7b")] {
+        let report = dry_run_report(&app, provider, model).await;
+        assert_eq!(report["approximation_margin_percent"], 5, "{model}");
+    }
+    let exact = dry_run_report(&app, "openai", "gpt-4o").await;
+    assert_eq!(exact["approximation_margin_percent"], 0);
 }
