@@ -337,7 +337,16 @@ async fn step(
         if input.mock_response.is_some() || input.dry_run {
             warnings.push("history_strategy summarize makes a model call; with mock_response or dry_run the omitted turns are marked instead".into());
         } else {
-            match summary::summarize(llm, &input, &counter, fitted.omitted_turns, omission_reserve).await {
+            // Boxed, like the streaming calls below: a future holds room for its largest state,
+            // and thousands of plain steps wait on the upstream at once.
+            let summarize = summary::summarize(
+                llm,
+                &input,
+                &counter,
+                fitted.omitted_turns,
+                omission_reserve,
+            );
+            match Box::pin(summarize).await {
                 Ok((made, usage)) => {
                     summary_usage = usage;
                     conversation_summary = Some(made);
@@ -397,7 +406,7 @@ async fn step(
         let completion = match (&input.mock_response, &live) {
             (Some(text), live) => {
                 if let Some(live) = live {
-                    stream_mock(text, live, &input.react.tags).await?;
+                    Box::pin(stream_mock(text, live, &input.react.tags)).await?;
                 }
                 Completion {
                     text: text.clone(),
@@ -415,7 +424,7 @@ async fn step(
                 )
                 .await?
             }
-            (None, Some(live)) => stream_call(llm, &input, &request, live).await?,
+            (None, Some(live)) => Box::pin(stream_call(llm, &input, &request, live)).await?,
         };
         if repairs_left == input.react.max_repair_attempts {
             if let Some(warning) = margin_check(&counter, used, completion.usage.as_ref()) {
