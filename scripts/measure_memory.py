@@ -3,7 +3,7 @@
 
 Starts a fresh release server per size (so the high-water mark belongs to that request alone),
 sends one dry run whose explicit context and history add up to the given size, and reads VmHWM
-from /proc. Prints a markdown table for docs/benchmarks.md.
+from /proc (reset once the server is ready, so start-up's own peak is not counted). Prints a markdown table for docs/benchmarks.md.
 
     cargo build --release && python3 scripts/measure_memory.py
 """
@@ -77,6 +77,12 @@ def wait_ready(port):
     raise RuntimeError("server did not start")
 
 
+def reset_peak(pid):
+    """Start-up (building the encoders) peaks above idle: measure the request's peak alone."""
+    with open(f"/proc/{pid}/clear_refs", "w") as f:
+        f.write("5")
+
+
 def measure(mb):
     payload = json.dumps(body(mb)).encode()
     port = free_port()
@@ -85,6 +91,7 @@ def measure(mb):
     try:
         wait_ready(port)
         idle = kib(server.pid, "VmRSS")
+        reset_peak(server.pid)
         request = urllib.request.Request(
             f"http://127.0.0.1:{port}/api/agent/react_step",
             data=payload,

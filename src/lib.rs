@@ -4,6 +4,7 @@ pub mod api;
 pub mod config;
 pub mod llm;
 pub mod metrics;
+pub mod resident;
 pub mod startup;
 pub mod step;
 pub mod telemetry;

@@ -20,6 +20,11 @@ pub struct Application {
 impl Application {
     pub fn build(config: &Config) -> std::io::Result<Self> {
         crate::step::tokens::warm_up();
+        let released = crate::resident::release_compiled_in_data();
+        tracing::debug!(
+            mib = released >> 20,
+            "encoder tables built; their compiled-in source paged out"
+        );
         let listener = TcpListener::bind(config.bind)?;
         let port = listener.local_addr()?.port();
         let llm = LlmClients::new(LlmSettings {
