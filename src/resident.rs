@@ -38,7 +38,7 @@ pub fn release_compiled_in_data() -> usize {
 }
 
 /// The `r--p` mappings of `exe` in a `/proc/<pid>/maps` listing, as address ranges.
-#[cfg_attr(not(target_os = "linux"), expect(dead_code))]
+#[cfg(target_os = "linux")]
 fn read_only_mappings_of(maps: &str, exe: &std::path::Path) -> Vec<(usize, usize)> {
     maps.lines()
         .filter_map(|line| {
@@ -62,6 +62,7 @@ mod tests {
     use super::*;
 
     #[test]
+    #[cfg(target_os = "linux")]
     fn only_the_executables_read_only_data_is_chosen() {
         let maps = "\
 55d0a0000000-55d0a2d00000 r--p 00000000 fe:00 77 /srv/reactstep

@@ -109,7 +109,8 @@ pub struct StepInput {
     pub project_id: Option<String>,
     /// Where context named without content may be read from, when the operator allows it.
     pub workspace: Option<std::sync::Arc<workspace::Workspace>>,
-    /// The operator's margin for models whose tokenizer is not public.
+    /// The operator's margin for models whose tokenizer is not public; `None` keeps the margin
+    /// calibrated for the model's family.
     pub approximation_margin_percent: Option<u32>,
     pub react: ReactSettings,
     /// The tools an action is checked against.
@@ -523,7 +524,7 @@ fn command_step(
             used: 0,
             tokenizer: counter.encoding(),
             approximate: counter.is_approximate(),
-                approximation_margin_percent: counter.margin_percent(),
+            approximation_margin_percent: counter.margin_percent(),
             items: Vec::new(),
         },
         conversation_summary: None,
