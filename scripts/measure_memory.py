@@ -3,7 +3,8 @@
 
 Starts a fresh release server per size (so the high-water mark belongs to that request alone),
 sends one dry run whose explicit context and history add up to the given size, and reads VmHWM
-from /proc (reset once the server is ready, so start-up's own peak is not counted). Prints a markdown table for docs/benchmarks.md.
+from /proc (reset once the server is ready, so start-up's own peak is not counted). Prints a
+markdown table for docs/benchmarks.md.
 
     cargo build --release && python3 scripts/measure_memory.py
 """

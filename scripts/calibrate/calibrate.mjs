@@ -2,7 +2,7 @@
 // encoding reactstep approximates with), on the kinds of text an IDE sends. Run through
 // scripts/calibrate_margin.sh; figures and their use are in docs/tokenizer-margin.md.
 import { readFileSync, readdirSync, statSync } from "node:fs";
-import { join, relative, extname } from "node:path";
+import { join, extname } from "node:path";
 import { execFileSync } from "node:child_process";
 
 const repo = process.argv[2];
@@ -43,7 +43,7 @@ for (const [name, pkg] of Object.entries(families)) {
 }
 const count = (tok, text) => tok.encode(text, { add_special_tokens: false }).length;
 
-// kind -> family -> {tokens, worst}
+// kind -> family -> {tokens, worst ratio of one file}
 const totals = {};
 const base = {};
 for (const [kind, path] of samples) {
@@ -54,12 +54,9 @@ for (const [kind, path] of samples) {
   for (const [name, tok] of Object.entries(loaded)) {
     if (name === "o200k_base") continue;
     const n = count(tok, text);
-    const t = ((totals[kind] ??= {})[name] ??= { tokens: 0, worst: 0, worstFile: "" });
+    const t = ((totals[kind] ??= {})[name] ??= { tokens: 0, worst: 0 });
     t.tokens += n;
-    if (n / reference > t.worst) {
-      t.worst = n / reference;
-      t.worstFile = path.startsWith(repo) ? relative(repo, path) : relative(stdlib, path);
-    }
+    t.worst = Math.max(t.worst, n / reference);
   }
 }
 

@@ -40,7 +40,7 @@ impl Encoding {
 pub struct TokenCounter {
     encoding: Encoding,
     bpe: &'static Tokenizer,
-    margin_percent: u64,
+    margin_percent: u32,
     approximate: bool,
 }
 
@@ -89,7 +89,7 @@ impl TokenCounter {
     /// The same counter with another margin for approximate counts; exact counts keep none.
     pub fn with_approximation_margin(self, percent: u32) -> Self {
         Self {
-            margin_percent: if self.approximate { percent.into() } else { 0 },
+            margin_percent: if self.approximate { percent } else { 0 },
             ..self
         }
     }
@@ -107,7 +107,7 @@ impl TokenCounter {
             // gpt-4o, gpt-4.1, gpt-4.5, gpt-5, o-series, and any newer name: o200k_base.
             Provider::OpenAi => Self::with(Encoding::O200kBase, false),
             _ => Self {
-                margin_percent: super::margin::percent_for(provider, model).into(),
+                margin_percent: super::margin::percent_for(provider, model),
                 ..Self::with(Encoding::O200kBase, true)
             },
         }
@@ -131,7 +131,7 @@ impl TokenCounter {
     /// fit is never tokenised in full, only up to about `limit` tokens.
     pub fn count_within(&self, text: &str, limit: u32) -> Option<u32> {
         // ceil(raw * k / 100) <= limit  <=>  raw <= limit * 100 / k (rounded down).
-        let raw_limit = u64::from(limit) * 100 / (100 + self.margin_percent);
+        let raw_limit = u64::from(limit) * 100 / (100 + u64::from(self.margin_percent));
         let raw_limit = usize::try_from(raw_limit).unwrap_or(usize::MAX);
         let raw = self
             .bpe
@@ -141,7 +141,7 @@ impl TokenCounter {
 
     fn with_margin(&self, raw: usize) -> u32 {
         let raw = raw as u64;
-        let counted = (raw * (100 + self.margin_percent)).div_ceil(100);
+        let counted = (raw * (100 + u64::from(self.margin_percent))).div_ceil(100);
         u32::try_from(counted).unwrap_or(u32::MAX)
     }
 
@@ -160,7 +160,7 @@ impl TokenCounter {
 
     /// The percent added to approximate counts (0 for exact ones).
     pub fn margin_percent(&self) -> u32 {
-        u32::try_from(self.margin_percent).unwrap_or(u32::MAX)
+        self.margin_percent
     }
 }
 
