@@ -73,7 +73,7 @@ pub async fn prepare(
     payload: web::Payload,
     state: &AppState,
     request_id: RequestId,
-) -> Result<(StepInput, Echo), ApiError> {
+) -> Result<(Box<StepInput>, Echo), ApiError> {
     let request_id = super::request_log::request_id_of(req, request_id);
     let received_at = timestamp_now();
     let bare_echo = || Echo {
@@ -136,7 +136,7 @@ pub async fn prepare(
             let span = tracing::Span::current();
             span.record("provider", tracing::field::display(input.llm.provider));
             span.record("model", input.llm.model.as_str());
-            Ok((input, echo))
+            Ok((Box::new(input), echo))
         }
         Err(fields) => {
             let names: Vec<&str> = fields.iter().map(|f| f.field.as_str()).collect();

@@ -215,9 +215,12 @@ pub type LiveSender = tokio::sync::mpsc::Sender<Live>;
 const MOCK_PIECE_BYTES: usize = 8;
 
 /// One step, answered by its deadline whatever the upstream does.
+///
+/// The input comes boxed: each layer of this future (the span, the deadline, the step) would
+/// otherwise keep its own copy of it, about 3 KiB per step waiting on the upstream.
 #[tracing::instrument(name = "react step", skip_all, fields(session_id = %input.session_id, model = %input.llm.model))]
 pub async fn run(
-    input: StepInput,
+    input: Box<StepInput>,
     llm: &LlmClients,
     live: Option<LiveSender>,
 ) -> Result<StepOutput, StepError> {
@@ -251,7 +254,7 @@ pub async fn run(
 }
 
 async fn step(
-    input: StepInput,
+    input: Box<StepInput>,
     llm: &LlmClients,
     live: Option<LiveSender>,
 ) -> Result<StepOutput, StepError> {
@@ -269,7 +272,7 @@ async fn step(
     if !input.dry_run {
         if let Some(action) = decide::command(&input.user_query, &input.tools) {
             crate::metrics::Metrics::count(&crate::metrics::global().parse_outcomes, "command", 1);
-            return Ok(command_step(input, action, &counter, budget));
+            return Ok(command_step(*input, action, &counter, budget));
         }
     }
     let native = input
