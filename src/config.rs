@@ -74,6 +74,11 @@ pub struct Config {
     )]
     pub ollama_base_url: String,
 
+    /// PEM file of certificate authorities to trust for upstream TLS besides the built-in web
+    /// roots: a company's TLS-inspecting proxy, or a model server with a private CA.
+    #[arg(long, env = "REACTSTEP_UPSTREAM_CA_FILE")]
+    pub upstream_ca_file: Option<std::path::PathBuf>,
+
     /// Seconds one upstream LLM call may take, from connect to the last byte.
     #[arg(long, env = "REACTSTEP_LLM_TIMEOUT_SECS", default_value_t = 60,
           value_parser = clap::value_parser!(u64).range(1..=3600))]
@@ -177,6 +182,7 @@ impl Config {
             openai_base_url: "https://api.openai.com/v1".into(),
             anthropic_base_url: "https://api.anthropic.com".into(),
             ollama_base_url: "http://127.0.0.1:11434/v1".into(),
+            upstream_ca_file: None,
             llm_timeout_secs: 60,
             max_body_bytes: 8 * 1024 * 1024,
             log_format: LogFormat::Json,

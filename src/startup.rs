@@ -33,6 +33,10 @@ impl Application {
             ollama_base_url: config.ollama_base_url.clone(),
             timeout: config.llm_timeout(),
             retry: config.retry_policy(),
+            extra_roots: match &config.upstream_ca_file {
+                Some(path) => upstream_roots(path)?,
+                None => Vec::new(),
+            },
         })
         .map_err(std::io::Error::other)?;
         let workspace = match &config.workspace_root {
@@ -118,4 +122,25 @@ fn cors(origins: &[String]) -> actix_cors::Cors {
         .allowed_headers(["content-type", "authorization", "x-request-id"])
         .expose_headers(["x-request-id", "retry-after"])
         .max_age(600)
+}
+
+/// The certificates of the operator's CA file; a file that holds none is a mistake worth
+/// refusing to start over, not a silent fall-back to the web roots.
+fn upstream_roots(path: &std::path::Path) -> std::io::Result<Vec<reqwest::Certificate>> {
+    let context = |what: String| {
+        std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            format!("REACTSTEP_UPSTREAM_CA_FILE {}: {what}", path.display()),
+        )
+    };
+    let pem = std::fs::read(path).map_err(|e| context(e.to_string()))?;
+    // reqwest's error says only "builder error"; what went wrong is in its source.
+    let roots = reqwest::Certificate::from_pem_bundle(&pem).map_err(|e| {
+        let cause = std::error::Error::source(&e).map_or(e.to_string(), ToString::to_string);
+        context(cause)
+    })?;
+    if roots.is_empty() {
+        return Err(context("holds no PEM certificate".into()));
+    }
+    Ok(roots)
 }

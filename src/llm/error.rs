@@ -119,9 +119,14 @@ impl LlmError {
         if err.is_timeout() {
             Self::Timeout { provider, timeout }
         } else if err.is_connect() {
+            let message = if refused_certificate(err) {
+                "could not connect to the API: its TLS certificate is not trusted"
+            } else {
+                "could not connect to the API"
+            };
             Self::Unavailable {
                 provider,
-                message: "could not connect to the API".into(),
+                message: message.into(),
             }
         } else {
             Self::Unavailable {
@@ -222,6 +227,20 @@ fn truncate(text: &str, max_chars: usize) -> String {
 }
 
 /// reqwest's Display can name the URL; the base URL is configuration, not the client's business.
+/// Whether the connection failed because the upstream's certificate was refused, which an
+/// operator fixes with REACTSTEP_UPSTREAM_CA_FILE rather than by waiting. rustls says so only in
+/// the text of an error deep in the chain.
+fn refused_certificate(err: &reqwest::Error) -> bool {
+    let mut source = std::error::Error::source(err);
+    while let Some(inner) = source {
+        if inner.to_string().contains("certificate") {
+            return true;
+        }
+        source = inner.source();
+    }
+    false
+}
+
 fn without_url(err: &reqwest::Error) -> String {
     let mut text = err.to_string();
     if let Some(url) = err.url() {

@@ -169,6 +169,8 @@ pub struct LlmSettings {
     /// For one attempt.
     pub timeout: Duration,
     pub retry: RetryPolicy,
+    /// Certificate authorities trusted besides the built-in web roots.
+    pub extra_roots: Vec<reqwest::Certificate>,
 }
 
 /// One pooled HTTP client shared by every request, plus where each provider lives.
@@ -180,11 +182,14 @@ pub struct LlmClients {
 
 impl LlmClients {
     pub fn new(settings: LlmSettings) -> Result<Self, reqwest::Error> {
-        let http = reqwest::Client::builder()
+        let mut builder = reqwest::Client::builder()
             .connect_timeout(settings.timeout.min(Duration::from_secs(10)))
             .pool_idle_timeout(Duration::from_secs(90))
-            .user_agent(concat!("reactstep/", env!("CARGO_PKG_VERSION")))
-            .build()?;
+            .user_agent(concat!("reactstep/", env!("CARGO_PKG_VERSION")));
+        for root in &settings.extra_roots {
+            builder = builder.add_root_certificate(root.clone());
+        }
+        let http = builder.build()?;
         Ok(Self { http, settings })
     }
 

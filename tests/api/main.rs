@@ -9,6 +9,8 @@ mod errors;
 mod faults;
 mod health;
 mod helpers;
+#[path = "../support/https_upstream.rs"]
+mod https_upstream;
 mod iterations;
 mod key_secrecy;
 mod logging;
@@ -21,6 +23,7 @@ mod operator;
 mod shutdown;
 mod stream_upstream;
 mod streaming;
+mod tls;
 mod tools;
 mod upstream;
 mod workflow;

@@ -1,0 +1,88 @@
+//! An upstream over HTTPS, as every hosted provider is: the service speaks HTTP/2 to it when
+//! offered, trusts the operator's extra certificate authority, and says so when it cannot trust
+//! a certificate.
+
+use std::io::Write;
+
+use crate::helpers::{request, spawn_app_with, TestApp};
+use crate::https_upstream::{self, HttpsUpstream};
+use crate::upstream::openai_reply;
+
+async fn upstream() -> HttpsUpstream {
+    https_upstream::start(|_body| async {
+        let reply = openai_reply("Thought: It is known.\nFinal Answer: reached over TLS");
+        (200, reply.to_string())
+    })
+    .await
+}
+
+fn pem_file(text: &str) -> tempfile::NamedTempFile {
+    let mut file = tempfile::NamedTempFile::new().unwrap();
+    file.write_all(text.as_bytes()).unwrap();
+    file
+}
+
+async fn app_for(upstream: &HttpsUpstream, ca: Option<&tempfile::NamedTempFile>) -> TestApp {
+    let base = format!("{}/v1", upstream.uri);
+    let ca = ca.map(|f| f.path().to_path_buf());
+    spawn_app_with(move |c| {
+        c.openai_base_url = base;
+        c.upstream_ca_file = ca;
+    })
+    .await
+}
+
+#[tokio::test]
+async fn with_the_operator_ca_the_step_reaches_an_https_upstream_over_http2() {
+    let upstream = upstream().await;
+    let ca = pem_file(&upstream.ca_pem);
+    let app = app_for(&upstream, Some(&ca)).await;
+
+    let reply = app.post_react_step(&request("gpt-4o", "q")).await;
+
+    assert_eq!(reply.status, 200, "{}", reply.text);
+    assert_eq!(reply.body["direct_response"], "reached over TLS");
+    let versions = upstream.versions.lock().unwrap().clone();
+    assert_eq!(versions, vec![hyper::Version::HTTP_2], "ALPN chose HTTP/2");
+}
+
+#[tokio::test]
+async fn an_untrusted_certificate_is_a_502_that_names_the_certificate() {
+    let upstream = upstream().await;
+    let app = app_for(&upstream, None).await;
+
+    let reply = app.post_react_step(&request("gpt-4o", "q")).await;
+
+    assert_eq!(reply.status, 502, "{}", reply.text);
+    assert_eq!(reply.body["error"]["type"], "llm_unavailable");
+    let message = reply.body["error"]["message"].as_str().unwrap();
+    assert!(message.contains("certificate"), "{message}");
+    assert!(
+        upstream.versions.lock().unwrap().is_empty(),
+        "nothing got through"
+    );
+}
+
+#[tokio::test]
+async fn a_ca_file_that_is_missing_or_holds_no_certificate_stops_start_up() {
+    let empty = pem_file("this is not a certificate\n");
+    let broken =
+        pem_file("-----BEGIN CERTIFICATE-----\nnot base64 !!\n-----END CERTIFICATE-----\n");
+    let missing = std::path::PathBuf::from("/nonexistent/reactstep-ca.pem");
+    for (path, says) in [
+        (empty.path().to_path_buf(), "holds no PEM certificate"),
+        (broken.path().to_path_buf(), "certificate"),
+        (missing.clone(), "No such file"),
+    ] {
+        let mut config = reactstep::config::Config::defaults();
+        config.bind = "127.0.0.1:0".parse().unwrap();
+        config.upstream_ca_file = Some(path.clone());
+        let Err(err) = reactstep::startup::Application::build(&config) else {
+            panic!("{} must stop start-up", path.display());
+        };
+        let text = err.to_string();
+        assert!(text.contains("REACTSTEP_UPSTREAM_CA_FILE"), "{text}");
+        assert!(text.contains(&path.display().to_string()), "{text}");
+        assert!(text.contains(says), "{text}");
+    }
+}

@@ -1,0 +1,118 @@
+//! An HTTPS upstream on loopback, for the TLS tests and the load script: a certificate authority
+//! made on the spot, a certificate for 127.0.0.1 signed by it, and hyper serving HTTP/2 or
+//! HTTP/1.1 over rustls, whichever the client's ALPN asks for, as the providers' APIs do.
+
+use std::convert::Infallible;
+use std::future::Future;
+use std::sync::{Arc, Mutex};
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::server::conn::auto;
+use tokio::net::TcpListener;
+use tokio_rustls::rustls::pki_types::{PrivateKeyDer, PrivatePkcs8KeyDer};
+use tokio_rustls::rustls::{self, ServerConfig};
+use tokio_rustls::TlsAcceptor;
+
+pub struct HttpsUpstream {
+    /// `https://127.0.0.1:<port>`
+    pub uri: String,
+    /// The certificate authority that signed the upstream's certificate, as PEM.
+    pub ca_pem: String,
+    /// The HTTP version of every request received, in order.
+    pub versions: Arc<Mutex<Vec<hyper::Version>>>,
+}
+
+/// Serves every request with what `answer` makes of its body: a status and a JSON body.
+pub async fn start<F, Fut>(answer: F) -> HttpsUpstream
+where
+    F: Fn(Bytes) -> Fut + Clone + Send + Sync + 'static,
+    Fut: Future<Output = (u16, String)> + Send + 'static,
+{
+    let ca_key = rcgen::KeyPair::generate().unwrap();
+    let mut ca = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    ca.distinguished_name
+        .push(rcgen::DnType::CommonName, "reactstep test CA");
+    let ca = ca.self_signed(&ca_key).unwrap();
+    let leaf_key = rcgen::KeyPair::generate().unwrap();
+    let leaf = rcgen::CertificateParams::new(vec!["127.0.0.1".to_string()])
+        .unwrap()
+        .signed_by(&leaf_key, &ca, &ca_key)
+        .unwrap();
+
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut tls = ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_no_client_auth()
+        .with_single_cert(
+            vec![leaf.der().clone()],
+            PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(leaf_key.serialize_der())),
+        )
+        .unwrap();
+    tls.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let uri = format!("https://{}", listener.local_addr().unwrap());
+    let versions = Arc::new(Mutex::new(Vec::new()));
+    tokio::spawn(serve(
+        listener,
+        TlsAcceptor::from(Arc::new(tls)),
+        answer,
+        versions.clone(),
+    ));
+    HttpsUpstream {
+        uri,
+        ca_pem: ca.pem(),
+        versions,
+    }
+}
+
+async fn serve<F, Fut>(
+    listener: TcpListener,
+    acceptor: TlsAcceptor,
+    answer: F,
+    versions: Arc<Mutex<Vec<hyper::Version>>>,
+) where
+    F: Fn(Bytes) -> Fut + Clone + Send + Sync + 'static,
+    Fut: Future<Output = (u16, String)> + Send + 'static,
+{
+    loop {
+        let Ok((socket, _)) = listener.accept().await else {
+            continue;
+        };
+        let (acceptor, answer, versions) = (acceptor.clone(), answer.clone(), versions.clone());
+        tokio::spawn(async move {
+            // A client that rejects the certificate ends the handshake: nothing to serve.
+            let Ok(stream) = acceptor.accept(socket).await else {
+                return;
+            };
+            let service = service_fn(move |request: hyper::Request<hyper::body::Incoming>| {
+                let (answer, versions) = (answer.clone(), versions.clone());
+                async move {
+                    versions.lock().unwrap().push(request.version());
+                    let body = request
+                        .into_body()
+                        .collect()
+                        .await
+                        .map(|b| b.to_bytes())
+                        .unwrap_or_default();
+                    let (status, reply) = answer(body).await;
+                    let response = hyper::Response::builder()
+                        .status(status)
+                        .header("content-type", "application/json")
+                        .body(Full::new(Bytes::from(reply)))
+                        .unwrap();
+                    Ok::<_, Infallible>(response)
+                }
+            });
+            let mut server = auto::Builder::new(TokioExecutor::new());
+            // Every stream at once, so a burst measures the service, not a stream limit.
+            server.http2().max_concurrent_streams(None);
+            let _ = server.serve_connection(TokioIo::new(stream), service).await;
+        });
+    }
+}
