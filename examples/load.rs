@@ -1,9 +1,11 @@
 //! Load against the real release binary, from one process that is both the load generator and
 //! a slow mock upstream on loopback. Run through `scripts/load.sh`:
 //!
-//! - `burst [N]`: N steps (default 5,000) at once, the upstream answering each after 2 s. Every
-//!   step must come back 200 with the model's answer; reports the service's peak RSS and the
-//!   latency it added over the 2 s, at p50 and p99.
+//! - `burst [N] [http|https]`: N steps (default 5,000) at once, the upstream answering each after
+//!   2 s. Every step must come back 200 with the model's answer; reports the service's peak RSS
+//!   and the latency it added over the 2 s, at p50 and p99. `http` (the default) is a plain
+//!   HTTP/1.1 upstream, like a local model server: one upstream connection per step. `https` is
+//!   TLS with ALPN, like the hosted providers: the steps share one HTTP/2 connection.
 //! - `soak [SECONDS] [RATE]`: steady load (default 600 s at 100 steps/s) with 10 % of upstream
 //!   replies failing (500, 503, 429); every answer must be a documented outcome, and the
 //!   service's RSS is sampled every 10 s to show it stays flat.
@@ -13,29 +15,40 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use std::io::Write;
+
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
+
+#[path = "../tests/support/https_upstream.rs"]
+mod https_upstream;
 
 const UPSTREAM_DELAY: Duration = Duration::from_secs(2);
 const ANSWER: &str = "The handler is in src/auth.js.";
 
 /// A chat completion, or an injected fault for every tenth reply when `faults` is on.
-fn reply(n: u64, faults: bool) -> String {
-    let (status, body) = match (faults, n % 30) {
-        (true, 0) => ("500 Internal Server Error", "{\"error\":{\"message\":\"boom\",\"type\":\"server_error\"}}".to_string()),
-        (true, 10) => ("503 Service Unavailable", "{\"error\":{\"message\":\"overloaded\",\"type\":\"server_error\"}}".to_string()),
-        (true, 20) => ("429 Too Many Requests", "{\"error\":{\"message\":\"slow down\",\"type\":\"requests\",\"code\":\"rate_limit_exceeded\"}}".to_string()),
-        _ => ("200 OK", format!(
+fn answer(n: u64, faults: bool) -> (u16, String) {
+    match (faults, n % 30) {
+        (true, 0) => (500, "{\"error\":{\"message\":\"boom\",\"type\":\"server_error\"}}".to_string()),
+        (true, 10) => (503, "{\"error\":{\"message\":\"overloaded\",\"type\":\"server_error\"}}".to_string()),
+        (true, 20) => (429, "{\"error\":{\"message\":\"slow down\",\"type\":\"requests\",\"code\":\"rate_limit_exceeded\"}}".to_string()),
+        _ => (200, format!(
             "{{\"id\":\"chatcmpl-load\",\"object\":\"chat.completion\",\"created\":1,\"model\":\"gpt-4o\",\"choices\":[{{\"index\":0,\"message\":{{\"role\":\"assistant\",\"content\":\"Thought: Known.\\nFinal Answer: {ANSWER}\"}},\"finish_reason\":\"stop\"}}],\"usage\":{{\"prompt_tokens\":300,\"completion_tokens\":20,\"total_tokens\":320}}}}"
         )),
-    };
-    let extra = if status.starts_with("429") {
-        "retry-after-ms: 20\r\n"
-    } else {
-        ""
+    }
+}
+
+/// The same as a whole HTTP/1.1 response, for the plain upstream.
+fn reply(n: u64, faults: bool) -> String {
+    let (status, body) = answer(n, faults);
+    let (line, extra) = match status {
+        500 => ("500 Internal Server Error", ""),
+        503 => ("503 Service Unavailable", ""),
+        429 => ("429 Too Many Requests", "retry-after-ms: 20\r\n"),
+        _ => ("200 OK", ""),
     };
     format!(
-        "HTTP/1.1 {status}\r\ncontent-type: application/json\r\n{extra}content-length: {}\r\n\r\n{body}",
+        "HTTP/1.1 {line}\r\ncontent-type: application/json\r\n{extra}content-length: {}\r\n\r\n{body}",
         body.len()
     )
 }
@@ -102,13 +115,17 @@ struct Service {
     url: String,
 }
 
-async fn start_service(upstream_uri: &str) -> Service {
+async fn start_service(upstream_uri: &str, ca_file: Option<&std::path::Path>) -> Service {
     let port = {
         let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         l.local_addr().unwrap().port()
     };
     let binary = concat!(env!("CARGO_MANIFEST_DIR"), "/target/release/reactstep");
-    let child = tokio::process::Command::new(binary)
+    let mut command = tokio::process::Command::new(binary);
+    if let Some(ca_file) = ca_file {
+        command.env("REACTSTEP_UPSTREAM_CA_FILE", ca_file);
+    }
+    let child = command
         .env("REACTSTEP_BIND", format!("127.0.0.1:{port}"))
         .env("REACTSTEP_OPENAI_BASE_URL", format!("{upstream_uri}/v1"))
         .env("REACTSTEP_RETRY_BASE_MS", "20")
@@ -151,11 +168,23 @@ fn percentile(sorted: &[Duration], p: f64) -> Duration {
     sorted[((sorted.len() as f64 - 1.0) * p).round() as usize]
 }
 
-async fn burst(n: u64) {
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let uri = format!("http://{}", listener.local_addr().unwrap());
-    tokio::spawn(upstream(listener, UPSTREAM_DELAY, false));
-    let service = start_service(&uri).await;
+async fn burst(n: u64, https: bool) {
+    let mut ca_file = tempfile::NamedTempFile::new().unwrap();
+    let (uri, versions) = if https {
+        let upstream = https_upstream::start(|_body| async {
+            tokio::time::sleep(UPSTREAM_DELAY).await;
+            answer(0, false)
+        })
+        .await;
+        ca_file.write_all(upstream.ca_pem.as_bytes()).unwrap();
+        (upstream.uri, Some(upstream.versions))
+    } else {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let uri = format!("http://{}", listener.local_addr().unwrap());
+        tokio::spawn(upstream(listener, UPSTREAM_DELAY, false));
+        (uri, None)
+    };
+    let service = start_service(&uri, https.then_some(ca_file.path())).await;
     let pid = service.child.id().unwrap();
     let idle = rss_kib(pid, "VmRSS");
     // Start-up (building the encoders) has its own peak: count the burst's alone.
@@ -195,8 +224,19 @@ async fn burst(n: u64) {
     }
     let wall = started.elapsed();
     latencies.sort();
+    let shape = match &versions {
+        Some(versions) => {
+            let versions = versions.lock().unwrap();
+            let h2 = versions
+                .iter()
+                .filter(|v| **v == hyper::Version::HTTP_2)
+                .count();
+            format!("HTTPS, {h2} of {} requests over HTTP/2", versions.len())
+        }
+        None => "plain HTTP/1.1".to_string(),
+    };
     println!(
-        "burst: {n} concurrent steps, upstream answering after {} s",
+        "burst: {n} concurrent steps, upstream ({shape}) answering after {} s",
         UPSTREAM_DELAY.as_secs()
     );
     println!(
@@ -222,7 +262,7 @@ async fn soak(seconds: u64, rate: u64) {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let uri = format!("http://{}", listener.local_addr().unwrap());
     tokio::spawn(upstream(listener, Duration::from_millis(50), true));
-    let service = start_service(&uri).await;
+    let service = start_service(&uri, None).await;
     let pid = service.child.id().unwrap();
     let client = reqwest::Client::new();
     let counts: Arc<[AtomicU64; 4]> = Arc::new(Default::default()); // 200, 429, 502, other
@@ -278,7 +318,7 @@ async fn main() {
         }
         _ => {
             let n = args.get(2).and_then(|s| s.parse().ok()).unwrap_or(5_000);
-            burst(n).await;
+            burst(n, args.get(3).is_some_and(|s| s == "https")).await;
         }
     }
 }
