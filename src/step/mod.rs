@@ -322,6 +322,10 @@ async fn step(
             tags: &input.react.tags,
         };
         let fitted = budget::fit(&counter, messages_budget, &candidates);
+        // The prompt now holds what fitted; the step need not keep the context (up to the body
+        // limit) a second time while it waits on the model.
+        input.context = Vec::new();
+        input.tools_segment = String::new();
         (input, fitted)
     })
     .await
