@@ -266,6 +266,7 @@ async fn soak(seconds: u64, rate: u64) {
     let pid = service.child.id().unwrap();
     let client = reqwest::Client::new();
     let counts: Arc<[AtomicU64; 4]> = Arc::new(Default::default()); // 200, 429, 502, other
+    let unexpected = Arc::new(std::sync::Mutex::new(Vec::new()));
     let mut ticker = tokio::time::interval(Duration::from_micros(1_000_000 / rate));
     let started = Instant::now();
     let mut samples = Vec::new();
@@ -280,13 +281,28 @@ async fn soak(seconds: u64, rate: u64) {
         let client = client.clone();
         let url = service.url.clone();
         let counts = counts.clone();
+        let unexpected = unexpected.clone();
         i += 1;
         tokio::spawn(async move {
+            let sent = Instant::now();
             let slot = match client.post(&url).json(&body(i)).send().await {
                 Ok(r) if r.status() == 200 => 0,
                 Ok(r) if r.status() == 429 => 1,
                 Ok(r) if r.status() == 502 => 2,
-                _ => 3,
+                outcome => {
+                    // Say what it was: a status and body from the service, or the client's error.
+                    let what = match outcome {
+                        Ok(r) => format!("{} {}", r.status(), r.text().await.unwrap_or_default()),
+                        Err(e) => format!("client error: {e:?}"),
+                    };
+                    let at = started.elapsed().as_secs_f64();
+                    let took = sent.elapsed().as_secs_f64();
+                    unexpected
+                        .lock()
+                        .unwrap()
+                        .push(format!("step {i} at {at:.1} s, after {took:.3} s: {what}"));
+                    3
+                }
             };
             counts[slot].fetch_add(1, Ordering::Relaxed);
         });
@@ -300,6 +316,9 @@ async fn soak(seconds: u64, rate: u64) {
         "  answers: 200 {}, 429 {}, 502 {}, unexpected {}",
         c[0], c[1], c[2], c[3]
     );
+    for what in unexpected.lock().unwrap().iter() {
+        println!("    {what}");
+    }
     println!("  service RSS every 10 s (MiB):");
     for (t, kib) in &samples {
         println!("    {t:>4} s  {:.1}", *kib as f64 / 1024.0);
