@@ -1,11 +1,12 @@
 //! Load against the real release binary, from one process that is both the load generator and
 //! a slow mock upstream on loopback. Run through `scripts/load.sh`:
 //!
-//! - `burst [N] [http|https]`: N steps (default 5,000) at once, the upstream answering each after
+//! - `burst [N] [http|https|https:S]`: N steps (default 5,000) at once, the upstream answering each after
 //!   2 s. Every step must come back 200 with the model's answer; reports the service's peak RSS
 //!   and the latency it added over the 2 s, at p50 and p99. `http` (the default) is a plain
 //!   HTTP/1.1 upstream, like a local model server: one upstream connection per step. `https` is
-//!   TLS with ALPN, like the hosted providers: the steps share one HTTP/2 connection.
+//!   TLS with ALPN, like the hosted providers: HTTP/2, the steps sharing the service's few
+//!   connections. `https:S` allows S streams per connection, as a provider's server does.
 //! - `soak [SECONDS] [RATE]`: steady load (default 600 s at 100 steps/s) with 10 % of upstream
 //!   replies failing (500, 503, 429); every answer must be a documented outcome, and the
 //!   service's RSS is sampled every 10 s to show it stays flat.
@@ -168,10 +169,11 @@ fn percentile(sorted: &[Duration], p: f64) -> Duration {
     sorted[((sorted.len() as f64 - 1.0) * p).round() as usize]
 }
 
-async fn burst(n: u64, https: bool) {
+/// `https`: over TLS, with this many streams allowed per connection (`None`: any number).
+async fn burst(n: u64, https: Option<Option<u32>>) {
     let mut ca_file = tempfile::NamedTempFile::new().unwrap();
-    let (uri, versions) = if https {
-        let upstream = https_upstream::start(|_body| async {
+    let (uri, versions) = if let Some(max_streams) = https {
+        let upstream = https_upstream::start(max_streams, |_body| async {
             tokio::time::sleep(UPSTREAM_DELAY).await;
             answer(0, false)
         })
@@ -184,7 +186,7 @@ async fn burst(n: u64, https: bool) {
         tokio::spawn(upstream(listener, UPSTREAM_DELAY, false));
         (uri, None)
     };
-    let service = start_service(&uri, https.then_some(ca_file.path())).await;
+    let service = start_service(&uri, https.map(|_| ca_file.path())).await;
     let pid = service.child.id().unwrap();
     let idle = rss_kib(pid, "VmRSS");
     // Start-up (building the encoders) has its own peak: count the burst's alone.
@@ -231,7 +233,13 @@ async fn burst(n: u64, https: bool) {
                 .iter()
                 .filter(|v| **v == hyper::Version::HTTP_2)
                 .count();
-            format!("HTTPS, {h2} of {} requests over HTTP/2", versions.len())
+            let limit = https
+                .flatten()
+                .map_or(String::new(), |s| format!(", {s} streams per connection"));
+            format!(
+                "HTTPS{limit}, {h2} of {} requests over HTTP/2",
+                versions.len()
+            )
         }
         None => "plain HTTP/1.1".to_string(),
     };
@@ -337,7 +345,14 @@ async fn main() {
         }
         _ => {
             let n = args.get(2).and_then(|s| s.parse().ok()).unwrap_or(5_000);
-            burst(n, args.get(3).is_some_and(|s| s == "https")).await;
+            let https = match args.get(3).map(String::as_str) {
+                Some("https") => Some(None),
+                Some(shape) => shape
+                    .strip_prefix("https:")
+                    .map(|s| Some(s.parse().expect("https:<streams per connection>"))),
+                None => None,
+            };
+            burst(n, https).await;
         }
     }
 }

@@ -79,6 +79,12 @@ pub struct Config {
     #[arg(long, env = "REACTSTEP_UPSTREAM_CA_FILE")]
     pub upstream_ca_file: Option<std::path::PathBuf>,
 
+    /// Connection pools the upstream calls are spread over, in turn. Over HTTP/2 each holds one
+    /// connection per provider, whose server limits the calls on it at once (often 100–256).
+    #[arg(long, env = "REACTSTEP_UPSTREAM_POOLS", default_value_t = 4,
+          value_parser = clap::value_parser!(u16).range(1..=64))]
+    pub upstream_pools: u16,
+
     /// Seconds one upstream LLM call may take, from connect to the last byte.
     #[arg(long, env = "REACTSTEP_LLM_TIMEOUT_SECS", default_value_t = 60,
           value_parser = clap::value_parser!(u64).range(1..=3600))]
@@ -183,6 +189,7 @@ impl Config {
             anthropic_base_url: "https://api.anthropic.com".into(),
             ollama_base_url: "http://127.0.0.1:11434/v1".into(),
             upstream_ca_file: None,
+            upstream_pools: 4,
             llm_timeout_secs: 60,
             max_body_bytes: 8 * 1024 * 1024,
             log_format: LogFormat::Json,

@@ -37,6 +37,7 @@ impl Application {
                 Some(path) => upstream_roots(path)?,
                 None => Vec::new(),
             },
+            pools: config.upstream_pools.into(),
         })
         .map_err(std::io::Error::other)?;
         let workspace = match &config.workspace_root {

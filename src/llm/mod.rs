@@ -7,6 +7,7 @@ mod anthropic;
 mod api_key;
 mod error;
 mod openai;
+mod pools;
 mod retry;
 pub mod sse;
 mod stream;
@@ -171,26 +172,31 @@ pub struct LlmSettings {
     pub retry: RetryPolicy,
     /// Certificate authorities trusted besides the built-in web roots.
     pub extra_roots: Vec<reqwest::Certificate>,
+    /// Connection pools the calls are spread over (see [`pools`]).
+    pub pools: usize,
 }
 
-/// One pooled HTTP client shared by every request, plus where each provider lives.
-#[derive(Debug, Clone)]
+/// The HTTP clients every request shares, plus where each provider lives.
+#[derive(Debug)]
 pub struct LlmClients {
-    http: reqwest::Client,
+    pools: pools::Pools,
     settings: LlmSettings,
 }
 
 impl LlmClients {
     pub fn new(settings: LlmSettings) -> Result<Self, reqwest::Error> {
-        let mut builder = reqwest::Client::builder()
-            .connect_timeout(settings.timeout.min(Duration::from_secs(10)))
-            .pool_idle_timeout(Duration::from_secs(90))
-            .user_agent(concat!("reactstep/", env!("CARGO_PKG_VERSION")));
-        for root in &settings.extra_roots {
-            builder = builder.add_root_certificate(root.clone());
-        }
-        let http = builder.build()?;
-        Ok(Self { http, settings })
+        let build = || {
+            let mut builder = reqwest::Client::builder()
+                .connect_timeout(settings.timeout.min(Duration::from_secs(10)))
+                .pool_idle_timeout(Duration::from_secs(90))
+                .user_agent(concat!("reactstep/", env!("CARGO_PKG_VERSION")));
+            for root in &settings.extra_roots {
+                builder = builder.add_root_certificate(root.clone());
+            }
+            builder.build()
+        };
+        let pools = pools::Pools::new(settings.pools, build)?;
+        Ok(Self { pools, settings })
     }
 
     /// One completion, retried as the policy allows, never past `deadline`.
@@ -221,9 +227,9 @@ impl LlmClients {
         match Self::dialect(provider) {
             Some(dialect) => {
                 let call = openai::Call::new(provider, base, dialect, timeout);
-                call.complete(&self.http, request, key).await
+                call.complete(self.pools.next(), request, key).await
             }
-            None => anthropic::complete(&self.http, base, timeout, request, key).await,
+            None => anthropic::complete(self.pools.next(), base, timeout, request, key).await,
         }
     }
 
@@ -279,9 +285,9 @@ impl LlmClients {
         match Self::dialect(provider) {
             Some(dialect) => {
                 let call = openai::Call::new(provider, base, dialect, timeout);
-                call.stream(&self.http, request, key).await
+                call.stream(self.pools.next(), request, key).await
             }
-            None => anthropic::stream(&self.http, base, timeout, request, key).await,
+            None => anthropic::stream(self.pools.next(), base, timeout, request, key).await,
         }
     }
 }

@@ -9,7 +9,7 @@ use crate::https_upstream::{self, HttpsUpstream};
 use crate::upstream::openai_reply;
 
 async fn upstream() -> HttpsUpstream {
-    https_upstream::start(|_body| async {
+    https_upstream::start(None, |_body| async {
         let reply = openai_reply("Thought: It is known.\nFinal Answer: reached over TLS");
         (200, reply.to_string())
     })
@@ -85,4 +85,41 @@ async fn a_ca_file_that_is_missing_or_holds_no_certificate_stops_start_up() {
         assert!(text.contains(&path.display().to_string()), "{text}");
         assert!(text.contains(says), "{text}");
     }
+}
+
+/// The provider's server allows one stream per connection and answers only once four calls
+/// are in: four steps at once get through only if the service spreads them over four
+/// connections. With a single pool they would queue on one, and the step deadline would end
+/// them.
+#[tokio::test]
+async fn calls_spread_over_pools_so_a_stream_limit_does_not_cap_them() {
+    let all_in = std::sync::Arc::new(tokio::sync::Barrier::new(4));
+    let upstream = https_upstream::start(Some(1), move |_body| {
+        let all_in = all_in.clone();
+        async move {
+            all_in.wait().await;
+            let reply = openai_reply("Thought: It is known.\nFinal Answer: reached over TLS");
+            (200, reply.to_string())
+        }
+    })
+    .await;
+    let ca = pem_file(&upstream.ca_pem);
+    let base = format!("{}/v1", upstream.uri);
+    let ca_path = ca.path().to_path_buf();
+    let app = spawn_app_with(move |c| {
+        c.openai_base_url = base;
+        c.upstream_ca_file = Some(ca_path);
+        c.upstream_pools = 4;
+        c.step_timeout_secs = 20;
+    })
+    .await;
+
+    let body = request("gpt-4o", "q");
+    let replies = futures_util::future::join_all((0..4).map(|_| app.post_react_step(&body))).await;
+
+    for reply in &replies {
+        assert_eq!(reply.status, 200, "{}", reply.text);
+        assert_eq!(reply.body["direct_response"], "reached over TLS");
+    }
+    assert_eq!(upstream.versions.lock().unwrap().len(), 4);
 }

@@ -26,7 +26,9 @@ pub struct HttpsUpstream {
 }
 
 /// Serves every request with what `answer` makes of its body: a status and a JSON body.
-pub async fn start<F, Fut>(answer: F) -> HttpsUpstream
+/// `max_streams` is HTTP/2's limit on streams per connection, as a hosted provider's server sets
+/// one; `None` allows any number, so that a burst measures the service, not the limit.
+pub async fn start<F, Fut>(max_streams: Option<u32>, answer: F) -> HttpsUpstream
 where
     F: Fn(Bytes) -> Fut + Clone + Send + Sync + 'static,
     Fut: Future<Output = (u16, String)> + Send + 'static,
@@ -61,6 +63,7 @@ where
     tokio::spawn(serve(
         listener,
         TlsAcceptor::from(Arc::new(tls)),
+        max_streams,
         answer,
         versions.clone(),
     ));
@@ -74,6 +77,7 @@ where
 async fn serve<F, Fut>(
     listener: TcpListener,
     acceptor: TlsAcceptor,
+    max_streams: Option<u32>,
     answer: F,
     versions: Arc<Mutex<Vec<hyper::Version>>>,
 ) where
@@ -110,8 +114,7 @@ async fn serve<F, Fut>(
                 }
             });
             let mut server = auto::Builder::new(TokioExecutor::new());
-            // Every stream at once, so a burst measures the service, not a stream limit.
-            server.http2().max_concurrent_streams(None);
+            server.http2().max_concurrent_streams(max_streams);
             let _ = server.serve_connection(TokioIo::new(stream), service).await;
         });
     }
