@@ -226,10 +226,9 @@ fn truncate(text: &str, max_chars: usize) -> String {
     }
 }
 
-/// reqwest's Display can name the URL; the base URL is configuration, not the client's business.
-/// Whether the connection failed because the upstream's certificate was refused, which an
-/// operator fixes with REACTSTEP_UPSTREAM_CA_FILE rather than by waiting. rustls says so only in
-/// the text of an error deep in the chain.
+/// Whether the connection failed because the upstream's certificate was refused: worth saying,
+/// since it is the operator's to fix (REACTSTEP_UPSTREAM_CA_FILE). rustls says so only in the
+/// text of an error deep in the chain.
 fn refused_certificate(err: &reqwest::Error) -> bool {
     let mut source = std::error::Error::source(err);
     while let Some(inner) = source {
@@ -241,6 +240,7 @@ fn refused_certificate(err: &reqwest::Error) -> bool {
     false
 }
 
+/// reqwest's Display can name the URL; the base URL is configuration, not the client's business.
 fn without_url(err: &reqwest::Error) -> String {
     let mut text = err.to_string();
     if let Some(url) = err.url() {

@@ -1,6 +1,7 @@
 //! An upstream over HTTPS, as every hosted provider is: the service speaks HTTP/2 to it when
-//! offered, trusts the operator's extra certificate authority, and says so when it cannot trust
-//! a certificate.
+//! offered, trusts the operator's extra certificate authority, says so when it cannot trust a
+//! certificate, and spreads its calls over pools so that a server's stream limit does not cap
+//! them.
 
 use std::io::Write;
 
