@@ -98,7 +98,9 @@ impl ErrorKind {
                     LlmError::Rejected { .. } => {
                         (S::BAD_REQUEST, "llm_request_rejected", retryable)
                     }
-                    LlmError::Unavailable { .. } => (S::BAD_GATEWAY, "llm_unavailable", retryable),
+                    LlmError::Unavailable { .. } | LlmError::Untrusted { .. } => {
+                        (S::BAD_GATEWAY, "llm_unavailable", retryable)
+                    }
                     LlmError::BadResponse { .. } => (S::BAD_GATEWAY, "llm_bad_response", retryable),
                     LlmError::Timeout { .. } => (S::GATEWAY_TIMEOUT, "llm_timeout", retryable),
                 }

@@ -38,6 +38,9 @@ pub enum LlmError {
     /// 5xx, 529, or no connection at all.
     #[error("the {provider} API is unavailable: {message}")]
     Unavailable { provider: Provider, message: String },
+    /// The upstream's TLS certificate was refused: the operator's to fix, not a retry's.
+    #[error("the {provider} API could not be reached: its TLS certificate is not trusted")]
+    Untrusted { provider: Provider },
     /// A reply that is not what the provider's API documents.
     #[error("the {provider} API sent a reply that could not be used: {message}")]
     BadResponse { provider: Provider, message: String },
@@ -118,15 +121,12 @@ impl LlmError {
     ) -> Self {
         if err.is_timeout() {
             Self::Timeout { provider, timeout }
+        } else if err.is_connect() && refused_certificate(err) {
+            Self::Untrusted { provider }
         } else if err.is_connect() {
-            let message = if refused_certificate(err) {
-                "could not connect to the API: its TLS certificate is not trusted"
-            } else {
-                "could not connect to the API"
-            };
             Self::Unavailable {
                 provider,
-                message: message.into(),
+                message: "could not connect to the API".into(),
             }
         } else {
             Self::Unavailable {
@@ -145,6 +145,7 @@ impl LlmError {
             Self::Auth { .. }
             | Self::ModelNotFound { .. }
             | Self::Rejected { .. }
+            | Self::Untrusted { .. }
             | Self::BadResponse { .. } => false,
         }
     }
@@ -159,7 +160,10 @@ impl LlmError {
 
     pub fn is_retryable(&self) -> bool {
         match self {
-            Self::Auth { .. } | Self::ModelNotFound { .. } | Self::Rejected { .. } => false,
+            Self::Auth { .. }
+            | Self::ModelNotFound { .. }
+            | Self::Rejected { .. }
+            | Self::Untrusted { .. } => false,
             Self::RateLimited { retryable, .. } => *retryable,
             Self::Unavailable { .. } | Self::BadResponse { .. } | Self::Timeout { .. } => true,
         }
@@ -226,9 +230,9 @@ fn truncate(text: &str, max_chars: usize) -> String {
     }
 }
 
-/// Whether the connection failed because the upstream's certificate was refused: worth saying,
-/// since it is the operator's to fix (REACTSTEP_UPSTREAM_CA_FILE). rustls says so only in the
-/// text of an error deep in the chain.
+/// Whether the connection failed because the upstream's certificate was refused, which no retry
+/// fixes (the operator's REACTSTEP_UPSTREAM_CA_FILE does). rustls says so only in the text of an
+/// error deep in the chain.
 fn refused_certificate(err: &reqwest::Error) -> bool {
     let mut source = std::error::Error::source(err);
     while let Some(inner) = source {

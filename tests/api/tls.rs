@@ -48,7 +48,7 @@ async fn with_the_operator_ca_the_step_reaches_an_https_upstream_over_http2() {
 }
 
 #[tokio::test]
-async fn an_untrusted_certificate_is_a_502_that_names_the_certificate() {
+async fn an_untrusted_certificate_is_a_502_that_says_so_and_is_not_retried() {
     let upstream = upstream().await;
     let app = app_for(&upstream, None).await;
 
@@ -56,12 +56,25 @@ async fn an_untrusted_certificate_is_a_502_that_names_the_certificate() {
 
     assert_eq!(reply.status, 502, "{}", reply.text);
     assert_eq!(reply.body["error"]["type"], "llm_unavailable");
+    assert_eq!(
+        reply.body["error"]["retryable"], false,
+        "a retry cannot help"
+    );
     let message = reply.body["error"]["message"].as_str().unwrap();
-    assert!(message.contains("certificate"), "{message}");
+    assert!(
+        message.contains("TLS certificate is not trusted"),
+        "{message}"
+    );
+    // One handshake, refused; the retries (3 by default) were not spent on it.
+    let connections = upstream
+        .connections
+        .load(std::sync::atomic::Ordering::SeqCst);
+    assert_eq!(connections, 1);
     assert!(
         upstream.versions.lock().unwrap().is_empty(),
         "nothing got through"
     );
+    assert_eq!(app.send("GET", "/healthz", None).await.status, 200);
 }
 
 #[tokio::test]

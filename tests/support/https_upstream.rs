@@ -4,6 +4,7 @@
 
 use std::convert::Infallible;
 use std::future::Future;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
@@ -23,6 +24,8 @@ pub struct HttpsUpstream {
     pub ca_pem: String,
     /// The HTTP version of every request received, in order.
     pub versions: Arc<Mutex<Vec<hyper::Version>>>,
+    /// Connections accepted, whether or not their TLS handshake then succeeded.
+    pub connections: Arc<AtomicUsize>,
 }
 
 /// Serves every request with what `answer` makes of its body: a status and a JSON body.
@@ -60,17 +63,19 @@ where
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let uri = format!("https://{}", listener.local_addr().unwrap());
     let versions = Arc::new(Mutex::new(Vec::new()));
+    let connections = Arc::new(AtomicUsize::new(0));
     tokio::spawn(serve(
         listener,
         TlsAcceptor::from(Arc::new(tls)),
         max_streams,
         answer,
-        versions.clone(),
+        (versions.clone(), connections.clone()),
     ));
     HttpsUpstream {
         uri,
         ca_pem: ca.pem(),
         versions,
+        connections,
     }
 }
 
@@ -79,7 +84,7 @@ async fn serve<F, Fut>(
     acceptor: TlsAcceptor,
     max_streams: Option<u32>,
     answer: F,
-    versions: Arc<Mutex<Vec<hyper::Version>>>,
+    (versions, connections): (Arc<Mutex<Vec<hyper::Version>>>, Arc<AtomicUsize>),
 ) where
     F: Fn(Bytes) -> Fut + Clone + Send + Sync + 'static,
     Fut: Future<Output = (u16, String)> + Send + 'static,
@@ -88,6 +93,7 @@ async fn serve<F, Fut>(
         let Ok((socket, _)) = listener.accept().await else {
             continue;
         };
+        connections.fetch_add(1, Ordering::SeqCst);
         let (acceptor, answer, versions) = (acceptor.clone(), answer.clone(), versions.clone());
         tokio::spawn(async move {
             // A client that rejects the certificate ends the handshake: nothing to serve.
