@@ -172,14 +172,17 @@ fn percentile(sorted: &[Duration], p: f64) -> Duration {
 /// `https`: over TLS, with this many streams allowed per connection (`None`: any number).
 async fn burst(n: u64, https: Option<Option<u32>>) {
     let mut ca_file = tempfile::NamedTempFile::new().unwrap();
-    let (uri, versions) = if let Some(max_streams) = https {
+    let (uri, seen) = if let Some(max_streams) = https {
         let upstream = https_upstream::start(max_streams, |_body| async {
             tokio::time::sleep(UPSTREAM_DELAY).await;
             answer(0, false)
         })
         .await;
         ca_file.write_all(upstream.ca_pem.as_bytes()).unwrap();
-        (upstream.uri, Some(upstream.versions))
+        (
+            upstream.uri,
+            Some((upstream.versions, upstream.connections)),
+        )
     } else {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let uri = format!("http://{}", listener.local_addr().unwrap());
@@ -226,9 +229,10 @@ async fn burst(n: u64, https: Option<Option<u32>>) {
     }
     let wall = started.elapsed();
     latencies.sort();
-    let shape = match &versions {
-        Some(versions) => {
+    let shape = match &seen {
+        Some((versions, connections)) => {
             let versions = versions.lock().unwrap();
+            let connections = connections.load(Ordering::SeqCst);
             let h2 = versions
                 .iter()
                 .filter(|v| **v == hyper::Version::HTTP_2)
@@ -237,7 +241,7 @@ async fn burst(n: u64, https: Option<Option<u32>>) {
                 .flatten()
                 .map_or(String::new(), |s| format!(", {s} streams per connection"));
             format!(
-                "HTTPS{limit}, {h2} of {} requests over HTTP/2",
+                "HTTPS{limit}, {h2} of {} requests over HTTP/2 on {connections} connections",
                 versions.len()
             )
         }
