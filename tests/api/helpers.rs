@@ -211,8 +211,14 @@ pub struct RunningBinary {
 
 impl RunningBinary {
     pub async fn start(llm_uri: &str, rust_log: &str) -> Self {
+        Self::start_with(llm_uri, rust_log, &[]).await
+    }
+
+    /// The same, with more `REACTSTEP_*` variables.
+    pub async fn start_with(llm_uri: &str, rust_log: &str, env: &[(&str, &str)]) -> Self {
         use tokio::io::{AsyncBufReadExt, BufReader};
         let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_reactstep"))
+            .envs(env.iter().copied())
             .env("REACTSTEP_BIND", "127.0.0.1:0")
             .env("REACTSTEP_OPENAI_BASE_URL", format!("{llm_uri}/v1"))
             .env("REACTSTEP_LOG_FORMAT", "json")

@@ -1,13 +1,14 @@
 //! Runs the real binary, configured only through REACTSTEP_* variables, with every log level on,
 //! through the paths that touch the key (success, rejection, rate limit, an error inside a
-//! stream, bad input), and checks
-//! that the key appears in no response and no log line.
+//! stream, bad input; over plain HTTP and over HTTPS with HTTP/2), and checks that the key
+//! appears in no response and no log line.
 
 use serde_json::json;
 use wiremock::matchers::{method, path};
 use wiremock::{Mock, MockServer, ResponseTemplate};
 
 use crate::helpers::{request, RunningBinary, KEY};
+use crate::https_upstream;
 use crate::upstream::{openai_reply, OPENAI_PATH};
 
 #[tokio::test]
@@ -98,6 +99,52 @@ async fn the_key_never_reaches_a_response_or_a_log_line() {
         log.contains("request failed") || log.contains("request refused"),
         "errors are logged: {log}"
     );
+    assert!(!responses.contains(KEY), "a response held the key");
+    assert!(!log.contains(KEY), "a log line held the key");
+    assert!(!log.contains("SECRET"), "a log line held part of the key");
+}
+
+/// The same over HTTPS and HTTP/2, the path to every hosted provider, whose libraries log
+/// differently at `trace`.
+#[tokio::test]
+async fn over_http2_the_key_reaches_no_response_and_no_log_line() {
+    let upstream = https_upstream::start(None, |body| async move {
+        if String::from_utf8_lossy(&body).contains("\"content\":\"denied\"") {
+            let echoed = json!({"error": {"message": format!("Incorrect API key provided: {KEY}."), "type": "invalid_request_error", "code": "invalid_api_key"}});
+            (401, echoed.to_string())
+        } else {
+            (200, openai_reply("Thought: t\nFinal Answer: a").to_string())
+        }
+    })
+    .await;
+    let ca = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(ca.path(), &upstream.ca_pem).unwrap();
+    let ca_path = ca.path().to_str().unwrap();
+    let server = RunningBinary::start_with(
+        &upstream.uri,
+        "trace",
+        &[("REACTSTEP_UPSTREAM_CA_FILE", ca_path)],
+    )
+    .await;
+
+    let client = reqwest::Client::new();
+    let url = format!("http://127.0.0.1:{}/api/agent/react_step", server.port);
+    let mut responses = String::new();
+    for (query, expected) in [("ok", 200), ("denied", 401)] {
+        let reply = client
+            .post(&url)
+            .json(&request("gpt-4o", query))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(reply.status().as_u16(), expected);
+        responses.push_str(&reply.text().await.unwrap());
+    }
+    let log = server.stop().await;
+
+    let versions = upstream.versions.lock().unwrap().clone();
+    assert_eq!(versions, vec![hyper::Version::HTTP_2; 2]);
+    assert!(log.contains("request refused"), "the 401 is logged: {log}");
     assert!(!responses.contains(KEY), "a response held the key");
     assert!(!log.contains(KEY), "a log line held the key");
     assert!(!log.contains("SECRET"), "a log line held part of the key");
