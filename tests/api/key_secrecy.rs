@@ -3,7 +3,7 @@
 //! stream, bad input; over plain HTTP and over HTTPS with HTTP/2), and checks that the key
 //! appears in no response and no log line.
 
-use serde_json::json;
+use serde_json::{json, Value};
 use wiremock::matchers::{method, path};
 use wiremock::{Mock, MockServer, ResponseTemplate};
 
@@ -11,10 +11,31 @@ use crate::helpers::{request, RunningBinary, KEY};
 use crate::https_upstream;
 use crate::upstream::{openai_reply, OPENAI_PATH};
 
+/// An upstream error that quotes the key back, as OpenAI's 401 does.
+fn echoing_the_key() -> Value {
+    json!({"error": {"message": format!("Incorrect API key provided: {KEY}."), "type": "invalid_request_error", "code": "invalid_api_key"}})
+}
+
+/// Posts a step for each query, checks its status, and returns the bodies, one after another.
+async fn post_each(client: &reqwest::Client, url: &str, cases: &[(&str, u16)]) -> String {
+    let mut responses = String::new();
+    for &(query, expected) in cases {
+        let reply = client
+            .post(url)
+            .json(&request("gpt-4o", query))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(reply.status().as_u16(), expected, "{query}");
+        responses.push_str(&reply.text().await.unwrap());
+    }
+    responses
+}
+
 #[tokio::test]
 async fn the_key_never_reaches_a_response_or_a_log_line() {
     let llm = MockServer::start().await;
-    let echoed = json!({"error": {"message": format!("Incorrect API key provided: {KEY}."), "type": "invalid_request_error", "code": "invalid_api_key"}});
+    let echoed = echoing_the_key();
     for (query, status, body) in [
         ("ok", 200, openai_reply("Thought: t\nFinal Answer: a")),
         ("denied", 401, echoed.clone()),
@@ -53,22 +74,13 @@ async fn the_key_never_reaches_a_response_or_a_log_line() {
 
     let client = reqwest::Client::new();
     let url = format!("http://127.0.0.1:{port}/api/agent/react_step");
-    let mut responses = String::new();
-    for (query, expected) in [
+    let cases = [
         ("ok", 200),
         ("denied", 401),
         ("limited", 429),
         ("broken", 502),
-    ] {
-        let reply = client
-            .post(&url)
-            .json(&request("gpt-4o", query))
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(reply.status().as_u16(), expected);
-        responses.push_str(&reply.text().await.unwrap());
-    }
+    ];
+    let mut responses = post_each(&client, &url, &cases).await;
     let streamed = client
         .post(format!("{url}/stream"))
         .json(&request("gpt-4o", "streamed"))
@@ -110,8 +122,7 @@ async fn the_key_never_reaches_a_response_or_a_log_line() {
 async fn over_http2_the_key_reaches_no_response_and_no_log_line() {
     let upstream = https_upstream::start(None, |body| async move {
         if String::from_utf8_lossy(&body).contains("\"content\":\"denied\"") {
-            let echoed = json!({"error": {"message": format!("Incorrect API key provided: {KEY}."), "type": "invalid_request_error", "code": "invalid_api_key"}});
-            (401, echoed.to_string())
+            (401, echoing_the_key().to_string())
         } else {
             (200, openai_reply("Thought: t\nFinal Answer: a").to_string())
         }
@@ -129,17 +140,7 @@ async fn over_http2_the_key_reaches_no_response_and_no_log_line() {
 
     let client = reqwest::Client::new();
     let url = format!("http://127.0.0.1:{}/api/agent/react_step", server.port);
-    let mut responses = String::new();
-    for (query, expected) in [("ok", 200), ("denied", 401)] {
-        let reply = client
-            .post(&url)
-            .json(&request("gpt-4o", query))
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(reply.status().as_u16(), expected);
-        responses.push_str(&reply.text().await.unwrap());
-    }
+    let responses = post_each(&client, &url, &[("ok", 200), ("denied", 401)]).await;
     let log = server.stop().await;
 
     let versions = upstream.versions.lock().unwrap().clone();

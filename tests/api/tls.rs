@@ -5,16 +5,19 @@
 
 use std::io::Write;
 
+use reactstep::config::Config;
+
 use crate::helpers::{request, spawn_app_with, TestApp};
 use crate::https_upstream::{self, HttpsUpstream};
 use crate::upstream::openai_reply;
 
+fn answer() -> (u16, String) {
+    let reply = openai_reply("Thought: It is known.\nFinal Answer: reached over TLS");
+    (200, reply.to_string())
+}
+
 async fn upstream() -> HttpsUpstream {
-    https_upstream::start(None, |_body| async {
-        let reply = openai_reply("Thought: It is known.\nFinal Answer: reached over TLS");
-        (200, reply.to_string())
-    })
-    .await
+    https_upstream::start(None, |_body| async { answer() }).await
 }
 
 fn pem_file(text: &str) -> tempfile::NamedTempFile {
@@ -23,12 +26,18 @@ fn pem_file(text: &str) -> tempfile::NamedTempFile {
     file
 }
 
-async fn app_for(upstream: &HttpsUpstream, ca: Option<&tempfile::NamedTempFile>) -> TestApp {
+/// The app calling `upstream` as OpenAI, trusting `ca` if given, with the test's other changes.
+async fn app_for(
+    upstream: &HttpsUpstream,
+    ca: Option<&tempfile::NamedTempFile>,
+    tweak: impl FnOnce(&mut Config),
+) -> TestApp {
     let base = format!("{}/v1", upstream.uri);
     let ca = ca.map(|f| f.path().to_path_buf());
     spawn_app_with(move |c| {
         c.openai_base_url = base;
         c.upstream_ca_file = ca;
+        tweak(c);
     })
     .await
 }
@@ -37,7 +46,7 @@ async fn app_for(upstream: &HttpsUpstream, ca: Option<&tempfile::NamedTempFile>)
 async fn with_the_operator_ca_the_step_reaches_an_https_upstream_over_http2() {
     let upstream = upstream().await;
     let ca = pem_file(&upstream.ca_pem);
-    let app = app_for(&upstream, Some(&ca)).await;
+    let app = app_for(&upstream, Some(&ca), |_| {}).await;
 
     let reply = app.post_react_step(&request("gpt-4o", "q")).await;
 
@@ -50,7 +59,7 @@ async fn with_the_operator_ca_the_step_reaches_an_https_upstream_over_http2() {
 #[tokio::test]
 async fn an_untrusted_certificate_is_a_502_that_says_so_and_is_not_retried() {
     let upstream = upstream().await;
-    let app = app_for(&upstream, None).await;
+    let app = app_for(&upstream, None, |_| {}).await;
 
     let reply = app.post_react_step(&request("gpt-4o", "q")).await;
 
@@ -112,17 +121,12 @@ async fn calls_spread_over_pools_so_a_stream_limit_does_not_cap_them() {
         let all_in = all_in.clone();
         async move {
             all_in.wait().await;
-            let reply = openai_reply("Thought: It is known.\nFinal Answer: reached over TLS");
-            (200, reply.to_string())
+            answer()
         }
     })
     .await;
     let ca = pem_file(&upstream.ca_pem);
-    let base = format!("{}/v1", upstream.uri);
-    let ca_path = ca.path().to_path_buf();
-    let app = spawn_app_with(move |c| {
-        c.openai_base_url = base;
-        c.upstream_ca_file = Some(ca_path);
+    let app = app_for(&upstream, Some(&ca), |c| {
         c.upstream_pools = 4;
         c.step_timeout_secs = 20;
     })
