@@ -3,7 +3,7 @@
 
 use std::net::TcpListener;
 
-use actix_web::dev::Server;
+use actix_web::dev::{Server, Service};
 use actix_web::{web, App, HttpServer};
 use tracing_actix_web::TracingLogger;
 
@@ -87,6 +87,11 @@ impl Application {
                     cors(&origins),
                 ))
                 .wrap(TracingLogger::<api::request_log::RequestLog>::new())
+                // Outermost, so that everything after sees the fitted map.
+                .wrap_fn(|mut req, app| {
+                    api::headers::fit(req.headers_mut());
+                    app.call(req)
+                })
                 .app_data(state.clone())
                 .configure(api::routes)
                 .default_service(api::default_service())

@@ -5,6 +5,7 @@ mod body;
 mod convert;
 mod error;
 mod handlers;
+pub mod headers;
 mod rate_limit;
 mod request;
 pub mod request_log;
