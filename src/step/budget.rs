@@ -193,11 +193,20 @@ fn fit_within(
     let mut room = limit - mandatory;
     let chosen = choose(counter, c, optional_turns, heading_tokens, &mut room);
 
-    // Assemble: the system prompt from parts whose counts are already known.
-    let mut system = String::from(c.head);
+    // Assemble: the system prompt from parts whose counts are already known, in one allocation
+    // of its final size (the step holds it until the model has answered).
+    let heading = if chosen.blocks.is_empty() {
+        ""
+    } else {
+        CONTEXT_HEADING
+    };
+    let length =
+        c.head.len() + heading.len() + chosen.blocks.iter().map(|(b, _, _)| b.len()).sum::<usize>();
+    let mut system = String::with_capacity(length);
+    system.push_str(c.head);
+    system.push_str(heading);
     let mut system_tokens = head_tokens;
-    if !chosen.blocks.is_empty() {
-        system.push_str(CONTEXT_HEADING);
+    if !heading.is_empty() {
         system_tokens += heading_tokens;
     }
     for (block, tokens, _) in &chosen.blocks {
