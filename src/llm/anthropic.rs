@@ -112,10 +112,10 @@ fn prepare(
     key: Option<&ApiKey>,
 ) -> Result<reqwest::RequestBuilder, LlmError> {
     let url = format!("{}/v1/messages", base_url.trim_end_matches('/'));
-    let mut builder = http
-        .post(url)
-        .header("anthropic-version", API_VERSION)
-        .json(body);
+    let mut builder = super::with_json(
+        http.post(url).header("anthropic-version", API_VERSION),
+        body,
+    );
     if let Some(key) = key {
         let mut value =
             reqwest::header::HeaderValue::from_str(key.expose()).map_err(|_| LlmError::Auth {

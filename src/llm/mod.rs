@@ -313,6 +313,21 @@ async fn open_stream(
     Err(LlmError::from_reply(provider, status, &headers, &body, key))
 }
 
+/// The request with `body` as JSON, held in an allocation of exactly its size: reqwest's `json`
+/// keeps the spare room of the buffer it grew, and a call holds its body until it is answered.
+fn with_json(
+    builder: reqwest::RequestBuilder,
+    body: &impl serde::Serialize,
+) -> reqwest::RequestBuilder {
+    match serde_json::to_vec(body) {
+        Ok(json) => builder
+            .header(reqwest::header::CONTENT_TYPE, "application/json")
+            .body(bytes::Bytes::from(json.into_boxed_slice())),
+        // Nothing the service sends fails to serialise; should it, reqwest reports it on send.
+        Err(_) => builder.json(body),
+    }
+}
+
 /// Sends a prepared request and returns the body of a 2xx reply, or the classified error.
 async fn send(
     provider: Provider,

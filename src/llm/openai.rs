@@ -138,7 +138,7 @@ impl<'a> Call<'a> {
         key: Option<&ApiKey>,
     ) -> Result<Completion, LlmError> {
         let url = format!("{}/chat/completions", self.base_url.trim_end_matches('/'));
-        let mut builder = http.post(url).json(&body(self.dialect, request));
+        let mut builder = super::with_json(http.post(url), &body(self.dialect, request));
         if let Some(key) = key {
             builder = builder.bearer_auth(key.expose());
         }
@@ -159,7 +159,7 @@ impl<'a> Call<'a> {
         body.stream_options = Some(StreamOptions {
             include_usage: true,
         });
-        let mut builder = http.post(url).json(&body);
+        let mut builder = super::with_json(http.post(url), &body);
         if let Some(key) = key {
             builder = builder.bearer_auth(key.expose());
         }

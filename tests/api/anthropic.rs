@@ -48,6 +48,7 @@ async fn the_anthropic_call_uses_its_own_headers_and_fields() {
     let sent = &received[0];
     assert_eq!(sent.headers["x-api-key"], KEY);
     assert_eq!(sent.headers["anthropic-version"], "2023-06-01");
+    assert_eq!(sent.headers["content-type"], "application/json");
     assert!(sent.headers.get("authorization").is_none());
     let body: serde_json::Value = serde_json::from_slice(&sent.body).unwrap();
     assert_eq!(body["model"], "claude-3-5-haiku-latest");

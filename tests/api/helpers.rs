@@ -87,14 +87,22 @@ impl TestApp {
         }
     }
 
-    /// The JSON bodies the service sent upstream, in order.
+    /// The JSON bodies the service sent upstream, in order; each must say it is JSON, as the
+    /// providers require.
     pub async fn upstream_bodies(&self) -> Vec<Value> {
         self.llm
             .received_requests()
             .await
             .unwrap_or_default()
             .iter()
-            .map(|r| serde_json::from_slice(&r.body).expect("upstream bodies are JSON"))
+            .map(|r| {
+                assert_eq!(
+                    r.headers.get("content-type").map(|v| v.as_bytes()),
+                    Some(&b"application/json"[..]),
+                    "the upstream request's Content-Type"
+                );
+                serde_json::from_slice(&r.body).expect("upstream bodies are JSON")
+            })
             .collect()
     }
 }
