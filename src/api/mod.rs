@@ -12,7 +12,8 @@ pub mod request_log;
 mod response;
 mod stream;
 
-use actix_web::web;
+use actix_web::http::Method;
+use actix_web::{guard, web};
 
 pub use error::{ApiError, ErrorKind};
 pub use handlers::OPENAPI_YAML;
@@ -47,24 +48,30 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
             },
         ))
     };
-    cfg.service(only("GET", web::get().to(handlers::healthz), "/healthz"))
-        .service(only("GET", web::get().to(handlers::readyz), "/readyz"))
-        .service(only("GET", web::get().to(handlers::metrics), "/metrics"))
-        .service(only(
-            "GET",
-            web::get().to(handlers::openapi),
-            "/openapi.yaml",
-        ))
+    cfg.service(only("GET", get().to(handlers::healthz), "/healthz"))
+        .service(only("GET", get().to(handlers::readyz), "/readyz"))
+        .service(only("GET", get().to(handlers::metrics), "/metrics"))
+        .service(only("GET", get().to(handlers::openapi), "/openapi.yaml"))
         .service(only(
             "POST",
-            web::post().to(handlers::react_step),
+            post().to(handlers::react_step),
             "/api/agent/react_step",
         ))
         .service(only(
             "POST",
-            web::post().to(stream::react_step_stream),
+            post().to(stream::react_step_stream),
             "/api/agent/react_step/stream",
         ));
+}
+
+// actix-web's own method guards record each method tried in the request's extensions, for a 405
+// this API writes itself; that record is an allocation every step would hold while it waits.
+fn get() -> actix_web::Route {
+    web::route().guard(guard::fn_guard(|ctx| ctx.head().method == Method::GET))
+}
+
+fn post() -> actix_web::Route {
+    web::route().guard(guard::fn_guard(|ctx| ctx.head().method == Method::POST))
 }
 
 pub fn default_service() -> actix_web::Route {
