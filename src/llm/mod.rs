@@ -340,6 +340,18 @@ async fn send(
         .send()
         .await
         .map_err(|e| LlmError::from_transport(provider, &e, timeout))?;
+    // Boxed: reading the reply is a larger state than waiting for it, and a future keeps room
+    // for its largest state all the while thousands of calls wait.
+    Box::pin(read_reply(provider, response, timeout, key)).await
+}
+
+/// The body of a 2xx reply, or the classified error.
+async fn read_reply(
+    provider: Provider,
+    response: reqwest::Response,
+    timeout: Duration,
+    key: Option<&ApiKey>,
+) -> Result<bytes::Bytes, LlmError> {
     let status = response.status();
     let headers = response.headers().clone();
     let body = read_capped(provider, response, timeout).await?;
