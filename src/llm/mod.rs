@@ -299,18 +299,12 @@ async fn open_stream(
     timeout: Duration,
     key: Option<&ApiKey>,
 ) -> Result<reqwest::Response, LlmError> {
-    let response = builder
-        .timeout(timeout)
-        .send()
-        .await
-        .map_err(|e| LlmError::from_transport(provider, &e, timeout))?;
-    let status = response.status();
-    if status.is_success() {
-        return Ok(response);
+    let response = dispatch(provider, builder, timeout).await?;
+    if response.status().is_success() {
+        Ok(response)
+    } else {
+        Err(Box::pin(failure(provider, response, timeout, key)).await)
     }
-    let headers = response.headers().clone();
-    let body = read_capped(provider, response, timeout).await?;
-    Err(LlmError::from_reply(provider, status, &headers, &body, key))
 }
 
 /// The request with `body` as JSON, held in an allocation of exactly its size: reqwest's `json`
@@ -335,30 +329,45 @@ async fn send(
     timeout: Duration,
     key: Option<&ApiKey>,
 ) -> Result<bytes::Bytes, LlmError> {
-    let response = builder
-        .timeout(timeout)
-        .send()
-        .await
-        .map_err(|e| LlmError::from_transport(provider, &e, timeout))?;
+    let response = dispatch(provider, builder, timeout).await?;
     // Boxed: reading the reply is a larger state than waiting for it, and a future keeps room
     // for its largest state all the while thousands of calls wait.
-    Box::pin(read_reply(provider, response, timeout, key)).await
+    Box::pin(async move {
+        if response.status().is_success() {
+            read_capped(provider, response, timeout).await
+        } else {
+            Err(failure(provider, response, timeout, key).await)
+        }
+    })
+    .await
 }
 
-/// The body of a 2xx reply, or the classified error.
-async fn read_reply(
+/// The reply's head, or the transport's failure classified. Not an `async fn`: the future of
+/// one keeps its arguments for its whole life, so the request would be held twice.
+fn dispatch(
+    provider: Provider,
+    builder: reqwest::RequestBuilder,
+    timeout: Duration,
+) -> impl std::future::Future<Output = Result<reqwest::Response, LlmError>> {
+    use futures_util::FutureExt;
+    builder
+        .timeout(timeout)
+        .send()
+        .map(move |sent| sent.map_err(|e| LlmError::from_transport(provider, &e, timeout)))
+}
+
+/// What a reply that is not a success says went wrong, read from its status, headers and body.
+async fn failure(
     provider: Provider,
     response: reqwest::Response,
     timeout: Duration,
     key: Option<&ApiKey>,
-) -> Result<bytes::Bytes, LlmError> {
+) -> LlmError {
     let status = response.status();
     let headers = response.headers().clone();
-    let body = read_capped(provider, response, timeout).await?;
-    if status.is_success() {
-        Ok(body)
-    } else {
-        Err(LlmError::from_reply(provider, status, &headers, &body, key))
+    match read_capped(provider, response, timeout).await {
+        Ok(body) => LlmError::from_reply(provider, status, &headers, &body, key),
+        Err(unread) => unread,
     }
 }
 
