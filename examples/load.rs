@@ -267,6 +267,15 @@ async fn burst(n: u64, https: Option<Option<u32>>) {
         idle as f64 / 1024.0,
         rss_kib(pid, "VmHWM") as f64 / 1024.0
     );
+    // With the clients gone, what the service keeps once its heap-trim thread has run twice.
+    drop(client);
+    let settled = reactstep::heap_trim::PERIOD * 2 + Duration::from_secs(5);
+    tokio::time::sleep(settled).await;
+    println!(
+        "  service RSS {} s after the burst: {:.1} MiB",
+        settled.as_secs(),
+        rss_kib(pid, "VmRSS") as f64 / 1024.0
+    );
     assert_eq!(failed, 0, "every step must be answered correctly");
 }
 

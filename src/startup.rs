@@ -25,6 +25,7 @@ impl Application {
             mib = released >> 20,
             "encoder tables built; their compiled-in source paged out"
         );
+        crate::heap_trim::keep_trimming();
         let listener = TcpListener::bind(config.bind)?;
         let port = listener.local_addr()?.port();
         let llm = LlmClients::new(LlmSettings {
