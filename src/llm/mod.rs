@@ -176,6 +176,11 @@ pub struct LlmSettings {
     pub pools: usize,
 }
 
+/// Idle connections each pool keeps to one host. Over HTTP/1.1 every call in flight holds its
+/// own connection (about 25 KiB of buffers), and after a burst of thousands they would all sit
+/// idle for the 90 s idle timeout; over HTTP/2 a pool needs only one or two.
+const IDLE_CONNECTIONS_PER_HOST: usize = 64;
+
 /// The HTTP clients every request shares, plus where each provider lives.
 #[derive(Debug)]
 pub struct LlmClients {
@@ -189,6 +194,7 @@ impl LlmClients {
             let mut builder = reqwest::Client::builder()
                 .connect_timeout(settings.timeout.min(Duration::from_secs(10)))
                 .pool_idle_timeout(Duration::from_secs(90))
+                .pool_max_idle_per_host(IDLE_CONNECTIONS_PER_HOST)
                 .user_agent(concat!("reactstep/", env!("CARGO_PKG_VERSION")));
             for root in &settings.extra_roots {
                 builder = builder.add_root_certificate(root.clone());
