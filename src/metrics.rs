@@ -1,5 +1,6 @@
 //! Prometheus metrics for operators (`GET /metrics`, OpenMetrics text): requests by endpoint and
-//! status, step and upstream latency, retries, tokens, parse outcomes and context fates. One
+//! status, steps in flight, step and upstream latency, retries, tokens, parse outcomes and
+//! context fates. One
 //! registry per process; the families are cheap to update from anywhere.
 
 use std::sync::OnceLock;
@@ -7,6 +8,7 @@ use std::sync::OnceLock;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::Registry;
 
@@ -29,6 +31,9 @@ pub struct KindLabels {
 pub struct Metrics {
     registry: Registry,
     pub requests: Family<RequestLabels, Counter>,
+    /// Steps begun and not yet answered: each holds its client connection and memory (about
+    /// 35 KiB over HTTPS, `docs/benchmarks.md`) until it is.
+    pub steps_in_flight: Gauge,
     pub step_seconds: Histogram,
     pub upstream_seconds: Family<ProviderLabels, Histogram>,
     pub retries: Family<ProviderLabels, Counter>,
@@ -49,6 +54,7 @@ impl Metrics {
     fn new() -> Self {
         let mut registry = Registry::with_prefix("reactstep");
         let requests = Family::<RequestLabels, Counter>::default();
+        let steps_in_flight = Gauge::default();
         let step_seconds = latency();
         let upstream_seconds = Family::<ProviderLabels, Histogram>::new_with_constructor(latency);
         let retries = Family::<ProviderLabels, Counter>::default();
@@ -59,6 +65,11 @@ impl Metrics {
             "requests",
             "HTTP requests answered, by endpoint and status",
             requests.clone(),
+        );
+        registry.register(
+            "steps_in_flight",
+            "Steps begun and not yet answered",
+            steps_in_flight.clone(),
         );
         registry.register(
             "step_seconds",
@@ -93,6 +104,7 @@ impl Metrics {
         Self {
             registry,
             requests,
+            steps_in_flight,
             step_seconds,
             upstream_seconds,
             retries,
@@ -115,6 +127,23 @@ impl Metrics {
             text.clear();
         }
         text
+    }
+}
+
+/// Counts a step in flight for as long as it lives, however it ends (answered, failed, or
+/// dropped when its client goes away).
+pub struct InFlight(());
+
+impl InFlight {
+    pub fn enter() -> Self {
+        global().steps_in_flight.inc();
+        Self(())
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        global().steps_in_flight.dec();
     }
 }
 

@@ -224,6 +224,7 @@ pub async fn run(
     llm: &LlmClients,
     live: Option<LiveSender>,
 ) -> Result<StepOutput, StepError> {
+    let _in_flight = crate::metrics::InFlight::enter();
     let deadline = input.deadline;
     let started = std::time::Instant::now();
     let budget = deadline.saturating_duration_since(tokio::time::Instant::now());

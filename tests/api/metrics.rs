@@ -3,8 +3,8 @@
 
 use serde_json::json;
 
-use crate::helpers::{request, spawn_app};
-use crate::upstream::{mount, openai_reply, OPENAI_PATH};
+use crate::helpers::{request, spawn_app, RunningBinary};
+use crate::upstream::{held_upstream, mount, openai_reply, OPENAI_PATH};
 
 /// The value of the first sample line that starts with `prefix`.
 fn sample(text: &str, prefix: &str) -> f64 {
@@ -64,4 +64,46 @@ async fn steps_move_the_metrics() {
             "{prefix} did not grow"
         );
     }
+}
+
+/// A gauge needs a process of its own: the other tests here run steps in this one.
+#[tokio::test]
+async fn a_step_is_in_flight_until_it_is_answered() {
+    let (uri, arrived, go) = held_upstream("Thought: t\nFinal Answer: a").await;
+    let server = RunningBinary::start(&uri, "info").await;
+    let base = format!("http://127.0.0.1:{}", server.port);
+    let client = reqwest::Client::new();
+    let in_flight = || async {
+        let text = client
+            .get(format!("{base}/metrics"))
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        assert!(text.contains("\nreactstep_steps_in_flight "), "{text}");
+        sample(&text, "reactstep_steps_in_flight ")
+    };
+    assert_eq!(in_flight().await, 0.0, "nothing sent yet");
+
+    let step = tokio::spawn({
+        let client = client.clone();
+        let url = format!("{base}/api/agent/react_step");
+        async move {
+            let reply = client
+                .post(url)
+                .json(&request("gpt-4o", "q"))
+                .send()
+                .await
+                .unwrap();
+            reply.status().as_u16()
+        }
+    });
+    arrived.await.unwrap();
+    assert_eq!(in_flight().await, 1.0, "the step waits on its upstream");
+    go.send(()).unwrap();
+    assert_eq!(step.await.unwrap(), 200);
+    assert_eq!(in_flight().await, 0.0, "the step was answered");
+    server.stop().await;
 }

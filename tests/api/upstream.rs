@@ -1,6 +1,9 @@
 //! Replies in each provider's exact wire format, and mocks that serve them.
 
 use serde_json::{json, Value};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpListener;
+use tokio::sync::oneshot;
 use wiremock::matchers::{method, path};
 use wiremock::{Mock, MockServer, ResponseTemplate};
 
@@ -109,4 +112,43 @@ pub async fn mount_sequence(server: &MockServer, at: &str, replies: Vec<Value>) 
             .mount(server)
             .await;
     }
+}
+
+/// An OpenAI upstream on plain HTTP/1.1 that reports when the request has arrived and answers
+/// `answer` only when told to.
+pub async fn held_upstream(
+    answer: &'static str,
+) -> (String, oneshot::Receiver<()>, oneshot::Sender<()>) {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let uri = format!("http://{}", listener.local_addr().unwrap());
+    let (arrived_tx, arrived) = oneshot::channel();
+    let (go, go_rx) = oneshot::channel::<()>();
+    tokio::spawn(async move {
+        let (mut socket, _) = listener.accept().await.unwrap();
+        let mut data = Vec::new();
+        let mut buf = [0u8; 8192];
+        loop {
+            let n = socket.read(&mut buf).await.unwrap();
+            data.extend_from_slice(&buf[..n]);
+            let text = String::from_utf8_lossy(&data).to_ascii_lowercase();
+            if let Some(end) = text.find("\r\n\r\n") {
+                let length: usize = text[..end]
+                    .lines()
+                    .find_map(|l| l.strip_prefix("content-length:"))
+                    .map_or(0, |v| v.trim().parse().unwrap());
+                if data.len() >= end + 4 + length {
+                    break;
+                }
+            }
+        }
+        arrived_tx.send(()).unwrap();
+        go_rx.await.unwrap();
+        let body = openai_reply(answer).to_string();
+        let reply = format!(
+            "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+            body.len()
+        );
+        socket.write_all(reply.as_bytes()).await.unwrap();
+    });
+    (uri, arrived, go)
 }
