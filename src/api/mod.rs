@@ -12,7 +12,6 @@ pub mod request_log;
 mod response;
 mod stream;
 
-use actix_web::http::Method;
 use actix_web::{guard, web};
 
 pub use error::{ApiError, ErrorKind};
@@ -40,38 +39,33 @@ pub struct AppState {
 }
 
 pub fn routes(cfg: &mut web::ServiceConfig) {
-    // Each endpoint takes one method; any other gets 405 with `Allow` naming it.
+    // Each endpoint takes one method; any other gets 405 with `Allow` naming it. actix-web's own
+    // method guards (`web::get()`) would also record each method tried in the request's
+    // extensions, an allocation every step would hold while it waits: a plain check instead.
     let only = |method: &'static str, handler: actix_web::Route, path: &str| {
-        web::resource(path).route(handler).default_service(web::to(
+        let guarded = handler.guard(guard::fn_guard(move |ctx| {
+            ctx.head().method.as_str() == method
+        }));
+        web::resource(path).route(guarded).default_service(web::to(
             move |req: actix_web::HttpRequest, id: tracing_actix_web::RequestId| {
                 handlers::method_not_allowed(req, id, method)
             },
         ))
     };
-    cfg.service(only("GET", get().to(handlers::healthz), "/healthz"))
-        .service(only("GET", get().to(handlers::readyz), "/readyz"))
-        .service(only("GET", get().to(handlers::metrics), "/metrics"))
-        .service(only("GET", get().to(handlers::openapi), "/openapi.yaml"))
+    cfg.service(only("GET", web::to(handlers::healthz), "/healthz"))
+        .service(only("GET", web::to(handlers::readyz), "/readyz"))
+        .service(only("GET", web::to(handlers::metrics), "/metrics"))
+        .service(only("GET", web::to(handlers::openapi), "/openapi.yaml"))
         .service(only(
             "POST",
-            post().to(handlers::react_step),
+            web::to(handlers::react_step),
             "/api/agent/react_step",
         ))
         .service(only(
             "POST",
-            post().to(stream::react_step_stream),
+            web::to(stream::react_step_stream),
             "/api/agent/react_step/stream",
         ));
-}
-
-// actix-web's own method guards record each method tried in the request's extensions, for a 405
-// this API writes itself; that record is an allocation every step would hold while it waits.
-fn get() -> actix_web::Route {
-    web::route().guard(guard::fn_guard(|ctx| ctx.head().method == Method::GET))
-}
-
-fn post() -> actix_web::Route {
-    web::route().guard(guard::fn_guard(|ctx| ctx.head().method == Method::POST))
 }
 
 pub fn default_service() -> actix_web::Route {
