@@ -1,7 +1,6 @@
 //! Prometheus metrics for operators (`GET /metrics`, OpenMetrics text): requests by endpoint and
-//! status, steps in flight, step and upstream latency, retries, tokens, parse outcomes and
-//! context fates. One
-//! registry per process; the families are cheap to update from anywhere.
+//! status, steps in flight, step and upstream latency, retries, tokens, parse outcomes and context
+//! fates. One registry per process; the families are cheap to update from anywhere.
 
 use std::sync::OnceLock;
 
