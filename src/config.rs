@@ -35,6 +35,11 @@ impl std::str::FromStr for ApiTokens {
             .filter(|t| !t.is_empty())
             .map(str::to_string)
             .collect();
+        // A list that parses to nothing (`""`, `","`, spaces) is a mistake, not a wish to turn
+        // authentication off: that is done by leaving the setting unset.
+        if tokens.is_empty() {
+            return Err("the list holds no token; leave REACTSTEP_API_TOKENS unset to run without authentication".into());
+        }
         if tokens.iter().any(|t| t.len() < 16) {
             return Err("each API token must be at least 16 characters".into());
         }
@@ -143,14 +148,10 @@ pub struct Config {
     pub stream_heartbeat_secs: u64,
 
     /// Bearer tokens a client must present (`Authorization: Bearer …`) on the API endpoints,
-    /// comma-separated; unset means no operator authentication.
-    #[arg(
-        long,
-        env = "REACTSTEP_API_TOKENS",
-        default_value = "",
-        hide_env_values = true
-    )]
-    pub api_tokens: ApiTokens,
+    /// comma-separated; unset means no operator authentication, and a list that holds no token
+    /// is refused.
+    #[arg(long, env = "REACTSTEP_API_TOKENS", hide_env_values = true)]
+    pub api_tokens: Option<ApiTokens>,
 
     /// Base URLs a request may send its LLM call to (`llm_config.base_url`), comma-separated;
     /// none by default, so no request can choose where the service connects.
@@ -202,7 +203,7 @@ impl Config {
             retry_base_ms: 500,
             retry_cap_ms: 8000,
             stream_heartbeat_secs: 15,
-            api_tokens: ApiTokens::default(),
+            api_tokens: None,
             allowed_base_urls: Vec::new(),
             cors_origins: Vec::new(),
             shutdown_grace_secs: 30,
@@ -261,5 +262,18 @@ mod tests {
         assert!(matches!(parse("35"), Ok(Some(35))));
         assert!(parse("201").is_err());
         assert!(parse("-1").is_err());
+    }
+
+    #[test]
+    fn a_token_list_that_holds_no_token_is_refused() {
+        for empty in ["", ",", "  ", " , ,"] {
+            let parsed = Config::try_parse_from(["reactstep", "--api-tokens", empty]);
+            assert!(
+                parsed.is_err(),
+                "{empty:?} must not turn authentication off"
+            );
+        }
+        let parsed = Config::try_parse_from(["reactstep", "--api-tokens", "0123456789abcdef, "]);
+        assert!(matches!(parsed, Ok(c) if c.api_tokens.as_ref().is_some_and(|t| t.0.len() == 1)));
     }
 }

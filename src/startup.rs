@@ -60,7 +60,7 @@ impl Application {
             approximation_margin_percent: config.approximation_margin_percent,
             stream_heartbeat: std::time::Duration::from_secs(config.stream_heartbeat_secs),
             step_timeout: std::time::Duration::from_secs(config.step_timeout_secs),
-            api_tokens: config.api_tokens.clone(),
+            api_tokens: config.api_tokens.clone().unwrap_or_default(),
             rate_limits: crate::api::RateLimits::new(
                 config.rate_limit_per_client,
                 config.rate_limit_per_session,
@@ -72,7 +72,7 @@ impl Application {
                 .filter(|u| !u.is_empty())
                 .collect(),
         });
-        if !config.bind.ip().is_loopback() && config.api_tokens.0.is_empty() {
+        if !config.bind.ip().is_loopback() && config.api_tokens.is_none() {
             tracing::warn!(bind = %config.bind, "listening beyond loopback without REACTSTEP_API_TOKENS: anyone who can reach this address can spend the keys sent to it and use the service");
         }
         let origins: Vec<String> = config
