@@ -101,7 +101,9 @@ impl ErrorKind {
                     LlmError::Unavailable { .. } | LlmError::Untrusted { .. } => {
                         (S::BAD_GATEWAY, "llm_unavailable", retryable)
                     }
-                    LlmError::BadResponse { .. } => (S::BAD_GATEWAY, "llm_bad_response", retryable),
+                    LlmError::BadResponse { .. } | LlmError::Redirected { .. } => {
+                        (S::BAD_GATEWAY, "llm_bad_response", retryable)
+                    }
                     LlmError::Timeout { .. } => (S::GATEWAY_TIMEOUT, "llm_timeout", retryable),
                 }
             }

@@ -44,6 +44,9 @@ pub enum LlmError {
     /// A reply that is not what the provider's API documents.
     #[error("the {provider} API sent a reply that could not be used: {message}")]
     BadResponse { provider: Provider, message: String },
+    /// A 3xx: never followed, since the key would go along to wherever it points.
+    #[error("the {provider} API answered with a redirect (HTTP {status}), which is never followed: check the base URL")]
+    Redirected { provider: Provider, status: u16 },
     /// No complete answer within the configured timeout.
     #[error("the {provider} API did not answer within {} s", .timeout.as_secs())]
     Timeout {
@@ -91,6 +94,10 @@ impl LlmError {
                 provider,
                 status: status_code,
                 message,
+            },
+            300..=399 => Self::Redirected {
+                provider,
+                status: status_code,
             },
             _ => Self::BadResponse {
                 provider,
@@ -146,6 +153,7 @@ impl LlmError {
             | Self::ModelNotFound { .. }
             | Self::Rejected { .. }
             | Self::Untrusted { .. }
+            | Self::Redirected { .. }
             | Self::BadResponse { .. } => false,
         }
     }
@@ -163,6 +171,7 @@ impl LlmError {
             Self::Auth { .. }
             | Self::ModelNotFound { .. }
             | Self::Rejected { .. }
+            | Self::Redirected { .. }
             | Self::Untrusted { .. } => false,
             Self::RateLimited { retryable, .. } => *retryable,
             Self::Unavailable { .. } | Self::BadResponse { .. } | Self::Timeout { .. } => true,

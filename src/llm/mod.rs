@@ -195,6 +195,9 @@ impl LlmClients {
                 .connect_timeout(settings.timeout.min(Duration::from_secs(10)))
                 .pool_idle_timeout(Duration::from_secs(90))
                 .pool_max_idle_per_host(IDLE_CONNECTIONS_PER_HOST)
+                // A redirect would carry the user's key to wherever the upstream points; the
+                // provider APIs never redirect, so a 3xx is an error, not a hop.
+                .redirect(reqwest::redirect::Policy::none())
                 .user_agent(concat!("reactstep/", env!("CARGO_PKG_VERSION")));
             for root in &settings.extra_roots {
                 builder = builder.add_root_certificate(root.clone());
