@@ -97,6 +97,7 @@ impl Application {
                 .configure(api::routes)
                 .default_service(api::default_service())
         })
+        .on_connect(api::client_gone::remember)
         .listen(listener)?;
         server = server.shutdown_timeout(config.shutdown_grace_secs);
         if config.workers > 0 {

@@ -10,7 +10,7 @@ use super::request::ReactStepRequest;
 use super::response::ReactStepResponse;
 use super::AppState;
 use crate::step::history::{timestamp_now, Turn};
-use crate::step::StepInput;
+use crate::step::{StepError, StepInput};
 
 /// The contract, compiled in so that the served spec is always the one the binary implements.
 pub const OPENAPI_YAML: &str = include_str!("../../openapi.yaml");
@@ -52,7 +52,11 @@ pub async fn react_step(
 ) -> Result<HttpResponse, ApiError> {
     let (input, echo) = prepare(&req, payload, &state, request_id).await?;
     let request_id = echo.request_id.clone();
-    match crate::step::run(input, &state.llm, None).await {
+    let step = crate::step::run(input, &state.llm, None);
+    let Some(result) = super::client_gone::unless_gone(&req, step).await else {
+        return Err(ApiError::new(StepError::ClientGone.into(), echo));
+    };
+    match result {
         Ok(output) => {
             if let Some(usage) = &output.usage {
                 let span = tracing::Span::current();

@@ -2,6 +2,7 @@
 //! outcome (or the failure) to the one response shape the contract describes.
 
 mod body;
+pub mod client_gone;
 mod convert;
 mod error;
 mod handlers;

@@ -52,6 +52,9 @@ struct Connection {
     /// Deltas that arrived before the response started.
     early: Option<Live>,
     done: bool,
+    /// Resolves when the client leaves: the stream ends, and with it the step, even while the
+    /// model is quiet and nothing is written that could fail.
+    gone: std::pin::Pin<Box<dyn std::future::Future<Output = ()>>>,
 }
 
 pub async fn react_step_stream(
@@ -68,7 +71,10 @@ pub async fn react_step_stream(
     })));
 
     // Before the provider accepts the call, an error is still an ordinary HTTP error.
-    let early = match events.recv().await {
+    let Some(first) = super::client_gone::unless_gone(&req, events.recv()).await else {
+        return Err(ApiError::new(StepError::ClientGone.into(), echo));
+    };
+    let early = match first {
         Some(Live::Started) => None,
         Some(delta) => Some(delta),
         None => match task.result().await {
@@ -87,6 +93,7 @@ pub async fn react_step_stream(
         echo: echo.clone(),
         early,
         done: false,
+        gone: Box::pin(super::client_gone::gone(&req)),
     };
     let frames = futures_util::stream::unfold(connection, |mut c| async move {
         let frame = next_frame(&mut c).await?;
@@ -132,6 +139,10 @@ async fn next_frame(c: &mut Connection) -> Option<Bytes> {
                 }
             },
             _ = c.heartbeat.tick() => return Some(Bytes::from_static(b": heartbeat\n\n")),
+            () = &mut c.gone => {
+                tracing::info!("the client disconnected; its step was stopped");
+                return None;
+            }
         }
     }
 }

@@ -226,7 +226,6 @@ impl RunningBinary {
     pub async fn start_with(llm_uri: &str, rust_log: &str, env: &[(&str, &str)]) -> Self {
         use tokio::io::{AsyncBufReadExt, BufReader};
         let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_reactstep"))
-            .envs(env.iter().copied())
             .env("REACTSTEP_BIND", "127.0.0.1:0")
             .env("REACTSTEP_OPENAI_BASE_URL", format!("{llm_uri}/v1"))
             .env("REACTSTEP_LOG_FORMAT", "json")
@@ -234,6 +233,8 @@ impl RunningBinary {
             .env("REACTSTEP_RETRY_BASE_MS", "1")
             .env("REACTSTEP_RETRY_CAP_MS", "5")
             .env("RUST_LOG", rust_log)
+            // The test's own settings win over the defaults above.
+            .envs(env.iter().copied())
             .stderr(std::process::Stdio::piped())
             .stdout(std::process::Stdio::null())
             .kill_on_drop(true)

@@ -5,6 +5,7 @@
 mod anthropic;
 mod bad_input;
 mod context;
+mod disconnect;
 mod errors;
 mod faults;
 mod health;
