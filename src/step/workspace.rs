@@ -19,6 +19,9 @@ use std::fs;
 use std::io::Read;
 use std::path::{Component, Path, PathBuf};
 
+#[cfg(all(test, target_os = "linux"))]
+#[expect(clippy::unwrap_used, reason = "a test fails loudly")]
+mod attacks;
 #[cfg(target_os = "linux")]
 mod beneath;
 
@@ -96,6 +99,14 @@ impl Workspace {
     #[cfg(not(target_os = "linux"))]
     fn open(&self, _project: &str, _relative: &Path) -> Result<fs::File, String> {
         Err("reading from the workspace is only supported on Linux".into())
+    }
+
+    /// The same workspace, resolving by the component walk that stands in for `openat2`.
+    #[cfg(all(test, target_os = "linux"))]
+    fn walking(root: &Path, max_file_bytes: u64) -> std::io::Result<Self> {
+        let mut ws = Self::new(root, max_file_bytes)?;
+        ws.walk_only = true;
+        Ok(ws)
     }
 }
 
