@@ -1,5 +1,6 @@
 //! REACTSTEP_WORKSPACE_ROOT: context named without content is read from
-//! `<root>/<project_id>/…`, and nothing outside it can be reached. Each way out is tried.
+//! `<root>/<project_id>/…`, and nothing outside it can be reached. Each way out is tried, and the
+//! swaps that once raced the checks are raced against the real server.
 
 use std::fs;
 use std::os::unix::fs::symlink;
@@ -42,6 +43,7 @@ fn workspace() -> tempfile::TempDir {
     symlink(root.path().join("secret.txt"), project.join("link_out")).unwrap();
     symlink("/etc/passwd", project.join("link_abs")).unwrap();
     symlink(project.join("src/auth.js"), project.join("link_in")).unwrap();
+    symlink("src", project.join("link_dir")).unwrap();
     let fifo = project.join("pipe");
     assert!(std::process::Command::new("mkfifo")
         .arg(&fifo)
@@ -80,7 +82,7 @@ fn dry_run(paths: &[&str]) -> Value {
 async fn files_pinned_items_and_the_focused_file_are_read_from_the_project() {
     let root = workspace();
     let app = app_with(&root).await;
-    let mut body = dry_run(&["src/auth.js", "./link_in"]);
+    let mut body = dry_run(&["src/auth.js"]);
     body["pinned_item_ids_to_include"] = json!(["pin-1"]);
     body["implicit_context"] =
         json!({"last_focused_file_path": "src/Login.tsx", "cursor_line": 60});
@@ -101,11 +103,6 @@ async fn files_pinned_items_and_the_focused_file_are_read_from_the_project() {
     );
     assert!(!system.contains("const line1 = 1;"));
     assert_eq!(reason_for(&reply.body, "src/auth.js").0, "included");
-    assert_eq!(
-        reason_for(&reply.body, "./link_in").0,
-        "included",
-        "a link that stays inside is followed"
-    );
     assert_eq!(reason_for(&reply.body, "pin-1").0, "included");
     assert_eq!(reason_for(&reply.body, "src/Login.tsx").0, "truncated");
 }
@@ -121,8 +118,10 @@ async fn every_way_out_of_the_project_is_refused_with_a_reason() {
         ("C:\\Windows\\win.ini".into(), "absolute paths are refused"),
         ("../secret.txt".into(), "'..' are refused"),
         ("src/../../secret.txt".into(), "'..' are refused"),
-        ("link_out".into(), "outside the project's folder"),
-        ("link_abs".into(), "outside the project's folder"),
+        ("link_out".into(), "symbolic links are not followed"),
+        ("link_abs".into(), "symbolic links are not followed"),
+        ("link_in".into(), "symbolic links are not followed"),
+        ("link_dir/auth.js".into(), "symbolic links are not followed"),
         ("src/auth.js\u{0}.png".into(), "NUL byte"),
         ("big.txt".into(), "over the size limit of 3000 bytes"),
         ("image.png".into(), "binary"),
@@ -181,4 +180,130 @@ async fn without_a_workspace_root_nothing_is_read_from_disk() {
     assert_eq!(fate, "unresolved");
     assert!(reason.contains("no workspace"), "{reason}");
     drop(root);
+}
+
+#[tokio::test]
+async fn a_project_folder_that_is_a_symbolic_link_is_not_followed() {
+    let root = workspace();
+    fs::create_dir(root.path().join("elsewhere")).unwrap();
+    fs::write(root.path().join("elsewhere/secret.txt"), SECRET).unwrap();
+    symlink(root.path().join("elsewhere"), root.path().join("proj-out")).unwrap();
+    symlink(PROJECT, root.path().join("proj-alias")).unwrap();
+    let app = app_with(&root).await;
+    for (project, path) in [("proj-out", "secret.txt"), ("proj-alias", "src/auth.js")] {
+        let mut body = dry_run(&[path]);
+        body["project_id"] = json!(project);
+        let reply = app.post_react_step(&body).await;
+        let (fate, reason) = reason_for(&reply.body, path);
+        assert_eq!(fate, "unresolved", "{project}");
+        assert!(
+            reason.contains("project's folder is a symbolic link"),
+            "{reason}"
+        );
+        assert!(!reply.text.contains(SECRET) && !reply.text.contains("AUTH_CONTENT"));
+    }
+}
+
+/// One worker serves every request here, so a read stuck opening the FIFO would hold every
+/// request after it: the test finishing is the assertion.
+#[tokio::test]
+async fn a_fifo_is_refused_and_the_server_goes_on_answering() {
+    let root = workspace();
+    let app = app_with(&root).await;
+    for _ in 0..3 {
+        let reply = app
+            .post_react_step(&dry_run(&["pipe", "src/auth.js"]))
+            .await;
+        assert_eq!(reply.status, 200, "{}", reply.text);
+        assert!(reason_for(&reply.body, "pipe")
+            .1
+            .contains("not a regular file"));
+        assert_eq!(reason_for(&reply.body, "src/auth.js").0, "included");
+    }
+}
+
+/// The attacks that once got through, against the real server: `swap` keeps trading places
+/// with a symbolic link to the secret, `gate` (a folder) with a link to the secret's folder,
+/// and `pipe-swap` with a FIFO, while requests read all three.
+#[cfg(target_os = "linux")]
+#[tokio::test]
+async fn racing_swaps_never_let_the_secret_out_through_the_server() {
+    let root = workspace();
+    let project = root.path().join(PROJECT);
+    fs::write(project.join("swap"), "SWAP_INSIDE").unwrap();
+    symlink(root.path().join("secret.txt"), project.join("swap.alt")).unwrap();
+    fs::create_dir(project.join("gate")).unwrap();
+    fs::write(project.join("gate/secret.txt"), "GATE_INSIDE").unwrap();
+    symlink(root.path(), project.join("gate.alt")).unwrap();
+    fs::write(project.join("pipe-swap"), "PIPE_INSIDE").unwrap();
+    fs::rename(project.join("pipe"), project.join("pipe-swap.alt")).unwrap();
+    let app = app_with(&root).await;
+    let swapper = Swapper::start(["swap", "gate", "pipe-swap"].map(|n| project.join(n)));
+
+    for _ in 0..200 {
+        let reply = app
+            .post_react_step(&dry_run(&["swap", "gate/secret.txt", "pipe-swap"]))
+            .await;
+        assert_eq!(reply.status, 200, "{}", reply.text);
+        assert!(!reply.text.contains(SECRET), "the secret was read");
+    }
+    drop(swapper);
+}
+
+/// A thread that keeps exchanging each path with `<path>.alt`, in turn, until dropped. One
+/// thread for all, yielding between rounds, so the server keeps a core on a two-core machine.
+#[cfg(target_os = "linux")]
+struct Swapper {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+#[cfg(target_os = "linux")]
+impl Swapper {
+    fn start<const N: usize>(paths: [std::path::PathBuf; N]) -> Self {
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let flag = stop.clone();
+        let thread = std::thread::spawn(move || {
+            while !flag.load(std::sync::atomic::Ordering::Relaxed) {
+                paths.iter().for_each(|p| exchange(p));
+                std::thread::yield_now();
+            }
+        });
+        Self {
+            stop,
+            thread: Some(thread),
+        }
+    }
+}
+
+#[cfg(target_os = "linux")]
+impl Drop for Swapper {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        // A swap that failed is a failed test, unless the test is already failing.
+        if let Some(Err(panic)) = self.thread.take().map(|t| t.join()) {
+            if !std::thread::panicking() {
+                std::panic::resume_unwind(panic);
+            }
+        }
+    }
+}
+
+/// `renameat2(RENAME_EXCHANGE)`: the name always exists, as one thing or the other.
+#[cfg(target_os = "linux")]
+fn exchange(path: &std::path::Path) {
+    use std::os::unix::ffi::OsStrExt;
+    let a = std::ffi::CString::new(path.as_os_str().as_bytes()).unwrap();
+    let b = std::ffi::CString::new([path.as_os_str().as_bytes(), b".alt"].concat()).unwrap();
+    // SAFETY: both paths are NUL-terminated and outlive the call.
+    let rc = unsafe {
+        libc::renameat2(
+            libc::AT_FDCWD,
+            a.as_ptr(),
+            libc::AT_FDCWD,
+            b.as_ptr(),
+            libc::RENAME_EXCHANGE,
+        )
+    };
+    assert_eq!(rc, 0, "{}", std::io::Error::last_os_error());
 }
