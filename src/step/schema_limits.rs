@@ -31,11 +31,11 @@ pub const MAX_TOTAL_BYTES: usize = 1024 * 1024;
 /// Expanded subschemas of all the request's schemas together.
 pub const MAX_TOTAL_SUBSCHEMAS: usize = 20_000;
 /// Patterns of all the request's schemas together: at most 32 MiB of compiled regexes.
-pub const MAX_TOTAL_PATTERNS: usize = 128;
+pub const MAX_TOTAL_PATTERNS: usize = 256;
 /// Size of one compiled regex (the `regex` crate's default is 10 MiB).
-pub const REGEX_SIZE_LIMIT: usize = 256 * 1024;
+pub const REGEX_SIZE_LIMIT: usize = 128 * 1024;
 /// Lazy-DFA cache of one regex; past it the engine stays linear, only slower.
-pub const REGEX_DFA_SIZE_LIMIT: usize = 256 * 1024;
+pub const REGEX_DFA_SIZE_LIMIT: usize = 128 * 1024;
 
 /// What one schema costs, in the figures the request-wide totals add up.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
@@ -671,7 +671,7 @@ mod tests {
         assert_eq!(admitted, MAX_TOTAL_PATTERNS / 60);
         let why = totals.admit(&tool).unwrap_err();
         assert!(
-            why.contains("together have more than 128 patterns"),
+            why.contains("together have more than 256 patterns"),
             "{why}"
         );
     }
