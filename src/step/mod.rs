@@ -10,6 +10,7 @@ mod limits;
 mod margin;
 pub mod parse;
 pub mod prompt;
+pub mod schema_limits;
 mod summary;
 pub mod tokens;
 pub mod tools;

@@ -5,6 +5,8 @@
 
 use serde_json::{Map, Value};
 
+use super::schema_limits;
+
 pub use crate::llm::ToolSpec;
 
 struct Declared {
@@ -31,15 +33,18 @@ pub struct Catalog {
 
 impl Catalog {
     /// The catalog of declared tools, or of the names in `segment` when none are declared.
-    /// A schema that does not compile is an error naming the tool's index.
+    /// A schema over a cost bound (`schema_limits`) or that does not compile is an error with
+    /// the tool's index, and a message naming the tool and the problem.
     pub fn new(specs: Vec<ToolSpec>, segment: &str) -> Result<Self, (usize, String)> {
         let mut declared = Vec::with_capacity(specs.len());
+        let mut totals = schema_limits::Totals::default();
         for (i, spec) in specs.into_iter().enumerate() {
+            let at = |why: String| (i, format!("tools[{i}] '{}': {why}", spec.name));
             if !spec.parameters.is_object() {
-                return Err((i, "the parameters schema must be a JSON object".into()));
+                return Err(at("the parameters schema must be a JSON object".into()));
             }
-            let validator = jsonschema::validator_for(&spec.parameters)
-                .map_err(|e| (i, format!("the parameters schema is not valid: {e}")))?;
+            totals.admit(&spec.parameters).map_err(at)?;
+            let validator = compile(&spec.parameters).map_err(at)?;
             let order = spec
                 .parameters
                 .get("properties")
@@ -184,6 +189,35 @@ impl Catalog {
     }
 }
 
+/// Compiles a schema that passed the cost check. Patterns run on the linear-time `regex`
+/// engine, never a backtracking one, within a size limit. `format` stays an annotation
+/// whatever `$schema` says (drafts 4–7 would check it), so no format checker runs on the
+/// model's arguments. A remote `$ref` is refused by the cost check already; the retriever
+/// refuses too, so nothing is ever fetched whatever the crate's features.
+fn compile(schema: &Value) -> Result<jsonschema::Validator, String> {
+    let patterns = jsonschema::PatternOptions::regex()
+        .size_limit(schema_limits::REGEX_SIZE_LIMIT)
+        .dfa_size_limit(schema_limits::REGEX_DFA_SIZE_LIMIT);
+    jsonschema::options()
+        .with_pattern_options(patterns)
+        .should_validate_formats(false)
+        .with_retriever(NoFetch)
+        .build(schema)
+        .map_err(|e| format!("the parameters schema is not valid: {e}"))
+}
+
+/// The retriever of a service that never fetches a schema.
+struct NoFetch;
+
+impl jsonschema::Retrieve for NoFetch {
+    fn retrieve(
+        &self,
+        uri: &jsonschema::Uri<String>,
+    ) -> Result<Value, Box<dyn std::error::Error + Send + Sync>> {
+        Err(format!("'{uri}' is not fetched: a tool schema must be self-contained").into())
+    }
+}
+
 /// `input`, `input_2`, … (the argument parser's names for positional arguments) become the
 /// declared parameters in order, unless the tool itself declares a parameter of that name.
 fn positional_to_named(args: Map<String, Value>, order: &[String]) -> Map<String, Value> {
@@ -321,6 +355,96 @@ mod tests {
             parameters: json!({"type": "object", "properties": {"a": {"type": 12}}}),
         };
         assert_eq!(Catalog::new(vec![bad], "").map(|_| ()).unwrap_err().0, 0);
+    }
+
+    fn one_tool(name: &str, parameters: Value) -> Result<Catalog, (usize, String)> {
+        let spec = ToolSpec {
+            name: name.into(),
+            description: String::new(),
+            parameters,
+        };
+        Catalog::new(vec![catalog().specs().remove(0), spec], "")
+    }
+
+    #[test]
+    fn a_schema_over_a_bound_is_refused_naming_tool_and_bound() {
+        let cycle = json!({"$defs": {"a": {"$ref": "#/$defs/b"}, "b": {"$ref": "#/$defs/a"}}, "$ref": "#/$defs/a"});
+        let (i, why) = one_tool("search", cycle).unwrap_err();
+        assert_eq!(i, 1);
+        assert!(
+            why.starts_with("tools[1] 'search': $ref '#/$defs/"),
+            "{why}"
+        );
+        assert!(why.contains("makes a cycle"), "{why}");
+    }
+
+    #[test]
+    fn patterns_run_on_the_linear_time_engine() {
+        let schema = json!({"type": "object", "properties": {"q": {"type": "string", "pattern": "^\\d{3}-\\w+$"}}});
+        let c = one_tool("lookup", schema).unwrap();
+        assert!(c.check("lookup", args(json!({"q": "123-abc"}))).is_ok());
+        assert!(c.check("lookup", args(json!({"q": "12-abc"}))).is_err());
+        let lookaround = json!({"type": "object", "properties": {"q": {"pattern": "(?=(a+)+b)"}}});
+        let (_, why) = one_tool("lookup", lookaround).unwrap_err();
+        assert!(
+            why.contains("'lookup'") && why.contains("look-around"),
+            "{why}"
+        );
+        // Over the engine's size limit (`.` is any Unicode scalar): refused, never run.
+        let huge = json!({"type": "object", "properties": {"q": {"pattern": "^.{1,1000}$"}}});
+        let (_, why) = one_tool("lookup", huge).unwrap_err();
+        assert!(
+            why.contains("is not valid") && why.contains("regex"),
+            "{why}"
+        );
+    }
+
+    #[test]
+    fn formats_are_annotations_and_nothing_is_fetched() {
+        let draft7 = json!({"$schema": "http://json-schema.org/draft-07/schema#", "type": "object",
+            "properties": {"when": {"type": "string", "format": "date-time"}}});
+        let c = one_tool("schedule", draft7).unwrap();
+        assert!(c
+            .check("schedule", args(json!({"when": "not a date"})))
+            .is_ok());
+        let remote_meta = json!({"$schema": "http://127.0.0.1:9/meta", "type": "object"});
+        let (_, why) = one_tool("schedule", remote_meta).unwrap_err();
+        assert!(why.contains("'schedule'"), "{why}");
+    }
+
+    #[test]
+    fn a_chain_of_500_refs_is_refused_on_a_small_stack() {
+        let mut defs = Map::new();
+        for i in 0..500 {
+            defs.insert(
+                format!("a{i}"),
+                json!({"$ref": format!("#/$defs/a{}", i + 1)}),
+            );
+        }
+        defs.insert("a500".into(), json!({"type": "string"}));
+        let chain = json!({"$defs": defs, "$ref": "#/$defs/a0"});
+        let result = std::thread::scope(|s| {
+            std::thread::Builder::new()
+                .stack_size(256 * 1024)
+                // Only the cost check may run here: compiling even a small schema takes more
+                // stack than this in a debug build.
+                .spawn_scoped(s, || {
+                    let spec = ToolSpec {
+                        name: "deep".into(),
+                        description: String::new(),
+                        parameters: chain,
+                    };
+                    Catalog::new(vec![spec], "").map(|_| ())
+                })
+                .unwrap()
+                .join()
+                .unwrap()
+        });
+        let (_, why) = result.unwrap_err();
+        assert!(
+            why.contains("'deep'") && why.contains("deeper than 32 levels"),
+            "{why}"
+        );
     }
 
     #[test]

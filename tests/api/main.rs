@@ -10,6 +10,7 @@ mod errors;
 mod faults;
 mod health;
 mod helpers;
+mod hostile_schemas;
 #[path = "../support/https_upstream.rs"]
 mod https_upstream;
 mod iterations;
