@@ -20,6 +20,7 @@ mod native_tools;
 mod ollama;
 mod openai;
 mod operator;
+mod scrubbing;
 mod shutdown;
 mod stream_upstream;
 mod streaming;
