@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-pub use api_key::{ApiKey, RawApiKey};
+pub use api_key::{redact_key_shapes, ApiKey, RawApiKey};
 pub use error::{scrub_upstream, LlmError};
 pub use retry::RetryPolicy;
 pub use stream::CompletionStream;

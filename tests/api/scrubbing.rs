@@ -180,3 +180,118 @@ async fn no_piece_of_the_key_reaches_a_response_or_a_log_line() {
     assert!(log.contains("request refused"), "errors are logged: {log}");
     assert_no_fragment("the log", &log);
 }
+
+/// The key pasted into fields where it does not belong: each is refused with the field named and
+/// the value never repeated, in the response or the log.
+#[tokio::test]
+async fn a_key_in_the_wrong_field_is_refused_without_being_repeated() {
+    let llm = MockServer::start().await;
+    let server = RunningBinary::start(&llm.uri(), "trace").await;
+    let client = reqwest::Client::new();
+    let base = format!("http://127.0.0.1:{}", server.port);
+    let url = format!("{base}/api/agent/react_step");
+    let cases: [(&str, Value); 11] = [
+        (
+            "llm_config.provider",
+            json!({"llm_config": {"provider": CANARY}}),
+        ),
+        (
+            "llm_config.tool_mode",
+            json!({"llm_config": {"tool_mode": CANARY}}),
+        ),
+        (
+            "llm_config.tokenizer",
+            json!({"llm_config": {"tokenizer": CANARY}}),
+        ),
+        (
+            "llm_config.tokenLimit",
+            json!({"llm_config": {"tokenLimit": CANARY}}),
+        ),
+        (
+            "llm_config.temperature",
+            json!({"llm_config": {"temperature": CANARY}}),
+        ),
+        (
+            "llm_config.provider",
+            json!({"llm_config": {"modelName": CANARY}}),
+        ),
+        ("history_strategy", json!({"history_strategy": CANARY})),
+        (
+            "conversation_history[0].role",
+            json!({"conversation_history": [{"role": CANARY, "content": "c"}]}),
+        ),
+        (
+            "react.thought_tag",
+            json!({"react": {"thought_tag": format!("{CANARY}!")}}),
+        ),
+        (
+            "tools[1].name",
+            json!({"tools": [{"name": CANARY.replace('-', "_")}, {"name": CANARY.replace('-', "_")}]}),
+        ),
+        (
+            "tools[0].parameters",
+            json!({"tools": [{"name": "t", "parameters": {"type": CANARY}}]}),
+        ),
+    ];
+    let mut responses = String::new();
+    for (field, change) in cases {
+        let mut body = canary_request("q");
+        merge(&mut body, &change);
+        let reply = client.post(&url).json(&body).send().await.unwrap();
+        assert_eq!(reply.status(), 400, "{field}");
+        let reply: Value = reply.json().await.unwrap();
+        let named: Vec<&str> = reply["error"]["fields"]
+            .as_array()
+            .unwrap_or_else(|| panic!("{field}: {reply}"))
+            .iter()
+            .map(|f| f["field"].as_str().unwrap())
+            .collect();
+        assert!(named.contains(&field), "{field}: {reply}");
+        responses.push_str(&reply.to_string());
+    }
+    let typed = client
+        .post(&url)
+        .header("content-type", CANARY)
+        .body(canary_request("q").to_string())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(typed.status(), 400);
+    responses.push_str(&typed.text().await.unwrap());
+    let pathed = client
+        .get(format!("{base}/api/{CANARY}"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(pathed.status(), 404);
+    responses.push_str(&pathed.text().await.unwrap());
+    let method = reqwest::Method::from_bytes(CANARY.as_bytes()).unwrap();
+    let methoded = client.request(method, &url).send().await.unwrap();
+    assert_eq!(methoded.status(), 405);
+    responses.push_str(&methoded.text().await.unwrap());
+
+    let log = server.stop().await;
+    assert!(
+        log.contains("request refused"),
+        "refusals are logged: {log}"
+    );
+    assert_no_fragment("a response", &responses);
+    assert_no_fragment("the log", &log);
+}
+
+/// Sets every leaf of `change` in `body`, leaving its other fields as they are.
+fn merge(body: &mut Value, change: &Value) {
+    match (body, change) {
+        (Value::Object(body), Value::Object(change)) => {
+            for (k, v) in change {
+                match body.get_mut(k) {
+                    Some(inner) if v.is_object() => merge(inner, v),
+                    _ => {
+                        body.insert(k.clone(), v.clone());
+                    }
+                }
+            }
+        }
+        (body, change) => *body = change.clone(),
+    }
+}
