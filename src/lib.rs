@@ -6,6 +6,7 @@ pub mod heap_trim;
 pub mod llm;
 pub mod metrics;
 pub mod resident;
+pub mod scrub;
 pub mod startup;
 pub mod step;
 pub mod telemetry;

@@ -24,7 +24,8 @@ pub fn check_content_type(req: &HttpRequest) -> Result<(), ErrorKind> {
     if media == "application/json" || media.ends_with("+json") {
         return Ok(());
     }
-    let message = format!("the body must be JSON (Content-Type: application/json), not {media:?}");
+    // The type sent is not repeated: a header can hold anything, a pasted key included.
+    let message = "the body must be JSON (Content-Type: application/json)".to_string();
     Err(ErrorKind::InvalidRequest {
         message: message.clone(),
         fields: vec![FieldError {
@@ -111,7 +112,10 @@ pub fn decode<T: DeserializeOwned>(body: &[u8]) -> Result<T, (String, Vec<FieldE
     if field == "." {
         field = "body".into();
     }
-    let message = strip_position(&text);
+    // serde quotes the value it refused (`invalid type: string "…"`, `unknown variant \`…\``),
+    // which may be a key pasted into the wrong field: the message keeps the field, the kind of
+    // value and what was expected, never the value.
+    let message = crate::scrub::serde_message(&strip_position(&text));
     Err((
         format!("{field}: {message}"),
         vec![FieldError { field, message }],
@@ -155,6 +159,20 @@ mod tests {
             "{}",
             fields[0].message
         );
+    }
+
+    #[test]
+    fn a_refused_value_is_not_repeated() {
+        let Err((message, fields)) =
+            decode::<Outer>(br#"{"inner":{"tokenLimit":"sk-proj-Qz7Xv3Lm9Wd2"}}"#)
+        else {
+            panic!("must fail")
+        };
+        assert_eq!(
+            message,
+            "inner.tokenLimit: invalid type: string, expected u32"
+        );
+        assert!(!fields[0].message.contains("Qz7X"));
     }
 
     #[test]

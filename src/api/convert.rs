@@ -83,10 +83,7 @@ pub fn step_input(req: ReactStepRequest, how: Conversion) -> Result<StepInput, V
     if provider.is_none() {
         fail(
             "llm_config.provider",
-            format!(
-                "is required: the provider cannot be inferred from modelName '{}'; set it to openai, anthropic or ollama",
-                cfg.model_name
-            ),
+            "is required: the provider cannot be inferred from modelName; set it to openai, anthropic or ollama".into(),
         );
     }
     if provider == Some(Provider::Anthropic) && cfg.temperature.is_some_and(|t| t > 1.0) {
@@ -204,7 +201,7 @@ pub fn step_input(req: ReactStepRequest, how: Conversion) -> Result<StepInput, V
     }
     let (Some(provider), true) = (provider, fields.is_empty()) else {
         fields.sort_by(|a, b| a.field.cmp(&b.field));
-        return Err(fields);
+        return Err(scrub_messages(fields, key.as_ref()));
     };
     Ok(StepInput {
         session_id: how.session_id,
@@ -248,6 +245,19 @@ pub fn step_input(req: ReactStepRequest, how: Conversion) -> Result<StepInput, V
         mock_response: req.mock_response,
         received_at: how.received_at,
     })
+}
+
+/// Messages say which field and why, not what was sent; some are not ours to word (a tool's
+/// schema error quotes the schema), so the request's own key and anything shaped like a key are
+/// scrubbed from every one.
+fn scrub_messages(mut fields: Vec<FieldError>, key: Option<&ApiKey>) -> Vec<FieldError> {
+    for field in &mut fields {
+        if let Some(key) = key {
+            field.message = key.redact_from(&field.message);
+        }
+        field.message = crate::llm::redact_key_shapes(&field.message);
+    }
+    fields
 }
 
 /// The `react` object with its defaults; tags must differ from each other.
@@ -296,10 +306,7 @@ fn catalog(tools: Vec<ToolDto>, segment: &str, fail: &mut impl FnMut(&str, Strin
     let mut bad = false;
     for (i, tool) in tools.into_iter().enumerate() {
         if specs.iter().any(|s: &ToolSpec| s.name == tool.name) {
-            fail(
-                &format!("tools[{i}].name"),
-                format!("'{}' is declared twice", tool.name),
-            );
+            fail(&format!("tools[{i}].name"), "is declared twice".into());
             bad = true;
         }
         let parameters = match (tool.parameters, tool.input_schema) {

@@ -203,7 +203,8 @@ fn echo_from_raw(bytes: &[u8], request_id: &str) -> Echo {
 
 pub async fn not_found(req: HttpRequest, request_id: RequestId) -> Result<HttpResponse, ApiError> {
     Err(ApiError::new(
-        ErrorKind::NotFound(req.path().to_string()),
+        // A path or a method can hold anything, a pasted key included.
+        ErrorKind::NotFound(crate::llm::redact_key_shapes(req.path())),
         echo(&req, request_id),
     ))
 }
@@ -215,7 +216,7 @@ pub async fn method_not_allowed(
 ) -> Result<HttpResponse, ApiError> {
     Err(ApiError::new(
         ErrorKind::MethodNotAllowed {
-            method: req.method().to_string(),
+            method: crate::llm::redact_key_shapes(req.method().as_str()),
             allowed,
         },
         echo(&req, request_id),

@@ -1,6 +1,7 @@
 //! One log line per request: its id (the client's `X-Request-Id` when it sent a usable one),
 //! method, path, status, latency, and for steps the provider, model and token counts. Never a
-//! body, a history or a key: errors are logged by their type and message only.
+//! body, a history or a key: errors are logged by their type and message only, and the method
+//! and path without anything shaped like a key.
 
 use actix_web::body::MessageBody;
 use actix_web::dev::{ServiceRequest, ServiceResponse};
@@ -47,8 +48,9 @@ impl RootSpanBuilder for RequestLog {
         tracing::info_span!(
             "request",
             request_id = %id,
-            method = %request.method(),
-            path = %request.path(),
+            // Anything shaped like a key is taken out: a client can put one in either.
+            method = %crate::llm::redact_key_shapes(request.method().as_str()),
+            path = %crate::llm::redact_key_shapes(request.path()),
             status = Empty,
             latency_ms = Empty,
             provider = Empty,

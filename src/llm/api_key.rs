@@ -29,10 +29,12 @@ impl ApiKey {
         self.0.expose_secret()
     }
 
-    /// Replaces every occurrence of the key in text that came from elsewhere (an upstream error
-    /// message), so that it cannot be echoed back.
+    /// Removes the key from text that came from elsewhere (an upstream error message): every
+    /// piece of it of 8 or more characters, also split by spaces, dots, newlines or JSON
+    /// punctuation (see [`crate::scrub::secret_fragments`]). Run it on the whole text, before any
+    /// cut: a cut through the key would leave a piece too short to be found whole.
     pub fn redact_from(&self, text: &str) -> String {
-        text.replace(self.expose(), "[REDACTED]")
+        crate::scrub::secret_fragments(self.expose(), text)
     }
 }
 

@@ -65,11 +65,7 @@ impl LlmError {
         key: Option<&ApiKey>,
     ) -> Self {
         let (message, code) = upstream_message(body);
-        let mut message = truncate(&message, MAX_UPSTREAM_MESSAGE_CHARS);
-        if let Some(key) = key {
-            message = key.redact_from(&message);
-        }
-        let message = super::api_key::redact_key_shapes(&message);
+        let message = scrub_upstream(&message, key, MAX_UPSTREAM_MESSAGE_CHARS);
         let status_code = status.as_u16();
         match status_code {
             401 | 403 => Self::Auth {
@@ -109,11 +105,7 @@ impl LlmError {
     /// An `error` the provider sent inside a stream that had started with 200.
     pub(crate) fn in_stream(provider: Provider, data: &[u8], key: Option<&ApiKey>) -> Self {
         let (message, _) = upstream_message(data);
-        let mut message = truncate(&message, MAX_UPSTREAM_MESSAGE_CHARS);
-        if let Some(key) = key {
-            message = key.redact_from(&message);
-        }
-        let message = super::api_key::redact_key_shapes(&message);
+        let message = scrub_upstream(&message, key, MAX_UPSTREAM_MESSAGE_CHARS);
         Self::Unavailable {
             provider,
             message: format!("the stream reported an error: {message}"),
@@ -232,6 +224,17 @@ fn retry_after(headers: &HeaderMap) -> Option<Duration> {
         .or_else(|| number("retry-after").map(Duration::from_secs_f64))
 }
 
+/// Upstream text made fit to show and log: the user's key in any piece of 8 or more characters,
+/// and anything shaped like another key, are removed from the whole text first, and only then is
+/// it cut to `max_chars`. Cutting first could split a key into pieces neither rule recognises.
+pub fn scrub_upstream(text: &str, key: Option<&ApiKey>, max_chars: usize) -> String {
+    let text = match key {
+        Some(key) => key.redact_from(text),
+        None => text.to_string(),
+    };
+    truncate(&super::api_key::redact_key_shapes(&text), max_chars)
+}
+
 fn truncate(text: &str, max_chars: usize) -> String {
     match text.char_indices().nth(max_chars) {
         Some((cut, _)) => format!("{}…", &text[..cut]),
@@ -320,6 +323,26 @@ mod tests {
         let body = r#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"},"request_id":"req_1"}"#;
         let err = reply(529, &HeaderMap::new(), body);
         assert!(matches!(err, LlmError::Unavailable { .. }) && err.is_retryable());
+    }
+
+    #[test]
+    fn the_key_is_scrubbed_before_the_cut() {
+        let Ok(key) = ApiKey::parse("sk-proj-Qz7Xv3Lm9Wd2Kf8Hn4Tr6Yb1Pc5Gj0".into()) else {
+            panic!("valid key")
+        };
+        // The cut at 500 falls 13 characters into the key.
+        let text = format!("{}{}", "x ".repeat(243), key.expose());
+        let text = format!("{text} and {text}");
+        let out = scrub_upstream(&text, Some(&key), MAX_UPSTREAM_MESSAGE_CHARS);
+        assert!(!out.contains("sk-proj-Qz7X"), "{out}");
+        assert!(out.contains("[REDACTED]"), "{out}");
+    }
+
+    #[test]
+    fn another_key_cut_short_by_the_limit_is_still_a_key_shape() {
+        let text = format!("{} sk-ant-api03-0123456789abcdefghij", "y".repeat(494));
+        let out = scrub_upstream(&text, None, MAX_UPSTREAM_MESSAGE_CHARS);
+        assert!(!out.contains("sk-an"), "{out}");
     }
 
     #[test]

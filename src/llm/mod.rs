@@ -17,8 +17,8 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-pub use api_key::{ApiKey, RawApiKey};
-pub use error::LlmError;
+pub use api_key::{redact_key_shapes, ApiKey, RawApiKey};
+pub use error::{scrub_upstream, LlmError};
 pub use retry::RetryPolicy;
 pub use stream::CompletionStream;
 
@@ -416,7 +416,11 @@ async fn read_capped(
 fn decode<T: serde::de::DeserializeOwned>(provider: Provider, body: &[u8]) -> Result<T, LlmError> {
     serde_json::from_slice(body).map_err(|e| LlmError::BadResponse {
         provider,
-        message: format!("the reply is not the documented JSON ({e})"),
+        // Without the value serde would quote: a reply can hold anything, the key included.
+        message: format!(
+            "the reply is not the documented JSON ({})",
+            crate::scrub::json_error(&e)
+        ),
     })
 }
 

@@ -123,7 +123,10 @@ impl CompletionStream {
     fn json(&self, data: &str) -> Result<Value, LlmError> {
         serde_json::from_str(data).map_err(|e| LlmError::BadResponse {
             provider: self.provider,
-            message: format!("a stream event is not the documented JSON ({e})"),
+            message: format!(
+                "a stream event is not the documented JSON ({})",
+                crate::scrub::json_error(&e)
+            ),
         })
     }
 

@@ -442,7 +442,7 @@ async fn step(
             }
         }
         usage = add_usage(usage, completion.usage);
-        let finish = finish_reason(&completion.finish, &mut warnings);
+        let finish = finish_reason(&completion.finish, input.key.as_ref(), &mut warnings);
         let parsed = decide::native_parsed(&completion.text, &completion.calls, &input.react.tags)
             .or_else(|| parse::parse(&completion.text, &input.react.tags))
             .ok_or(StepError::EmptyOutput(finish))?;
@@ -636,8 +636,17 @@ fn raw_output(completion: &Completion) -> String {
     out
 }
 
-/// The provider's reason for ending the output, with a warning when it was cut short.
-fn finish_reason(finish: &FinishReason, warnings: &mut Vec<String>) -> String {
+/// Longest finish reason passed on: providers' are single words.
+const MAX_FINISH_REASON_CHARS: usize = 64;
+
+/// The provider's reason for ending the output, with a warning when it was cut short. An
+/// unknown reason is the upstream's text, so it is scrubbed like its error messages: it reaches
+/// the response, the warnings and, through an empty-output error, the log.
+fn finish_reason(
+    finish: &FinishReason,
+    key: Option<&crate::llm::ApiKey>,
+    warnings: &mut Vec<String>,
+) -> String {
     match finish {
         FinishReason::Stop => "stop".to_string(),
         FinishReason::Length => {
@@ -645,8 +654,9 @@ fn finish_reason(finish: &FinishReason, warnings: &mut Vec<String>) -> String {
             "length".to_string()
         }
         FinishReason::Other(other) => {
+            let other = crate::llm::scrub_upstream(other, key, MAX_FINISH_REASON_CHARS);
             warnings.push(format!("the provider ended the output early: {other}"));
-            other.clone()
+            other
         }
     }
 }

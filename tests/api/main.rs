@@ -23,6 +23,7 @@ mod ollama;
 mod openai;
 mod operator;
 mod redirects;
+mod scrubbing;
 mod shutdown;
 mod stream_upstream;
 mod streaming;

@@ -1,0 +1,382 @@
+//! Scrubbing text before it is cut, shown or logged: a secret in any fragment long enough to
+//! matter, however it is split, and serde's error messages without the value they quote.
+//!
+//! Fragments are found with the secret's n-grams (n = 8) packed into `u64`s: each window of 8
+//! kept bytes of the text is one integer, looked up in the sorted n-grams of the secret behind a
+//! 64 Kibit prefilter. That is exact (the integer is the 8 bytes themselves, so no hash can
+//! collide), linear in the text (one shift and, rarely, one binary search per byte), and its cost
+//! depends on nobody's choice of input, unlike a hash table a crafted key could fill with
+//! collisions. A suffix automaton would find the same runs; this is a third of the code.
+
+/// Fragments shorter than this say too little of a key to matter; longer ones are removed.
+pub const MIN_FRAGMENT: usize = 8;
+
+/// What a removed span becomes.
+pub const MARK: &str = "[REDACTED]";
+
+/// Bytes that upstreams put between pieces of a key they echo: whitespace, JSON and path
+/// punctuation, dots, and every non-ASCII byte (an ellipsis, a zero-width space).
+fn is_separator(b: u8) -> bool {
+    !b.is_ascii_graphic()
+        || matches!(
+            b,
+            b'.' | b'"'
+                | b'\''
+                | b'`'
+                | b','
+                | b':'
+                | b';'
+                | b'{'
+                | b'}'
+                | b'['
+                | b']'
+                | b'('
+                | b')'
+                | b'<'
+                | b'>'
+                | b'\\'
+                | b'/'
+                | b'|'
+        )
+}
+
+/// Removes from `text` every run of [`MIN_FRAGMENT`] or more characters that is a piece of
+/// `secret` (all of `secret` when it is shorter), also when the run is split by separators.
+/// Runs are matched twice: with the separators skipped, and with everything but letters and
+/// digits skipped, so that a key split by dashes or `%2D` is found too. The text spanned by a
+/// match, separators included, becomes [`MARK`]; text holding no such run is returned unchanged.
+pub fn secret_fragments(secret: &str, text: &str) -> String {
+    let mut spans = Vec::new();
+    spans.extend(matches(secret, text, |b| !is_separator(b)));
+    spans.extend(matches(secret, text, |b| b.is_ascii_alphanumeric()));
+    if spans.is_empty() {
+        return text.to_string();
+    }
+    spans.sort_unstable();
+    replace(text, &merge(spans))
+}
+
+/// The n-grams of a secret's kept bytes, packed and sorted, with a bit per prefilter slot.
+struct Grams {
+    n: usize,
+    sorted: Vec<u64>,
+    filter: Vec<u64>,
+}
+
+const FILTER_BITS: u32 = 16;
+
+impl Grams {
+    fn new(kept: &[u8]) -> Option<Self> {
+        let n = kept.len().min(MIN_FRAGMENT);
+        if n == 0 {
+            return None;
+        }
+        let mut sorted: Vec<u64> = kept.windows(n).map(pack).collect();
+        sorted.sort_unstable();
+        sorted.dedup();
+        let mut filter = vec![0u64; (1 << FILTER_BITS) / 64];
+        for &g in &sorted {
+            let slot = slot(g);
+            filter[slot / 64] |= 1 << (slot % 64);
+        }
+        Some(Self { n, sorted, filter })
+    }
+
+    fn contains(&self, gram: u64) -> bool {
+        let slot = slot(gram);
+        self.filter[slot / 64] & (1 << (slot % 64)) != 0 && self.sorted.binary_search(&gram).is_ok()
+    }
+}
+
+fn pack(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0, |acc, &b| acc << 8 | u64::from(b))
+}
+
+/// A multiplicative hash's top bits: every byte of the gram moves them.
+fn slot(gram: u64) -> usize {
+    (gram.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - FILTER_BITS)) as usize
+}
+
+/// The byte spans of `text` whose kept bytes are a run of the secret's n-grams, merged.
+fn matches(secret: &str, text: &str, keep: impl Fn(u8) -> bool) -> Vec<(usize, usize)> {
+    let kept: Vec<u8> = secret.bytes().filter(|&b| keep(b)).collect();
+    let Some(grams) = Grams::new(&kept) else {
+        return Vec::new();
+    };
+    let n = grams.n;
+    let mask = if n == 8 { u64::MAX } else { (1 << (8 * n)) - 1 };
+    // The text positions of the last n kept bytes, as a ring.
+    let mut at = [0usize; MIN_FRAGMENT];
+    let (mut window, mut seen) = (0u64, 0usize);
+    let mut spans: Vec<(usize, usize)> = Vec::new();
+    for (i, b) in text.bytes().enumerate() {
+        if !keep(b) {
+            continue;
+        }
+        window = (window << 8 | u64::from(b)) & mask;
+        at[seen % n] = i;
+        seen += 1;
+        if seen >= n && grams.contains(window) {
+            push_span(&mut spans, (at[seen % n], i + 1));
+        }
+    }
+    spans
+}
+
+fn push_span(spans: &mut Vec<(usize, usize)>, span: (usize, usize)) {
+    match spans.last_mut() {
+        Some(last) if span.0 <= last.1 => last.1 = last.1.max(span.1),
+        _ => spans.push(span),
+    }
+}
+
+fn merge(sorted: Vec<(usize, usize)>) -> Vec<(usize, usize)> {
+    let mut out = Vec::with_capacity(sorted.len());
+    for span in sorted {
+        push_span(&mut out, span);
+    }
+    out
+}
+
+/// Kept bytes are ASCII, so every span starts and ends on a character boundary.
+fn replace(text: &str, spans: &[(usize, usize)]) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut from = 0;
+    for &(start, end) in spans {
+        out.push_str(text.get(from..start).unwrap_or_default());
+        out.push_str(MARK);
+        from = end;
+    }
+    out.push_str(text.get(from..).unwrap_or_default());
+    out
+}
+
+/// A serde data error's message without the value it quotes: `invalid type: string "…",
+/// expected u32` becomes `invalid type: string, expected u32`, and `unknown variant \`…\`,
+/// expected one of …` becomes `unknown variant, expected one of …`. What was expected comes
+/// from the type, never from the input, and stays. A message of any other form (a custom one)
+/// is replaced by `invalid value`, since there is no telling what it quotes.
+pub fn serde_message(message: &str) -> String {
+    let cut = [", expected ", ", there are no "]
+        .iter()
+        .filter_map(|tail| message.rfind(tail))
+        .max();
+    let (what, tail) = match cut {
+        Some(i) => message.split_at(i),
+        None => (message, ""),
+    };
+    let what = if let Some(v) = what.strip_prefix("invalid type: ") {
+        format!("invalid type: {}", kind(v))
+    } else if let Some(v) = what.strip_prefix("invalid value: ") {
+        format!("invalid value: {}", kind(v))
+    } else if what.starts_with("unknown variant ") {
+        "unknown variant".into()
+    } else if what.starts_with("unknown field ") {
+        "unknown field".into()
+    } else if ["invalid length ", "missing field `", "duplicate field `"]
+        .iter()
+        .any(|p| what.starts_with(p))
+    {
+        // A length, or a field name the type declares: nothing the client typed in.
+        what.to_string()
+    } else {
+        return "invalid value".into();
+    };
+    format!("{what}{tail}")
+}
+
+/// The kind of a value serde quotes (`string "…"`, `integer \`5\``, `null`), without the value.
+fn kind(unexpected: &str) -> &'static str {
+    const KINDS: [&str; 17] = [
+        "string",
+        "integer",
+        "floating point",
+        "boolean",
+        "character",
+        "null",
+        "map",
+        "sequence",
+        "unit value",
+        "byte array",
+        "Option value",
+        "unit variant",
+        "newtype struct",
+        "newtype variant",
+        "tuple variant",
+        "struct variant",
+        "enum",
+    ];
+    let head = unexpected
+        .split(['"', '`'])
+        .next()
+        .unwrap_or_default()
+        .trim();
+    KINDS
+        .iter()
+        .find(|k| **k == head)
+        .copied()
+        .unwrap_or("a value")
+}
+
+/// A JSON decoding error as text fit to show: data errors without the value they quote; syntax
+/// errors name a position, never content.
+pub fn json_error(err: &serde_json::Error) -> String {
+    match err.classify() {
+        serde_json::error::Category::Data => serde_message(&err.to_string()),
+        _ => err.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    const KEY: &str = "sk-proj-Qz7Xv3Lm9Wd2Kf8Hn4Tr6Yb1Pc5Gj0";
+
+    fn stripped(text: &str) -> String {
+        text.bytes()
+            .filter(|&b| !is_separator(b))
+            .map(char::from)
+            .collect()
+    }
+
+    /// Whether any piece of `key` of `MIN_FRAGMENT` kept bytes is in `text`'s kept bytes.
+    fn holds_fragment(key: &str, text: &str) -> bool {
+        let (key, text) = (stripped(key), stripped(text));
+        let n = key.len().min(MIN_FRAGMENT);
+        n > 0
+            && key
+                .as_bytes()
+                .windows(n)
+                .any(|w| text.as_bytes().windows(n).any(|t| t == w))
+    }
+
+    #[test]
+    fn the_whole_key_and_its_pieces_are_removed() {
+        let text = format!("bad key {KEY}, prefix sk-proj-Qz7X, tail Tr6Yb1Pc5Gj0. ok");
+        assert_eq!(
+            secret_fragments(KEY, &text),
+            "bad key [REDACTED], prefix [REDACTED], tail [REDACTED]. ok"
+        );
+    }
+
+    #[test]
+    fn pieces_split_by_separators_are_removed_with_what_splits_them() {
+        for text in [
+            r#"{"a":"sk-proj-Qz7X","b":"v3Lm9Wd2"}"#,
+            "sk-proj-Qz7X v3Lm9Wd2",
+            "sk.proj.Qz7X.v3Lm.9Wd2",
+            "sk-proj-Qz7X\nv3Lm9Wd2",
+            "sk-pro\u{200b}j-Qz7Xv3",
+            "Qz-7X-v3-Lm-9W",
+            "s\\\"k\\\"-\\\"p\\\"r\\\"o\\\"j",
+        ] {
+            let out = secret_fragments(KEY, text);
+            assert!(!holds_fragment(KEY, &out), "{text:?} became {out:?}");
+        }
+    }
+
+    #[test]
+    fn short_pieces_and_unrelated_text_stay() {
+        let text = "limit 40000 tokens for gpt-4o (sk-p Qz7); see https://example.com/docs";
+        assert_eq!(secret_fragments(KEY, text), text);
+    }
+
+    #[test]
+    fn a_key_shorter_than_a_fragment_is_removed_whole() {
+        assert_eq!(
+            secret_fragments("sk-abc", "bad key sk-abc, sk-abc"),
+            "bad key [REDACTED], [REDACTED]"
+        );
+    }
+
+    #[test]
+    fn a_megabyte_with_a_long_key_is_scanned_in_one_pass() {
+        let key: String = (0..4096)
+            .map(|i| char::from(b"abcdefghijklmnopqrstuvwxyz0123456789"[(i * 7 + i / 36) % 36]))
+            .collect();
+        let mut text = "lorem ipsum dolor sit amet ".repeat(40_000);
+        text.push_str(&key);
+        let out = secret_fragments(&key, &text);
+        assert_eq!(out.len(), text.len() - key.len() + MARK.len());
+        assert!(out.ends_with(&format!("amet {MARK}")));
+    }
+
+    #[test]
+    fn serde_messages_lose_their_values() {
+        for (raw, clean) in [
+            (
+                "invalid type: string \"sk-proj-x\", expected u32",
+                "invalid type: string, expected u32",
+            ),
+            (
+                "unknown variant `sk-proj-x`, expected one of `openai`, `anthropic`, `ollama`",
+                "unknown variant, expected one of `openai`, `anthropic`, `ollama`",
+            ),
+            (
+                "invalid value: integer `-1`, expected u32",
+                "invalid value: integer, expected u32",
+            ),
+            (
+                "invalid type: string \"a, expected b\", expected u32",
+                "invalid type: string, expected u32",
+            ),
+            (
+                "invalid type: null, expected a string",
+                "invalid type: null, expected a string",
+            ),
+            (
+                "unknown field `sk-x`, there are no fields",
+                "unknown field, there are no fields",
+            ),
+            ("missing field `modelName`", "missing field `modelName`"),
+            ("sk-proj-x is not a key", "invalid value"),
+        ] {
+            assert_eq!(serde_message(raw), clean, "{raw}");
+        }
+    }
+
+    fn separator() -> impl Strategy<Value = String> {
+        prop_oneof![
+            Just(" ".to_string()),
+            Just(".".to_string()),
+            Just("\n".to_string()),
+            Just("\",\"b\":\"".to_string()),
+            Just("\\\"".to_string()),
+            Just("…".to_string()),
+            Just("}, {".to_string()),
+        ]
+    }
+
+    proptest! {
+        #[test]
+        fn no_fragment_survives_any_splitting(
+            key in "[A-Za-z0-9_-]{8,80}",
+            cuts in proptest::collection::vec((0usize..80, separator()), 0..6),
+            before in "[ a-z]{0,20}",
+            after in "[ a-z]{0,20}",
+        ) {
+            let mut split = key.clone();
+            let mut cuts = cuts;
+            cuts.sort_by_key(|c| std::cmp::Reverse(c.0));
+            for (at, sep) in cuts {
+                let at = at.min(split.len());
+                if split.is_char_boundary(at) {
+                    split.insert_str(at, &sep);
+                }
+            }
+            let text = format!("{before}{split}{after}");
+            let out = secret_fragments(&key, &text);
+            prop_assert!(!holds_fragment(&key, &out), "{:?} -> {:?}", text, out);
+        }
+
+        #[test]
+        fn text_without_fragments_is_unchanged(
+            key in "[A-Z0-9]{8,64}",
+            text in "[a-z .,:\"{}\\[\\]\n-]{0,200}",
+        ) {
+            prop_assert_eq!(secret_fragments(&key, &text), text);
+        }
+    }
+}

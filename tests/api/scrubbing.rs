@@ -1,0 +1,297 @@
+//! Canaries for the ways an upstream can echo the key other than whole: past the 500-character
+//! cut, split across JSON fields, by spaces, dots or newlines, in `type` and `code`, with its
+//! dashes percent-encoded, in a reply that is not the documented JSON, in a finish reason and in
+//! an error inside a stream. The real binary runs at `trace`; no piece of the key of 8 or more
+//! characters may reach a response or a log line, read as is or with every character but
+//! letters and digits taken out.
+
+use serde_json::{json, Value};
+use wiremock::matchers::{body_string_contains, method, path};
+use wiremock::{Mock, MockServer, ResponseTemplate};
+
+use crate::helpers::{request, RunningBinary};
+use crate::upstream::{openai_reply, OPENAI_PATH};
+
+/// Mixed case and digits, so no log figure or word can hold a piece of it by chance.
+pub const CANARY: &str = "sk-proj-Qz7Xv3Lm9Wd2Kf8Hn4Tr6Yb1Pc5Gj0Ae3Ui7Oy";
+
+/// Panics if `text` holds any 8 consecutive characters of the canary, as is or with everything
+/// but letters and digits removed from both.
+pub fn assert_no_fragment(what: &str, text: &str) {
+    let alnum = |s: &str| -> String { s.chars().filter(char::is_ascii_alphanumeric).collect() };
+    let (key, stripped) = (alnum(CANARY), alnum(text));
+    for (whole, within) in [(CANARY, text), (key.as_str(), stripped.as_str())] {
+        for piece in whole.as_bytes().windows(8) {
+            let piece = std::str::from_utf8(piece).unwrap();
+            assert!(!within.contains(piece), "{what} holds {piece:?}:\n{text}");
+        }
+    }
+}
+
+/// A step request for `query` carrying the canary as its key.
+pub fn canary_request(query: &str) -> Value {
+    let mut body = request("gpt-4o", query);
+    body["user_api_keys"]["llmKey"] = json!(CANARY);
+    body
+}
+
+fn split(every: usize, by: &str) -> String {
+    CANARY
+        .as_bytes()
+        .chunks(every)
+        .map(|c| std::str::from_utf8(c).unwrap())
+        .collect::<Vec<_>>()
+        .join(by)
+}
+
+fn error_body(message: &str) -> String {
+    json!({"error": {"message": message, "type": "invalid_request_error", "code": null}})
+        .to_string()
+}
+
+/// Each case: the query that selects it, the upstream's status and body, and the status the
+/// client gets.
+fn cases() -> Vec<(&'static str, u16, String, u16)> {
+    let (head, tail) = CANARY.split_at(14);
+    vec![
+        // 486 characters before the key: the cut at 500 falls 14 characters into it.
+        (
+            "past-the-cut",
+            400,
+            error_body(&format!("{}{CANARY} again {CANARY}", "ab ".repeat(162))),
+            400,
+        ),
+        (
+            "whole-past-the-cut",
+            429,
+            error_body(&format!("{}{CANARY}", "slow down ".repeat(60))),
+            429,
+        ),
+        (
+            "json-fields",
+            400,
+            format!(r#"{{"a":"{head}","b":"{tail}""#),
+            400,
+        ),
+        (
+            "json-in-message",
+            404,
+            error_body(&format!(r#"upstream said {{"a":"{head}","b":"{tail}"}}"#)),
+            400,
+        ),
+        ("spaces", 400, error_body(&split(5, " ")), 400),
+        ("dots", 400, error_body(&split(4, ".")), 400),
+        ("newlines", 500, error_body(&split(6, "\n")), 502),
+        (
+            "type-and-code",
+            400,
+            json!({"error": {"message": "refused", "type": CANARY, "code": CANARY}}).to_string(),
+            400,
+        ),
+        (
+            "error-string",
+            400,
+            json!({"error": format!("bad key {}", split(9, "\\\""))}).to_string(),
+            400,
+        ),
+        (
+            "percent-encoded",
+            400,
+            error_body(&format!(
+                "GET /v1/models?key={}",
+                CANARY.replace('-', "%2D")
+            )),
+            400,
+        ),
+        (
+            "not-the-documented-json",
+            200,
+            json!({"choices": CANARY}).to_string(),
+            502,
+        ),
+    ]
+}
+
+#[tokio::test]
+async fn no_piece_of_the_key_reaches_a_response_or_a_log_line() {
+    let llm = MockServer::start().await;
+    for (query, status, body, _) in cases() {
+        Mock::given(method("POST"))
+            .and(path(OPENAI_PATH))
+            .and(body_string_contains(format!("\"content\":\"{query}\"")))
+            .respond_with(
+                ResponseTemplate::new(status)
+                    .insert_header("content-type", "application/json")
+                    .set_body_string(body),
+            )
+            .mount(&llm)
+            .await;
+    }
+    let mut finished = openai_reply("Thought: t\nFinal Answer: a");
+    finished["choices"][0]["finish_reason"] = json!(split(7, " "));
+    Mock::given(method("POST"))
+        .and(path(OPENAI_PATH))
+        .and(body_string_contains("\"content\":\"finish-reason\""))
+        .respond_with(ResponseTemplate::new(200).set_body_json(finished))
+        .mount(&llm)
+        .await;
+    let in_stream = format!(
+        "data: {}\n\n",
+        json!({"error": {"message": format!("bad key {}", split(5, " ")), "type": CANARY}})
+    );
+    Mock::given(method("POST"))
+        .and(path(OPENAI_PATH))
+        .and(body_string_contains("\"content\":\"in-stream\""))
+        .respond_with(
+            ResponseTemplate::new(200)
+                .insert_header("content-type", "text/event-stream")
+                .set_body_string(in_stream),
+        )
+        .mount(&llm)
+        .await;
+
+    let server = RunningBinary::start(&llm.uri(), "trace").await;
+    let client = reqwest::Client::new();
+    let url = format!("http://127.0.0.1:{}/api/agent/react_step", server.port);
+    let mut cases: Vec<(&str, u16)> = cases().iter().map(|c| (c.0, c.3)).collect();
+    cases.push(("finish-reason", 200));
+    for (query, expected) in cases {
+        let reply = client
+            .post(&url)
+            .json(&canary_request(query))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(reply.status().as_u16(), expected, "{query}");
+        let text = reply.text().await.unwrap();
+        assert_no_fragment(query, &text);
+    }
+    let streamed = client
+        .post(format!("{url}/stream"))
+        .json(&canary_request("in-stream"))
+        .send()
+        .await
+        .unwrap();
+    let events = streamed.text().await.unwrap();
+    assert!(events.contains("event: error"), "{events}");
+    assert_no_fragment("the stream", &events);
+
+    let log = server.stop().await;
+    assert!(log.contains("request refused"), "errors are logged: {log}");
+    assert_no_fragment("the log", &log);
+}
+
+/// The key pasted into fields where it does not belong: each is refused with the field named and
+/// the value never repeated, in the response or the log.
+#[tokio::test]
+async fn a_key_in_the_wrong_field_is_refused_without_being_repeated() {
+    let llm = MockServer::start().await;
+    let server = RunningBinary::start(&llm.uri(), "trace").await;
+    let client = reqwest::Client::new();
+    let base = format!("http://127.0.0.1:{}", server.port);
+    let url = format!("{base}/api/agent/react_step");
+    let cases: [(&str, Value); 11] = [
+        (
+            "llm_config.provider",
+            json!({"llm_config": {"provider": CANARY}}),
+        ),
+        (
+            "llm_config.tool_mode",
+            json!({"llm_config": {"tool_mode": CANARY}}),
+        ),
+        (
+            "llm_config.tokenizer",
+            json!({"llm_config": {"tokenizer": CANARY}}),
+        ),
+        (
+            "llm_config.tokenLimit",
+            json!({"llm_config": {"tokenLimit": CANARY}}),
+        ),
+        (
+            "llm_config.temperature",
+            json!({"llm_config": {"temperature": CANARY}}),
+        ),
+        (
+            "llm_config.provider",
+            json!({"llm_config": {"modelName": CANARY}}),
+        ),
+        ("history_strategy", json!({"history_strategy": CANARY})),
+        (
+            "conversation_history[0].role",
+            json!({"conversation_history": [{"role": CANARY, "content": "c"}]}),
+        ),
+        (
+            "react.thought_tag",
+            json!({"react": {"thought_tag": format!("{CANARY}!")}}),
+        ),
+        (
+            "tools[1].name",
+            json!({"tools": [{"name": CANARY.replace('-', "_")}, {"name": CANARY.replace('-', "_")}]}),
+        ),
+        (
+            "tools[0].parameters",
+            json!({"tools": [{"name": "t", "parameters": {"type": CANARY}}]}),
+        ),
+    ];
+    let mut responses = String::new();
+    for (field, change) in cases {
+        let mut body = canary_request("q");
+        merge(&mut body, &change);
+        let reply = client.post(&url).json(&body).send().await.unwrap();
+        assert_eq!(reply.status(), 400, "{field}");
+        let reply: Value = reply.json().await.unwrap();
+        let named: Vec<&str> = reply["error"]["fields"]
+            .as_array()
+            .unwrap_or_else(|| panic!("{field}: {reply}"))
+            .iter()
+            .map(|f| f["field"].as_str().unwrap())
+            .collect();
+        assert!(named.contains(&field), "{field}: {reply}");
+        responses.push_str(&reply.to_string());
+    }
+    let typed = client
+        .post(&url)
+        .header("content-type", CANARY)
+        .body(canary_request("q").to_string())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(typed.status(), 400);
+    responses.push_str(&typed.text().await.unwrap());
+    let pathed = client
+        .get(format!("{base}/api/{CANARY}"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(pathed.status(), 404);
+    responses.push_str(&pathed.text().await.unwrap());
+    let method = reqwest::Method::from_bytes(CANARY.as_bytes()).unwrap();
+    let methoded = client.request(method, &url).send().await.unwrap();
+    assert_eq!(methoded.status(), 405);
+    responses.push_str(&methoded.text().await.unwrap());
+
+    let log = server.stop().await;
+    assert!(
+        log.contains("request refused"),
+        "refusals are logged: {log}"
+    );
+    assert_no_fragment("a response", &responses);
+    assert_no_fragment("the log", &log);
+}
+
+/// Sets every leaf of `change` in `body`, leaving its other fields as they are.
+fn merge(body: &mut Value, change: &Value) {
+    match (body, change) {
+        (Value::Object(body), Value::Object(change)) => {
+            for (k, v) in change {
+                match body.get_mut(k) {
+                    Some(inner) if v.is_object() => merge(inner, v),
+                    _ => {
+                        body.insert(k.clone(), v.clone());
+                    }
+                }
+            }
+        }
+        (body, change) => *body = change.clone(),
+    }
+}
