@@ -10,7 +10,7 @@ use super::request::ReactStepRequest;
 use super::response::ReactStepResponse;
 use super::AppState;
 use crate::step::history::{timestamp_now, Turn};
-use crate::step::{StepError, StepInput};
+use crate::step::{cpu, StepError, StepInput};
 
 /// The contract, compiled in so that the served spec is always the one the binary implements.
 pub const OPENAPI_YAML: &str = include_str!("../../openapi.yaml");
@@ -97,7 +97,14 @@ pub async fn prepare(
     let bytes = body::read(req, payload, state.max_body_bytes)
         .await
         .map_err(|kind| ApiError::new(kind, bare_echo()))?;
-    let dto: ReactStepRequest = body::decode(&bytes).map_err(|(message, fields)| {
+    let large = bytes.len() > cpu::INLINE_BYTES;
+    let decoded = off_worker_if(large, state.step_timeout, {
+        let bytes = bytes.clone();
+        move || body::decode::<ReactStepRequest>(&bytes)
+    })
+    .await
+    .map_err(|e| ApiError::new(e.into(), bare_echo()))?;
+    let dto = decoded.map_err(|(message, fields)| {
         ApiError::invalid(message, fields, echo_from_raw(&bytes, &request_id))
     })?;
 
@@ -135,7 +142,14 @@ pub async fn prepare(
         session_id,
         received_at,
     };
-    match convert::step_input(dto, how) {
+    // Declared tools mean schemas to compile: bounded, yet not a worker's job.
+    let heavy = large || dto.tools.as_ref().is_some_and(|t| !t.is_empty());
+    let converted = off_worker_if(heavy, state.step_timeout, move || {
+        convert::step_input(dto, how)
+    })
+    .await
+    .map_err(|e| ApiError::new(e.into(), echo.clone()))?;
+    match converted {
         Ok(input) => {
             let span = tracing::Span::current();
             span.record("provider", tracing::field::display(input.llm.provider));
@@ -148,6 +162,22 @@ pub async fn prepare(
             Err(ApiError::invalid(message, fields, echo))
         }
     }
+}
+
+/// Runs `work` here, or on the CPU pool when it is `heavy`, there within `limit` (the step's
+/// timeout: the deadline proper starts only once the input is ready).
+async fn off_worker_if<T: Send + 'static>(
+    heavy: bool,
+    limit: std::time::Duration,
+    work: impl FnOnce() -> T + Send + 'static,
+) -> Result<T, StepError> {
+    if !heavy {
+        return Ok(work());
+    }
+    tokio::time::timeout(limit, cpu::run(work))
+        .await
+        .map_err(|_| StepError::Deadline(limit))?
+        .map_err(StepError::Internal)
 }
 
 fn rate_limited(what: &'static str, wait: std::time::Duration) -> ErrorKind {

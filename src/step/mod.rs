@@ -4,6 +4,7 @@
 
 pub mod budget;
 pub mod context;
+pub mod cpu;
 pub mod decide;
 pub mod history;
 mod limits;
@@ -294,14 +295,10 @@ async fn step(
             required: tools_tokens,
         }));
     };
-    // Tokenising megabytes of context is CPU work: keep it off the async workers, and run no more
-    // builds at once than there are cores. Each thread that tokenises keeps its own regex cache
-    // (hundreds of KiB), so thousands of steps in flight must not mean thousands of threads.
-    let permit = prompt_builders()
-        .acquire()
-        .await
-        .map_err(|e| StepError::Internal(format!("prompt building is closed: {e}")))?;
-    let (input, fitted) = tokio::task::spawn_blocking(move || {
+    // Tokenising megabytes of context is CPU work: off the async workers, one build per core.
+    // Each thread that tokenises keeps its own regex cache (hundreds of KiB), so thousands of
+    // steps in flight must not mean thousands of threads.
+    let (mut input, fitted) = cpu::run(move || {
         let mut input = input;
         if let Some(ws) = input.workspace.clone() {
             resolve_from_workspace(&ws, &mut input);
@@ -331,8 +328,7 @@ async fn step(
         (input, fitted)
     })
     .await
-    .map_err(|e| StepError::Internal(format!("prompt building failed: {e}")))?;
-    drop(permit);
+    .map_err(StepError::Internal)?;
     let fitted = fitted.map_err(|o| {
         StepError::ContextOverflow(Overflow {
             budget,
@@ -443,11 +439,11 @@ async fn step(
         }
         usage = add_usage(usage, completion.usage);
         let finish = finish_reason(&completion.finish, input.key.as_ref(), &mut warnings);
-        let parsed = decide::native_parsed(&completion.text, &completion.calls, &input.react.tags)
-            .or_else(|| parse::parse(&completion.text, &input.react.tags))
-            .ok_or(StepError::EmptyOutput(finish))?;
+        let (back, completion, reading) = read_output(input, completion).await?;
+        input = back;
+        let (parsed, verdict) = reading.ok_or(StepError::EmptyOutput(finish))?;
         let raw_output = raw_output(&completion);
-        let why = match decide::judge(&parsed, &input.tools, &input.react) {
+        let why = match verdict {
             Ok((valid, thought_warnings)) => {
                 warnings.extend(thought_warnings);
                 let outcome = match (&valid, parsed.structured) {
@@ -509,6 +505,36 @@ async fn step(
     })
 }
 
+/// What an output says: the step read from it, and whether that step may be proposed.
+type Reading = (parse::Parsed, Result<(Valid, Vec<String>), String>);
+
+/// Parses and judges an output: linear in its size, yet megabytes of it (or a native call's
+/// arguments checked against a schema) would hold a worker for milliseconds, so those are read
+/// on the CPU pool. The input goes along and comes back, as the work must own what it reads.
+async fn read_output(
+    input: Box<StepInput>,
+    completion: Completion,
+) -> Result<(Box<StepInput>, Completion, Option<Reading>), StepError> {
+    if completion.text.len() <= cpu::INLINE_BYTES && completion.calls.is_empty() {
+        let reading = read(&input, &completion);
+        return Ok((input, completion, reading));
+    }
+    cpu::run(move || {
+        let reading = read(&input, &completion);
+        (input, completion, reading)
+    })
+    .await
+    .map_err(StepError::Internal)
+}
+
+fn read(input: &StepInput, completion: &Completion) -> Option<Reading> {
+    let tags = &input.react.tags;
+    let parsed = decide::native_parsed(&completion.text, &completion.calls, tags)
+        .or_else(|| parse::parse(&completion.text, tags))?;
+    let verdict = decide::judge(&parsed, &input.tools, &input.react);
+    Some((parsed, verdict))
+}
+
 /// A `/tool …` query that names a known tool: proposed as it is, without a prompt or a model.
 fn command_step(
     input: StepInput,
@@ -538,15 +564,6 @@ fn command_step(
         },
         conversation_summary: None,
     }
-}
-
-/// Permits to build a prompt: one per core.
-fn prompt_builders() -> &'static tokio::sync::Semaphore {
-    static BUILDERS: std::sync::OnceLock<tokio::sync::Semaphore> = std::sync::OnceLock::new();
-    BUILDERS.get_or_init(|| {
-        let cores = std::thread::available_parallelism().map_or(2, std::num::NonZeroUsize::get);
-        tokio::sync::Semaphore::new(cores)
-    })
 }
 
 /// The call with the answer streamed: thought and answer text go to the client as they form.
