@@ -1,0 +1,40 @@
+//! The request path without HTTP around it, for the fuzz target that drives all of it: a body
+//! decoded, validated and converted into a step's input as the handlers do, and a step's
+//! output rendered as the response body. Nothing here reaches a network or the disk.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::convert::{self, Conversion};
+use super::request::ReactStepRequest;
+use super::response::ReactStepResponse;
+use crate::step::history::timestamp_now;
+use crate::step::{StepInput, StepOutput};
+
+/// The step's input from a request body, or why the service would answer 400.
+pub fn step_input(body: &[u8]) -> Result<Box<StepInput>, String> {
+    let request: ReactStepRequest = super::body::decode(body).map_err(|(message, _)| message)?;
+    let how = Conversion {
+        workspace: None,
+        allow_mock_response: true,
+        approximation_margin_percent: None,
+        allowed_base_urls: Arc::from([]),
+        step_timeout: Duration::from_secs(120),
+        session_id: request
+            .session_id
+            .clone()
+            .unwrap_or_else(|| "offline".into()),
+        received_at: timestamp_now(),
+    };
+    convert::step_input(request, how)
+        .map(Box::new)
+        .map_err(|fields| {
+            let names: Vec<&str> = fields.iter().map(|f| f.field.as_str()).collect();
+            format!("invalid fields: {}", names.join(", "))
+        })
+}
+
+/// The body of the 200 response for a step's output.
+pub fn response_body(output: StepOutput) -> Result<String, serde_json::Error> {
+    serde_json::to_string(&ReactStepResponse::success(output, "offline".into()))
+}
