@@ -271,6 +271,11 @@ impl RunningBinary {
         }
     }
 
+    /// The server's process id, to read its memory from `/proc`.
+    pub fn pid(&self) -> u32 {
+        self.child.id().expect("the server is running")
+    }
+
     /// Stops the server and returns everything it logged.
     pub async fn stop(mut self) -> String {
         self.child.kill().await.unwrap();

@@ -1,0 +1,377 @@
+//! The attacker's battery, all at once against one server process (the real binary, one HTTP
+//! worker): every request that once crashed, exhausted or stalled the service, or carried the
+//! key away, gets its documented answer within the step deadline; meanwhile `/healthz` answers
+//! within 100 ms every time, and the process's peak memory stays bounded. The focused tests of
+//! each row live beside their code and in `tests/api/` (`hostile_schemas`, `redirects`,
+//! `scrubbing`, `disconnect`, `workspace`); this one shows they hold together, under load.
+//!
+//! A test binary of its own, so that no other test's server competes for the cores while the
+//! health check is timed.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+#[path = "api/helpers.rs"]
+#[expect(dead_code, reason = "the battery uses a few of the shared helpers")]
+mod helpers;
+
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Map, Value};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use wiremock::matchers::{body_partial_json, method};
+use wiremock::{Mock, MockServer, ResponseTemplate};
+
+use helpers::{request, RunningBinary, KEY};
+
+/// The server's step deadline in this test, and the guard on every answer.
+const STEP_TIMEOUT_SECS: u64 = 30;
+const PROJECT: &str = "p";
+
+struct Battery {
+    base: String,
+    client: reqwest::Client,
+    /// Where the redirecting upstream points: it must never be called.
+    redirect_target: MockServer,
+    held_upstream: String,
+    secret: &'static str,
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_attack_at_once_gets_its_answer_while_the_server_stays_responsive() {
+    let upstream = MockServer::start().await;
+    let redirect_target = MockServer::start().await;
+    mount_upstream(&upstream, &redirect_target).await;
+    let held_upstream = held_upstream().await;
+    let workspace = workspace();
+    let root = workspace.path().to_str().unwrap().to_string();
+    let mut server = RunningBinary::start_with(
+        &upstream.uri(),
+        "info",
+        &[
+            ("REACTSTEP_STEP_TIMEOUT_SECS", &STEP_TIMEOUT_SECS.to_string()),
+            ("REACTSTEP_WORKSPACE_ROOT", &root),
+            ("REACTSTEP_ALLOWED_BASE_URLS", &format!("{held_upstream}/v1")),
+        ],
+    )
+    .await;
+    let battery = Battery {
+        base: format!("http://127.0.0.1:{}", server.port),
+        client: reqwest::Client::new(),
+        redirect_target,
+        held_upstream,
+        secret: "TOP-SECRET-OUTSIDE-THE-PROJECT",
+    };
+    let probe = HealthProbe::start(&battery.base);
+    let attacks = async {
+        tokio::join!(
+            battery.schema_attacks(),
+            battery.pattern_attacks(),
+            battery.pathological_output(),
+            battery.upstream_attacks(),
+            battery.client_leaves(&mut server),
+            battery.workspace_escapes(),
+        )
+    };
+    tokio::time::timeout(Duration::from_secs(STEP_TIMEOUT_SECS + 30), attacks)
+        .await
+        .expect("every attack is answered within the step deadline");
+    let slowest = probe.stop().await;
+    let peak = peak_rss_mib(server.pid());
+    let log = server.stop().await;
+
+    assert!(
+        slowest < Duration::from_millis(100),
+        "/healthz once took {slowest:?} while the attacks ran"
+    );
+    assert!(peak < 512, "the server's peak RSS reached {peak} MiB");
+    assert_no_key_piece("the server's log", &log);
+    assert!(!log.contains("panicked"), "{log}");
+    assert!(battery.redirect_target.received_requests().await.unwrap().is_empty());
+}
+
+impl Battery {
+    async fn post(&self, body: &Value) -> (u16, Value, String) {
+        let reply = self
+            .client
+            .post(format!("{}/api/agent/react_step", self.base))
+            .json(body)
+            .send()
+            .await
+            .unwrap();
+        let status = reply.status().as_u16();
+        let text = reply.text().await.unwrap();
+        let body = serde_json::from_str(&text).unwrap_or(Value::Null);
+        helpers::assert_conforms("post", "/api/agent/react_step", status, &body);
+        (status, body, text)
+    }
+
+    async fn expect_refused(&self, what: &str, body: Value, bound: &str) {
+        let (status, reply, text) = self.post(&body).await;
+        assert_eq!(status, 400, "{what}: {text}");
+        assert_eq!(reply["error"]["type"], "invalid_request", "{what}");
+        assert!(text.contains(bound), "{what}: {text}");
+    }
+
+    /// Rows 1 and 2: a `$ref` chain of 500, `$ref` cycles of 2 and 100, an `anyOf` fan-out of
+    /// 2^20, and 128 tools of 500 patterns each.
+    async fn schema_attacks(&self) {
+        let calling = |parameters: Value| {
+            let mut body = request("gpt-4o", "go");
+            body["tools"] = json!([{"name": "t", "description": "", "parameters": parameters}]);
+            body["mock_response"] = json!("Thought: go\nAction: t(v=\"x\")");
+            body
+        };
+        self.expect_refused("ref chain", calling(defs_schema(ref_chain(500))), "'t'")
+            .await;
+        self.expect_refused("2-cycle", calling(defs_schema(ref_cycle(2))), "'t'")
+            .await;
+        self.expect_refused("100-cycle", calling(defs_schema(ref_cycle(100))), "'t'")
+            .await;
+        self.expect_refused("fan-out", calling(defs_schema(fan_out(2, 20))), "'t'")
+            .await;
+        let mut body = request("gpt-4o", "go");
+        body["tools"] = Value::Array((0..128).map(|i| many_patterns(i, 500)).collect());
+        body["mock_response"] = json!("Thought: go\nFinal Answer: done");
+        self.expect_refused("128 × 500 patterns", body, "pattern").await;
+    }
+
+    /// Row 9: patterns that backtrack, with a 100 KB argument.
+    async fn pattern_attacks(&self) {
+        for pattern in ["(?=(a+)+b)", "^(a+)\\1$"] {
+            let mut body = request("gpt-4o", "go");
+            body["tools"] = json!([{"name": "p", "description": "", "parameters": {
+                "type": "object", "properties": {"v": {"type": "string", "pattern": pattern}}}}]);
+            body["mock_response"] = json!(format!(
+                "Thought: go\nAction: p(v=\"{}\")",
+                "a".repeat(100_000)
+            ));
+            self.expect_refused(pattern, body, "pattern").await;
+        }
+    }
+
+    /// Row 3: a megabyte of lines that open a `{` and never close it.
+    async fn pathological_output(&self) {
+        let mut body = request("gpt-4o", "go");
+        let line = "{\"path\": \"src/main.rs\", \"query\": [1, 2,\n";
+        body["mock_response"] = json!(format!(
+            "Thought: go\n{}Action: read_file(path=\"a\")",
+            line.repeat(990_000 / line.len())
+        ));
+        let (status, reply, text) = self.post(&body).await;
+        assert!(
+            status == 200 || reply["error"]["type"] == "invalid_model_output",
+            "{status}: {}",
+            &text[..text.len().min(500)]
+        );
+    }
+
+    /// Rows 4 and 5: a redirecting upstream, and one that echoes the key split by dots after
+    /// 600 characters.
+    async fn upstream_attacks(&self) {
+        let (status, reply, text) = self.post(&request("gpt-4o-redirect", "go")).await;
+        assert_eq!(status, 502, "{text}");
+        assert_eq!(reply["error"]["type"], "llm_bad_response");
+        let (status, _, text) = self.post(&request("gpt-4o-echo", "go")).await;
+        assert_eq!(status, 400, "{text}");
+        assert_no_key_piece("the echoing upstream's answer", &text);
+        let mut body = request("gpt-4o", "go");
+        body["llm_config"]["provider"] = json!(KEY);
+        let (status, _, text) = self.post(&body).await;
+        assert_eq!(status, 400, "{text}");
+        assert_no_key_piece("the answer to a key in provider", &text);
+    }
+
+    /// Row 6: the client leaves before the upstream's first byte; the upstream call must end.
+    async fn client_leaves(&self, server: &mut RunningBinary) {
+        let mut body = request("gpt-4o", "go");
+        body["llm_config"]["base_url"] = json!(format!("{}/v1", self.held_upstream));
+        let body = body.to_string();
+        let mut socket = TcpStream::connect(self.base.trim_start_matches("http://"))
+            .await
+            .unwrap();
+        let head = format!(
+            "POST /api/agent/react_step HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n",
+            body.len()
+        );
+        socket.write_all(head.as_bytes()).await.unwrap();
+        socket.write_all(body.as_bytes()).await.unwrap();
+        server.logged("llm call").await;
+        drop(socket);
+        server.logged("the client disconnected").await;
+    }
+
+    /// Row 7: a FIFO and a link out of the project are refused, without blocking.
+    async fn workspace_escapes(&self) {
+        for _ in 0..3 {
+            let mut body = request("gpt-4o", "go");
+            body["project_id"] = json!(PROJECT);
+            body["explicit_context_paths"] = json!(["pipe", "escape", "ok.rs"]);
+            body["mock_response"] = json!("Thought: go\nFinal Answer: done");
+            let (status, reply, text) = self.post(&body).await;
+            assert_eq!(status, 200, "{text}");
+            assert!(!text.contains(self.secret), "{text}");
+            let fates: Vec<(&str, &str)> = reply["context_report"]["items"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|i| (i["id"].as_str().unwrap(), i["fate"].as_str().unwrap()))
+                .collect();
+            assert_eq!(
+                fates,
+                [("ok.rs", "included"), ("pipe", "unresolved"), ("escape", "unresolved")]
+            );
+        }
+    }
+}
+
+/// The upstream: a redirect for one model, the key echoed in pieces for another.
+async fn mount_upstream(upstream: &MockServer, target: &MockServer) {
+    Mock::given(method("POST"))
+        .and(body_partial_json(json!({"model": "gpt-4o-redirect"})))
+        .respond_with(
+            ResponseTemplate::new(307)
+                .insert_header("location", format!("{}/v1/chat/completions", target.uri())),
+        )
+        .mount(upstream)
+        .await;
+    let dotted: String = KEY.chars().flat_map(|c| [c, '.']).collect();
+    let message = format!("{} your key {dotted} is wrong", "x".repeat(600));
+    Mock::given(method("POST"))
+        .and(body_partial_json(json!({"model": "gpt-4o-echo"})))
+        .respond_with(ResponseTemplate::new(400).set_body_json(
+            json!({"error": {"message": message, "type": "invalid_request_error", "code": KEY}}),
+        ))
+        .mount(upstream)
+        .await;
+    Mock::given(method("POST"))
+        .respond_with(ResponseTemplate::new(200).set_body_json(json!({"unexpected": true})))
+        .mount(target)
+        .await;
+}
+
+/// An upstream that takes calls and never answers.
+async fn held_upstream() -> String {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let uri = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move {
+        loop {
+            let (mut socket, _) = listener.accept().await.unwrap();
+            tokio::spawn(async move {
+                let mut buf = [0u8; 8192];
+                while matches!(socket.read(&mut buf).await, Ok(n) if n > 0) {}
+            });
+        }
+    });
+    uri
+}
+
+/// A workspace root whose project holds a regular file, a FIFO and a link to a secret outside.
+fn workspace() -> tempfile::TempDir {
+    let root = tempfile::tempdir().unwrap();
+    let project = root.path().join(PROJECT);
+    std::fs::create_dir(&project).unwrap();
+    std::fs::write(project.join("ok.rs"), "fn ok() {}\n").unwrap();
+    let outside = root.path().join("secret.txt");
+    std::fs::write(&outside, "TOP-SECRET-OUTSIDE-THE-PROJECT").unwrap();
+    std::os::unix::fs::symlink(&outside, project.join("escape")).unwrap();
+    let made = std::process::Command::new("mkfifo")
+        .arg(project.join("pipe"))
+        .status()
+        .unwrap();
+    assert!(made.success(), "mkfifo is needed for this test");
+    root
+}
+
+/// Asks `/healthz` again and again while the attacks run, and keeps the slowest answer.
+struct HealthProbe {
+    stop: tokio::sync::oneshot::Sender<()>,
+    task: tokio::task::JoinHandle<(Duration, u32)>,
+}
+
+impl HealthProbe {
+    fn start(base: &str) -> Self {
+        let url = format!("{base}/healthz");
+        let (stop, mut stopped) = tokio::sync::oneshot::channel();
+        let task = tokio::spawn(async move {
+            let client = reqwest::Client::new();
+            let mut every = tokio::time::interval(Duration::from_millis(20));
+            let (mut slowest, mut probes) = (Duration::ZERO, 0);
+            while stopped.try_recv().is_err() {
+                every.tick().await;
+                let asked = Instant::now();
+                let reply = client.get(&url).send().await.unwrap();
+                assert_eq!(reply.status(), 200);
+                slowest = slowest.max(asked.elapsed());
+                probes += 1;
+            }
+            (slowest, probes)
+        });
+        Self { stop, task }
+    }
+
+    async fn stop(self) -> Duration {
+        let _ = self.stop.send(());
+        let (slowest, probes) = self.task.await.unwrap();
+        assert!(probes >= 10, "the probe ran only {probes} times");
+        slowest
+    }
+}
+
+fn peak_rss_mib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let kib: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .expect("VmHWM in /proc/<pid>/status");
+    kib / 1024
+}
+
+/// No 8 consecutive characters of the key, also once everything but letters and digits is
+/// removed from both.
+fn assert_no_key_piece(what: &str, text: &str) {
+    let alnum = |s: &str| -> String { s.chars().filter(char::is_ascii_alphanumeric).collect() };
+    let (key, plain) = (alnum(KEY), alnum(text));
+    for start in 0..=key.len() - 8 {
+        let piece = &key[start..start + 8];
+        assert!(!plain.contains(piece), "{what} holds {piece:?}");
+    }
+}
+
+fn defs_schema(defs: (Map<String, Value>, &str)) -> Value {
+    let (defs, first) = defs;
+    json!({"type": "object", "$defs": defs, "properties": {"v": {"$ref": format!("#/$defs/{first}")}}})
+}
+
+fn ref_chain(n: usize) -> (Map<String, Value>, &'static str) {
+    let mut defs: Map<String, Value> = (0..n)
+        .map(|i| (format!("a{i}"), json!({"$ref": format!("#/$defs/a{}", i + 1)})))
+        .collect();
+    defs.insert(format!("a{n}"), json!({"type": "string"}));
+    (defs, "a0")
+}
+
+fn ref_cycle(n: usize) -> (Map<String, Value>, &'static str) {
+    let defs = (0..n)
+        .map(|i| (format!("n{i}"), json!({"$ref": format!("#/$defs/n{}", (i + 1) % n)})))
+        .collect();
+    (defs, "n0")
+}
+
+fn fan_out(width: usize, levels: usize) -> (Map<String, Value>, &'static str) {
+    let mut defs: Map<String, Value> = (0..levels)
+        .map(|i| {
+            let next = json!({"$ref": format!("#/$defs/l{}", i + 1)});
+            (format!("l{i}"), json!({"anyOf": vec![next; width]}))
+        })
+        .collect();
+    defs.insert(format!("l{levels}"), json!({"type": "string"}));
+    (defs, "l0")
+}
+
+fn many_patterns(tool: usize, n: usize) -> Value {
+    let properties: Map<String, Value> = (0..n)
+        .map(|i| (format!("p{i}"), json!({"type": "string", "pattern": format!("^[a-z]{{{i}}}x+$")})))
+        .collect();
+    json!({"name": format!("t{tool}"), "description": "", "parameters": {"type": "object", "properties": properties}})
+}
