@@ -4,8 +4,8 @@
 
 use serde_json::{Map, Value};
 
-use super::args::closing_bracket;
-use super::Decision;
+use super::args::Closer;
+use super::{work, Decision};
 
 /// A JSON action in the text: where it starts (its fence included) and what it says.
 #[derive(Debug)]
@@ -15,22 +15,40 @@ pub struct JsonAction {
     pub decision: Decision,
 }
 
+/// How many times over its length the search may look at a text, counting the bytes each
+/// candidate is scanned and parsed. The bracket scans are linear (see [`Closer`]), but a JSON
+/// object is parsed from each line start inside it, and strings seen from different starts
+/// can pair their quotes differently; text built to make that costly is searched only this far.
+const LOOKS_PER_BYTE: usize = 8;
+
 /// The first JSON object at a line start (or just inside a fence) that reads as an action or an
 /// answer.
 pub fn find(text: &str) -> Option<JsonAction> {
+    let mut closer = Closer::new(text);
+    let mut parsed = 0;
+    let budget = text
+        .len()
+        .saturating_mul(LOOKS_PER_BYTE)
+        .saturating_add(1 << 16);
     let mut line_start = 0;
     for line in text.split_inclusive('\n') {
+        work::add(line.len());
         let here = line_start;
         line_start += line.len();
         let trimmed = line.trim_start();
         if !trimmed.starts_with('{') {
             continue;
         }
+        if closer.spent() + parsed > budget {
+            return None;
+        }
         let open = here + (line.len() - trimmed.len());
-        let Some(end) = closing_bracket(text, open) else {
+        let Some(end) = closer.close(open) else {
             continue;
         };
         let raw = &text[open..end];
+        parsed += raw.len();
+        work::add(raw.len());
         let Ok(Value::Object(object)) = serde_json::from_str::<Value>(raw) else {
             continue;
         };

@@ -6,6 +6,7 @@
 //! thought or a tagless answer, which only the whole output tells.
 
 use super::tags::{Tag, TagNames, Tags};
+use super::work;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum LiveDelta {
@@ -28,12 +29,24 @@ enum Section {
 
 const THINK_OPEN: [&str; 2] = ["<think>", "<thinking>"];
 const THINK_CLOSE: [&str; 2] = ["</think>", "</thinking>"];
+/// What both closing tags start with.
+const THINK_CLOSE_STEM: &str = "</think";
+
+/// A held line start this long or shorter is looked at again with every piece: tags are short.
+const HELD_LOOKED_AT_EACH_PIECE: usize = 64;
 
 pub struct LiveParser {
     names: TagNames,
     section: Section,
-    /// Text received and not yet decided.
+    /// Text received; what is before `pos` has been decided.
     buf: String,
+    pos: usize,
+    /// The first line break at or after `pos` (`Some`), or `None` when there is none before
+    /// `searched`: the search for it goes on from where it stopped instead of from `pos`.
+    newline: Option<usize>,
+    searched: usize,
+    /// How long the held line start was when last looked at (0 when none is held).
+    held: usize,
     /// Whether the start of the current line has been read (as a tag or as text).
     line_read: bool,
     /// Line breaks and spaces inside a section, sent only when more of the section follows.
@@ -48,6 +61,10 @@ impl LiveParser {
             names: TagNames::new(tags),
             section: Section::Prelude,
             buf: String::new(),
+            pos: 0,
+            newline: None,
+            searched: 0,
+            held: 0,
             line_read: false,
             breaks: String::new(),
             started: false,
@@ -59,6 +76,7 @@ impl LiveParser {
         self.buf.push_str(text);
         let mut out = Vec::new();
         while self.step(&mut out, false) {}
+        self.compact();
         out
     }
 
@@ -66,13 +84,53 @@ impl LiveParser {
     pub fn finish(&mut self) -> Vec<LiveDelta> {
         let mut out = Vec::new();
         while self.step(&mut out, true) {}
+        self.compact();
         out
+    }
+
+    /// Drops the decided text once per piece, not once per line: moving the rest of a large
+    /// piece to the front after every line was quadratic in the piece.
+    fn compact(&mut self) {
+        if self.pos == 0 {
+            return;
+        }
+        work::add(self.buf.len() - self.pos);
+        self.buf.drain(..self.pos);
+        self.newline = self.newline.map(|n| n - self.pos);
+        self.searched -= self.pos;
+        self.pos = 0;
+    }
+
+    fn rest(&self) -> &str {
+        &self.buf[self.pos..]
+    }
+
+    /// Marks `bytes` more as decided.
+    fn consume(&mut self, bytes: usize) {
+        self.pos += bytes;
+        if self.newline.is_some_and(|n| n < self.pos) {
+            // Past the line break found: the next one is yet to be searched for.
+            self.newline = None;
+            self.searched = self.pos;
+        }
+        self.searched = self.searched.max(self.pos);
+    }
+
+    /// Where the current line ends, as an offset in `rest()`; each byte is searched once.
+    fn line_end(&mut self) -> Option<usize> {
+        if self.newline.is_none() {
+            let from = self.searched.max(self.pos);
+            self.newline = self.buf[from..].find('\n').map(|i| from + i);
+            self.searched = self.newline.unwrap_or(self.buf.len());
+            work::add(self.searched - from);
+        }
+        self.newline.map(|n| n - self.pos)
     }
 
     /// Decides one piece of the buffer; false when more text is needed.
     fn step(&mut self, out: &mut Vec<LiveDelta>, end: bool) -> bool {
-        if self.buf.is_empty() || self.section == Section::Done {
-            self.buf.clear();
+        if self.pos == self.buf.len() || self.section == Section::Done {
+            self.consume(self.buf.len() - self.pos);
             return false;
         }
         if self.section == Section::Think {
@@ -81,13 +139,14 @@ impl LiveParser {
         if !self.line_read {
             return self.line_start(end);
         }
-        let line_end = self.buf.find('\n');
-        let text_end = line_end.unwrap_or(self.buf.len());
-        let text: String = self.buf[..text_end].to_string();
+        let line_end = self.line_end();
+        let text_end = line_end.unwrap_or(self.buf.len() - self.pos);
+        let text: String = self.rest()[..text_end].to_string();
+        work::add(text.len());
         self.send(&text, out);
         match line_end {
             Some(i) => {
-                self.buf.drain(..=i);
+                self.consume(i + 1);
                 if self.started {
                     self.breaks.push('\n');
                 }
@@ -95,35 +154,52 @@ impl LiveParser {
                 true
             }
             None => {
-                self.buf.clear();
+                self.consume(text_end);
                 false
             }
         }
     }
 
-    /// At a line start: a tag, `<think>`, or text of the current section.
+    /// At a line start: a tag, `<think>`, or text of the current section. A line start held
+    /// back because it may still become a tag is looked at again only once it has doubled
+    /// (past a tag's length), so a long one does not cost its length with every piece; waiting
+    /// longer is the same as the piece arriving later, and the output does not depend on that.
     fn line_start(&mut self, end: bool) -> bool {
-        let line_end = self.buf.find('\n');
-        let line = &self.buf[..line_end.unwrap_or(self.buf.len())];
+        let line_end = self.line_end();
+        let len = line_end.unwrap_or(self.buf.len() - self.pos);
+        let unchanged = len > HELD_LOOKED_AT_EACH_PIECE && len < self.held.saturating_mul(2);
+        if line_end.is_none() && !end && unchanged {
+            return false;
+        }
+        let hold = self.read_line_start(line_end.is_some() || end, len);
+        self.held = if hold { len } else { 0 };
+        !hold
+    }
+
+    /// [`Self::line_start`] for the line start `rest()[..len]`; true when it must be held.
+    fn read_line_start(&mut self, whole: bool, len: usize) -> bool {
+        let line = &self.buf[self.pos..self.pos + len];
         let trimmed = line.trim_start();
+        // The tag words count their own; the `<think>` checks look at a few bytes past these.
+        work::add(line.len() - trimmed.len() + 16);
         if self.section == Section::Prelude {
             if let Some(open) = THINK_OPEN.iter().find(|o| trimmed.starts_with(**o)) {
-                let at = self.buf.len() - self.buf.trim_start().len() + open.len();
-                self.buf.drain(..at);
+                let at = line.len() - trimmed.len() + open.len();
+                self.consume(at);
                 self.enter(Section::Think);
-                return true;
+                return false;
             }
             let may_open = THINK_OPEN.iter().any(|o| o.starts_with(trimmed)) && !trimmed.is_empty();
-            if may_open && line_end.is_none() && !end {
-                return false;
+            if may_open && !whole {
+                return true;
             }
         }
         if let Some((tag, offset)) = self.names.at(line) {
             // `**Thought:` may still get its closing `**`.
-            if offset == line.len() && line_end.is_none() && !end {
-                return false;
+            if offset == line.len() && !whole {
+                return true;
             }
-            self.buf.drain(..offset);
+            self.consume(offset);
             self.enter(match tag {
                 Tag::Thought => Section::Thought,
                 Tag::Action | Tag::ActionInput => Section::Action,
@@ -131,44 +207,41 @@ impl LiveParser {
                 Tag::Observation => Section::Done,
             });
             self.line_read = true;
-            return true;
-        }
-        if line_end.is_none() && !end && self.names.may_become_tag(line) {
             return false;
         }
+        if !whole && self.names.may_become_tag(line) {
+            return true;
+        }
         self.line_read = true;
-        true
+        false
     }
 
     /// Inside `<think>`: everything up to the closing tag is thought.
     fn think(&mut self, out: &mut Vec<LiveDelta>, end: bool) -> bool {
-        if let Some((at, close)) = THINK_CLOSE
-            .iter()
-            .filter_map(|c| self.buf.find(c).map(|i| (i, c.len())))
-            .min()
-        {
-            let text: String = self.buf[..at].to_string();
+        if let Some((at, close)) = think_close(self.rest()) {
+            let text: String = self.rest()[..at].to_string();
             self.send(&text, out);
-            self.buf.drain(..at + close);
+            self.consume(at + close);
             self.enter(Section::Prelude);
             return true;
         }
+        let rest = self.rest();
         // Hold back a tail that may be the start of the closing tag.
         let held = if end {
             0
         } else {
-            (1..=self.buf.len().min(11))
+            (1..=rest.len().min(11))
                 .rev()
-                .filter(|&n| self.buf.is_char_boundary(self.buf.len() - n))
+                .filter(|&n| rest.is_char_boundary(rest.len() - n))
                 .find(|&n| {
-                    let tail = &self.buf[self.buf.len() - n..];
+                    let tail = &rest[rest.len() - n..];
                     THINK_CLOSE.iter().any(|c| c.starts_with(tail))
                 })
                 .unwrap_or(0)
         };
-        let text: String = self.buf[..self.buf.len() - held].to_string();
+        let text: String = rest[..rest.len() - held].to_string();
         self.send(&text, out);
-        self.buf.drain(..self.buf.len() - held);
+        self.consume(text.len());
         false
     }
 
@@ -177,6 +250,7 @@ impl LiveParser {
         self.breaks.clear();
         self.started = false;
         self.line_read = false;
+        self.held = 0;
     }
 
     /// Sends text of the current section, with the line breaks held before it.
@@ -211,6 +285,23 @@ impl LiveParser {
             _ => out.push(LiveDelta::Answer(delta)),
         }
     }
+}
+
+/// The first closing think tag in `text`: where it starts and its length. One search for
+/// what both tags start with: searching for each tag apart looked through the rest of a large
+/// piece for the one that is not there, once per `<think>` block in it.
+fn think_close(text: &str) -> Option<(usize, usize)> {
+    let mut from = 0;
+    while let Some(i) = text[from..].find(THINK_CLOSE_STEM) {
+        let at = from + i;
+        work::add(i + THINK_CLOSE_STEM.len());
+        if let Some(close) = THINK_CLOSE.iter().find(|c| text[at..].starts_with(**c)) {
+            return Some((at, close.len()));
+        }
+        from = at + THINK_CLOSE_STEM.len();
+    }
+    work::add(text.len() - from);
+    None
 }
 
 #[cfg(test)]

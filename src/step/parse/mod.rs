@@ -8,9 +8,12 @@
 
 mod args;
 mod json;
+#[cfg(test)]
+mod linear;
 pub mod live;
 pub mod tags;
 mod thought;
+mod work;
 
 use serde_json::{Map, Value};
 
@@ -48,6 +51,8 @@ pub struct Parsed {
 
 /// `None` when the model wrote nothing usable at all.
 pub fn parse(raw: &str, tags: &Tags) -> Option<Parsed> {
+    // The passes over the whole text made a fixed number of times; the loops count their own.
+    work::add(raw.len());
     let mut warnings = Vec::new();
     let (think, text) = split_think(raw);
     let text = unfence(text);
@@ -364,6 +369,7 @@ fn single_input(value: Value) -> Map<String, Value> {
 fn square_close(text: &str, open: usize) -> Option<usize> {
     let mut depth = 0usize;
     for (i, b) in text.bytes().enumerate().skip(open) {
+        work::add(1);
         match b {
             b'[' => depth += 1,
             b']' => {

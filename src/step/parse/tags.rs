@@ -76,11 +76,13 @@ impl TagNames {
                 - numbered
                     .trim_start_matches(|c: char| c.is_ascii_digit())
                     .len();
+            super::work::add(after.len() - numbered.len() + digits + 1);
             if digits > 0 {
                 after_tag = numbered[digits..].trim_start_matches('*');
             }
             if let Some(after_colon) = after_tag.strip_prefix(':') {
                 let text = after_colon.trim_start_matches('*');
+                super::work::add(after_colon.len() - text.len());
                 return Some((*tag, line.len() - text.len()));
             }
         }
@@ -95,9 +97,12 @@ impl TagNames {
         }
         self.0.iter().any(|(name, _)| match after_name(rest, name) {
             // Only stars, a space and digits so far: the colon may still come.
-            Some(after) => after
-                .chars()
-                .all(|c| c == '*' || c == ' ' || c.is_ascii_digit()),
+            Some(after) => {
+                let rest =
+                    after.trim_start_matches(|c: char| c == '*' || c == ' ' || c.is_ascii_digit());
+                super::work::add(after.len() - rest.len() + 1);
+                rest.is_empty()
+            }
             None => {
                 rest.len() < name.len()
                     && name
@@ -109,11 +114,14 @@ impl TagNames {
 }
 
 fn strip_lead(line: &str) -> &str {
-    line.trim_start_matches(|c: char| c.is_whitespace() || matches!(c, '*' | '#' | '>'))
+    let rest = line.trim_start_matches(|c: char| c.is_whitespace() || matches!(c, '*' | '#' | '>'));
+    super::work::add(line.len() - rest.len() + 1);
+    rest
 }
 
 /// The text after `name` at the start of `rest`, compared in any letter case.
 fn after_name<'r>(rest: &'r str, name: &str) -> Option<&'r str> {
+    super::work::add(name.len());
     let head = rest.get(..name.len())?;
     head.eq_ignore_ascii_case(name).then(|| &rest[name.len()..])
 }
@@ -124,6 +132,7 @@ pub fn find(text: &str, tags: &Tags) -> Vec<Found> {
     let mut found = Vec::new();
     let mut line_start = 0;
     for line in text.split_inclusive('\n') {
+        super::work::add(line.len());
         if let Some((tag, offset)) = names.at(line) {
             found.push(Found {
                 tag,
