@@ -33,6 +33,7 @@ struct Battery {
     /// Where the redirecting upstream points: it must never be called.
     redirect_target: MockServer,
     held_upstream: String,
+    held_calls: tokio::sync::Mutex<tokio::sync::mpsc::UnboundedReceiver<bool>>,
     secret: &'static str,
 }
 
@@ -41,16 +42,22 @@ async fn every_attack_at_once_gets_its_answer_while_the_server_stays_responsive(
     let upstream = MockServer::start().await;
     let redirect_target = MockServer::start().await;
     mount_upstream(&upstream, &redirect_target).await;
-    let held_upstream = held_upstream().await;
+    let (held_upstream, held_calls) = held_upstream().await;
     let workspace = workspace();
     let root = workspace.path().to_str().unwrap().to_string();
-    let mut server = RunningBinary::start_with(
+    let server = RunningBinary::start_with(
         &upstream.uri(),
         "info",
         &[
-            ("REACTSTEP_STEP_TIMEOUT_SECS", &STEP_TIMEOUT_SECS.to_string()),
+            (
+                "REACTSTEP_STEP_TIMEOUT_SECS",
+                &STEP_TIMEOUT_SECS.to_string(),
+            ),
             ("REACTSTEP_WORKSPACE_ROOT", &root),
-            ("REACTSTEP_ALLOWED_BASE_URLS", &format!("{held_upstream}/v1")),
+            (
+                "REACTSTEP_ALLOWED_BASE_URLS",
+                &format!("{held_upstream}/v1"),
+            ),
         ],
     )
     .await;
@@ -59,6 +66,7 @@ async fn every_attack_at_once_gets_its_answer_while_the_server_stays_responsive(
         client: reqwest::Client::new(),
         redirect_target,
         held_upstream,
+        held_calls: tokio::sync::Mutex::new(held_calls),
         secret: "TOP-SECRET-OUTSIDE-THE-PROJECT",
     };
     let probe = HealthProbe::start(&battery.base);
@@ -68,7 +76,7 @@ async fn every_attack_at_once_gets_its_answer_while_the_server_stays_responsive(
             battery.pattern_attacks(),
             battery.pathological_output(),
             battery.upstream_attacks(),
-            battery.client_leaves(&mut server),
+            battery.client_leaves(),
             battery.workspace_escapes(),
         )
     };
@@ -78,15 +86,21 @@ async fn every_attack_at_once_gets_its_answer_while_the_server_stays_responsive(
     let slowest = probe.stop().await;
     let peak = peak_rss_mib(server.pid());
     let log = server.stop().await;
+    eprintln!("slowest /healthz: {slowest:?}; peak RSS: {peak} MiB");
 
     assert!(
         slowest < Duration::from_millis(100),
         "/healthz once took {slowest:?} while the attacks ran"
     );
-    assert!(peak < 512, "the server's peak RSS reached {peak} MiB");
+    assert!(peak < 256, "the server's peak RSS reached {peak} MiB");
     assert_no_key_piece("the server's log", &log);
     assert!(!log.contains("panicked"), "{log}");
-    assert!(battery.redirect_target.received_requests().await.unwrap().is_empty());
+    assert!(battery
+        .redirect_target
+        .received_requests()
+        .await
+        .unwrap()
+        .is_empty());
 }
 
 impl Battery {
@@ -132,7 +146,8 @@ impl Battery {
         let mut body = request("gpt-4o", "go");
         body["tools"] = Value::Array((0..128).map(|i| many_patterns(i, 500)).collect());
         body["mock_response"] = json!("Thought: go\nFinal Answer: done");
-        self.expect_refused("128 × 500 patterns", body, "pattern").await;
+        self.expect_refused("128 × 500 patterns", body, "pattern")
+            .await;
     }
 
     /// Row 9: patterns that backtrack, with a 100 KB argument.
@@ -182,7 +197,7 @@ impl Battery {
     }
 
     /// Row 6: the client leaves before the upstream's first byte; the upstream call must end.
-    async fn client_leaves(&self, server: &mut RunningBinary) {
+    async fn client_leaves(&self) {
         let mut body = request("gpt-4o", "go");
         body["llm_config"]["base_url"] = json!(format!("{}/v1", self.held_upstream));
         let body = body.to_string();
@@ -195,9 +210,18 @@ impl Battery {
         );
         socket.write_all(head.as_bytes()).await.unwrap();
         socket.write_all(body.as_bytes()).await.unwrap();
-        server.logged("llm call").await;
+        let mut calls = self.held_calls.lock().await;
+        assert_eq!(
+            calls.recv().await,
+            Some(true),
+            "the call reached the upstream"
+        );
         drop(socket);
-        server.logged("the client disconnected").await;
+        assert_eq!(
+            calls.recv().await,
+            Some(false),
+            "the upstream call was dropped"
+        );
     }
 
     /// Row 7: a FIFO and a link out of the project are refused, without blocking.
@@ -218,7 +242,11 @@ impl Battery {
                 .collect();
             assert_eq!(
                 fates,
-                [("ok.rs", "included"), ("pipe", "unresolved"), ("escape", "unresolved")]
+                [
+                    ("ok.rs", "included"),
+                    ("pipe", "unresolved"),
+                    ("escape", "unresolved")
+                ]
             );
         }
     }
@@ -249,20 +277,31 @@ async fn mount_upstream(upstream: &MockServer, target: &MockServer) {
         .await;
 }
 
-/// An upstream that takes calls and never answers.
-async fn held_upstream() -> String {
+/// An upstream that takes calls and never answers; it says when a call arrives (`true`) and
+/// when the service closes it (`false`).
+async fn held_upstream() -> (String, tokio::sync::mpsc::UnboundedReceiver<bool>) {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let uri = format!("http://{}", listener.local_addr().unwrap());
+    let (seen, calls) = tokio::sync::mpsc::unbounded_channel();
     tokio::spawn(async move {
         loop {
             let (mut socket, _) = listener.accept().await.unwrap();
+            let seen = seen.clone();
             tokio::spawn(async move {
                 let mut buf = [0u8; 8192];
-                while matches!(socket.read(&mut buf).await, Ok(n) if n > 0) {}
+                let mut arrived = false;
+                while let Ok(n @ 1..) = socket.read(&mut buf).await {
+                    // The body ends the request: it is the last thing the service writes.
+                    if !arrived && buf[..n].ends_with(b"}") {
+                        arrived = true;
+                        let _ = seen.send(true);
+                    }
+                }
+                let _ = seen.send(false);
             });
         }
     });
-    uri
+    (uri, calls)
 }
 
 /// A workspace root whose project holds a regular file, a FIFO and a link to a secret outside.
@@ -282,39 +321,50 @@ fn workspace() -> tempfile::TempDir {
     root
 }
 
-/// Asks `/healthz` again and again while the attacks run, and keeps the slowest answer.
+/// Asks `/healthz` again and again while the attacks run, and keeps the slowest answer. It runs
+/// on a thread of its own with blocking sockets, so that the test's own work (building
+/// megabytes of attack) cannot delay it and pass for the server's slowness.
 struct HealthProbe {
-    stop: tokio::sync::oneshot::Sender<()>,
-    task: tokio::task::JoinHandle<(Duration, u32)>,
+    stop: std::sync::mpsc::Sender<()>,
+    thread: std::thread::JoinHandle<(Duration, u32)>,
 }
 
 impl HealthProbe {
     fn start(base: &str) -> Self {
-        let url = format!("{base}/healthz");
-        let (stop, mut stopped) = tokio::sync::oneshot::channel();
-        let task = tokio::spawn(async move {
-            let client = reqwest::Client::new();
-            let mut every = tokio::time::interval(Duration::from_millis(20));
+        let address = base.trim_start_matches("http://").to_string();
+        let (stop, stopped) = std::sync::mpsc::channel();
+        let thread = std::thread::spawn(move || {
             let (mut slowest, mut probes) = (Duration::ZERO, 0);
-            while stopped.try_recv().is_err() {
-                every.tick().await;
+            // Paced, not a wait for anything: one probe every 20 ms until told to stop.
+            while stopped.recv_timeout(Duration::from_millis(20)).is_err() {
                 let asked = Instant::now();
-                let reply = client.get(&url).send().await.unwrap();
-                assert_eq!(reply.status(), 200);
+                let answer = health_check(&address);
                 slowest = slowest.max(asked.elapsed());
+                assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
                 probes += 1;
             }
             (slowest, probes)
         });
-        Self { stop, task }
+        Self { stop, thread }
     }
 
     async fn stop(self) -> Duration {
         let _ = self.stop.send(());
-        let (slowest, probes) = self.task.await.unwrap();
+        let (slowest, probes) = self.thread.join().unwrap();
         assert!(probes >= 10, "the probe ran only {probes} times");
         slowest
     }
+}
+
+fn health_check(address: &str) -> String {
+    use std::io::{Read, Write};
+    let mut socket = std::net::TcpStream::connect(address).unwrap();
+    socket
+        .write_all(b"GET /healthz HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n")
+        .unwrap();
+    let mut answer = String::new();
+    socket.read_to_string(&mut answer).unwrap();
+    answer
 }
 
 fn peak_rss_mib(pid: u32) -> u64 {
@@ -345,7 +395,12 @@ fn defs_schema(defs: (Map<String, Value>, &str)) -> Value {
 
 fn ref_chain(n: usize) -> (Map<String, Value>, &'static str) {
     let mut defs: Map<String, Value> = (0..n)
-        .map(|i| (format!("a{i}"), json!({"$ref": format!("#/$defs/a{}", i + 1)})))
+        .map(|i| {
+            (
+                format!("a{i}"),
+                json!({"$ref": format!("#/$defs/a{}", i + 1)}),
+            )
+        })
         .collect();
     defs.insert(format!("a{n}"), json!({"type": "string"}));
     (defs, "a0")
@@ -353,7 +408,12 @@ fn ref_chain(n: usize) -> (Map<String, Value>, &'static str) {
 
 fn ref_cycle(n: usize) -> (Map<String, Value>, &'static str) {
     let defs = (0..n)
-        .map(|i| (format!("n{i}"), json!({"$ref": format!("#/$defs/n{}", (i + 1) % n)})))
+        .map(|i| {
+            (
+                format!("n{i}"),
+                json!({"$ref": format!("#/$defs/n{}", (i + 1) % n)}),
+            )
+        })
         .collect();
     (defs, "n0")
 }
@@ -371,7 +431,12 @@ fn fan_out(width: usize, levels: usize) -> (Map<String, Value>, &'static str) {
 
 fn many_patterns(tool: usize, n: usize) -> Value {
     let properties: Map<String, Value> = (0..n)
-        .map(|i| (format!("p{i}"), json!({"type": "string", "pattern": format!("^[a-z]{{{i}}}x+$")})))
+        .map(|i| {
+            (
+                format!("p{i}"),
+                json!({"type": "string", "pattern": format!("^[a-z]{{{i}}}x+$")}),
+            )
+        })
         .collect();
     json!({"name": format!("t{tool}"), "description": "", "parameters": {"type": "object", "properties": properties}})
 }

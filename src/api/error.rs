@@ -221,8 +221,24 @@ impl ResponseError for ApiError {
     }
 
     fn error_response(&self) -> HttpResponse {
-        let (status, _, _) = self.kind.status();
         self.log();
+        self.head().json(self.body())
+    }
+}
+
+impl ApiError {
+    /// The response, with a large body written off the worker (see
+    /// [`ReactStepResponse::to_json`]).
+    pub async fn render(self) -> HttpResponse {
+        self.log();
+        let mut head = self.head();
+        head.content_type("application/json")
+            .body(self.body().to_json().await)
+    }
+
+    /// The status and the headers of the error's response.
+    fn head(&self) -> actix_web::HttpResponseBuilder {
+        let (status, _, _) = self.kind.status();
         let mut response = HttpResponse::build(status);
         response.insert_header(("x-request-id", self.echo.request_id.as_str()));
         if let ErrorKind::Unauthorized = &self.kind {
@@ -234,6 +250,6 @@ impl ResponseError for ApiError {
         if let Some(seconds) = self.kind.retry_after_seconds() {
             response.insert_header((header::RETRY_AFTER, seconds.to_string()));
         }
-        response.json(self.body())
+        response
     }
 }

@@ -49,6 +49,18 @@ pub async fn react_step(
     payload: web::Payload,
     state: web::Data<AppState>,
     request_id: RequestId,
+) -> HttpResponse {
+    match answer_step(req, payload, state, request_id).await {
+        Ok(response) => response,
+        Err(error) => error.render().await,
+    }
+}
+
+async fn answer_step(
+    req: HttpRequest,
+    payload: web::Payload,
+    state: web::Data<AppState>,
+    request_id: RequestId,
 ) -> Result<HttpResponse, ApiError> {
     let (input, echo) = prepare(&req, payload, &state, request_id).await?;
     let request_id = echo.request_id.clone();
@@ -56,19 +68,17 @@ pub async fn react_step(
     let Some(result) = super::client_gone::unless_gone(&req, step).await else {
         return Err(ApiError::new(StepError::ClientGone.into(), echo));
     };
-    match result {
-        Ok(output) => {
-            if let Some(usage) = &output.usage {
-                let span = tracing::Span::current();
-                span.record("prompt_tokens", usage.prompt_tokens);
-                span.record("completion_tokens", usage.completion_tokens);
-            }
-            Ok(HttpResponse::Ok()
-                .insert_header(("x-request-id", request_id.as_str()))
-                .json(ReactStepResponse::success(output, request_id)))
-        }
-        Err(err) => Err(ApiError::new(err.into(), echo)),
+    let output = result.map_err(|err| ApiError::new(err.into(), echo))?;
+    if let Some(usage) = &output.usage {
+        let span = tracing::Span::current();
+        span.record("prompt_tokens", usage.prompt_tokens);
+        span.record("completion_tokens", usage.completion_tokens);
     }
+    let body = ReactStepResponse::success(output, request_id.clone());
+    Ok(HttpResponse::Ok()
+        .insert_header(("x-request-id", request_id.as_str()))
+        .content_type("application/json")
+        .body(body.to_json().await))
 }
 
 /// Reads, decodes and validates the body into a step's input, with what an error must echo.

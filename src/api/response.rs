@@ -161,3 +161,79 @@ impl ReactStepResponse {
         }
     }
 }
+
+impl ReactStepResponse {
+    /// About how many bytes of text the body holds: enough to tell kilobytes from megabytes
+    /// without writing it.
+    pub fn text_bytes(&self) -> usize {
+        let text = |s: &Option<String>| s.as_ref().map_or(0, String::len);
+        let action = self.action_details.as_ref().map_or(0, |a| {
+            a.raw_action_string.len() + value_bytes(a.tool_args.values())
+        });
+        let history: usize = self
+            .updated_conversation_history
+            .iter()
+            .map(turn_bytes)
+            .sum();
+        let prompt = self.prompt.as_ref().map_or(0, |p| {
+            p.messages.iter().map(|m| m.content.len()).sum::<usize>()
+        });
+        let error = self.error.as_ref().map_or(0, |e| {
+            e.message.len() + text(&e.raw_output) + e.fields.len() * 64
+        });
+        text(&self.thought) + text(&self.direct_response) + action + history + prompt + error
+    }
+
+    /// The body as JSON. Megabytes of it take a worker milliseconds to write, so a large body is
+    /// written on the CPU pool.
+    pub async fn to_json(self) -> bytes::Bytes {
+        let small = self.text_bytes() <= crate::step::cpu::INLINE_BYTES;
+        let write = move || serde_json::to_vec(&self).unwrap_or_else(|_| b"{}".to_vec());
+        let json = if small {
+            write()
+        } else {
+            crate::step::cpu::run(write)
+                .await
+                .unwrap_or_else(|_| b"{}".to_vec())
+        };
+        bytes::Bytes::from(json)
+    }
+}
+
+fn turn_bytes(turn: &Turn) -> usize {
+    let call = turn
+        .tool_call
+        .as_ref()
+        .map_or(0, |c| c.name.len() + value_bytes(c.parameters.values()));
+    let result = turn
+        .tool_result
+        .as_ref()
+        .map_or(0, |r| value_bytes(std::iter::once(&r.result)));
+    turn.content.len()
+        + turn.thought.as_ref().map_or(0, String::len)
+        + call
+        + result
+        + value_bytes(turn.extra.values())
+}
+
+/// The text in JSON values, walked with a stack of its own (their depth is the client's).
+fn value_bytes<'a>(values: impl Iterator<Item = &'a Value>) -> usize {
+    let mut stack: Vec<&Value> = values.collect();
+    let mut bytes = 0;
+    while let Some(value) = stack.pop() {
+        bytes += match value {
+            Value::String(s) => s.len(),
+            Value::Array(items) => {
+                stack.extend(items);
+                2
+            }
+            Value::Object(map) => {
+                bytes += map.keys().map(String::len).sum::<usize>();
+                stack.extend(map.values());
+                2
+            }
+            _ => 8,
+        };
+    }
+    bytes
+}

@@ -62,6 +62,18 @@ pub async fn react_step_stream(
     payload: web::Payload,
     state: web::Data<AppState>,
     request_id: RequestId,
+) -> HttpResponse {
+    match open_stream(req, payload, state, request_id).await {
+        Ok(response) => response,
+        Err(error) => error.render().await,
+    }
+}
+
+async fn open_stream(
+    req: HttpRequest,
+    payload: web::Payload,
+    state: web::Data<AppState>,
+    request_id: RequestId,
 ) -> Result<HttpResponse, ApiError> {
     let (input, echo) = prepare(&req, payload, &state, request_id).await?;
     let (sender, mut events) = mpsc::channel(BUFFERED_EVENTS);
@@ -80,7 +92,7 @@ pub async fn react_step_stream(
         None => match task.result().await {
             Err(err) => return Err(ApiError::new(err.into(), echo)),
             Ok(output) => {
-                let frame = step_frame(Ok(output), &echo);
+                let frame = step_frame(Ok(output), &echo).await;
                 return Ok(event_stream(&echo, futures_util::stream::iter([Ok(frame)])));
             }
         },
@@ -135,7 +147,7 @@ async fn next_frame(c: &mut Connection) -> Option<Bytes> {
                 None => {
                     c.done = true;
                     let result = c.task.result().await;
-                    return Some(step_frame(result, &c.echo));
+                    return Some(step_frame(result, &c.echo).await);
                 }
             },
             _ = c.heartbeat.tick() => return Some(Bytes::from_static(b": heartbeat\n\n")),
@@ -156,19 +168,26 @@ fn delta_frame(delta: Live) -> Option<Bytes> {
     Some(frame(name, &serde_json::json!({ "delta": text })))
 }
 
-/// The terminal event: the whole response, or the error body.
-fn step_frame(result: StepResult, echo: &Echo) -> Bytes {
-    match result {
+/// The terminal event: the whole response, or the error body (written off the worker when
+/// large, like any response).
+async fn step_frame(result: StepResult, echo: &Echo) -> Bytes {
+    let (name, body) = match result {
         Ok(output) => {
             let body = ReactStepResponse::success(output, echo.request_id.clone());
-            frame("step", &body)
+            ("step", body)
         }
         Err(err) => {
             let error = ApiError::new(err.into(), echo.clone());
             error.log();
-            frame("error", &error.body())
+            ("error", error.body())
         }
-    }
+    };
+    let json = body.to_json().await;
+    let mut frame = Vec::with_capacity(json.len() + name.len() + 16);
+    frame.extend_from_slice(format!("event: {name}\ndata: ").as_bytes());
+    frame.extend_from_slice(&json);
+    frame.extend_from_slice(b"\n\n");
+    Bytes::from(frame)
 }
 
 fn frame(name: &str, data: &impl serde::Serialize) -> Bytes {

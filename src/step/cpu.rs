@@ -23,12 +23,31 @@ pub async fn run<T: Send + 'static>(
         .await
         .map_err(|e| format!("the CPU pool is closed: {e}"))?;
     tokio::task::spawn_blocking(move || {
+        lower_priority();
         let out = work();
         drop(permit);
         out
     })
     .await
     .map_err(|e| format!("CPU work failed: {e}"))
+}
+
+/// CPU work yields to the HTTP workers: its threads run at a lower priority (nice 10), so a
+/// worker that wakes to answer (a health check, a small step) takes a core at once instead of
+/// waiting for a slice. Once per thread of the blocking pool.
+fn lower_priority() {
+    #[cfg(target_os = "linux")]
+    {
+        thread_local!(static LOWERED: std::cell::Cell<bool> = const { std::cell::Cell::new(false) });
+        if !LOWERED.get() {
+            // SAFETY: plain syscalls on this thread's own id; a failure leaves the priority as it was.
+            unsafe {
+                let thread = libc::syscall(libc::SYS_gettid) as libc::id_t;
+                libc::setpriority(libc::PRIO_PROCESS, thread, 10);
+            }
+            LOWERED.set(true);
+        }
+    }
 }
 
 /// Permits for CPU work: one per core.
