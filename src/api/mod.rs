@@ -7,6 +7,7 @@ mod convert;
 mod error;
 mod handlers;
 pub mod headers;
+pub mod protocol;
 mod rate_limit;
 mod request;
 pub mod request_log;
