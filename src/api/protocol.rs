@@ -39,8 +39,8 @@ use super::error::{ApiError, Echo, ErrorKind};
 pub struct BodyTimeout(pub Duration);
 
 /// A connection's socket, with the dispatcher's bare error heads replaced as they are written.
-pub struct Conn {
-    tcp: TcpStream,
+pub struct Conn<T = TcpStream> {
+    tcp: T,
     head_timeout_secs: u64,
     swap: Option<Swap>,
 }
@@ -52,8 +52,9 @@ struct Swap {
     covers: usize,
 }
 
-impl Conn {
-    pub fn new(tcp: TcpStream, head_timeout: Duration) -> Self {
+impl<T> Conn<T> {
+    /// Generic over the socket so that partial writes can be tested with a stingy writer.
+    pub fn new(tcp: T, head_timeout: Duration) -> Self {
         Self {
             tcp,
             head_timeout_secs: head_timeout.as_secs(),
@@ -62,10 +63,12 @@ impl Conn {
     }
 
     /// The socket, for `client_gone::remember`.
-    pub fn tcp(&self) -> &TcpStream {
+    pub fn tcp(&self) -> &T {
         &self.tcp
     }
+}
 
+impl<T: AsyncWrite + Unpin> Conn<T> {
     /// Writes the replacement; done, it reports the bare head it stands for as written.
     fn drain_swap(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<usize>> {
         while let Some(swap) = self.swap.as_mut() {
@@ -84,7 +87,7 @@ impl Conn {
     }
 }
 
-impl AsyncRead for Conn {
+impl<T: AsyncRead + Unpin> AsyncRead for Conn<T> {
     fn poll_read(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
@@ -94,7 +97,7 @@ impl AsyncRead for Conn {
     }
 }
 
-impl AsyncWrite for Conn {
+impl<T: AsyncWrite + Unpin> AsyncWrite for Conn<T> {
     fn poll_write(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
@@ -275,5 +278,137 @@ pub fn held<B: MessageBody + 'static>(body: B, payload: Option<SharedPayload>) -
     HeldBody {
         body: body.boxed(),
         _payload: payload,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const BARE_400: &[u8] = b"HTTP/1.1 400 Bad Request\r\ncontent-length: 0\r\nconnection: close\r\ndate: Mon, 23 Nov 2026 04:29:39 GMT\r\n\r\n";
+    const OK: &[u8] = b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\ncontent-type: application/json\r\ndate: Mon, 23 Nov 2026 04:29:39 GMT\r\n\r\n{}";
+
+    /// Takes at most `max` bytes per write, and refuses every other call as not ready.
+    struct Stingy {
+        written: Vec<u8>,
+        max: usize,
+        calls: usize,
+    }
+
+    impl AsyncWrite for Stingy {
+        fn poll_write(
+            self: Pin<&mut Self>,
+            cx: &mut Context<'_>,
+            buf: &[u8],
+        ) -> Poll<io::Result<usize>> {
+            let this = self.get_mut();
+            this.calls += 1;
+            if this.calls.is_multiple_of(2) {
+                cx.waker().wake_by_ref();
+                return Poll::Pending;
+            }
+            let n = buf.len().min(this.max);
+            this.written.extend_from_slice(&buf[..n]);
+            Poll::Ready(Ok(n))
+        }
+
+        fn poll_flush(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
+            Poll::Ready(Ok(()))
+        }
+
+        fn poll_shutdown(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
+            Poll::Ready(Ok(()))
+        }
+    }
+
+    /// Writes `buf` as the dispatcher does: again from where the last accepted write ended.
+    fn write_all(conn: &mut Conn<Stingy>, buf: &[u8]) {
+        let mut cx = Context::from_waker(std::task::Waker::noop());
+        let mut done = 0;
+        while done < buf.len() {
+            if let Poll::Ready(n) = Pin::new(&mut *conn).poll_write(&mut cx, &buf[done..]) {
+                let n = n.unwrap_or(0);
+                assert!(n > 0, "a write made no progress");
+                done += n;
+            }
+        }
+    }
+
+    fn stingy(max: usize) -> Conn<Stingy> {
+        let writer = Stingy {
+            written: Vec::new(),
+            max,
+            calls: 0,
+        };
+        Conn::new(writer, Duration::from_secs(5))
+    }
+
+    #[test]
+    fn the_bare_heads_of_the_dispatcher_are_recognised() {
+        assert_eq!(bare_error_at(BARE_400), Some((0, Bare::BadRequest)));
+        let timeout = b"HTTP/1.1 408 Request Timeout\r\ncontent-length: 0\r\nconnection: close\r\ndate: x\r\n\r\n";
+        assert_eq!(bare_error_at(timeout), Some((0, Bare::Timeout)));
+        let large =
+            b"HTTP/1.1 431 Request Header Fields Too Large\r\ncontent-length: 0\r\ndate: x\r\n\r\n";
+        assert_eq!(bare_error_at(large), Some((0, Bare::TooLarge)));
+        let pipelined = [OK, BARE_400].concat();
+        assert_eq!(
+            bare_error_at(&pipelined),
+            Some((OK.len(), Bare::BadRequest))
+        );
+    }
+
+    #[test]
+    fn nothing_else_is_taken_for_one() {
+        assert_eq!(bare_error_at(OK), None);
+        // An SSE head flushed before its first event, and a chunked body's last chunk.
+        let sse = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n";
+        assert_eq!(bare_error_at(sse), None);
+        assert_eq!(bare_error_at(b"0\r\n\r\n"), None);
+        // A 400 of the app, head flushed alone, carries its body's length or another header.
+        let app_head = b"HTTP/1.1 400 Bad Request\r\ncontent-length: 472\r\ndate: x\r\n\r\n";
+        assert_eq!(bare_error_at(app_head), None);
+        let with_id = b"HTTP/1.1 400 Bad Request\r\ncontent-length: 0\r\nx-request-id: a\r\n\r\n";
+        assert_eq!(bare_error_at(with_id), None);
+        let not_found = b"HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\ndate: x\r\n\r\n";
+        assert_eq!(bare_error_at(not_found), None);
+    }
+
+    #[test]
+    fn a_replacement_written_in_pieces_is_whole_and_reported_as_the_bare_head() {
+        for max in [1, 3, 64, 4096] {
+            let mut conn = stingy(max);
+            let written = [OK, BARE_400].concat();
+            write_all(&mut conn, &written);
+            let out = String::from_utf8(conn.tcp.written.clone()).unwrap_or_default();
+            let (ok, replaced) = out.split_at(OK.len());
+            assert_eq!(ok.as_bytes(), OK);
+            assert!(
+                replaced
+                    .starts_with("HTTP/1.1 400 Bad Request\r\ncontent-type: application/json\r\n"),
+                "{replaced}"
+            );
+            let Some((head, body)) = replaced.split_once("\r\n\r\n") else {
+                panic!("no head in {replaced}")
+            };
+            assert!(
+                head.contains(&format!("content-length: {}", body.len())),
+                "{head}"
+            );
+            assert!(
+                head.contains("date: Mon, 23 Nov 2026 04:29:39 GMT"),
+                "{head}"
+            );
+            let body: serde_json::Value = serde_json::from_str(body).unwrap_or_default();
+            assert_eq!(body["error"]["type"], "invalid_request");
+            assert!(conn.swap.is_none(), "the replacement is done");
+        }
+    }
+
+    #[test]
+    fn ordinary_writes_pass_through_untouched() {
+        let mut conn = stingy(5);
+        write_all(&mut conn, OK);
+        assert_eq!(conn.tcp.written, OK);
     }
 }
