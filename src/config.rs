@@ -176,6 +176,13 @@ pub struct Config {
     #[arg(long, env = "REACTSTEP_RATE_LIMIT_PER_SESSION", default_value_t = 0)]
     pub rate_limit_per_session: u32,
 
+    /// Seconds a client has to send a request: its body must arrive whole within this long of
+    /// the handler starting to read it (408 `request_timeout` otherwise), and its head within this
+    /// long or 5 s, whichever is less.
+    #[arg(long, env = "REACTSTEP_CLIENT_TIMEOUT_SECS", default_value_t = 30,
+          value_parser = clap::value_parser!(u64).range(1..=3600))]
+    pub client_timeout_secs: u64,
+
     /// HTTP worker threads; 0 means one per CPU core.
     #[arg(long, env = "REACTSTEP_WORKERS", default_value_t = 0)]
     pub workers: usize,
@@ -209,12 +216,24 @@ impl Config {
             shutdown_grace_secs: 30,
             rate_limit_per_client: 0,
             rate_limit_per_session: 0,
+            client_timeout_secs: 30,
             workers: 0,
         }
     }
 
     pub fn llm_timeout(&self) -> Duration {
         Duration::from_secs(self.llm_timeout_secs)
+    }
+
+    /// How long a request's body may take to arrive, from when it is first read.
+    pub fn client_timeout(&self) -> Duration {
+        Duration::from_secs(self.client_timeout_secs)
+    }
+
+    /// How long a connection's first request head may take: the client timeout, but never more
+    /// than actix's own 5 s, since a head is a few hundred bytes and a slow one is an attack.
+    pub fn head_timeout(&self) -> Duration {
+        self.client_timeout().min(Duration::from_secs(5))
     }
 
     pub fn retry_policy(&self) -> crate::llm::RetryPolicy {
@@ -251,6 +270,15 @@ mod tests {
     #[test]
     fn a_zero_timeout_is_refused() {
         assert!(Config::try_parse_from(["reactstep", "--llm-timeout-secs", "0"]).is_err());
+    }
+
+    #[test]
+    fn the_client_timeout_is_at_least_a_second_and_caps_the_head_at_five() {
+        assert!(Config::try_parse_from(["reactstep", "--client-timeout-secs", "0"]).is_err());
+        let parsed = Config::try_parse_from(["reactstep", "--client-timeout-secs", "2"]);
+        assert!(matches!(parsed, Ok(c) if c.head_timeout() == Duration::from_secs(2)));
+        assert_eq!(Config::defaults().head_timeout(), Duration::from_secs(5));
+        assert_eq!(Config::defaults().client_timeout(), Duration::from_secs(30));
     }
 
     #[test]

@@ -3,8 +3,19 @@
 
 use std::net::TcpListener;
 
-use actix_web::dev::{Server, Service};
-use actix_web::{web, App, HttpServer};
+use std::future::ready;
+use std::time::Duration;
+
+use actix_http::error::DispatchError;
+use actix_http::HttpService;
+use actix_server::ServerBuilder;
+use actix_service::{map_config, IntoServiceFactory, ServiceFactoryExt};
+use actix_web::dev::{
+    fn_service, AppConfig, Extensions, Server, Service, ServiceFactory, ServiceRequest,
+    ServiceResponse,
+};
+use actix_web::rt::net::TcpStream;
+use actix_web::{web, App};
 use tracing_actix_web::TracingLogger;
 
 use crate::api::{self, AppState};
@@ -81,7 +92,8 @@ impl Application {
             .map(|o| o.trim().to_string())
             .filter(|o| !o.is_empty())
             .collect();
-        let mut server = HttpServer::new(move || {
+        let body_timeout = api::protocol::BodyTimeout(config.client_timeout());
+        let app = move || {
             App::new()
                 .wrap(actix_web::middleware::Condition::new(
                     !origins.is_empty(),
@@ -93,12 +105,22 @@ impl Application {
                     api::headers::fit(req.headers_mut());
                     app.call(req)
                 })
+                // A body left unread closes the connection after the answer (see protocol.rs).
+                .wrap_fn(|mut req, app| {
+                    let payload = api::protocol::hold_payload(&mut req);
+                    let response = app.call(req);
+                    async move {
+                        Ok(response
+                            .await?
+                            .map_body(|_, body| api::protocol::held(body, payload)))
+                    }
+                })
                 .app_data(state.clone())
+                .app_data(body_timeout)
                 .configure(api::routes)
                 .default_service(api::default_service())
-        })
-        .on_connect(api::client_gone::remember)
-        .listen(listener)?;
+        };
+        let mut server = serve(listener, config, app)?;
         server = server.shutdown_timeout(config.shutdown_grace_secs);
         if config.workers > 0 {
             server = server.workers(config.workers);
@@ -116,6 +138,53 @@ impl Application {
     pub async fn run_until_stopped(self) -> std::io::Result<()> {
         self.server.await
     }
+}
+
+/// The server, built from its parts as actix-web's `HttpServer::listen` builds it (same
+/// timeouts, graceful shutdown and `on_connect`), but over [`api::protocol::Conn`] so that the
+/// HTTP layer's own error answers get the JSON body. HTTP/1 only, as before (no `http2` feature).
+fn serve<F, T>(listener: TcpListener, config: &Config, app: F) -> std::io::Result<ServerBuilder>
+where
+    F: Fn() -> App<T> + Send + Clone + 'static,
+    T: ServiceFactory<
+            ServiceRequest,
+            Config = (),
+            Response = ServiceResponse<api::protocol::HeldBody>,
+            Error = actix_web::Error,
+            InitError = (),
+        > + 'static,
+{
+    let builder = actix_server::Server::build();
+    let shutdown = builder.graceful_shutdown_signal();
+    let addr = listener.local_addr()?;
+    let head_timeout = config.head_timeout();
+    builder.listen("reactstep", listener, move || {
+        let shutdown = shutdown.clone();
+        let app = app().into_factory().map_err(|err| err.error_response());
+        let http = HttpService::build()
+            .graceful_shutdown_signal(move || {
+                let signal = shutdown.clone();
+                async move { signal.notified().await }
+            })
+            .client_request_timeout(head_timeout)
+            // HttpServer's default: a closing client gets 1 s to read the answer.
+            .client_disconnect_timeout(Duration::from_secs(1))
+            .local_addr(addr)
+            .on_connect_ext(|conn: &api::protocol::Conn, ext: &mut Extensions| {
+                api::client_gone::remember(conn.tcp(), ext)
+            })
+            // The app reads no host or address from its config (HttpServer would put the
+            // listening address there); the public default serves.
+            .h1(map_config(app, |_| AppConfig::default()));
+        fn_service(move |tcp: TcpStream| {
+            let peer = tcp.peer_addr().ok();
+            ready(Ok::<_, DispatchError>((
+                api::protocol::Conn::new(tcp, head_timeout),
+                peer,
+            )))
+        })
+        .and_then(http)
+    })
 }
 
 /// Browsers on the configured origins may call the API (POST with a JSON body and the

@@ -84,7 +84,7 @@ async fn every_attack_at_once_gets_its_answer_while_the_server_stays_responsive(
         .await
         .expect("every attack is answered within the step deadline");
     let slowest = probe.stop().await;
-    let peak = peak_rss_mib(server.pid());
+    let peak = peak_rss_mib(server.child.id().unwrap());
     let log = server.stop().await;
     eprintln!("slowest /healthz: {slowest:?}; peak RSS: {peak} MiB");
 

@@ -1,11 +1,15 @@
 //! Reading the request body: bounded by the configured limit before any of it is parsed, and
 //! decoded with the path of the first failing field so that a 400 can name it.
 
+use std::time::Duration;
+
+use actix_web::error::PayloadError;
 use actix_web::{web, HttpRequest};
 use futures_util::StreamExt;
 use serde::de::DeserializeOwned;
 
 use super::error::ErrorKind;
+use super::protocol::BodyTimeout;
 use super::response::FieldError;
 
 /// A body sent as anything but JSON is refused; one sent without a type is read as JSON.
@@ -35,8 +39,26 @@ pub fn check_content_type(req: &HttpRequest) -> Result<(), ErrorKind> {
     })
 }
 
-/// Collects the body, refusing it as soon as it is known to exceed `limit` bytes.
+/// Collects the body, refusing it as soon as it is known to exceed `limit` bytes, or when it has
+/// not arrived whole within the client timeout. The deadline is set once, here: a client that
+/// trickles a byte at a time cannot push it back.
 pub async fn read(
+    req: &HttpRequest,
+    payload: web::Payload,
+    limit: u64,
+) -> Result<web::Bytes, ErrorKind> {
+    let timeout = req
+        .app_data::<BodyTimeout>()
+        .map_or(Duration::from_secs(30), |t| t.0);
+    tokio::time::timeout(timeout, collect(req, payload, limit))
+        .await
+        .unwrap_or(Err(ErrorKind::RequestTimeout {
+            what: "body",
+            seconds: timeout.as_secs(),
+        }))
+}
+
+async fn collect(
     req: &HttpRequest,
     mut payload: web::Payload,
     limit: u64,
@@ -51,16 +73,30 @@ pub async fn read(
     }
     let mut body = web::BytesMut::with_capacity(declared.unwrap_or(0).min(limit) as usize);
     while let Some(chunk) = payload.next().await {
-        let chunk = chunk.map_err(|e| ErrorKind::InvalidRequest {
-            message: format!("the request body could not be read: {e}"),
-            fields: Vec::new(),
-        })?;
+        let chunk = chunk.map_err(unreadable)?;
         if (body.len() + chunk.len()) as u64 > limit {
             return Err(ErrorKind::PayloadTooLarge { limit });
         }
         body.extend_from_slice(&chunk);
     }
     Ok(body.freeze())
+}
+
+/// A body the HTTP layer could not read: cut short, or its chunked encoding broken (actix says
+/// only "payload reached EOF before completing: None" for a bad chunk size).
+fn unreadable(e: PayloadError) -> ErrorKind {
+    let message = match e {
+        PayloadError::Incomplete(_) | PayloadError::EncodingCorrupted => {
+            "the request body could not be read: it ended before its announced length, or its \
+             chunked encoding is malformed (a bad chunk size)"
+                .to_string()
+        }
+        other => format!("the request body could not be read: {other}"),
+    };
+    ErrorKind::InvalidRequest {
+        message,
+        fields: Vec::new(),
+    }
 }
 
 /// Decodes JSON into `T`; on failure, the message and the field it concerns.

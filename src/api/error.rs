@@ -30,6 +30,14 @@ pub enum ErrorKind {
     /// 413 `payload_too_large`.
     #[error("the request body is larger than the limit of {limit} bytes")]
     PayloadTooLarge { limit: u64 },
+    /// 408 `request_timeout`: the request (its body, or its head) did not arrive within
+    /// `REACTSTEP_CLIENT_TIMEOUT_SECS`; the connection is closed after the answer.
+    #[error("the request {what} did not arrive within {seconds} s")]
+    RequestTimeout { what: &'static str, seconds: u64 },
+    /// 431 `headers_too_large`: the request head is over what the HTTP layer reads (answered by
+    /// the connection, see `protocol.rs`).
+    #[error("the request head is larger than 128 KiB or has more than 96 header fields")]
+    HeadersTooLarge,
     /// 404 `not_found`.
     #[error("there is no endpoint at {0}")]
     NotFound(String),
@@ -70,6 +78,13 @@ impl ErrorKind {
             Self::Unauthorized => (S::UNAUTHORIZED, "unauthorized", false),
             Self::RateLimited { .. } => (S::TOO_MANY_REQUESTS, "rate_limited", true),
             Self::NotFound(_) => (S::NOT_FOUND, "not_found", false),
+            // A client on a slow link may well make it on another try.
+            Self::RequestTimeout { .. } => (S::REQUEST_TIMEOUT, "request_timeout", true),
+            Self::HeadersTooLarge => (
+                S::REQUEST_HEADER_FIELDS_TOO_LARGE,
+                "headers_too_large",
+                false,
+            ),
             Self::MethodNotAllowed { .. } => (S::METHOD_NOT_ALLOWED, "method_not_allowed", false),
             Self::Step(StepError::ContextOverflow(_)) => {
                 (S::UNPROCESSABLE_ENTITY, "context_overflow", false)
@@ -249,6 +264,10 @@ impl ApiError {
         }
         if let Some(seconds) = self.kind.retry_after_seconds() {
             response.insert_header((header::RETRY_AFTER, seconds.to_string()));
+        }
+        if let ErrorKind::RequestTimeout { .. } = &self.kind {
+            // The rest of a slow body is not worth waiting for.
+            response.force_close();
         }
         response
     }

@@ -8,6 +8,7 @@ mod error;
 mod handlers;
 pub mod headers;
 pub mod offline;
+pub mod protocol;
 mod rate_limit;
 mod request;
 pub mod request_log;

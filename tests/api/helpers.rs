@@ -212,7 +212,7 @@ fn validate_at(pointer: &str, body: &Value, what: &str) {
 /// as it is written (a full pipe would block the server).
 pub struct RunningBinary {
     pub port: u16,
-    child: tokio::process::Child,
+    pub child: tokio::process::Child,
     log: tokio::task::JoinHandle<String>,
     lines: tokio::sync::mpsc::UnboundedReceiver<String>,
 }
@@ -269,11 +269,6 @@ impl RunningBinary {
             log,
             lines: line_rx,
         }
-    }
-
-    /// The server's process id, to read its memory from `/proc`.
-    pub fn pid(&self) -> u32 {
-        self.child.id().expect("the server is running")
     }
 
     /// Stops the server and returns everything it logged.

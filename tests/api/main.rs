@@ -22,6 +22,7 @@ mod native_tools;
 mod ollama;
 mod openai;
 mod operator;
+mod protocol;
 mod redirects;
 mod scrubbing;
 mod shutdown;
