@@ -5,6 +5,9 @@
 //! each row live beside their code and in `tests/api/` (`hostile_schemas`, `redirects`,
 //! `scrubbing`, `disconnect`, `workspace`); this one shows they hold together, under load.
 //!
+//! Rows are numbered as in the hardening issue's table. Row 11 (an API token list that holds no
+//! token) stops start-up, so it is `tests/api/operator.rs`'s, not this running server's.
+//!
 //! A test binary of its own, so that no other test's server competes for the cores while the
 //! health check is timed.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -78,6 +81,7 @@ async fn every_attack_at_once_gets_its_answer_while_the_server_stays_responsive(
             battery.upstream_attacks(),
             battery.client_leaves(),
             battery.workspace_escapes(),
+            battery.slow_and_malformed(),
         )
     };
     tokio::time::timeout(Duration::from_secs(STEP_TIMEOUT_SECS + 30), attacks)
@@ -126,8 +130,8 @@ impl Battery {
         assert!(text.contains(bound), "{what}: {text}");
     }
 
-    /// Rows 1 and 2: a `$ref` chain of 500, `$ref` cycles of 2 and 100, an `anyOf` fan-out of
-    /// 2^20, and 128 tools of 500 patterns each.
+    /// Rows 1, 2 and 8: a `$ref` chain of 500, `$ref` cycles of 2 and 100, an `anyOf` fan-out
+    /// of 2^20, and 128 tools of 500 patterns each.
     async fn schema_attacks(&self) {
         let calling = |parameters: Value| {
             let mut body = request("gpt-4o", "go");
@@ -250,6 +254,46 @@ impl Battery {
             );
         }
     }
+}
+
+impl Battery {
+    /// Rows 10 and 12: a body trickled 2 bytes at a time, and a control character in a header.
+    async fn slow_and_malformed(&self) {
+        let address = self.base.trim_start_matches("http://");
+        let head = b"POST /api/agent/react_step HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: 5000\r\n\r\n";
+        let answer = trickle(address, head).await;
+        assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
+        assert!(answer.contains("\"request_timeout\""), "{answer}");
+        let mut socket = TcpStream::connect(address).await.unwrap();
+        socket
+            .write_all(b"GET /healthz HTTP/1.1\r\nhost: x\r\nx-bad: a\x01b\r\n\r\n")
+            .await
+            .unwrap();
+        let mut answer = String::new();
+        socket.read_to_string(&mut answer).await.unwrap();
+        assert!(answer.starts_with("HTTP/1.1 400"), "{answer}");
+        assert!(answer.contains("\"invalid_request\""), "{answer}");
+    }
+}
+
+/// Sends `head`, then the body 2 bytes every 50 ms (an attacker's pace) until the server
+/// answers and closes; the answer.
+async fn trickle(address: &str, head: &[u8]) -> String {
+    let mut socket = TcpStream::connect(address).await.unwrap();
+    socket.write_all(head).await.unwrap();
+    let (mut reader, mut writer) = socket.split();
+    let mut pace = tokio::time::interval(Duration::from_millis(50));
+    let (mut answer, mut buf, mut writing) = (Vec::new(), [0u8; 4096], true);
+    loop {
+        tokio::select! {
+            read = reader.read(&mut buf) => match read {
+                Ok(0) | Err(_) => break,
+                Ok(n) => answer.extend_from_slice(&buf[..n]),
+            },
+            _ = pace.tick(), if writing => writing = writer.write_all(b"{ ").await.is_ok(),
+        }
+    }
+    String::from_utf8_lossy(&answer).into_owned()
 }
 
 /// The upstream: a redirect for one model, the key echoed in pieces for another.
