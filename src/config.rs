@@ -236,6 +236,16 @@ impl Config {
         self.client_timeout().min(Duration::from_secs(5))
     }
 
+    /// The longest a connection may go without the server writing to it: a head, a body and a
+    /// whole step, with room to spare. Past it, nothing legitimate is under way, yet actix would
+    /// wait on a later request's head (it times only the first) for as long as it trickles in.
+    pub fn connection_quiet_limit(&self) -> Duration {
+        self.head_timeout()
+            + self.client_timeout()
+            + Duration::from_secs(self.step_timeout_secs)
+            + Duration::from_secs(5)
+    }
+
     pub fn retry_policy(&self) -> crate::llm::RetryPolicy {
         crate::llm::RetryPolicy {
             retries: self.retries,

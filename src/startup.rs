@@ -158,6 +158,7 @@ where
     let shutdown = builder.graceful_shutdown_signal();
     let addr = listener.local_addr()?;
     let head_timeout = config.head_timeout();
+    let quiet_limit = config.connection_quiet_limit();
     builder.listen("reactstep", listener, move || {
         let shutdown = shutdown.clone();
         let app = app().into_factory().map_err(|err| err.error_response());
@@ -179,7 +180,7 @@ where
         fn_service(move |tcp: TcpStream| {
             let peer = tcp.peer_addr().ok();
             ready(Ok::<_, DispatchError>((
-                api::protocol::Conn::new(tcp, head_timeout),
+                api::protocol::Conn::new(tcp, head_timeout).with_quiet_limit(quiet_limit),
                 peer,
             )))
         })

@@ -16,6 +16,7 @@
 //! the dispatcher close the connection after the answer (with its 1 s linger).
 
 use std::cell::RefCell;
+use std::future::Future;
 use std::io;
 use std::pin::Pin;
 use std::rc::Rc;
@@ -38,11 +39,43 @@ use super::error::{ApiError, Echo, ErrorKind};
 #[derive(Debug, Clone, Copy)]
 pub struct BodyTimeout(pub Duration);
 
-/// A connection's socket, with the dispatcher's bare error heads replaced as they are written.
+/// A connection's socket, with the dispatcher's bare error heads replaced as they are written,
+/// and closed when it has been quiet too long.
 pub struct Conn<T = TcpStream> {
     tcp: T,
     head_timeout_secs: u64,
     swap: Option<Swap>,
+    quiet: Option<Quiet>,
+}
+
+/// actix times a connection's first request head only: a later one, trickled in on a kept-alive
+/// connection, would hold it until the 128 KiB head limit. So a connection the server has not
+/// written to for longer than any head, body and step can take fails its next read, and the
+/// dispatcher drops it.
+struct Quiet {
+    limit: Duration,
+    last_write: tokio::time::Instant,
+    /// Wakes the reader when the limit may have passed; made on the first read, in the runtime.
+    timer: Option<Pin<Box<tokio::time::Sleep>>>,
+}
+
+impl Quiet {
+    /// Whether the limit has passed; otherwise the timer is set to wake the reader when it may.
+    fn over(&mut self, cx: &mut Context<'_>) -> bool {
+        let due = self.last_write + self.limit;
+        if tokio::time::Instant::now() >= due {
+            return true;
+        }
+        let timer = self
+            .timer
+            .get_or_insert_with(|| Box::pin(tokio::time::sleep_until(due)));
+        if timer.deadline() != due {
+            timer.as_mut().reset(due);
+        }
+        // Only to register the waker: the clock above decides.
+        let _ = timer.as_mut().poll(cx);
+        false
+    }
 }
 
 /// A JSON response standing in for a bare error head of `covers` bytes, written `written` far.
@@ -59,7 +92,18 @@ impl<T> Conn<T> {
             tcp,
             head_timeout_secs: head_timeout.as_secs(),
             swap: None,
+            quiet: None,
         }
+    }
+
+    /// Closes the connection once the server has written nothing to it for `limit`.
+    pub fn with_quiet_limit(mut self, limit: Duration) -> Self {
+        self.quiet = Some(Quiet {
+            limit,
+            last_write: tokio::time::Instant::now(),
+            timer: None,
+        });
+        self
     }
 
     /// The socket, for `client_gone::remember`.
@@ -93,7 +137,14 @@ impl<T: AsyncRead + Unpin> AsyncRead for Conn<T> {
         cx: &mut Context<'_>,
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.get_mut().tcp).poll_read(cx, buf)
+        let this = self.get_mut();
+        if this.quiet.as_mut().is_some_and(|q| q.over(cx)) {
+            return Poll::Ready(Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                "the connection was quiet for longer than any request takes",
+            )));
+        }
+        Pin::new(&mut this.tcp).poll_read(cx, buf)
     }
 }
 
@@ -104,6 +155,9 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for Conn<T> {
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
         let this = self.get_mut();
+        if let Some(quiet) = this.quiet.as_mut() {
+            quiet.last_write = tokio::time::Instant::now();
+        }
         if this.swap.is_none() {
             match bare_error_at(buf) {
                 None => return Pin::new(&mut this.tcp).poll_write(cx, buf),

@@ -352,3 +352,48 @@ async fn a_bad_request_pipelined_after_a_good_one_answers_both() {
     answers[1].assert_error(STEP, 400, "invalid_request");
     assert_closed(&mut socket).await;
 }
+
+/// actix times only a connection's first head; a later one, trickled in on a kept-alive
+/// connection, is cut off once the connection has been quiet longer than any request takes
+/// (here 1 s head + 1 s body + 2 s step + 5 s). Without that it would hold the connection until
+/// the 128 KiB head limit: hours at this pace, far past the guard.
+#[tokio::test]
+async fn a_later_head_trickled_on_a_kept_alive_connection_is_cut_off() {
+    let app = spawn_app_with(|c| {
+        c.client_timeout_secs = 1;
+        c.step_timeout_secs = 2;
+    })
+    .await;
+    let mut socket = connect(&app).await;
+    socket
+        .write_all(b"GET /healthz HTTP/1.1\r\nhost: x\r\n\r\n")
+        .await
+        .unwrap();
+    let first = read_responses(&mut socket, 1).await;
+    assert_eq!(first[0].status, 200);
+    socket
+        .write_all(b"GET /healthz HTTP/1.1\r\nx-slow: ")
+        .await
+        .unwrap();
+    let (mut reader, mut writer) = socket.split();
+    let mut pace = tokio::time::interval(Duration::from_millis(50));
+    let mut buf = [0u8; 1024];
+    let closed = tokio::time::timeout(GUARD, async {
+        loop {
+            tokio::select! {
+                read = reader.read(&mut buf) => match read {
+                    Ok(0) | Err(_) => return,
+                    Ok(n) => panic!("an answer to half a head: {:?}", &buf[..n]),
+                },
+                _ = pace.tick() => {
+                    if writer.write_all(b"a").await.is_err() {
+                        return;
+                    }
+                }
+            }
+        }
+    })
+    .await;
+    assert!(closed.is_ok(), "the trickled head held the connection");
+    assert_eq!(app.send("GET", "/healthz", None).await.status, 200);
+}
