@@ -243,12 +243,12 @@ impl ResponseError for ApiError {
 
 impl ApiError {
     /// The response, with a large body written off the worker (see
-    /// [`ReactStepResponse::to_json`]).
+    /// [`ReactStepResponse::into_json`]).
     pub async fn render(self) -> HttpResponse {
         self.log();
         let mut head = self.head();
         head.content_type("application/json")
-            .body(self.body().to_json().await)
+            .body(self.body().into_json().await)
     }
 
     /// The status and the headers of the error's response.

@@ -78,7 +78,7 @@ async fn answer_step(
     Ok(HttpResponse::Ok()
         .insert_header(("x-request-id", request_id.as_str()))
         .content_type("application/json")
-        .body(body.to_json().await))
+        .body(body.into_json().await))
 }
 
 /// Reads, decodes and validates the body into a step's input, with what an error must echo.

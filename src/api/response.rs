@@ -186,7 +186,7 @@ impl ReactStepResponse {
 
     /// The body as JSON. Megabytes of it take a worker milliseconds to write, so a large body is
     /// written on the CPU pool.
-    pub async fn to_json(self) -> bytes::Bytes {
+    pub async fn into_json(self) -> bytes::Bytes {
         let small = self.text_bytes() <= crate::step::cpu::INLINE_BYTES;
         let write = move || serde_json::to_vec(&self).unwrap_or_else(|_| b"{}".to_vec());
         let json = if small {

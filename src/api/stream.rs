@@ -182,7 +182,7 @@ async fn step_frame(result: StepResult, echo: &Echo) -> Bytes {
             ("error", error.body())
         }
     };
-    let json = body.to_json().await;
+    let json = body.into_json().await;
     let mut frame = Vec::with_capacity(json.len() + name.len() + 16);
     frame.extend_from_slice(format!("event: {name}\ndata: ").as_bytes());
     frame.extend_from_slice(&json);
