@@ -339,6 +339,12 @@ fn catalog(tools: Vec<ToolDto>, segment: &str, fail: &mut impl FnMut(&str, Strin
     }
 }
 
+/// Whether a session id passes validation (1 to 256 characters): only then is it echoed, since
+/// a value that failed validation is never repeated (a key pasted there would be).
+pub fn session_id_is_valid(id: &str) -> bool {
+    (1..=256).contains(&id.chars().count())
+}
+
 /// Whether every turn is valid: only then is the history echoed in an error response, which
 /// must itself conform to the contract.
 pub fn history_is_valid(history: &[Turn]) -> bool {

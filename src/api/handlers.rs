@@ -118,12 +118,16 @@ pub async fn prepare(
         ApiError::invalid(message, fields, echo_from_raw(&bytes, &request_id))
     })?;
 
-    if let Some(session) = &dto.session_id {
+    let session = dto
+        .session_id
+        .as_deref()
+        .filter(|s| convert::session_id_is_valid(s));
+    if let Some(session) = session {
         state.rate_limits.check_session(session).map_err(|wait| {
             ApiError::new(
                 rate_limited("session", wait),
                 Echo {
-                    session_id: Some(session.clone()),
+                    session_id: Some(session.to_string()),
                     ..bare_echo()
                 },
             )
@@ -135,7 +139,7 @@ pub async fn prepare(
         .unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
     let echo = Echo {
         request_id: request_id.clone(),
-        session_id: Some(session_id.clone()),
+        session_id: convert::session_id_is_valid(&session_id).then(|| session_id.clone()),
         history: if convert::history_is_valid(&dto.conversation_history) {
             dto.conversation_history.clone()
         } else {
@@ -228,6 +232,7 @@ fn echo_from_raw(bytes: &[u8], request_id: &str) -> Echo {
         session_id: raw
             .get("session_id")
             .and_then(|s| s.as_str())
+            .filter(|s| convert::session_id_is_valid(s))
             .map(str::to_string),
         history: raw
             .get("conversation_history")

@@ -190,7 +190,9 @@ async fn a_key_in_the_wrong_field_is_refused_without_being_repeated() {
     let client = reqwest::Client::new();
     let base = format!("http://127.0.0.1:{}", server.port);
     let url = format!("{base}/api/agent/react_step");
-    let cases: [(&str, Value); 11] = [
+    let cases: [(&str, Value); 12] = [
+        // Over the 256-character limit: a session id that fails validation is not echoed.
+        ("session_id", json!({"session_id": CANARY.repeat(20)})),
         (
             "llm_config.provider",
             json!({"llm_config": {"provider": CANARY}}),
