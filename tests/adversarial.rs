@@ -57,6 +57,8 @@ async fn every_attack_at_once_gets_its_answer_while_the_server_stays_responsive(
                 &STEP_TIMEOUT_SECS.to_string(),
             ),
             ("REACTSTEP_WORKSPACE_ROOT", &root),
+            // A trickled body is cut off after 2 s, not the default 30.
+            ("REACTSTEP_CLIENT_TIMEOUT_SECS", "2"),
             (
                 "REACTSTEP_ALLOWED_BASE_URLS",
                 &format!("{held_upstream}/v1"),

@@ -44,8 +44,13 @@ pub fn gone(req: &HttpRequest) -> impl Future<Output = ()> + 'static {
     }
 }
 
-/// Runs `work` until it ends or the client leaves (`None`), dropping it then.
-pub async fn unless_gone<T>(req: &HttpRequest, work: impl Future<Output = T>) -> Option<T> {
+/// Runs `work` until it ends or the client leaves (`None`); the caller drops it then. `work`
+/// comes pinned by reference: an `async fn` keeps its arguments for its whole life, so taking
+/// the step's future by value would hold it twice (kilobytes per step in flight).
+pub async fn unless_gone<T>(
+    req: &HttpRequest,
+    work: std::pin::Pin<&mut impl Future<Output = T>>,
+) -> Option<T> {
     let gone = gone(req);
     tokio::select! {
         out = work => Some(out),

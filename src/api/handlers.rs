@@ -64,7 +64,7 @@ async fn answer_step(
 ) -> Result<HttpResponse, ApiError> {
     let (input, echo) = prepare(&req, payload, &state, request_id).await?;
     let request_id = echo.request_id.clone();
-    let step = crate::step::run(input, &state.llm, None);
+    let step = std::pin::pin!(crate::step::run(input, &state.llm, None));
     let Some(result) = super::client_gone::unless_gone(&req, step).await else {
         return Err(ApiError::new(StepError::ClientGone.into(), echo));
     };
@@ -110,7 +110,9 @@ pub async fn prepare(
     let large = bytes.len() > cpu::INLINE_BYTES;
     let decoded = off_worker_if(large, state.step_timeout, {
         let bytes = bytes.clone();
-        move || body::decode::<ReactStepRequest>(&bytes)
+        // Boxed, as is the input below: the handler's future keeps room for its largest state
+        // for as long as the step waits on the model.
+        move || body::decode::<ReactStepRequest>(&bytes).map(Box::new)
     })
     .await
     .map_err(|e| ApiError::new(e.into(), bare_echo()))?;
@@ -159,7 +161,7 @@ pub async fn prepare(
     // Declared tools mean schemas to compile: bounded, yet not a worker's job.
     let heavy = large || dto.tools.as_ref().is_some_and(|t| !t.is_empty());
     let converted = off_worker_if(heavy, state.step_timeout, move || {
-        convert::step_input(dto, how)
+        convert::step_input(*dto, how).map(Box::new)
     })
     .await
     .map_err(|e| ApiError::new(e.into(), echo.clone()))?;
@@ -168,7 +170,7 @@ pub async fn prepare(
             let span = tracing::Span::current();
             span.record("provider", tracing::field::display(input.llm.provider));
             span.record("model", input.llm.model.as_str());
-            Ok((Box::new(input), echo))
+            Ok((input, echo))
         }
         Err(fields) => {
             let names: Vec<&str> = fields.iter().map(|f| f.field.as_str()).collect();
@@ -179,19 +181,24 @@ pub async fn prepare(
 }
 
 /// Runs `work` here, or on the CPU pool when it is `heavy`, there within `limit` (the step's
-/// timeout: the deadline proper starts only once the input is ready).
-async fn off_worker_if<T: Send + 'static>(
+/// timeout: the deadline proper starts only once the input is ready). Not an `async fn`: the
+/// heavy path is boxed, so that the handler's future does not keep room for it (and for a copy
+/// of `work`) while the step waits on the model.
+fn off_worker_if<T: Send + 'static>(
     heavy: bool,
     limit: std::time::Duration,
     work: impl FnOnce() -> T + Send + 'static,
-) -> Result<T, StepError> {
+) -> impl std::future::Future<Output = Result<T, StepError>> {
+    use futures_util::future::Either;
     if !heavy {
-        return Ok(work());
+        return Either::Left(std::future::ready(Ok(work())));
     }
-    tokio::time::timeout(limit, cpu::run(work))
-        .await
-        .map_err(|_| StepError::Deadline(limit))?
-        .map_err(StepError::Internal)
+    Either::Right(Box::pin(async move {
+        tokio::time::timeout(limit, cpu::run(work))
+            .await
+            .map_err(|_| StepError::Deadline(limit))?
+            .map_err(StepError::Internal)
+    }))
 }
 
 fn rate_limited(what: &'static str, wait: std::time::Duration) -> ErrorKind {

@@ -185,18 +185,22 @@ impl ReactStepResponse {
     }
 
     /// The body as JSON. Megabytes of it take a worker milliseconds to write, so a large body is
-    /// written on the CPU pool.
-    pub async fn into_json(self) -> bytes::Bytes {
+    /// written on the CPU pool. Not an `async fn`: a small body is written at once, and the
+    /// future of a large one is boxed, so that the handler's future keeps no room for either.
+    pub fn into_json(self) -> impl std::future::Future<Output = bytes::Bytes> {
+        use futures_util::future::Either;
         let small = self.text_bytes() <= crate::step::cpu::INLINE_BYTES;
-        let write = move || serde_json::to_vec(&self).unwrap_or_else(|_| b"{}".to_vec());
-        let json = if small {
-            write()
-        } else {
+        let write = move || {
+            bytes::Bytes::from(serde_json::to_vec(&self).unwrap_or_else(|_| b"{}".to_vec()))
+        };
+        if small {
+            return Either::Left(std::future::ready(write()));
+        }
+        Either::Right(Box::pin(async move {
             crate::step::cpu::run(write)
                 .await
-                .unwrap_or_else(|_| b"{}".to_vec())
-        };
-        bytes::Bytes::from(json)
+                .unwrap_or_else(|_| bytes::Bytes::from_static(b"{}"))
+        }))
     }
 }
 

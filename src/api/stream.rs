@@ -83,7 +83,8 @@ async fn open_stream(
     })));
 
     // Before the provider accepts the call, an error is still an ordinary HTTP error.
-    let Some(first) = super::client_gone::unless_gone(&req, events.recv()).await else {
+    let Some(first) = super::client_gone::unless_gone(&req, std::pin::pin!(events.recv())).await
+    else {
         return Err(ApiError::new(StepError::ClientGone.into(), echo));
     };
     let early = match first {
