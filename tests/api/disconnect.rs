@@ -10,6 +10,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc;
 
 use crate::helpers::{request, RunningBinary};
+use crate::upstream::read_request;
 
 /// What the mock upstream does with each call once its request has arrived.
 #[derive(Clone, Copy)]
@@ -65,26 +66,6 @@ async fn serve(mut socket: TcpStream, mode: Upstream, seen: mpsc::UnboundedSende
         }
     }
     let _ = seen.send(Seen::Closed);
-}
-
-async fn read_request(socket: &mut TcpStream) {
-    let mut data = Vec::new();
-    let mut buf = [0u8; 8192];
-    loop {
-        let n = socket.read(&mut buf).await.unwrap();
-        assert!(n > 0, "the service closed before its request was complete");
-        data.extend_from_slice(&buf[..n]);
-        let text = String::from_utf8_lossy(&data).to_ascii_lowercase();
-        if let Some(end) = text.find("\r\n\r\n") {
-            let length: usize = text[..end]
-                .lines()
-                .find_map(|l| l.strip_prefix("content-length:"))
-                .map_or(0, |v| v.trim().parse().unwrap());
-            if data.len() >= end + 4 + length {
-                return;
-            }
-        }
-    }
 }
 
 /// A client on a raw socket, so that the test decides when the connection closes.

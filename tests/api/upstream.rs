@@ -125,22 +125,7 @@ pub async fn held_upstream(
     let (go, go_rx) = oneshot::channel::<()>();
     tokio::spawn(async move {
         let (mut socket, _) = listener.accept().await.unwrap();
-        let mut data = Vec::new();
-        let mut buf = [0u8; 8192];
-        loop {
-            let n = socket.read(&mut buf).await.unwrap();
-            data.extend_from_slice(&buf[..n]);
-            let text = String::from_utf8_lossy(&data).to_ascii_lowercase();
-            if let Some(end) = text.find("\r\n\r\n") {
-                let length: usize = text[..end]
-                    .lines()
-                    .find_map(|l| l.strip_prefix("content-length:"))
-                    .map_or(0, |v| v.trim().parse().unwrap());
-                if data.len() >= end + 4 + length {
-                    break;
-                }
-            }
-        }
+        read_request(&mut socket).await;
         arrived_tx.send(()).unwrap();
         go_rx.await.unwrap();
         let body = openai_reply(answer).to_string();
@@ -151,4 +136,25 @@ pub async fn held_upstream(
         socket.write_all(reply.as_bytes()).await.unwrap();
     });
     (uri, arrived, go)
+}
+
+/// Reads one request with a Content-Length body from a plain HTTP/1.1 connection.
+pub async fn read_request(socket: &mut tokio::net::TcpStream) {
+    let mut data = Vec::new();
+    let mut buf = [0u8; 8192];
+    loop {
+        let n = socket.read(&mut buf).await.unwrap();
+        assert!(n > 0, "the service closed before its request was complete");
+        data.extend_from_slice(&buf[..n]);
+        let text = String::from_utf8_lossy(&data).to_ascii_lowercase();
+        if let Some(end) = text.find("\r\n\r\n") {
+            let length: usize = text[..end]
+                .lines()
+                .find_map(|l| l.strip_prefix("content-length:"))
+                .map_or(0, |v| v.trim().parse().unwrap());
+            if data.len() >= end + 4 + length {
+                return;
+            }
+        }
+    }
 }
