@@ -40,32 +40,18 @@ pub fn step_input(req: ReactStepRequest, how: Conversion) -> Result<StepInput, V
     if let Err(errors) = req.validate() {
         flatten("", &errors, &mut fields);
     }
+    list_bounds(&req, &mut fields);
+    // A list over its bound is a certain 400: stop here, before the work below that grows with
+    // the lists (de-duplicating context, cataloguing tools) is done on 100 times the bound.
+    if fields.iter().any(|f| is_list_bound(&f.field, &f.message)) {
+        return Err(fields);
+    }
     let mut fail = |field: &str, message: String| {
         fields.push(FieldError {
             field: field.into(),
             message,
         })
     };
-    // validator's length rule needs Serialize items; these three are counted here instead.
-    for (field, len) in [
-        (
-            "vector_search_results_to_include",
-            req.vector_search_results_to_include.len(),
-        ),
-        ("explicit_context", req.explicit_context.len()),
-        ("pinned_items", req.pinned_items.len()),
-    ] {
-        if len as u64 > MAX_CONTEXT_ITEMS {
-            fail(field, format!("length must be at most {MAX_CONTEXT_ITEMS}"));
-        }
-    }
-    if req
-        .tools
-        .as_ref()
-        .is_some_and(|t| t.len() as u64 > MAX_TOOLS)
-    {
-        fail("tools", format!("length must be at most {MAX_TOOLS}"));
-    }
 
     let cfg = &req.llm_config;
     if cfg.reserved_output_tokens >= cfg.token_limit {
@@ -488,6 +474,47 @@ fn missing(source: ContextSource, id: String) -> Excluded {
 }
 
 /// Validator's nested errors as `a.b[2].c` paths with the client's field names.
+/// The bounds on lists that validator's length rule cannot check (it needs Serialize items).
+fn list_bounds(req: &ReactStepRequest, fields: &mut Vec<FieldError>) {
+    let counted = [
+        (
+            "vector_search_results_to_include",
+            req.vector_search_results_to_include.len(),
+            MAX_CONTEXT_ITEMS,
+        ),
+        (
+            "explicit_context",
+            req.explicit_context.len(),
+            MAX_CONTEXT_ITEMS,
+        ),
+        ("pinned_items", req.pinned_items.len(), MAX_CONTEXT_ITEMS),
+        ("tools", req.tools.as_ref().map_or(0, Vec::len), MAX_TOOLS),
+    ];
+    for (field, len, max) in counted {
+        if len as u64 > max {
+            fields.push(FieldError {
+                field: field.into(),
+                message: format!("length must be at most {max}"),
+            });
+        }
+    }
+}
+
+/// Whether a field error is a top-level list over its length bound.
+fn is_list_bound(field: &str, message: &str) -> bool {
+    const LISTS: [&str; 8] = [
+        "conversation_history",
+        "explicit_context_paths",
+        "pinned_item_ids_to_include",
+        "vector_search_results_to_include",
+        "explicit_context",
+        "pinned_items",
+        "context_priority",
+        "tools",
+    ];
+    LISTS.contains(&field) && message.starts_with("length must be at most")
+}
+
 fn flatten(prefix: &str, errors: &ValidationErrors, out: &mut Vec<FieldError>) {
     for (field, kind) in errors.errors() {
         let path = match (prefix.is_empty(), field.as_ref()) {

@@ -222,8 +222,15 @@ impl ApiError {
         let (status, kind, _) = self.kind.status();
         tracing::Span::current().record("error_type", kind);
         if status.is_server_error() {
-            // Display, never Debug: the step's error may hold the model's output.
-            tracing::error!(request_id = %self.echo.request_id, error.type = kind, error = %self.kind, "request failed");
+            // Display, never Debug: the step's error may hold the model's output. An invalid
+            // action's reason quotes what the model wrote (a tool name, an argument): not logged.
+            let error: &dyn std::fmt::Display = match &self.kind {
+                ErrorKind::Step(StepError::InvalidOutput { .. }) => {
+                    &"the model's action stayed invalid after the repair rounds"
+                }
+                kind => kind,
+            };
+            tracing::error!(request_id = %self.echo.request_id, error.type = kind, error = %error, "request failed");
         } else {
             tracing::warn!(request_id = %self.echo.request_id, error.type = kind, error = %self.kind, "request refused");
         }

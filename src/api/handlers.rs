@@ -169,7 +169,12 @@ pub async fn prepare(
         Ok(input) => {
             let span = tracing::Span::current();
             span.record("provider", tracing::field::display(input.llm.provider));
-            span.record("model", input.llm.model.as_str());
+            // The model name is the client's text: a key pasted into it stays out of the log.
+            let model = match &input.key {
+                Some(key) => key.redact_from(&input.llm.model),
+                None => input.llm.model.clone(),
+            };
+            span.record("model", crate::llm::redact_key_shapes(&model).as_str());
             Ok((input, echo))
         }
         Err(fields) => {

@@ -15,7 +15,8 @@ use tracing_actix_web::{RequestId, RootSpanBuilder};
 struct Arrived(std::time::Instant);
 
 /// The id to log and answer with: the client's `X-Request-Id` when it is a plain token of at most
-/// 128 characters, else the generated one.
+/// 128 characters that is not shaped like a key (a key pasted there would reach every log line
+/// of the request), else the generated one.
 pub fn request_id(headers: &HeaderMap, generated: RequestId) -> String {
     headers
         .get("x-request-id")
@@ -27,6 +28,7 @@ pub fn request_id(headers: &HeaderMap, generated: RequestId) -> String {
                 && id
                     .bytes()
                     .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b':'))
+                && crate::llm::redact_key_shapes(id) == *id
         })
         .map_or_else(|| generated.to_string(), str::to_string)
 }

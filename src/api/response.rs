@@ -220,24 +220,24 @@ fn turn_bytes(turn: &Turn) -> usize {
         + value_bytes(turn.extra.values())
 }
 
-/// The text in JSON values, walked with a stack of its own (their depth is the client's).
+/// What JSON values take to write, walked with a stack of its own (their depth is the
+/// client's): their text, and a few bytes of punctuation and work for every node, so that a
+/// million empty objects nested in a history count as the megabytes they are to write.
 fn value_bytes<'a>(values: impl Iterator<Item = &'a Value>) -> usize {
+    const PER_NODE: usize = 8;
     let mut stack: Vec<&Value> = values.collect();
     let mut bytes = 0;
     while let Some(value) = stack.pop() {
-        bytes += match value {
-            Value::String(s) => s.len(),
-            Value::Array(items) => {
-                stack.extend(items);
-                2
-            }
+        bytes += PER_NODE;
+        match value {
+            Value::String(s) => bytes += s.len(),
+            Value::Array(items) => stack.extend(items),
             Value::Object(map) => {
                 bytes += map.keys().map(String::len).sum::<usize>();
                 stack.extend(map.values());
-                2
             }
-            _ => 8,
-        };
+            _ => {}
+        }
     }
     bytes
 }

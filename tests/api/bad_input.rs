@@ -164,3 +164,40 @@ async fn unknown_fields_are_ignored() {
     let reply = app.post_react_step(&body).await;
     assert_eq!(reply.status, 200, "{}", reply.text);
 }
+
+/// A list over its bound is refused before anything that grows with the list is done: the
+/// checks that come after (here the token budget) are not reached, and 100 times the bound in
+/// context items is refused like one item too many.
+#[tokio::test]
+async fn a_list_over_its_bound_stops_the_conversion_at_once() {
+    let app = spawn_app().await;
+    let mut body = request("gpt-4o", "q");
+    body["llm_config"]["reservedOutputTokens"] = json!(9000);
+    body["tools"] = Value::Array(
+        (0..129)
+            .map(|i| json!({"name": format!("t{i}"), "parameters": {"type": "object"}}))
+            .collect(),
+    );
+    let reply = app.post_react_step(&body).await;
+    assert_eq!(reply.status, 400, "{}", reply.text);
+    let fields: Vec<&str> = reply.body["error"]["fields"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["field"].as_str().unwrap())
+        .collect();
+    assert_eq!(fields, ["tools"]);
+
+    let mut body = request("gpt-4o", "q");
+    body["explicit_context"] = Value::Array(
+        (0..100_000)
+            .map(|i| json!({"path": format!("f{i}.rs"), "content": "x"}))
+            .collect(),
+    );
+    let reply = app.post_react_step(&body).await;
+    assert_eq!(reply.status, 400);
+    assert_eq!(
+        reply.body["error"]["fields"][0]["field"],
+        "explicit_context"
+    );
+}

@@ -297,3 +297,46 @@ fn merge(body: &mut Value, change: &Value) {
         (body, change) => *body = change.clone(),
     }
 }
+
+/// The key where the client put it by mistake in what the log does carry: the model name (a
+/// 200: the service does not judge names), the `X-Request-Id`, and the arguments of an action
+/// that is refused (the ERROR line names the failure, not what the model wrote).
+#[tokio::test]
+async fn a_key_in_what_the_log_carries_stays_out_of_it() {
+    let llm = MockServer::start().await;
+    let server = RunningBinary::start(&llm.uri(), "info").await;
+    let client = reqwest::Client::new();
+    let url = format!("http://127.0.0.1:{}/api/agent/react_step", server.port);
+
+    let mut named = canary_request("q");
+    named["llm_config"]["modelName"] = json!(format!("gpt-4o-{CANARY}"));
+    named["mock_response"] = json!("Thought: t\nFinal Answer: a");
+    let reply = client
+        .post(&url)
+        .header("x-request-id", CANARY)
+        .json(&named)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(reply.status(), 200);
+    let answered = reply.headers()["x-request-id"]
+        .to_str()
+        .unwrap()
+        .to_string();
+    assert_ne!(answered, CANARY, "a key-shaped request id is replaced");
+    assert_no_fragment("the answer's request id", &answered);
+
+    let mut refused = canary_request("q");
+    refused["tools"] = json!([{"name": "t", "parameters": {"type": "object",
+        "properties": {"a": {"type": "integer"}}}}]);
+    refused["mock_response"] = json!(format!("Thought: t\nAction: t(a=\"{CANARY}\")"));
+    let reply = client.post(&url).json(&refused).send().await.unwrap();
+    assert_eq!(reply.status(), 502);
+
+    let log = server.stop().await;
+    assert!(
+        log.contains("request failed"),
+        "the refusal is logged: {log}"
+    );
+    assert_no_fragment("the log", &log);
+}

@@ -154,6 +154,10 @@ fn string_end(b: &[u8], start: usize) -> Option<usize> {
 
 /// Parses the text between the parentheses of a call into a JSON object. Positional arguments
 /// are named `input`, `input_2`, … (the parser issue maps them to declared parameter names).
+/// No tool takes more; a call with more (`f(1,1,1,…)` half a million times) is not a call a
+/// model meant, and would be echoed back, argument by argument, in the response.
+pub const MAX_ARGUMENTS: usize = 256;
+
 pub fn parse_args(inner: &str) -> Result<Map<String, Value>, String> {
     work::add(inner.len());
     let mut p = Cursor { text: inner, i: 0 };
@@ -163,6 +167,9 @@ pub fn parse_args(inner: &str) -> Result<Map<String, Value>, String> {
         p.skip(|c| c.is_ascii_whitespace() || c == b',');
         if p.done() {
             return Ok(args);
+        }
+        if args.len() == MAX_ARGUMENTS {
+            return Err(format!("the call has more than {MAX_ARGUMENTS} arguments"));
         }
         let start = p.i;
         if let Some(key) = p.identifier() {
@@ -307,6 +314,16 @@ fn unescape(s: &str) -> String {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn a_call_with_more_arguments_than_any_tool_takes_is_refused() {
+        let many = vec!["1"; MAX_ARGUMENTS + 1].join(",");
+        let refused = parse_args(&many).unwrap_err();
+        assert!(refused.contains("more than 256 arguments"), "{refused}");
+        let enough = vec!["1"; MAX_ARGUMENTS].join(",");
+        assert_eq!(parse_args(&enough).map(|a| a.len()), Ok(MAX_ARGUMENTS));
+    }
+
     use super::*;
     use serde_json::json;
 
