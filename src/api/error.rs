@@ -86,42 +86,7 @@ impl ErrorKind {
                 false,
             ),
             Self::MethodNotAllowed { .. } => (S::METHOD_NOT_ALLOWED, "method_not_allowed", false),
-            Self::Step(StepError::ContextOverflow(_)) => {
-                (S::UNPROCESSABLE_ENTITY, "context_overflow", false)
-            }
-            Self::Step(StepError::EmptyOutput(_)) => (S::BAD_GATEWAY, "llm_bad_response", true),
-            // Another sample of the model may well be valid.
-            Self::Step(StepError::InvalidOutput { .. }) => {
-                (S::BAD_GATEWAY, "invalid_model_output", true)
-            }
-            Self::Step(StepError::Internal(_)) => {
-                (S::INTERNAL_SERVER_ERROR, "internal_error", true)
-            }
-            Self::Step(StepError::Deadline(_)) => (S::GATEWAY_TIMEOUT, "llm_timeout", true),
-            // Never sent: the client is gone. Logged as what it is.
-            Self::Step(StepError::ClientGone) => (S::BAD_REQUEST, "client_disconnected", false),
-            Self::Step(StepError::Llm(e)) => {
-                let retryable = e.is_retryable();
-                match e {
-                    LlmError::Auth { .. } => (S::UNAUTHORIZED, "llm_auth", retryable),
-                    LlmError::ModelNotFound { .. } => {
-                        (S::BAD_REQUEST, "llm_model_not_found", retryable)
-                    }
-                    LlmError::RateLimited { .. } => {
-                        (S::TOO_MANY_REQUESTS, "llm_rate_limited", retryable)
-                    }
-                    LlmError::Rejected { .. } => {
-                        (S::BAD_REQUEST, "llm_request_rejected", retryable)
-                    }
-                    LlmError::Unavailable { .. } | LlmError::Untrusted { .. } => {
-                        (S::BAD_GATEWAY, "llm_unavailable", retryable)
-                    }
-                    LlmError::BadResponse { .. } | LlmError::Redirected { .. } => {
-                        (S::BAD_GATEWAY, "llm_bad_response", retryable)
-                    }
-                    LlmError::Timeout { .. } => (S::GATEWAY_TIMEOUT, "llm_timeout", retryable),
-                }
-            }
+            Self::Step(error) => step_status(error.cause()),
         }
     }
 
@@ -131,12 +96,15 @@ impl ErrorKind {
         if let Self::RateLimited { retry_after, .. } = self {
             return Some(*retry_after);
         }
-        match self {
-            Self::Step(StepError::Llm(LlmError::RateLimited {
+        let Self::Step(error) = self else {
+            return None;
+        };
+        match error.cause() {
+            StepError::Llm(LlmError::RateLimited {
                 retry_after,
                 retryable: true,
                 ..
-            })) => Some(
+            }) => Some(
                 retry_after
                     .map_or(1, |d| d.as_secs_f64().ceil() as u64)
                     .max(1),
@@ -148,7 +116,7 @@ impl ErrorKind {
     /// Internal failures keep their detail in the log, not in the response.
     fn public_message(&self) -> String {
         match self {
-            Self::Step(StepError::Internal(_)) => {
+            Self::Step(error) if matches!(error.cause(), StepError::Internal(_)) => {
                 "an internal error occurred; the request id identifies it in the service's logs"
                     .into()
             }
@@ -170,6 +138,13 @@ impl ApiError {
             },
             echo,
         )
+    }
+
+    fn step_error(&self) -> Option<&StepError> {
+        match &self.kind {
+            ErrorKind::Step(error) => Some(error),
+            _ => None,
+        }
     }
 
     /// The error response body (also the data of a stream's `error` event).
@@ -195,7 +170,8 @@ impl ApiError {
             iterations_remaining: self.echo.iterations_left,
             status: Status::Error,
             termination_reason: None,
-            usage: None,
+            // What the step's calls spent before it failed: billed all the same.
+            usage: self.step_error().and_then(StepError::usage),
             warnings: Vec::new(),
             context_report: None,
             conversation_summary: None,
@@ -206,10 +182,8 @@ impl ApiError {
                 retryable,
                 retry_after_seconds: self.kind.retry_after_seconds(),
                 fields,
-                raw_output: match &self.kind {
-                    ErrorKind::Step(StepError::InvalidOutput { raw_output, .. }) => {
-                        Some(raw_output.clone())
-                    }
+                raw_output: match self.step_error().map(StepError::cause) {
+                    Some(StepError::InvalidOutput { raw_output, .. }) => Some(raw_output.clone()),
                     _ => None,
                 },
             }),
@@ -277,5 +251,42 @@ impl ApiError {
             response.force_close();
         }
         response
+    }
+}
+
+/// The status, the `error.type` and whether retrying can help, for a step's failure.
+fn step_status(error: &StepError) -> (StatusCode, &'static str, bool) {
+    use StatusCode as S;
+    match error {
+        StepError::ContextOverflow(_) => (S::UNPROCESSABLE_ENTITY, "context_overflow", false),
+        StepError::EmptyOutput(_) => (S::BAD_GATEWAY, "llm_bad_response", true),
+        // Another sample of the model may well be valid.
+        StepError::InvalidOutput { .. } => (S::BAD_GATEWAY, "invalid_model_output", true),
+        StepError::Internal(_) => (S::INTERNAL_SERVER_ERROR, "internal_error", true),
+        StepError::Deadline(_) => (S::GATEWAY_TIMEOUT, "llm_timeout", true),
+        // Never sent: the client is gone. Logged as what it is.
+        StepError::ClientGone => (S::BAD_REQUEST, "client_disconnected", false),
+        // `cause` looks through it; kept for a match without a wildcard.
+        StepError::Spent { error, .. } => step_status(error),
+        StepError::Llm(e) => {
+            let retryable = e.is_retryable();
+            match e {
+                LlmError::Auth { .. } => (S::UNAUTHORIZED, "llm_auth", retryable),
+                LlmError::ModelNotFound { .. } => {
+                    (S::BAD_REQUEST, "llm_model_not_found", retryable)
+                }
+                LlmError::RateLimited { .. } => {
+                    (S::TOO_MANY_REQUESTS, "llm_rate_limited", retryable)
+                }
+                LlmError::Rejected { .. } => (S::BAD_REQUEST, "llm_request_rejected", retryable),
+                LlmError::Unavailable { .. } | LlmError::Untrusted { .. } => {
+                    (S::BAD_GATEWAY, "llm_unavailable", retryable)
+                }
+                LlmError::BadResponse { .. } | LlmError::Redirected { .. } => {
+                    (S::BAD_GATEWAY, "llm_bad_response", retryable)
+                }
+                LlmError::Timeout { .. } => (S::GATEWAY_TIMEOUT, "llm_timeout", retryable),
+            }
+        }
     }
 }

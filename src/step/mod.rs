@@ -200,6 +200,41 @@ pub enum StepError {
     /// The streaming client disconnected; nobody is left to answer.
     #[error("the client disconnected")]
     ClientGone,
+    /// A failure after the provider billed for calls: the error response reports what they
+    /// spent, as a success would.
+    #[error("{error}")]
+    Spent { error: Box<StepError>, usage: Usage },
+}
+
+impl StepError {
+    /// The same failure, carrying `usage` when calls were billed. Nobody reads a disconnected
+    /// client's answer, so that one stays as it is.
+    fn spent(self, usage: Option<Usage>) -> Self {
+        match (self, usage) {
+            (Self::Spent { error, .. }, Some(usage)) => Self::Spent { error, usage },
+            (error, Some(usage)) if !matches!(error, Self::ClientGone) => Self::Spent {
+                error: Box::new(error),
+                usage,
+            },
+            (error, _) => error,
+        }
+    }
+
+    /// The failure itself, whatever was spent before it.
+    pub fn cause(&self) -> &StepError {
+        match self {
+            Self::Spent { error, .. } => error.cause(),
+            other => other,
+        }
+    }
+
+    /// What the step's model calls spent before it failed; `None` when none was billed.
+    pub fn usage(&self) -> Option<Usage> {
+        match self {
+            Self::Spent { usage, .. } => Some(*usage),
+            _ => None,
+        }
+    }
 }
 
 /// What a streaming client is told while the step runs.
@@ -240,20 +275,28 @@ pub async fn run(
     use crate::metrics::Metrics;
     match &result {
         Ok(output) => {
-            if let Some(usage) = &output.usage {
-                Metrics::count(&metrics.tokens, "prompt", usage.prompt_tokens);
-                Metrics::count(&metrics.tokens, "completion", usage.completion_tokens);
-            }
+            count_tokens(metrics, output.usage.as_ref());
             for item in &output.context_report.items {
                 Metrics::count(&metrics.context_items, item.fate.as_str(), 1);
             }
         }
-        Err(StepError::InvalidOutput { .. }) => {
-            Metrics::count(&metrics.parse_outcomes, "invalid", 1)
+        Err(error) => {
+            if matches!(error.cause(), StepError::InvalidOutput { .. }) {
+                Metrics::count(&metrics.parse_outcomes, "invalid", 1);
+            }
+            count_tokens(metrics, error.usage().as_ref());
         }
-        Err(_) => {}
     }
     result
+}
+
+/// Tokens billed, counted whether the step succeeded or not: failed steps are paid for too.
+fn count_tokens(metrics: &crate::metrics::Metrics, usage: Option<&Usage>) {
+    use crate::metrics::Metrics;
+    if let Some(usage) = usage {
+        Metrics::count(&metrics.tokens, "prompt", usage.prompt_tokens);
+        Metrics::count(&metrics.tokens, "completion", usage.completion_tokens);
+    }
 }
 
 async fn step(
@@ -298,7 +341,7 @@ async fn step(
     // Tokenising megabytes of context is CPU work: off the async workers, one build per core.
     // Each thread that tokenises keeps its own regex cache (hundreds of KiB), so thousands of
     // steps in flight must not mean thousands of threads.
-    let (mut input, fitted) = cpu::run(move || {
+    let (input, fitted) = cpu::run(move || {
         let mut input = input;
         if let Some(ws) = input.workspace.clone() {
             resolve_from_workspace(&ws, &mut input);
@@ -394,7 +437,7 @@ async fn step(
         });
     }
 
-    let mut request = ChatRequest {
+    let request = ChatRequest {
         model: input.llm.model.clone(),
         system: prompt.system,
         messages: prompt.messages,
@@ -405,77 +448,20 @@ async fn step(
         require_tool: input.react.require_action,
         base_url: input.llm.base_url.clone(),
     };
-    let mut usage = summary_usage;
-    let mut used = context_report.used;
-    let mut repairs_left = input.react.max_repair_attempts;
-    let (parsed, valid) = loop {
-        let completion = match (&input.mock_response, &live) {
-            (Some(text), live) => {
-                if let Some(live) = live {
-                    Box::pin(stream_mock(text, live, &input.react.tags)).await?;
-                }
-                Completion {
-                    text: text.clone(),
-                    finish: FinishReason::Stop,
-                    usage: None,
-                    calls: Vec::new(),
-                }
-            }
-            (None, None) => {
-                llm.complete(
-                    input.llm.provider,
-                    &request,
-                    input.key.as_ref(),
-                    input.deadline,
-                )
-                .await?
-            }
-            (None, Some(live)) => Box::pin(stream_call(llm, &input, &request, live)).await?,
-        };
-        if repairs_left == input.react.max_repair_attempts {
-            if let Some(warning) = margin_check(&counter, used, completion.usage.as_ref()) {
-                warnings.push(warning);
-            }
-        }
-        usage = add_usage(usage, completion.usage);
-        let finish = finish_reason(&completion.finish, input.key.as_ref(), &mut warnings);
-        let (back, completion, reading) = read_output(input, completion).await?;
-        input = back;
-        let (parsed, verdict) = reading.ok_or(StepError::EmptyOutput(finish))?;
-        let raw_output = raw_output(&completion);
-        let why = match verdict {
-            Ok((valid, thought_warnings)) => {
-                warnings.extend(thought_warnings);
-                let outcome = match (&valid, parsed.structured) {
-                    (Valid::Action { .. }, _) => "action",
-                    (Valid::Answer(_), true) => "answer",
-                    (Valid::Answer(_), false) => "unstructured",
-                };
-                crate::metrics::Metrics::count(
-                    &crate::metrics::global().parse_outcomes,
-                    outcome,
-                    1,
-                );
-                break (parsed, valid);
-            }
-            Err(why) => why,
-        };
-        // A mock answers the same whatever it is asked: no repair round for it.
-        let room = budget.saturating_sub(used);
-        let repair = (repairs_left > 0 && input.mock_response.is_none())
-            .then(|| repair_round(&counter, &raw_output, &why, room, &input.react.tags))
-            .flatten();
-        let Some((messages, tokens)) = repair else {
-            return Err(StepError::InvalidOutput { why, raw_output });
-        };
-        warnings.push(format!(
-            "the model's output was not a valid step ({why}); it was asked again"
-        ));
-        request.messages.extend(messages);
-        used += tokens;
-        repairs_left -= 1;
-        crate::metrics::Metrics::count(&crate::metrics::global().parse_outcomes, "repair", 1);
+    let mut ledger = Ledger {
+        usage: summary_usage,
+        warnings,
+        used: context_report.used,
+        budget,
     };
+    let conversed = converse(input, llm, live.as_ref(), &counter, request, &mut ledger).await;
+    // Whatever ended the step, the calls made so far were billed: the error reports them too.
+    let (input, parsed, valid) = conversed.map_err(|e| e.spent(ledger.usage))?;
+    let Ledger {
+        usage,
+        mut warnings,
+        ..
+    } = ledger;
     warnings.extend(parsed.warnings);
 
     let outcome = match valid {
@@ -503,6 +489,138 @@ async fn step(
         context_report,
         conversation_summary,
     })
+}
+
+/// What the step's model calls have added up to so far.
+struct Ledger {
+    /// Every call's usage, summed: the summary call and the repair rounds included.
+    usage: Option<Usage>,
+    warnings: Vec<String>,
+    /// Prompt tokens counted against the budget, repair rounds included.
+    used: u32,
+    budget: u32,
+}
+
+/// Asks the model (or takes the mock) until its output is a valid step, with a repair round
+/// after each invalid one while any are left. Every call's usage goes into the ledger before
+/// anything can fail, so an error still reports what was spent.
+async fn converse(
+    mut input: Box<StepInput>,
+    llm: &LlmClients,
+    live: Option<&LiveSender>,
+    counter: &TokenCounter,
+    mut request: ChatRequest,
+    ledger: &mut Ledger,
+) -> Result<(Box<StepInput>, parse::Parsed, Valid), StepError> {
+    let mut repairs_left = input.react.max_repair_attempts;
+    loop {
+        let completion = call_model(&input, llm, live, &request).await?;
+        if repairs_left == input.react.max_repair_attempts {
+            if let Some(warning) = margin_check(counter, ledger.used, completion.usage.as_ref()) {
+                ledger.warnings.push(warning);
+            }
+        }
+        ledger.usage = add_usage(ledger.usage, completion.usage);
+        let finish = finish_reason(&completion.finish, input.key.as_ref(), &mut ledger.warnings);
+        let cut_off = completion.finish == FinishReason::Length;
+        let (back, completion, reading) = read_output(input, completion).await?;
+        input = back;
+        let (parsed, verdict) = reading.ok_or(StepError::EmptyOutput(finish))?;
+        let raw_output = raw_output(&completion);
+        let why = match shortfall(&parsed, verdict, cut_off, &input.react.tags) {
+            Ok((valid, thought_warnings)) => {
+                ledger.warnings.extend(thought_warnings);
+                count_outcome(&valid, parsed.structured);
+                return Ok((input, parsed, valid));
+            }
+            Err(why) => why,
+        };
+        // A mock answers the same whatever it is asked: no repair round for it.
+        let room = ledger.budget.saturating_sub(ledger.used);
+        let repair = (repairs_left > 0 && input.mock_response.is_none())
+            .then(|| repair_round(counter, &raw_output, &why, room, &input.react.tags))
+            .flatten();
+        let Some((messages, tokens)) = repair else {
+            return Err(StepError::InvalidOutput { why, raw_output });
+        };
+        ledger.warnings.push(format!(
+            "the model's output was not a valid step ({why}); it was asked again"
+        ));
+        request.messages.extend(messages);
+        ledger.used += tokens;
+        repairs_left -= 1;
+        crate::metrics::Metrics::count(&crate::metrics::global().parse_outcomes, "repair", 1);
+    }
+}
+
+/// One call: the client's `mock_response`, the model's whole reply, or its streamed reply.
+async fn call_model(
+    input: &StepInput,
+    llm: &LlmClients,
+    live: Option<&LiveSender>,
+    request: &ChatRequest,
+) -> Result<Completion, StepError> {
+    Ok(match (&input.mock_response, live) {
+        (Some(text), live) => {
+            if let Some(live) = live {
+                Box::pin(stream_mock(text, live, &input.react.tags)).await?;
+            }
+            Completion {
+                text: text.clone(),
+                finish: FinishReason::Stop,
+                usage: None,
+                calls: Vec::new(),
+            }
+        }
+        (None, None) => {
+            llm.complete(
+                input.llm.provider,
+                request,
+                input.key.as_ref(),
+                input.deadline,
+            )
+            .await?
+        }
+        (None, Some(live)) => Box::pin(stream_call(llm, input, request, live)).await?,
+    })
+}
+
+/// The verdict, with two outputs that read as a direct response yet are no answer turned into
+/// repair rounds: a reply cut at the output limit before it held a complete action or answer
+/// (its tail is missing, so taking it as the answer would hand the user half a sentence), and a
+/// reply that is only a thought (the model stopped before deciding anything). A cut-off reply
+/// that holds a complete action or final answer keeps its verdict, with the cut-short warning.
+fn shortfall(
+    parsed: &parse::Parsed,
+    verdict: Result<(Valid, Vec<String>), String>,
+    cut_off: bool,
+    tags: &parse::Tags,
+) -> Result<(Valid, Vec<String>), String> {
+    if cut_off && (verdict.is_err() || !parsed.structured) {
+        return Err(format!(
+            "the previous answer was cut off at the output limit (reservedOutputTokens) before it held a complete '{}:' or '{}:'; answer again, shorter",
+            tags.action, tags.final_answer
+        ));
+    }
+    let thought_only = !parsed.structured
+        && !parsed.thought.trim().is_empty()
+        && matches!(&parsed.decision, parse::Decision::Answer(a) if a.trim() == parsed.thought.trim());
+    if thought_only {
+        return Err(format!(
+            "the output held only a '{}:', with no '{}:' and no '{}:'; decide: call a tool or answer",
+            tags.thought, tags.action, tags.final_answer
+        ));
+    }
+    verdict
+}
+
+fn count_outcome(valid: &Valid, structured: bool) {
+    let outcome = match (valid, structured) {
+        (Valid::Action { .. }, _) => "action",
+        (Valid::Answer(_), true) => "answer",
+        (Valid::Answer(_), false) => "unstructured",
+    };
+    crate::metrics::Metrics::count(&crate::metrics::global().parse_outcomes, outcome, 1);
 }
 
 /// What an output says: the step read from it, and whether that step may be proposed.
