@@ -199,7 +199,9 @@ impl ApiError {
             // Display, never Debug: the step's error may hold the model's output. An invalid
             // action's reason quotes what the model wrote (a tool name, an argument): not logged.
             let error: &dyn std::fmt::Display = match &self.kind {
-                ErrorKind::Step(StepError::InvalidOutput { .. }) => {
+                ErrorKind::Step(step)
+                    if matches!(step.cause(), StepError::InvalidOutput { .. }) =>
+                {
                     &"the model's action stayed invalid after the repair rounds"
                 }
                 kind => kind,
