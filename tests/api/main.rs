@@ -8,6 +8,7 @@ mod context;
 mod disconnect;
 mod errors;
 mod faults;
+mod fidelity;
 mod health;
 mod helpers;
 mod hostile_schemas;
