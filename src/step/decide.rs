@@ -6,7 +6,8 @@
 use serde_json::{Map, Value};
 
 use super::parse::{self, thought_warnings, Decision, Parsed, Tags};
-use super::tools::Catalog;
+use super::prompt::{ARGUMENT_PLACEHOLDER, TOOL_PLACEHOLDER, VALUE_PLACEHOLDER};
+use super::tools::{type_name_of, Catalog};
 use crate::llm::{ChatMessage, ChatRole, NativeCall};
 
 /// The client's `react` settings.
@@ -62,7 +63,13 @@ pub fn judge(
             tool_args,
             raw_action_string,
         } => {
+            copied(tool_name, tool_args, raw_action_string, catalog)?;
             let tool_args = catalog.check(tool_name, tool_args.clone())?;
+            if catalog.values_are_type_names(tool_name, &tool_args)
+                && !written_as_values(&tool_args, raw_action_string)
+            {
+                return Err(signature_reason(tool_name));
+            }
             let warnings = thought_warnings(
                 &parsed.thought,
                 tool_name,
@@ -79,6 +86,113 @@ pub fn judge(
             ))
         }
     }
+}
+
+/// Why an action is a copy of the prompt rather than a call, if it is: the format example's
+/// placeholders (today's, or the `tool_name(param="value", other_param=2)` small models still
+/// reproduce from older prompts) or a tool's signature from the tool list. Either would run
+/// something the model never meant, so it is refused even when no tool is known by name.
+fn copied(
+    tool: &str,
+    args: &Map<String, Value>,
+    raw: &str,
+    catalog: &Catalog,
+) -> Result<(), String> {
+    if let Some(why) = placeholder(tool, args, catalog) {
+        return Err(why);
+    }
+    if signature_in(raw) {
+        return Err(signature_reason(tool));
+    }
+    Ok(())
+}
+
+/// Names of the format example, old and new, that are placeholders unless the request
+/// declares them.
+const EXAMPLE_TOOLS: [&str; 2] = ["tool_name", TOOL_PLACEHOLDER];
+const EXAMPLE_ARGUMENTS: [&str; 3] = ["param", "other_param", ARGUMENT_PLACEHOLDER];
+
+/// Why the action repeats the format example's placeholders, if it does.
+fn placeholder(tool: &str, args: &Map<String, Value>, catalog: &Catalog) -> Option<String> {
+    let example = "the answer format's placeholder";
+    if EXAMPLE_TOOLS.contains(&tool) && !catalog.has(tool) {
+        return Some(format!(
+            "'{tool}' is {example}, not a tool: call one of the tools listed under Tools"
+        ));
+    }
+    if let Some(key) = args
+        .keys()
+        .find(|k| EXAMPLE_ARGUMENTS.contains(&k.as_str()) && !catalog.declares(tool, k))
+    {
+        return Some(format!(
+            "'{key}' is {example}, not an argument of '{tool}': write only the tool's own arguments"
+        ));
+    }
+    let key = args
+        .iter()
+        .find(|(_, v)| v.as_str() == Some(VALUE_PLACEHOLDER))?
+        .0;
+    Some(format!(
+        "the value of '{key}' is {example} '{VALUE_PLACEHOLDER}': write the real value"
+    ))
+}
+
+fn signature_reason(tool: &str) -> String {
+    format!(
+        "this is the signature of '{tool}' copied from the tool list, not a call: write each \
+argument's value, not its type"
+    )
+}
+
+/// Whether the call's argument list is a signature: some argument written `name: type` or
+/// `name?: type` with an unquoted JSON Schema or Python type name (`path: string`,
+/// `limit?: integer`, `items: list[str]`, `x: int = 0`).
+fn signature_in(raw: &str) -> bool {
+    let Some(open) = raw.find('(') else {
+        return false;
+    };
+    let inner = &raw[open + 1..];
+    let inner = &inner[..inner.find(')').unwrap_or(inner.len())];
+    inner.split(',').any(|piece| {
+        let Some((name, ty)) = piece.split_once(':') else {
+            return false;
+        };
+        let name = name.trim().trim_end_matches('?');
+        let ty = ty.trim_start();
+        let word_len = ty
+            .find(|c: char| !c.is_ascii_alphabetic())
+            .unwrap_or(ty.len());
+        let (word, after) = (&ty[..word_len], ty[word_len..].trim_start());
+        !name.is_empty()
+            && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+            && (type_name_of(word).is_some() || is_generic(word) && after.starts_with('['))
+            && after
+                .chars()
+                .next()
+                .is_none_or(|c| matches!(c, '[' | '|' | '=' | '<'))
+    })
+}
+
+/// Python's `typing` generics, a type only when followed by `[` (`Optional[str]`).
+fn is_generic(word: &str) -> bool {
+    matches!(
+        word,
+        "Optional" | "Union" | "List" | "Dict" | "Tuple" | "Sequence" | "Literal"
+    )
+}
+
+/// Whether every argument that looks like a type name was written as a quoted value of a call
+/// (`query="string"`, `code_search('string')`): a real value the model chose, not a signature.
+fn written_as_values(args: &Map<String, Value>, raw: &str) -> bool {
+    let compact: String = raw.chars().filter(|c| !c.is_whitespace()).collect();
+    args.iter().all(|(key, value)| {
+        let v = value.as_str().unwrap_or_default();
+        ["=", "(", ","].iter().any(|before| {
+            compact.contains(&format!("{before}\"{v}\""))
+                && (*before != "=" || compact.contains(&format!("{key}=\"{v}\"")))
+                || compact.contains(&format!("{before}'{v}'"))
+        })
+    })
 }
 
 /// A reply that called a tool through the provider's tool calling: the thought is the text
@@ -138,7 +252,7 @@ pub fn repair_messages(raw_output: &str, why: &str, tags: &Tags) -> [ChatMessage
         ChatMessage {
             role: ChatRole::User,
             content: format!(
-                "{}: Error: {why}. Answer again in the required format: '{}:' then either '{}: tool_name(…)' with one of the tools, or '{}: …'.",
+                "{}: Error: {why}. Answer again in the required format: '{}:' then either '{}: {TOOL_PLACEHOLDER}(…)' with one of the tools, or '{}: …'.",
                 tags.observation, tags.thought, tags.action, tags.final_answer
             ),
         },
@@ -186,6 +300,7 @@ fn looks_like_keywords(input: &str) -> bool {
 }
 
 #[cfg(test)]
+#[expect(clippy::unwrap_used, reason = "a test fails loudly")]
 mod tests {
     use super::*;
     use crate::step::tools::ToolSpec;
@@ -280,5 +395,85 @@ mod tests {
         };
         assert!(judge(&parsed, &catalog(), &settings).is_err());
         assert!(judge(&parsed, &catalog(), &ReactSettings::default()).is_ok());
+    }
+
+    /// The verdict on a model output, with its error when refused.
+    fn verdict(output: &str, c: &Catalog) -> Result<Valid, String> {
+        let parsed = parse::parse(output, &Tags::default()).unwrap();
+        judge(&parsed, c, &ReactSettings::default()).map(|(v, _)| v)
+    }
+
+    fn no_names() -> Catalog {
+        Catalog::new(Vec::new(), "Tools are described elsewhere.").unwrap()
+    }
+
+    #[test]
+    fn the_copied_format_example_is_refused_even_with_no_tool_known() {
+        let old = "Thought: t\nAction: tool_name(param=\"value\", other_param=2)";
+        for c in [catalog(), no_names()] {
+            let why = verdict(old, &c).unwrap_err();
+            assert!(
+                why.contains("'tool_name' is the answer format's placeholder"),
+                "{why}"
+            );
+        }
+        let added = "Thought: t\nAction: code_search(query=\"x\", other_param=2)";
+        let why = verdict(added, &no_names()).unwrap_err();
+        assert!(
+            why.contains("'other_param' is the answer format's placeholder"),
+            "{why}"
+        );
+        let new = "Thought: t\nAction: read_file(path=\"<value>\")";
+        let why = verdict(new, &catalog()).unwrap_err();
+        assert!(why.contains("the value of 'path'"), "{why}");
+        let bare = "Thought: t\nAction: <tool name>(<argument>=\"<value>\")";
+        assert!(verdict(bare, &no_names()).is_err());
+    }
+
+    #[test]
+    fn a_tool_or_argument_truly_named_like_the_old_example_works() {
+        let c = Catalog::new(
+            vec![ToolSpec {
+                name: "tool_name".into(),
+                description: String::new(),
+                parameters: json!({"type": "object", "properties": {"param": {"type": "string"}, "other_param": {"type": "integer"}}}),
+            }],
+            "",
+        )
+        .unwrap();
+        let call = "Thought: t\nAction: tool_name(param=\"value\", other_param=2)";
+        assert_eq!(
+            strip_raw(verdict(call, &c).ok()),
+            action("tool_name", json!({"param": "value", "other_param": 2}))
+        );
+    }
+
+    #[test]
+    fn a_copied_signature_is_refused() {
+        let c = catalog();
+        for output in [
+            "Thought: t\nAction: read_file(path: string) — Read a file of the project.",
+            "Thought: t\nAction: code_search(query: str, limit?: integer)",
+            "Thought: t\nAction: code_search(query: Optional[str] = None)",
+            "Thought: t\nAction: {\"action\": \"read_file\", \"action_input\": {\"path\": \"string\"}}",
+        ] {
+            let why = verdict(output, &c).unwrap_err();
+            assert!(why.contains("signature of '"), "{output}: {why}");
+        }
+        let why = verdict("Thought: t\nAction: search(query: string)", &no_names()).unwrap_err();
+        assert!(why.contains("signature of 'search'"), "{why}");
+    }
+
+    #[test]
+    fn a_real_value_that_is_a_type_name_is_a_call() {
+        let c = catalog();
+        for output in [
+            "Thought: t\nAction: code_search(query=\"string\")",
+            "Thought: t\nAction: code_search('string')",
+            "Thought: t\nAction: code_search(query=\"x: string\")",
+            "Thought: t\nAction: read_file(path=\"a.rs\")",
+        ] {
+            assert!(verdict(output, &c).is_ok(), "{output}");
+        }
     }
 }

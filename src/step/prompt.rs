@@ -5,6 +5,7 @@ use serde_json::Value;
 
 use super::history::{render_call, Role, Turn};
 use super::parse::Tags;
+use super::tools::names_in;
 use crate::llm::{ChatMessage, ChatRole};
 
 /// The stop sequence that keeps the model from writing the tool's result itself.
@@ -17,8 +18,43 @@ Solve the user's request step by step: in each step, think about what to do next
 call exactly one tool or give the final answer. The result of a tool call is given to you in \
 the next message as an observation.";
 
+/// The placeholders of the format example when no tool of the request can stand in. They are
+/// not identifiers, so a small model that copies them writes a call no tool answers to, and the
+/// check refuses it (`decide::placeholder`) instead of proposing it.
+pub const TOOL_PLACEHOLDER: &str = "<tool name>";
+pub const ARGUMENT_PLACEHOLDER: &str = "<argument>";
+pub const VALUE_PLACEHOLDER: &str = "<value>";
+
+/// The call in the format example: the first tool the tools section names, with its first
+/// argument when the section shows one, and a value that is plainly a placeholder. A made-up
+/// `tool_name(param="value", other_param=2)` was copied as a real call by a 0.5B model in 8 of
+/// 40 steps; one of the request's own tools cannot be mistaken for anything but a tool.
+pub fn example_call(tools_segment: &str) -> String {
+    let Some(tool) = names_in(tools_segment).into_iter().next() else {
+        return format!("{TOOL_PLACEHOLDER}({ARGUMENT_PLACEHOLDER}=\"{VALUE_PLACEHOLDER}\")");
+    };
+    let argument = first_argument(tools_segment, &tool).unwrap_or(ARGUMENT_PLACEHOLDER);
+    format!("{tool}({argument}=\"{VALUE_PLACEHOLDER}\")")
+}
+
+/// The first parameter written after `tool(` in the tools section (`read_file(path: string)`,
+/// `code_search(query)`), if any.
+fn first_argument<'a>(segment: &'a str, tool: &str) -> Option<&'a str> {
+    let call = format!("{tool}(");
+    let (at, _) = segment
+        .match_indices(&call)
+        .find(|(i, _)| !segment[..*i].ends_with(|c: char| c.is_ascii_alphanumeric() || c == '_'))?;
+    let rest = segment[at + call.len()..].trim_start();
+    let len = rest
+        .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+        .unwrap_or(rest.len());
+    let name = &rest[..len];
+    name.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_')
+        .then_some(name)
+}
+
 /// The answer format, in the tags the parser reads.
-fn format(tags: &Tags) -> String {
+fn format(tags: &Tags, example: &str) -> String {
     let Tags {
         thought,
         action,
@@ -29,14 +65,15 @@ fn format(tags: &Tags) -> String {
         "Answer in exactly one of these two forms, and nothing else:
 
 {thought}: <your reasoning about what to do next>
-{action}: tool_name(param=\"value\", other_param=2)
+{action}: {example}
 
 or
 
 {thought}: <your reasoning>
 {final_answer}: <your complete answer to the user>
 
-Write string arguments in double quotes. Call at most one tool per step. Never write an \
+Write the tool's real name and each argument's real value (never its type), string \
+arguments in double quotes. Call at most one tool per step. Never write an \
 \"{observation}:\" line yourself."
     )
 }
@@ -62,10 +99,11 @@ yourself.",
 /// The fixed part of the system prompt: everything but the context items.
 pub fn system_head(tools_segment: &str, last_step: bool, tags: &Tags, native: bool) -> String {
     let tools = tools_segment.trim();
+    let example = example_call(tools);
     let (tools, format) = match (native, tools.is_empty()) {
         (true, _) => (NATIVE_TOOLS, native_format(tags)),
-        (false, true) => (NO_TOOLS, format(tags)),
-        (false, false) => (tools, format(tags)),
+        (false, true) => (NO_TOOLS, format(tags, &example)),
+        (false, false) => (tools, format(tags, &example)),
     };
     let mut head =
         format!("{INSTRUCTIONS}\n\n## Tools\n\n{tools}\n\n## Answer format\n\n{format}\n\n");
@@ -288,5 +326,39 @@ mod tests {
     fn the_last_step_is_announced() {
         assert!(system_head("tools", true, &Tags::default(), false).contains("last step"));
         assert!(!system_head("tools", false, &Tags::default(), false).contains("last step"));
+    }
+
+    /// The `Action:` line of the format example in a system prompt.
+    fn example_line(head: &str) -> &str {
+        head.lines()
+            .find_map(|l| l.strip_prefix("Action: "))
+            .unwrap_or_default()
+    }
+
+    #[test]
+    fn the_format_example_uses_a_tool_of_the_request() {
+        let declared = "- read_file(path: string, start_line?: integer) — Read a file\n";
+        let head = system_head(declared, false, &Tags::default(), false);
+        assert_eq!(example_line(&head), "read_file(path=\"<value>\")");
+        let free_text = "You have access to: code_search(query), read_file(path)";
+        let head = system_head(free_text, false, &Tags::default(), false);
+        assert_eq!(example_line(&head), "code_search(query=\"<value>\")");
+        let named_only = "- run_tests: runs the tests";
+        assert_eq!(
+            example_call(named_only),
+            "run_tests(<argument>=\"<value>\")"
+        );
+    }
+
+    #[test]
+    fn without_tools_the_example_is_no_callable_identifier_pair() {
+        let head = system_head("", false, &Tags::default(), false);
+        let example = example_line(&head);
+        assert_eq!(example, "<tool name>(<argument>=\"<value>\")");
+        assert!(!head.contains("tool_name") && !head.contains("other_param"));
+        // What a model that copies it writes is no identifier: the parser cannot read a tool
+        // name out of it, or the check refuses the placeholder (decide's tests).
+        let name = example.split('(').next().unwrap_or_default();
+        assert!(!name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'));
     }
 }

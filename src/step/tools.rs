@@ -111,6 +111,9 @@ impl Catalog {
             return Ok(args);
         };
         let args = positional_to_named(args, &tool.order);
+        if let Some(why) = undeclared(name, &args, tool) {
+            return Err(why);
+        }
         let instance = Value::Object(args);
         let problems: Vec<String> = tool
             .validator
@@ -135,6 +138,34 @@ impl Catalog {
             Value::Object(args) => Ok(args),
             _ => Err("the arguments are not an object".into()),
         }
+    }
+
+    /// Whether the declared tool `tool` lists `argument` among its schema's properties.
+    pub fn declares(&self, tool: &str, argument: &str) -> bool {
+        self.declared
+            .iter()
+            .find(|d| d.spec.name == tool)
+            .is_some_and(|d| d.order.iter().any(|p| p == argument))
+    }
+
+    /// Whether every argument (at least one) is the name of its declared parameter's type, as
+    /// in `{"path": "string"}`: a signature the model copied from the tool list, not a call.
+    pub fn values_are_type_names(&self, tool: &str, args: &Map<String, Value>) -> bool {
+        let Some(tool) = self.declared.iter().find(|d| d.spec.name == tool) else {
+            return false;
+        };
+        let properties = tool.spec.parameters.get("properties");
+        !args.is_empty()
+            && args.iter().all(|(key, value)| {
+                let declared = properties
+                    .and_then(|p| p.get(key))
+                    .and_then(|p| p.get("type"))
+                    .and_then(Value::as_str);
+                match (declared, value.as_str()) {
+                    (Some(ty), Some(v)) => type_name_of(v) == Some(ty),
+                    _ => false,
+                }
+            })
     }
 
     /// The declared tools as the prompt lists them: a signature and the description, then the
@@ -216,6 +247,67 @@ impl jsonschema::Retrieve for NoFetch {
     ) -> Result<Value, Box<dyn std::error::Error + Send + Sync>> {
         Err(format!("'{uri}' is not fetched: a tool schema must be self-contained").into())
     }
+}
+
+/// The JSON Schema type a type name written in a signature stands for: JSON Schema's own names
+/// and Python's, in any case (`string`, `str`, `Integer`, `list`, …).
+pub fn type_name_of(word: &str) -> Option<&'static str> {
+    Some(match word.to_ascii_lowercase().as_str() {
+        "string" | "str" => "string",
+        "integer" | "int" => "integer",
+        "number" | "float" => "number",
+        "boolean" | "bool" => "boolean",
+        "object" | "dict" => "object",
+        "array" | "list" => "array",
+        "null" | "none" => "null",
+        "any" => "any",
+        _ => return None,
+    })
+}
+
+/// Keywords beside `properties` that can admit an argument `properties` does not list; with any
+/// of them the validator alone decides.
+const OPEN_KEYWORDS: [&str; 11] = [
+    "patternProperties",
+    "unevaluatedProperties",
+    "allOf",
+    "anyOf",
+    "oneOf",
+    "$ref",
+    "$dynamicRef",
+    "if",
+    "dependentSchemas",
+    "dependencies",
+    "propertyNames",
+];
+
+/// Why an argument the schema does not declare is refused, if one is there. JSON Schema admits
+/// undeclared properties by default, but a model that adds one (`other_param=2`, copied from an
+/// example) did not mean the declared call, and the plugin would run it. So a schema that lists
+/// `properties` admits others only when `additionalProperties` is `true` or a schema. An empty
+/// `properties` says nothing (it is also what a tool declared without a schema gets).
+fn undeclared(name: &str, args: &Map<String, Value>, tool: &Declared) -> Option<String> {
+    let schema = &tool.spec.parameters;
+    let open = matches!(
+        schema.get("additionalProperties"),
+        Some(Value::Bool(true) | Value::Object(_))
+    ) || OPEN_KEYWORDS.iter().any(|k| schema.get(*k).is_some());
+    if tool.order.is_empty() || open {
+        return None;
+    }
+    let extra: Vec<String> = args
+        .keys()
+        .filter(|k| !tool.order.contains(k))
+        .map(|k| format!("'{k}'"))
+        .collect();
+    if extra.is_empty() {
+        return None;
+    }
+    Some(format!(
+        "'{name}' has no argument {}; its arguments are: {}",
+        extra.join(", "),
+        tool.order.join(", ")
+    ))
 }
 
 /// `input`, `input_2`, … (the argument parser's names for positional arguments) become the
@@ -471,5 +563,81 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("parameters (JSON Schema): {"), "{text}");
+    }
+
+    #[test]
+    fn an_undeclared_argument_is_refused_naming_it_and_the_declared_ones() {
+        let why = catalog()
+            .check("code_search", args(json!({"query": "x", "other_param": 2})))
+            .unwrap_err();
+        assert_eq!(
+            why,
+            "'code_search' has no argument 'other_param'; its arguments are: query, limit"
+        );
+        // A positional argument past the declared ones is undeclared too.
+        let why = catalog()
+            .check(
+                "code_search",
+                args(json!({"input": "x", "input_2": 3, "input_3": 4})),
+            )
+            .unwrap_err();
+        assert!(why.contains("no argument 'input_3'"), "{why}");
+    }
+
+    #[test]
+    fn positional_and_truly_declared_arguments_still_pass() {
+        let c = catalog();
+        let checked = c.check("code_search", args(json!({"input": "x", "input_2": 3})));
+        assert_eq!(
+            checked.map(Value::Object),
+            Ok(json!({"query": "x", "limit": 3}))
+        );
+        let own = json!({"type": "object", "properties": {"other_param": {"type": "integer"}, "input": {"type": "string"}}});
+        let c = one_tool("tool_name", own).unwrap();
+        assert!(c
+            .check("tool_name", args(json!({"other_param": 2, "input": "a"})))
+            .is_ok());
+    }
+
+    #[test]
+    fn a_schema_that_admits_extras_keeps_admitting_them() {
+        for extras in [json!(true), json!({"type": "integer"})] {
+            let schema = json!({"type": "object", "properties": {"q": {"type": "string"}}, "additionalProperties": extras});
+            let c = one_tool("lookup", schema).unwrap();
+            assert!(c.check("lookup", args(json!({"q": "a", "n": 2}))).is_ok());
+        }
+        let patterned =
+            json!({"type": "object", "properties": {"q": {}}, "patternProperties": {"^x_": {}}});
+        let c = one_tool("lookup", patterned).unwrap();
+        assert!(c.check("lookup", args(json!({"q": "a", "x_1": 2}))).is_ok());
+        let closed = json!({"type": "object", "properties": {"q": {}}, "additionalProperties": {"type": "integer"}});
+        let c = one_tool("lookup", closed).unwrap();
+        assert!(c
+            .check("lookup", args(json!({"q": "a", "n": "two"})))
+            .is_err());
+        // A tool declared without parameters (an empty `properties`) takes what it is given.
+        let c = one_tool("ping", json!({"type": "object", "properties": {}})).unwrap();
+        assert!(c.check("ping", args(json!({"host": "a"}))).is_ok());
+    }
+
+    #[test]
+    fn values_that_are_their_parameters_type_names_are_a_signature() {
+        let c = catalog();
+        assert!(c.values_are_type_names("read_file", &args(json!({"path": "string"}))));
+        assert!(c.values_are_type_names(
+            "read_file",
+            &args(json!({"path": "str", "start_line": "Integer"}))
+        ));
+        // One real value among them, a type name of another type, or no schema type: a call.
+        assert!(!c.values_are_type_names(
+            "read_file",
+            &args(json!({"path": "string", "start_line": 3}))
+        ));
+        assert!(!c.values_are_type_names("read_file", &args(json!({"path": "integer"}))));
+        assert!(!c.values_are_type_names("read_file", &Map::new()));
+        let untyped =
+            json!({"type": "object", "properties": {"kind": {"enum": ["string", "number"]}}});
+        let c = one_tool("convert", untyped).unwrap();
+        assert!(!c.values_are_type_names("convert", &args(json!({"kind": "string"}))));
     }
 }

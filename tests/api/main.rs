@@ -8,6 +8,7 @@ mod context;
 mod disconnect;
 mod errors;
 mod faults;
+mod fidelity;
 mod fidelity_usage;
 mod health;
 mod helpers;

@@ -93,7 +93,10 @@ async fn the_upstream_call_carries_model_messages_key_cap_temperature_and_stop()
     assert_eq!(messages[0]["role"], "system");
     let system = messages[0]["content"].as_str().unwrap();
     assert!(system.contains("You have access to: code_search(query), read_file(path)"));
-    assert!(system.contains("Final Answer:") && system.contains("Action: tool_name("));
+    assert!(
+        system.contains("Final Answer:")
+            && system.contains("Action: code_search(query=\"<value>\")")
+    );
     assert_eq!(
         messages.last().unwrap(),
         &json!({"role": "user", "content": "Where is login?"})

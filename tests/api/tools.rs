@@ -101,7 +101,7 @@ async fn an_unknown_tool_gets_a_repair_round() {
 #[tokio::test]
 async fn an_action_still_invalid_after_repair_is_a_502_with_the_raw_output() {
     let app = spawn_app().await;
-    let bad = "Thought: Search.\nAction: code_search(limit=3)";
+    let bad = "Thought: Search.\nAction: code_search(query=3)";
     mount(&app.llm, OPENAI_PATH, 200, openai_reply(bad)).await;
     let reply = app.post_react_step(&with_tools("Find login")).await;
     assert_eq!(reply.status, 502, "{}", reply.text);
@@ -111,7 +111,7 @@ async fn an_action_still_invalid_after_repair_is_a_502_with_the_raw_output() {
     assert_eq!(reply.body["error"]["raw_output"], bad);
     let message = reply.body["error"]["message"].as_str().unwrap_or_default();
     assert!(
-        message.contains("\"query\" is a required property"),
+        message.contains("/query: 3 is not of type \"string\""),
         "{message}"
     );
     assert_eq!(
