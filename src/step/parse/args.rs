@@ -318,8 +318,11 @@ mod tests {
     #[test]
     fn a_call_with_more_arguments_than_any_tool_takes_is_refused() {
         let many = vec!["1"; MAX_ARGUMENTS + 1].join(",");
-        let refused = parse_args(&many).unwrap_err();
-        assert!(refused.contains("more than 256 arguments"), "{refused}");
+        let refused = parse_args(&many);
+        assert!(
+            matches!(&refused, Err(why) if why.contains("more than 256 arguments")),
+            "{refused:?}"
+        );
         let enough = vec!["1"; MAX_ARGUMENTS].join(",");
         assert_eq!(parse_args(&enough).map(|a| a.len()), Ok(MAX_ARGUMENTS));
     }
