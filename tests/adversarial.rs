@@ -84,6 +84,7 @@ async fn every_attack_at_once_gets_its_answer_while_the_server_stays_responsive(
             battery.client_leaves(),
             battery.workspace_escapes(),
             battery.slow_and_malformed(),
+            battery.red_team_rows(),
         )
     };
     tokio::time::timeout(Duration::from_secs(STEP_TIMEOUT_SECS + 30), attacks)
@@ -98,7 +99,7 @@ async fn every_attack_at_once_gets_its_answer_while_the_server_stays_responsive(
         slowest < Duration::from_millis(100),
         "/healthz once took {slowest:?} while the attacks ran"
     );
-    assert!(peak < 256, "the server's peak RSS reached {peak} MiB");
+    assert!(peak < 384, "the server's peak RSS reached {peak} MiB");
     assert_no_key_piece("the server's log", &log);
     assert!(!log.contains("panicked"), "{log}");
     assert!(battery
@@ -275,6 +276,40 @@ impl Battery {
         socket.read_to_string(&mut answer).await.unwrap();
         assert!(answer.starts_with("HTTP/1.1 400"), "{answer}");
         assert!(answer.contains("\"invalid_request\""), "{answer}");
+    }
+}
+
+impl Battery {
+    /// Found after the table, by a red-team pass: history turns whose tool-call parameters nest
+    /// 120 deep (2,000 of them: 240,000 JSON values in 1.9 MB, once hundreds of MiB), a call with
+    /// 400,000 positional arguments, and 100,000 context items (once quadratic work).
+    async fn red_team_rows(&self) {
+        let mut nested = json!("x");
+        for _ in 0..120 {
+            nested = json!({ "a": nested });
+        }
+        let turn = json!({"role": "assistant", "content": "t",
+            "toolCall": {"name": "read_file", "parameters": {"p": nested}}});
+        let mut body = request("gpt-4o", "go");
+        body["conversation_history"] = Value::Array(vec![turn; 2000]);
+        body["mock_response"] = json!("Thought: go\nFinal Answer: done");
+        self.expect_refused("nested history", body, "conversation_history")
+            .await;
+
+        let mut body = request("gpt-4o", "go");
+        body["mock_response"] = json!(format!("Action: f({})", vec!["1"; 400_000].join(",")));
+        let (status, reply, text) = self.post(&body).await;
+        assert_eq!(status, 502, "{}", &text[..text.len().min(300)]);
+        assert_eq!(reply["error"]["type"], "invalid_model_output");
+
+        let mut body = request("gpt-4o", "go");
+        body["explicit_context"] = Value::Array(
+            (0..100_000)
+                .map(|i| json!({"path": format!("f{i}.rs"), "content": "x"}))
+                .collect(),
+        );
+        self.expect_refused("100,000 context items", body, "explicit_context")
+            .await;
     }
 }
 

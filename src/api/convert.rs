@@ -14,7 +14,7 @@ use super::response::FieldError;
 use crate::llm::{ApiKey, Provider};
 use crate::step::context::{dedupe, ContextItem, ContextSource, Excluded, Fate};
 use crate::step::decide::ReactSettings;
-use crate::step::history::Turn;
+use crate::step::history::{self, Turn};
 use crate::step::parse::Tags;
 use crate::step::tools::{Catalog, ToolSpec};
 use crate::step::{ConversationSummary, LlmConfig, StepInput, ToolMode};
@@ -121,6 +121,14 @@ pub fn step_input(req: ReactStepRequest, how: Conversion) -> Result<StepInput, V
     }
     for (i, turn) in req.conversation_history.iter().enumerate() {
         check_turn(i, turn, &mut fail);
+    }
+    if history::json_values(&req.conversation_history, MAX_HISTORY_JSON_VALUES)
+        > MAX_HISTORY_JSON_VALUES
+    {
+        fail(
+            "conversation_history",
+            format!("holds more than {MAX_HISTORY_JSON_VALUES} JSON values in its tool calls, results and other fields"),
+        );
     }
     let order = req.context_priority.unwrap_or_default();
     if order
@@ -325,6 +333,12 @@ fn catalog(tools: Vec<ToolDto>, segment: &str, fail: &mut impl FnMut(&str, Strin
     }
 }
 
+/// The most JSON values a history's tool calls, results and other fields may hold in all. Each
+/// value costs 100 to 200 bytes once decoded and is held several times while a step runs (the
+/// request, the history it returns, its echo on an error): 2 MB of nested objects would
+/// otherwise cost hundreds of MiB. A real history's results are text, or JSON far smaller.
+pub const MAX_HISTORY_JSON_VALUES: usize = 100_000;
+
 /// Whether a session id passes validation (1 to 256 characters): only then is it echoed, since
 /// a value that failed validation is never repeated (a key pasted there would be).
 pub fn session_id_is_valid(id: &str) -> bool {
@@ -333,9 +347,12 @@ pub fn session_id_is_valid(id: &str) -> bool {
 
 /// Whether every turn is valid: only then is the history echoed in an error response, which
 /// must itself conform to the contract.
-pub fn history_is_valid(history: &[Turn]) -> bool {
+pub fn history_is_valid(turns: &[Turn]) -> bool {
+    if history::json_values(turns, MAX_HISTORY_JSON_VALUES) > MAX_HISTORY_JSON_VALUES {
+        return false;
+    }
     let mut valid = true;
-    for (i, turn) in history.iter().enumerate() {
+    for (i, turn) in turns.iter().enumerate() {
         check_turn(i, turn, &mut |_, _| valid = false);
     }
     valid

@@ -63,6 +63,35 @@ impl Turn {
 }
 
 /// Timestamps in the form the seed uses: `2024-01-01T00:00:00.000Z`.
+/// How many JSON values the turns carry in their tool calls, results and other fields, counted
+/// up to `stop` (past it, the exact figure does not matter). Walked with a stack of its own:
+/// the nesting is the client's.
+pub fn json_values(turns: &[Turn], stop: usize) -> usize {
+    let mut stack: Vec<&Value> = Vec::new();
+    let mut count = 0;
+    for turn in turns {
+        if let Some(call) = &turn.tool_call {
+            stack.extend(call.parameters.values());
+        }
+        if let Some(result) = &turn.tool_result {
+            stack.push(&result.result);
+        }
+        stack.extend(turn.extra.values());
+        while let Some(value) = stack.pop() {
+            count += 1;
+            if count > stop {
+                return count;
+            }
+            match value {
+                Value::Array(items) => stack.extend(items),
+                Value::Object(map) => stack.extend(map.values()),
+                _ => {}
+            }
+        }
+    }
+    count
+}
+
 pub fn timestamp_now() -> String {
     chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
 }
@@ -77,6 +106,34 @@ pub fn render_call(name: &str, parameters: &Map<String, Value>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn json_values_count_calls_results_and_extra_fields_and_stop_past_the_limit() {
+        let turn: Turn = serde_json::from_value(serde_json::json!({
+            "role": "assistant", "content": "t", "meta": {"a": [1, 2]},
+            "toolCall": {"name": "f", "parameters": {"p": {"q": "x"}}},
+            "toolResult": {"success": true, "result": [true, null]}
+        }))
+        .unwrap_or_else(|e| panic!("{e}"));
+        // meta, [1, 2], 1, 2; {"q": …}, "x"; [true, null], true, null
+        assert_eq!(json_values(std::slice::from_ref(&turn), 100), 9);
+        let turns = vec![turn; 1000];
+        assert_eq!(
+            json_values(&turns, 50),
+            51,
+            "counting stops just past the limit"
+        );
+        // Deeper than serde lets a request nest (128): the walk keeps its own stack. (Not
+        // deeper still: dropping a serde_json value recurses.)
+        let mut deep = serde_json::json!(0);
+        for _ in 0..1_000 {
+            deep = serde_json::json!([deep]);
+        }
+        let mut deep_turn = turns[0].clone();
+        (deep_turn.tool_call, deep_turn.tool_result) = (None, None);
+        deep_turn.extra = Map::from_iter([("d".to_string(), deep)]);
+        assert_eq!(json_values(&[deep_turn], usize::MAX), 1_001);
+    }
 
     #[test]
     fn unknown_turn_fields_survive_a_round_trip() {
