@@ -12,6 +12,9 @@
 //! health check is timed.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+#[path = "support/schema_bombs.rs"]
+mod schema_bombs;
+
 #[path = "api/helpers.rs"]
 #[expect(dead_code, reason = "the battery uses a few of the shared helpers")]
 mod helpers;
@@ -25,6 +28,7 @@ use wiremock::matchers::{body_partial_json, method};
 use wiremock::{Mock, MockServer, ResponseTemplate};
 
 use helpers::{request, RunningBinary, KEY};
+use schema_bombs::{fan_out, ref_chain, ref_cycle};
 
 /// The server's step deadline in this test, and the guard on every answer.
 const STEP_TIMEOUT_SECS: u64 = 30;
@@ -142,13 +146,13 @@ impl Battery {
             body["mock_response"] = json!("Thought: go\nAction: t(v=\"x\")");
             body
         };
-        self.expect_refused("ref chain", calling(defs_schema(ref_chain(500))), "'t'")
+        self.expect_refused("ref chain", calling(ref_chain(500)), "'t'")
             .await;
-        self.expect_refused("2-cycle", calling(defs_schema(ref_cycle(2))), "'t'")
+        self.expect_refused("2-cycle", calling(ref_cycle(2)), "'t'")
             .await;
-        self.expect_refused("100-cycle", calling(defs_schema(ref_cycle(100))), "'t'")
+        self.expect_refused("100-cycle", calling(ref_cycle(100)), "'t'")
             .await;
-        self.expect_refused("fan-out", calling(defs_schema(fan_out(2, 20))), "'t'")
+        self.expect_refused("fan-out", calling(fan_out(2, 20)), "'t'")
             .await;
         let mut body = request("gpt-4o", "go");
         body["tools"] = Value::Array((0..128).map(|i| many_patterns(i, 500)).collect());
@@ -467,47 +471,6 @@ fn assert_no_key_piece(what: &str, text: &str) {
         let piece = &key[start..start + 8];
         assert!(!plain.contains(piece), "{what} holds {piece:?}");
     }
-}
-
-fn defs_schema(defs: (Map<String, Value>, &str)) -> Value {
-    let (defs, first) = defs;
-    json!({"type": "object", "$defs": defs, "properties": {"v": {"$ref": format!("#/$defs/{first}")}}})
-}
-
-fn ref_chain(n: usize) -> (Map<String, Value>, &'static str) {
-    let mut defs: Map<String, Value> = (0..n)
-        .map(|i| {
-            (
-                format!("a{i}"),
-                json!({"$ref": format!("#/$defs/a{}", i + 1)}),
-            )
-        })
-        .collect();
-    defs.insert(format!("a{n}"), json!({"type": "string"}));
-    (defs, "a0")
-}
-
-fn ref_cycle(n: usize) -> (Map<String, Value>, &'static str) {
-    let defs = (0..n)
-        .map(|i| {
-            (
-                format!("n{i}"),
-                json!({"$ref": format!("#/$defs/n{}", (i + 1) % n)}),
-            )
-        })
-        .collect();
-    (defs, "n0")
-}
-
-fn fan_out(width: usize, levels: usize) -> (Map<String, Value>, &'static str) {
-    let mut defs: Map<String, Value> = (0..levels)
-        .map(|i| {
-            let next = json!({"$ref": format!("#/$defs/l{}", i + 1)});
-            (format!("l{i}"), json!({"anyOf": vec![next; width]}))
-        })
-        .collect();
-    defs.insert(format!("l{levels}"), json!({"type": "string"}));
-    (defs, "l0")
 }
 
 fn many_patterns(tool: usize, n: usize) -> Value {

@@ -6,6 +6,7 @@
 use serde_json::{json, Map, Value};
 
 use crate::helpers::{request, spawn_app, Reply, TestApp};
+use crate::schema_bombs::{fan_out, ref_chain, ref_cycle};
 
 /// A request with these tools whose `mock_response` calls `tool` with `args`.
 fn calling(tools: Value, tool: &str, args: &str) -> Value {
@@ -41,42 +42,6 @@ async fn assert_refused(app: &TestApp, reply: &Reply, index: usize, name: &str, 
 
 fn tool(name: &str, parameters: Value) -> Value {
     json!({"name": name, "description": "a tool", "parameters": parameters})
-}
-
-/// `a0 → a1 → … → a{n}`, each a `$ref` to the next.
-fn ref_chain(n: usize) -> Value {
-    let mut defs = Map::new();
-    for i in 0..n {
-        defs.insert(
-            format!("a{i}"),
-            json!({"$ref": format!("#/$defs/a{}", i + 1)}),
-        );
-    }
-    defs.insert(format!("a{n}"), json!({"type": "string"}));
-    json!({"type": "object", "$defs": defs, "properties": {"v": {"$ref": "#/$defs/a0"}}})
-}
-
-/// `n0 → n1 → … → n{n-1} → n0`.
-fn ref_cycle(n: usize) -> Value {
-    let mut defs = Map::new();
-    for i in 0..n {
-        defs.insert(
-            format!("n{i}"),
-            json!({"$ref": format!("#/$defs/n{}", (i + 1) % n)}),
-        );
-    }
-    json!({"type": "object", "$defs": defs, "properties": {"v": {"$ref": "#/$defs/n0"}}})
-}
-
-/// Each level an `anyOf` of `width` refs to the next: `width^levels` once expanded.
-fn fan_out(width: usize, levels: usize) -> Value {
-    let mut defs = Map::new();
-    for i in 0..levels {
-        let next = json!({"$ref": format!("#/$defs/l{}", i + 1)});
-        defs.insert(format!("l{i}"), json!({"anyOf": vec![next; width]}));
-    }
-    defs.insert(format!("l{levels}"), json!({"type": "string"}));
-    json!({"type": "object", "$defs": defs, "properties": {"v": {"$ref": "#/$defs/l0"}}})
 }
 
 #[tokio::test]

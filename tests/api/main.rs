@@ -26,6 +26,8 @@ mod openai;
 mod operator;
 mod protocol;
 mod redirects;
+#[path = "../support/schema_bombs.rs"]
+mod schema_bombs;
 mod scrubbing;
 mod shutdown;
 mod stream_upstream;
