@@ -205,39 +205,26 @@ impl ReactStepResponse {
 }
 
 fn turn_bytes(turn: &Turn) -> usize {
-    let call = turn
-        .tool_call
-        .as_ref()
-        .map_or(0, |c| c.name.len() + value_bytes(c.parameters.values()));
-    let result = turn
-        .tool_result
-        .as_ref()
-        .map_or(0, |r| value_bytes(std::iter::once(&r.result)));
     turn.content.len()
         + turn.thought.as_ref().map_or(0, String::len)
-        + call
-        + result
-        + value_bytes(turn.extra.values())
+        + turn.tool_call.as_ref().map_or(0, |c| c.name.len())
+        + value_bytes(turn.json_fields())
 }
 
-/// What JSON values take to write, walked with a stack of its own (their depth is the
-/// client's): their text, and a few bytes of punctuation and work for every node, so that a
-/// million empty objects nested in a history count as the megabytes they are to write.
+/// What JSON values take to write: their text, and a few bytes of punctuation and work for
+/// every node, so that a million empty objects nested in a history count as the megabytes they
+/// are to write.
 fn value_bytes<'a>(values: impl Iterator<Item = &'a Value>) -> usize {
     const PER_NODE: usize = 8;
-    let mut stack: Vec<&Value> = values.collect();
     let mut bytes = 0;
-    while let Some(value) = stack.pop() {
-        bytes += PER_NODE;
-        match value {
-            Value::String(s) => bytes += s.len(),
-            Value::Array(items) => stack.extend(items),
-            Value::Object(map) => {
-                bytes += map.keys().map(String::len).sum::<usize>();
-                stack.extend(map.values());
-            }
-            _ => {}
-        }
-    }
+    crate::step::history::walk_json(values, |value| {
+        bytes += PER_NODE
+            + match value {
+                Value::String(s) => s.len(),
+                Value::Object(map) => map.keys().map(String::len).sum(),
+                _ => 0,
+            };
+        true
+    });
     bytes
 }

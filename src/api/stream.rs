@@ -166,7 +166,8 @@ fn delta_frame(delta: Live) -> Option<Bytes> {
         Live::Thought(text) => ("thought", text),
         Live::Answer(text) => ("answer", text),
     };
-    Some(frame(name, &serde_json::json!({ "delta": text })))
+    let json = serde_json::to_vec(&serde_json::json!({ "delta": text }));
+    Some(frame(name, &json.unwrap_or_else(|_| b"{}".to_vec())))
 }
 
 /// The terminal event: the whole response, or the error body (written off the worker when
@@ -183,15 +184,14 @@ async fn step_frame(result: StepResult, echo: &Echo) -> Bytes {
             ("error", error.body())
         }
     };
-    let json = body.into_json().await;
-    let mut frame = Vec::with_capacity(json.len() + name.len() + 16);
-    frame.extend_from_slice(format!("event: {name}\ndata: ").as_bytes());
-    frame.extend_from_slice(&json);
-    frame.extend_from_slice(b"\n\n");
-    Bytes::from(frame)
+    frame(name, &body.into_json().await)
 }
 
-fn frame(name: &str, data: &impl serde::Serialize) -> Bytes {
-    let json = serde_json::to_string(data).unwrap_or_else(|_| "{}".into());
-    Bytes::from(format!("event: {name}\ndata: {json}\n\n"))
+/// One event, its data the JSON given.
+fn frame(name: &str, json: &[u8]) -> Bytes {
+    let mut frame = Vec::with_capacity(json.len() + name.len() + 16);
+    frame.extend_from_slice(format!("event: {name}\ndata: ").as_bytes());
+    frame.extend_from_slice(json);
+    frame.extend_from_slice(b"\n\n");
+    Bytes::from(frame)
 }

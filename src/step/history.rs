@@ -49,6 +49,14 @@ pub struct Turn {
 }
 
 impl Turn {
+    /// The JSON the turn carries besides its text: the tool call's parameters, the tool's
+    /// result, and any other fields the client keeps on it.
+    pub fn json_fields(&self) -> impl Iterator<Item = &Value> {
+        let call = self.tool_call.iter().flat_map(|c| c.parameters.values());
+        let result = self.tool_result.iter().map(|r| &r.result);
+        call.chain(result).chain(self.extra.values())
+    }
+
     pub fn new(role: Role, content: String, timestamp: String) -> Self {
         Self {
             role,
@@ -64,32 +72,33 @@ impl Turn {
 
 /// Timestamps in the form the seed uses: `2024-01-01T00:00:00.000Z`.
 /// How many JSON values the turns carry in their tool calls, results and other fields, counted
-/// up to `stop` (past it, the exact figure does not matter). Walked with a stack of its own:
-/// the nesting is the client's.
+/// up to `stop` (past it, the exact figure does not matter).
 pub fn json_values(turns: &[Turn], stop: usize) -> usize {
-    let mut stack: Vec<&Value> = Vec::new();
     let mut count = 0;
-    for turn in turns {
-        if let Some(call) = &turn.tool_call {
-            stack.extend(call.parameters.values());
+    walk_json(turns.iter().flat_map(Turn::json_fields), |_| {
+        count += 1;
+        count <= stop
+    });
+    count
+}
+
+/// Visits every value under `roots`, depth first, until `visit` says stop (false). It keeps a
+/// stack of its own: the nesting is the client's.
+pub fn walk_json<'a>(
+    roots: impl Iterator<Item = &'a Value>,
+    mut visit: impl FnMut(&'a Value) -> bool,
+) {
+    let mut stack: Vec<&Value> = roots.collect();
+    while let Some(value) = stack.pop() {
+        if !visit(value) {
+            return;
         }
-        if let Some(result) = &turn.tool_result {
-            stack.push(&result.result);
-        }
-        stack.extend(turn.extra.values());
-        while let Some(value) = stack.pop() {
-            count += 1;
-            if count > stop {
-                return count;
-            }
-            match value {
-                Value::Array(items) => stack.extend(items),
-                Value::Object(map) => stack.extend(map.values()),
-                _ => {}
-            }
+        match value {
+            Value::Array(items) => stack.extend(items),
+            Value::Object(map) => stack.extend(map.values()),
+            _ => {}
         }
     }
-    count
 }
 
 pub fn timestamp_now() -> String {
