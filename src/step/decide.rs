@@ -211,7 +211,18 @@ pub fn native_parsed(text: &str, calls: &[NativeCall], tags: &Tags) -> Option<Pa
         .map(|p| p.thought)
         .filter(|t| !t.is_empty())
         .unwrap_or_else(|| text.trim().to_string());
-    let decision = match &call.arguments {
+    let mut decisions = calls.iter().map(native_decision);
+    Some(Parsed {
+        thought,
+        decision: decisions.next()?,
+        also: decisions.collect(),
+        warnings,
+        structured: true,
+    })
+}
+
+fn native_decision(call: &NativeCall) -> Decision {
+    match &call.arguments {
         Ok(args) => Decision::Action {
             tool_name: call.name.clone(),
             tool_args: args.clone(),
@@ -224,13 +235,7 @@ pub fn native_parsed(text: &str, calls: &[NativeCall], tags: &Tags) -> Option<Pa
             ),
             raw_action_string: render_native(call),
         },
-    };
-    Some(Parsed {
-        thought,
-        decision,
-        warnings,
-        structured: true,
-    })
+    }
 }
 
 /// A native call as text: `name({"arg": …})`, or with the arguments as the model wrote them.
@@ -386,6 +391,7 @@ mod tests {
         let parsed = Parsed {
             thought: "t".into(),
             decision: Decision::Answer("done".into()),
+            also: Vec::new(),
             warnings: Vec::new(),
             structured: true,
         };

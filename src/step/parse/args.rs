@@ -246,13 +246,99 @@ impl<'a> Cursor<'a> {
                 let end = closing_bracket(self.text, start).ok_or("a bracket is not closed")?;
                 self.i = end;
                 let raw = &self.text[start..end];
-                Ok(serde_json::from_str(raw).unwrap_or_else(|_| Value::String(raw.to_string())))
+                Ok(serde_json::from_str(raw)
+                    .ok()
+                    .or_else(|| python_literal(raw))
+                    .unwrap_or_else(|| Value::String(raw.to_string())))
             }
             _ => {
                 let start = self.i;
                 self.skip(|c| c != b',');
                 Ok(bare(self.text[start..self.i].trim()))
             }
+        }
+    }
+}
+
+/// How deep a Python literal may nest: deeper text is kept as written.
+const MAX_LITERAL_DEPTH: usize = 32;
+
+/// A Python literal as JSON: strings in either quotes (escapes read), `True`/`False`/`None`,
+/// numbers, lists, tuples and dicts, trailing commas allowed. `None` when `text` is not one.
+pub fn python_literal(text: &str) -> Option<Value> {
+    work::add(text.len());
+    let mut p = Cursor { text, i: 0 };
+    let value = p.literal(0)?;
+    p.skip(|c| c.is_ascii_whitespace());
+    p.done().then_some(value)
+}
+
+impl Cursor<'_> {
+    fn literal(&mut self, depth: usize) -> Option<Value> {
+        if depth > MAX_LITERAL_DEPTH {
+            return None;
+        }
+        self.skip(|c| c.is_ascii_whitespace());
+        match self.peek()? {
+            b'"' | b'\'' => self.value().ok(),
+            open @ (b'[' | b'(') => {
+                let close = if open == b'[' { b']' } else { b')' };
+                let mut items = Vec::new();
+                self.i += 1;
+                while !self.closes(close) {
+                    items.push(self.literal(depth + 1)?);
+                    self.comma_or(close)?;
+                }
+                Some(Value::Array(items))
+            }
+            b'{' => {
+                let mut map = Map::new();
+                self.i += 1;
+                while !self.closes(b'}') {
+                    let key = match self.literal(depth + 1)? {
+                        Value::String(s) => s,
+                        Value::Number(n) => n.to_string(),
+                        _ => return None,
+                    };
+                    self.skip(|c| c.is_ascii_whitespace());
+                    (self.peek()? == b':').then_some(())?;
+                    self.i += 1;
+                    map.insert(key, self.literal(depth + 1)?);
+                    self.comma_or(b'}')?;
+                }
+                Some(Value::Object(map))
+            }
+            _ => {
+                let start = self.i;
+                self.skip(|c| c.is_ascii_alphanumeric() || matches!(c, b'.' | b'-' | b'+' | b'_'));
+                match bare(&self.text[start..self.i]) {
+                    Value::String(_) => None,
+                    value => Some(value),
+                }
+            }
+        }
+    }
+
+    /// Whether the next byte (after spaces) is `close`, which is then passed.
+    fn closes(&mut self, close: u8) -> bool {
+        self.skip(|c| c.is_ascii_whitespace());
+        let closes = self.peek() == Some(close);
+        if closes {
+            self.i += 1;
+        }
+        closes
+    }
+
+    /// Passes a comma, or stops before `close`; `None` for anything else.
+    fn comma_or(&mut self, close: u8) -> Option<()> {
+        self.skip(|c| c.is_ascii_whitespace());
+        match self.peek()? {
+            b',' => {
+                self.i += 1;
+                Some(())
+            }
+            c if c == close => Some(()),
+            _ => None,
         }
     }
 }
@@ -372,6 +458,21 @@ mod tests {
             args(r#"path="C:\dir\file.txt""#),
             json!({"path": "C:\\dir\\file.txt"})
         );
+    }
+
+    #[test]
+    fn python_literals_nested_with_single_quotes() {
+        assert_eq!(
+            args(r#"opts={'deep': True, 'skip': None, 'globs': ['*.rs', "it's"], 'n': (1, 2),}"#),
+            json!({"opts": {"deep": true, "skip": null, "globs": ["*.rs", "it's"], "n": [1, 2]}})
+        );
+        assert_eq!(
+            python_literal(r"{'re': '\d+\.\w'}"),
+            Some(json!({"re": "\\d+\\.\\w"}))
+        );
+        assert_eq!(python_literal("{'a': open('x')}"), None);
+        let deep = format!("{}{}", "[".repeat(100), "]".repeat(100));
+        assert_eq!(python_literal(&deep), None);
     }
 
     #[test]

@@ -39,6 +39,23 @@ fn hostile(bytes: usize) -> Vec<(&'static str, String)> {
         ),
         ("code fences", lines("```json\n")),
         ("Observation lines", lines("Observation: x\n")),
+        ("tool_call blocks never closed", lines("<tool_call>{\"a\n")),
+        ("function blocks", lines("<function=f><parameter=p>\n")),
+        ("[TOOL_CALLS] without [ARGS]", lines("[TOOL_CALLS]f{\n")),
+        ("call lists that do not close", lines("[f(\n")),
+        ("call lists that are not calls", lines("[f(1) x]\n")),
+        (
+            "harmony messages",
+            lines("<|channel|>analysis<|message|>x<|end|>"),
+        ),
+        (
+            "Kimi calls",
+            lines("<|tool_call_begin|>functions.f:0<|tool_call_argument_begin|>{"),
+        ),
+        (
+            "DeepSeek calls",
+            lines("<｜tool▁call▁begin｜>f<｜tool▁sep｜>{\"a"),
+        ),
         ("Thought lines", lines("Thought: a\n")),
         ("deep brackets in a call", {
             let open = "[".repeat(half);

@@ -6,7 +6,7 @@
 //! thought or a tagless answer, which only the whole output tells.
 
 use super::tags::{Tag, TagNames, Tags};
-use super::work;
+use super::{ending, markup, pythonic, work};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum LiveDelta {
@@ -21,9 +21,12 @@ enum Section {
     /// Inside `<think>…</think>`.
     Think,
     Thought,
+    /// A second thought: the whole output's thought is the first, so this one is not sent.
+    LaterThought,
     Action,
     Answer,
-    /// After an invented observation: nothing more counts.
+    /// After an action, an answer's end, an invented observation or a block (JSON, a call list,
+    /// tool-call markup) that may be the action: nothing more is sent.
     Done,
 }
 
@@ -53,6 +56,9 @@ pub struct LiveParser {
     breaks: String,
     /// Whether the current section has sent text yet (its leading spaces are skipped).
     started: bool,
+    /// Whether the current line is the start of the observation tag, sent only if more follows.
+    remnant: bool,
+    observation: String,
 }
 
 impl LiveParser {
@@ -68,6 +74,8 @@ impl LiveParser {
             line_read: false,
             breaks: String::new(),
             started: false,
+            remnant: false,
+            observation: tags.observation.clone(),
         }
     }
 
@@ -140,10 +148,30 @@ impl LiveParser {
             return self.line_start(end);
         }
         let line_end = self.line_end();
-        let text_end = line_end.unwrap_or(self.buf.len() - self.pos);
+        let mut text_end = line_end.unwrap_or(self.buf.len() - self.pos);
+        if line_end.is_none() && !end {
+            text_end -= self.tail_to_hold(text_end);
+        }
         let text: String = self.rest()[..text_end].to_string();
         work::add(text.len());
-        self.send(&text, out);
+        if self.answer_opens_with_tag(&text, line_end.is_some() || end) {
+            return false;
+        }
+        if let Some(at) = self
+            .before_decision()
+            .then(|| markup::opener_at(&text))
+            .flatten()
+        {
+            // Tool-call markup after the thought's words on the same line: the action.
+            self.send(&text[..at], out);
+            self.enter(Section::Done);
+            return true;
+        }
+        if self.remnant {
+            self.breaks.push_str(&text);
+        } else {
+            self.send(&text, out);
+        }
         match line_end {
             Some(i) => {
                 self.consume(i + 1);
@@ -151,6 +179,7 @@ impl LiveParser {
                     self.breaks.push('\n');
                 }
                 self.line_read = false;
+                self.remnant = false;
                 true
             }
             None => {
@@ -158,6 +187,55 @@ impl LiveParser {
                 false
             }
         }
+    }
+
+    /// Whether no action or answer has begun: a block here may still be the decision.
+    fn before_decision(&self) -> bool {
+        matches!(
+            self.section,
+            Section::Prelude | Section::Thought | Section::LaterThought
+        )
+    }
+
+    /// How many bytes at the end of `rest()[..len]`, a line still being written, may be the
+    /// start of an end token or (in a thought) of tool-call markup, and so wait for more.
+    fn tail_to_hold(&self, len: usize) -> usize {
+        let text = &self.rest()[..len];
+        let token = ending::END_TOKENS
+            .iter()
+            .map(|t| {
+                (1..t.len().min(text.len() + 1))
+                    .rev()
+                    .filter(|&n| t.is_char_boundary(n) && text.is_char_boundary(len - n))
+                    .find(|&n| text.ends_with(&t[..n]))
+                    .unwrap_or(0)
+            })
+            .max()
+            .unwrap_or(0);
+        let markup = if self.before_decision() {
+            markup::opener_prefix_len(text)
+        } else {
+            0
+        };
+        work::add(64);
+        token.max(markup)
+    }
+
+    /// An answer whose text opens with a tag (`Final Answer: Thought: …`) is no answer: the
+    /// whole output's reading refuses it, so none of it is sent. True while that is unknown.
+    fn answer_opens_with_tag(&mut self, text: &str, whole: bool) -> bool {
+        if self.section != Section::Answer || self.started {
+            return false;
+        }
+        let text = text.trim_start();
+        if text.is_empty() {
+            return false;
+        }
+        if self.names.at(text).is_some() {
+            self.enter(Section::Done);
+            return false;
+        }
+        !whole && self.names.may_become_tag(text)
     }
 
     /// At a line start: a tag, `<think>`, or text of the current section. A line start held
@@ -200,20 +278,42 @@ impl LiveParser {
                 return true;
             }
             self.consume(offset);
-            self.enter(match tag {
-                Tag::Thought => Section::Thought,
-                Tag::Action | Tag::ActionInput => Section::Action,
-                Tag::FinalAnswer => Section::Answer,
-                Tag::Observation => Section::Done,
-            });
+            self.enter(self.after_tag(tag));
             self.line_read = true;
             return false;
+        }
+        if self.before_decision() {
+            if is_block(trimmed) {
+                self.enter(Section::Done);
+                return false;
+            }
+            if !whole && may_become_block(trimmed) {
+                return true;
+            }
+        }
+        if whole && ending::is_observation_remnant(line, &self.observation) {
+            // Sent only if more of the section follows: a split stop sequence leaves it last.
+            self.remnant = true;
         }
         if !whole && self.names.may_become_tag(line) {
             return true;
         }
         self.line_read = true;
         false
+    }
+
+    /// The section a tag starts: the whole output's reading takes the first thought, the first
+    /// action or answer, and nothing after an action or after an answer's end.
+    fn after_tag(&self, tag: Tag) -> Section {
+        match (self.section, tag) {
+            (_, Tag::Observation) | (Section::Action | Section::Answer | Section::Done, _) => {
+                Section::Done
+            }
+            (_, Tag::Action | Tag::ActionInput) => Section::Action,
+            (_, Tag::FinalAnswer) => Section::Answer,
+            (Section::Thought | Section::LaterThought, Tag::Thought) => Section::LaterThought,
+            (_, Tag::Thought) => Section::Thought,
+        }
     }
 
     /// Inside `<think>`: everything up to the closing tag is thought.
@@ -266,7 +366,7 @@ impl LiveParser {
             text.trim_start()
         };
         // Trailing spaces are held like line breaks: only more text shows they are inside.
-        let body = text.trim_end();
+        let body = ending::strip_end_tokens(text);
         if body.is_empty() {
             if self.started {
                 self.breaks.push_str(text);
@@ -285,6 +385,22 @@ impl LiveParser {
             _ => out.push(LiveDelta::Answer(delta)),
         }
     }
+}
+
+/// Whether a line opens a block the whole output's reading may take for the action: a JSON
+/// object, a call list or tool-call markup.
+fn is_block(line: &str) -> bool {
+    line.starts_with('{') || pythonic::opens_a_list(line) || markup::opener_at(line) == Some(0)
+}
+
+/// Whether a line start, still being written, may yet open a block.
+fn may_become_block(line: &str) -> bool {
+    let list = line.strip_prefix('[').is_some_and(|rest| {
+        rest.trim_start()
+            .chars()
+            .all(|c| c.is_alphanumeric() || c == '_' || c == '.')
+    });
+    list || markup::opener_prefix_len(line) == line.len() && !line.is_empty()
 }
 
 /// The first closing think tag in `text`: where it starts and its length. One search for
@@ -386,6 +502,53 @@ mod tests {
     fn a_line_that_only_starts_like_a_tag_is_thought() {
         let (thought, _) = every_split("Thought: first\nActually, wait.\nAction: f()");
         assert_eq!(thought, "first\nActually, wait.");
+    }
+
+    #[test]
+    fn markup_and_blocks_end_the_thought_wherever_they_start() {
+        for text in [
+            "Thought: I need the file.\n<tool_call>\n{\"name\": \"a\", \"arguments\": {}}\n</tool_call>",
+            "Thought: I need the file.<|tool_calls_section_begin|><|tool_call_begin|>functions.a:0<|tool_call_argument_begin|>{}<|tool_call_end|>",
+            "Thought: I need the file.\n[read_file(path='a')]",
+            "Thought: I need the file.\n{\"action\": \"read_file\", \"action_input\": \"a\"}\nFinal Answer: no",
+            "Thought: I need the file. [TOOL_CALLS]read_file[ARGS]{\"path\": \"a\"}",
+        ] {
+            assert_eq!(every_split(text), ("I need the file.".to_string(), String::new()), "{text}");
+        }
+    }
+
+    #[test]
+    fn what_ends_an_output_is_never_streamed() {
+        for tail in [
+            "\nObs",
+            "\nobserv",
+            "<|im_end|>",
+            "</s>",
+            "\nObservation",
+            "<|eot_id|>\n",
+        ] {
+            let (_, answer) = every_split(&format!("Thought: t\nFinal Answer: It is 4.{tail}"));
+            assert_eq!(answer, "It is 4.", "{tail:?}");
+        }
+        let (_, answer) = every_split("Final Answer: a\nObs\nmore");
+        assert_eq!(answer, "a\nObs\nmore");
+    }
+
+    #[test]
+    fn only_what_the_whole_output_keeps_is_streamed() {
+        // An invented answer after the action, a second thought, an answer that is a step.
+        assert_eq!(
+            every_split("Thought: a\nAction: f()\nFinal Answer: made up"),
+            ("a".to_string(), String::new())
+        );
+        assert_eq!(
+            every_split("Thought: a\nThought: b\nFinal Answer: c"),
+            ("a".to_string(), "c".to_string())
+        );
+        assert_eq!(
+            every_split("Thought: a\nFinal Answer: Thought: b\nAction: f()"),
+            ("a".to_string(), String::new())
+        );
     }
 
     #[test]

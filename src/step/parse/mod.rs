@@ -7,10 +7,14 @@
 //! with no structure at all becomes a direct response with a warning.
 
 mod args;
+mod ending;
+mod harmony;
 mod json;
 #[cfg(test)]
 mod linear;
 pub mod live;
+mod markup;
+mod pythonic;
 pub mod tags;
 mod thought;
 mod work;
@@ -44,6 +48,9 @@ pub enum Decision {
 pub struct Parsed {
     pub thought: String,
     pub decision: Decision,
+    /// Further calls the model wrote in the same turn, in order (a pythonic list, several
+    /// markup blocks): the first is the decision.
+    pub also: Vec<Decision>,
     pub warnings: Vec<String>,
     /// False when nothing in the output had the answer format (the direct-response fallback).
     pub structured: bool,
@@ -53,56 +60,44 @@ pub struct Parsed {
 pub fn parse(raw: &str, tags: &Tags) -> Option<Parsed> {
     // The passes over the whole text made a fixed number of times; the loops count their own.
     work::add(raw.len());
+    if let Some(parsed) = harmony::parse(raw) {
+        return Some(parsed);
+    }
     let mut warnings = Vec::new();
     let (think, text) = split_think(raw);
-    let text = unfence(text);
-    let mut found = tags::find(text, tags);
-    let text = match found.iter().position(|f| f.tag == Tag::Observation) {
-        Some(i) => {
-            let cut = found[i].line_start;
-            found.truncate(i);
-            if !text[cut..].trim().is_empty() {
-                warnings.push(format!(
-                    "the model wrote an '{}:' itself; everything from it on was discarded",
-                    tags.observation
-                ));
-            }
-            &text[..cut]
-        }
-        None => text,
-    };
+    let text = ending::strip(text, &tags.observation);
+    let text = ending::strip(unfence(text), &tags.observation);
+    let (text, found) = before_observation(text, tags, &mut warnings);
     let decisive: Vec<usize> = found
         .iter()
         .enumerate()
         .filter(|(_, f)| matches!(f.tag, Tag::Action | Tag::FinalAnswer))
         .map(|(i, _)| i)
         .collect();
-    let json = json::find(text).filter(|j| {
-        decisive
-            .first()
-            .is_none_or(|&d| j.start < found[d].line_start)
-    });
+    let limit = decisive
+        .first()
+        .map_or(text.len(), |&d| found[d].line_start);
 
-    let (thought, decision, others) = if let Some(j) = json {
-        let thought = match j.thought {
+    let (thought, mut calls, others) = if let Some(block) = first_block(&text[..limit]) {
+        let thought = match block.thought {
             Some(t) => t,
-            None => thought_before(text, &found, j.start, think.as_deref(), tags, &mut warnings),
+            None => thought_before(
+                text,
+                &found,
+                block.start,
+                think.as_deref(),
+                tags,
+                &mut warnings,
+            ),
         };
-        (thought, j.decision, decisive.len())
+        (thought, block.calls, decisive.len())
     } else if let Some(&d) = decisive.first() {
-        let thought = thought_before(
-            text,
-            &found,
-            found[d].line_start,
-            think.as_deref(),
-            tags,
-            &mut warnings,
-        );
+        let thought = thought_before(text, &found, limit, think.as_deref(), tags, &mut warnings);
         let decision = match found[d].tag {
             Tag::Action => action(text, &found, d, tags),
-            _ => Decision::Answer(section(text, &found, d).to_string()),
+            _ => answer(section(text, &found, d), tags),
         };
-        (thought, decision, decisive.len() - 1)
+        (thought, vec![decision], decisive.len() - 1)
     } else {
         return fallback(text, &found, think, tags, warnings);
     };
@@ -112,12 +107,88 @@ pub fn parse(raw: &str, tags: &Tags) -> Option<Parsed> {
             others + 1
         ));
     }
+    if calls.len() > 1 {
+        warnings.push(format!(
+            "the model wrote {} tool calls in one turn; the first is proposed",
+            calls.len()
+        ));
+    }
+    let decision = answer_if_finish(calls.remove(0));
     Some(Parsed {
         thought,
-        decision: answer_if_finish(decision),
+        decision,
+        also: calls,
         warnings,
         structured: true,
     })
+}
+
+/// The text up to an observation the model wrote itself (all after it is invented), and the
+/// tags before it.
+fn before_observation<'t>(
+    text: &'t str,
+    tags: &Tags,
+    warnings: &mut Vec<String>,
+) -> (&'t str, Vec<Found>) {
+    let mut found = tags::find(text, tags);
+    let Some(i) = found.iter().position(|f| f.tag == Tag::Observation) else {
+        return (text, found);
+    };
+    let cut = found[i].line_start;
+    found.truncate(i);
+    if !text[cut..].trim().is_empty() {
+        warnings.push(format!(
+            "the model wrote an '{}:' itself; everything from it on was discarded",
+            tags.observation
+        ));
+    }
+    (&text[..cut], found)
+}
+
+/// Calls or an answer written as a block rather than after a tag: where it starts, its own
+/// thought if it carries one, and its decisions in the order written (never empty).
+struct Block {
+    start: usize,
+    thought: Option<String>,
+    calls: Vec<Decision>,
+}
+
+/// The first block in `text`: tool-call markup, a pythonic call list or a JSON action. Each is
+/// looked for only before the one found so far, so one inside another is not taken for it.
+fn first_block(text: &str) -> Option<Block> {
+    let markup = markup::find(text).map(|m| Block {
+        start: m.start,
+        thought: None,
+        calls: m.calls,
+    });
+    let before = markup.as_ref().map_or(text.len(), |m| m.start);
+    let list = pythonic::find(&text[..before]).map(|l| Block {
+        start: l.start,
+        thought: None,
+        calls: l.calls,
+    });
+    let before = list.as_ref().map_or(before, |l| l.start);
+    let json = json::find(&text[..before]).map(|j| Block {
+        start: j.start,
+        thought: j.thought,
+        calls: vec![j.decision],
+    });
+    json.or(list).or(markup)
+}
+
+/// A final answer, unless its text opens with a tag (`Final Answer: Thought: …`): the model
+/// wrote a step inside its answer, and what it meant is for it to say again.
+fn answer(text: &str, tags: &Tags) -> Decision {
+    match tags::TagNames::new(tags).at(text) {
+        Some(_) => Decision::Unreadable {
+            why: format!(
+                "the '{}:' holds ReAct tags of its own; write either an action or the answer",
+                tags.final_answer
+            ),
+            raw_action_string: text.to_string(),
+        },
+        None => Decision::Answer(text.to_string()),
+    }
 }
 
 /// The seed's fallback: no action and no final answer, so the text is the answer.
@@ -156,6 +227,7 @@ fn fallback(
             thought.unwrap_or_default()
         },
         decision: Decision::Answer(answer),
+        also: Vec::new(),
         warnings,
         structured: false,
     })
@@ -661,6 +733,85 @@ mod tests {
         assert_eq!(action_of(&p).0, "read_file");
         let p = parse("Reasoning: done\nReply: yes", &tags).unwrap();
         assert_eq!(answer_of(&p), "yes");
+    }
+
+    // Issue 14, families 1–3 and item 11.
+
+    #[test]
+    fn the_start_of_an_observation_tag_left_at_the_end_is_dropped() {
+        for tail in [
+            "\nObs",
+            "\nObserv",
+            "\nobservation",
+            "\nOBSERVATION",
+            "\n**Observation",
+        ] {
+            let p = parsed(&format!(
+                "Thought: t\nAction: read_file\nAction Input: src/app.py{tail}"
+            ));
+            assert_eq!(action_of(&p).1, json!({"input": "src/app.py"}), "{tail:?}");
+            let p = parsed(&format!(
+                "Thought: t\nFinal Answer: It is in auth.js.{tail}"
+            ));
+            assert_eq!(answer_of(&p), "It is in auth.js.", "{tail:?}");
+        }
+        let p = parsed("Thought: t\nAction: f(x=1)\nObservation\nmade up\nFinal Answer: no");
+        assert_eq!(action_of(&p).1, json!({"x": 1}));
+    }
+
+    #[test]
+    fn stray_end_tokens_never_reach_an_answer_or_argument() {
+        for token in ["<|im_end|>", "<|eot_id|>", "</s>", "<|end|>"] {
+            let p = parsed(&format!("Thought: t\nFinal Answer: Done.{token}"));
+            assert_eq!(answer_of(&p), "Done.", "{token}");
+            let p = parsed(&format!(
+                "Thought: t\nAction: read_file\nAction Input: a.py\n{token}"
+            ));
+            assert_eq!(action_of(&p).1, json!({"input": "a.py"}), "{token}");
+        }
+    }
+
+    #[test]
+    fn markup_after_a_thought_is_the_action_and_not_part_of_the_thought() {
+        let p = parsed("Thought: I need the file.\n<tool_call>\n{\"name\": \"read_file\", \"arguments\": {\"path\": \"a.py\"}}\n</tool_call><|im_end|>");
+        assert_eq!(p.thought, "I need the file.");
+        assert_eq!(action_of(&p).1, json!({"path": "a.py"}));
+        let p = parsed("<tool_call>\n{\"name\": \"read_file\", \"arguments\": {\"path\": \"a.py\"}}\n</tool_call>");
+        assert_eq!(p.thought, "");
+        let p = parsed("Let me check.<|tool_calls_section_begin|><|tool_call_begin|>functions.ls:0<|tool_call_argument_begin|>{}<|tool_call_end|><|tool_calls_section_end|>");
+        assert_eq!(p.thought, "Let me check.");
+        assert_eq!(action_of(&p).0, "ls");
+    }
+
+    #[test]
+    fn every_call_of_a_list_is_kept_in_order() {
+        let p = parsed("Thought: both\n[read_file(path='a'), read_file(path='b')]");
+        assert_eq!(action_of(&p).1, json!({"path": "a"}));
+        assert_eq!(p.also.len(), 1);
+        assert!(
+            p.warnings.iter().any(|w| w.contains("2 tool calls")),
+            "{:?}",
+            p.warnings
+        );
+    }
+
+    #[test]
+    fn harmony_messages_are_read() {
+        let p = parsed("<|channel|>analysis<|message|>Look first.<|end|><|start|>assistant<|channel|>commentary to=functions.read_file <|constrain|>json<|message|>{\"path\":\"a\"}<|call|>");
+        assert_eq!(p.thought, "Look first.");
+        assert_eq!(action_of(&p).1, json!({"path": "a"}));
+    }
+
+    #[test]
+    fn an_answer_that_opens_with_a_tag_is_no_answer() {
+        let p = parsed("Final Answer: Thought: I should read it.\n\nAction: read_file(path=\"a\")");
+        assert!(
+            matches!(p.decision, Decision::Unreadable { .. }),
+            "{:?}",
+            p.decision
+        );
+        let p = parsed("Thought: t\nFinal Answer: Action items are listed in TODO.md.");
+        assert_eq!(answer_of(&p), "Action items are listed in TODO.md.");
     }
 
     #[test]

@@ -43,8 +43,9 @@ pub struct Found {
     pub text_start: usize,
 }
 
-/// The tag words to look for, longest first, so that `Action Input` is not read as `Action`.
-pub struct TagNames(Vec<(String, Tag)>);
+/// The tag words to look for, longest first, so that `Action Input` is not read as `Action`;
+/// and the observation tag, which also counts on a line of its own without its colon.
+pub struct TagNames(Vec<(String, Tag)>, String);
 
 impl TagNames {
     pub fn new(tags: &Tags) -> Self {
@@ -58,7 +59,7 @@ impl TagNames {
         ];
         names.retain(|(name, _)| !name.is_empty());
         names.sort_by_key(|(name, _)| std::cmp::Reverse(name.len()));
-        Self(names)
+        Self(names, tags.observation.clone())
     }
 
     /// The tag at the start of `line` and the byte offset of the text after it:
@@ -86,7 +87,16 @@ impl TagNames {
                 return Some((*tag, line.len() - text.len()));
             }
         }
-        None
+        // A server that split the stop sequence leaves `Observation` without its colon.
+        if self.1.is_empty() {
+            return None;
+        }
+        let bare = after_name(rest, &self.1)?;
+        let bare = bare.trim_end_matches(|c: char| c.is_whitespace() || c == '*');
+        bare.trim_start_matches(' ')
+            .bytes()
+            .all(|c| c.is_ascii_digit())
+            .then_some((Tag::Observation, line.len()))
     }
 
     /// Whether the start of a line, still being written, may yet turn out to be a tag.

@@ -1,0 +1,120 @@
+//! What a model leaves at the end of its output that is not part of it: end-of-turn tokens a
+//! local server passed through as text (`<|im_end|>`, `<|eot_id|>`, `</s>`, …), and the start of
+//! an observation tag when the server ignored or split the stop sequence (`\nObs`,
+//! `\nObservation` without its colon). Neither may end up inside an argument or an answer.
+
+use super::work;
+
+/// End-of-turn and end-of-message tokens of the chat templates in use (ChatML, Llama 3,
+/// Mistral, Phi, gpt-oss harmony, DeepSeek, Gemma, GLM).
+pub const END_TOKENS: [&str; 13] = [
+    "<|im_end|>",
+    "<|eot_id|>",
+    "<|eom_id|>",
+    "<|end_of_text|>",
+    "<|endoftext|>",
+    "</s>",
+    "<|end|>",
+    "<|return|>",
+    "<|call|>",
+    "<｜end▁of▁sentence｜>",
+    "<end_of_turn>",
+    "<|user|>",
+    "<|observation|>",
+];
+
+/// The shortest start of the observation tag taken for a remnant of it: one letter is too
+/// likely to be a real last line.
+const REMNANT_MIN_CHARS: usize = 2;
+
+/// `text` without the end tokens (and the space between them) at its end.
+pub fn strip_end_tokens(text: &str) -> &str {
+    let mut rest = text.trim_end();
+    while let Some(token) = END_TOKENS.iter().find(|t| rest.ends_with(**t)) {
+        work::add(token.len());
+        rest = rest[..rest.len() - token.len()].trim_end();
+    }
+    rest
+}
+
+/// Whether `line` is the observation tag without its colon, or the start of it, as a split
+/// stop sequence leaves it: `Obs`, `observ`, `**Observation`, `Observation 3`.
+pub fn is_observation_remnant(line: &str, observation: &str) -> bool {
+    let line = line
+        .trim()
+        .trim_start_matches(['*', '#', '>', ' '])
+        .trim_end_matches(['*', ':', ' '])
+        .trim_end_matches(|c: char| c.is_ascii_digit())
+        .trim_end();
+    work::add(line.len() + 1);
+    line.chars().count() >= REMNANT_MIN_CHARS
+        && line.len() <= observation.len()
+        && observation
+            .get(..line.len())
+            .is_some_and(|start| start.eq_ignore_ascii_case(line))
+}
+
+/// `text` without a last line that is the start of the observation tag.
+pub fn strip_observation_remnant<'t>(text: &'t str, observation: &str) -> &'t str {
+    let trimmed = text.trim_end();
+    let line_start = trimmed.rfind('\n').map_or(0, |i| i + 1);
+    if line_start > 0 && is_observation_remnant(&trimmed[line_start..], observation) {
+        trimmed[..line_start].trim_end()
+    } else {
+        text
+    }
+}
+
+/// Both: the end tokens, then a remnant before them, then end tokens before that.
+pub fn strip<'t>(text: &'t str, observation: &str) -> &'t str {
+    strip_end_tokens(strip_observation_remnant(
+        strip_end_tokens(text),
+        observation,
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn end_tokens_at_the_end_are_dropped_and_elsewhere_kept() {
+        assert_eq!(
+            strip_end_tokens("Final Answer: yes<|im_end|>"),
+            "Final Answer: yes"
+        );
+        assert_eq!(strip_end_tokens("done </s>\n<|eot_id|>\n"), "done");
+        assert_eq!(strip_end_tokens("a <s>b</s> c"), "a <s>b</s> c");
+    }
+
+    #[test]
+    fn the_start_of_the_observation_tag_is_a_remnant_in_any_case() {
+        for line in [
+            "Obs",
+            "observ",
+            "OBSERVATION",
+            "Observation",
+            "**Observation",
+            "Observation 3",
+        ] {
+            assert!(is_observation_remnant(line, "Observation"), "{line}");
+        }
+        for line in ["O", "Observations", "Obstacle", "Done", ""] {
+            assert!(!is_observation_remnant(line, "Observation"), "{line}");
+        }
+    }
+
+    #[test]
+    fn only_a_last_line_of_its_own_is_stripped() {
+        assert_eq!(
+            strip("Action Input: src/app.py\nObserv", "Observation"),
+            "Action Input: src/app.py"
+        );
+        assert_eq!(
+            strip("Final Answer: 4\nobs<|im_end|>", "Observation"),
+            "Final Answer: 4"
+        );
+        assert_eq!(strip("Obs", "Observation"), "Obs");
+        assert_eq!(strip("Obs\nmore", "Observation"), "Obs\nmore");
+    }
+}

@@ -1,0 +1,158 @@
+//! gpt-oss's harmony format, when a server passes it through as text: messages of the form
+//! `<|start|>assistant<|channel|>analysis<|message|>…<|end|>`. The `analysis` channel (and a
+//! `commentary` message that calls nothing) is the thought; a `commentary` message addressed
+//! `to=functions.name` is a call, its text the JSON arguments; the `final` channel is the answer.
+
+use serde_json::{Map, Value};
+
+use super::{work, Decision, Parsed};
+
+const CHANNEL: &str = "<|channel|>";
+const MESSAGE: &str = "<|message|>";
+/// What ends a message's text: the end of the message, of a call, of the turn, or a new one.
+const MESSAGE_ENDS: [&str; 4] = ["<|end|>", "<|call|>", "<|return|>", "<|start|>"];
+
+/// The output read as harmony messages, when it is written in them.
+pub fn parse(text: &str) -> Option<Parsed> {
+    work::add(text.len());
+    if !text.contains(CHANNEL) || !text.contains(MESSAGE) {
+        return None;
+    }
+    let mut thought = Vec::new();
+    let mut decision = None;
+    let mut also = Vec::new();
+    for (header, body) in messages(text) {
+        let channel = header
+            .split(CHANNEL)
+            .nth(1)
+            .and_then(|c| c.split_whitespace().next())
+            .unwrap_or_default();
+        let recipient = header
+            .split_whitespace()
+            .find_map(|word| word.split(CHANNEL).next()?.strip_prefix("to="));
+        let next = match (channel, recipient) {
+            (_, Some(to)) => call(to, body, header),
+            ("final", None) => Decision::Answer(body.trim().to_string()),
+            _ => {
+                thought.push(body.trim());
+                continue;
+            }
+        };
+        if decision.is_none() {
+            decision = Some(next);
+        } else {
+            also.push(next);
+        }
+    }
+    let mut warnings = Vec::new();
+    if !also.is_empty() {
+        warnings.push(format!(
+            "the model wrote {} tool calls in one turn; the first is proposed",
+            also.len() + 1
+        ));
+    }
+    Some(Parsed {
+        thought: thought.join("\n\n"),
+        decision: decision?,
+        also,
+        warnings,
+        structured: true,
+    })
+}
+
+/// Each message's header (between its start and `<|message|>`) and its text.
+fn messages(text: &str) -> Vec<(&str, &str)> {
+    let parts: Vec<&str> = text.split(MESSAGE).collect();
+    parts
+        .windows(2)
+        .map(|pair| {
+            // The header is the end of the text before `<|message|>`, after the last message end.
+            let before = pair[0];
+            let header_start = MESSAGE_ENDS
+                .iter()
+                .filter_map(|e| before.rfind(e).map(|i| i + e.len()))
+                .max()
+                .unwrap_or(0);
+            let body = pair[1];
+            let body_end = MESSAGE_ENDS
+                .iter()
+                .filter_map(|e| body.find(e))
+                .min()
+                .unwrap_or(body.len());
+            work::add(before.len() + body.len());
+            (&before[header_start..], &body[..body_end])
+        })
+        .collect()
+}
+
+/// A call to `functions.name` (or a built-in's `browser.search`) with `body` as its arguments.
+fn call(to: &str, body: &str, header: &str) -> Decision {
+    let name = to.strip_prefix("functions.").unwrap_or(to).to_string();
+    let raw = format!("{}{MESSAGE}{}", header.trim(), body.trim());
+    let body = body.trim();
+    let args = if body.is_empty() {
+        Ok(Map::new())
+    } else {
+        match serde_json::from_str::<Value>(body) {
+            Ok(Value::Object(map)) => Ok(map),
+            _ => Err(()),
+        }
+    };
+    match args {
+        Ok(tool_args) if !name.is_empty() => Decision::Action {
+            tool_name: name,
+            tool_args,
+            raw_action_string: raw,
+        },
+        _ => Decision::Unreadable {
+            why: format!("the arguments of the call to '{name}' are not a JSON object"),
+            raw_action_string: raw,
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn analysis_is_the_thought_and_a_commentary_call_the_action() {
+        let p = parse("<|channel|>analysis<|message|>Need to read the file.<|end|><|start|>assistant<|channel|>commentary to=functions.read_file <|constrain|>json<|message|>{\"path\": \"a.py\"}<|call|>")
+            .unwrap_or_else(|| panic!("not read"));
+        assert_eq!(p.thought, "Need to read the file.");
+        match p.decision {
+            Decision::Action {
+                tool_name,
+                tool_args,
+                ..
+            } => assert_eq!(
+                (tool_name.as_str(), Value::Object(tool_args)),
+                ("read_file", json!({"path": "a.py"}))
+            ),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn the_recipient_may_come_before_the_channel() {
+        let p = parse(
+            "<|start|>assistant to=functions.ls<|channel|>commentary json<|message|>{}<|call|>",
+        )
+        .unwrap_or_else(|| panic!("not read"));
+        assert!(matches!(p.decision, Decision::Action { ref tool_name, .. } if tool_name == "ls"));
+    }
+
+    #[test]
+    fn the_final_channel_is_the_answer() {
+        let p = parse("<|channel|>analysis<|message|>Simple.<|end|><|start|>assistant<|channel|>final<|message|>It is 4.<|return|>")
+            .unwrap_or_else(|| panic!("not read"));
+        assert_eq!(p.decision, Decision::Answer("It is 4.".into()));
+        assert_eq!(p.thought, "Simple.");
+    }
+
+    #[test]
+    fn text_without_channels_is_not_harmony() {
+        assert!(parse("Thought: x\nFinal Answer: y").is_none());
+    }
+}

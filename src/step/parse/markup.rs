@@ -1,0 +1,474 @@
+//! Tool-call markup a local server passed through as text, because its chat template or tool
+//! parser did not catch it: Hermes/Qwen `<tool_call>{…}</tool_call>`, Qwen3-Coder's
+//! `<function=name><parameter=key>…`, Mistral's `[TOOL_CALLS]`, Llama 3.1's `<|python_tag|>`,
+//! DeepSeek's `<｜tool▁calls▁begin｜>` and Kimi K2's `<|tool_calls_section_begin|>`. Each
+//! reader sees only the text of its own block, so a text of many blocks is read in one pass.
+
+use serde_json::{Map, Value};
+
+use super::args::{closing_bracket, parse_args};
+use super::{json, work, Decision};
+
+/// More calls than any turn makes are not read: each would be echoed back in the response.
+pub const MAX_CALLS: usize = 64;
+
+/// Calls found in markup, and where the markup starts.
+#[derive(Debug)]
+pub struct Markup {
+    pub start: usize,
+    pub calls: Vec<Decision>,
+}
+
+type Reader = fn(&str) -> Vec<Decision>;
+
+/// The openers, each with the reader of the text after it (up to the end of the output).
+const OPENERS: [(&str, Reader); 10] = [
+    ("<tool_call>", hermes),
+    ("<function=", qwen3_coder_from_name),
+    ("[TOOL_CALLS]", mistral),
+    ("<|python_tag|>", llama),
+    ("<｜tool▁calls▁begin｜>", deepseek),
+    ("<｜tool▁call▁begin｜>", deepseek),
+    ("<|tool▁calls▁begin|>", deepseek),
+    ("<|tool▁call▁begin|>", deepseek),
+    ("<|tool_calls_section_begin|>", kimi),
+    ("<|tool_call_begin|>", kimi),
+];
+
+/// The first markup in `text`, read into its calls (an unreadable call says why).
+pub fn find(text: &str) -> Option<Markup> {
+    let (start, opener, reader) = OPENERS
+        .iter()
+        .filter_map(|(opener, reader)| {
+            work::add(text.len());
+            text.find(opener).map(|at| (at, *opener, *reader))
+        })
+        .min_by_key(|(at, opener, _)| (*at, std::cmp::Reverse(opener.len())))?;
+    let body = &text[start + opener.len()..];
+    let mut calls = reader(body);
+    if calls.is_empty() {
+        calls.push(Decision::Unreadable {
+            why: format!("the tool-call markup '{opener}' holds no call that can be read"),
+            raw_action_string: text[start..].trim().to_string(),
+        });
+    }
+    calls.truncate(MAX_CALLS);
+    Some(Markup { start, calls })
+}
+
+/// Whether `text` (a line start or a stretch of a line) holds, or may be the start of, markup.
+pub fn opener_at(text: &str) -> Option<usize> {
+    OPENERS.iter().filter_map(|(o, _)| text.find(o)).min()
+}
+
+/// The longest end of `text` that is the start of an opener, to hold back while streaming.
+pub fn opener_prefix_len(text: &str) -> usize {
+    OPENERS
+        .iter()
+        .map(|(o, _)| {
+            (1..o.len().min(text.len() + 1))
+                .rev()
+                .filter(|&n| o.is_char_boundary(n) && text.is_char_boundary(text.len() - n))
+                .find(|&n| text.ends_with(&o[..n]))
+                .unwrap_or(0)
+        })
+        .max()
+        .unwrap_or(0)
+}
+
+/// Text up to the first of `ends` (or all of it), and the text after that end.
+fn until<'t>(text: &'t str, ends: &[&str]) -> (&'t str, &'t str) {
+    work::add(text.len());
+    match ends
+        .iter()
+        .filter_map(|e| text.find(e).map(|i| (i, e.len())))
+        .min()
+    {
+        Some((i, len)) => (&text[..i], &text[i + len..]),
+        None => (text, ""),
+    }
+}
+
+/// Hermes / Qwen 2.5: `<tool_call>\n{"name": …, "arguments": …}\n</tool_call>`, one per block
+/// (the closing tag may be cut by the stop sequence); Qwen3-Coder puts its `<function=…>` form
+/// inside the same tags.
+fn hermes(body: &str) -> Vec<Decision> {
+    work::add(body.len());
+    let mut calls = Vec::new();
+    for (i, block) in body.split("<tool_call>").take(MAX_CALLS).enumerate() {
+        let inner = block.split("</tool_call>").next().unwrap_or_default();
+        let inner = unfence(inner.trim());
+        if inner.is_empty() && i > 0 {
+            continue;
+        }
+        match inner.strip_prefix("<function=") {
+            Some(function) => calls.extend(qwen3_coder_from_name(function)),
+            None => calls.push(json_call(inner, &format!("<tool_call>{inner}</tool_call>"))),
+        }
+    }
+    calls
+}
+
+/// Qwen3-Coder: `<function=name>\n<parameter=key>\nvalue\n</parameter>\n</function>`. The
+/// values are text; the declared schema turns them into numbers or objects where it says so.
+fn qwen3_coder_from_name(after_opener: &str) -> Vec<Decision> {
+    work::add(after_opener.len());
+    after_opener
+        .split("<function=")
+        .take(MAX_CALLS)
+        .map(|function| {
+            let function = function.split("</function>").next().unwrap_or_default();
+            let (name, body) = function.split_once('>').unwrap_or((function, ""));
+            let raw = format!("<function={name}>{body}</function>");
+            qwen3_coder_call(name.trim(), body, raw)
+        })
+        .collect()
+}
+
+fn qwen3_coder_call(name: &str, body: &str, raw: String) -> Decision {
+    let mut args = Map::new();
+    for parameter in body.split("<parameter=").skip(1) {
+        let parameter = parameter.split("</parameter>").next().unwrap_or_default();
+        let (key, value) = parameter.split_once('>').unwrap_or((parameter, ""));
+        let value = value.strip_prefix('\n').unwrap_or(value);
+        let value = value.strip_suffix('\n').unwrap_or(value);
+        args.insert(key.trim().to_string(), Value::String(value.to_string()));
+    }
+    action(name, args, raw)
+}
+
+/// Mistral: `[TOOL_CALLS][{"name": …, "arguments": …}, …]`, or (newer tokenizers)
+/// `[TOOL_CALLS]name[ARGS]{…}`, repeated for each call.
+fn mistral(body: &str) -> Vec<Decision> {
+    let body = body.trim_start();
+    if body.starts_with('[') || body.starts_with('{') {
+        return json_calls(body, "[TOOL_CALLS]");
+    }
+    body.split("[TOOL_CALLS]")
+        .take(MAX_CALLS)
+        .map(|call| {
+            let raw = format!("[TOOL_CALLS]{}", call.trim_end());
+            match call.split_once("[ARGS]") {
+                Some((name, args)) => args_call(name.trim(), args.trim(), raw),
+                None => unreadable("a [TOOL_CALLS] call has no [ARGS]", raw),
+            }
+        })
+        .collect()
+}
+
+/// Llama 3.1: `<|python_tag|>{"name": …, "parameters": …}` (several joined by `;`), or a
+/// built-in tool's `brave_search.call(query="…")`.
+fn llama(body: &str) -> Vec<Decision> {
+    let body = body.trim();
+    if body.starts_with('{') || body.starts_with('[') {
+        return json_calls(body, "<|python_tag|>");
+    }
+    let raw = format!("<|python_tag|>{body}");
+    let Some(open) = body.find('(') else {
+        return vec![unreadable("the <|python_tag|> holds no call", raw)];
+    };
+    let name = body[..open].trim().trim_end_matches(".call");
+    match closing_bracket(body, open).map(|close| parse_args(&body[open + 1..close - 1])) {
+        Some(Ok(args)) => vec![action(name, args, raw)],
+        Some(Err(why)) => vec![unreadable(&why, raw)],
+        None => vec![unreadable("the call's parenthesis is not closed", raw)],
+    }
+}
+
+/// DeepSeek V3: `<｜tool▁call▁begin｜>function<｜tool▁sep｜>name\n```json\n{…}\n```<｜tool▁call▁end｜>`;
+/// V3.1 drops the type: `<｜tool▁call▁begin｜>name<｜tool▁sep｜>{…}<｜tool▁call▁end｜>`.
+fn deepseek(body: &str) -> Vec<Decision> {
+    const BEGIN: [&str; 2] = ["<｜tool▁call▁begin｜>", "<|tool▁call▁begin|>"];
+    const SEP: [&str; 2] = ["<｜tool▁sep｜>", "<|tool▁sep|>"];
+    const END: [&str; 4] = [
+        "<｜tool▁call▁end｜>",
+        "<|tool▁call▁end|>",
+        "<｜tool▁calls▁end｜>",
+        "<|tool▁calls▁end|>",
+    ];
+    let mut calls = Vec::new();
+    let mut rest = body;
+    while calls.len() < MAX_CALLS {
+        let (call, after) = until(rest, &END);
+        let call = BEGIN
+            .iter()
+            .find_map(|b| call.trim_start().strip_prefix(b))
+            .unwrap_or(call);
+        if call.trim().is_empty() {
+            break;
+        }
+        let raw = call.trim().to_string();
+        let Some((head, tail)) = SEP.iter().find_map(|s| call.split_once(s)) else {
+            calls.push(unreadable("a DeepSeek tool call has no separator", raw));
+            break;
+        };
+        let (name, args) = if head.trim() == "function" {
+            let (name, args) = tail.split_once('\n').unwrap_or((tail, ""));
+            (name.trim(), unfence(args.trim()))
+        } else {
+            (head.trim(), unfence(tail.trim()))
+        };
+        calls.push(args_call(name, args, raw));
+        rest = after;
+    }
+    calls
+}
+
+/// Kimi K2: `<|tool_call_begin|>functions.name:0<|tool_call_argument_begin|>{…}<|tool_call_end|>`.
+fn kimi(body: &str) -> Vec<Decision> {
+    let mut calls = Vec::new();
+    let mut rest = body;
+    while calls.len() < MAX_CALLS {
+        let (call, after) = until(rest, &["<|tool_call_end|>", "<|tool_calls_section_end|>"]);
+        let call = call.trim_start();
+        let call = call.strip_prefix("<|tool_call_begin|>").unwrap_or(call);
+        if call.trim().is_empty() {
+            break;
+        }
+        let raw = call.trim().to_string();
+        let Some((id, args)) = call.split_once("<|tool_call_argument_begin|>") else {
+            calls.push(unreadable("a Kimi tool call has no arguments", raw));
+            break;
+        };
+        // `functions.read_file:0`: the name between the namespace and the call's index.
+        let id = id.trim();
+        let name = id.rsplit_once(':').map_or(id, |(name, _)| name);
+        calls.push(args_call(name, args.trim(), raw));
+        rest = after;
+    }
+    calls
+}
+
+/// A JSON array of calls or one call object (several objects may follow each other, joined by
+/// `;` or `,`), each `{"name": …, "arguments"|"parameters": …}`.
+fn json_calls(body: &str, opener: &str) -> Vec<Decision> {
+    let body = body.trim();
+    let Some(end) = closing_bracket(body, 0) else {
+        return vec![unreadable(
+            "the call's JSON is not closed",
+            format!("{opener}{body}"),
+        )];
+    };
+    match serde_json::from_str::<Value>(&body[..end]) {
+        Ok(Value::Array(items)) => items
+            .iter()
+            .take(MAX_CALLS)
+            .map(|item| object_call(item, format!("{opener}{item}")))
+            .collect(),
+        Ok(object @ Value::Object(_)) => {
+            let mut calls = vec![object_call(&object, format!("{opener}{}", &body[..end]))];
+            let next = body[end..].trim_start_matches([';', ',', ' ', '\n']);
+            if next.starts_with('{') && calls.len() < MAX_CALLS {
+                calls.extend(json_calls(next, opener));
+            }
+            calls
+        }
+        _ => vec![unreadable(
+            "the call's JSON is not valid",
+            format!("{opener}{body}"),
+        )],
+    }
+}
+
+/// The first JSON object of `inner`; prose after it is not part of the call.
+fn json_call(inner: &str, raw: &str) -> Decision {
+    let object = match inner
+        .starts_with('{')
+        .then(|| closing_bracket(inner, 0))
+        .flatten()
+    {
+        Some(end) => &inner[..end],
+        None => inner,
+    };
+    match serde_json::from_str::<Value>(object) {
+        Ok(value) => object_call(&value, raw.trim().to_string()),
+        Err(_) => unreadable("the call's JSON is not valid", raw.trim().to_string()),
+    }
+}
+
+fn object_call(value: &Value, raw: String) -> Decision {
+    let read = value.as_object().and_then(|o| json::read(o, &raw));
+    match read {
+        Some((
+            _,
+            Decision::Action {
+                tool_name,
+                tool_args,
+                ..
+            },
+        )) => action(&tool_name, tool_args, raw),
+        Some((_, decision)) => decision,
+        None => unreadable("the call names no tool", raw),
+    }
+}
+
+/// A call whose arguments are a JSON object (or nothing).
+fn args_call(name: &str, args: &str, raw: String) -> Decision {
+    if args.is_empty() {
+        return action(name, Map::new(), raw);
+    }
+    match serde_json::from_str::<Value>(args) {
+        Ok(Value::Object(map)) => action(name, map, raw),
+        _ => unreadable("the call's arguments are not a JSON object", raw),
+    }
+}
+
+fn action(name: &str, tool_args: Map<String, Value>, raw: String) -> Decision {
+    let name = name.trim();
+    let name = name.strip_prefix("functions.").unwrap_or(name);
+    if name.is_empty() {
+        return unreadable("the call names no tool", raw);
+    }
+    Decision::Action {
+        tool_name: name.to_string(),
+        tool_args,
+        raw_action_string: raw,
+    }
+}
+
+fn unreadable(why: &str, raw: String) -> Decision {
+    Decision::Unreadable {
+        why: why.to_string(),
+        raw_action_string: raw,
+    }
+}
+
+/// The inside of a ```json fence around `text`, or `text`.
+fn unfence(text: &str) -> &str {
+    let Some(rest) = text.strip_prefix("```") else {
+        return text;
+    };
+    let body = rest.split_once('\n').map_or("", |(_, body)| body);
+    body.trim_end().strip_suffix("```").unwrap_or(body).trim()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn calls(text: &str) -> Vec<(String, Value)> {
+        find(text)
+            .unwrap_or_else(|| panic!("no markup in {text:?}"))
+            .calls
+            .into_iter()
+            .map(|c| match c {
+                Decision::Action {
+                    tool_name,
+                    tool_args,
+                    ..
+                } => (tool_name, Value::Object(tool_args)),
+                other => panic!("{other:?}"),
+            })
+            .collect()
+    }
+
+    fn one(name: &str, args: Value) -> Vec<(String, Value)> {
+        vec![(name.to_string(), args)]
+    }
+
+    #[test]
+    fn hermes_blocks_one_or_several() {
+        assert_eq!(
+            calls("<tool_call>\n{\"name\": \"read_file\", \"arguments\": {\"path\": \"a.py\"}}\n</tool_call>"),
+            one("read_file", json!({"path": "a.py"}))
+        );
+        let two = calls("<tool_call>\n{\"name\": \"a\", \"arguments\": {}}\n</tool_call>\n<tool_call>\n{\"name\": \"b\", \"arguments\": {\"x\": 1}}\n</tool_call>");
+        assert_eq!(two.len(), 2);
+        assert_eq!(two[1], ("b".to_string(), json!({"x": 1})));
+        // The closing tag cut by the stop sequence.
+        assert_eq!(
+            calls("<tool_call>\n{\"name\": \"a\", \"arguments\": {\"q\": \"x\"}}"),
+            one("a", json!({"q": "x"}))
+        );
+    }
+
+    #[test]
+    fn qwen3_coder_parameters_are_text() {
+        let text = "<tool_call>\n<function=write_file>\n<parameter=path>\nsrc/a.py\n</parameter>\n<parameter=content>\ndef f():\n    return 1\n\n</parameter>\n</function>\n</tool_call>";
+        assert_eq!(
+            calls(text),
+            one(
+                "write_file",
+                json!({"path": "src/a.py", "content": "def f():\n    return 1\n"})
+            )
+        );
+        assert_eq!(
+            calls("<function=grep>\n<parameter=limit>\n5\n</parameter>\n</function>"),
+            one("grep", json!({"limit": "5"}))
+        );
+    }
+
+    #[test]
+    fn mistral_both_forms() {
+        assert_eq!(
+            calls("[TOOL_CALLS][{\"name\": \"read_file\", \"arguments\": {\"path\": \"a\"}}, {\"name\": \"b\", \"arguments\": {}}]").len(),
+            2
+        );
+        assert_eq!(
+            calls("[TOOL_CALLS]read_file[ARGS]{\"path\": \"a\"}"),
+            one("read_file", json!({"path": "a"}))
+        );
+        assert_eq!(
+            calls("[TOOL_CALLS]a[ARGS]{}[TOOL_CALLS]b[ARGS]{\"x\": 2}")[1],
+            ("b".to_string(), json!({"x": 2}))
+        );
+    }
+
+    #[test]
+    fn llama_python_tag_json_or_builtin_call() {
+        assert_eq!(
+            calls("<|python_tag|>{\"name\": \"code_search\", \"parameters\": {\"query\": \"x\"}}<|eom_id|>"),
+            one("code_search", json!({"query": "x"}))
+        );
+        assert_eq!(
+            calls("<|python_tag|>brave_search.call(query=\"rust\")"),
+            one("brave_search", json!({"query": "rust"}))
+        );
+    }
+
+    #[test]
+    fn deepseek_v3_and_v3_1() {
+        assert_eq!(
+            calls("<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>read_file\n```json\n{\"path\": \"a\"}\n```<｜tool▁call▁end｜><｜tool▁calls▁end｜>"),
+            one("read_file", json!({"path": "a"}))
+        );
+        assert_eq!(
+            calls("<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>read_file<｜tool▁sep｜>{\"path\": \"b\"}<｜tool▁call▁end｜><｜tool▁call▁begin｜>ls<｜tool▁sep｜>{}<｜tool▁call▁end｜><｜tool▁calls▁end｜>"),
+            vec![("read_file".to_string(), json!({"path": "b"})), ("ls".to_string(), json!({}))]
+        );
+    }
+
+    #[test]
+    fn kimi_k2_sections() {
+        assert_eq!(
+            calls("<|tool_calls_section_begin|><|tool_call_begin|>functions.read_file:0<|tool_call_argument_begin|>{\"path\": \"a\"}<|tool_call_end|><|tool_calls_section_end|>"),
+            one("read_file", json!({"path": "a"}))
+        );
+    }
+
+    #[test]
+    fn broken_markup_is_unreadable_not_a_guess() {
+        for text in [
+            "<tool_call>\n{\"name\": \"a\", \"arguments\": {\"q\": \n</tool_call>",
+            "<tool_call></tool_call>",
+            "[TOOL_CALLS]read_file{\"path\": 1}",
+            "<|tool_calls_section_begin|><|tool_call_begin|>functions.a:0<|tool_call_end|>",
+        ] {
+            let markup = find(text).unwrap_or_else(|| panic!("{text}"));
+            assert!(
+                matches!(markup.calls[0], Decision::Unreadable { .. }),
+                "{text}: {:?}",
+                markup.calls
+            );
+        }
+    }
+
+    #[test]
+    fn the_held_back_tail_is_the_start_of_an_opener() {
+        assert_eq!(opener_prefix_len("I'll look <tool_"), "<tool_".len());
+        assert_eq!(opener_prefix_len("text [TOOL"), "[TOOL".len());
+        assert_eq!(opener_prefix_len("plain text"), 0);
+        assert_eq!(opener_at("a <tool_call> b"), Some(2));
+    }
+}
