@@ -57,6 +57,10 @@ pub fn judge(
             "a tool call is required in this step, but the output was a direct answer; write a '{}:' line",
             settings.tags.action
         )),
+        Decision::Answer(text) if text.contains(REPAIR_INSTRUCTION) => Err(
+            "the answer repeats the service's own instructions; write the answer to the question"
+                .to_string(),
+        ),
         Decision::Answer(text) => Ok((Valid::Answer(text.clone()), Vec::new())),
         Decision::Action {
             tool_name,
@@ -64,21 +68,25 @@ pub fn judge(
             raw_action_string,
         } => {
             copied(tool_name, tool_args, raw_action_string, catalog)?;
-            let tool_args = catalog.check(tool_name, tool_args.clone())?;
-            if catalog.values_are_type_names(tool_name, &tool_args)
+            let (tool_name, renamed) = catalog
+                .resolve(tool_name)
+                .unwrap_or_else(|| (tool_name.clone(), None));
+            let tool_args = catalog.check(&tool_name, tool_args.clone())?;
+            if catalog.values_are_type_names(&tool_name, &tool_args)
                 && !written_as_values(&tool_args, raw_action_string)
             {
-                return Err(signature_reason(tool_name));
+                return Err(signature_reason(&tool_name));
             }
-            let warnings = thought_warnings(
+            let mut warnings = thought_warnings(
                 &parsed.thought,
-                tool_name,
+                &tool_name,
                 settings.require_thought,
                 settings.min_thought_chars,
             );
+            warnings.extend(renamed);
             Ok((
                 Valid::Action {
-                    tool_name: tool_name.clone(),
+                    tool_name,
                     tool_args,
                     raw_action_string: raw_action_string.clone(),
                 },
@@ -246,6 +254,9 @@ pub fn render_native(call: &NativeCall) -> String {
     }
 }
 
+/// The words of the repair message a model sometimes repeats as its answer.
+const REPAIR_INSTRUCTION: &str = "Answer again in the required format";
+
 /// What the model is told after an invalid output: its own output, then the problem as the
 /// observation, with the format to answer in.
 pub fn repair_messages(raw_output: &str, why: &str, tags: &Tags) -> [ChatMessage; 2] {
@@ -257,7 +268,7 @@ pub fn repair_messages(raw_output: &str, why: &str, tags: &Tags) -> [ChatMessage
         ChatMessage {
             role: ChatRole::User,
             content: format!(
-                "{}: Error: {why}. Answer again in the required format: '{}:' then either '{}: {TOOL_PLACEHOLDER}(…)' with one of the tools, or '{}: …'.",
+                "{}: Error: {why}. {REPAIR_INSTRUCTION}: '{}:' then either '{}: {TOOL_PLACEHOLDER}(…)' with one of the tools, or '{}: …'.",
                 tags.observation, tags.thought, tags.action, tags.final_answer
             ),
         },

@@ -79,8 +79,38 @@ impl Catalog {
         self.declared.iter().map(|d| d.spec.clone()).collect()
     }
 
+    pub fn declared_names(&self) -> impl Iterator<Item = &str> {
+        self.declared.iter().map(|d| d.spec.name.as_str())
+    }
+
     pub fn has_declared(&self) -> bool {
         !self.declared.is_empty()
+    }
+
+    /// The known tool `written` means, and what was assumed to find it: the name itself, else
+    /// without a `functions.` namespace, else the one tool whose name differs only in case.
+    /// An unknown name is not matched to a similar one: guessing runs the wrong tool.
+    pub fn resolve(&self, written: &str) -> Option<(String, Option<String>)> {
+        if self.has(written) {
+            return Some((written.to_string(), None));
+        }
+        let bare = written.strip_prefix("functions.").unwrap_or(written);
+        if self.has(bare) {
+            return Some((bare.to_string(), None));
+        }
+        let mut same_case = self
+            .names()
+            .into_iter()
+            .filter(|n| n.to_lowercase() == bare.to_lowercase());
+        match (same_case.next(), same_case.next()) {
+            (Some(name), None) => Some((
+                name.to_string(),
+                Some(format!(
+                    "the model wrote the tool '{written}'; '{name}' was used"
+                )),
+            )),
+            _ => None,
+        }
     }
 
     fn names(&self) -> Vec<&str> {
@@ -110,7 +140,8 @@ impl Catalog {
         let Some(tool) = self.declared.iter().find(|d| d.spec.name == name) else {
             return Ok(args);
         };
-        let args = positional_to_named(args, &tool.order);
+        let args = positional_to_named(unwrap_whole_input(args, tool), &tool.order);
+        let args = unwrap_values(args, tool);
         if let Some(why) = undeclared(name, &args, tool) {
             return Err(why);
         }
@@ -308,6 +339,69 @@ fn undeclared(name: &str, args: &Map<String, Value>, tool: &Declared) -> Option<
         extra.join(", "),
         tool.order.join(", ")
     ))
+}
+
+/// A lone positional argument that is itself the text of the whole input as JSON or a Python
+/// literal (`{"input": "{\"query\": \"x\"}"}`), when its keys are all declared and the tool
+/// declares no `input` of its own.
+fn unwrap_whole_input(args: Map<String, Value>, tool: &Declared) -> Map<String, Value> {
+    let inner = match args.get("input") {
+        Some(Value::String(text))
+            if args.len() == 1 && !tool.order.iter().any(|p| p == "input") =>
+        {
+            literal_of(text)
+        }
+        _ => None,
+    };
+    match inner {
+        Some(Value::Object(map))
+            if !map.is_empty() && map.keys().all(|k| tool.order.contains(k)) =>
+        {
+            map
+        }
+        _ => args,
+    }
+}
+
+/// Text arguments whose parameter the schema declares of another type, read as that type when
+/// they are its JSON or Python-literal text (`"5"` for an integer, `"{'a': 1}"` for an object):
+/// markup such as Qwen3-Coder's writes every value as text.
+fn unwrap_values(mut args: Map<String, Value>, tool: &Declared) -> Map<String, Value> {
+    let properties = tool.spec.parameters.get("properties");
+    for (key, value) in args.iter_mut() {
+        let declared = properties
+            .and_then(|p| p.get(key))
+            .and_then(|p| p.get("type"))
+            .and_then(Value::as_str);
+        let (Some(ty), Value::String(text)) = (declared, &*value) else {
+            continue;
+        };
+        if ty == "string" {
+            continue;
+        }
+        if let Some(read) = literal_of(text.trim()).filter(|v| json_type_is(v, ty)) {
+            *value = read;
+        }
+    }
+    args
+}
+
+fn literal_of(text: &str) -> Option<Value> {
+    serde_json::from_str(text)
+        .ok()
+        .or_else(|| crate::step::parse::python_literal(text))
+}
+
+fn json_type_is(value: &Value, ty: &str) -> bool {
+    match ty {
+        "object" => value.is_object(),
+        "array" => value.is_array(),
+        "integer" => value.is_i64() || value.is_u64(),
+        "number" => value.is_number(),
+        "boolean" => value.is_boolean(),
+        "null" => value.is_null(),
+        _ => false,
+    }
 }
 
 /// `input`, `input_2`, … (the argument parser's names for positional arguments) become the

@@ -5,6 +5,8 @@
 mod anthropic;
 mod bad_input;
 mod context;
+mod corpus;
+mod corpus_stream;
 mod disconnect;
 mod errors;
 mod faults;

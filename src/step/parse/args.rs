@@ -228,6 +228,20 @@ impl<'a> Cursor<'a> {
 
     fn value(&mut self) -> Result<Value, String> {
         let b = self.text.as_bytes();
+        // Python's raw strings keep every backslash: `r'\d+'` is a regex.
+        if matches!(self.peek(), Some(b'r' | b'R'))
+            && matches!(b.get(self.i + 1), Some(b'"' | b'\''))
+        {
+            let start = self.i + 1;
+            let end = string_end(b, start).ok_or("a string argument is not closed")?;
+            self.i = end;
+            let q = if b[start..].starts_with(&[b[start]; 3]) {
+                3
+            } else {
+                1
+            };
+            return Ok(Value::String(self.text[start + q..end - q].to_string()));
+        }
         match self.peek() {
             Some(q @ (b'"' | b'\'')) => {
                 let start = self.i;
@@ -473,6 +487,15 @@ mod tests {
         assert_eq!(python_literal("{'a': open('x')}"), None);
         let deep = format!("{}{}", "[".repeat(100), "]".repeat(100));
         assert_eq!(python_literal(&deep), None);
+    }
+
+    #[test]
+    fn raw_strings_keep_their_backslashes() {
+        assert_eq!(
+            args(r#"pattern=r'\d+\.\d+', other=R"a\"b""#),
+            json!({"pattern": "\\d+\\.\\d+", "other": "a\\\"b"})
+        );
+        assert_eq!(args("x=rate"), json!({"x": "rate"}));
     }
 
     #[test]

@@ -59,6 +59,8 @@ pub struct LiveParser {
     /// Whether the current line is the start of the observation tag, sent only if more follows.
     remnant: bool,
     observation: String,
+    /// Whether any thought has been sent (a second section of it is set apart by a blank line).
+    thought_sent: bool,
 }
 
 impl LiveParser {
@@ -76,6 +78,7 @@ impl LiveParser {
             started: false,
             remnant: false,
             observation: tags.observation.clone(),
+            thought_sent: false,
         }
     }
 
@@ -374,6 +377,11 @@ impl LiveParser {
             return;
         }
         let mut delta = std::mem::take(&mut self.breaks);
+        if !self.started && thought && self.thought_sent {
+            // The whole output's thought joins the `<think>` text and the tagged one so.
+            delta.insert_str(0, "\n\n");
+        }
+        self.thought_sent |= thought;
         delta.push_str(body);
         self.breaks.push_str(&text[body.len()..]);
         self.started = true;

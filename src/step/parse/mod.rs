@@ -6,6 +6,8 @@
 //! and headings, any letter case. Anything after an invented observation is discarded; output
 //! with no structure at all becomes a direct response with a warning.
 
+mod action;
+mod action_input;
 mod args;
 mod ending;
 mod harmony;
@@ -21,12 +23,13 @@ mod work;
 
 use serde_json::{Map, Value};
 
-pub use args::parse_args;
+pub use action_input::left_open;
+pub use args::{parse_args, python_literal};
 pub use json::is_final_answer_name;
 pub use tags::Tags;
 pub use thought::thought_warnings;
 
-use args::closing_bracket;
+use action::action;
 use tags::{Found, Tag};
 
 #[derive(Debug, Clone, PartialEq)]
@@ -78,7 +81,7 @@ pub fn parse(raw: &str, tags: &Tags) -> Option<Parsed> {
         .first()
         .map_or(text.len(), |&d| found[d].line_start);
 
-    let (thought, mut calls, others) = if let Some(block) = first_block(&text[..limit]) {
+    let (thought, mut calls, others) = if let Some(block) = first_block(text, limit) {
         let thought = match block.thought {
             Some(t) => t,
             None => thought_before(
@@ -95,7 +98,10 @@ pub fn parse(raw: &str, tags: &Tags) -> Option<Parsed> {
         let thought = thought_before(text, &found, limit, think.as_deref(), tags, &mut warnings);
         let decision = match found[d].tag {
             Tag::Action => action(text, &found, d, tags),
-            _ => answer(section(text, &found, d), tags),
+            _ => {
+                let action_follows = decisive[1..].iter().any(|&i| found[i].tag == Tag::Action);
+                answer(section(text, &found, d), tags, action_follows)
+            }
         };
         (thought, vec![decision], decisive.len() - 1)
     } else {
@@ -115,7 +121,7 @@ pub fn parse(raw: &str, tags: &Tags) -> Option<Parsed> {
     }
     let decision = answer_if_finish(calls.remove(0));
     Some(Parsed {
-        thought,
+        thought: with_think(think, thought),
         decision,
         also: calls,
         warnings,
@@ -153,22 +159,28 @@ struct Block {
     calls: Vec<Decision>,
 }
 
-/// The first block in `text`: tool-call markup, a pythonic call list or a JSON action. Each is
-/// looked for only before the one found so far, so one inside another is not taken for it.
-fn first_block(text: &str) -> Option<Block> {
-    let markup = markup::find(text).map(|m| Block {
-        start: m.start,
-        thought: None,
-        calls: m.calls,
-    });
-    let before = markup.as_ref().map_or(text.len(), |m| m.start);
-    let list = pythonic::find(&text[..before]).map(|l| Block {
-        start: l.start,
-        thought: None,
-        calls: l.calls,
-    });
-    let before = list.as_ref().map_or(before, |l| l.start);
-    let json = json::find(&text[..before]).map(|j| Block {
+/// The first block in `text` that starts before `limit` (the first tag of an action or answer):
+/// tool-call markup, a pythonic call list or a JSON action. Each is looked for only before the
+/// one found so far, so one inside another is not taken for it; a block may run past `limit`,
+/// as a file it writes may hold tags of its own.
+fn first_block(text: &str, limit: usize) -> Option<Block> {
+    let markup = markup::find(text)
+        .filter(|m| m.start < limit)
+        .map(|m| Block {
+            start: m.start,
+            thought: None,
+            calls: m.calls,
+        });
+    let limit = markup.as_ref().map_or(limit, |m| m.start);
+    let list = pythonic::find(text)
+        .filter(|l| l.start < limit)
+        .map(|l| Block {
+            start: l.start,
+            thought: None,
+            calls: l.calls,
+        });
+    let limit = list.as_ref().map_or(limit, |l| l.start);
+    let json = json::find(text).filter(|j| j.start < limit).map(|j| Block {
         start: j.start,
         thought: j.thought,
         calls: vec![j.decision],
@@ -176,19 +188,38 @@ fn first_block(text: &str) -> Option<Block> {
     json.or(list).or(markup)
 }
 
-/// A final answer, unless its text opens with a tag (`Final Answer: Thought: …`): the model
-/// wrote a step inside its answer, and what it meant is for it to say again.
-fn answer(text: &str, tags: &Tags) -> Decision {
-    match tags::TagNames::new(tags).at(text) {
-        Some(_) => Decision::Unreadable {
-            why: format!(
-                "the '{}:' holds ReAct tags of its own; write either an action or the answer",
-                tags.final_answer
-            ),
-            raw_action_string: text.to_string(),
-        },
-        None => Decision::Answer(text.to_string()),
+/// A final answer, as the model meant it: a doubled tag (`Final Answer: **Final Answer:** …`)
+/// and a boilerplate thought line at its start (`Final Answer: Thought: I now know the final
+/// answer` then the answer) are not part of it. An answer that is an action, a thought alone,
+/// or one an action follows is no answer: what the model meant is for it to say again.
+fn answer(text: &str, tags: &Tags, action_follows: bool) -> Decision {
+    let names = tags::TagNames::new(tags);
+    let mut text = text;
+    while let Some((Tag::FinalAnswer, offset)) = names.at(text) {
+        text = text[offset..].trim_start();
     }
+    let unreadable = |why: String| Decision::Unreadable {
+        why,
+        raw_action_string: text.to_string(),
+    };
+    if action_follows {
+        return unreadable(format!(
+            "the output holds a '{}:' and then an '{}:'; write one of them",
+            tags.final_answer, tags.action
+        ));
+    }
+    let rest = match names.at(text) {
+        None => return Decision::Answer(text.to_string()),
+        Some((Tag::Thought, _)) => text.split_once('\n').map_or("", |(_, rest)| rest.trim()),
+        Some(_) => "",
+    };
+    if rest.is_empty() {
+        return unreadable(format!(
+            "the '{}:' holds ReAct tags of its own; write either an action or the answer",
+            tags.final_answer
+        ));
+    }
+    Decision::Answer(rest.to_string())
 }
 
 /// The seed's fallback: no action and no final answer, so the text is the answer.
@@ -224,7 +255,7 @@ fn fallback(
         thought: if found.is_empty() {
             think.unwrap_or_default()
         } else {
-            thought.unwrap_or_default()
+            with_think(think, thought.unwrap_or_default())
         },
         decision: Decision::Answer(answer),
         also: Vec::new(),
@@ -267,6 +298,16 @@ fn thought_before(
         return before.to_string();
     }
     think.unwrap_or_default().to_string()
+}
+
+/// The thought with the `<think>` text before it: a reasoning model's thinking is its thought,
+/// and it streams as such before any `Thought:` it writes after.
+fn with_think(think: Option<String>, thought: String) -> String {
+    match think.filter(|t| !t.is_empty() && *t != thought) {
+        Some(think) if thought.is_empty() => think,
+        Some(think) => format!("{think}\n\n{thought}"),
+        None => thought,
+    }
 }
 
 /// `final_answer(...)`, `finish(...)` and the paper's `Finish[...]` end the task.
@@ -328,139 +369,6 @@ fn unfence(text: &str) -> &str {
         Some(nl) => &body[nl + 1..],
         None => text,
     }
-}
-
-/// The action written after tag `d`: `tool(args…)` (possibly spanning lines), `Tool[input]`, a
-/// bare name with `Action Input:` or text after it, or a JSON object.
-fn action(text: &str, found: &[Found], d: usize, tags: &Tags) -> Decision {
-    let line_start = found[d].line_start;
-    let mut body_start = found[d].text_start;
-    body_start += text[body_start..].len() - text[body_start..].trim_start().len();
-    // A fence or inline code around the call.
-    if text[body_start..].starts_with("```") {
-        body_start = text[body_start..]
-            .find('\n')
-            .map_or(text.len(), |i| body_start + i + 1);
-    }
-    body_start += text[body_start..].len()
-        - text[body_start..]
-            .trim_start_matches([' ', '\t', '`'])
-            .len();
-    let body = &text[body_start..];
-    let unreadable = |why: &str, end: usize| Decision::Unreadable {
-        why: why.to_string(),
-        raw_action_string: clean_raw(&text[line_start..end]),
-    };
-    let line_end = body.find('\n').map_or(text.len(), |i| body_start + i);
-
-    if body.starts_with('{') {
-        let Some(end) = closing_bracket(text, body_start) else {
-            return unreadable("the action's JSON object is not closed", text.len());
-        };
-        return match serde_json::from_str::<Value>(&text[body_start..end]) {
-            Ok(Value::Object(object)) => match json::read(&object, &text[line_start..end]) {
-                Some((_, decision)) => decision,
-                None => unreadable("the action's JSON names no tool", end),
-            },
-            _ => unreadable("the action's JSON object is not valid JSON", end),
-        };
-    }
-
-    let name_len = body
-        .find(|c: char| !(c.is_alphanumeric() || matches!(c, '_' | '-' | '.')))
-        .unwrap_or(body.len());
-    let tool_name = &body[..name_len];
-    if tool_name.is_empty() {
-        return unreadable(&format!("no tool name after '{}:'", tags.action), line_end);
-    }
-    let after_name = &body[name_len..];
-    let gap = after_name.len() - after_name.trim_start_matches([' ', '\t']).len();
-    let open = body_start + name_len + gap;
-    let (tool_args, end) = match text.as_bytes().get(open) {
-        Some(b'(') => {
-            let Some(close) = closing_bracket(text, open) else {
-                return unreadable("the call's parenthesis is not closed", text.len());
-            };
-            match parse_args(&text[open + 1..close - 1]) {
-                Ok(args) => (args, close),
-                Err(why) => return unreadable(&why, close),
-            }
-        }
-        Some(b'[') => {
-            let Some(close) = square_close(text, open) else {
-                return unreadable("the action's bracket is not closed", text.len());
-            };
-            let input = text[open + 1..close - 1].trim();
-            (single_input(Value::String(input.to_string())), close)
-        }
-        _ => match found.get(d + 1).filter(|f| f.tag == Tag::ActionInput) {
-            Some(_) => {
-                let input = section(text, found, d + 1);
-                let end = found.get(d + 2).map_or(text.len(), |f| f.line_start);
-                (action_input(input), end)
-            }
-            None => {
-                let rest = text[open..line_end].trim().trim_matches('`');
-                let args = if rest.is_empty() {
-                    Map::new()
-                } else {
-                    single_input(Value::String(rest.to_string()))
-                };
-                (args, line_end)
-            }
-        },
-    };
-    Decision::Action {
-        tool_name: tool_name.to_string(),
-        tool_args,
-        raw_action_string: clean_raw(&text[line_start..end]),
-    }
-}
-
-/// LangChain's `Action Input:` text: a JSON object, a JSON string, or plain text.
-fn action_input(input: &str) -> Map<String, Value> {
-    let input = unfence(input).trim();
-    match serde_json::from_str::<Value>(input) {
-        Ok(Value::Object(map)) => map,
-        Ok(Value::String(s)) => single_input(Value::String(s)),
-        _ if input.is_empty() => Map::new(),
-        _ => single_input(Value::String(
-            input.trim_matches(['"', '\'', '`']).to_string(),
-        )),
-    }
-}
-
-fn single_input(value: Value) -> Map<String, Value> {
-    let mut map = Map::new();
-    map.insert("input".into(), value);
-    map
-}
-
-/// Index just past the `]` that closes the `[` at `open`. Quotes do not count here: the paper's
-/// inputs are plain text, where an apostrophe is just an apostrophe.
-fn square_close(text: &str, open: usize) -> Option<usize> {
-    let mut depth = 0usize;
-    for (i, b) in text.bytes().enumerate().skip(open) {
-        work::add(1);
-        match b {
-            b'[' => depth += 1,
-            b']' => {
-                depth -= 1;
-                if depth == 0 {
-                    return Some(i + 1);
-                }
-            }
-            _ => {}
-        }
-    }
-    None
-}
-
-/// The action as written, without the fence or inline-code marks around it.
-fn clean_raw(raw: &str) -> String {
-    let raw = raw.trim();
-    let raw = raw.strip_suffix("```").unwrap_or(raw).trim_end();
-    raw.strip_suffix('`').unwrap_or(raw).to_string()
 }
 
 #[cfg(test)]
@@ -646,7 +554,10 @@ mod tests {
     #[test]
     fn a_lone_closing_think_tag_ends_the_thinking() {
         let p = parsed("Okay, the user wants the router.\n</think>\n\nThought: Open the router.\nAction: read_file(path=\"router.go\")");
-        assert_eq!(p.thought, "Open the router.");
+        assert_eq!(
+            p.thought,
+            "Okay, the user wants the router.\n\nOpen the router."
+        );
     }
 
     #[test]
@@ -678,9 +589,17 @@ mod tests {
 
     #[test]
     fn the_first_of_action_and_answer_wins_with_a_warning() {
-        let p = parsed("Thought: t\nFinal Answer: done\nAction: code_search(query=\"x\")");
+        let p = parsed("Thought: t\nFinal Answer: done\nFinal Answer: again");
         assert_eq!(answer_of(&p), "done");
         assert_eq!(p.warnings.len(), 1);
+        // An answer and then an action: which one the model meant is for it to say.
+        let p =
+            parsed("Thought: t\nFinal Answer: I will search.\nAction: code_search(query=\"x\")");
+        assert!(
+            matches!(p.decision, Decision::Unreadable { .. }),
+            "{:?}",
+            p.decision
+        );
         let p = parsed("Thought: t\nAction: code_search(query=\"x\")\nFinal Answer: done");
         assert_eq!(action_of(&p).0, "code_search");
         assert!(p.warnings[0].contains("only the first"), "{:?}", p.warnings);
@@ -812,6 +731,11 @@ mod tests {
         );
         let p = parsed("Thought: t\nFinal Answer: Action items are listed in TODO.md.");
         assert_eq!(answer_of(&p), "Action items are listed in TODO.md.");
+        let p = parsed("Thought: t\nFinal Answer: **Final Answer:** 30 s.");
+        assert_eq!(answer_of(&p), "30 s.");
+        let p =
+            parsed("Thought: t\nFinal Answer: Thought: I now know the final answer\nIt is 30 s.");
+        assert_eq!(answer_of(&p), "It is 30 s.");
     }
 
     #[test]

@@ -7,6 +7,8 @@ use super::args::{closing_bracket, parse_args, Closer};
 use super::markup::MAX_CALLS;
 use super::{work, Decision};
 
+const PYTHON_START: &str = "<|python_start|>";
+
 /// Calls found in a list, and where the list starts.
 #[derive(Debug)]
 pub struct CallList {
@@ -23,26 +25,48 @@ pub fn find(text: &str) -> Option<CallList> {
         work::add(line.len());
         let here = line_start;
         line_start += line.len();
+        // Llama 4 wraps its list in `<|python_start|>` … `<|python_end|>`.
         let trimmed = line.trim_start();
+        let trimmed = trimmed.strip_prefix(PYTHON_START).unwrap_or(trimmed);
         if !opens_a_list(trimmed) {
             continue;
         }
         let open = here + (line.len() - trimmed.len());
-        // A list never closed is the model's unfinished call, not prose: say so.
+        // A list never closed was cut off: its complete calls stand, and the cut one is
+        // unreadable (a list with no complete call is only that).
         let Some(end) = closer.close(open) else {
-            return Some(CallList {
-                start: open,
-                calls: vec![Decision::Unreadable {
-                    why: "the list of calls is not closed".into(),
-                    raw_action_string: text[open..].trim().to_string(),
-                }],
+            let mut calls = complete_calls(&text[open + 1..]);
+            calls.push(Decision::Unreadable {
+                why: "the list of calls is not closed".into(),
+                raw_action_string: text[open..].trim().to_string(),
             });
+            return Some(CallList { start: open, calls });
         };
         if let Some(calls) = calls_in(&text[open + 1..end - 1]) {
             return Some(CallList { start: open, calls });
         }
     }
     None
+}
+
+/// The calls of a list cut off after them: each `name(…)` that closes, up to the first that
+/// does not.
+fn complete_calls(inner: &str) -> Vec<Decision> {
+    let mut end = 0;
+    let mut i = 0;
+    while let Some(close) = inner[i..]
+        .find('(')
+        .and_then(|open| closing_bracket(inner, i + open))
+    {
+        end = close;
+        i = close;
+        let next = inner[i..].trim_start_matches([' ', '\n', '\t', '\r', ',']);
+        if name_len(next) == 0 {
+            break;
+        }
+        i = inner.len() - next.len();
+    }
+    calls_in(&inner[..end]).unwrap_or_default()
 }
 
 /// `[name(` or `[module.name(` at the start of `line`.
@@ -160,8 +184,18 @@ mod tests {
     }
 
     #[test]
-    fn an_unclosed_list_is_unreadable() {
-        let list = find("[read_file(path='a')").unwrap_or_else(|| panic!("no list"));
-        assert!(matches!(list.calls[0], Decision::Unreadable { .. }));
+    fn an_unclosed_list_keeps_its_complete_calls() {
+        let list = find("[read_file(path='a'").unwrap_or_else(|| panic!("no list"));
+        assert!(matches!(list.calls[..], [Decision::Unreadable { .. }]));
+        let list = find("[read_file(path='a'), code_search(query='lo")
+            .unwrap_or_else(|| panic!("no list"));
+        assert!(
+            matches!(list.calls[0], Decision::Action { ref tool_name, .. } if tool_name == "read_file")
+        );
+        assert!(matches!(list.calls[1], Decision::Unreadable { .. }));
+        assert_eq!(
+            calls("<|python_start|>[ls(path=\"t\")]<|python_end|>").len(),
+            1
+        );
     }
 }

@@ -136,23 +136,47 @@ fn after_name<'r>(rest: &'r str, name: &str) -> Option<&'r str> {
     head.eq_ignore_ascii_case(name).then(|| &rest[name.len()..])
 }
 
-/// Every tag at a line start, in order.
+/// Every tag at a line start, in order. Once an action, an answer or a block that may be the
+/// action has begun, a code fence in it is content: a `Thought:` or `Action:` line inside (a
+/// file being written, a prompt) is not a tag.
 pub fn find(text: &str, tags: &Tags) -> Vec<Found> {
     let names = TagNames::new(tags);
     let mut found = Vec::new();
     let mut line_start = 0;
+    let (mut content, mut in_fence) = (false, false);
     for line in text.split_inclusive('\n') {
         super::work::add(line.len());
-        if let Some((tag, offset)) = names.at(line) {
+        let here = line_start;
+        line_start += line.len();
+        let tag = (!in_fence).then(|| names.at(line)).flatten();
+        if let Some((tag, offset)) = tag {
             found.push(Found {
                 tag,
-                line_start,
-                text_start: line_start + offset,
+                line_start: here,
+                text_start: here + offset,
             });
+            content |= matches!(tag, Tag::Action | Tag::ActionInput | Tag::FinalAnswer);
+        } else if !in_fence && opens_block(line.trim_start()) {
+            content = true;
         }
-        line_start += line.len();
+        if content && toggles_fence(line) {
+            in_fence = !in_fence;
+        }
     }
     found
+}
+
+/// Whether a line opens or closes a code fence: it holds an odd number of fence marks, so a
+/// fence opened at the end of a call's line (`content="````) counts too.
+pub fn toggles_fence(line: &str) -> bool {
+    line.matches("```").count() % 2 == 1
+}
+
+/// Whether a line opens a block that may be the action: a JSON object, a call list or markup.
+pub fn opens_block(line: &str) -> bool {
+    line.starts_with('{')
+        || super::pythonic::opens_a_list(line)
+        || super::markup::opener_at(line).is_some()
 }
 
 #[cfg(test)]
@@ -212,6 +236,17 @@ mod tests {
         for partial in ["The", "Thoughts", "Action-", "Final Answers", "I think"] {
             assert!(!names.may_become_tag(partial), "{partial:?}");
         }
+    }
+
+    #[test]
+    fn tags_inside_a_fence_of_an_action_or_answer_are_content() {
+        let text = "Thought: t\nAction: write_file(content=\"```\nThought: x\nObservation: y\n```\")\nObservation: real\n";
+        assert_eq!(tags_of(text), [Tag::Thought, Tag::Action, Tag::Observation]);
+        let text = "Final Answer: use\n```\nAction: f()\n```\nThought: after";
+        assert_eq!(tags_of(text), [Tag::FinalAnswer, Tag::Thought]);
+        // Before any action, a fence may wrap the step itself.
+        let text = "Here it is:\n```\nThought: t\nAction: f()\n```";
+        assert_eq!(tags_of(text), [Tag::Thought, Tag::Action]);
     }
 
     #[test]

@@ -1,0 +1,157 @@
+//! The action written after an `Action:` tag: `tool(args…)` (possibly spanning lines),
+//! `Tool[input]`, a JSON object, or a bare name with LangChain's `Action Input:` or text after
+//! it. The name may be quoted, in backticks or bold, or followed by a description in
+//! parentheses when its input is on the next line.
+
+use serde_json::{Map, Value};
+
+use super::args::{closing_bracket, parse_args, python_literal};
+use super::tags::{Found, Tag, Tags};
+use super::{json, section, work, Decision};
+
+/// The action of tag `d`.
+pub fn action(text: &str, found: &[Found], d: usize, tags: &Tags) -> Decision {
+    let line_start = found[d].line_start;
+    let body_start = body_start(text, found[d].text_start);
+    let body = &text[body_start..];
+    let unreadable = |why: &str, end: usize| Decision::Unreadable {
+        why: why.to_string(),
+        raw_action_string: clean_raw(&text[line_start..end]),
+    };
+    let line_end = body.find('\n').map_or(text.len(), |i| body_start + i);
+
+    if body.starts_with('{') {
+        return json_action(text, line_start, body_start, unreadable);
+    }
+    let Some((tool_name, name_end)) = tool_name(body) else {
+        return unreadable(&format!("no tool name after '{}:'", tags.action), line_end);
+    };
+    let name_end = body_start + name_end;
+    let open =
+        name_end + text[name_end..].len() - text[name_end..].trim_start_matches([' ', '\t']).len();
+    let input_follows = found.get(d + 1).is_some_and(|f| f.tag == Tag::ActionInput);
+    let (tool_args, end) = match text.as_bytes().get(open) {
+        // With the input on the next line, what follows the name is a description of it.
+        _ if input_follows => {
+            let input = section(text, found, d + 1);
+            let end = found.get(d + 2).map_or(text.len(), |f| f.line_start);
+            match super::action_input::read(input, tool_name) {
+                Ok(args) => (args, end),
+                Err(why) => return unreadable(&why, end),
+            }
+        }
+        Some(b'(') => {
+            let Some(close) = closing_bracket(text, open) else {
+                return unreadable("the call's parenthesis is not closed", text.len());
+            };
+            match parse_args(&text[open + 1..close - 1]) {
+                Ok(args) => (args, close),
+                Err(why) => return unreadable(&why, close),
+            }
+        }
+        Some(b'[') => {
+            let Some(close) = square_close(text, open) else {
+                return unreadable("the action's bracket is not closed", text.len());
+            };
+            let input = text[open + 1..close - 1].trim();
+            (single_input(Value::String(input.to_string())), close)
+        }
+        _ => {
+            let rest = text[open..line_end].trim().trim_matches('`');
+            let args = if rest.is_empty() {
+                Map::new()
+            } else {
+                single_input(Value::String(rest.to_string()))
+            };
+            (args, line_end)
+        }
+    };
+    Decision::Action {
+        tool_name: tool_name.to_string(),
+        tool_args,
+        raw_action_string: clean_raw(&text[line_start..end]),
+    }
+}
+
+/// Where the action itself starts: past spaces, a fence line, inline-code marks, quotes and
+/// bold around the call or name.
+fn body_start(text: &str, mut at: usize) -> usize {
+    at += text[at..].len() - text[at..].trim_start().len();
+    if text[at..].starts_with("```") {
+        at = text[at..].find('\n').map_or(text.len(), |i| at + i + 1);
+    }
+    at + text[at..].len()
+        - text[at..]
+            .trim_start_matches([' ', '\t', '`', '"', '\'', '*', '['])
+            .len()
+}
+
+/// The tool's name at the start of `body` and where it ends (past a closing quote, backtick
+/// or bold mark). Names may be in any script: tools are named in Chinese too.
+fn tool_name(body: &str) -> Option<(&str, usize)> {
+    let len = body
+        .find(|c: char| !(c.is_alphanumeric() || matches!(c, '_' | '-' | '.')))
+        .unwrap_or(body.len());
+    let name = body[..len].trim_end_matches('.');
+    if name.is_empty() {
+        return None;
+    }
+    let after = &body[name.len()..];
+    let closing = after.len() - after.trim_start_matches(['`', '"', '\'', '*', ']']).len();
+    Some((name, name.len() + closing))
+}
+
+/// `Action: {…}`: a JSON action after the tag.
+fn json_action(
+    text: &str,
+    line_start: usize,
+    body_start: usize,
+    unreadable: impl Fn(&str, usize) -> Decision,
+) -> Decision {
+    let Some(end) = closing_bracket(text, body_start) else {
+        return unreadable("the action's JSON object is not closed", text.len());
+    };
+    let object = serde_json::from_str::<Value>(&text[body_start..end])
+        .ok()
+        .or_else(|| python_literal(&text[body_start..end]));
+    match object {
+        Some(Value::Object(object)) => match json::read(&object, &text[line_start..end]) {
+            Some((_, decision)) => decision,
+            None => unreadable("the action's JSON names no tool", end),
+        },
+        _ => unreadable("the action's JSON object is not valid JSON", end),
+    }
+}
+
+pub fn single_input(value: Value) -> Map<String, Value> {
+    let mut map = Map::new();
+    map.insert("input".into(), value);
+    map
+}
+
+/// Index just past the `]` that closes the `[` at `open`. Quotes do not count here: the paper's
+/// inputs are plain text, where an apostrophe is just an apostrophe.
+fn square_close(text: &str, open: usize) -> Option<usize> {
+    let mut depth = 0usize;
+    for (i, b) in text.bytes().enumerate().skip(open) {
+        work::add(1);
+        match b {
+            b'[' => depth += 1,
+            b']' => {
+                depth -= 1;
+                if depth == 0 {
+                    return Some(i + 1);
+                }
+            }
+            _ => {}
+        }
+    }
+    None
+}
+
+/// The action as written, without the fence or inline-code marks around it.
+fn clean_raw(raw: &str) -> String {
+    let raw = raw.trim();
+    let raw = raw.strip_suffix("```").unwrap_or(raw).trim_end();
+    raw.strip_suffix('`').unwrap_or(raw).to_string()
+}

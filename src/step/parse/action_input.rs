@@ -1,0 +1,245 @@
+//! LangChain's `Action Input:` text, in every way models write it: a JSON object (prose or a
+//! comment after it, or left unclosed at the end), a Python dict literal, a JSON string, the
+//! whole call again (`add(a=1, b=1)` for tool `add`), keyword arguments, markdown bold around
+//! it, or plain text. Plain text is kept exactly: quotes are removed only when they wrap all of
+//! it, so a SQL identifier keeps its closing quote.
+
+use serde_json::{Map, Value};
+
+use super::action::single_input;
+use super::args::{closing_bracket, parse_args, python_literal};
+use super::{unfence, work};
+
+/// The arguments `input` gives the tool `tool`, or why it cannot be read: an object that is
+/// neither JSON nor a Python dict, or one cut inside a string, is no text to pass on.
+pub fn read(input: &str, tool: &str) -> Result<Map<String, Value>, String> {
+    let input = unwrap_emphasis(unfence(input).trim());
+    if input.is_empty() {
+        return Ok(Map::new());
+    }
+    if input.starts_with('{') {
+        return object(input).ok_or_else(|| {
+            "the action input's object is not closed or not valid JSON".to_string()
+        });
+    }
+    if let Some(args) = repeated_call(input, tool).or_else(|| keyword_args(input)) {
+        return Ok(args);
+    }
+    Ok(match serde_json::from_str::<Value>(input) {
+        Ok(Value::String(s)) => single_input(Value::String(s)),
+        _ => single_input(Value::String(unquote(input).to_string())),
+    })
+}
+
+/// `**…**` around the input, or italics (`*…*`, `_…_`) around an object, a quoted string, a
+/// path or prose. A bare word in them stays as written: `*test*` is a glob and `__init__` a
+/// name as often as they are emphasis.
+fn unwrap_emphasis(input: &str) -> &str {
+    if let Some(inner) = input.strip_prefix("**").and_then(|i| i.strip_suffix("**")) {
+        return inner.trim();
+    }
+    for mark in ['*', '_'] {
+        let Some(inner) = input.strip_prefix(mark).and_then(|i| i.strip_suffix(mark)) else {
+            continue;
+        };
+        let quoted = inner.starts_with('{') || inner.starts_with('"') && inner.ends_with('"');
+        let edges_plain = |c: char| c.is_alphanumeric() || matches!(c, '"' | '{' | '}');
+        let words = inner.contains(['/', ' '])
+            && !inner.contains([mark, '*', '?', '['])
+            && inner.starts_with(edges_plain)
+            && inner.ends_with(edges_plain);
+        if quoted || words {
+            return inner.trim();
+        }
+    }
+    input
+}
+
+/// The object at the start of `input`, as JSON or a Python dict; what follows it (a comment,
+/// prose) is not part of it. An object left unclosed at the end of the output is closed when
+/// only closing brackets are missing.
+fn object(input: &str) -> Option<Map<String, Value>> {
+    let text = match closing_bracket(input, 0) {
+        Some(end) => input[..end].to_string(),
+        None => closed(input)?,
+    };
+    match serde_json::from_str::<Value>(&text)
+        .ok()
+        .or_else(|| python_literal(&text))?
+    {
+        Value::Object(map) => Some(map),
+        _ => None,
+    }
+}
+
+/// Whether `raw` leaves a string, brace or bracket open: an action cut off inside its input.
+pub fn left_open(raw: &str) -> bool {
+    let mut quote = None;
+    let mut escaped = false;
+    let mut depth = 0usize;
+    for c in raw.chars() {
+        match (quote, c) {
+            (Some(_), _) if escaped => escaped = false,
+            (Some(_), '\\') => escaped = true,
+            (Some(q), c) if c == q => quote = None,
+            (Some(_), _) => {}
+            (None, '"') => quote = Some(c),
+            (None, '{' | '[') => depth += 1,
+            (None, '}' | ']') => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    work::add(raw.len());
+    quote.is_some() || depth > 0
+}
+
+/// `input` with the brackets it leaves open closed, when every string in it is closed: a cut
+/// inside a string would hand a half value to the tool.
+fn closed(input: &str) -> Option<String> {
+    work::add(input.len());
+    let mut open = Vec::new();
+    let mut quote = None;
+    let mut escaped = false;
+    for c in input.chars() {
+        match (quote, c) {
+            (Some(_), _) if escaped => escaped = false,
+            (Some(_), '\\') => escaped = true,
+            (Some(q), c) if c == q => quote = None,
+            (Some(_), _) => {}
+            (None, '"' | '\'') => quote = Some(c),
+            (None, '{') => open.push('}'),
+            (None, '[') => open.push(']'),
+            (None, '}' | ']') => {
+                open.pop()?;
+            }
+            _ => {}
+        }
+    }
+    if quote.is_some() || open.is_empty() {
+        return None;
+    }
+    let mut text = input.trim_end().trim_end_matches(',').to_string();
+    text.extend(open.iter().rev());
+    Some(text)
+}
+
+/// `add(a=1, b=1)` as the input of tool `add`: the call written again.
+fn repeated_call(input: &str, tool: &str) -> Option<Map<String, Value>> {
+    let rest = input.get(..tool.len())?;
+    if !rest.eq_ignore_ascii_case(tool) {
+        return None;
+    }
+    let open = tool.len() + input[tool.len()..].len() - input[tool.len()..].trim_start().len();
+    if input.as_bytes().get(open) != Some(&b'(') {
+        return None;
+    }
+    let close = closing_bracket(input, open)?;
+    if !input[close..].trim().is_empty() {
+        return None;
+    }
+    parse_args(&input[open + 1..close - 1]).ok()
+}
+
+/// `path="a.py", limit=5`: keyword arguments without the call around them. Only the `=` form:
+/// plain text such as `python: list comprehension` is a query, not an argument named python.
+fn keyword_args(input: &str) -> Option<Map<String, Value>> {
+    let name_len = input
+        .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+        .unwrap_or(input.len());
+    let first = input.as_bytes().first()?;
+    if name_len == 0 || first.is_ascii_digit() || !input[name_len..].trim_start().starts_with('=') {
+        return None;
+    }
+    let args = parse_args(input).ok()?;
+    let positional = |k: &String| k == "input" || k.starts_with("input_");
+    (!args.is_empty() && !args.keys().any(positional)).then_some(args)
+}
+
+/// Plain text without the quotes around it, when they wrap all of it and nothing inside is
+/// the same quote.
+fn unquote(input: &str) -> &str {
+    for q in ['"', '\'', '`'] {
+        if let Some(inner) = input.strip_prefix(q).and_then(|i| i.strip_suffix(q)) {
+            if !inner.contains(q) {
+                return inner;
+            }
+        }
+    }
+    input
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn of(input: &str) -> Value {
+        Value::Object(read(input, "code_search").unwrap_or_else(|why| panic!("{input}: {why}")))
+    }
+
+    #[test]
+    fn objects_with_prose_comments_or_python_syntax() {
+        assert_eq!(
+            of("{\"query\": \"x\"} I hope this helps"),
+            json!({"query": "x"})
+        );
+        assert_eq!(
+            of("{'query': 'x', 'exact': True}  # search it"),
+            json!({"query": "x", "exact": true})
+        );
+        assert_eq!(of("**{\"query\": \"x\"}**"), json!({"query": "x"}));
+        assert_eq!(
+            of("```json\n{\"query\": \"x\"}\n```"),
+            json!({"query": "x"})
+        );
+    }
+
+    #[test]
+    fn an_unclosed_object_is_closed_only_outside_strings() {
+        assert_eq!(
+            of("{\"query\": \"x\", \"limit\": 5"),
+            json!({"query": "x", "limit": 5})
+        );
+        assert_eq!(
+            of("{\"query\": {\"a\": [1, 2"),
+            json!({"query": {"a": [1, 2]}})
+        );
+        assert!(read("{\"query\": \"x", "code_search").is_err());
+        assert!(read("{query x}", "code_search").is_err());
+    }
+
+    #[test]
+    fn the_call_again_or_keyword_arguments() {
+        assert_eq!(
+            of("code_search(query=\"x\", limit=2)"),
+            json!({"query": "x", "limit": 2})
+        );
+        assert_eq!(
+            of("query=\"x\", limit=2"),
+            json!({"query": "x", "limit": 2})
+        );
+        assert_eq!(
+            of("python: list comprehension"),
+            json!({"input": "python: list comprehension"})
+        );
+        assert_eq!(of("other_tool(x=1)"), json!({"input": "other_tool(x=1)"}));
+    }
+
+    #[test]
+    fn plain_text_keeps_every_quote_it_was_written_with() {
+        for text in [
+            "SELECT \"name\" FROM users WHERE id = 'x'",
+            "grep -r \"TODO\" src/",
+            "C:\\Users\\me\\file.txt",
+            "*test*",
+            "__init__",
+        ] {
+            assert_eq!(of(text), json!({"input": text}), "{text}");
+        }
+        assert_eq!(of("'src/app.py'"), json!({"input": "src/app.py"}));
+        assert_eq!(of("*src/components*"), json!({"input": "src/components"}));
+        assert_eq!(of("_how errors map_"), json!({"input": "how errors map"}));
+        assert_eq!(of("*/tests/*"), json!({"input": "*/tests/*"}));
+        assert_eq!(of("\"say \\\"hi\\\"\""), json!({"input": "say \"hi\""}));
+    }
+}
