@@ -187,11 +187,22 @@ pub fn step_input(req: ReactStepRequest, how: Conversion) -> Result<StepInput, V
             );
         }
     }
-    if req.llm_config.tool_mode == Some(ToolMode::Native) && !tools.has_declared() {
-        fail(
-            "llm_config.tool_mode",
-            "native tool calling needs the tools declared in `tools`".into(),
-        );
+    if req.llm_config.tool_mode == Some(ToolMode::Native) {
+        if !tools.has_declared() {
+            fail(
+                "llm_config.tool_mode",
+                "native tool calling needs the tools declared in `tools`".into(),
+            );
+        }
+        if let Some(i) = tools
+            .declared_names()
+            .position(|name| !super::request::is_native_tool_name(name))
+        {
+            fail(
+                &format!("tools[{i}].name"),
+                "native tool calling accepts only ASCII letters, digits, '_', '-' and '.' in a tool name; use tool_mode text".into(),
+            );
+        }
     }
     let (Some(provider), true) = (provider, fields.is_empty()) else {
         fields.sort_by(|a, b| a.field.cmp(&b.field));

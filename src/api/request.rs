@@ -124,12 +124,14 @@ pub struct ToolDto {
     pub input_schema: Option<serde_json::Value>,
 }
 
-/// Names every provider's native tool calling accepts, plus `.` for MCP-style names.
+/// Letters of any script (tools are named in Chinese too), digits, `_`, `-` and `.` (for
+/// MCP-style names), starting with a letter or `_`. Native tool calling asks for less; see
+/// [`is_native_tool_name`].
 fn is_tool_name(name: &str) -> Result<(), validator::ValidationError> {
-    if name.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_')
+    if name.starts_with(|c: char| c.is_alphabetic() || c == '_')
         && name
             .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'))
+            .all(|c| c.is_alphanumeric() || matches!(c, '_' | '-' | '.'))
     {
         Ok(())
     } else {
@@ -138,6 +140,12 @@ fn is_tool_name(name: &str) -> Result<(), validator::ValidationError> {
                 .into(),
         ))
     }
+}
+
+/// Names every provider's native tool calling accepts: ASCII letters, digits, `_`, `-`, `.`.
+pub fn is_native_tool_name(name: &str) -> bool {
+    name.chars()
+        .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'))
 }
 
 #[derive(Debug, Deserialize, Validate)]

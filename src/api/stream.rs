@@ -161,12 +161,13 @@ async fn next_frame(c: &mut Connection) -> Option<Bytes> {
 }
 
 fn delta_frame(delta: Live) -> Option<Bytes> {
-    let (name, text) = match delta {
+    let (name, data) = match delta {
         Live::Started => return None,
-        Live::Thought(text) => ("thought", text),
-        Live::Answer(text) => ("answer", text),
+        Live::Thought(text) => ("thought", serde_json::json!({ "delta": text })),
+        Live::Answer(text) => ("answer", serde_json::json!({ "delta": text })),
+        Live::Retry(reason) => ("retry", serde_json::json!({ "reason": reason })),
     };
-    let json = serde_json::to_vec(&serde_json::json!({ "delta": text }));
+    let json = serde_json::to_vec(&data);
     Some(frame(name, &json.unwrap_or_else(|_| b"{}".to_vec())))
 }
 

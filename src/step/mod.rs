@@ -244,6 +244,9 @@ pub enum Live {
     Started,
     Thought(String),
     Answer(String),
+    /// The output streamed so far was not a valid step (the reason): it is discarded, and a
+    /// repair round's output streams next.
+    Retry(String),
 }
 
 pub type LiveSender = tokio::sync::mpsc::Sender<Live>;
@@ -543,6 +546,9 @@ async fn converse(
         let Some((messages, tokens)) = repair else {
             return Err(StepError::InvalidOutput { why, raw_output });
         };
+        if let Some(live) = live {
+            tell(live, Live::Retry(why.clone())).await?;
+        }
         ledger.warnings.push(format!(
             "the model's output was not a valid step ({why}); it was asked again"
         ));
@@ -589,14 +595,26 @@ async fn call_model(
 /// repair rounds: a reply cut at the output limit before it held a complete action or answer
 /// (its tail is missing, so taking it as the answer would hand the user half a sentence), and a
 /// reply that is only a thought (the model stopped before deciding anything). A cut-off reply
-/// that holds a complete action or final answer keeps its verdict, with the cut-short warning.
+/// that holds a complete action keeps its verdict, with the cut-short warning.
 fn shortfall(
     parsed: &parse::Parsed,
     verdict: Result<(Valid, Vec<String>), String>,
     cut_off: bool,
     tags: &parse::Tags,
 ) -> Result<(Valid, Vec<String>), String> {
-    if cut_off && (verdict.is_err() || !parsed.structured) {
+    // An answer is the last thing written, so a cut one is cut inside; an action whose input
+    // was left open is whatever the parser closed, not what the model meant.
+    let cut_inside = match &verdict {
+        Ok((Valid::Answer(_), _)) => true,
+        Ok((
+            Valid::Action {
+                raw_action_string, ..
+            },
+            _,
+        )) => parse::left_open(raw_action_string),
+        Err(_) => true,
+    };
+    if cut_off && (cut_inside || !parsed.structured) {
         return Err(format!(
             "the previous answer was cut off at the output limit (reservedOutputTokens) before it held a complete '{}:' or '{}:'; answer again, shorter",
             tags.action, tags.final_answer

@@ -64,12 +64,28 @@ struct Streamed {
 }
 
 impl Streamed {
+    /// The `name` deltas of each attempt: a `retry` event discards what came before it.
+    fn attempts(&self, name: &str) -> Vec<String> {
+        let mut attempts = vec![String::new()];
+        for (n, d) in &self.events {
+            if n == "retry" {
+                attempts.push(String::new());
+            } else if n == name {
+                if let Some(last) = attempts.last_mut() {
+                    last.push_str(d["delta"].as_str().unwrap_or_default());
+                }
+            }
+        }
+        attempts
+    }
+
+    /// What a client keeps: the deltas after the last `retry`.
     fn joined(&self, name: &str) -> String {
-        self.events
-            .iter()
-            .filter(|(n, _)| n == name)
-            .map(|(_, d)| d["delta"].as_str().unwrap_or_default())
-            .collect()
+        self.attempts(name).pop().unwrap_or_default()
+    }
+
+    fn retries(&self) -> usize {
+        self.events.iter().filter(|(n, _)| n == "retry").count()
     }
 }
 
@@ -169,28 +185,24 @@ fn disagreements(plain: &Got, plain_decision: &Value, streamed: &Streamed) -> Ve
             "stream repair round {repaired:?} but plain got {plain}"
         )),
     }
-    // The thought deltas: no action in them, and inside the final thought.
+    // A repair round, and only one, is announced by a `retry` event.
+    let repaired = matches!(streamed.repaired, Ok(true));
+    if streamed.retries() != usize::from(repaired) {
+        out.push(format!(
+            "{} retry events for {} repair rounds",
+            streamed.retries(),
+            usize::from(repaired)
+        ));
+    }
+    // The thought deltas: no action in them, and what the client keeps inside the final thought.
     let thought = streamed.joined("thought");
     let step_thought = data["thought"].as_str().unwrap_or_default();
-    let first_attempt = if matches!(plain, Got::Repair) {
-        let c = collapsed(&thought);
-        match c.strip_suffix("repaired") {
-            Some(head) => head.to_string(),
-            None => {
-                out.push(format!(
-                    "after a repair round the streamed thought {thought:?} does not end with the repair's"
-                ));
-                c
-            }
-        }
-    } else {
-        if !collapsed(step_thought).contains(&collapsed(&thought)) {
-            out.push(format!(
-                "streamed thought {thought:?} is not in the final thought {step_thought:?}"
-            ));
-        }
-        collapsed(&thought)
-    };
+    if !collapsed(step_thought).contains(&collapsed(&thought)) {
+        out.push(format!(
+            "streamed thought {thought:?} is not in the final thought {step_thought:?}"
+        ));
+    }
+    let first_attempt = collapsed(&streamed.attempts("thought")[0]);
     for marker in CALL_MARKUP {
         if first_attempt.contains(marker) {
             out.push(format!(
@@ -198,7 +210,8 @@ fn disagreements(plain: &Got, plain_decision: &Value, streamed: &Streamed) -> Ve
             ));
         }
     }
-    if thought.lines().any(|l| {
+    let every_thought = streamed.attempts("thought").join("\n");
+    if every_thought.lines().any(|l| {
         let l = l
             .trim_start_matches([' ', '*', '#', '>'])
             .to_ascii_lowercase();

@@ -167,7 +167,7 @@ async fn reasoning_models_get_their_own_parameters() {
 }
 
 #[tokio::test]
-async fn an_output_cut_at_the_cap_is_used_with_a_warning() {
+async fn an_answer_cut_at_the_cap_is_asked_again_never_returned_half() {
     let app = spawn_app().await;
     let mut reply = openai_reply("Thought: I will answer.\nFinal Answer: The first part of a long");
     reply["choices"][0]["finish_reason"] = json!("length");
@@ -177,10 +177,30 @@ async fn an_output_cut_at_the_cap_is_used_with_a_warning() {
         .post_react_step(&request("gpt-4o", "Explain everything."))
         .await;
 
+    assert_eq!(reply.status, 502, "{}", reply.text);
+    assert_eq!(reply.body["error"]["type"], "invalid_model_output");
+    let message = reply.body["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("cut off"), "{message}");
+    assert_eq!(app.upstream_bodies().await.len(), 2, "one repair round");
+}
+
+#[tokio::test]
+async fn a_complete_action_cut_after_it_is_proposed_with_a_warning() {
+    let app = spawn_app().await;
+    let mut reply = openai_reply(
+        "Thought: Read it.\nAction: read_file(path=\"a.rs\")\nObservation: the file sa",
+    );
+    reply["choices"][0]["finish_reason"] = json!("length");
+    mount(&app.llm, OPENAI_PATH, 200, reply).await;
+
+    let reply = app
+        .post_react_step(&request("gpt-4o", "Explain everything."))
+        .await;
+
     assert_eq!(reply.status, 200, "{}", reply.text);
-    assert_eq!(reply.body["direct_response"], "The first part of a long");
-    assert!(reply.body["warnings"][0]
+    assert_eq!(reply.body["action_details"]["tool_args"]["path"], "a.rs");
+    assert!(reply.body["warnings"].as_array().unwrap().iter().any(|w| w
         .as_str()
-        .unwrap()
-        .contains("reservedOutputTokens"));
+        .unwrap_or_default()
+        .contains("reservedOutputTokens")));
 }

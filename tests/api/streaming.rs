@@ -68,6 +68,7 @@ async fn post_stream(app: &TestApp, body: &Value) -> Streamed {
             let data: Value = serde_json::from_str(&event.data).unwrap();
             let schema = match name.as_str() {
                 "thought" | "answer" => "StreamDelta",
+                "retry" => "StreamRetry",
                 "step" => "StepSuccess",
                 "error" => "ErrorResponse",
                 other => panic!("undocumented event {other}"),
