@@ -40,3 +40,27 @@ fn every_request_in_the_corpus_passes_the_whole_path() {
         inputs.len()
     );
 }
+
+#[test]
+fn every_output_in_the_parse_corpus_is_read_whole_and_live() {
+    use reactstep::step::parse::{live::LiveParser, parse, Decision, Tags};
+    let inputs = corpus("parse");
+    assert!(inputs.len() >= 40, "the parse corpus holds its seeds");
+    let mut actions = 0;
+    for (name, data) in &inputs {
+        let text = String::from_utf8_lossy(data);
+        let parsed = std::panic::catch_unwind(|| parse(&text, &Tags::default()))
+            .unwrap_or_else(|_| panic!("{name} broke the parser"));
+        if let Some(Decision::Action { tool_name, .. }) = parsed.map(|p| p.decision) {
+            assert!(!tool_name.is_empty(), "{name}: an action without a name");
+            actions += 1;
+        }
+        let mut live = LiveParser::new(&Tags::default());
+        for piece in text.as_bytes().chunks(3) {
+            live.push(&String::from_utf8_lossy(piece));
+        }
+        live.finish();
+    }
+    // The seeds are the families the parser reads, so most of them are actions.
+    assert!(actions * 2 > inputs.len(), "{actions} of {} seeds are actions", inputs.len());
+}

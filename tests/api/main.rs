@@ -32,6 +32,7 @@ mod redirects;
 mod schema_bombs;
 mod scrubbing;
 mod shutdown;
+mod small_model_session;
 mod stream_upstream;
 mod streaming;
 mod tls;
