@@ -62,5 +62,9 @@ fn every_output_in_the_parse_corpus_is_read_whole_and_live() {
         live.finish();
     }
     // The seeds are the families the parser reads, so most of them are actions.
-    assert!(actions * 2 > inputs.len(), "{actions} of {} seeds are actions", inputs.len());
+    assert!(
+        actions * 2 > inputs.len(),
+        "{actions} of {} seeds are actions",
+        inputs.len()
+    );
 }

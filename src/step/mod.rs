@@ -268,9 +268,12 @@ pub async fn run(
     let deadline = input.deadline;
     let started = std::time::Instant::now();
     let budget = deadline.saturating_duration_since(tokio::time::Instant::now());
-    let result = tokio::time::timeout_at(deadline, step(input, llm, live))
+    // What the model calls billed, kept outside the step: a step the deadline cuts short
+    // still reports the calls it paid for.
+    let billed = Billed::default();
+    let result = tokio::time::timeout_at(deadline, step(input, llm, live, &billed))
         .await
-        .unwrap_or(Err(StepError::Deadline(budget)));
+        .unwrap_or_else(|_| Err(StepError::Deadline(budget).spent(billed.get())));
     let metrics = crate::metrics::global();
     metrics
         .step_seconds
@@ -306,6 +309,7 @@ async fn step(
     input: Box<StepInput>,
     llm: &LlmClients,
     live: Option<LiveSender>,
+    billed: &Billed,
 ) -> Result<StepOutput, StepError> {
     let mut counter = TokenCounter::new(input.llm.provider, &input.llm.model, input.llm.tokenizer);
     if let Some(percent) = input.approximation_margin_percent {
@@ -401,6 +405,7 @@ async fn step(
             match Box::pin(summarize).await {
                 Ok((made, usage)) => {
                     summary_usage = usage;
+                    billed.add(usage);
                     conversation_summary = Some(made);
                 }
                 Err(e) => warnings.push(format!("the earlier conversation could not be summarised ({e}); the omitted turns are marked instead")),
@@ -456,6 +461,7 @@ async fn step(
         warnings,
         used: context_report.used,
         budget,
+        billed,
     };
     let conversed = converse(input, llm, live.as_ref(), &counter, request, &mut ledger).await;
     // Whatever ended the step, the calls made so far were billed: the error reports them too.
@@ -494,14 +500,32 @@ async fn step(
     })
 }
 
+/// The usage of the calls a step has made so far, where the deadline that stops the step
+/// cannot drop it.
+#[derive(Default)]
+struct Billed(std::sync::Mutex<Option<Usage>>);
+
+impl Billed {
+    fn add(&self, usage: Option<Usage>) {
+        if let Ok(mut sum) = self.0.lock() {
+            *sum = add_usage(*sum, usage);
+        }
+    }
+
+    fn get(&self) -> Option<Usage> {
+        self.0.lock().ok().and_then(|sum| *sum)
+    }
+}
+
 /// What the step's model calls have added up to so far.
-struct Ledger {
+struct Ledger<'b> {
     /// Every call's usage, summed: the summary call and the repair rounds included.
     usage: Option<Usage>,
     warnings: Vec<String>,
     /// Prompt tokens counted against the budget, repair rounds included.
     used: u32,
     budget: u32,
+    billed: &'b Billed,
 }
 
 /// Asks the model (or takes the mock) until its output is a valid step, with a repair round
@@ -513,7 +537,7 @@ async fn converse(
     live: Option<&LiveSender>,
     counter: &TokenCounter,
     mut request: ChatRequest,
-    ledger: &mut Ledger,
+    ledger: &mut Ledger<'_>,
 ) -> Result<(Box<StepInput>, parse::Parsed, Valid), StepError> {
     let mut repairs_left = input.react.max_repair_attempts;
     loop {
@@ -524,6 +548,7 @@ async fn converse(
             }
         }
         ledger.usage = add_usage(ledger.usage, completion.usage);
+        ledger.billed.add(completion.usage);
         let finish = finish_reason(&completion.finish, input.key.as_ref(), &mut ledger.warnings);
         let cut_off = completion.finish == FinishReason::Length;
         let (back, completion, reading) = read_output(input, completion).await?;

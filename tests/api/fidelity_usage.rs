@@ -308,3 +308,31 @@ async fn the_streamed_error_event_carries_the_usage() {
     // Two streamed calls, each reporting 512 + 31 in its last chunk.
     assert_eq!(data["usage"], usage(1024, 62));
 }
+
+#[tokio::test]
+async fn a_step_cut_by_its_deadline_reports_the_calls_it_paid_for() {
+    // The attempt may take longer than the step: the step's deadline is what stops it.
+    let app = spawn_app_with(|c| {
+        c.llm_timeout_secs = 60;
+        c.step_timeout_secs = 2;
+        c.retries = 0;
+    })
+    .await;
+    let bad = "Thought: Delete it.\nAction: delete_everything(path=\"/\")";
+    mount_sequence(&app.llm, OPENAI_PATH, vec![reply(bad, "stop", 400, 30)]).await;
+    // The repair round's call never answers in time.
+    Mock::given(method("POST"))
+        .and(path(OPENAI_PATH))
+        .respond_with(
+            ResponseTemplate::new(200)
+                .set_body_json(reply(GOOD, "stop", 1, 1))
+                .set_delay(std::time::Duration::from_secs(30)),
+        )
+        .mount(&app.llm)
+        .await;
+
+    let reply = app.post_react_step(&request("gpt-4o", "Clean up")).await;
+
+    assert_eq!(reply.status, 504, "{}", reply.text);
+    assert_eq!(reply.body["usage"], usage(400, 30));
+}
