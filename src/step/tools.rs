@@ -505,6 +505,46 @@ mod tests {
     }
 
     #[test]
+    fn a_written_name_resolves_to_a_declared_tool_never_to_a_similar_one() {
+        let c = catalog();
+        assert_eq!(c.resolve("read_file"), Some(("read_file".into(), None)));
+        assert_eq!(
+            c.resolve("functions.read_file"),
+            Some(("read_file".into(), None))
+        );
+        let (name, warning) = c.resolve("Read_File").unwrap();
+        assert_eq!(name, "read_file");
+        assert!(warning.unwrap().contains("'Read_File'"));
+        for unknown in ["read_files", "readfile", "read", "functions.grep", ""] {
+            assert_eq!(c.resolve(unknown), None, "{unknown}");
+        }
+    }
+
+    #[test]
+    fn text_values_are_read_as_their_declared_types_and_whole_inputs_unwrapped() {
+        let c = catalog();
+        let checked = c.check("code_search", args(json!({"query": "x", "limit": "5"})));
+        assert_eq!(checked.unwrap(), args(json!({"query": "x", "limit": 5})));
+        // A string parameter keeps text that looks like a number.
+        let checked = c.check("code_search", args(json!({"query": "5"})));
+        assert_eq!(checked.unwrap(), args(json!({"query": "5"})));
+        let checked = c.check("code_search", args(json!({"input": "{\"query\": \"x\"}"})));
+        assert_eq!(checked.unwrap(), args(json!({"query": "x"})));
+        let checked = c.check(
+            "code_search",
+            args(json!({"input": "{'query': 'x', 'limit': 2}"})),
+        );
+        assert_eq!(checked.unwrap(), args(json!({"query": "x", "limit": 2})));
+        // Keys the tool does not declare: not its input, so the text stays the first argument.
+        let checked = c.check("code_search", args(json!({"input": "{\"q\": \"x\"}"})));
+        assert_eq!(checked.unwrap(), args(json!({"query": "{\"q\": \"x\"}"})));
+        // Text that is not of the declared type stays text, and fails the schema.
+        assert!(c
+            .check("code_search", args(json!({"query": "x", "limit": "five"})))
+            .is_err());
+    }
+
+    #[test]
     fn a_valid_action_passes_with_positional_arguments_named() {
         let checked = catalog().check("read_file", args(json!({"input": "a.rs", "input_2": 3})));
         assert_eq!(

@@ -44,7 +44,10 @@ pub fn parse(text: &str) -> Option<Parsed> {
             also.push(next);
         }
     }
-    let mut warnings = Vec::new();
+    let mut warnings = vec![
+        "the output was read as gpt-oss harmony messages the server passed through as text"
+            .to_string(),
+    ];
     if !also.is_empty() {
         warnings.push(format!(
             "the model wrote {} tool calls in one turn; the first is proposed",

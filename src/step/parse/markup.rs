@@ -16,6 +16,8 @@ pub const MAX_CALLS: usize = 64;
 #[derive(Debug)]
 pub struct Markup {
     pub start: usize,
+    /// The opener found, to say in a warning what was read.
+    pub opener: &'static str,
     pub calls: Vec<Decision>,
 }
 
@@ -37,7 +39,7 @@ const OPENERS: [(&str, Reader); 10] = [
 
 /// The first markup in `text`, read into its calls (an unreadable call says why).
 pub fn find(text: &str) -> Option<Markup> {
-    let (start, opener, reader) = OPENERS
+    let (start, opener, reader): (usize, &'static str, Reader) = OPENERS
         .iter()
         .filter_map(|(opener, reader)| {
             work::add(text.len());
@@ -53,7 +55,11 @@ pub fn find(text: &str) -> Option<Markup> {
         });
     }
     calls.truncate(MAX_CALLS);
-    Some(Markup { start, calls })
+    Some(Markup {
+        start,
+        opener,
+        calls,
+    })
 }
 
 /// Whether `text` (a line start or a stretch of a line) holds, or may be the start of, markup.

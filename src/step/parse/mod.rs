@@ -67,9 +67,15 @@ pub fn parse(raw: &str, tags: &Tags) -> Option<Parsed> {
         return Some(parsed);
     }
     let mut warnings = Vec::new();
-    let (think, text) = split_think(raw);
-    let text = ending::strip(text, &tags.observation);
+    let (think, whole) = split_think(raw);
+    let text = ending::strip(whole, &tags.observation);
     let text = ending::strip(unfence(text), &tags.observation);
+    if text.trim_end().len() < whole.trim_end().len() && !whole.trim_end().ends_with("```") {
+        warnings.push(format!(
+            "the output ended with an end-of-turn token or the start of an '{}' tag the server left; it was dropped",
+            tags.observation
+        ));
+    }
     let (text, found) = before_observation(text, tags, &mut warnings);
     let decisive: Vec<usize> = found
         .iter()
@@ -82,6 +88,11 @@ pub fn parse(raw: &str, tags: &Tags) -> Option<Parsed> {
         .map_or(text.len(), |&d| found[d].line_start);
 
     let (thought, mut calls, others) = if let Some(block) = first_block(text, limit) {
+        warnings.extend(
+            block
+                .read_as
+                .map(|how| format!("the call was read from {how}")),
+        );
         let thought = match block.thought {
             Some(t) => t,
             None => thought_before(
@@ -157,6 +168,8 @@ struct Block {
     start: usize,
     thought: Option<String>,
     calls: Vec<Decision>,
+    /// What the block was, when it is not a form the answer format asks for.
+    read_as: Option<String>,
 }
 
 /// The first block in `text` that starts before `limit` (the first tag of an action or answer):
@@ -170,6 +183,10 @@ fn first_block(text: &str, limit: usize) -> Option<Block> {
             start: m.start,
             thought: None,
             calls: m.calls,
+            read_as: Some(format!(
+                "'{}' tool-call markup the server passed through as text",
+                m.opener
+            )),
         });
     let limit = markup.as_ref().map_or(limit, |m| m.start);
     let list = pythonic::find(text)
@@ -178,12 +195,14 @@ fn first_block(text: &str, limit: usize) -> Option<Block> {
             start: l.start,
             thought: None,
             calls: l.calls,
+            read_as: Some("a pythonic call list".into()),
         });
     let limit = list.as_ref().map_or(limit, |l| l.start);
     let json = json::find(text).filter(|j| j.start < limit).map(|j| Block {
         start: j.start,
         thought: j.thought,
         calls: vec![j.decision],
+        read_as: None,
     });
     json.or(list).or(markup)
 }
@@ -683,6 +702,11 @@ mod tests {
         for token in ["<|im_end|>", "<|eot_id|>", "</s>", "<|end|>"] {
             let p = parsed(&format!("Thought: t\nFinal Answer: Done.{token}"));
             assert_eq!(answer_of(&p), "Done.", "{token}");
+            assert!(
+                p.warnings.iter().any(|w| w.contains("end-of-turn")),
+                "{:?}",
+                p.warnings
+            );
             let p = parsed(&format!(
                 "Thought: t\nAction: read_file\nAction Input: a.py\n{token}"
             ));
@@ -695,6 +719,13 @@ mod tests {
         let p = parsed("Thought: I need the file.\n<tool_call>\n{\"name\": \"read_file\", \"arguments\": {\"path\": \"a.py\"}}\n</tool_call><|im_end|>");
         assert_eq!(p.thought, "I need the file.");
         assert_eq!(action_of(&p).1, json!({"path": "a.py"}));
+        assert!(
+            p.warnings
+                .iter()
+                .any(|w| w.contains("'<tool_call>' tool-call markup")),
+            "{:?}",
+            p.warnings
+        );
         let p = parsed("<tool_call>\n{\"name\": \"read_file\", \"arguments\": {\"path\": \"a.py\"}}\n</tool_call>");
         assert_eq!(p.thought, "");
         let p = parsed("Let me check.<|tool_calls_section_begin|><|tool_call_begin|>functions.ls:0<|tool_call_argument_begin|>{}<|tool_call_end|><|tool_calls_section_end|>");
