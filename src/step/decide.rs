@@ -57,6 +57,10 @@ pub fn judge(
             "a tool call is required in this step, but the output was a direct answer; write a '{}:' line",
             settings.tags.action
         )),
+        Decision::Answer(text) if is_placeholder(text) => Err(format!(
+            "'{}' is the answer format's placeholder: write the real answer",
+            text.trim()
+        )),
         Decision::Answer(text) if text.contains(REPAIR_INSTRUCTION) => Err(
             "the answer repeats the service's own instructions; write the answer to the question"
                 .to_string(),
@@ -226,6 +230,7 @@ pub fn native_parsed(text: &str, calls: &[NativeCall], tags: &Tags) -> Option<Pa
         also: decisions.collect(),
         warnings,
         structured: true,
+        open_ended: false,
     })
 }
 
@@ -252,6 +257,15 @@ pub fn render_native(call: &NativeCall) -> String {
         Ok(args) => format!("{}({})", call.name, Value::Object(args.clone())),
         Err(raw) => format!("{}({raw})", call.name),
     }
+}
+
+/// Words in angle brackets, as the answer format writes its placeholders
+/// (`<your complete answer to the user>`); a tag such as `<br>` has no space in it.
+fn is_placeholder(text: &str) -> bool {
+    let text = text.trim();
+    text.strip_prefix('<')
+        .and_then(|t| t.strip_suffix('>'))
+        .is_some_and(|inner| inner.contains(' ') && !inner.contains(['<', '>']))
 }
 
 /// The words of the repair message a model sometimes repeats as its answer.
@@ -405,6 +419,7 @@ mod tests {
             also: Vec::new(),
             warnings: Vec::new(),
             structured: true,
+            open_ended: false,
         };
         let settings = ReactSettings {
             require_action: true,

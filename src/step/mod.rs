@@ -636,7 +636,7 @@ fn shortfall(
                 raw_action_string, ..
             },
             _,
-        )) => parse::left_open(raw_action_string),
+        )) => parsed.open_ended || parse::left_open(raw_action_string),
         Err(_) => true,
     };
     if cut_off && (cut_inside || !parsed.structured) {

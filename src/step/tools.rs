@@ -349,7 +349,13 @@ fn unwrap_whole_input(args: Map<String, Value>, tool: &Declared) -> Map<String, 
         Some(Value::String(text))
             if args.len() == 1 && !tool.order.iter().any(|p| p == "input") =>
         {
-            literal_of(text)
+            literal_of(text).or_else(|| keyword_args(text))
+        }
+        // `read_file({"path": "a.ts"})`: the object passed as the one positional argument.
+        Some(object @ Value::Object(_))
+            if args.len() == 1 && !tool.order.iter().any(|p| p == "input") =>
+        {
+            Some(object.clone())
         }
         _ => None,
     };
@@ -369,21 +375,32 @@ fn unwrap_whole_input(args: Map<String, Value>, tool: &Declared) -> Map<String, 
 fn unwrap_values(mut args: Map<String, Value>, tool: &Declared) -> Map<String, Value> {
     let properties = tool.spec.parameters.get("properties");
     for (key, value) in args.iter_mut() {
-        let declared = properties
-            .and_then(|p| p.get(key))
-            .and_then(|p| p.get("type"))
-            .and_then(Value::as_str);
-        let (Some(ty), Value::String(text)) = (declared, &*value) else {
+        // `"type": "integer"` or `"type": ["integer", "null"]`.
+        let declared: Vec<&str> = match properties.and_then(|p| p.get(key)?.get("type")) {
+            Some(Value::String(ty)) => vec![ty.as_str()],
+            Some(Value::Array(types)) => types.iter().filter_map(Value::as_str).collect(),
+            _ => continue,
+        };
+        let Value::String(text) = &*value else {
             continue;
         };
-        if ty == "string" {
+        if declared.contains(&"string") {
             continue;
         }
-        if let Some(read) = literal_of(text.trim()).filter(|v| json_type_is(v, ty)) {
+        if let Some(read) =
+            literal_of(text.trim()).filter(|v| declared.iter().any(|ty| json_type_is(v, ty)))
+        {
             *value = read;
         }
     }
     args
+}
+
+/// `path: a.py` or `path="a.py", limit=5`: the arguments written without the call around them.
+fn keyword_args(text: &str) -> Option<Value> {
+    let args = crate::step::parse::parse_args(text).ok()?;
+    let positional = |k: &String| k == "input" || k.starts_with("input_");
+    (!args.keys().any(positional)).then_some(Value::Object(args))
 }
 
 fn literal_of(text: &str) -> Option<Value> {
@@ -535,6 +552,18 @@ mod tests {
             args(json!({"input": "{'query': 'x', 'limit': 2}"})),
         );
         assert_eq!(checked.unwrap(), args(json!({"query": "x", "limit": 2})));
+        let checked = c.check("code_search", args(json!({"input": "query: x y"})));
+        assert_eq!(checked.unwrap(), args(json!({"query": "x y"})));
+        let checked = c.check(
+            "code_search",
+            args(json!({"input": "RUST_LOG=debug cargo run"})),
+        );
+        assert_eq!(
+            checked.unwrap(),
+            args(json!({"query": "RUST_LOG=debug cargo run"}))
+        );
+        let checked = c.check("code_search", args(json!({"input": {"query": "x"}})));
+        assert_eq!(checked.unwrap(), args(json!({"query": "x"})));
         // Keys the tool does not declare: not its input, so the text stays the first argument.
         let checked = c.check("code_search", args(json!({"input": "{\"q\": \"x\"}"})));
         assert_eq!(checked.unwrap(), args(json!({"query": "{\"q\": \"x\"}"})));

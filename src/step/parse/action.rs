@@ -58,6 +58,14 @@ pub fn action(text: &str, found: &[Found], d: usize, tags: &Tags) -> Decision {
         }
         _ => {
             let rest = text[open..line_end].trim().trim_matches('`');
+            // `Action: read_file src/app.py` gives one input; words after a name
+            // (`search files for *.rs`, `run_command to list the files`) are a sentence.
+            if rest.contains(char::is_whitespace) {
+                return unreadable(
+                    &format!("after the tool name comes a sentence, not its input: write {tool_name}(arguments)"),
+                    line_end,
+                );
+            }
             let args = if rest.is_empty() {
                 Map::new()
             } else {
@@ -79,6 +87,10 @@ fn body_start(text: &str, mut at: usize) -> usize {
     at += text[at..].len() - text[at..].trim_start().len();
     if text[at..].starts_with("```") {
         at = text[at..].find('\n').map_or(text.len(), |i| at + i + 1);
+    }
+    // A markdown list of calls (`- read_file(…)`): the first item is the action.
+    if let Some(item) = text[at..].strip_prefix("- ") {
+        at = text.len() - item.len();
     }
     at + text[at..].len()
         - text[at..]

@@ -18,15 +18,23 @@ pub fn read(input: &str, tool: &str) -> Result<Map<String, Value>, String> {
         return Ok(Map::new());
     }
     if input.starts_with('{') {
+        if let Some(key) = super::json::duplicate_key(input) {
+            return Err(format!(
+                "the action input gives '{key}' twice; give it once"
+            ));
+        }
         return object(input).ok_or_else(|| {
             "the action input's object is not closed or not valid JSON".to_string()
         });
     }
-    if let Some(args) = repeated_call(input, tool).or_else(|| keyword_args(input)) {
+    if let Some(args) = repeated_call(input, tool) {
         return Ok(args);
     }
+    // A JSON list is a value of its own (the schema says whether the tool takes one); text that
+    // looks like keyword arguments (`path: a.py`, `RUST_LOG=debug cargo run`) is left for the
+    // schema to tell apart.
     Ok(match serde_json::from_str::<Value>(input) {
-        Ok(Value::String(s)) => single_input(Value::String(s)),
+        Ok(value @ (Value::String(_) | Value::Array(_))) => single_input(value),
         _ => single_input(Value::String(unquote(input).to_string())),
     })
 }
@@ -140,21 +148,6 @@ fn repeated_call(input: &str, tool: &str) -> Option<Map<String, Value>> {
     parse_args(&input[open + 1..close - 1]).ok()
 }
 
-/// `path="a.py", limit=5`: keyword arguments without the call around them. Only the `=` form:
-/// plain text such as `python: list comprehension` is a query, not an argument named python.
-fn keyword_args(input: &str) -> Option<Map<String, Value>> {
-    let name_len = input
-        .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
-        .unwrap_or(input.len());
-    let first = input.as_bytes().first()?;
-    if name_len == 0 || first.is_ascii_digit() || !input[name_len..].trim_start().starts_with('=') {
-        return None;
-    }
-    let args = parse_args(input).ok()?;
-    let positional = |k: &String| k == "input" || k.starts_with("input_");
-    (!args.is_empty() && !args.keys().any(positional)).then_some(args)
-}
-
 /// Plain text without the quotes around it, when they wrap all of it and nothing inside is
 /// the same quote.
 fn unquote(input: &str) -> &str {
@@ -206,18 +199,20 @@ mod tests {
         );
         assert!(read("{\"query\": \"x", "code_search").is_err());
         assert!(read("{query x}", "code_search").is_err());
+        assert!(read("{\"query\": \"a\", \"query\": \"b\"}", "code_search").is_err());
     }
 
     #[test]
-    fn the_call_again_or_keyword_arguments() {
+    fn the_call_again_is_read_and_keyword_text_left_to_the_schema() {
         assert_eq!(
             of("code_search(query=\"x\", limit=2)"),
             json!({"query": "x", "limit": 2})
         );
         assert_eq!(
             of("query=\"x\", limit=2"),
-            json!({"query": "x", "limit": 2})
+            json!({"input": "query=\"x\", limit=2"})
         );
+        assert_eq!(of("[{\"path\": \"a\"}]"), json!({"input": [{"path": "a"}]}));
         assert_eq!(
             of("python: list comprehension"),
             json!({"input": "python: list comprehension"})

@@ -160,7 +160,7 @@ pub const MAX_ARGUMENTS: usize = 256;
 
 pub fn parse_args(inner: &str) -> Result<Map<String, Value>, String> {
     work::add(inner.len());
-    let mut p = Cursor { text: inner, i: 0 };
+    let mut p = Cursor::new(inner);
     let mut args = Map::new();
     let mut positional = 0;
     loop {
@@ -197,9 +197,20 @@ pub fn parse_args(inner: &str) -> Result<Map<String, Value>, String> {
 struct Cursor<'a> {
     text: &'a str,
     i: usize,
+    /// Whether a search for the end of a string with unescaped quotes inside found none: it
+    /// would find none from later on either, and each search may run to the end.
+    no_inner_end: bool,
 }
 
 impl<'a> Cursor<'a> {
+    fn new(text: &'a str) -> Self {
+        Self {
+            text,
+            i: 0,
+            no_inner_end: false,
+        }
+    }
+
     fn done(&self) -> bool {
         self.i >= self.text.len()
     }
@@ -248,11 +259,21 @@ impl<'a> Cursor<'a> {
                 let triple = b[start..].starts_with(&[q, q, q]);
                 let end = string_end(b, start).ok_or("a string argument is not closed")?;
                 self.i = end;
+                let end = if triple {
+                    end
+                } else {
+                    self.inner_quotes_end(start, end)
+                };
+                self.i = end;
                 let raw = &self.text[start..end];
+                let body = &raw[1..raw.len() - 1];
                 if triple {
                     Ok(Value::String(raw[3..raw.len() - 3].to_string()))
+                } else if end != string_end(b, start).unwrap_or(end) || is_windows_path(body) {
+                    // Written as is: quotes inside it unescaped, or a path's backslashes.
+                    Ok(Value::String(body.to_string()))
                 } else {
-                    Ok(Value::String(unescape(&raw[1..raw.len() - 1])))
+                    Ok(Value::String(unescape(body)))
                 }
             }
             Some(b'[' | b'{') => {
@@ -274,6 +295,13 @@ impl<'a> Cursor<'a> {
     }
 }
 
+/// `C:\Users\…` with single backslashes: they separate names, they are not escapes. A path
+/// written with its backslashes escaped (`C:\\Users`) is read with its escapes.
+fn is_windows_path(body: &str) -> bool {
+    let b = body.as_bytes();
+    b.len() > 3 && b[0].is_ascii_alphabetic() && b[1] == b':' && b[2] == b'\\' && b[3] != b'\\'
+}
+
 /// How deep a Python literal may nest: deeper text is kept as written.
 const MAX_LITERAL_DEPTH: usize = 32;
 
@@ -281,13 +309,42 @@ const MAX_LITERAL_DEPTH: usize = 32;
 /// numbers, lists, tuples and dicts, trailing commas allowed. `None` when `text` is not one.
 pub fn python_literal(text: &str) -> Option<Value> {
     work::add(text.len());
-    let mut p = Cursor { text, i: 0 };
+    let mut p = Cursor::new(text);
     let value = p.literal(0)?;
     p.skip(|c| c.is_ascii_whitespace());
     p.done().then_some(value)
 }
 
 impl Cursor<'_> {
+    /// The end of a string whose first closing quote at `end` is followed by more of a word
+    /// (`"grep -rn "TODO" src"`): the model did not escape the quotes inside, and the string
+    /// ends at the first later quote that is followed by a comma or the end. `end` when the
+    /// string closes where it should, or when no later quote does.
+    fn inner_quotes_end(&mut self, start: usize, end: usize) -> usize {
+        let b = self.text.as_bytes();
+        let q = b[start];
+        let ends_here = |i: usize| {
+            let after = self.text[i..].trim_start();
+            after.is_empty() || after.starts_with(',')
+        };
+        if self.no_inner_end
+            || ends_here(end)
+            || !b.get(end).is_some_and(|c| c.is_ascii_alphanumeric())
+        {
+            return end;
+        }
+        let mut i = end;
+        while let Some(at) = self.text[i..].find(q as char) {
+            i += at + 1;
+            if ends_here(i) {
+                return i;
+            }
+        }
+        work::add(self.text.len() - end);
+        self.no_inner_end = true;
+        end
+    }
+
     fn literal(&mut self, depth: usize) -> Option<Value> {
         if depth > MAX_LITERAL_DEPTH {
             return None;
@@ -472,6 +529,19 @@ mod tests {
             args(r#"path="C:\dir\file.txt""#),
             json!({"path": "C:\\dir\\file.txt"})
         );
+        assert_eq!(
+            args(r#"path="C:\Users\dev\new\table.py""#),
+            json!({"path": "C:\\Users\\dev\\new\\table.py"})
+        );
+    }
+
+    #[test]
+    fn quotes_left_unescaped_inside_a_string_stay_in_it() {
+        assert_eq!(
+            args(r#"command="grep -rn "TODO" src", n=1"#),
+            json!({"command": "grep -rn \"TODO\" src", "n": 1})
+        );
+        assert_eq!(args(r#"a="x", b="y""#), json!({"a": "x", "b": "y"}));
     }
 
     #[test]

@@ -7,7 +7,7 @@ use super::work;
 
 /// End-of-turn and end-of-message tokens of the chat templates in use (ChatML, Llama 3,
 /// Mistral, Phi, gpt-oss harmony, DeepSeek, Gemma, GLM).
-pub const END_TOKENS: [&str; 14] = [
+pub const END_TOKENS: [&str; 15] = [
     "<|im_end|>",
     "<|eot_id|>",
     "<|eom_id|>",
@@ -22,6 +22,7 @@ pub const END_TOKENS: [&str; 14] = [
     "<|user|>",
     "<|observation|>",
     "<|python_end|>",
+    "<eos>",
 ];
 
 /// The shortest start of the observation tag taken for a remnant of it: one letter is too

@@ -16,7 +16,7 @@ const MESSAGE_ENDS: [&str; 4] = ["<|end|>", "<|call|>", "<|return|>", "<|start|>
 pub fn parse(text: &str) -> Option<Parsed> {
     work::add(text.len());
     if !text.contains(CHANNEL) || !text.contains(MESSAGE) {
-        return None;
+        return stripped(text);
     }
     let mut thought = Vec::new();
     let mut decision = None;
@@ -60,6 +60,26 @@ pub fn parse(text: &str) -> Option<Parsed> {
         also,
         warnings,
         structured: true,
+        open_ended: false,
+    })
+}
+
+/// Harmony with its special tokens dropped by the server, as some front ends show it:
+/// `analysis…assistantfinal…`. Only the final answer is read from it: a call's recipient
+/// cannot be told from its text once the tokens are gone.
+fn stripped(text: &str) -> Option<Parsed> {
+    let rest = text.trim_start().strip_prefix("analysis")?;
+    let (thought, answer) = rest.split_once("assistantfinal")?;
+    Some(Parsed {
+        thought: thought.trim().to_string(),
+        decision: Decision::Answer(answer.trim().to_string()),
+        also: Vec::new(),
+        warnings: vec![
+            "the output was read as gpt-oss harmony messages whose special tokens the server dropped"
+                .to_string(),
+        ],
+        structured: true,
+        open_ended: false,
     })
 }
 
@@ -152,6 +172,19 @@ mod tests {
             .unwrap_or_else(|| panic!("not read"));
         assert_eq!(p.decision, Decision::Answer("It is 4.".into()));
         assert_eq!(p.thought, "Simple.");
+    }
+
+    #[test]
+    fn harmony_with_its_tokens_dropped_gives_its_final_answer() {
+        let p = parse(
+            "analysisThe user asks. Tests are in tests/.assistantfinalThe tests live in tests/.",
+        )
+        .unwrap_or_else(|| panic!("not read"));
+        assert_eq!(
+            p.decision,
+            Decision::Answer("The tests live in tests/.".into())
+        );
+        assert!(parse("analysis of the code shows no bug").is_none());
     }
 
     #[test]

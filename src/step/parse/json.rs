@@ -11,6 +11,8 @@ use super::{work, Decision};
 #[derive(Debug)]
 pub struct JsonAction {
     pub start: usize,
+    /// Just past the object, and past the fence that closes right after it.
+    pub end: usize,
     pub thought: Option<String>,
     pub decision: Decision,
 }
@@ -52,11 +54,18 @@ pub fn find(text: &str) -> Option<JsonAction> {
         let Ok(Value::Object(object)) = serde_json::from_str::<Value>(raw) else {
             continue;
         };
-        let Some((thought, decision)) = read(&object, raw) else {
+        let Some((thought, mut decision)) = read(&object, raw) else {
             continue;
         };
+        if let Some(key) = duplicate_key(raw) {
+            decision = Decision::Unreadable {
+                why: format!("the action gives '{key}' twice; give it once"),
+                raw_action_string: raw.trim().to_string(),
+            };
+        }
         return Some(JsonAction {
             start: fence_start(text, open),
+            end: fence_end(text, end),
             thought,
             decision,
         });
@@ -118,6 +127,43 @@ pub fn read(object: &Map<String, Value>, raw: &str) -> Option<(Option<String>, D
     Some((thought, answer(Some(final_answer))))
 }
 
+/// A key written twice in one object of a JSON text (`{"path": "a", "path": "b"}`): a parser
+/// keeps one of them silently, and which one the model meant is not known.
+pub fn duplicate_key(text: &str) -> Option<String> {
+    work::add(text.len());
+    let mut objects: Vec<Option<std::collections::HashSet<&str>>> = Vec::new();
+    let b = text.as_bytes();
+    let mut i = 0;
+    while i < b.len() {
+        match b[i] {
+            b'"' => {
+                let start = i + 1;
+                i = start;
+                while i < b.len() && b[i] != b'"' {
+                    i += if b[i] == b'\\' { 2 } else { 1 };
+                }
+                let key = text.get(start..i.min(b.len()))?;
+                let is_key = text[(i + 1).min(text.len())..]
+                    .trim_start()
+                    .starts_with(':');
+                if let (true, Some(Some(keys))) = (is_key, objects.last_mut()) {
+                    if !keys.insert(key) {
+                        return Some(key.to_string());
+                    }
+                }
+            }
+            b'{' => objects.push(Some(std::collections::HashSet::new())),
+            b'[' => objects.push(None),
+            b'}' | b']' => {
+                objects.pop();
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    None
+}
+
 /// Names models use for "this is the answer" when they write it as an action.
 pub fn is_final_answer_name(name: &str) -> bool {
     let n = name.trim().to_ascii_lowercase().replace([' ', '-'], "_");
@@ -136,6 +182,16 @@ fn single(key: &str, value: Value) -> Map<String, Value> {
     let mut map = Map::new();
     map.insert(key.into(), value);
     map
+}
+
+/// Just past the fence that closes right after the object, or the object's own end.
+fn fence_end(text: &str, end: usize) -> usize {
+    let after = &text[end..];
+    let rest = after.trim_start();
+    match rest.strip_prefix("```") {
+        Some(past) => text.len() - past.len(),
+        None => end,
+    }
 }
 
 /// Where the fence that opens just before the object starts, or the object's own start.
@@ -215,6 +271,22 @@ mod tests {
         assert!(find("{\"name\": \"Bob\", \"age\": 3}").is_none());
         assert!(find("config = {\"action\": 1}").is_none());
         assert!(find("{ not json }").is_none());
+    }
+
+    #[test]
+    fn a_key_written_twice_is_found_at_any_depth() {
+        assert_eq!(
+            duplicate_key(r#"{"path": "a", "path": "b"}"#).as_deref(),
+            Some("path")
+        );
+        assert_eq!(
+            duplicate_key(r#"{"a": {"x": 1, "x": 2}}"#).as_deref(),
+            Some("x")
+        );
+        assert_eq!(
+            duplicate_key(r#"{"a": [{"x": 1}, {"x": 2}], "b": "x: \"x\""}"#),
+            None
+        );
     }
 
     #[test]

@@ -40,6 +40,26 @@ fn hostile(bytes: usize) -> Vec<(&'static str, String)> {
         ("code fences", lines("```json\n")),
         ("Observation lines", lines("Observation: x\n")),
         ("tool_call blocks never closed", lines("<tool_call>{\"a\n")),
+        (
+            "GLM argument keys",
+            lines("<tool_call>f<arg_key>k</arg_key><arg_value>"),
+        ),
+        (
+            "unescaped quotes in call strings",
+            format!("Thought: t\nAction: f({})", lines("a=\"x\"y, ")),
+        ),
+        (
+            "keys written twice",
+            format!("Action: f\nAction Input: {{{}}}", lines("\"k\": 1, ")),
+        ),
+        (
+            "fences in a thought",
+            format!("Thought: t\n{}", lines("```\nAction: x\n")),
+        ),
+        (
+            "answer aliases in an answer",
+            format!("Final Answer: a\n{}", lines("Answer: b\n")),
+        ),
         ("function blocks", lines("<function=f><parameter=p>\n")),
         ("[TOOL_CALLS] without [ARGS]", lines("[TOOL_CALLS]f{\n")),
         ("call lists that do not close", lines("[f(\n")),

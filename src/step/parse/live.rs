@@ -61,6 +61,9 @@ pub struct LiveParser {
     observation: String,
     /// Whether any thought has been sent (a second section of it is set apart by a blank line).
     thought_sent: bool,
+    /// Fence marks (```) seen on the current line, and whether a fence is open.
+    fence_marks: usize,
+    in_fence: bool,
 }
 
 impl LiveParser {
@@ -79,6 +82,8 @@ impl LiveParser {
             remnant: false,
             observation: tags.observation.clone(),
             thought_sent: false,
+            fence_marks: 0,
+            in_fence: false,
         }
     }
 
@@ -170,6 +175,9 @@ impl LiveParser {
             self.enter(Section::Done);
             return true;
         }
+        if self.tracks_fences() {
+            self.fence_marks += text.matches("```").count();
+        }
         if self.remnant {
             self.breaks.push_str(&text);
         } else {
@@ -178,6 +186,10 @@ impl LiveParser {
         match line_end {
             Some(i) => {
                 self.consume(i + 1);
+                if self.fence_marks % 2 == 1 {
+                    self.in_fence = !self.in_fence;
+                }
+                self.fence_marks = 0;
                 if self.started {
                     self.breaks.push('\n');
                 }
@@ -220,8 +232,16 @@ impl LiveParser {
         } else {
             0
         };
+        // Backticks that may be the start of a fence mark, counted once whole.
+        let ticks = text.len() - text.trim_end_matches('`').len();
         work::add(64);
-        token.max(markup)
+        token.max(markup).max(ticks.min(64))
+    }
+
+    /// Whether fences are followed: once a thought, an action or an answer has begun (before
+    /// any tag, a fence may wrap the whole step).
+    fn tracks_fences(&self) -> bool {
+        !matches!(self.section, Section::Prelude | Section::Think)
     }
 
     /// An answer whose text opens with a tag (`Final Answer: Thought: …`) is no answer: the
@@ -275,7 +295,29 @@ impl LiveParser {
                 return true;
             }
         }
-        if let Some((tag, offset)) = self.names.at(line) {
+        if self.in_fence && self.tracks_fences() {
+            // A tag inside a code fence is the fence's content.
+            self.line_read = true;
+            return false;
+        }
+        if matches!(self.section, Section::Thought | Section::LaterThought) {
+            if trimmed.starts_with("```") {
+                // Whatever the thought quotes in a fence is not sent: the whole output's
+                // reading may take it for part of a step, or leave it out of the thought.
+                self.enter(Section::LaterThought);
+                self.line_read = true;
+                return false;
+            }
+            if !whole && !trimmed.is_empty() && "```".starts_with(trimmed) {
+                return true;
+            }
+        }
+        let tag = if self.section == Section::Answer {
+            self.names.at_in_answer(line)
+        } else {
+            self.names.at(line)
+        };
+        if let Some((tag, offset)) = tag {
             // `**Thought:` may still get its closing `**`.
             if offset == line.len() && !whole {
                 return true;

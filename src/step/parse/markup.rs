@@ -6,7 +6,7 @@
 
 use serde_json::{Map, Value};
 
-use super::args::{closing_bracket, parse_args};
+use super::args::{closing_bracket, parse_args, python_literal};
 use super::{json, work, Decision};
 
 /// More calls than any turn makes are not read: each would be echoed back in the response.
@@ -16,6 +16,8 @@ pub const MAX_CALLS: usize = 64;
 #[derive(Debug)]
 pub struct Markup {
     pub start: usize,
+    /// Just past the last closing token of a call (the end of the text when none is written).
+    pub end: usize,
     /// The opener found, to say in a warning what was read.
     pub opener: &'static str,
     pub calls: Vec<Decision>,
@@ -24,8 +26,11 @@ pub struct Markup {
 type Reader = fn(&str) -> Vec<Decision>;
 
 /// The openers, each with the reader of the text after it (up to the end of the output).
-const OPENERS: [(&str, Reader); 10] = [
+const OPENERS: [(&str, Reader); 13] = [
     ("<tool_call>", hermes),
+    ("<|tool_call|>", phi4),
+    ("functools[", phi4_mini),
+    ("```tool_code", gemma),
     ("<function=", qwen3_coder_from_name),
     ("[TOOL_CALLS]", mistral),
     ("<|python_tag|>", llama),
@@ -35,6 +40,19 @@ const OPENERS: [(&str, Reader); 10] = [
     ("<|tool▁call▁begin|>", deepseek),
     ("<|tool_calls_section_begin|>", kimi),
     ("<|tool_call_begin|>", kimi),
+];
+
+/// The tokens that close a call or a block of calls.
+const CLOSERS: [&str; 9] = [
+    "</tool_call>",
+    "</function>",
+    "<|tool_call_end|>",
+    "<|tool_calls_section_end|>",
+    "<｜tool▁call▁end｜>",
+    "<｜tool▁calls▁end｜>",
+    "<|tool▁call▁end|>",
+    "<|tool▁calls▁end|>",
+    "</|tool_call|>",
 ];
 
 /// The first markup in `text`, read into its calls (an unreadable call says why).
@@ -55,8 +73,14 @@ pub fn find(text: &str) -> Option<Markup> {
         });
     }
     calls.truncate(MAX_CALLS);
+    let end = CLOSERS
+        .iter()
+        .filter_map(|c| text[start..].rfind(c).map(|i| start + i + c.len()))
+        .max()
+        .unwrap_or(text.len());
     Some(Markup {
         start,
+        end,
         opener,
         calls,
     })
@@ -99,20 +123,45 @@ fn until<'t>(text: &'t str, ends: &[&str]) -> (&'t str, &'t str) {
 /// (the closing tag may be cut by the stop sequence); Qwen3-Coder puts its `<function=…>` form
 /// inside the same tags.
 fn hermes(body: &str) -> Vec<Decision> {
-    work::add(body.len());
     let mut calls = Vec::new();
-    for (i, block) in body.split("<tool_call>").take(MAX_CALLS).enumerate() {
-        let inner = block.split("</tool_call>").next().unwrap_or_default();
-        let inner = unfence(inner.trim());
-        if inner.is_empty() && i > 0 {
-            continue;
+    let mut rest = body;
+    while calls.len() < MAX_CALLS {
+        let block = rest.trim_start();
+        let block = unfence_start(block);
+        // A JSON call ends where its object closes: its strings may hold `</tool_call>`.
+        let (call, after) = match block.starts_with('{').then(|| closing_bracket(block, 0)) {
+            Some(Some(end)) => block.split_at(end),
+            _ => until(block, &["</tool_call>", "<tool_call>"]),
+        };
+        let call = unfence(call.trim());
+        if let Some(function) = call.strip_prefix("<function=") {
+            calls.extend(qwen3_coder_from_name(function));
+        } else if call.contains("<arg_key>") {
+            calls.push(glm(call));
+        } else if !call.is_empty() || calls.is_empty() {
+            calls.push(json_call(call, &format!("<tool_call>{call}</tool_call>")));
         }
-        match inner.strip_prefix("<function=") {
-            Some(function) => calls.extend(qwen3_coder_from_name(function)),
-            None => calls.push(json_call(inner, &format!("<tool_call>{inner}</tool_call>"))),
+        match after.find("<tool_call>") {
+            Some(i) => rest = &after[i + "<tool_call>".len()..],
+            None => return calls,
         }
     }
     calls
+}
+
+/// GLM-4.5: `<tool_call>name\n<arg_key>key</arg_key>\n<arg_value>value</arg_value>…`. Values
+/// are text, typed by the declared schema like Qwen3-Coder's.
+fn glm(call: &str) -> Decision {
+    let (name, pairs) = call.split_once("<arg_key>").unwrap_or((call, ""));
+    let mut args = Map::new();
+    for pair in format!("<arg_key>{pairs}").split("<arg_key>").skip(1) {
+        let (key, rest) = pair.split_once("</arg_key>").unwrap_or((pair, ""));
+        let value = rest.split_once("<arg_value>").map_or("", |(_, v)| {
+            v.split("</arg_value>").next().unwrap_or_default()
+        });
+        args.insert(key.trim().to_string(), Value::String(value.to_string()));
+    }
+    action(name, args, format!("<tool_call>{call}</tool_call>"))
 }
 
 /// Qwen3-Coder: `<function=name>\n<parameter=key>\nvalue\n</parameter>\n</function>`. The
@@ -132,6 +181,10 @@ fn qwen3_coder_from_name(after_opener: &str) -> Vec<Decision> {
 }
 
 fn qwen3_coder_call(name: &str, body: &str, raw: String) -> Decision {
+    // Llama 3.1's own form: `<function=name>{"arg": …}</function>`.
+    if body.trim_start().starts_with('{') {
+        return args_call(name, body.trim(), raw);
+    }
     let mut args = Map::new();
     for parameter in body.split("<parameter=").skip(1) {
         let parameter = parameter.split("</parameter>").next().unwrap_or_default();
@@ -141,6 +194,23 @@ fn qwen3_coder_call(name: &str, body: &str, raw: String) -> Decision {
         args.insert(key.trim().to_string(), Value::String(value.to_string()));
     }
     action(name, args, raw)
+}
+
+/// Phi-4: `<|tool_call|>{"name": …, "arguments": …}</|tool_call|>`.
+fn phi4(body: &str) -> Vec<Decision> {
+    json_calls(body, "<|tool_call|>")
+}
+
+/// Phi-4-mini: `functools[{"name": …, "arguments": …}, …]`.
+fn phi4_mini(body: &str) -> Vec<Decision> {
+    json_calls(&format!("[{body}"), "functools")
+}
+
+/// Gemma: calls written as Python in a ```tool_code fence.
+fn gemma(body: &str) -> Vec<Decision> {
+    let code = body.split_once('\n').map_or("", |(_, code)| code);
+    let code = code.split("```").next().unwrap_or_default();
+    super::pythonic::calls_in(code.trim()).unwrap_or_default()
 }
 
 /// Mistral: `[TOOL_CALLS][{"name": …, "arguments": …}, …]`, or (newer tokenizers)
@@ -286,9 +356,13 @@ fn json_call(inner: &str, raw: &str) -> Decision {
         Some(end) => &inner[..end],
         None => inner,
     };
-    match serde_json::from_str::<Value>(object) {
-        Ok(value) => object_call(&value, raw.trim().to_string()),
-        Err(_) => unreadable("the call's JSON is not valid", raw.trim().to_string()),
+    // Small models write the object as a Python dict (`'name'`, `True`).
+    match serde_json::from_str::<Value>(object)
+        .ok()
+        .or_else(|| python_literal(object))
+    {
+        Some(value) => object_call(&value, raw.trim().to_string()),
+        None => unreadable("the call's JSON is not valid", raw.trim().to_string()),
     }
 }
 
@@ -313,6 +387,9 @@ fn args_call(name: &str, args: &str, raw: String) -> Decision {
     if args.is_empty() {
         return action(name, Map::new(), raw);
     }
+    if let Some(key) = json::duplicate_key(args) {
+        return unreadable(&format!("the call gives '{key}' twice"), raw);
+    }
     match serde_json::from_str::<Value>(args) {
         Ok(Value::Object(map)) => action(name, map, raw),
         _ => unreadable("the call's arguments are not a JSON object", raw),
@@ -336,6 +413,16 @@ fn unreadable(why: &str, raw: String) -> Decision {
     Decision::Unreadable {
         why: why.to_string(),
         raw_action_string: raw,
+    }
+}
+
+/// `text` past a fence line that opens it (```json), if one does.
+fn unfence_start(text: &str) -> &str {
+    match text.strip_prefix("```") {
+        Some(rest) => rest
+            .split_once('\n')
+            .map_or(text, |(_, body)| body.trim_start()),
+        None => text,
     }
 }
 

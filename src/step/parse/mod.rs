@@ -57,6 +57,10 @@ pub struct Parsed {
     pub warnings: Vec<String>,
     /// False when nothing in the output had the answer format (the direct-response fallback).
     pub structured: bool,
+    /// Whether the decision runs to the end of the output without a mark that closes it (a
+    /// plain-text input, markup whose closing tag never came): cut at the output limit, such
+    /// a decision may be cut inside.
+    pub open_ended: bool,
 }
 
 /// `None` when the model wrote nothing usable at all.
@@ -80,14 +84,26 @@ pub fn parse(raw: &str, tags: &Tags) -> Option<Parsed> {
     let decisive: Vec<usize> = found
         .iter()
         .enumerate()
-        .filter(|(_, f)| matches!(f.tag, Tag::Action | Tag::FinalAnswer))
+        .filter(|(i, f)| match f.tag {
+            Tag::FinalAnswer => true,
+            // `Action: None` (LangChain's models saying they need no tool) decides nothing.
+            Tag::Action => !is_no_action(section(text, &found, *i)),
+            _ => false,
+        })
         .map(|(i, _)| i)
         .collect();
     let limit = decisive
         .first()
         .map_or(text.len(), |&d| found[d].line_start);
 
-    let (thought, mut calls, others) = if let Some(block) = first_block(text, limit) {
+    let block = first_block(text, limit).filter(|b| b.decides(text, limit, found.is_empty()));
+    let closed_at_end = text
+        .trim_end()
+        .ends_with([')', ']', '}', '>', '"', '\'', '`']);
+    let reaches_end;
+    let (thought, mut calls, others) = if let Some(block) = block {
+        // A cut in a later call leaves the first one whole.
+        reaches_end = block.end >= text.trim_end().len() && block.calls.len() == 1;
         warnings.extend(
             block
                 .read_as
@@ -107,6 +123,7 @@ pub fn parse(raw: &str, tags: &Tags) -> Option<Parsed> {
         (thought, block.calls, decisive.len())
     } else if let Some(&d) = decisive.first() {
         let thought = thought_before(text, &found, limit, think.as_deref(), tags, &mut warnings);
+        reaches_end = found[d + 1..].iter().all(|f| f.tag == Tag::ActionInput);
         let decision = match found[d].tag {
             Tag::Action => action(text, &found, d, tags),
             _ => {
@@ -137,7 +154,15 @@ pub fn parse(raw: &str, tags: &Tags) -> Option<Parsed> {
         also: calls,
         warnings,
         structured: true,
+        open_ended: reaches_end && !closed_at_end,
     })
+}
+
+fn is_no_action(action: &str) -> bool {
+    let word = action.trim().trim_matches(['`', '*', '"', '\'', '.']);
+    ["none", "n/a", "null", "no action", "nothing"]
+        .iter()
+        .any(|w| word.eq_ignore_ascii_case(w))
 }
 
 /// The text up to an observation the model wrote itself (all after it is invented), and the
@@ -166,10 +191,41 @@ fn before_observation<'t>(
 /// thought if it carries one, and its decisions in the order written (never empty).
 struct Block {
     start: usize,
+    end: usize,
     thought: Option<String>,
     calls: Vec<Decision>,
     /// What the block was, when it is not a form the answer format asks for.
     read_as: Option<String>,
+}
+
+impl Block {
+    /// Whether the block is the step's decision, rather than an example the model quoted. With
+    /// an action or answer tag at `limit` after it, the block decides only when it runs over
+    /// that tag (the tag is its content) or nothing but space lies between them (the tag was
+    /// invented after the call); prose between means the thought quoted it. With no tag at all,
+    /// a block introduced with a colon and followed by more prose is an example in an answer.
+    fn decides(&self, text: &str, limit: usize, tagless: bool) -> bool {
+        if limit < text.len() {
+            let readable = self
+                .calls
+                .iter()
+                .any(|c| !matches!(c, Decision::Unreadable { .. }));
+            return readable
+                && (self.end >= limit
+                    || ending::strip_end_tokens(text[self.end..limit].trim()).is_empty());
+        }
+        let before = text[..self.start].trim_end();
+        // The colon that introduces it, before the fence it may be in.
+        let line = before.rfind('\n').map_or(0, |i| i + 1);
+        let before = match before[line..].trim_start().starts_with("```") {
+            true => before[..line].trim_end(),
+            false => before,
+        };
+        let introduced = before.ends_with(':');
+        let prose_after =
+            !ending::strip_end_tokens(text[self.end.min(text.len())..].trim()).is_empty();
+        !(tagless && introduced && prose_after)
+    }
 }
 
 /// The first block in `text` that starts before `limit` (the first tag of an action or answer):
@@ -181,6 +237,7 @@ fn first_block(text: &str, limit: usize) -> Option<Block> {
         .filter(|m| m.start < limit)
         .map(|m| Block {
             start: m.start,
+            end: m.end,
             thought: None,
             calls: m.calls,
             read_as: Some(format!(
@@ -193,6 +250,7 @@ fn first_block(text: &str, limit: usize) -> Option<Block> {
         .filter(|l| l.start < limit)
         .map(|l| Block {
             start: l.start,
+            end: l.end,
             thought: None,
             calls: l.calls,
             read_as: Some("a pythonic call list".into()),
@@ -200,6 +258,7 @@ fn first_block(text: &str, limit: usize) -> Option<Block> {
     let limit = list.as_ref().map_or(limit, |l| l.start);
     let json = json::find(text).filter(|j| j.start < limit).map(|j| Block {
         start: j.start,
+        end: j.end,
         thought: j.thought,
         calls: vec![j.decision],
         read_as: None,
@@ -280,6 +339,7 @@ fn fallback(
         also: Vec::new(),
         warnings,
         structured: false,
+        open_ended: true,
     })
 }
 
@@ -385,6 +445,8 @@ fn unfence(text: &str) -> &str {
         return text;
     };
     match body.find('\n') {
+        // Gemma's ```tool_code fence is its call, read as markup.
+        Some(nl) if body[..nl].trim() == "tool_code" => text,
         Some(nl) => &body[nl + 1..],
         None => text,
     }

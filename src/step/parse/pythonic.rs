@@ -13,6 +13,8 @@ const PYTHON_START: &str = "<|python_start|>";
 #[derive(Debug)]
 pub struct CallList {
     pub start: usize,
+    /// Just past the list (the end of the text when it is not closed).
+    pub end: usize,
     pub calls: Vec<Decision>,
 }
 
@@ -40,10 +42,18 @@ pub fn find(text: &str) -> Option<CallList> {
                 why: "the list of calls is not closed".into(),
                 raw_action_string: text[open..].trim().to_string(),
             });
-            return Some(CallList { start: open, calls });
+            return Some(CallList {
+                start: open,
+                end: text.len(),
+                calls,
+            });
         };
         if let Some(calls) = calls_in(&text[open + 1..end - 1]) {
-            return Some(CallList { start: open, calls });
+            return Some(CallList {
+                start: open,
+                end,
+                calls,
+            });
         }
     }
     None
@@ -92,7 +102,7 @@ fn name_len(text: &str) -> usize {
 }
 
 /// The calls of a list's inside: `name(args), name(args)`; `None` when anything else is in it.
-fn calls_in(inner: &str) -> Option<Vec<Decision>> {
+pub fn calls_in(inner: &str) -> Option<Vec<Decision>> {
     let mut calls = Vec::new();
     let mut i = 0;
     loop {

@@ -43,6 +43,11 @@ pub struct Found {
     pub text_start: usize,
 }
 
+/// Other words for the final answer's tag; inside an answer they are its text (an FAQ's
+/// `Answer:` line).
+const ANSWER_ALIAS: &str = "Answer";
+const AI_ALIAS: &str = "AI";
+
 /// The tag words to look for, longest first, so that `Action Input` is not read as `Action`;
 /// and the observation tag, which also counts on a line of its own without its colon.
 pub struct TagNames(Vec<(String, Tag)>, String);
@@ -55,7 +60,9 @@ impl TagNames {
             (tags.thought.clone(), Tag::Thought),
             (tags.action.clone(), Tag::Action),
             (tags.observation.clone(), Tag::Observation),
-            ("Answer".to_string(), Tag::FinalAnswer),
+            (ANSWER_ALIAS.to_string(), Tag::FinalAnswer),
+            // LangChain's conversational agent answers after `AI:`.
+            (AI_ALIAS.to_string(), Tag::FinalAnswer),
         ];
         names.retain(|(name, _)| !name.is_empty());
         names.sort_by_key(|(name, _)| std::cmp::Reverse(name.len()));
@@ -63,8 +70,22 @@ impl TagNames {
     }
 
     /// The tag at the start of `line` and the byte offset of the text after it:
-    /// `Thought:`, `**Action:**`, `## Final Answer:`, `Thought 3:`, `> action 2:` …
+    /// `Thought:`, `**Action:**`, `## Final Answer:`, `Thought 3:`, `> action 2:`, `Thought：`…
     pub fn at(&self, line: &str) -> Option<(Tag, usize)> {
+        self.named_at(line).map(|(tag, offset, _)| (tag, offset))
+    }
+
+    /// [`Self::at`] inside a final answer, where only what can end one is a tag: an alias of the
+    /// answer's tag (`Answer:`) and a decorated `**Observation:**` (the stop sequence would have
+    /// caught a plain one) are its text.
+    pub fn at_in_answer(&self, line: &str) -> Option<(Tag, usize)> {
+        let (tag, offset, name) = self.named_at(line)?;
+        let decorated = line.trim_start().starts_with(['*', '#', '>']);
+        let alias = name == ANSWER_ALIAS || name == AI_ALIAS;
+        (!(alias || tag == Tag::Observation && decorated)).then_some((tag, offset))
+    }
+
+    fn named_at(&self, line: &str) -> Option<(Tag, usize, &str)> {
         let rest = strip_lead(line);
         for (name, tag) in &self.0 {
             let Some(after) = after_name(rest, name) else {
@@ -81,10 +102,14 @@ impl TagNames {
             if digits > 0 {
                 after_tag = numbered[digits..].trim_start_matches('*');
             }
-            if let Some(after_colon) = after_tag.strip_prefix(':') {
+            // Chinese output writes the full-width colon.
+            let after_colon = after_tag
+                .strip_prefix(':')
+                .or_else(|| after_tag.strip_prefix('：'));
+            if let Some(after_colon) = after_colon {
                 let text = after_colon.trim_start_matches('*');
                 super::work::add(after_colon.len() - text.len());
-                return Some((*tag, line.len() - text.len()));
+                return Some((*tag, line.len() - text.len(), name.as_str()));
             }
         }
         // A server that split the stop sequence leaves `Observation` without its colon.
@@ -96,7 +121,7 @@ impl TagNames {
         bare.trim_start_matches(' ')
             .bytes()
             .all(|c| c.is_ascii_digit())
-            .then_some((Tag::Observation, line.len()))
+            .then_some((Tag::Observation, line.len(), self.1.as_str()))
     }
 
     /// Whether the start of a line, still being written, may yet turn out to be a tag.
@@ -136,19 +161,36 @@ fn after_name<'r>(rest: &'r str, name: &str) -> Option<&'r str> {
     head.eq_ignore_ascii_case(name).then(|| &rest[name.len()..])
 }
 
-/// Every tag at a line start, in order. Once an action, an answer or a block that may be the
-/// action has begun, a code fence in it is content: a `Thought:` or `Action:` line inside (a
-/// file being written, a prompt) is not a tag.
+/// Every tag at a line start, in order. A tag inside a code fence is content (a README quoted
+/// in the thought, a file being written), unless no action or answer is written outside the
+/// fences: then a fence may wrap the step itself, and only fences inside an action, an answer
+/// or a block that may be the action are content.
 pub fn find(text: &str, tags: &Tags) -> Vec<Found> {
     let names = TagNames::new(tags);
-    let mut found = Vec::new();
+    let outside = scan(text, &names, true);
+    if outside
+        .iter()
+        .any(|f| matches!(f.tag, Tag::Action | Tag::FinalAnswer))
+    {
+        return outside;
+    }
+    scan(text, &names, false)
+}
+
+fn scan(text: &str, names: &TagNames, every_fence: bool) -> Vec<Found> {
+    let mut found: Vec<Found> = Vec::new();
     let mut line_start = 0;
-    let (mut content, mut in_fence) = (false, false);
+    let (mut content, mut in_fence) = (every_fence, false);
     for line in text.split_inclusive('\n') {
         super::work::add(line.len());
         let here = line_start;
         line_start += line.len();
-        let tag = (!in_fence).then(|| names.at(line)).flatten();
+        let in_answer = found.last().is_some_and(|f| f.tag == Tag::FinalAnswer);
+        let tag = match (in_fence, in_answer) {
+            (true, _) => None,
+            (false, true) => names.at_in_answer(line),
+            (false, false) => names.at(line),
+        };
         if let Some((tag, offset)) = tag {
             found.push(Found {
                 tag,
@@ -189,7 +231,7 @@ mod tests {
 
     #[test]
     fn tags_are_found_in_every_way_models_write_them() {
-        let text = "Thought: a\n**Action:** b\n## Final Answer: c\nthought 3: d\n**Action 12:** e\nAction Input: {}\nanswer: f\n> Observation: g\n";
+        let text = "Thought: a\n**Action:** b\n## Final Answer: c\nthought 3: d\n**Action 12:** e\nAction Input: {}\n> Observation: g\nanswer: f\nThought： h\n";
         assert_eq!(
             tags_of(text),
             [
@@ -199,10 +241,29 @@ mod tests {
                 Tag::Thought,
                 Tag::Action,
                 Tag::ActionInput,
+                Tag::Observation,
                 Tag::FinalAnswer,
-                Tag::Observation
+                Tag::Thought
             ]
         );
+    }
+
+    #[test]
+    fn inside_an_answer_its_aliases_and_a_decorated_observation_are_text() {
+        let text =
+            "Final Answer: FAQ\nAnswer: run it\n**Observation:** it works\nObservation: made up\n";
+        assert_eq!(tags_of(text), [Tag::FinalAnswer, Tag::Observation]);
+    }
+
+    #[test]
+    fn a_fence_in_the_thought_is_content_when_the_step_is_written_outside_it() {
+        let text = "Thought: the README says\n```\nAction: deploy()\n```\nAction: read_file()\n";
+        let found = find(text, &Tags::default());
+        assert_eq!(
+            found.iter().map(|f| f.tag).collect::<Vec<_>>(),
+            [Tag::Thought, Tag::Action]
+        );
+        assert!(text[found[1].text_start..].starts_with(" read_file"));
     }
 
     #[test]
