@@ -142,6 +142,12 @@ pub struct Config {
     #[arg(long, env = "REACTSTEP_RETRY_CAP_MS", default_value_t = 8000)]
     pub retry_cap_ms: u64,
 
+    /// MiB of token counts remembered across steps (least recently used dropped first); 0 turns
+    /// the cache off.
+    #[arg(long, env = "REACTSTEP_TOKEN_CACHE_MIB", default_value_t = 64,
+          value_parser = clap::value_parser!(u64).range(0..=4096))]
+    pub token_cache_mib: u64,
+
     /// Seconds between heartbeat comments on a quiet event stream.
     #[arg(long, env = "REACTSTEP_STREAM_HEARTBEAT_SECS", default_value_t = 15,
           value_parser = clap::value_parser!(u64).range(1..=300))]
@@ -210,6 +216,7 @@ impl Config {
             retry_base_ms: 500,
             retry_cap_ms: 8000,
             stream_heartbeat_secs: 15,
+            token_cache_mib: 64,
             api_tokens: None,
             allowed_base_urls: Vec::new(),
             cors_origins: Vec::new(),

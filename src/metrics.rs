@@ -42,6 +42,10 @@ pub struct Metrics {
     pub parse_outcomes: Family<KindLabels, Counter>,
     /// `kind`: included, truncated, dropped, unresolved.
     pub context_items: Family<KindLabels, Counter>,
+    /// Token counts asked of the process-wide cache; `kind` is `hit` or `miss`.
+    pub token_cache_lookups: Family<KindLabels, Counter>,
+    /// Bytes the cache's entries take (at most `REACTSTEP_TOKEN_CACHE_MIB`).
+    pub token_cache_bytes: Gauge,
 }
 
 fn latency() -> Histogram {
@@ -60,6 +64,18 @@ impl Metrics {
         let tokens = Family::<KindLabels, Counter>::default();
         let parse_outcomes = Family::<KindLabels, Counter>::default();
         let context_items = Family::<KindLabels, Counter>::default();
+        let token_cache_lookups = Family::<KindLabels, Counter>::default();
+        let token_cache_bytes = Gauge::default();
+        registry.register(
+            "token_cache_lookups",
+            "Token counts asked of the cache, by kind (hit, miss)",
+            token_cache_lookups.clone(),
+        );
+        registry.register(
+            "token_cache_bytes",
+            "Bytes the token-count cache's entries take",
+            token_cache_bytes.clone(),
+        );
         registry.register(
             "requests",
             "HTTP requests answered, by endpoint and status",
@@ -110,6 +126,8 @@ impl Metrics {
             tokens,
             parse_outcomes,
             context_items,
+            token_cache_lookups,
+            token_cache_bytes,
         }
     }
 

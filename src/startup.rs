@@ -30,6 +30,7 @@ pub struct Application {
 
 impl Application {
     pub fn build(config: &Config) -> std::io::Result<Self> {
+        crate::step::token_cache::configure(config.token_cache_mib);
         crate::step::tokens::warm_up();
         let released = crate::resident::release_compiled_in_data();
         tracing::debug!(

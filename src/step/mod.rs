@@ -13,6 +13,7 @@ pub mod parse;
 pub mod prompt;
 pub mod schema_limits;
 mod summary;
+pub mod token_cache;
 pub mod tokens;
 pub mod tools;
 pub mod truncate;

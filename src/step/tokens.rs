@@ -3,8 +3,14 @@
 //! The encoder is a linear-time BPE that gives tiktoken's counts: long unbroken runs (base64,
 //! minified code) cost no more per byte than prose. Encoders are built once per process.
 
-use bpe_openai::Tokenizer;
+use std::cell::RefCell;
+use std::collections::HashMap;
 
+use bpe_openai::byte_pair_encoding::BytePairEncoding;
+use bpe_openai::Tokenizer;
+use foldhash::fast::FixedState;
+
+use super::token_cache;
 use crate::llm::Provider;
 
 /// Tokens the chat format adds around every message (role, separators), per OpenAI's cookbook.
@@ -13,7 +19,7 @@ pub const PER_MESSAGE_OVERHEAD: u32 = 3;
 pub const REPLY_PRIMING: u32 = 3;
 
 /// An encoding a client may ask for with `llm_config.tokenizer`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Deserialize, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Encoding {
     O200kBase,
@@ -34,6 +40,39 @@ impl Encoding {
             Self::Cl100kBase => "cl100k_base",
         }
     }
+}
+
+/// Pieces this long or shorter are remembered; longer ones (a base64 run) are rare to repeat.
+const MEMO_PIECE_BYTES: usize = 24;
+/// Pieces remembered per thread before the memo starts over (a few MiB at most).
+const MEMO_PIECES: usize = 1 << 16;
+
+/// Counts of short pre-tokenized pieces, per encoding.
+#[derive(Default)]
+struct PieceMemo(HashMap<(Encoding, Box<[u8]>), u32, FixedState>);
+
+impl PieceMemo {
+    fn count(&mut self, encoding: Encoding, bpe: &BytePairEncoding, piece: &[u8]) -> usize {
+        if piece.len() > MEMO_PIECE_BYTES {
+            return bpe.count(piece);
+        }
+        if let Some(&n) = self.0.get(&(encoding, piece.into())) {
+            return n as usize;
+        }
+        if self.0.len() >= MEMO_PIECES {
+            self.0.clear();
+        }
+        let n = bpe.count(piece);
+        self.0.insert(
+            (encoding, piece.into()),
+            u32::try_from(n).unwrap_or(u32::MAX),
+        );
+        n
+    }
+}
+
+thread_local! {
+    static PIECES: RefCell<PieceMemo> = RefCell::new(PieceMemo::default());
 }
 
 #[derive(Clone, Copy)]
@@ -124,7 +163,8 @@ impl TokenCounter {
 
     /// Counts text as the model would see it (special-token text is ordinary text).
     pub fn count(&self, text: &str) -> u32 {
-        self.with_margin(self.bpe.count(text))
+        let raw = self.cached(text, || self.count_pieces(text, usize::MAX));
+        self.with_margin(raw.unwrap_or(usize::MAX))
     }
 
     /// The count of `text`, or `None` as soon as it is known to exceed `limit`: text too long to
@@ -133,10 +173,41 @@ impl TokenCounter {
         // ceil(raw * k / 100) <= limit  <=>  raw <= limit * 100 / k (rounded down).
         let raw_limit = u64::from(limit) * 100 / (100 + u64::from(self.margin_percent));
         let raw_limit = usize::try_from(raw_limit).unwrap_or(usize::MAX);
-        let raw = self
-            .bpe
-            .count_till_limit(&self.bpe.normalize(text), raw_limit)?;
-        Some(self.with_margin(raw))
+        let raw = self.cached(text, || self.count_pieces(text, raw_limit))?;
+        (raw <= raw_limit).then(|| self.with_margin(raw))
+    }
+
+    /// The raw count of `text` from the process-wide cache, or from `count` (`None`: over a
+    /// limit, not counted in full). A cached count may exceed the caller's limit.
+    fn cached(&self, text: &str, count: impl FnOnce() -> Option<usize>) -> Option<usize> {
+        let cache = (text.len() >= token_cache::MIN_CACHED_BYTES)
+            .then(token_cache::global)
+            .flatten();
+        let Some(cache) = cache else {
+            return count();
+        };
+        let counted = cache.count_with(self.encoding as u8, text, || {
+            count().map(|n| u32::try_from(n).unwrap_or(u32::MAX))
+        })?;
+        Some(counted as usize)
+    }
+
+    /// The count of `text`, piece by piece as the pre-tokenizer cuts it, or `None` once it
+    /// exceeds `limit`. Short pieces (words, mostly) are counted through a per-thread memo: the
+    /// encoder's set-up for each costs more than its counting.
+    fn count_pieces(&self, text: &str, limit: usize) -> Option<usize> {
+        let normalized = self.bpe.normalize(text);
+        let mut total = 0usize;
+        PIECES.with(|memo| {
+            let mut memo = memo.borrow_mut();
+            for piece in self.bpe.split(normalized.as_str()) {
+                total += memo.count(self.encoding, &self.bpe.bpe, piece.as_bytes());
+                if total > limit {
+                    return None;
+                }
+            }
+            Some(total)
+        })
     }
 
     fn with_margin(&self, raw: usize) -> u32 {
@@ -283,6 +354,25 @@ mod tests {
     }
 
     proptest::proptest! {
+        /// A count from the cache or the piece memo is what counting afresh gives: the first
+        /// call fills them, the second reads them, and the tokenizer itself is the reference.
+        #[test]
+        fn remembered_counts_are_the_counts(
+            parts in proptest::collection::vec("([a-zA-Z]{1,8}|[0-9]{1,5}|[ \t\n]{1,3}|[.,;(){}\"-]{1,2}|[éß日本Ω]{1,2})*", 1..6),
+            limit in 0u32..400,
+        ) {
+            // Long enough for the process-wide cache, and short enough to count every piece.
+            let text = parts.join(" ").repeat(8);
+            for encoding in [Encoding::O200kBase, Encoding::Cl100kBase] {
+                let counter = TokenCounter::new(Provider::OpenAi, "gpt-4o", Some(encoding));
+                let fresh = encoding.tokenizer().count(text.as_str());
+                proptest::prop_assert_eq!(counter.count(&text) as usize, fresh);
+                proptest::prop_assert_eq!(counter.count(&text) as usize, fresh);
+                let within = (fresh <= limit as usize).then_some(fresh as u32);
+                proptest::prop_assert_eq!(counter.count_within(&text, limit), within);
+            }
+        }
+
         // Mixed scripts, case changes, contractions, digit runs and every kind of whitespace:
         // the places where pre-tokenisers disagree if they disagree anywhere.
         #[test]

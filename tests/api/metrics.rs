@@ -107,3 +107,65 @@ async fn a_step_is_in_flight_until_it_is_answered() {
     assert_eq!(in_flight().await, 0.0, "the step was answered");
     server.stop().await;
 }
+
+/// The same step twice through a process of its own: the second one's counts come from the
+/// token-count cache, which the metrics show; with the cache turned off nothing is looked up.
+#[tokio::test]
+async fn a_repeated_step_counts_from_the_token_cache() {
+    for (mib, hits_expected) in [("64", true), ("0", false)] {
+        let server = RunningBinary::start_with(
+            "http://127.0.0.1:9",
+            "info",
+            &[("REACTSTEP_TOKEN_CACHE_MIB", mib)],
+        )
+        .await;
+        let base = format!("http://127.0.0.1:{}", server.port);
+        let client = reqwest::Client::new();
+        let mut body = request("gpt-4o", "Why does login fail?");
+        body["explicit_context"] =
+            json!([{"path": "src/a.rs", "content": "fn login() { check(); }\n".repeat(40)}]);
+        body["mock_response"] = json!("Thought: t\nFinal Answer: a");
+        let metrics = || async {
+            let text = client
+                .get(format!("{base}/metrics"))
+                .send()
+                .await
+                .unwrap()
+                .text()
+                .await
+                .unwrap();
+            (
+                sample(&text, "reactstep_token_cache_lookups_total{kind=\"hit\"}"),
+                sample(&text, "reactstep_token_cache_lookups_total{kind=\"miss\"}"),
+                sample(&text, "reactstep_token_cache_bytes "),
+            )
+        };
+        let step = || async {
+            let reply = client
+                .post(format!("{base}/api/agent/react_step"))
+                .json(&body)
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(reply.status().as_u16(), 200);
+        };
+        step().await;
+        let (hits_first, misses_first, bytes) = metrics().await;
+        step().await;
+        let (hits, misses, _) = metrics().await;
+        if hits_expected {
+            assert!(
+                misses_first >= 1.0 && bytes > 0.0,
+                "{misses_first} misses, {bytes} bytes"
+            );
+            assert!(
+                hits > hits_first,
+                "the second step hit nothing: {hits_first} → {hits}"
+            );
+            assert_eq!(misses, misses_first, "the second step counted text again");
+        } else {
+            assert_eq!((hits, misses, bytes), (0.0, 0.0, 0.0), "the cache is off");
+        }
+        server.stop().await;
+    }
+}
