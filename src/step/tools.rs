@@ -345,28 +345,29 @@ fn undeclared(name: &str, args: &Map<String, Value>, tool: &Declared) -> Option<
 /// literal (`{"input": "{\"query\": \"x\"}"}`), when its keys are all declared and the tool
 /// declares no `input` of its own.
 fn unwrap_whole_input(args: Map<String, Value>, tool: &Declared) -> Map<String, Value> {
-    let inner = match args.get("input") {
-        Some(Value::String(text))
-            if args.len() == 1 && !tool.order.iter().any(|p| p == "input") =>
-        {
-            literal_of(text).or_else(|| keyword_args(text))
-        }
-        // `read_file({"path": "a.ts"})`: the object passed as the one positional argument.
-        Some(object @ Value::Object(_))
-            if args.len() == 1 && !tool.order.iter().any(|p| p == "input") =>
-        {
-            Some(object.clone())
-        }
-        _ => None,
-    };
-    match inner {
+    if args.len() != 1 || tool.order.iter().any(|p| p == "input") {
+        return args;
+    }
+    let declared_object = |value: Option<Value>| match value {
         Some(Value::Object(map))
             if !map.is_empty() && map.keys().all(|k| tool.order.contains(k)) =>
         {
-            map
+            Some(map)
         }
-        _ => args,
-    }
+        _ => None,
+    };
+    let inner = match args.get("input") {
+        Some(Value::String(text)) => {
+            declared_object(literal_of(text)).or_else(|| match keyword_args(text, &tool.order) {
+                Some(Value::Object(map)) => Some(map),
+                _ => None,
+            })
+        }
+        // `read_file({"path": "a.ts"})`: the object passed as the one positional argument.
+        Some(object @ Value::Object(_)) => declared_object(Some(object.clone())),
+        _ => None,
+    };
+    inner.unwrap_or(args)
 }
 
 /// Text arguments whose parameter the schema declares of another type, read as that type when
@@ -396,11 +397,27 @@ fn unwrap_values(mut args: Map<String, Value>, tool: &Declared) -> Map<String, V
     args
 }
 
-/// `path: a.py` or `path="a.py", limit=5`: the arguments written without the call around them.
-fn keyword_args(text: &str) -> Option<Value> {
+/// `path: a.py` or `command="ls", timeout=30`: the arguments written without the call around
+/// them. Read so when the tool declares every name, or declares one and every text value is
+/// quoted (then an undeclared one is the model's mistake, for the check to refuse); otherwise
+/// the text is the input itself (`RUST_LOG=debug cargo run` is a command).
+fn keyword_args(text: &str, declared: &[String]) -> Option<Value> {
     let args = crate::step::parse::parse_args(text).ok()?;
     let positional = |k: &String| k == "input" || k.starts_with("input_");
-    (!args.keys().any(positional)).then_some(Value::Object(args))
+    if args.is_empty() || args.keys().any(positional) {
+        return None;
+    }
+    let compact: String = text.chars().filter(|c| !c.is_whitespace()).collect();
+    let quoted = |k: &str, v: &Value| {
+        !v.is_string()
+            || ["=\"", "='", ":\"", ":'"]
+                .iter()
+                .any(|q| compact.contains(&format!("{k}{q}")))
+    };
+    let all_declared = args.keys().all(|k| declared.contains(k));
+    let one_declared = args.keys().any(|k| declared.contains(k));
+    (all_declared || one_declared && args.iter().all(|(k, v)| quoted(k, v)))
+        .then_some(Value::Object(args))
 }
 
 fn literal_of(text: &str) -> Option<Value> {
@@ -562,6 +579,11 @@ mod tests {
             checked.unwrap(),
             args(json!({"query": "RUST_LOG=debug cargo run"}))
         );
+        let refused = c.check(
+            "code_search",
+            args(json!({"input": "query=\"x\", timeout=30"})),
+        );
+        assert!(refused.unwrap_err().contains("timeout"));
         let checked = c.check("code_search", args(json!({"input": {"query": "x"}})));
         assert_eq!(checked.unwrap(), args(json!({"query": "x"})));
         // Keys the tool does not declare: not its input, so the text stays the first argument.

@@ -210,13 +210,19 @@ fn disagreements(plain: &Got, plain_decision: &Value, streamed: &Streamed) -> Ve
             ));
         }
     }
-    let every_thought = streamed.attempts("thought").join("\n");
-    if every_thought.lines().any(|l| {
+    // An Action line the client keeps as thought must be one the whole output's thought holds
+    // too (a model thinking aloud inside <think>), never the action itself. What came before a
+    // `retry` the client has discarded.
+    let action_line = |l: &str| {
         let l = l
             .trim_start_matches([' ', '*', '#', '>'])
             .to_ascii_lowercase();
         l.starts_with("action:") || l.starts_with("action input:")
-    }) {
+    };
+    if thought
+        .lines()
+        .any(|l| action_line(l) && !step_thought.contains(l.trim()))
+    {
         out.push(format!(
             "streamed thought holds an Action line: {thought:?}"
         ));

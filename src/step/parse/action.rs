@@ -58,6 +58,17 @@ pub fn action(text: &str, found: &[Found], d: usize, tags: &Tags) -> Decision {
         }
         _ => {
             let rest = text[open..line_end].trim().trim_matches('`');
+            // `Action: read_file {"path": "a.py"}`: the object on the same line.
+            if rest.starts_with('{') {
+                return match super::action_input::read(rest, tool_name) {
+                    Ok(tool_args) => Decision::Action {
+                        tool_name: tool_name.to_string(),
+                        tool_args,
+                        raw_action_string: clean_raw(&text[line_start..line_end]),
+                    },
+                    Err(why) => unreadable(&why, line_end),
+                };
+            }
             // `Action: read_file src/app.py` gives one input; words after a name
             // (`search files for *.rs`, `run_command to list the files`) are a sentence.
             if rest.contains(char::is_whitespace) {
@@ -65,6 +76,19 @@ pub fn action(text: &str, found: &[Found], d: usize, tags: &Tags) -> Decision {
                     &format!("after the tool name comes a sentence, not its input: write {tool_name}(arguments)"),
                     line_end,
                 );
+            }
+            if rest.is_empty() {
+                // `Action: run-tests` with its JSON input on the next line.
+                if let Some((args, end)) = object_below(text, line_end, found.get(d + 1)) {
+                    return match args {
+                        Ok(tool_args) => Decision::Action {
+                            tool_name: tool_name.to_string(),
+                            tool_args,
+                            raw_action_string: clean_raw(&text[line_start..end]),
+                        },
+                        Err(why) => unreadable(&why, end),
+                    };
+                }
             }
             let args = if rest.is_empty() {
                 Map::new()
@@ -88,13 +112,23 @@ fn body_start(text: &str, mut at: usize) -> usize {
     if text[at..].starts_with("```") {
         at = text[at..].find('\n').map_or(text.len(), |i| at + i + 1);
     }
-    // A markdown list of calls (`- read_file(…)`): the first item is the action.
-    if let Some(item) = text[at..].strip_prefix("- ") {
+    // A markdown list of calls (`- read_file(…)`, `1. read_file(…)`): the first item is the
+    // action.
+    let digits = text[at..].len()
+        - text[at..]
+            .trim_start_matches(|c: char| c.is_ascii_digit())
+            .len();
+    if let Some(item) = text[at..].strip_prefix("- ").or_else(|| {
+        text[at + digits..]
+            .strip_prefix(". ")
+            .filter(|_| digits > 0)
+    }) {
         at = text.len() - item.len();
     }
     at + text[at..].len()
         - text[at..]
             .trim_start_matches([' ', '\t', '`', '"', '\'', '*', '['])
+            .trim_start()
             .len()
 }
 
@@ -111,6 +145,24 @@ fn tool_name(body: &str) -> Option<(&str, usize)> {
     let after = &body[name.len()..];
     let closing = after.len() - after.trim_start_matches(['`', '"', '\'', '*', ']']).len();
     Some((name, name.len() + closing))
+}
+
+/// Arguments as read, or why they cannot be.
+type Arguments = Result<Map<String, Value>, String>;
+
+/// The arguments written as an object on the lines after a bare tool name, up to the next
+/// tag, and where they end; `None` when those lines hold no object.
+fn object_below(
+    text: &str,
+    line_end: usize,
+    next: Option<&Found>,
+) -> Option<(Arguments, usize)> {
+    let end = next.map_or(text.len(), |f| f.line_start);
+    let below = text.get(line_end..end)?.trim();
+    let object = super::unfence(below).trim();
+    object
+        .starts_with('{')
+        .then(|| (super::action_input::read(object, ""), end))
 }
 
 /// `Action: {…}`: a JSON action after the tag.

@@ -13,11 +13,12 @@ use super::{unfence, work};
 /// The arguments `input` gives the tool `tool`, or why it cannot be read: an object that is
 /// neither JSON nor a Python dict, or one cut inside a string, is no text to pass on.
 pub fn read(input: &str, tool: &str) -> Result<Map<String, Value>, String> {
+    let fenced = unfence(input).len() != input.len();
     let input = unwrap_emphasis(unfence(input).trim());
     if input.is_empty() {
         return Ok(Map::new());
     }
-    if input.starts_with('{') {
+    if input.starts_with('{') && looks_like_an_object(input) {
         if let Some(key) = super::json::duplicate_key(input) {
             return Err(format!(
                 "the action input gives '{key}' twice; give it once"
@@ -33,10 +34,28 @@ pub fn read(input: &str, tool: &str) -> Result<Map<String, Value>, String> {
     // A JSON list is a value of its own (the schema says whether the tool takes one); text that
     // looks like keyword arguments (`path: a.py`, `RUST_LOG=debug cargo run`) is left for the
     // schema to tell apart.
-    Ok(match serde_json::from_str::<Value>(input) {
-        Ok(value @ (Value::String(_) | Value::Array(_))) => single_input(value),
-        _ => single_input(Value::String(unquote(input).to_string())),
-    })
+    match serde_json::from_str::<Value>(input) {
+        Ok(value @ (Value::String(_) | Value::Array(_))) => Ok(single_input(value)),
+        // Text over several lines outside a fence or quotes: the input and then chatter, or a
+        // multi-line input that needs quoting; the model must say which.
+        _ if !fenced && input.contains('\n') => Err(
+            "the action input is text over several lines; put it in a JSON object or a code fence"
+                .to_string(),
+        ),
+        _ => Ok(single_input(Value::String(unquote(input).to_string()))),
+    }
+}
+
+/// Whether text that opens with `{` is an object (a key or the end comes next), rather than
+/// text such as a shell group `{ cat a; cat b; } | sort`.
+fn looks_like_an_object(input: &str) -> bool {
+    let inner = input[1..].trim_start();
+    let key = inner
+        .find(|c: char| !(c.is_alphanumeric() || c == '_'))
+        .unwrap_or(inner.len());
+    inner.is_empty()
+        || inner.starts_with(['"', '\'', '}'])
+        || key > 0 && inner[key..].trim_start().starts_with(':')
 }
 
 /// `**…**` around the input, or italics (`*…*`, `_…_`) around an object, a quoted string, a
@@ -68,9 +87,12 @@ fn unwrap_emphasis(input: &str) -> &str {
 /// only closing brackets are missing.
 fn object(input: &str) -> Option<Map<String, Value>> {
     let text = match closing_bracket(input, 0) {
+        // A second object after it is a second input for one call.
+        Some(end) if input[end..].trim_start().starts_with('{') => return None,
         Some(end) => input[..end].to_string(),
         None => closed(input)?,
     };
+    let text = windows_paths_escaped(&text);
     match serde_json::from_str::<Value>(&text)
         .ok()
         .or_else(|| python_literal(&text))?
@@ -78,6 +100,50 @@ fn object(input: &str) -> Option<Map<String, Value>> {
         Value::Object(map) => Some(map),
         _ => None,
     }
+}
+
+/// `text` with the backslashes of Windows paths written unescaped in its strings
+/// (`"C:\temp\notes.txt"`) escaped: JSON would read `\t` and `\n` in them as a tab and a line
+/// break, and the path is what the model meant.
+fn windows_paths_escaped(text: &str) -> std::borrow::Cow<'_, str> {
+    let b = text.as_bytes();
+    let single = |i: usize| {
+        b.len() > i + 4
+            && b[i + 1].is_ascii_alphabetic()
+            && b[i + 2] == b':'
+            && b[i + 3] == b'\\'
+            && b[i + 4] != b'\\'
+    };
+    if !(0..b.len()).any(|i| b[i] == b'"' && single(i)) {
+        return text.into();
+    }
+    let mut out = String::with_capacity(text.len() + 16);
+    let mut in_path = false;
+    let mut in_string = false;
+    let mut chars = text.char_indices().peekable();
+    while let Some((i, c)) = chars.next() {
+        match c {
+            '"' if !in_string => {
+                in_string = true;
+                in_path = single(i);
+            }
+            '"' => in_string = false,
+            '\\' if in_path => {
+                out.push_str("\\\\");
+                continue;
+            }
+            '\\' if in_string => {
+                out.push(c);
+                if let Some((_, next)) = chars.next() {
+                    out.push(next);
+                }
+                continue;
+            }
+            _ => {}
+        }
+        out.push(c);
+    }
+    out.into()
 }
 
 /// Whether `raw` leaves a string, brace or bracket open: an action cut off inside its input.
@@ -151,9 +217,18 @@ fn repeated_call(input: &str, tool: &str) -> Option<Map<String, Value>> {
 /// Plain text without the quotes around it, when they wrap all of it and nothing inside is
 /// the same quote.
 fn unquote(input: &str) -> &str {
-    for q in ['"', '\'', '`'] {
-        if let Some(inner) = input.strip_prefix(q).and_then(|i| i.strip_suffix(q)) {
-            if !inner.contains(q) {
+    // Straight quotes, backticks, and the typographic and CJK pairs Chinese output uses.
+    const PAIRS: [(char, char); 6] = [
+        ('"', '"'),
+        ('\'', '\''),
+        ('`', '`'),
+        ('“', '”'),
+        ('‘', '’'),
+        ('「', '」'),
+    ];
+    for (open, close) in PAIRS {
+        if let Some(inner) = input.strip_prefix(open).and_then(|i| i.strip_suffix(close)) {
+            if !inner.contains(open) && !inner.contains(close) {
                 return inner;
             }
         }
@@ -198,7 +273,10 @@ mod tests {
             json!({"query": {"a": [1, 2]}})
         );
         assert!(read("{\"query\": \"x", "code_search").is_err());
-        assert!(read("{query x}", "code_search").is_err());
+        assert_eq!(
+            of("{ cat a; cat b; } | sort"),
+            json!({"input": "{ cat a; cat b; } | sort"})
+        );
         assert!(read("{\"query\": \"a\", \"query\": \"b\"}", "code_search").is_err());
     }
 
@@ -232,6 +310,21 @@ mod tests {
             assert_eq!(of(text), json!({"input": text}), "{text}");
         }
         assert_eq!(of("'src/app.py'"), json!({"input": "src/app.py"}));
+        assert_eq!(of("“北京天气”"), json!({"input": "北京天气"}));
+        assert_eq!(
+            of(r#"{"path": "C:\temp\notes.txt"}"#),
+            json!({"path": "C:\\temp\\notes.txt"})
+        );
+        assert_eq!(
+            of(r#"{"path": "C:\\temp\\a.txt", "q": "a\tb"}"#),
+            json!({"path": "C:\\temp\\a.txt", "q": "a\tb"})
+        );
+        assert!(read("cargo test\nI will look at the failures", "run").is_err());
+        assert_eq!(
+            of("```sh\nmake\nmake test\n```"),
+            json!({"input": "make\nmake test"})
+        );
+        assert!(read("{\"path\": \"a\"}\n{\"path\": \"b\"}", "run").is_err());
         assert_eq!(of("*src/components*"), json!({"input": "src/components"}));
         assert_eq!(of("_how errors map_"), json!({"input": "how errors map"}));
         assert_eq!(of("*/tests/*"), json!({"input": "*/tests/*"}));

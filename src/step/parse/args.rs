@@ -174,11 +174,15 @@ pub fn parse_args(inner: &str) -> Result<Map<String, Value>, String> {
         let start = p.i;
         if let Some(key) = p.identifier() {
             p.skip(|c| c.is_ascii_whitespace());
-            if p.peek() == Some(b'=') || p.peek() == Some(b':') {
+            // `C:\Users\…` is a path, not an argument named C.
+            let drive = key.len() == 1 && p.text[p.i..].starts_with(":\\");
+            if !drive && (p.peek() == Some(b'=') || p.peek() == Some(b':')) {
                 p.i += 1;
                 p.skip(|c| c.is_ascii_whitespace());
                 let value = p.value()?;
-                args.insert(key.to_string(), value);
+                if args.insert(key.to_string(), value).is_some() {
+                    return Err(format!("the argument '{key}' is given twice"));
+                }
                 continue;
             }
             p.i = start;
@@ -287,8 +291,18 @@ impl<'a> Cursor<'a> {
                     .unwrap_or_else(|| Value::String(raw.to_string())))
             }
             _ => {
+                // Up to a comma outside brackets: an unquoted regex `\d{1,3}` is one value.
                 let start = self.i;
-                self.skip(|c| c != b',');
+                let mut depth = 0usize;
+                while let Some(c) = self.peek() {
+                    match c {
+                        b'(' | b'[' | b'{' => depth += 1,
+                        b')' | b']' | b'}' => depth = depth.saturating_sub(1),
+                        b',' if depth == 0 => break,
+                        _ => {}
+                    }
+                    self.i += 1;
+                }
                 Ok(bare(self.text[start..self.i].trim()))
             }
         }
@@ -323,9 +337,18 @@ impl Cursor<'_> {
     fn inner_quotes_end(&mut self, start: usize, end: usize) -> usize {
         let b = self.text.as_bytes();
         let q = b[start];
+        // A string ends before the end of the arguments or before the next keyword argument:
+        // `, "qty": 2` inside a JSON text is not where it ends.
         let ends_here = |i: usize| {
             let after = self.text[i..].trim_start();
-            after.is_empty() || after.starts_with(',')
+            after.is_empty()
+                || after.strip_prefix(',').is_some_and(|rest| {
+                    let rest = rest.trim_start();
+                    let name = rest
+                        .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+                        .unwrap_or(rest.len());
+                    rest.is_empty() || name > 0 && rest[name..].trim_start().starts_with('=')
+                })
         };
         if self.no_inner_end
             || ends_here(end)
@@ -374,7 +397,9 @@ impl Cursor<'_> {
                     self.skip(|c| c.is_ascii_whitespace());
                     (self.peek()? == b':').then_some(())?;
                     self.i += 1;
-                    map.insert(key, self.literal(depth + 1)?);
+                    let value = self.literal(depth + 1)?;
+                    // A key written twice: which value was meant is not known.
+                    map.insert(key, value).is_none().then_some(())?;
                     self.comma_or(b'}')?;
                 }
                 Some(Value::Object(map))
@@ -542,6 +567,12 @@ mod tests {
             json!({"command": "grep -rn \"TODO\" src", "n": 1})
         );
         assert_eq!(args(r#"a="x", b="y""#), json!({"a": "x", "b": "y"}));
+        assert_eq!(
+            args(r#"url="u", body="{"name": "W", "qty": 2}""#),
+            json!({"url": "u", "body": "{\"name\": \"W\", \"qty\": 2}"})
+        );
+        assert!(parse_args(r#"path="a", path="b""#).is_err());
+        assert_eq!(python_literal("{'a': 1, 'a': 2}"), None);
     }
 
     #[test]
@@ -557,6 +588,18 @@ mod tests {
         assert_eq!(python_literal("{'a': open('x')}"), None);
         let deep = format!("{}{}", "[".repeat(100), "]".repeat(100));
         assert_eq!(python_literal(&deep), None);
+    }
+
+    #[test]
+    fn unquoted_values_keep_their_brackets_and_drive_letters() {
+        assert_eq!(
+            args(r"\d{1,3}\.\d{1,3}"),
+            json!({"input": "\\d{1,3}\\.\\d{1,3}"})
+        );
+        assert_eq!(
+            args(r"C:\Users\dev\app.py"),
+            json!({"input": "C:\\Users\\dev\\app.py"})
+        );
     }
 
     #[test]

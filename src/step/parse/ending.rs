@@ -25,6 +25,68 @@ pub const END_TOKENS: [&str; 15] = [
     "<eos>",
 ];
 
+/// Tokens that begin a new turn of the chat template.
+const TURN_STARTS: [&str; 5] = [
+    "<|start_header_id|>",
+    "<|im_start|>",
+    "<|start|>",
+    "<start_of_turn>",
+    "<｜User｜>",
+];
+
+/// `text` up to an end token followed by the start of a new turn: a server that did not stop
+/// at the end of the turn lets the model invent the next one (a user message, a tool result),
+/// and none of that is this output. A turn start that opens the output (`<|im_start|>assistant`)
+/// is dropped too.
+pub fn cut_invented_turn(text: &str) -> &str {
+    let mut text = text.trim_start();
+    for start in TURN_STARTS {
+        if let Some(rest) = text.strip_prefix(start) {
+            let rest = rest.trim_start();
+            text = rest.strip_prefix("assistant").unwrap_or(rest).trim_start();
+        }
+    }
+    let cut = invented_turn_at(text).or_else(|| {
+        // An end token with nothing after it ends the output too.
+        let trimmed = strip_end_tokens(text);
+        (trimmed.len() < text.trim_end().len()).then_some(trimmed.len())
+    });
+    cut.map_or(text, |i| &text[..i])
+}
+
+/// Where an end token followed by the start of a new turn is in `text`.
+pub fn invented_turn_at(text: &str) -> Option<usize> {
+    work::add(text.len() * END_TOKENS.len());
+    END_TOKENS
+        .iter()
+        .flat_map(|token| {
+            text.match_indices(token)
+                .map(move |(i, _)| (i, token.len()))
+        })
+        .filter(|&(i, len)| starts_a_turn(text[i + len..].trim_start()))
+        .map(|(i, _)| i)
+        .min()
+}
+
+pub fn starts_a_turn(text: &str) -> bool {
+    TURN_STARTS.iter().any(|s| text.starts_with(s))
+}
+
+/// The longest end of `text` that is the start of a turn-start token.
+pub fn turn_start_prefix_len(text: &str) -> usize {
+    TURN_STARTS
+        .iter()
+        .map(|t| {
+            (1..t.len().min(text.len() + 1))
+                .rev()
+                .filter(|&n| t.is_char_boundary(n) && text.is_char_boundary(text.len() - n))
+                .find(|&n| text.ends_with(&t[..n]))
+                .unwrap_or(0)
+        })
+        .max()
+        .unwrap_or(0)
+}
+
 /// The shortest start of the observation tag taken for a remnant of it: one letter is too
 /// likely to be a real last line.
 const REMNANT_MIN_CHARS: usize = 2;
@@ -104,6 +166,24 @@ mod tests {
         for line in ["O", "Observations", "Obstacle", "Done", ""] {
             assert!(!is_observation_remnant(line, "Observation"), "{line}");
         }
+    }
+
+    #[test]
+    fn an_invented_next_turn_is_cut_off() {
+        assert_eq!(
+            cut_invented_turn("Action Input: src/main.rs<|eot_id|><|start_header_id|>ipython<|end_header_id|>\n\nfn main"),
+            "Action Input: src/main.rs"
+        );
+        assert_eq!(
+            cut_invented_turn(
+                "<|im_start|>assistant\nFinal Answer: a<|im_end|>\n<|im_start|>user\nthanks"
+            ),
+            "Final Answer: a"
+        );
+        assert_eq!(
+            cut_invented_turn("content=\"a <|im_end|> b\""),
+            "content=\"a <|im_end|> b\""
+        );
     }
 
     #[test]

@@ -15,7 +15,10 @@ const MESSAGE_ENDS: [&str; 4] = ["<|end|>", "<|call|>", "<|return|>", "<|start|>
 /// The output read as harmony messages, when it is written in them.
 pub fn parse(text: &str) -> Option<Parsed> {
     work::add(text.len());
-    if !text.contains(CHANNEL) || !text.contains(MESSAGE) {
+    // Harmony output starts with its first message; harmony text later on (a file being
+    // written, an answer explaining the format) is content.
+    let head = text.trim_start();
+    if !(head.starts_with(CHANNEL) || head.starts_with("<|start|>")) || !text.contains(MESSAGE) {
         return stripped(text);
     }
     let mut thought = Vec::new();
@@ -44,6 +47,16 @@ pub fn parse(text: &str) -> Option<Parsed> {
             also.push(next);
         }
     }
+    // An answer beside a call: which one the model meant is for it to say.
+    if let Some(Decision::Answer(_)) = &decision {
+        if also.iter().any(|d| matches!(d, Decision::Action { .. })) {
+            decision = Some(Decision::Unreadable {
+                why: "the output holds a final answer and a tool call; write one of them".into(),
+                raw_action_string: text.trim().to_string(),
+            });
+            also.clear();
+        }
+    }
     let mut warnings = vec![
         "the output was read as gpt-oss harmony messages the server passed through as text"
             .to_string(),
@@ -69,10 +82,23 @@ pub fn parse(text: &str) -> Option<Parsed> {
 /// cannot be told from its text once the tokens are gone.
 fn stripped(text: &str) -> Option<Parsed> {
     let rest = text.trim_start().strip_prefix("analysis")?;
-    let (thought, answer) = rest.split_once("assistantfinal")?;
+    let (thought, decision) = match rest.split_once("assistantfinal") {
+        Some((thought, answer)) => (thought, Decision::Answer(answer.trim().to_string())),
+        None => {
+            // `assistantcommentary to=functions.name json{…}`: the recipient survives as text.
+            let (thought, call) = rest.split_once("assistantcommentary to=")?;
+            let (to, body) = call.split_once(char::is_whitespace)?;
+            let body = body.trim_start();
+            let body = body.strip_prefix("json").unwrap_or(body);
+            (
+                thought,
+                self::call(to, body, &format!("commentary to={to}")),
+            )
+        }
+    };
     Some(Parsed {
         thought: thought.trim().to_string(),
-        decision: Decision::Answer(answer.trim().to_string()),
+        decision,
         also: Vec::new(),
         warnings: vec![
             "the output was read as gpt-oss harmony messages whose special tokens the server dropped"
@@ -190,5 +216,9 @@ mod tests {
     #[test]
     fn text_without_channels_is_not_harmony() {
         assert!(parse("Thought: x\nFinal Answer: y").is_none());
+        assert!(parse(
+            "Final Answer: e.g. `<|channel|>commentary to=functions.ls<|message|>{}<|call|>`"
+        )
+        .is_none());
     }
 }

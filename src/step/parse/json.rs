@@ -73,19 +73,42 @@ pub fn find(text: &str) -> Option<JsonAction> {
     None
 }
 
-/// The object as an action or an answer, when it has one of the known shapes.
+/// The object as an action or an answer, when it has one of the known shapes; the OpenAI wire
+/// shapes some servers pass through as text (`{"tool_calls": [{…}]}`, `{"type": "function",
+/// "function": {…}}`) are read as their first call.
 pub fn read(object: &Map<String, Value>, raw: &str) -> Option<(Option<String>, Decision)> {
+    if let Some(Value::Array(calls)) = object.get("tool_calls") {
+        let first = calls.first()?.as_object()?;
+        return read(first, raw);
+    }
+    if let Some(Value::Object(function)) = object.get("function") {
+        return read(function, raw);
+    }
+    read_shape(object, raw)
+}
+
+fn read_shape(object: &Map<String, Value>, raw: &str) -> Option<(Option<String>, Decision)> {
     let text = |keys: &[&str]| {
         keys.iter()
             .find_map(|k| object.get(*k).and_then(Value::as_str))
             .map(str::to_string)
     };
     let thought = text(&["thought", "reasoning", "thoughts"]);
-    let answer = |value: Option<&Value>| Decision::Answer(value.map(as_text).unwrap_or_default());
+    // smolagents' `final_answer` takes `{"answer": …}`: the answer is its text.
+    let answer = |value: Option<&Value>| {
+        let value = match value {
+            Some(Value::Object(args)) if args.len() == 1 => args.values().next(),
+            other => other,
+        };
+        Decision::Answer(value.map(as_text).unwrap_or_default())
+    };
     let name = text(&["action", "tool_name", "tool"]).or_else(|| {
         // `name` alone is too common a key; it counts with its arguments beside it.
-        text(&["name"])
-            .filter(|_| object.contains_key("arguments") || object.contains_key("parameters"))
+        text(&["name"]).filter(|_| {
+            ["arguments", "parameters", "input"]
+                .iter()
+                .any(|k| object.contains_key(*k))
+        })
     });
     // An empty name names no tool: not an action (a fuzzer found `{"action": ""}`).
     if let Some(name) = name.filter(|n| !n.trim().is_empty()) {

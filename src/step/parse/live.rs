@@ -165,6 +165,13 @@ impl LiveParser {
         if self.answer_opens_with_tag(&text, line_end.is_some() || end) {
             return false;
         }
+        if let Some(at) = self.invented_turn_at(&text) {
+            // The model went on past the end of its turn: none of that is this output.
+            self.send(&text[..at], out);
+            self.breaks.clear();
+            self.enter(Section::Done);
+            return true;
+        }
         if let Some(at) = self
             .before_decision()
             .then(|| markup::opener_at(&text))
@@ -204,6 +211,19 @@ impl LiveParser {
         }
     }
 
+    /// Where in `text` (the current line's next stretch) a turn the model invented begins: at an
+    /// end token followed by a turn start, or at a turn start when the text held back ends in
+    /// an end token. A turn start split across pieces is held by `tail_to_hold`.
+    fn invented_turn_at(&self, text: &str) -> Option<usize> {
+        let held_end = ending::END_TOKENS
+            .iter()
+            .any(|t| self.breaks.trim_end().ends_with(t));
+        if held_end && ending::starts_a_turn(text.trim_start()) {
+            return Some(0);
+        }
+        ending::invented_turn_at(text)
+    }
+
     /// Whether no action or answer has begun: a block here may still be the decision.
     fn before_decision(&self) -> bool {
         matches!(
@@ -232,10 +252,11 @@ impl LiveParser {
         } else {
             0
         };
+        let turn = ending::turn_start_prefix_len(text);
         // Backticks that may be the start of a fence mark, counted once whole.
         let ticks = text.len() - text.trim_end_matches('`').len();
         work::add(64);
-        token.max(markup).max(ticks.min(64))
+        token.max(markup).max(turn).max(ticks.min(64))
     }
 
     /// Whether fences are followed: once a thought, an action or an answer has begun (before
@@ -254,11 +275,12 @@ impl LiveParser {
         if text.is_empty() {
             return false;
         }
-        if self.names.at(text).is_some() {
+        if self.names.at(text).is_some() || markup::opener_at(text) == Some(0) {
             self.enter(Section::Done);
             return false;
         }
-        !whole && self.names.may_become_tag(text)
+        let may_open = markup::opener_prefix_len(text) == text.len();
+        !whole && (self.names.may_become_tag(text) || may_open)
     }
 
     /// At a line start: a tag, `<think>`, or text of the current section. A line start held
@@ -309,6 +331,17 @@ impl LiveParser {
                 return false;
             }
             if !whole && !trimmed.is_empty() && "```".starts_with(trimmed) {
+                return true;
+            }
+        }
+        if self.section == Section::Answer {
+            // A turn the model invents after its answer (`Human: thanks!`) ends it.
+            const TURNS: [&str; 2] = ["Human:", "User:"];
+            if TURNS.iter().any(|t| line.starts_with(t)) {
+                self.enter(Section::Done);
+                return false;
+            }
+            if !whole && !line.is_empty() && TURNS.iter().any(|t| t.starts_with(line)) {
                 return true;
             }
         }

@@ -26,8 +26,11 @@ pub struct Markup {
 type Reader = fn(&str) -> Vec<Decision>;
 
 /// The openers, each with the reader of the text after it (up to the end of the output).
-const OPENERS: [(&str, Reader); 13] = [
+const OPENERS: [(&str, Reader); 16] = [
     ("<tool_call>", hermes),
+    ("<function_call>", function_call),
+    ("<function_calls>", claude_xml),
+    ("✿FUNCTION✿", qwen_agent),
     ("<|tool_call|>", phi4),
     ("functools[", phi4_mini),
     ("```tool_code", gemma),
@@ -43,8 +46,10 @@ const OPENERS: [(&str, Reader); 13] = [
 ];
 
 /// The tokens that close a call or a block of calls.
-const CLOSERS: [&str; 9] = [
+const CLOSERS: [&str; 11] = [
     "</tool_call>",
+    "</function_call>",
+    "</function_calls>",
     "</function>",
     "<|tool_call_end|>",
     "<|tool_calls_section_end|>",
@@ -73,17 +78,45 @@ pub fn find(text: &str) -> Option<Markup> {
         });
     }
     calls.truncate(MAX_CALLS);
-    let end = CLOSERS
-        .iter()
-        .filter_map(|c| text[start..].rfind(c).map(|i| start + i + c.len()))
-        .max()
-        .unwrap_or(text.len());
+    let end = block_end(text, start);
     Some(Markup {
         start,
         end,
         opener,
         calls,
     })
+}
+
+/// Just past the closing token of the block of calls at `start`: the first closer, or the one
+/// after the calls that follow it directly (Hermes writes one block per call). The end of the
+/// text when no closer is written. Not the last closer anywhere: a closing tag in prose after
+/// the block is not part of it.
+fn block_end(text: &str, start: usize) -> usize {
+    let mut from = start;
+    // As many blocks as calls are read, so each search is bounded by as many passes.
+    for _ in 0..MAX_CALLS {
+        work::add(text.len() - from);
+        let Some(end) = CLOSERS
+            .iter()
+            .filter_map(|c| text[from..].find(c).map(|i| from + i + c.len()))
+            .min()
+        else {
+            return if from == start { text.len() } else { from };
+        };
+        let mut end = end;
+        // Closers of the enclosing blocks (`</function></tool_call>`) belong to it too.
+        while let Some(c) = CLOSERS
+            .iter()
+            .find(|c| text[end..].trim_start().starts_with(**c))
+        {
+            end = text.len() - text[end..].trim_start().len() + c.len();
+        }
+        if opener_at(text[end..].trim_start()) != Some(0) {
+            return end;
+        }
+        from = end;
+    }
+    from
 }
 
 /// Whether `text` (a line start or a stretch of a line) holds, or may be the start of, markup.
@@ -159,7 +192,15 @@ fn glm(call: &str) -> Decision {
         let value = rest.split_once("<arg_value>").map_or("", |(_, v)| {
             v.split("</arg_value>").next().unwrap_or_default()
         });
-        args.insert(key.trim().to_string(), Value::String(value.to_string()));
+        if args
+            .insert(key.trim().to_string(), Value::String(value.to_string()))
+            .is_some()
+        {
+            return unreadable(
+                &format!("the call gives '{}' twice", key.trim()),
+                format!("<tool_call>{call}</tool_call>"),
+            );
+        }
     }
     action(name, args, format!("<tool_call>{call}</tool_call>"))
 }
@@ -191,9 +232,65 @@ fn qwen3_coder_call(name: &str, body: &str, raw: String) -> Decision {
         let (key, value) = parameter.split_once('>').unwrap_or((parameter, ""));
         let value = value.strip_prefix('\n').unwrap_or(value);
         let value = value.strip_suffix('\n').unwrap_or(value);
-        args.insert(key.trim().to_string(), Value::String(value.to_string()));
+        if args
+            .insert(key.trim().to_string(), Value::String(value.to_string()))
+            .is_some()
+        {
+            return unreadable(&format!("the call gives '{}' twice", key.trim()), raw);
+        }
     }
     action(name, args, raw)
+}
+
+/// `<function_call>{"name": …, "arguments": …}</function_call>`, as some fine-tunes write it.
+fn function_call(body: &str) -> Vec<Decision> {
+    let inner = body.split("</function_call>").next().unwrap_or_default();
+    json_calls(inner, "<function_call>")
+}
+
+/// Anthropic's legacy XML, passed through by proxies: `<function_calls><invoke name="x">
+/// <parameter name="k">v</parameter></invoke></function_calls>`. Values are text, typed by the
+/// declared schema.
+fn claude_xml(body: &str) -> Vec<Decision> {
+    let body = body.split("</function_calls>").next().unwrap_or_default();
+    body.split("<invoke name=\"")
+        .skip(1)
+        .take(MAX_CALLS)
+        .map(|invoke| {
+            let invoke = invoke.split("</invoke>").next().unwrap_or_default();
+            let raw = format!("<invoke name=\"{invoke}</invoke>");
+            let Some((name, params)) = invoke.split_once("\">") else {
+                return unreadable("an <invoke> has no name", raw);
+            };
+            let mut args = Map::new();
+            for param in params.split("<parameter name=\"").skip(1) {
+                let param = param.split("</parameter>").next().unwrap_or_default();
+                let (key, value) = param.split_once("\">").unwrap_or((param, ""));
+                if args
+                    .insert(key.to_string(), Value::String(value.to_string()))
+                    .is_some()
+                {
+                    return unreadable(&format!("the call gives '{key}' twice"), raw);
+                }
+            }
+            action(name, args, raw)
+        })
+        .collect()
+}
+
+/// Qwen-Agent's own template: `✿FUNCTION✿: name` then `✿ARGS✿: {…}`.
+fn qwen_agent(body: &str) -> Vec<Decision> {
+    let body = body.trim_start().trim_start_matches(':');
+    let (name, rest) = body.split_once("✿ARGS✿").unwrap_or((body, ""));
+    let args = rest.trim_start().trim_start_matches(':').trim();
+    let args = args.split("✿RESULT✿").next().unwrap_or_default().trim();
+    let raw = format!("✿FUNCTION✿: {}", body.trim());
+    let end = if args.starts_with('{') {
+        closing_bracket(args, 0).unwrap_or(args.len())
+    } else {
+        args.len()
+    };
+    vec![args_call(name.trim(), &args[..end], raw)]
 }
 
 /// Phi-4: `<|tool_call|>{"name": …, "arguments": …}</|tool_call|>`.

@@ -71,10 +71,13 @@ pub fn parse(raw: &str, tags: &Tags) -> Option<Parsed> {
         return Some(parsed);
     }
     let mut warnings = Vec::new();
-    let (think, whole) = split_think(raw);
+    let cut = ending::cut_invented_turn(raw);
+    let (think, whole) = split_think(cut, tags);
     let text = ending::strip(whole, &tags.observation);
     let text = ending::strip(unfence(text), &tags.observation);
-    if text.trim_end().len() < whole.trim_end().len() && !whole.trim_end().ends_with("```") {
+    let stripped =
+        text.trim_end().len() < whole.trim_end().len() && !whole.trim_end().ends_with("```");
+    if stripped || !raw.trim_end().ends_with(cut.trim_end()) {
         warnings.push(format!(
             "the output ended with an end-of-turn token or the start of an '{}' tag the server left; it was dropped",
             tags.observation
@@ -96,7 +99,19 @@ pub fn parse(raw: &str, tags: &Tags) -> Option<Parsed> {
         .first()
         .map_or(text.len(), |&d| found[d].line_start);
 
-    let block = first_block(text, limit).filter(|b| b.decides(text, limit, found.is_empty()));
+    let mut block = first_block(text, limit);
+    match block.as_ref().map(|b| b.role(text, limit, &found)) {
+        Some(Role::Quoted) => block = None,
+        Some(Role::Unclear) => {
+            if let Some(b) = block.as_mut() {
+                b.calls = vec![Decision::Unreadable {
+                    why: "the output holds a call beside prose or an answer that leaves unclear whether it is meant; write either the call alone or the answer".into(),
+                    raw_action_string: text[b.start..b.end.min(text.len())].trim().to_string(),
+                }];
+            }
+        }
+        _ => {}
+    }
     let closed_at_end = text
         .trim_end()
         .ends_with([')', ']', '}', '>', '"', '\'', '`']);
@@ -159,10 +174,14 @@ pub fn parse(raw: &str, tags: &Tags) -> Option<Parsed> {
 }
 
 fn is_no_action(action: &str) -> bool {
-    let word = action.trim().trim_matches(['`', '*', '"', '\'', '.']);
-    ["none", "n/a", "null", "no action", "nothing"]
-        .iter()
-        .any(|w| word.eq_ignore_ascii_case(w))
+    let word = action
+        .trim()
+        .trim_matches(['`', '*', '"', '\'', '.'])
+        .to_lowercase();
+    ["none", "n/a", "null", "nothing"].contains(&word.as_str())
+        || ["no action", "no tool", "none needed", "not needed"]
+            .iter()
+            .any(|w| word.starts_with(w))
 }
 
 /// The text up to an observation the model wrote itself (all after it is invented), and the
@@ -198,34 +217,107 @@ struct Block {
     read_as: Option<String>,
 }
 
+/// What a block is to the step.
+enum Role {
+    /// The step's decision.
+    Decides,
+    /// Something the model quoted: an example, a past step. The tags decide, or nothing does.
+    Quoted,
+    /// A call written beside a decision of another kind, or between prose that says neither
+    /// what it is: which one the model meant is for it to say again.
+    Unclear,
+}
+
 impl Block {
-    /// Whether the block is the step's decision, rather than an example the model quoted. With
-    /// an action or answer tag at `limit` after it, the block decides only when it runs over
-    /// that tag (the tag is its content) or nothing but space lies between them (the tag was
-    /// invented after the call); prose between means the thought quoted it. With no tag at all,
-    /// a block introduced with a colon and followed by more prose is an example in an answer.
-    fn decides(&self, text: &str, limit: usize, tagless: bool) -> bool {
+    /// Whether the block is the step's decision. With an action or answer tag at `limit` after
+    /// it, the block decides only when it runs over that tag (the tag is its content); an
+    /// `Action:` after it is the call the model means (the block narrated a step), and a final
+    /// answer right after it leaves the step unclear. With no tag after it, a block followed by
+    /// more prose is quoted when the words before it show an example ("like this:", "e.g."),
+    /// decides when they announce a step ("Let me check the config first:"), and is unclear
+    /// otherwise.
+    fn role(&self, text: &str, limit: usize, found: &[Found]) -> Role {
+        let readable = self
+            .calls
+            .iter()
+            .any(|c| !matches!(c, Decision::Unreadable { .. }));
         if limit < text.len() {
-            let readable = self
-                .calls
-                .iter()
-                .any(|c| !matches!(c, Decision::Unreadable { .. }));
-            return readable
-                && (self.end >= limit
-                    || ending::strip_end_tokens(text[self.end..limit].trim()).is_empty());
+            if !readable {
+                return Role::Quoted;
+            }
+            if self.end >= limit {
+                return Role::Decides;
+            }
+            let gap = ending::strip_end_tokens(text[self.end..limit].trim());
+            let tag = found.iter().find(|f| f.line_start == limit).map(|f| f.tag);
+            return match (gap.is_empty(), tag, intent(&text[..self.start])) {
+                (true, Some(Tag::FinalAnswer), Some(false)) => Role::Quoted,
+                (true, Some(Tag::FinalAnswer), _) => Role::Unclear,
+                _ => Role::Quoted,
+            };
         }
-        let before = text[..self.start].trim_end();
-        // The colon that introduces it, before the fence it may be in.
-        let line = before.rfind('\n').map_or(0, |i| i + 1);
-        let before = match before[line..].trim_start().starts_with("```") {
-            true => before[..line].trim_end(),
-            false => before,
-        };
-        let introduced = before.ends_with(':');
         let prose_after =
             !ending::strip_end_tokens(text[self.end.min(text.len())..].trim()).is_empty();
-        !(tagless && introduced && prose_after)
+        // A call that opens the output, or with nothing after it, is the step.
+        if !prose_after || text[..self.start].trim().is_empty() {
+            return Role::Decides;
+        }
+        match intent(&text[..self.start]) {
+            Some(true) => Role::Decides,
+            Some(false) => Role::Quoted,
+            None => Role::Unclear,
+        }
     }
+}
+
+/// What the words just before a block say it is: a step the model announces (`Some(true)`:
+/// "Let me check the config first:"), an example it shows (`Some(false)`: "like this:",
+/// "for example", "the JSON below."), or neither.
+fn intent(before: &str) -> Option<bool> {
+    let before = before.trim_end();
+    // The line that introduces the block, before the fence it may be in.
+    let mut lines = before.lines().rev().filter(|l| !l.trim().is_empty());
+    let mut line = lines.next().unwrap_or_default();
+    if line.trim_start().starts_with("```") {
+        line = lines.next().unwrap_or_default();
+    }
+    let line = line.to_lowercase();
+    // An example, or a step already taken ("I already ran", "the step before this one was").
+    const EXAMPLE: [&str; 18] = [
+        "example",
+        "e.g.",
+        "like this",
+        "looks like",
+        "such as",
+        "as follows",
+        "below",
+        "format",
+        "for instance",
+        "would be",
+        "shape",
+        "syntax",
+        "already",
+        "before this",
+        "previous",
+        "earlier",
+        "last step",
+        "i ran",
+    ];
+    const STEP: [&str; 9] = [
+        "let me",
+        "i'll",
+        "i will",
+        "i am going to",
+        "i'm going to",
+        "i need to",
+        "first,",
+        "now i",
+        "next i",
+    ];
+    if EXAMPLE.iter().any(|w| line.contains(w)) {
+        return Some(false);
+    }
+    STEP.iter().any(|w| line.contains(w)).then_some(true)
 }
 
 /// The first block in `text` that starts before `limit` (the first tag of an action or answer):
@@ -286,8 +378,14 @@ fn answer(text: &str, tags: &Tags, action_follows: bool) -> Decision {
             tags.final_answer, tags.action
         ));
     }
+    if markup::opener_at(text) == Some(0) {
+        return unreadable(format!(
+            "the '{}:' is a tool call; write it after '{}:'",
+            tags.final_answer, tags.action
+        ));
+    }
     let rest = match names.at(text) {
-        None => return Decision::Answer(text.to_string()),
+        None => return Decision::Answer(without_invented_turn(text).to_string()),
         Some((Tag::Thought, _)) => text.split_once('\n').map_or("", |(_, rest)| rest.trim()),
         Some(_) => "",
     };
@@ -298,6 +396,19 @@ fn answer(text: &str, tags: &Tags, action_follows: bool) -> Decision {
         ));
     }
     Decision::Answer(rest.to_string())
+}
+
+/// An answer without the next turn the model went on to invent (LangChain's conversational
+/// prompt names the user `Human:`): a line of its own that starts one ends the answer.
+fn without_invented_turn(answer: &str) -> &str {
+    let mut at = 0;
+    for line in answer.split_inclusive('\n') {
+        if at > 0 && ["Human:", "User:"].iter().any(|p| line.starts_with(p)) {
+            return answer[..at].trim_end();
+        }
+        at += line.len();
+    }
+    answer
 }
 
 /// The seed's fallback: no action and no final answer, so the text is the answer.
@@ -424,13 +535,20 @@ fn answer_text(mut args: Map<String, Value>) -> String {
 
 /// Separates `<think>…</think>` (or `<thinking>`) from the rest. Some local models omit the
 /// opening tag, so a lone closing tag ends the thinking too.
-fn split_think(raw: &str) -> (Option<String>, &str) {
+fn split_think<'r>(raw: &'r str, tags: &Tags) -> (Option<String>, &'r str) {
     for (open, close) in [("<think>", "</think>"), ("<thinking>", "</thinking>")] {
-        if let Some(end) = raw.find(close) {
-            let inner = &raw[..end];
-            let inner = inner.find(open).map_or(inner, |s| &inner[s + open.len()..]);
-            return (Some(inner.trim().to_string()), &raw[end + close.len()..]);
+        let Some(end) = raw.find(close) else {
+            continue;
+        };
+        let inner = &raw[..end];
+        // Thinking comes first: a closing tag after the step began is text (an answer that
+        // explains the tag, an argument that searches for it).
+        let opens = inner.trim_start().starts_with(open);
+        if !opens && (!tags::find(inner, tags).is_empty() || markup::opener_at(inner).is_some()) {
+            continue;
         }
+        let inner = inner.find(open).map_or(inner, |s| &inner[s + open.len()..]);
+        return (Some(inner.trim().to_string()), &raw[end + close.len()..]);
     }
     (None, raw)
 }
@@ -444,6 +562,10 @@ fn unfence(text: &str) -> &str {
     let Some(body) = rest.strip_suffix("```") else {
         return text;
     };
+    // Two fenced blocks with prose between them are not one fence around everything.
+    if body.contains("\n```") {
+        return text;
+    }
     match body.find('\n') {
         // Gemma's ```tool_code fence is its call, read as markup.
         Some(nl) if body[..nl].trim() == "tool_code" => text,
