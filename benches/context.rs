@@ -5,7 +5,7 @@
 
 use std::hint::black_box;
 
-use criterion::{criterion_group, criterion_main, Criterion};
+use criterion::{criterion_group, criterion_main, BatchSize, Criterion};
 use reactstep::llm::Provider;
 use reactstep::step::budget::{fit, marker_reserve, Candidates, DEFAULT_ORDER};
 use reactstep::step::context::{ContextItem, ContextSource};
@@ -114,20 +114,98 @@ fn bench_case(c: &mut Criterion, name: &str, case: &Case) {
     );
 
     let mut group = c.benchmark_group(name);
-    group.bench_function("fit", |b| {
-        b.iter(|| {
-            fit(&counter, case.budget, black_box(&candidates))
-                .unwrap()
-                .finish(&counter, None, "o200k_base")
-        })
+    let build = || {
+        fit(&counter, case.budget, black_box(&candidates))
+            .unwrap()
+            .finish(&counter, None, "o200k_base")
+    };
+    // Text never seen before: the count cache is emptied before each build.
+    group.bench_function("fit, cold", |b| {
+        b.iter_batched(clear_cache, |()| build(), BatchSize::PerIteration)
     });
-    group.bench_function("baseline: tokenise the sent text once", |b| {
+    // The same request again, as in a loop or a steady load: counts come from the cache.
+    group.bench_function("fit, steady state", |b| b.iter(build));
+    group.bench_function("baseline: one tokenizer pass over the sent text", |b| {
+        let tokenizer = bpe_openai::o200k_base();
         b.iter(|| {
             sent.iter()
-                .map(|s| counter.count(black_box(s)))
-                .sum::<u32>()
+                .map(|s| tokenizer.count(*black_box(s)))
+                .sum::<usize>()
         })
     });
+    group.finish();
+}
+
+fn clear_cache() {
+    if let Some(cache) = reactstep::step::token_cache::global() {
+        cache.clear();
+    }
+}
+
+/// A recorded 10-step loop: the same files and tools at every step, the history growing by a
+/// call and its observation. Each step k is measured after steps 1..k-1 ran on an empty cache,
+/// as the service sees them in a session.
+fn loop_steps(c: &mut Criterion) {
+    let counter = TokenCounter::for_model(Provider::OpenAi, "gpt-4o");
+    let head = system_head(
+        "- code_search(query) - search the code\n- read_file(path) - read a file",
+        false,
+        &reactstep::step::parse::Tags::default(),
+        false,
+    );
+    let items: Vec<ContextItem> = (0..3)
+        .map(|n| item(ContextSource::Explicit, n, 5_000))
+        .collect();
+    let histories: Vec<Vec<Turn>> = (0..10)
+        .map(|step| {
+            let mut history = turns(10, 600);
+            for k in 0..step {
+                history.push(Turn::new(
+                    Role::Assistant,
+                    format!("Thought: step {k}.\nAction: read_file(path=\"src/step{k}.js\")"),
+                    "2024-01-01T00:00:00.000Z".into(),
+                ));
+                history.push(Turn::new(
+                    Role::ToolObservation,
+                    code(1_500, 5_000 + k),
+                    "2024-01-01T00:00:00.000Z".into(),
+                ));
+            }
+            history
+        })
+        .collect();
+    let tags = reactstep::step::parse::Tags::default();
+    let run = |step: usize| {
+        let candidates = Candidates {
+            head: &head,
+            items: &items,
+            unresolved: &[],
+            history: &histories[step],
+            query: "Why does the login handler return 404 for existing users?",
+            order: &DEFAULT_ORDER,
+            max_observation_tokens: 2000,
+            omission_reserve: marker_reserve(&counter),
+            tags: &tags,
+        };
+        fit(&counter, 16_000, black_box(&candidates))
+            .unwrap()
+            .finish(&counter, None, "o200k_base")
+    };
+    let mut group = c.benchmark_group("10-step loop, context phase");
+    for step in [0, 1, 4, 9] {
+        group.bench_function(format!("step {}", step + 1), |b| {
+            b.iter_batched(
+                || {
+                    clear_cache();
+                    (0..step).for_each(|k| {
+                        run(k);
+                    });
+                },
+                |()| run(step),
+                BatchSize::PerIteration,
+            )
+        });
+    }
     group.finish();
 }
 
@@ -155,5 +233,5 @@ fn counting(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, prompt_building, counting);
+criterion_group!(benches, prompt_building, loop_steps, counting);
 criterion_main!(benches);

@@ -103,6 +103,11 @@ impl TokenCache {
         self.counts.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// Forgets every count: for benchmarks that measure text never seen before.
+    pub fn clear(&self) {
+        self.lock().clear();
+    }
+
     pub fn hits(&self) -> u64 {
         self.hits.load(Ordering::Relaxed)
     }
