@@ -59,7 +59,9 @@ impl TokenCache {
         let bytes = usize::try_from(mib.saturating_mul(1 << 20)).unwrap_or(usize::MAX);
         let capacity = NonZeroUsize::new(bytes / ENTRY_BYTES)?;
         Some(Self {
-            counts: Mutex::new(LruCache::with_hasher(capacity, FixedState::with_seed(0))),
+            // Unbounded, with the bound kept here: `with_hasher` would allocate (and touch) the
+            // whole table at start-up, tens of MiB before a single count.
+            counts: Mutex::new(LruCache::unbounded_with_hasher(FixedState::with_seed(0))),
             capacity: capacity.get(),
             hits: AtomicU64::new(0),
             misses: AtomicU64::new(0),
@@ -90,6 +92,9 @@ impl TokenCache {
         let len = {
             let mut counts = self.lock();
             counts.put(key, counted);
+            while counts.len() > self.capacity {
+                counts.pop_lru();
+            }
             counts.len()
         };
         metrics

@@ -152,11 +152,7 @@ type Arguments = Result<Map<String, Value>, String>;
 
 /// The arguments written as an object on the lines after a bare tool name, up to the next
 /// tag, and where they end; `None` when those lines hold no object.
-fn object_below(
-    text: &str,
-    line_end: usize,
-    next: Option<&Found>,
-) -> Option<(Arguments, usize)> {
+fn object_below(text: &str, line_end: usize, next: Option<&Found>) -> Option<(Arguments, usize)> {
     let end = next.map_or(text.len(), |f| f.line_start);
     let below = text.get(line_end..end)?.trim();
     let object = super::unfence(below).trim();
