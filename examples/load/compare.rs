@@ -50,7 +50,7 @@ fn completion() -> String {
 // ---------------------------------------------------------------------------------------------
 // The bodies
 
-/// Realistic JavaScript of about `bytes` bytes; `seed` makes each file's text its own.
+/// Realistic JavaScript of at most `bytes` bytes, cut at a line end; `seed` makes each file's text its own.
 fn source(bytes: usize, seed: usize) -> String {
     let nouns = [
         "user", "session", "attempt", "token", "account", "device", "policy",
@@ -68,7 +68,8 @@ fn source(bytes: usize, seed: usize) -> String {
         ));
         i += 1;
     }
-    out.push_str("module.exports = { };\n");
+    // Cut at the last whole line that fits, so the size is what was asked for.
+    out.truncate(out[..bytes].rfind('\n').map_or(bytes, |n| n + 1));
     out
 }
 
@@ -128,7 +129,7 @@ fn step_body(step: usize, history: Vec<Value>, query: &str) -> Value {
     ]
     .iter()
     .enumerate()
-    .map(|(n, path)| json!({"path": path, "content": source(4_750, n * 100)}))
+    .map(|(n, path)| json!({"path": path, "content": source(5_120, n * 100)}))
     .collect();
     json!({
         "project_id": "4b1e6f0e-0000-4000-8000-000000000001",
