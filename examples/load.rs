@@ -10,6 +10,10 @@
 //! - `soak [SECONDS] [RATE]`: steady load (default 600 s at 100 steps/s) with 10 % of upstream
 //!   replies failing (500, 503, 429); every answer must be a documented outcome, and the
 //!   service's RSS is sampled every 10 s to show it stays flat.
+//! - `compare [SECONDS] [CONCURRENCY]`: steady load with `oha` on a fast mock upstream, a bare
+//!   actix-web + reqwest pass-through and the service, with the typical IDE body and a 10-step
+//!   loop; a markdown table of req/s, p50/p90/p99 and the ratios to the pass-through
+//!   (`load/compare.rs`).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)]
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -21,6 +25,8 @@ use std::io::Write;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
+#[path = "load/compare.rs"]
+mod compare;
 #[path = "../tests/support/https_upstream.rs"]
 mod https_upstream;
 
@@ -347,10 +353,28 @@ async fn soak(seconds: u64, rate: u64) {
     assert_eq!(c[3], 0, "no unexpected status");
 }
 
-#[tokio::main]
-async fn main() {
+fn main() {
     let args: Vec<String> = std::env::args().collect();
+    // The pass-through runs on actix-web's own runtime, outside tokio's.
+    if args.get(1).map(String::as_str) == Some("pass-through") {
+        compare::pass_through(&args[2]).unwrap();
+        return;
+    }
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(run(args));
+}
+
+async fn run(args: Vec<String>) {
     match args.get(1).map(String::as_str) {
+        Some("mock-upstream") => compare::mock_upstream().await,
+        Some("compare") => {
+            let seconds = args.get(2).and_then(|s| s.parse().ok()).unwrap_or(6);
+            let concurrency = args.get(3).and_then(|s| s.parse().ok()).unwrap_or(16);
+            compare::run(seconds, concurrency).await;
+        }
         Some("soak") => {
             let seconds = args.get(2).and_then(|s| s.parse().ok()).unwrap_or(600);
             let rate = args.get(3).and_then(|s| s.parse().ok()).unwrap_or(100);

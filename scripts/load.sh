@@ -5,9 +5,26 @@
 #                                          over plain HTTP/1.1 (default) or TLS with HTTP/2
 #                                          (https:S: S streams allowed per connection)
 #   scripts/load.sh soak [SECONDS] [RATE]  steady load with 10 % upstream faults (600 s, 100/s)
+#   scripts/load.sh compare [SECONDS] [CONCURRENCY]
+#                                          oha on a mock upstream, a bare actix-web + reqwest
+#                                          pass-through and the service, typical body and a
+#                                          10-step loop (6 s per target, concurrency 16)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # Each step holds a client connection and an upstream connection.
 ulimit -n "$(ulimit -Hn)"
+target_dir="${CARGO_TARGET_DIR:-target}"
+if [ "${1:-}" = compare ] && [ -z "${OHA:-}" ]; then
+    # The load generator: oha on PATH, else built once into the target folder.
+    if command -v oha >/dev/null; then
+        OHA=oha
+    else
+        OHA="$target_dir/tools/bin/oha"
+        if [ ! -x "$OHA" ]; then
+            cargo install oha --locked --root "$target_dir/tools"
+        fi
+    fi
+    export OHA
+fi
 cargo build --release --bin reactstep --example load
-exec target/release/examples/load "$@"
+exec "$target_dir/release/examples/load" "$@"
