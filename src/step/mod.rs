@@ -349,37 +349,15 @@ async fn step(
     // Tokenising megabytes of context is CPU work: off the async workers, one build per core.
     // Each thread that tokenises keeps its own regex cache (hundreds of KiB), so thousands of
     // steps in flight must not mean thousands of threads.
-    let (input, fitted) = cpu::run(move || {
-        let mut input = input;
-        if let Some(ws) = input.workspace.clone() {
-            resolve_from_workspace(&ws, &mut input);
-        }
-        let head = prompt::system_head(
-            &input.tools_segment,
-            input.iterations_left == 1,
-            &input.react.tags,
-            native,
-        );
-        let candidates = Candidates {
-            head: &head,
-            items: &input.context,
-            unresolved: &input.unresolved,
-            history: &input.history,
-            query: &input.user_query,
-            order: &input.context_order,
-            max_observation_tokens: input.max_observation_tokens,
-            omission_reserve,
-            tags: &input.react.tags,
-        };
-        let fitted = budget::fit(&counter, messages_budget, &candidates);
-        // The prompt now holds what fitted; the step need not keep the context (up to the body
-        // limit) a second time while it waits on the model.
-        input.context = Vec::new();
-        input.tools_segment = String::new();
-        (input, fitted)
-    })
-    .await
-    .map_err(StepError::Internal)?;
+    let input_size = PromptInput::of(&input);
+    let build = move || build_prompt(input, counter, native, messages_budget, omission_reserve);
+    // A small request without a workspace to read builds in microseconds once its counts are
+    // cached: the hop to the CPU pool (two thread wake-ups) would cost more than the build.
+    let (input, fitted) = if inline_build(&input_size) {
+        build()
+    } else {
+        cpu::run(build).await.map_err(StepError::Internal)?
+    };
     let fitted = fitted.map_err(|o| {
         StepError::ContextOverflow(Overflow {
             budget,
@@ -516,6 +494,68 @@ impl Billed {
     fn get(&self) -> Option<Usage> {
         self.0.lock().ok().and_then(|sum| *sum)
     }
+}
+
+/// What decides where a prompt is built: how much text it tokenizes, and whether it reads files.
+struct PromptInput {
+    bytes: usize,
+    reads_files: bool,
+}
+
+impl PromptInput {
+    fn of(input: &StepInput) -> Self {
+        let context: usize = input.context.iter().map(|i| i.content.len()).sum();
+        let history: usize = input.history.iter().map(|t| t.content.len()).sum();
+        Self {
+            bytes: context + history + input.tools_segment.len() + input.user_query.len(),
+            reads_files: input.workspace.is_some(),
+        }
+    }
+}
+
+/// Prompts under this many bytes of text are built on the HTTP worker: at most a millisecond or
+/// two when nothing is cached, microseconds when it is.
+const INLINE_PROMPT_BYTES: usize = 32 * 1024;
+
+fn inline_build(size: &PromptInput) -> bool {
+    !size.reads_files && size.bytes <= INLINE_PROMPT_BYTES
+}
+
+/// Reads the workspace's files into the input, then fits the prompt into the budget. The input
+/// goes along and comes back: the build may run on the CPU pool, which must own what it reads.
+fn build_prompt(
+    mut input: Box<StepInput>,
+    counter: TokenCounter,
+    native: bool,
+    messages_budget: u32,
+    omission_reserve: u32,
+) -> (Box<StepInput>, Result<budget::Fitted, budget::Overflow>) {
+    if let Some(ws) = input.workspace.clone() {
+        resolve_from_workspace(&ws, &mut input);
+    }
+    let head = prompt::system_head(
+        &input.tools_segment,
+        input.iterations_left == 1,
+        &input.react.tags,
+        native,
+    );
+    let candidates = Candidates {
+        head: &head,
+        items: &input.context,
+        unresolved: &input.unresolved,
+        history: &input.history,
+        query: &input.user_query,
+        order: &input.context_order,
+        max_observation_tokens: input.max_observation_tokens,
+        omission_reserve,
+        tags: &input.react.tags,
+    };
+    let fitted = budget::fit(&counter, messages_budget, &candidates);
+    // The prompt now holds what fitted; the step need not keep the context (up to the body
+    // limit) a second time while it waits on the model.
+    input.context = Vec::new();
+    input.tools_segment = String::new();
+    (input, fitted)
 }
 
 /// What the step's model calls have added up to so far.

@@ -44,30 +44,43 @@ impl Encoding {
 
 /// Pieces this long or shorter are remembered; longer ones (a base64 run) are rare to repeat.
 const MEMO_PIECE_BYTES: usize = 24;
-/// Pieces remembered per thread before the memo starts over (a few MiB at most).
-const MEMO_PIECES: usize = 1 << 16;
+/// Entries each memo holds per thread before it starts over (a few MiB at most).
+const MEMO_ENTRIES: usize = 1 << 16;
 
-/// Counts of short pre-tokenized pieces, per encoding.
+/// Counts of short texts, one table per encoding (looked up by the bytes themselves, with no
+/// key to build).
 #[derive(Default)]
-struct PieceMemo(HashMap<(Encoding, Box<[u8]>), u32, FixedState>);
+struct Memo([HashMap<Box<[u8]>, u32, FixedState>; 2]);
+
+impl Memo {
+    fn count(&mut self, encoding: Encoding, bytes: &[u8], count: impl FnOnce() -> usize) -> usize {
+        let table = &mut self.0[encoding as usize];
+        if let Some(&n) = table.get(bytes) {
+            return n as usize;
+        }
+        if table.len() >= MEMO_ENTRIES {
+            table.clear();
+        }
+        let n = count();
+        table.insert(bytes.into(), u32::try_from(n).unwrap_or(u32::MAX));
+        n
+    }
+}
+
+/// The memos of one thread: pre-tokenized pieces (words, mostly), and whole texts too short
+/// for the process-wide cache (a history turn, a line of a file being cut).
+#[derive(Default)]
+struct PieceMemo {
+    pieces: Memo,
+    texts: Memo,
+}
 
 impl PieceMemo {
     fn count(&mut self, encoding: Encoding, bpe: &BytePairEncoding, piece: &[u8]) -> usize {
         if piece.len() > MEMO_PIECE_BYTES {
             return bpe.count(piece);
         }
-        if let Some(&n) = self.0.get(&(encoding, piece.into())) {
-            return n as usize;
-        }
-        if self.0.len() >= MEMO_PIECES {
-            self.0.clear();
-        }
-        let n = bpe.count(piece);
-        self.0.insert(
-            (encoding, piece.into()),
-            u32::try_from(n).unwrap_or(u32::MAX),
-        );
-        n
+        self.pieces.count(encoding, piece, || bpe.count(piece))
     }
 }
 
@@ -184,7 +197,26 @@ impl TokenCounter {
             .then(token_cache::global)
             .flatten();
         let Some(cache) = cache else {
-            return count();
+            if text.len() >= token_cache::MIN_CACHED_BYTES {
+                return count();
+            }
+            // Short texts are counted whole, through this thread's memo.
+            return Some(PIECES.with(|memo| {
+                let counted = || self.count_pieces(text, usize::MAX).unwrap_or(usize::MAX);
+                // Counting borrows the memo itself; the text's entry is written after.
+                let known = memo.borrow_mut().texts.0[self.encoding as usize]
+                    .get(text.as_bytes())
+                    .copied();
+                known.map_or_else(
+                    || {
+                        let n = counted();
+                        memo.borrow_mut()
+                            .texts
+                            .count(self.encoding, text.as_bytes(), || n)
+                    },
+                    |n| n as usize,
+                )
+            }));
         };
         let counted = cache.count_with(self.encoding as u8, text, || {
             count().map(|n| u32::try_from(n).unwrap_or(u32::MAX))
