@@ -101,6 +101,11 @@ fn unreadable(e: PayloadError) -> ErrorKind {
 
 /// Decodes JSON into `T`; on failure, the message and the field it concerns.
 pub fn decode<T: DeserializeOwned>(body: &[u8]) -> Result<T, (String, Vec<FieldError>)> {
+    // Tracking the path of every value costs as much as decoding it; it is wanted only to say
+    // where a bad body went wrong, so a good body is decoded without it.
+    if let Ok(value) = serde_json::from_slice(body) {
+        return Ok(value);
+    }
     let mut deserializer = serde_json::Deserializer::from_slice(body);
     let result: Result<T, _> = serde_path_to_error::deserialize(&mut deserializer);
     let err = match result {
