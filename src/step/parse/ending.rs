@@ -74,8 +74,13 @@ pub fn starts_a_turn(text: &str) -> bool {
 
 /// The longest end of `text` that is the start of a turn-start token.
 pub fn turn_start_prefix_len(text: &str) -> usize {
-    TURN_STARTS
-        .iter()
+    held_prefix_len(text, TURN_STARTS.iter().copied())
+}
+
+/// The longest end of `text` that is a proper start of one of `tokens`: what a stream must hold
+/// back until the next piece shows whether the token is whole.
+pub fn held_prefix_len<'t>(text: &str, tokens: impl Iterator<Item = &'t str>) -> usize {
+    tokens
         .map(|t| {
             (1..t.len().min(text.len() + 1))
                 .rev()

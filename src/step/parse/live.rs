@@ -236,17 +236,7 @@ impl LiveParser {
     /// start of an end token or (in a thought) of tool-call markup, and so wait for more.
     fn tail_to_hold(&self, len: usize) -> usize {
         let text = &self.rest()[..len];
-        let token = ending::END_TOKENS
-            .iter()
-            .map(|t| {
-                (1..t.len().min(text.len() + 1))
-                    .rev()
-                    .filter(|&n| t.is_char_boundary(n) && text.is_char_boundary(len - n))
-                    .find(|&n| text.ends_with(&t[..n]))
-                    .unwrap_or(0)
-            })
-            .max()
-            .unwrap_or(0);
+        let token = ending::held_prefix_len(text, ending::END_TOKENS.iter().copied());
         let markup = if self.before_decision() {
             markup::opener_prefix_len(text)
         } else {

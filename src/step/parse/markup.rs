@@ -126,17 +126,7 @@ pub fn opener_at(text: &str) -> Option<usize> {
 
 /// The longest end of `text` that is the start of an opener, to hold back while streaming.
 pub fn opener_prefix_len(text: &str) -> usize {
-    OPENERS
-        .iter()
-        .map(|(o, _)| {
-            (1..o.len().min(text.len() + 1))
-                .rev()
-                .filter(|&n| o.is_char_boundary(n) && text.is_char_boundary(text.len() - n))
-                .find(|&n| text.ends_with(&o[..n]))
-                .unwrap_or(0)
-        })
-        .max()
-        .unwrap_or(0)
+    super::ending::held_prefix_len(text, OPENERS.iter().map(|(o, _)| *o))
 }
 
 /// Text up to the first of `ends` (or all of it), and the text after that end.
