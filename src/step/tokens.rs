@@ -54,16 +54,23 @@ struct Memo([HashMap<Box<[u8]>, u32, FixedState>; 2]);
 
 impl Memo {
     fn count(&mut self, encoding: Encoding, bytes: &[u8], count: impl FnOnce() -> usize) -> usize {
+        self.get(encoding, bytes).unwrap_or_else(|| {
+            let n = count();
+            self.insert(encoding, bytes, n);
+            n
+        })
+    }
+
+    fn get(&self, encoding: Encoding, bytes: &[u8]) -> Option<usize> {
+        self.0[encoding as usize].get(bytes).map(|&n| n as usize)
+    }
+
+    fn insert(&mut self, encoding: Encoding, bytes: &[u8], n: usize) {
         let table = &mut self.0[encoding as usize];
-        if let Some(&n) = table.get(bytes) {
-            return n as usize;
-        }
         if table.len() >= MEMO_ENTRIES {
             table.clear();
         }
-        let n = count();
         table.insert(bytes.into(), u32::try_from(n).unwrap_or(u32::MAX));
-        n
     }
 }
 
@@ -193,35 +200,28 @@ impl TokenCounter {
     /// The raw count of `text` from the process-wide cache, or from `count` (`None`: over a
     /// limit, not counted in full). A cached count may exceed the caller's limit.
     fn cached(&self, text: &str, count: impl FnOnce() -> Option<usize>) -> Option<usize> {
-        let cache = (text.len() >= token_cache::MIN_CACHED_BYTES)
-            .then(token_cache::global)
-            .flatten();
-        let Some(cache) = cache else {
-            if text.len() >= token_cache::MIN_CACHED_BYTES {
-                return count();
-            }
-            // Short texts are counted whole, through this thread's memo.
-            return Some(PIECES.with(|memo| {
-                let counted = || self.count_pieces(text, usize::MAX).unwrap_or(usize::MAX);
-                // Counting borrows the memo itself; the text's entry is written after.
-                let known = memo.borrow_mut().texts.0[self.encoding as usize]
-                    .get(text.as_bytes())
-                    .copied();
-                known.map_or_else(
-                    || {
-                        let n = counted();
-                        memo.borrow_mut()
-                            .texts
-                            .count(self.encoding, text.as_bytes(), || n)
-                    },
-                    |n| n as usize,
-                )
-            }));
+        if text.len() < token_cache::MIN_CACHED_BYTES {
+            return Some(self.count_short(text));
+        }
+        let Some(cache) = token_cache::global() else {
+            return count();
         };
         let counted = cache.count_with(self.encoding as u8, text, || {
             count().map(|n| u32::try_from(n).unwrap_or(u32::MAX))
         })?;
         Some(counted as usize)
+    }
+
+    /// A text too short for the process-wide cache, counted whole once per thread and then
+    /// remembered. Counting borrows the thread's memo itself, so the entry is written after.
+    fn count_short(&self, text: &str) -> usize {
+        let bytes = text.as_bytes();
+        if let Some(n) = PIECES.with(|memo| memo.borrow().texts.get(self.encoding, bytes)) {
+            return n;
+        }
+        let n = self.count_pieces(text, usize::MAX).unwrap_or(usize::MAX);
+        PIECES.with(|memo| memo.borrow_mut().texts.insert(self.encoding, bytes, n));
+        n
     }
 
     /// The count of `text`, piece by piece as the pre-tokenizer cuts it, or `None` once it

@@ -528,19 +528,11 @@ mod tests {
     use serde_json::json;
 
     fn calls(text: &str) -> Vec<(String, Value)> {
-        find(text)
-            .unwrap_or_else(|| panic!("no markup in {text:?}"))
-            .calls
-            .into_iter()
-            .map(|c| match c {
-                Decision::Action {
-                    tool_name,
-                    tool_args,
-                    ..
-                } => (tool_name, Value::Object(tool_args)),
-                other => panic!("{other:?}"),
-            })
-            .collect()
+        crate::step::parse::as_calls(
+            find(text)
+                .unwrap_or_else(|| panic!("no markup in {text:?}"))
+                .calls,
+        )
     }
 
     fn one(name: &str, args: Value) -> Vec<(String, Value)> {

@@ -99,19 +99,7 @@ pub fn parse(raw: &str, tags: &Tags) -> Option<Parsed> {
         .first()
         .map_or(text.len(), |&d| found[d].line_start);
 
-    let mut block = first_block(text, limit);
-    match block.as_ref().map(|b| b.role(text, limit, &found)) {
-        Some(Role::Quoted) => block = None,
-        Some(Role::Unclear) => {
-            if let Some(b) = block.as_mut() {
-                b.calls = vec![Decision::Unreadable {
-                    why: "the output holds a call beside prose or an answer that leaves unclear whether it is meant; write either the call alone or the answer".into(),
-                    raw_action_string: text[b.start..b.end.min(text.len())].trim().to_string(),
-                }];
-            }
-        }
-        _ => {}
-    }
+    let block = deciding_block(text, limit, &found);
     let closed_at_end = text
         .trim_end()
         .ends_with([')', ']', '}', '>', '"', '\'', '`']);
@@ -320,6 +308,23 @@ fn intent(before: &str) -> Option<bool> {
     STEP.iter().any(|w| line.contains(w)).then_some(true)
 }
 
+/// The block that decides the step, if one does: a quoted one is left to the tags, and an
+/// unclear one becomes an unreadable call (a repair round).
+fn deciding_block(text: &str, limit: usize, found: &[Found]) -> Option<Block> {
+    let mut block = first_block(text, limit)?;
+    match block.role(text, limit, found) {
+        Role::Decides => {}
+        Role::Quoted => return None,
+        Role::Unclear => {
+            block.calls = vec![Decision::Unreadable {
+                why: "the output holds a call beside prose or an answer that leaves unclear whether it is meant; write either the call alone or the answer".into(),
+                raw_action_string: text[block.start..block.end.min(text.len())].trim().to_string(),
+            }];
+        }
+    }
+    Some(block)
+}
+
 /// The first block in `text` that starts before `limit` (the first tag of an action or answer):
 /// tool-call markup, a pythonic call list or a JSON action. Each is looked for only before the
 /// one found so far, so one inside another is not taken for it; a block may run past `limit`,
@@ -498,6 +503,22 @@ fn with_think(think: Option<String>, thought: String) -> String {
         Some(think) => format!("{think}\n\n{thought}"),
         None => thought,
     }
+}
+
+/// Each decision as (tool, arguments), for the readers' tests; any other decision fails them.
+#[cfg(test)]
+fn as_calls(decisions: Vec<Decision>) -> Vec<(String, Value)> {
+    decisions
+        .into_iter()
+        .map(|c| match c {
+            Decision::Action {
+                tool_name,
+                tool_args,
+                ..
+            } => (tool_name, Value::Object(tool_args)),
+            other => panic!("{other:?}"),
+        })
+        .collect()
 }
 
 /// `final_answer(...)`, `finish(...)` and the paper's `Finish[...]` end the task.

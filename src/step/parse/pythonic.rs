@@ -141,19 +141,11 @@ mod tests {
     use serde_json::{json, Value};
 
     fn calls(text: &str) -> Vec<(String, Value)> {
-        find(text)
-            .unwrap_or_else(|| panic!("no list in {text:?}"))
-            .calls
-            .into_iter()
-            .map(|c| match c {
-                Decision::Action {
-                    tool_name,
-                    tool_args,
-                    ..
-                } => (tool_name, Value::Object(tool_args)),
-                other => panic!("{other:?}"),
-            })
-            .collect()
+        crate::step::parse::as_calls(
+            find(text)
+                .unwrap_or_else(|| panic!("no list in {text:?}"))
+                .calls,
+        )
     }
 
     #[test]
