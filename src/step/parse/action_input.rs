@@ -7,7 +7,7 @@
 use serde_json::{Map, Value};
 
 use super::action::single_input;
-use super::args::{closing_bracket, parse_args, python_literal};
+use super::args::{closing_bracket, is_windows_path, parse_args, python_literal, string_end};
 use super::{unfence, work};
 
 /// The arguments `input` gives the tool `tool`, or why it cannot be read: an object that is
@@ -108,11 +108,8 @@ fn object(input: &str) -> Option<Map<String, Value>> {
 fn windows_paths_escaped(text: &str) -> std::borrow::Cow<'_, str> {
     let b = text.as_bytes();
     let single = |i: usize| {
-        b.len() > i + 4
-            && b[i + 1].is_ascii_alphabetic()
-            && b[i + 2] == b':'
-            && b[i + 3] == b'\\'
-            && b[i + 4] != b'\\'
+        b.get(i + 2..i + 4) == Some(b":\\")
+            && string_end(b, i).is_some_and(|end| is_windows_path(&text[i + 1..end - 1]))
     };
     if !(0..b.len()).any(|i| b[i] == b'"' && single(i)) {
         return text.into();
@@ -319,6 +316,9 @@ mod tests {
             of(r#"{"path": "C:\\temp\\a.txt", "q": "a\tb"}"#),
             json!({"path": "C:\\temp\\a.txt", "q": "a\tb"})
         );
+        // A drive-like start followed by an escaped quote is JSON as written.
+        assert_eq!(of(r#"{"a": "a:\""}"#), json!({"a": "a:\""}));
+        assert_eq!(of(r#"{"a": "b:\x\"y"}"#), json!({"a": "b:\\x\"y"}));
         assert!(read("cargo test\nI will look at the failures", "run").is_err());
         assert_eq!(
             of("```sh\nmake\nmake test\n```"),

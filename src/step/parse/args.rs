@@ -132,7 +132,7 @@ impl<'t> Closer<'t> {
 }
 
 /// Index just past the closing quote of the string that opens at `start`.
-fn string_end(b: &[u8], start: usize) -> Option<usize> {
+pub(super) fn string_end(b: &[u8], start: usize) -> Option<usize> {
     let q = b[start];
     if b[start..].starts_with(&[q, q, q]) {
         let body = start + 3;
@@ -310,10 +310,17 @@ impl<'a> Cursor<'a> {
 }
 
 /// `C:\Users\…` with single backslashes: they separate names, they are not escapes. A path
-/// written with its backslashes escaped (`C:\\Users`) is read with its escapes.
-fn is_windows_path(body: &str) -> bool {
+/// written with its backslashes escaped (`C:\\Users`) is read with its escapes, and so is a
+/// string holding an escaped quote (`"a:\""`): no path has a quote in it.
+pub(super) fn is_windows_path(body: &str) -> bool {
     let b = body.as_bytes();
-    b.len() > 3 && b[0].is_ascii_alphabetic() && b[1] == b':' && b[2] == b'\\' && b[3] != b'\\'
+    b.len() > 3
+        && b[0].is_ascii_alphabetic()
+        && b[1] == b':'
+        && b[2] == b'\\'
+        && !matches!(b[3], b'\\' | b'"' | b'\'')
+        && !body.contains("\\\"")
+        && !body.contains("\\'")
 }
 
 /// How deep a Python literal may nest: deeper text is kept as written.
@@ -558,6 +565,9 @@ mod tests {
             args(r#"path="C:\Users\dev\new\table.py""#),
             json!({"path": "C:\\Users\\dev\\new\\table.py"})
         );
+        // An escaped quote after a drive-like start is an escape, not a path.
+        assert_eq!(args(r#"a="a:\"""#), json!({"a": "a:\""}));
+        assert_eq!(args(r#"a="b:\x\"y""#), json!({"a": "b:\\x\"y"}));
     }
 
     #[test]
