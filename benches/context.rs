@@ -79,7 +79,7 @@ fn large() -> Case {
 }
 
 fn bench_case(c: &mut Criterion, name: &str, case: &Case) {
-    let counter = TokenCounter::for_model(Provider::OpenAi, "gpt-4o");
+    let counter = TokenCounter::for_model(Provider::OPENAI, "gpt-4o");
     let head = system_head(
         "- code_search(query) - search the code\n- read_file(path) - read a file",
         false,
@@ -146,7 +146,7 @@ fn clear_cache() {
 /// call and its observation. Each step k is measured after steps 1..k-1 ran on an empty cache,
 /// as the service sees them in a session.
 fn loop_steps(c: &mut Criterion) {
-    let counter = TokenCounter::for_model(Provider::OpenAi, "gpt-4o");
+    let counter = TokenCounter::for_model(Provider::OPENAI, "gpt-4o");
     let head = system_head(
         "- code_search(query) - search the code\n- read_file(path) - read a file",
         false,
@@ -219,7 +219,7 @@ fn prompt_building(c: &mut Criterion) {
 }
 
 fn counting(c: &mut Criterion) {
-    let counter = TokenCounter::for_model(Provider::OpenAi, "gpt-4o");
+    let counter = TokenCounter::for_model(Provider::OPENAI, "gpt-4o");
     let blob = "QUJDREVGR0hJSktMTU5PUFFSU1RVVldYWVo".repeat(30_000);
     let mut group = c.benchmark_group("token counting");
     group.sample_size(10);

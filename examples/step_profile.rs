@@ -75,9 +75,9 @@ fn main() {
         .build()
         .unwrap();
     let llm = LlmClients::new(LlmSettings {
-        openai_base_url: "http://127.0.0.1:9".into(),
-        anthropic_base_url: "http://127.0.0.1:9".into(),
-        ollama_base_url: "http://127.0.0.1:9".into(),
+        // Nothing is called: every step carries its mock_response.
+        base_urls: Default::default(),
+        headers: Default::default(),
         timeout: std::time::Duration::from_secs(1),
         retry: RetryPolicy::default(),
         extra_roots: Vec::new(),

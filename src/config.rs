@@ -71,13 +71,24 @@ pub struct Config {
     )]
     pub anthropic_base_url: String,
 
-    /// Base URL of the OpenAI-compatible server used for `provider: ollama`.
+    /// Base URL of the Ollama server (its native `/api/chat` is used; a trailing `/v1` is
+    /// dropped).
     #[arg(
         long,
         env = "REACTSTEP_OLLAMA_BASE_URL",
-        default_value = "http://127.0.0.1:11434/v1"
+        default_value = "http://127.0.0.1:11434"
     )]
     pub ollama_base_url: String,
+
+    /// Base URLs of the other providers, by provider name, from `REACTSTEP_<NAME>_BASE_URL`
+    /// (`GET /api/providers` lists the names).
+    #[arg(skip)]
+    pub base_urls: std::collections::BTreeMap<String, String>,
+
+    /// Values of the variables providers take headers from (`REACTSTEP_OPENROUTER_REFERER`,
+    /// `REACTSTEP_OPENROUTER_TITLE`), by variable.
+    #[arg(skip)]
+    pub provider_variables: std::collections::BTreeMap<String, String>,
 
     /// PEM file of certificate authorities to trust for upstream TLS besides the built-in web
     /// roots: a company's TLS-inspecting proxy, or a model server with a private CA.
@@ -201,7 +212,9 @@ impl Config {
             bind: SocketAddr::from(([127, 0, 0, 1], 8080)),
             openai_base_url: "https://api.openai.com/v1".into(),
             anthropic_base_url: "https://api.anthropic.com".into(),
-            ollama_base_url: "http://127.0.0.1:11434/v1".into(),
+            ollama_base_url: "http://127.0.0.1:11434".into(),
+            base_urls: Default::default(),
+            provider_variables: Default::default(),
             upstream_ca_file: None,
             upstream_pools: 4,
             llm_timeout_secs: 60,
@@ -225,6 +238,39 @@ impl Config {
             rate_limit_per_session: 0,
             client_timeout_secs: 30,
             workers: 0,
+        }
+    }
+
+    /// The flags and the environment, with every provider's variables read.
+    pub fn load() -> Self {
+        let mut config = <Self as clap::Parser>::parse();
+        config.read_provider_variables(|name| std::env::var(name).ok());
+        config
+    }
+
+    /// Reads `REACTSTEP_<NAME>_BASE_URL` for the providers without a flag of their own, and
+    /// the variables providers take headers from.
+    pub fn read_provider_variables(&mut self, var: impl Fn(&str) -> Option<String>) {
+        for provider in crate::llm::Provider::all() {
+            let flagged = ["openai", "anthropic", "ollama"].contains(&provider.name());
+            if let Some(url) = var(&provider.base_url_variable()).filter(|_| !flagged) {
+                self.base_urls.insert(provider.name().to_string(), url);
+            }
+            for (_, variable) in provider.api().configured_headers() {
+                if let Some(value) = var(variable) {
+                    self.provider_variables.insert(variable.to_string(), value);
+                }
+            }
+        }
+    }
+
+    /// Where the operator sent `provider`'s calls, if anywhere.
+    pub fn base_url_for(&self, provider: crate::llm::Provider) -> Option<&str> {
+        match provider.name() {
+            "openai" => Some(&self.openai_base_url),
+            "anthropic" => Some(&self.anthropic_base_url),
+            "ollama" => Some(&self.ollama_base_url),
+            name => self.base_urls.get(name).map(String::as_str),
         }
     }
 

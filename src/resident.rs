@@ -88,7 +88,7 @@ not a mapping line";
     fn the_encoders_still_count_after_their_tables_are_paged_out() {
         crate::step::tokens::warm_up();
         let counter =
-            crate::step::tokens::TokenCounter::for_model(crate::llm::Provider::OpenAi, "gpt-4o");
+            crate::step::tokens::TokenCounter::for_model(crate::llm::Provider::OPENAI, "gpt-4o");
         let before = counter.count("fn main() { println!(\"hello\"); }");
         assert!(
             release_compiled_in_data() > 0,

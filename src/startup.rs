@@ -20,8 +20,9 @@ use tracing_actix_web::TracingLogger;
 
 use crate::api::{self, AppState};
 use crate::config::Config;
-use crate::llm::{LlmClients, LlmSettings};
+use crate::llm::{LlmClients, LlmSettings, Provider};
 use crate::step::workspace::Workspace;
+use reqwest::header::{HeaderName, HeaderValue};
 
 pub struct Application {
     port: u16,
@@ -41,9 +42,8 @@ impl Application {
         let listener = TcpListener::bind(config.bind)?;
         let port = listener.local_addr()?.port();
         let llm = LlmClients::new(LlmSettings {
-            openai_base_url: config.openai_base_url.clone(),
-            anthropic_base_url: config.anthropic_base_url.clone(),
-            ollama_base_url: config.ollama_base_url.clone(),
+            base_urls: provider_base_urls(config),
+            headers: provider_headers(config)?,
             timeout: config.llm_timeout(),
             retry: config.retry_policy(),
             extra_roots: match &config.upstream_ca_file {
@@ -64,6 +64,9 @@ impl Application {
             )),
             None => None,
         };
+        let unplaced_providers = Provider::all()
+            .filter(|p| llm.base_url(*p).trim().is_empty())
+            .collect();
         let state = web::Data::new(AppState {
             llm,
             max_body_bytes: config.max_body_bytes,
@@ -77,12 +80,11 @@ impl Application {
                 config.rate_limit_per_client,
                 config.rate_limit_per_session,
             ),
-            allowed_base_urls: config
-                .allowed_base_urls
-                .iter()
-                .map(|u| u.trim().trim_end_matches('/').to_string())
-                .filter(|u| !u.is_empty())
-                .collect(),
+            unplaced_providers,
+            allowed_base_urls: std::sync::Arc::new(
+                crate::api::AllowedBaseUrls::parse(&config.allowed_base_urls)
+                    .map_err(std::io::Error::other)?,
+            ),
         });
         if !config.bind.ip().is_loopback() && config.api_tokens.is_none() {
             tracing::warn!(bind = %config.bind, "listening beyond loopback without REACTSTEP_API_TOKENS: anyone who can reach this address can spend the keys sent to it and use the service");
@@ -201,6 +203,43 @@ fn cors(origins: &[String]) -> actix_cors::Cors {
         .allowed_headers(["content-type", "authorization", "x-request-id"])
         .expose_headers(["x-request-id", "retry-after"])
         .max_age(600)
+}
+
+/// Each provider's base URL as the operator configured it; the rest keep their defaults.
+fn provider_base_urls(config: &Config) -> std::collections::HashMap<&'static str, String> {
+    if config
+        .ollama_base_url
+        .trim_end_matches('/')
+        .ends_with("/v1")
+    {
+        tracing::info!("REACTSTEP_OLLAMA_BASE_URL ends in /v1: Ollama's native API at the server's root is used instead");
+    }
+    Provider::all()
+        .filter_map(|p| Some((p.name(), config.base_url_for(p)?.trim().to_string())))
+        .collect()
+}
+
+/// The headers the operator configured for providers' calls (OpenRouter's attribution).
+fn provider_headers(
+    config: &Config,
+) -> std::io::Result<std::collections::HashMap<&'static str, Vec<(HeaderName, HeaderValue)>>> {
+    let mut all = std::collections::HashMap::new();
+    for provider in Provider::all() {
+        let mut headers = Vec::new();
+        for (header, variable) in provider.api().configured_headers() {
+            let Some(value) = config.provider_variables.get(*variable) else {
+                continue;
+            };
+            let value = HeaderValue::from_str(value.trim()).map_err(|_| {
+                std::io::Error::other(format!("{variable} is not a valid header value"))
+            })?;
+            headers.push((HeaderName::from_static(header), value));
+        }
+        if !headers.is_empty() {
+            all.insert(provider.name(), headers);
+        }
+    }
+    Ok(all)
 }
 
 /// The certificates of the operator's CA file; a file that holds none is a mistake worth

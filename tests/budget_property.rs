@@ -59,9 +59,9 @@ fn turn() -> impl Strategy<Value = Turn> {
 
 fn provider() -> impl Strategy<Value = (Provider, &'static str)> {
     prop_oneof![
-        Just((Provider::OpenAi, "gpt-4o")),
-        Just((Provider::OpenAi, "gpt-4")),
-        Just((Provider::Anthropic, "claude-sonnet-4-5")),
+        Just((Provider::OPENAI, "gpt-4o")),
+        Just((Provider::OPENAI, "gpt-4")),
+        Just((Provider::ANTHROPIC, "claude-sonnet-4-5")),
     ]
 }
 

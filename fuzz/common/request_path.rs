@@ -64,9 +64,10 @@ fn llm() -> &'static LlmClients {
     LLM.get_or_init(|| {
         let nowhere = "http://127.0.0.1:9".to_string();
         LlmClients::new(LlmSettings {
-            openai_base_url: nowhere.clone(),
-            anthropic_base_url: nowhere.clone(),
-            ollama_base_url: nowhere,
+            base_urls: reactstep::llm::Provider::all()
+                .map(|p| (p.name(), nowhere.clone()))
+                .collect(),
+            headers: Default::default(),
             timeout: std::time::Duration::from_secs(1),
             retry: RetryPolicy::default(),
             extra_roots: Vec::new(),

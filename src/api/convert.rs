@@ -28,7 +28,9 @@ pub struct Conversion {
     pub workspace: Option<std::sync::Arc<crate::step::workspace::Workspace>>,
     pub allow_mock_response: bool,
     pub approximation_margin_percent: Option<u32>,
-    pub allowed_base_urls: std::sync::Arc<[String]>,
+    pub allowed_base_urls: std::sync::Arc<super::base_urls::AllowedBaseUrls>,
+    /// Providers that need the request's base URL: the operator set none.
+    pub unplaced_providers: std::sync::Arc<[Provider]>,
     /// How long the whole step may take.
     pub step_timeout: std::time::Duration,
     pub session_id: String,
@@ -69,14 +71,18 @@ pub fn step_input(req: ReactStepRequest, how: Conversion) -> Result<StepInput, V
     if provider.is_none() {
         fail(
             "llm_config.provider",
-            "is required: the provider cannot be inferred from modelName; set it to openai, anthropic or ollama".into(),
+            "is required: the provider cannot be inferred from modelName; set it to one of GET /api/providers (openai, anthropic, ollama …)".into(),
         );
     }
-    if provider == Some(Provider::Anthropic) && cfg.temperature.is_some_and(|t| t > 1.0) {
-        fail(
-            "llm_config.temperature",
-            "must be between 0 and 1 for Anthropic models".into(),
-        );
+    if let Some(p) = provider {
+        let most = p.capabilities().max_temperature.value();
+        // Beyond 2 the field's own range check has said so already.
+        if cfg.temperature.is_some_and(|t| t > most && t <= 2.0) {
+            fail(
+                "llm_config.temperature",
+                format!("must be between 0 and {most} for provider {p}"),
+            );
+        }
     }
     if req.mock_response.is_some() && !how.allow_mock_response {
         fail(
@@ -178,8 +184,18 @@ pub fn step_input(req: ReactStepRequest, how: Conversion) -> Result<StepInput, V
         .base_url
         .as_deref()
         .map(|u| u.trim().trim_end_matches('/').to_string());
+    let unplaced = provider.filter(|p| how.unplaced_providers.contains(p));
+    if let (Some(p), None) = (unplaced, &base_url) {
+        fail(
+            "llm_config.base_url",
+            format!(
+                "is required for provider {p}: this server has no {} for it",
+                p.base_url_variable()
+            ),
+        );
+    }
     if let Some(url) = &base_url {
-        if !how.allowed_base_urls.iter().any(|a| a == url) {
+        if !how.allowed_base_urls.allows(url) {
             fail(
                 "llm_config.base_url",
                 "is not one of this server's allowed base URLs (REACTSTEP_ALLOWED_BASE_URLS)"

@@ -38,6 +38,36 @@ pub async fn metrics() -> HttpResponse {
         .body(crate::metrics::global().render())
 }
 
+/// Every provider the service speaks to: where the operator sends its calls (the host only) and
+/// what it can do. Never a key, never a path that could hold one.
+pub async fn providers(
+    req: HttpRequest,
+    id: RequestId,
+    state: web::Data<AppState>,
+) -> Result<HttpResponse, ApiError> {
+    if !authorized(&req, &state.api_tokens) {
+        let echo = Echo {
+            request_id: super::request_log::request_id_of(&req, id),
+            ..Echo::default()
+        };
+        return Err(ApiError::new(ErrorKind::Unauthorized, echo));
+    }
+    let providers: Vec<serde_json::Value> = crate::llm::Provider::all()
+        .map(|p| {
+            let host = reqwest::Url::parse(state.llm.base_url(p))
+                .ok()
+                .and_then(|u| u.host_str().map(str::to_string));
+            serde_json::json!({
+                "name": p.name(),
+                "base_url_host": host,
+                "capabilities": p.capabilities(),
+                "model_prefixes": p.api().model_prefixes(),
+            })
+        })
+        .collect();
+    Ok(HttpResponse::Ok().json(serde_json::json!({ "providers": providers })))
+}
+
 pub async fn openapi() -> HttpResponse {
     HttpResponse::Ok()
         .content_type("application/yaml")
@@ -154,6 +184,7 @@ pub async fn prepare(
         allow_mock_response: state.allow_mock_response,
         approximation_margin_percent: state.approximation_margin_percent,
         allowed_base_urls: state.allowed_base_urls.clone(),
+        unplaced_providers: state.unplaced_providers.clone(),
         step_timeout: state.step_timeout,
         session_id,
         received_at,

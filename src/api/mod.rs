@@ -1,6 +1,7 @@
 //! The HTTP layer: decode and validate requests into domain input, run the step, and map the
 //! outcome (or the failure) to the one response shape the contract describes.
 
+mod base_urls;
 mod body;
 pub mod client_gone;
 mod convert;
@@ -17,6 +18,7 @@ mod stream;
 
 use actix_web::{guard, web};
 
+pub use base_urls::AllowedBaseUrls;
 pub use error::{ApiError, ErrorKind};
 pub use handlers::OPENAPI_YAML;
 pub use rate_limit::RateLimits;
@@ -36,7 +38,9 @@ pub struct AppState {
     pub api_tokens: crate::config::ApiTokens,
     pub rate_limits: rate_limit::RateLimits,
     /// Base URLs a request may name for its LLM call.
-    pub allowed_base_urls: std::sync::Arc<[String]>,
+    pub allowed_base_urls: std::sync::Arc<base_urls::AllowedBaseUrls>,
+    /// Providers the operator gave no base URL and that have no default (Azure).
+    pub unplaced_providers: std::sync::Arc<[crate::llm::Provider]>,
     /// Between comment lines on a quiet event stream.
     pub stream_heartbeat: std::time::Duration,
 }
@@ -59,6 +63,7 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
         .service(only("GET", web::to(handlers::readyz), "/readyz"))
         .service(only("GET", web::to(handlers::metrics), "/metrics"))
         .service(only("GET", web::to(handlers::openapi), "/openapi.yaml"))
+        .service(only("GET", web::to(handlers::providers), "/api/providers"))
         .service(only(
             "POST",
             web::to(handlers::react_step),

@@ -18,7 +18,8 @@ pub fn step_input(body: &[u8]) -> Result<Box<StepInput>, String> {
         workspace: None,
         allow_mock_response: true,
         approximation_margin_percent: None,
-        allowed_base_urls: Arc::from([]),
+        allowed_base_urls: Arc::default(),
+        unplaced_providers: Arc::from([]),
         step_timeout: Duration::from_secs(120),
         session_id: request
             .session_id

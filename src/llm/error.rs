@@ -55,6 +55,40 @@ pub enum LlmError {
     },
 }
 
+/// What a provider's request building or decoding found wrong, before the transport names the
+/// provider and scrubs the key.
+#[derive(Debug)]
+pub enum WireError {
+    /// The reply or an event is not the shape the provider documents.
+    Shape(String),
+    /// The provider reported an error inside a stream that had started with 200: its raw data.
+    InStream(String),
+    /// The key cannot be sent in a header (it is checked as printable ASCII, so this is rare).
+    KeyNotHeader,
+}
+
+impl WireError {
+    /// A body or event that did not decode as `what`.
+    pub fn json(what: &str, err: &serde_json::Error) -> Self {
+        // Without the value serde would quote: a reply can hold anything, the key included.
+        Self::Shape(format!(
+            "{what} is not the documented JSON ({})",
+            crate::scrub::json_error(err)
+        ))
+    }
+
+    pub(crate) fn into_llm(self, provider: Provider, key: Option<&ApiKey>) -> LlmError {
+        match self {
+            Self::Shape(message) => LlmError::BadResponse { provider, message },
+            Self::InStream(data) => LlmError::in_stream(provider, data.as_bytes(), key),
+            Self::KeyNotHeader => LlmError::Auth {
+                provider,
+                status: 401,
+            },
+        }
+    }
+}
+
 impl LlmError {
     /// Builds the error for a non-success reply, from its status, headers and body.
     pub(crate) fn from_reply(
@@ -274,7 +308,7 @@ mod tests {
         let Ok(status) = StatusCode::from_u16(status) else {
             panic!("valid status")
         };
-        LlmError::from_reply(Provider::OpenAi, status, headers, body.as_bytes(), None)
+        LlmError::from_reply(Provider::OPENAI, status, headers, body.as_bytes(), None)
     }
 
     #[test]

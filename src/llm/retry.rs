@@ -79,7 +79,9 @@ impl RetryPolicy {
                 Ok(value) => return Ok(value),
                 Err(err) => err,
             };
-            if retry >= self.retries || !err.is_worth_retrying() {
+            let timeout_not_retried =
+                matches!(err, LlmError::Timeout { .. }) && !provider.capabilities().retry_timeouts;
+            if retry >= self.retries || !err.is_worth_retrying() || timeout_not_retried {
                 return Err(err);
             }
             retry += 1;
@@ -109,7 +111,7 @@ mod tests {
 
     fn unavailable() -> LlmError {
         LlmError::Unavailable {
-            provider: Provider::OpenAi,
+            provider: Provider::OPENAI,
             message: "HTTP 503".into(),
         }
     }
@@ -137,7 +139,7 @@ mod tests {
         let calls = AtomicU32::new(0);
         let far = Instant::now() + Duration::from_secs(5);
         let result = fast()
-            .run(Provider::OpenAi, Duration::from_secs(1), far, |_| async {
+            .run(Provider::OPENAI, Duration::from_secs(1), far, |_| async {
                 match calls.fetch_add(1, Ordering::SeqCst) {
                     0 | 1 => Err(unavailable()),
                     _ => Ok("done"),
@@ -153,10 +155,10 @@ mod tests {
         let calls = AtomicU32::new(0);
         let far = Instant::now() + Duration::from_secs(5);
         let denied = fast()
-            .run(Provider::OpenAi, Duration::from_secs(1), far, |_| async {
+            .run(Provider::OPENAI, Duration::from_secs(1), far, |_| async {
                 calls.fetch_add(1, Ordering::SeqCst);
                 Err::<(), _>(LlmError::Auth {
-                    provider: Provider::OpenAi,
+                    provider: Provider::OPENAI,
                     status: 401,
                 })
             })
@@ -164,7 +166,7 @@ mod tests {
         assert!(matches!(denied, Err(LlmError::Auth { .. })));
         assert_eq!(calls.swap(0, Ordering::SeqCst), 1);
         let down = fast()
-            .run(Provider::OpenAi, Duration::from_secs(1), far, |_| async {
+            .run(Provider::OPENAI, Duration::from_secs(1), far, |_| async {
                 calls.fetch_add(1, Ordering::SeqCst);
                 Err::<(), _>(unavailable())
             })
@@ -187,12 +189,12 @@ mod tests {
         let calls = AtomicU32::new(0);
         let soon = Instant::now() + Duration::from_millis(50);
         let result = slow
-            .run(Provider::OpenAi, Duration::from_secs(60), soon, |timeout| {
+            .run(Provider::OPENAI, Duration::from_secs(60), soon, |timeout| {
                 calls.fetch_add(1, Ordering::SeqCst);
                 async move {
                     assert!(timeout <= Duration::from_millis(50));
                     Err::<(), _>(LlmError::RateLimited {
-                        provider: Provider::OpenAi,
+                        provider: Provider::OPENAI,
                         message: "slow down".into(),
                         retry_after: Some(Duration::from_secs(5)),
                         retryable: true,

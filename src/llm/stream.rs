@@ -1,28 +1,45 @@
-//! A streamed completion: each provider's SSE events become text deltas as they arrive, and the
-//! whole [`Completion`] at the end. A stream that ends before the provider said it was done is an
+//! A streamed completion: the provider's events become text deltas as they arrive, and the whole
+//! [`Completion`] at the end. Framing (SSE or JSON lines) is shared; what an event means is the
+//! provider's [`StreamDecoder`]. A stream that ends before the provider said it was done is an
 //! error, never a silently partial answer.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use serde_json::Value;
-
-use super::sse::{SseDecoder, SseEvent};
-use super::{ApiKey, Completion, FinishReason, LlmError, NativeCall, Provider, Usage};
+use super::provider::Framing;
+use super::sse::SseDecoder;
+use super::{ApiKey, Completion, FinishReason, LlmError, NativeCall, Provider, Usage, WireError};
 
 /// What the events of a stream add up to so far.
 #[derive(Debug, Default)]
-struct Sofar {
-    text: String,
+pub struct Sofar {
+    pub text: String,
     /// Tool calls by index: name and the argument fragments joined.
-    calls: BTreeMap<u64, (String, String)>,
-    usage: Option<Usage>,
-    finish: Option<FinishReason>,
-    done: bool,
+    pub calls: BTreeMap<u64, PartialCall>,
+    pub usage: Option<Usage>,
+    pub finish: Option<FinishReason>,
+    /// The provider said the reply is complete.
+    pub done: bool,
+    /// Events read, of any kind.
+    pub events: u64,
+}
+
+/// A tool call whose pieces are still arriving.
+#[derive(Debug, Default)]
+pub struct PartialCall {
+    pub name: String,
+    pub arguments: String,
 }
 
 impl Sofar {
     fn completion(self, provider: Provider) -> Result<Completion, LlmError> {
+        if self.events == 0 {
+            return Err(LlmError::BadResponse {
+                provider,
+                message: "the stream ended without any event: the provider sent an empty reply"
+                    .into(),
+            });
+        }
         if !self.done {
             return Err(LlmError::BadResponse {
                 provider,
@@ -32,7 +49,7 @@ impl Sofar {
         let calls = self
             .calls
             .into_values()
-            .map(|(name, arguments)| NativeCall::new(name, Value::String(arguments)))
+            .map(|c| NativeCall::new(c.name, serde_json::Value::String(c.arguments)))
             .collect();
         Ok(Completion {
             text: self.text,
@@ -43,18 +60,68 @@ impl Sofar {
     }
 }
 
-/// Which provider's events the stream carries.
-#[derive(Debug, Clone, Copy)]
-enum Format {
-    OpenAi,
-    Anthropic,
+/// What one provider's stream events mean.
+pub trait StreamDecoder: Send {
+    /// Reads one event's data into `sofar`; returns the text it adds, if any.
+    fn event(&mut self, data: &str, sofar: &mut Sofar) -> Result<Option<String>, WireError>;
+}
+
+/// Splits the bytes of a stream into the data of its events.
+enum Framer {
+    Sse(SseDecoder),
+    Lines(Vec<u8>),
+}
+
+impl Framer {
+    fn new(framing: Framing) -> Self {
+        match framing {
+            Framing::Sse => Self::Sse(SseDecoder::default()),
+            Framing::JsonLines => Self::Lines(Vec::new()),
+        }
+    }
+
+    /// The data of the events `bytes` complete; `Err` when the stream is not UTF-8 text.
+    fn push(&mut self, bytes: &[u8]) -> Result<Vec<String>, ()> {
+        match self {
+            Self::Sse(decoder) => decoder
+                .push(bytes)
+                .map(|events| events.into_iter().map(|e| e.data).collect())
+                .map_err(|_| ()),
+            Self::Lines(pending) => {
+                pending.extend_from_slice(bytes);
+                let Some(last) = pending.iter().rposition(|&b| b == b'\n') else {
+                    return Ok(Vec::new());
+                };
+                let whole: Vec<u8> = pending.drain(..=last).collect();
+                let text = std::str::from_utf8(&whole).map_err(|_| ())?;
+                Ok(text
+                    .lines()
+                    .map(str::trim)
+                    .filter(|l| !l.is_empty())
+                    .map(str::to_string)
+                    .collect())
+            }
+        }
+    }
+
+    /// A last line a JSON-lines stream left without its line break.
+    fn rest(&mut self) -> Option<String> {
+        match self {
+            Self::Lines(pending) if !pending.is_empty() => {
+                let line = String::from_utf8_lossy(pending).trim().to_string();
+                pending.clear();
+                (!line.is_empty()).then_some(line)
+            }
+            _ => None,
+        }
+    }
 }
 
 pub struct CompletionStream {
     provider: Provider,
-    format: Format,
     response: reqwest::Response,
-    decoder: SseDecoder,
+    framer: Framer,
+    decoder: Box<dyn StreamDecoder>,
     sofar: Sofar,
     pending: std::collections::VecDeque<String>,
     timeout: Duration,
@@ -62,15 +129,12 @@ pub struct CompletionStream {
 
 impl CompletionStream {
     pub(crate) fn new(provider: Provider, response: reqwest::Response, timeout: Duration) -> Self {
-        let format = match provider {
-            Provider::Anthropic => Format::Anthropic,
-            Provider::OpenAi | Provider::Ollama => Format::OpenAi,
-        };
+        let api = provider.api();
         Self {
             provider,
-            format,
             response,
-            decoder: SseDecoder::default(),
+            framer: Framer::new(api.framing()),
+            decoder: api.stream_decoder(),
             sofar: Sofar::default(),
             pending: Default::default(),
             timeout,
@@ -92,21 +156,25 @@ impl CompletionStream {
                 .chunk()
                 .await
                 .map_err(|e| LlmError::from_transport(self.provider, &e, self.timeout))?;
-            let Some(chunk) = chunk else {
-                return Ok(None);
+            let events = match chunk {
+                Some(chunk) => self
+                    .framer
+                    .push(&chunk)
+                    .map_err(|()| LlmError::BadResponse {
+                        provider: self.provider,
+                        message: "the stream is not UTF-8 text".into(),
+                    })?,
+                None => match self.framer.rest() {
+                    Some(last) => vec![last],
+                    None => return Ok(None),
+                },
             };
-            let events = self
-                .decoder
-                .push(&chunk)
-                .map_err(|_| LlmError::BadResponse {
-                    provider: self.provider,
-                    message: "the stream is not UTF-8 text".into(),
-                })?;
-            for event in events {
-                let text = match self.format {
-                    Format::OpenAi => self.openai(&event, key)?,
-                    Format::Anthropic => self.anthropic(&event, key)?,
-                };
+            for data in events {
+                self.sofar.events += 1;
+                let text = self
+                    .decoder
+                    .event(&data, &mut self.sofar)
+                    .map_err(|e| e.into_llm(self.provider, key))?;
                 if let Some(text) = text.filter(|t| !t.is_empty()) {
                     self.sofar.text.push_str(&text);
                     self.pending.push_back(text);
@@ -119,140 +187,23 @@ impl CompletionStream {
     pub fn finish(self) -> Result<Completion, LlmError> {
         self.sofar.completion(self.provider)
     }
+}
 
-    fn json(&self, data: &str) -> Result<Value, LlmError> {
-        serde_json::from_str(data).map_err(|e| LlmError::BadResponse {
-            provider: self.provider,
-            message: format!(
-                "a stream event is not the documented JSON ({})",
-                crate::scrub::json_error(&e)
-            ),
-        })
-    }
+#[cfg(test)]
+mod tests {
+    use super::*;
 
-    /// OpenAI chunks: `data: {chat.completion.chunk}` … `data: [DONE]`.
-    fn openai(
-        &mut self,
-        event: &SseEvent,
-        key: Option<&ApiKey>,
-    ) -> Result<Option<String>, LlmError> {
-        if event.data.trim() == "[DONE]" {
-            self.sofar.done = true;
-            return Ok(None);
-        }
-        let chunk = self.json(&event.data)?;
-        if chunk.get("error").is_some_and(|e| !e.is_null()) {
-            return Err(LlmError::in_stream(
-                self.provider,
-                event.data.as_bytes(),
-                key,
-            ));
-        }
-        if let Some(usage) = chunk.get("usage").filter(|u| !u.is_null()) {
-            self.sofar.usage = Some(Usage {
-                prompt_tokens: usage["prompt_tokens"].as_u64().unwrap_or(0),
-                completion_tokens: usage["completion_tokens"].as_u64().unwrap_or(0),
-            });
-        }
-        let Some(choice) = chunk["choices"].get(0) else {
-            return Ok(None);
-        };
-        if let Some(reason) = choice["finish_reason"].as_str() {
-            self.sofar.finish = Some(match reason {
-                "stop" | "tool_calls" => FinishReason::Stop,
-                "length" => FinishReason::Length,
-                other => FinishReason::Other(other.to_string()),
-            });
-        }
-        let delta = &choice["delta"];
-        for call in delta["tool_calls"].as_array().into_iter().flatten() {
-            let index = call["index"].as_u64().unwrap_or(0);
-            let entry = self.sofar.calls.entry(index).or_default();
-            if let Some(name) = call["function"]["name"].as_str() {
-                entry.0.push_str(name);
-            }
-            if let Some(arguments) = call["function"]["arguments"].as_str() {
-                entry.1.push_str(arguments);
-            }
-        }
-        Ok(delta["content"].as_str().map(str::to_string))
-    }
-
-    /// Anthropic events: `message_start` … `content_block_*` … `message_delta`, `message_stop`.
-    fn anthropic(
-        &mut self,
-        event: &SseEvent,
-        key: Option<&ApiKey>,
-    ) -> Result<Option<String>, LlmError> {
-        let data = self.json(&event.data)?;
-        let kind = data["type"].as_str().unwrap_or_default();
-        match kind {
-            "message_start" => {
-                let usage = &data["message"]["usage"];
-                let input = [
-                    "input_tokens",
-                    "cache_creation_input_tokens",
-                    "cache_read_input_tokens",
-                ]
-                .iter()
-                .filter_map(|k| usage[*k].as_u64())
-                .sum();
-                self.sofar.usage = Some(Usage {
-                    prompt_tokens: input,
-                    completion_tokens: usage["output_tokens"].as_u64().unwrap_or(0),
-                });
-            }
-            "content_block_start" => {
-                let block = &data["content_block"];
-                if block["type"] == "tool_use" {
-                    let index = data["index"].as_u64().unwrap_or(0);
-                    let name = block["name"].as_str().unwrap_or_default().to_string();
-                    self.sofar.calls.insert(index, (name, String::new()));
-                }
-            }
-            "content_block_delta" => {
-                let delta = &data["delta"];
-                match delta["type"].as_str() {
-                    Some("text_delta") => return Ok(delta["text"].as_str().map(str::to_string)),
-                    Some("input_json_delta") => {
-                        let index = data["index"].as_u64().unwrap_or(0);
-                        if let (Some(call), Some(part)) = (
-                            self.sofar.calls.get_mut(&index),
-                            delta["partial_json"].as_str(),
-                        ) {
-                            call.1.push_str(part);
-                        }
-                    }
-                    // thinking, signature and citation deltas carry nothing for a step.
-                    _ => {}
-                }
-            }
-            "message_delta" => {
-                if let Some(reason) = data["delta"]["stop_reason"].as_str() {
-                    self.sofar.finish = Some(match reason {
-                        "end_turn" | "stop_sequence" | "tool_use" => FinishReason::Stop,
-                        "max_tokens" => FinishReason::Length,
-                        other => FinishReason::Other(other.to_string()),
-                    });
-                }
-                if let (Some(usage), Some(out)) = (
-                    self.sofar.usage.as_mut(),
-                    data["usage"]["output_tokens"].as_u64(),
-                ) {
-                    usage.completion_tokens = out;
-                }
-            }
-            "message_stop" => self.sofar.done = true,
-            "error" => {
-                return Err(LlmError::in_stream(
-                    self.provider,
-                    event.data.as_bytes(),
-                    key,
-                ))
-            }
-            // ping, content_block_stop, and event types added later.
-            _ => {}
-        }
-        Ok(None)
+    #[test]
+    fn json_lines_are_split_at_line_breaks_however_the_bytes_arrive() {
+        let mut framer = Framer::new(Framing::JsonLines);
+        assert_eq!(framer.push(b"{\"a\":").ok(), Some(Vec::new()));
+        assert_eq!(
+            framer.push(b"1}\n\n{\"b\"").ok(),
+            Some(vec!["{\"a\":1}".to_string()])
+        );
+        assert_eq!(framer.push(b":2}").ok(), Some(Vec::new()));
+        assert_eq!(framer.rest(), Some("{\"b\":2}".to_string()));
+        assert_eq!(framer.rest(), None);
+        assert!(framer.push(b"\xff\n").is_err());
     }
 }

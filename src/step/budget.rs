@@ -529,7 +529,7 @@ mod tests {
     use crate::llm::Provider;
 
     fn counter() -> TokenCounter {
-        TokenCounter::for_model(Provider::OpenAi, "gpt-4o")
+        TokenCounter::for_model(Provider::OPENAI, "gpt-4o")
     }
 
     fn item(source: ContextSource, id: &str, lines: usize) -> ContextItem {

@@ -20,14 +20,26 @@ const GEMMA: u32 = 35;
 /// and the widest measured, so also the margin of an unknown local model.
 const SMALL_VOCABULARY: u32 = 45;
 
-/// The calibrated margin, in percent, for a model counted approximately.
+/// Gemini: the same SentencePiece vocabulary as Gemma, so Gemma's measured margin.
+const GEMINI: u32 = GEMMA;
+
+/// The calibrated margin, in percent, for a model counted approximately. The family comes from
+/// the model's name (after a router's `vendor/` prefix), and Anthropic's models are Claude
+/// whatever their name.
 pub fn percent_for(provider: Provider, model: &str) -> u32 {
     let m = model.to_ascii_lowercase();
-    match provider {
-        Provider::Anthropic if claude_before_4_7(&m) => CLAUDE_UP_TO_4_6,
-        Provider::Anthropic => CLAUDE_FROM_4_7,
-        _ => local_model(&m),
+    let name = m.rsplit('/').next().unwrap_or(&m);
+    if provider == Provider::ANTHROPIC || name.starts_with("claude") {
+        return if claude_before_4_7(name) {
+            CLAUDE_UP_TO_4_6
+        } else {
+            CLAUDE_FROM_4_7
+        };
     }
+    if name.starts_with("gemini") {
+        return GEMINI;
+    }
+    local_model(&m)
 }
 
 /// Claude models named before the tokenizer changed: `claude-2…`, `claude-instant…`,
@@ -98,7 +110,7 @@ mod tests {
             "claude-sonnet-4@20250514",
         ] {
             assert_eq!(
-                percent_for(Provider::Anthropic, model),
+                percent_for(Provider::ANTHROPIC, model),
                 CLAUDE_UP_TO_4_6,
                 "{model}"
             );
@@ -117,7 +129,7 @@ mod tests {
             "my-proxy-alias",
         ] {
             assert_eq!(
-                percent_for(Provider::Anthropic, model),
+                percent_for(Provider::ANTHROPIC, model),
                 CLAUDE_FROM_4_7,
                 "{model}"
             );
@@ -139,7 +151,7 @@ mod tests {
             ("some-finetune:latest", SMALL_VOCABULARY),
         ];
         for (model, margin) in cases {
-            assert_eq!(percent_for(Provider::Ollama, model), margin, "{model}");
+            assert_eq!(percent_for(Provider::OLLAMA, model), margin, "{model}");
         }
     }
 }

@@ -55,7 +55,7 @@ pub enum ToolMode {
     Text,
     /// The provider's own tool calling (OpenAI `tools`, Anthropic `tool_use`).
     Native,
-    /// Native when the provider has it (OpenAI, Anthropic) and the tools are declared.
+    /// Native when the provider's hosted models call tools reliably and the tools are declared.
     Auto,
 }
 
@@ -64,7 +64,7 @@ impl ToolMode {
         match self {
             Self::Text => false,
             Self::Native => true,
-            Self::Auto => declared_tools && provider != Provider::Ollama,
+            Self::Auto => declared_tools && provider.capabilities().native_by_default,
         }
     }
 }
@@ -434,6 +434,7 @@ async fn step(
         tools: native_tools,
         require_tool: input.react.require_action,
         base_url: input.llm.base_url.clone(),
+        context_window: Some(input.llm.token_limit),
     };
     let mut ledger = Ledger {
         usage: summary_usage,

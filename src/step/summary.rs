@@ -79,6 +79,7 @@ pub async fn summarize(
         tools: Vec::new(),
         require_tool: false,
         base_url: input.llm.base_url.clone(),
+        context_window: Some(input.llm.token_limit),
     };
     let completion = llm
         .complete(

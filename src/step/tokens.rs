@@ -11,7 +11,7 @@ use bpe_openai::Tokenizer;
 use foldhash::fast::FixedState;
 
 use super::token_cache;
-use crate::llm::Provider;
+use crate::llm::{Counting, Provider};
 
 /// Tokens the chat format adds around every message (role, separators), per OpenAI's cookbook.
 pub const PER_MESSAGE_OVERHEAD: u32 = 3;
@@ -130,6 +130,16 @@ pub fn is_warm() -> bool {
     WARM.load(std::sync::atomic::Ordering::Acquire)
 }
 
+/// Whether a model's prompts are counted with OpenAI's own tokenizer: the provider serves OpenAI
+/// models, or routes to them (`openai/gpt-4o`).
+fn counts_exactly(provider: Provider, model: &str) -> bool {
+    match provider.capabilities().counting {
+        Counting::OpenAiTokenizer => true,
+        Counting::ByModelVendor => model.starts_with("openai/"),
+        Counting::Margin => false,
+    }
+}
+
 impl TokenCounter {
     /// The counter for a model, or for the encoding the client named. Models of providers
     /// without a public tokenizer keep the safety margin whatever the encoding.
@@ -157,18 +167,22 @@ impl TokenCounter {
     pub fn for_model(provider: Provider, model: &str) -> Self {
         let m = model.to_ascii_lowercase();
         let m = m.strip_prefix("ft:").unwrap_or(&m);
+        if !counts_exactly(provider, m) {
+            return Self {
+                margin_percent: super::margin::percent_for(provider, model),
+                ..Self::with(Encoding::O200kBase, true)
+            };
+        }
+        let m = m.strip_prefix("openai/").unwrap_or(m);
         let cl100k = ["gpt-4-", "gpt-3.5", "gpt-35"]
             .iter()
             .any(|p| m.starts_with(p))
             || m == "gpt-4";
-        match provider {
-            Provider::OpenAi if cl100k => Self::with(Encoding::Cl100kBase, false),
+        if cl100k {
+            Self::with(Encoding::Cl100kBase, false)
+        } else {
             // gpt-4o, gpt-4.1, gpt-4.5, gpt-5, o-series, and any newer name: o200k_base.
-            Provider::OpenAi => Self::with(Encoding::O200kBase, false),
-            _ => Self {
-                margin_percent: super::margin::percent_for(provider, model),
-                ..Self::with(Encoding::O200kBase, true)
-            },
+            Self::with(Encoding::O200kBase, false)
         }
     }
 
@@ -273,20 +287,20 @@ mod tests {
 
     #[test]
     fn openai_models_get_their_own_encoding() {
-        let enc = |m| TokenCounter::for_model(Provider::OpenAi, m).encoding();
+        let enc = |m| TokenCounter::for_model(Provider::OPENAI, m).encoding();
         assert_eq!(enc("gpt-4"), "cl100k_base");
         assert_eq!(enc("gpt-4-turbo"), "cl100k_base");
         assert_eq!(enc("gpt-3.5-turbo"), "cl100k_base");
         assert_eq!(enc("gpt-4o"), "o200k_base");
         assert_eq!(enc("gpt-4.1-mini"), "o200k_base");
         assert_eq!(enc("o3-mini"), "o200k_base");
-        assert!(!TokenCounter::for_model(Provider::OpenAi, "gpt-4o").is_approximate());
+        assert!(!TokenCounter::for_model(Provider::OPENAI, "gpt-4o").is_approximate());
     }
 
     #[test]
     fn models_without_a_public_tokenizer_are_over_counted() {
-        let exact = TokenCounter::for_model(Provider::OpenAi, "gpt-4o");
-        let approx = TokenCounter::for_model(Provider::Anthropic, "claude-sonnet-4-5");
+        let exact = TokenCounter::for_model(Provider::OPENAI, "gpt-4o");
+        let approx = TokenCounter::for_model(Provider::ANTHROPIC, "claude-sonnet-4-5");
         let text = "fn main() { println!(\"hello, world\"); }\n".repeat(20);
         assert!(approx.is_approximate());
         assert!(approx.count(&text) > exact.count(&text));
@@ -307,14 +321,14 @@ mod tests {
             "fn main() {\n    let greeting = \"héllo, wörld\";\n}\n\n\t  // 日本語 ok?  \r\n"
                 .repeat(200);
         for encoding in [Encoding::O200kBase, Encoding::Cl100kBase] {
-            let counter = TokenCounter::new(Provider::OpenAi, "gpt-4o", Some(encoding));
+            let counter = TokenCounter::new(Provider::OPENAI, "gpt-4o", Some(encoding));
             assert_eq!(counter.count(&text) as usize, reference(encoding, &text));
         }
     }
 
     #[test]
     fn long_unbroken_runs_are_counted_exactly() {
-        let counter = TokenCounter::for_model(Provider::OpenAi, "gpt-4o");
+        let counter = TokenCounter::for_model(Provider::OPENAI, "gpt-4o");
         let blobs = [
             "a".repeat(5000),
             (0..5000)
@@ -336,7 +350,7 @@ mod tests {
 
     #[test]
     fn counting_within_a_limit_is_exact_or_stops_early() {
-        let counter = TokenCounter::for_model(Provider::OpenAi, "gpt-4o");
+        let counter = TokenCounter::for_model(Provider::OPENAI, "gpt-4o");
         let text = "impl Foo {\n    fn bar(&self) -> u32 {\n        42\n    }\n}\n\n// done.\n"
             .repeat(2000);
         let whole = counter.count(&text);
@@ -350,21 +364,21 @@ mod tests {
     #[test]
     fn an_operator_margin_applies_to_approximate_counts_only() {
         let text = "let x = compute(a, b) + 1;\n".repeat(100);
-        let raw = TokenCounter::for_model(Provider::OpenAi, "gpt-4o").count(&text);
-        let claude = TokenCounter::for_model(Provider::Anthropic, "claude-sonnet-4-5");
+        let raw = TokenCounter::for_model(Provider::OPENAI, "gpt-4o").count(&text);
+        let claude = TokenCounter::for_model(Provider::ANTHROPIC, "claude-sonnet-4-5");
         assert_eq!(
             claude.with_approximation_margin(50).count(&text),
             raw * 3 / 2
         );
         assert_eq!(claude.with_approximation_margin(0).count(&text), raw);
         assert!(claude.with_approximation_margin(0).is_approximate());
-        let gpt = TokenCounter::for_model(Provider::OpenAi, "gpt-4o").with_approximation_margin(50);
+        let gpt = TokenCounter::for_model(Provider::OPENAI, "gpt-4o").with_approximation_margin(50);
         assert_eq!(gpt.count(&text), raw);
     }
 
     #[test]
     fn counting_within_a_limit_respects_the_margin() {
-        let counter = TokenCounter::for_model(Provider::Anthropic, "claude-sonnet-4-5");
+        let counter = TokenCounter::for_model(Provider::ANTHROPIC, "claude-sonnet-4-5");
         let text = "let x = compute(a, b) + 1;\n".repeat(300);
         let whole = counter.count(&text);
         assert_eq!(counter.count_within(&text, whole), Some(whole));
@@ -373,15 +387,15 @@ mod tests {
 
     #[test]
     fn a_named_encoding_overrides_the_model_default() {
-        let counter = TokenCounter::new(Provider::OpenAi, "gpt-4o", Some(Encoding::Cl100kBase));
+        let counter = TokenCounter::new(Provider::OPENAI, "gpt-4o", Some(Encoding::Cl100kBase));
         assert_eq!(counter.encoding(), "cl100k_base");
-        let claude = TokenCounter::new(Provider::Anthropic, "claude-x", Some(Encoding::Cl100kBase));
+        let claude = TokenCounter::new(Provider::ANTHROPIC, "claude-x", Some(Encoding::Cl100kBase));
         assert!(claude.is_approximate());
     }
 
     #[test]
     fn special_token_text_is_counted_as_plain_text() {
-        let counter = TokenCounter::for_model(Provider::OpenAi, "gpt-4o");
+        let counter = TokenCounter::for_model(Provider::OPENAI, "gpt-4o");
         assert!(counter.count("<|endoftext|>") > 1);
     }
 
@@ -396,7 +410,7 @@ mod tests {
             // Long enough for the process-wide cache, and short enough to count every piece.
             let text = parts.join(" ").repeat(8);
             for encoding in [Encoding::O200kBase, Encoding::Cl100kBase] {
-                let counter = TokenCounter::new(Provider::OpenAi, "gpt-4o", Some(encoding));
+                let counter = TokenCounter::new(Provider::OPENAI, "gpt-4o", Some(encoding));
                 let fresh = encoding.tokenizer().count(text.as_str());
                 proptest::prop_assert_eq!(counter.count(&text) as usize, fresh);
                 proptest::prop_assert_eq!(counter.count(&text) as usize, fresh);
@@ -412,7 +426,7 @@ mod tests {
             text in "([a-zA-Z]{1,8}|[0-9]{1,5}|'(s|t|re|ll|d|S|LL)|[ \t\r\n]{1,4}|[.,:;(){}\"!?/\\_+=<>-]{1,3}|[éßÆ日本語Ωж]{1,3}|\u{1F600}|\u{301})*"
         ) {
             for encoding in [Encoding::O200kBase, Encoding::Cl100kBase] {
-                let counter = TokenCounter::new(Provider::OpenAi, "gpt-4o", Some(encoding));
+                let counter = TokenCounter::new(Provider::OPENAI, "gpt-4o", Some(encoding));
                 proptest::prop_assert_eq!(counter.count(&text) as usize, reference(encoding, &text));
             }
         }

@@ -191,7 +191,7 @@ mod tests {
     use crate::llm::Provider;
 
     fn counter() -> TokenCounter {
-        TokenCounter::for_model(Provider::OpenAi, "gpt-4o")
+        TokenCounter::for_model(Provider::OPENAI, "gpt-4o")
     }
 
     fn numbered(n: usize) -> String {

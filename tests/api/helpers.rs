@@ -11,6 +11,18 @@ use wiremock::MockServer;
 
 pub const KEY: &str = "sk-test-SECRET-key-0123456789";
 
+/// Where each provider without a flag of its own answers in the tests (under the mock's URI).
+pub const MOCK_BASES: &[(&str, &str)] = &[
+    ("gemini", "/gemini/v1beta/openai"),
+    ("openrouter", "/openrouter/api/v1"),
+    ("deepseek", "/deepseek/v1"),
+    ("mistral", "/mistral/v1"),
+    ("groq", "/groq/openai/v1"),
+    ("xai", "/xai/v1"),
+    ("azure", "/azure/openai/v1"),
+    ("openai_compatible", "/compat/v1"),
+];
+
 pub struct TestApp {
     pub address: String,
     pub client: reqwest::Client,
@@ -35,7 +47,12 @@ pub async fn spawn_app_with(tweak: impl FnOnce(&mut Config)) -> TestApp {
     config.bind = "127.0.0.1:0".parse().unwrap();
     config.openai_base_url = format!("{}/v1", llm.uri());
     config.anthropic_base_url = llm.uri();
-    config.ollama_base_url = format!("{}/ollama/v1", llm.uri());
+    config.ollama_base_url = format!("{}/ollama", llm.uri());
+    for (name, base) in MOCK_BASES {
+        config
+            .base_urls
+            .insert(name.to_string(), format!("{}{base}", llm.uri()));
+    }
     config.workers = 1;
     // Retries as in production, but with waits too short to slow the suite.
     config.retry_base_ms = 1;

@@ -27,6 +27,7 @@ mod ollama;
 mod openai;
 mod operator;
 mod protocol;
+mod providers;
 mod redirects;
 #[path = "../support/schema_bombs.rs"]
 mod schema_bombs;

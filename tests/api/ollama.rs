@@ -1,23 +1,25 @@
+//! Ollama through its native API, and other OpenAI-compatible local servers.
+
 use serde_json::json;
 
 use crate::helpers::{request, spawn_app};
-use crate::upstream::{mount, ollama_reply, OLLAMA_PATH};
+use crate::upstream::{compatible_reply, mount, ollama_reply, COMPATIBLE_PATH, OLLAMA_PATH};
 
-fn ollama_request(query: &str) -> serde_json::Value {
+fn local_request(provider: &str, query: &str) -> serde_json::Value {
     let mut body = request("llama3.1:8b", query);
-    body["llm_config"]["provider"] = json!("ollama");
+    body["llm_config"]["provider"] = json!(provider);
     body.as_object_mut().unwrap().remove("user_api_keys");
     body
 }
 
 #[tokio::test]
-async fn an_action_step_against_an_openai_compatible_server() {
+async fn an_action_step_against_ollama_sets_the_context_window() {
     let app = spawn_app().await;
     let output = "Thought: Let me search.\nAction: code_search(query=\"session middleware\")";
     mount(&app.llm, OLLAMA_PATH, 200, ollama_reply(output)).await;
 
     let reply = app
-        .post_react_step(&ollama_request("Where are sessions checked?"))
+        .post_react_step(&local_request("ollama", "Where are sessions checked?"))
         .await;
 
     assert_eq!(reply.status, 200, "{}", reply.text);
@@ -25,6 +27,10 @@ async fn an_action_step_against_an_openai_compatible_server() {
     assert_eq!(
         reply.body["action_details"]["tool_args"],
         json!({"query": "session middleware"})
+    );
+    assert_eq!(
+        reply.body["usage"],
+        json!({"prompt_tokens": 301, "completion_tokens": 24})
     );
 
     let received = app.llm.received_requests().await.unwrap();
@@ -34,9 +40,36 @@ async fn an_action_step_against_an_openai_compatible_server() {
     );
     let body: serde_json::Value = serde_json::from_slice(&received[0].body).unwrap();
     assert_eq!(body["model"], "llama3.1:8b");
+    assert_eq!(body["stream"], false);
+    assert_eq!(
+        body["options"]["num_ctx"], 8192,
+        "without num_ctx Ollama cuts the front of a long prompt"
+    );
+    assert_eq!(body["options"]["num_predict"], 1000);
+    assert_eq!(body["options"]["stop"], json!(["\nObservation:"]));
+}
+
+#[tokio::test]
+async fn an_action_step_against_an_openai_compatible_server() {
+    let app = spawn_app().await;
+    let output = "Thought: Let me search.\nAction: code_search(query=\"session middleware\")";
+    mount(&app.llm, COMPATIBLE_PATH, 200, compatible_reply(output)).await;
+
+    let reply = app
+        .post_react_step(&local_request("openai_compatible", "Where?"))
+        .await;
+
+    assert_eq!(reply.status, 200, "{}", reply.text);
+    assert_eq!(
+        reply.body["action_details"]["tool_args"],
+        json!({"query": "session middleware"})
+    );
+    let received = app.llm.received_requests().await.unwrap();
+    assert!(received[0].headers.get("authorization").is_none());
+    let body: serde_json::Value = serde_json::from_slice(&received[0].body).unwrap();
     assert_eq!(
         body["max_tokens"], 1000,
-        "Ollama drops max_completion_tokens, so max_tokens is sent"
+        "some servers drop max_completion_tokens, so max_tokens is sent"
     );
     assert_eq!(body["stop"], json!(["\nObservation:"]));
 }
@@ -47,7 +80,9 @@ async fn a_final_answer_from_a_thinking_local_model() {
     let output = "<think>\nThe user asks what 2+2 is. Trivial.\n</think>\n\nFinal Answer: 4";
     mount(&app.llm, OLLAMA_PATH, 200, ollama_reply(output)).await;
 
-    let reply = app.post_react_step(&ollama_request("What is 2+2?")).await;
+    let reply = app
+        .post_react_step(&local_request("ollama", "What is 2+2?"))
+        .await;
 
     assert_eq!(reply.status, 200, "{}", reply.text);
     assert_eq!(reply.body["status"], "direct_response_provided");
@@ -59,23 +94,30 @@ async fn a_final_answer_from_a_thinking_local_model() {
 async fn a_key_given_for_a_local_server_is_sent_as_bearer() {
     let app = spawn_app().await;
     mount(&app.llm, OLLAMA_PATH, 200, ollama_reply("Final Answer: ok")).await;
-    let mut body = ollama_request("hi");
-    body["user_api_keys"] = json!({"llmKey": "llama-server-key"});
-
-    let reply = app.post_react_step(&body).await;
-
-    assert_eq!(reply.status, 200, "{}", reply.text);
+    mount(
+        &app.llm,
+        COMPATIBLE_PATH,
+        200,
+        compatible_reply("Final Answer: ok"),
+    )
+    .await;
+    for provider in ["ollama", "openai_compatible"] {
+        let mut body = local_request(provider, "hi");
+        body["user_api_keys"] = json!({"llmKey": "llama-server-key"});
+        let reply = app.post_react_step(&body).await;
+        assert_eq!(reply.status, 200, "{provider}: {}", reply.text);
+    }
     let received = app.llm.received_requests().await.unwrap();
-    assert_eq!(
-        received[0].headers["authorization"],
-        "Bearer llama-server-key"
-    );
+    assert_eq!(received.len(), 2);
+    for request in received {
+        assert_eq!(request.headers["authorization"], "Bearer llama-server-key");
+    }
 }
 
 #[tokio::test]
 async fn a_model_name_that_names_no_provider_is_a_400() {
     let app = spawn_app().await;
-    let mut body = ollama_request("hi");
+    let mut body = local_request("ollama", "hi");
     body["llm_config"]
         .as_object_mut()
         .unwrap()

@@ -12,16 +12,16 @@ use crate::stream_upstream::{cut_at, openai_stream, serve, Ending, StreamingUpst
 
 const STREAM_PATH: &str = "/api/agent/react_step/stream";
 
-struct Streamed {
-    status: u16,
-    content_type: String,
+pub struct Streamed {
+    pub status: u16,
+    pub content_type: String,
     /// `(event name, data)` in order.
-    events: Vec<(String, Value)>,
-    heartbeats: usize,
+    pub events: Vec<(String, Value)>,
+    pub heartbeats: usize,
 }
 
 impl Streamed {
-    fn joined(&self, name: &str) -> String {
+    pub fn joined(&self, name: &str) -> String {
         self.events
             .iter()
             .filter(|(n, _)| n == name)
@@ -29,7 +29,7 @@ impl Streamed {
             .collect()
     }
 
-    fn terminal(&self) -> &(String, Value) {
+    pub fn terminal(&self) -> &(String, Value) {
         let terminals: Vec<_> = self
             .events
             .iter()
@@ -45,7 +45,7 @@ impl Streamed {
     }
 }
 
-async fn post_stream(app: &TestApp, body: &Value) -> Streamed {
+pub async fn post_stream(app: &TestApp, body: &Value) -> Streamed {
     let response = reqwest::Client::new()
         .post(format!("{}{STREAM_PATH}", app.address))
         .json(body)
@@ -470,7 +470,7 @@ async fn an_error_event_inside_an_anthropic_stream_ends_it() {
 }
 
 #[tokio::test]
-async fn an_ollama_stream_with_the_finish_in_its_own_chunk() {
+async fn a_compatible_server_stream_with_the_finish_in_its_own_chunk() {
     let chunk = |delta: Value, finish: Value| {
         format!(
             "data: {}\n\n",
@@ -493,9 +493,13 @@ async fn an_ollama_stream_with_the_finish_in_its_own_chunk() {
     ];
     let upstream = serve(200, pieces, Ending::Complete).await;
     let uri = upstream.uri.clone();
-    let app = spawn_app_with(move |c| c.ollama_base_url = format!("{uri}/v1")).await;
+    let app = spawn_app_with(move |c| {
+        c.base_urls
+            .insert("openai_compatible".into(), format!("{uri}/v1"));
+    })
+    .await;
     let mut body = request("llama3.1:8b", "q");
-    body["llm_config"]["provider"] = json!("ollama");
+    body["llm_config"]["provider"] = json!("openai_compatible");
     let streamed = post_stream(&app, &body).await;
     assert_eq!(streamed.joined("thought"), "It is known.");
     assert_eq!(streamed.joined("answer"), "auth.js");

@@ -9,7 +9,9 @@ use wiremock::{Mock, MockServer, ResponseTemplate};
 
 pub const OPENAI_PATH: &str = "/v1/chat/completions";
 pub const ANTHROPIC_PATH: &str = "/v1/messages";
-pub const OLLAMA_PATH: &str = "/ollama/v1/chat/completions";
+pub const OLLAMA_PATH: &str = "/ollama/api/chat";
+/// Where the tests' `openai_compatible` server (vLLM, llama.cpp) answers.
+pub const COMPATIBLE_PATH: &str = "/compat/v1/chat/completions";
 
 /// A chat.completion as api.openai.com sends it.
 pub fn openai_reply(content: &str) -> Value {
@@ -82,7 +84,8 @@ pub fn anthropic_tool_reply(text: &str, name: &str, input: Value) -> Value {
 }
 
 /// A chat.completion as Ollama's OpenAI-compatible endpoint sends it.
-pub fn ollama_reply(content: &str) -> Value {
+/// A chat.completion as an OpenAI-compatible local server (llama.cpp, vLLM) sends it.
+pub fn compatible_reply(content: &str) -> Value {
     json!({
         "id": "chatcmpl-622",
         "object": "chat.completion",
@@ -91,6 +94,23 @@ pub fn ollama_reply(content: &str) -> Value {
         "system_fingerprint": "fp_ollama",
         "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}],
         "usage": {"prompt_tokens": 301, "completion_tokens": 24, "total_tokens": 325}
+    })
+}
+
+/// A reply of Ollama's native `/api/chat` with `stream: false`.
+pub fn ollama_reply(content: &str) -> Value {
+    json!({
+        "model": "llama3.1:8b",
+        "created_at": "2025-03-10T01:25:52.123456Z",
+        "message": {"role": "assistant", "content": content},
+        "done_reason": "stop",
+        "done": true,
+        "total_duration": 4883583458u64,
+        "load_duration": 1334875,
+        "prompt_eval_count": 301,
+        "prompt_eval_duration": 342546000,
+        "eval_count": 24,
+        "eval_duration": 4535599000u64
     })
 }
 

@@ -1,0 +1,176 @@
+//! Anthropic Messages API: `x-api-key` and `anthropic-version` headers, a top-level `system`,
+//! a required `max_tokens`, `stop_sequences`, and content returned as typed blocks.
+
+mod stream;
+mod wire;
+
+use super::provider::{
+    Capabilities, Counting, KeyHeader, Outgoing, ProviderApi, Target, Temperature,
+};
+use super::stream::StreamDecoder;
+use super::{ApiKey, ChatRequest, Completion, FinishReason, NativeCall, Usage, WireError};
+use wire::{Block, Body, Message, Reply, Tool, ToolChoice};
+
+const API_VERSION: &str = "2023-06-01";
+
+#[derive(Debug)]
+pub struct Anthropic;
+
+pub const ANTHROPIC: Anthropic = Anthropic;
+
+impl ProviderApi for Anthropic {
+    fn name(&self) -> &'static str {
+        "anthropic"
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            native_tools: true,
+            native_by_default: true,
+            parallel_tool_calls: true,
+            prompt_caching: true,
+            reasoning: true,
+            counting: Counting::Margin,
+            requires_key: true,
+            retry_timeouts: true,
+            max_temperature: Temperature(10),
+        }
+    }
+
+    fn default_base_url(&self) -> &'static str {
+        "https://api.anthropic.com"
+    }
+
+    fn model_prefixes(&self) -> &'static [&'static str] {
+        &["claude-"]
+    }
+
+    fn build(
+        &self,
+        target: &Target<'_>,
+        request: &ChatRequest,
+        key: Option<&ApiKey>,
+        stream: bool,
+    ) -> Result<Outgoing, WireError> {
+        let mut body = body(request);
+        body.stream = stream;
+        let url = format!("{}/v1/messages", target.base_url.trim_end_matches('/'));
+        Outgoing::json(url, &body)?
+            .with_header("anthropic-version", API_VERSION)
+            .with_headers(target)
+            .with_key(KeyHeader::Named("x-api-key"), key)
+    }
+
+    fn decode(&self, body: &[u8]) -> Result<Completion, WireError> {
+        let reply: Reply =
+            serde_json::from_slice(body).map_err(|e| WireError::json("the reply", &e))?;
+        Ok(completion(reply))
+    }
+
+    fn stream_decoder(&self) -> Box<dyn StreamDecoder> {
+        Box::new(stream::EventDecoder)
+    }
+}
+
+fn body(request: &ChatRequest) -> Body<'_> {
+    Body {
+        model: &request.model,
+        max_tokens: request.max_output_tokens,
+        system: &request.system,
+        messages: request
+            .messages
+            .iter()
+            .map(|m| Message {
+                role: m.role.as_str(),
+                content: &m.content,
+            })
+            .collect(),
+        temperature: request.temperature,
+        stop_sequences: &request.stop,
+        tools: request
+            .tools
+            .iter()
+            .map(|t| Tool {
+                name: &t.name,
+                description: &t.description,
+                input_schema: &t.parameters,
+            })
+            .collect(),
+        tool_choice: (request.require_tool && !request.tools.is_empty())
+            .then_some(ToolChoice { kind: "any" }),
+        stream: false,
+    }
+}
+
+/// The stop reason as the service reads it.
+fn finish(reason: Option<&str>) -> FinishReason {
+    match reason {
+        Some("end_turn" | "stop_sequence" | "tool_use") | None => FinishReason::Stop,
+        Some("max_tokens") => FinishReason::Length,
+        Some(other) => FinishReason::Other(other.to_string()),
+    }
+}
+
+fn completion(reply: Reply) -> Completion {
+    let mut text = String::new();
+    let mut calls = Vec::new();
+    for block in reply.content {
+        match block {
+            Block::Text { text: t } => text.push_str(&t),
+            Block::ToolUse { name, input } => calls.push(NativeCall::new(name, input)),
+            Block::Other => {}
+        }
+    }
+    Completion {
+        text,
+        finish: finish(reply.stop_reason.as_deref()),
+        usage: reply.usage.map(Usage::from),
+        calls,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn text_blocks_are_joined_and_other_blocks_skipped() {
+        let done = ANTHROPIC.decode(
+            br#"{"id":"msg_1","type":"message","role":"assistant","model":"claude-x",
+            "content":[{"type":"thinking","thinking":"hm","signature":"s"},{"type":"text","text":"Thought: a"},{"type":"text","text":"\nFinal Answer: b"}],
+            "stop_reason":"end_turn","stop_sequence":null,
+            "usage":{"input_tokens":10,"output_tokens":5,"cache_read_input_tokens":3}}"#,
+        )
+        .unwrap_or_else(|e| panic!("{e:?}"));
+        assert_eq!(done.text, "Thought: a\nFinal Answer: b");
+        assert_eq!(
+            done.usage,
+            Some(Usage {
+                prompt_tokens: 13,
+                completion_tokens: 5
+            })
+        );
+    }
+
+    #[test]
+    fn max_tokens_stop_reason_means_the_output_was_cut() {
+        let done = ANTHROPIC.decode(
+            br#"{"content":[{"type":"text","text":"Thought: long"}],"stop_reason":"max_tokens","usage":{"input_tokens":1,"output_tokens":1}}"#,
+        );
+        assert_eq!(done.map(|c| c.finish).ok(), Some(FinishReason::Length));
+    }
+
+    #[test]
+    fn a_drifted_reply_is_an_error_not_zeros() {
+        for body in [
+            r#"{"content":"hi"}"#,
+            r#"{"content":[{"type":"text"}]}"#,
+            r#"{"content":[],"usage":{"output_tokens":1}}"#,
+        ] {
+            assert!(
+                matches!(ANTHROPIC.decode(body.as_bytes()), Err(WireError::Shape(_))),
+                "{body}"
+            );
+        }
+    }
+}

@@ -1,0 +1,111 @@
+//! Anthropic streams: `message_start` … `content_block_*` … `message_delta`, `message_stop`.
+
+use super::finish;
+use super::wire::{BlockDelta, Event, StartBlock};
+use crate::llm::stream::{PartialCall, Sofar, StreamDecoder};
+use crate::llm::{Usage, WireError};
+
+pub struct EventDecoder;
+
+impl StreamDecoder for EventDecoder {
+    fn event(&mut self, data: &str, sofar: &mut Sofar) -> Result<Option<String>, WireError> {
+        let event: Event =
+            serde_json::from_str(data).map_err(|e| WireError::json("a stream event", &e))?;
+        match event {
+            Event::MessageStart { message } => sofar.usage = Some(Usage::from(message.usage)),
+            Event::ContentBlockStart {
+                index,
+                content_block: StartBlock::ToolUse { name },
+            } => {
+                let call = PartialCall {
+                    name,
+                    arguments: String::new(),
+                };
+                sofar.calls.insert(index, call);
+            }
+            Event::ContentBlockDelta { index, delta } => match delta {
+                BlockDelta::TextDelta { text } => return Ok(Some(text)),
+                BlockDelta::InputJsonDelta { partial_json } => {
+                    if let Some(call) = sofar.calls.get_mut(&index) {
+                        call.arguments.push_str(&partial_json);
+                    }
+                }
+                BlockDelta::Other => {}
+            },
+            Event::MessageDelta { delta, usage } => {
+                if delta.stop_reason.is_some() {
+                    sofar.finish = Some(finish(delta.stop_reason.as_deref()));
+                }
+                if let (Some(sofar_usage), Some(usage)) = (sofar.usage.as_mut(), usage) {
+                    sofar_usage.completion_tokens = usage.output_tokens;
+                }
+            }
+            Event::MessageStop => sofar.done = true,
+            Event::Error => return Err(WireError::InStream(data.to_string())),
+            Event::ContentBlockStart { .. } | Event::Other => {}
+        }
+        Ok(None)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn read(events: &[&str]) -> Result<(Sofar, String), WireError> {
+        let mut sofar = Sofar::default();
+        let mut text = String::new();
+        for data in events {
+            if let Some(t) = EventDecoder.event(data, &mut sofar)? {
+                text.push_str(&t);
+            }
+        }
+        Ok((sofar, text))
+    }
+
+    #[test]
+    fn a_whole_stream_is_read() {
+        let (sofar, text) = read(&[
+            r#"{"type":"message_start","message":{"id":"m","type":"message","role":"assistant","content":[],"model":"claude","usage":{"input_tokens":10,"cache_read_input_tokens":5,"output_tokens":1}}}"#,
+            r#"{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}"#,
+            r#"{"type":"ping"}"#,
+            r#"{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"Thought: a"}}"#,
+            r#"{"type":"content_block_start","index":1,"content_block":{"type":"tool_use","id":"t","name":"read","input":{}}}"#,
+            r#"{"type":"content_block_delta","index":1,"delta":{"type":"input_json_delta","partial_json":"{\"p\":"}}"#,
+            r#"{"type":"content_block_delta","index":1,"delta":{"type":"input_json_delta","partial_json":"1}"}}"#,
+            r#"{"type":"content_block_delta","index":2,"delta":{"type":"thinking_delta","thinking":"hm"}}"#,
+            r#"{"type":"message_delta","delta":{"stop_reason":"max_tokens","stop_sequence":null},"usage":{"output_tokens":7}}"#,
+            r#"{"type":"message_stop"}"#,
+        ])
+        .unwrap_or_else(|e| panic!("{e:?}"));
+        assert_eq!(text, "Thought: a");
+        assert!(sofar.done);
+        assert_eq!(sofar.calls[&1].arguments, "{\"p\":1}");
+        assert_eq!(sofar.finish, Some(crate::llm::FinishReason::Length));
+        assert_eq!(
+            sofar.usage,
+            Some(Usage {
+                prompt_tokens: 15,
+                completion_tokens: 7
+            })
+        );
+    }
+
+    #[test]
+    fn drifted_events_are_errors() {
+        for data in [
+            r#"{"type":"message_start","message":{"usage":{}}}"#,
+            r#"{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":5}}"#,
+            r#"{"type":"content_block_delta","delta":{"type":"text_delta","text":"a"}}"#,
+            r#"{"no_type":1}"#,
+        ] {
+            assert!(matches!(read(&[data]), Err(WireError::Shape(_))), "{data}");
+        }
+        assert!(matches!(
+            read(&[
+                r#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}"#
+            ]),
+            Err(WireError::InStream(_))
+        ));
+    }
+}

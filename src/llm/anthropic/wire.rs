@@ -1,0 +1,155 @@
+//! Anthropic Messages on the wire: the request body, the reply and the stream's events, as the
+//! API documents them. Block and event types added later are skipped (Anthropic says new ones
+//! will appear); a field the service uses that is missing or of another type fails the decode.
+
+use serde::{Deserialize, Serialize};
+
+use crate::llm::Usage;
+
+#[derive(Serialize)]
+pub struct Body<'a> {
+    pub model: &'a str,
+    pub max_tokens: u32,
+    pub system: &'a str,
+    pub messages: Vec<Message<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub temperature: Option<f64>,
+    #[serde(skip_serializing_if = "<[String]>::is_empty")]
+    pub stop_sequences: &'a [String],
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub tools: Vec<Tool<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tool_choice: Option<ToolChoice>,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub stream: bool,
+}
+
+#[derive(Serialize)]
+pub struct ToolChoice {
+    #[serde(rename = "type")]
+    pub kind: &'static str,
+}
+
+#[derive(Serialize)]
+pub struct Tool<'a> {
+    pub name: &'a str,
+    #[serde(skip_serializing_if = "str::is_empty")]
+    pub description: &'a str,
+    pub input_schema: &'a serde_json::Value,
+}
+
+#[derive(Serialize)]
+pub struct Message<'a> {
+    pub role: &'static str,
+    pub content: &'a str,
+}
+
+#[derive(Deserialize)]
+pub struct Reply {
+    pub content: Vec<Block>,
+    pub stop_reason: Option<String>,
+    pub usage: Option<ReplyUsage>,
+}
+
+#[derive(Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Block {
+    Text {
+        text: String,
+    },
+    ToolUse {
+        name: String,
+        #[serde(default)]
+        input: serde_json::Value,
+    },
+    /// thinking and any later block type carry nothing for a step.
+    #[serde(other)]
+    Other,
+}
+
+#[derive(Deserialize)]
+pub struct ReplyUsage {
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+    #[serde(default)]
+    pub cache_creation_input_tokens: Option<u64>,
+    #[serde(default)]
+    pub cache_read_input_tokens: Option<u64>,
+}
+
+impl From<ReplyUsage> for Usage {
+    /// Every prompt token the call was billed for, cached or not.
+    fn from(u: ReplyUsage) -> Self {
+        Self {
+            prompt_tokens: u.input_tokens
+                + u.cache_creation_input_tokens.unwrap_or(0)
+                + u.cache_read_input_tokens.unwrap_or(0),
+            completion_tokens: u.output_tokens,
+        }
+    }
+}
+
+/// One event of a stream, by its `type`.
+#[derive(Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Event {
+    MessageStart {
+        message: StartMessage,
+    },
+    ContentBlockStart {
+        index: u64,
+        content_block: StartBlock,
+    },
+    ContentBlockDelta {
+        index: u64,
+        delta: BlockDelta,
+    },
+    MessageDelta {
+        delta: MessageDeltaBody,
+        usage: Option<DeltaUsage>,
+    },
+    MessageStop,
+    Error,
+    /// ping, content_block_stop, and event types added later.
+    #[serde(other)]
+    Other,
+}
+
+#[derive(Deserialize)]
+pub struct StartMessage {
+    pub usage: ReplyUsage,
+}
+
+#[derive(Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum StartBlock {
+    ToolUse {
+        name: String,
+    },
+    #[serde(other)]
+    Other,
+}
+
+#[derive(Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum BlockDelta {
+    TextDelta {
+        text: String,
+    },
+    InputJsonDelta {
+        partial_json: String,
+    },
+    /// thinking, signature and citation deltas carry nothing for a step.
+    #[serde(other)]
+    Other,
+}
+
+#[derive(Deserialize)]
+pub struct MessageDeltaBody {
+    pub stop_reason: Option<String>,
+}
+
+#[derive(Deserialize)]
+pub struct DeltaUsage {
+    pub output_tokens: u64,
+}

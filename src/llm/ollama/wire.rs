@@ -1,0 +1,87 @@
+//! Ollama's native chat API on the wire (`POST /api/chat`): the request with its `options`, and
+//! the reply, which is also the shape of every line of a stream.
+
+use serde::{Deserialize, Serialize};
+
+#[derive(Serialize)]
+pub struct Body<'a> {
+    pub model: &'a str,
+    pub messages: Vec<Message<'a>>,
+    /// Ollama streams unless told not to.
+    pub stream: bool,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub tools: Vec<Tool<'a>>,
+    pub options: Options<'a>,
+}
+
+#[derive(Serialize)]
+pub struct Options<'a> {
+    /// The context window: without it Ollama uses its small default and silently cuts the
+    /// front of a longer prompt (the instructions and the tools).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub num_ctx: Option<u32>,
+    /// The output cap.
+    pub num_predict: u32,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub temperature: Option<f64>,
+    #[serde(skip_serializing_if = "<[String]>::is_empty")]
+    pub stop: &'a [String],
+}
+
+#[derive(Serialize)]
+pub struct Message<'a> {
+    pub role: &'static str,
+    pub content: &'a str,
+}
+
+#[derive(Serialize)]
+pub struct Tool<'a> {
+    #[serde(rename = "type")]
+    pub kind: &'static str,
+    pub function: Function<'a>,
+}
+
+#[derive(Serialize)]
+pub struct Function<'a> {
+    pub name: &'a str,
+    #[serde(skip_serializing_if = "str::is_empty")]
+    pub description: &'a str,
+    pub parameters: &'a serde_json::Value,
+}
+
+/// A reply, or one line of a stream: the last has `done: true` and the counts.
+#[derive(Deserialize)]
+pub struct Reply {
+    pub message: Option<ReplyMessage>,
+    pub done: bool,
+    pub done_reason: Option<String>,
+    /// Left out when the whole prompt came from Ollama's cache.
+    pub prompt_eval_count: Option<u64>,
+    pub eval_count: Option<u64>,
+}
+
+#[derive(Deserialize)]
+pub struct ReplyMessage {
+    #[serde(default)]
+    pub content: String,
+    #[serde(default)]
+    pub tool_calls: Vec<ReplyToolCall>,
+}
+
+#[derive(Deserialize)]
+pub struct ReplyToolCall {
+    pub function: ReplyFunction,
+}
+
+#[derive(Deserialize)]
+pub struct ReplyFunction {
+    pub name: String,
+    #[serde(default)]
+    pub arguments: serde_json::Value,
+}
+
+/// A line of a stream that reports an error instead.
+#[derive(Deserialize)]
+pub struct ErrorLine {
+    pub error: serde_json::Value,
+}

@@ -1,0 +1,373 @@
+//! OpenAI Chat Completions, and every server that speaks the same wire format: the vendors in
+//! [`presets`] and any OpenAI-compatible local server. Each is a [`ChatCompletions`] value; what
+//! differs between them (where it lives, how it takes the key, which parameters a model rejects)
+//! is data in it, not code.
+
+pub mod presets;
+mod stream;
+mod wire;
+
+use super::provider::{
+    Capabilities, Counting, Framing, KeyHeader, Outgoing, ProviderApi, Target, Temperature,
+};
+use super::stream::StreamDecoder;
+use super::{ApiKey, ChatRequest, Completion, FinishReason, NativeCall, Usage, WireError};
+use wire::{Body, Function, Message, Reply, StreamOptions, Tool};
+
+/// A server speaking Chat Completions.
+#[derive(Debug)]
+pub struct ChatCompletions {
+    pub name: &'static str,
+    pub default_base_url: &'static str,
+    pub model_prefixes: &'static [&'static str],
+    pub key_header: KeyHeader,
+    /// Headers from the operator's environment: (header, variable).
+    pub configured_headers: &'static [(&'static str, &'static str)],
+    pub capabilities: Capabilities,
+    pub quirks: Quirks,
+}
+
+/// What a server or its models do differently from OpenAI's chat models.
+#[derive(Debug, Clone, Copy)]
+pub struct Quirks {
+    /// Models that take OpenAI's reasoning-model parameters: `max_completion_tokens`, a
+    /// `developer` message instead of `system`, and no `temperature` or `stop`.
+    pub reasoning_model: fn(&str) -> bool,
+    /// Models that reject `stop` (besides the reasoning models above).
+    pub rejects_stop: fn(&str) -> bool,
+    /// `tool_choice: "auto"` is sent with native tools: some servers read a missing
+    /// `tool_choice` as "none". OpenAI documents "auto" as the default, so it gets none.
+    pub explicit_auto_tool_choice: bool,
+    /// Where the completions endpoint is under the base URL.
+    pub path: PathForm,
+}
+
+/// How the endpoint's URL is made from the base URL.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PathForm {
+    /// `{base}/chat/completions`.
+    ChatCompletions,
+    /// Azure OpenAI: `{base}/chat/completions` for the v1 API (`…/openai/v1`), or
+    /// `{base}/deployments/{model}/chat/completions?api-version=…` for a base ending in `/openai`.
+    Azure,
+}
+
+/// The `api-version` of Azure's deployments form: the newest generally available one.
+const AZURE_API_VERSION: &str = "2024-10-21";
+
+/// No model of this server has the quirk.
+pub fn none(_model: &str) -> bool {
+    false
+}
+
+/// OpenAI's reasoning models (o-series, gpt-5, but not gpt-5-chat).
+pub fn openai_reasoning(model: &str) -> bool {
+    let m = model.to_ascii_lowercase();
+    let m = m.strip_prefix("ft:").unwrap_or(&m);
+    ["o1", "o3", "o4", "gpt-5"].iter().any(|p| m.starts_with(p)) && !m.starts_with("gpt-5-chat")
+}
+
+pub const OPENAI: ChatCompletions = ChatCompletions {
+    name: "openai",
+    default_base_url: "https://api.openai.com/v1",
+    model_prefixes: &["gpt-", "chatgpt-", "o1", "o3", "o4", "ft:gpt-"],
+    key_header: KeyHeader::Bearer,
+    configured_headers: &[],
+    capabilities: Capabilities {
+        native_tools: true,
+        native_by_default: true,
+        parallel_tool_calls: true,
+        prompt_caching: true,
+        reasoning: true,
+        counting: Counting::OpenAiTokenizer,
+        requires_key: true,
+        retry_timeouts: true,
+        max_temperature: Temperature(20),
+    },
+    quirks: Quirks {
+        reasoning_model: openai_reasoning,
+        rejects_stop: none,
+        explicit_auto_tool_choice: false,
+        path: PathForm::ChatCompletions,
+    },
+};
+
+impl ProviderApi for ChatCompletions {
+    fn name(&self) -> &'static str {
+        self.name
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        self.capabilities
+    }
+
+    fn default_base_url(&self) -> &'static str {
+        self.default_base_url
+    }
+
+    fn model_prefixes(&self) -> &'static [&'static str] {
+        self.model_prefixes
+    }
+
+    fn configured_headers(&self) -> &'static [(&'static str, &'static str)] {
+        self.configured_headers
+    }
+
+    fn build(
+        &self,
+        target: &Target<'_>,
+        request: &ChatRequest,
+        key: Option<&ApiKey>,
+        stream: bool,
+    ) -> Result<Outgoing, WireError> {
+        let mut body = self.body(request);
+        if stream {
+            body.stream = true;
+            body.stream_options = Some(StreamOptions {
+                include_usage: true,
+            });
+        }
+        Outgoing::json(self.url(target.base_url, &request.model), &body)?
+            .with_headers(target)
+            .with_key(self.key_header, key)
+    }
+
+    fn decode(&self, body: &[u8]) -> Result<Completion, WireError> {
+        let reply: Reply =
+            serde_json::from_slice(body).map_err(|e| WireError::json("the reply", &e))?;
+        completion(reply)
+    }
+
+    fn stream_decoder(&self) -> Box<dyn StreamDecoder> {
+        Box::new(stream::ChunkDecoder)
+    }
+
+    fn framing(&self) -> Framing {
+        Framing::Sse
+    }
+}
+
+impl ChatCompletions {
+    fn url(&self, base: &str, model: &str) -> String {
+        let base = base.trim_end_matches('/');
+        match self.quirks.path {
+            PathForm::Azure if base.ends_with("/openai") => format!(
+                "{base}/deployments/{}/chat/completions?api-version={AZURE_API_VERSION}",
+                percent_encoding::utf8_percent_encode(model, percent_encoding::NON_ALPHANUMERIC)
+            ),
+            PathForm::Azure | PathForm::ChatCompletions => format!("{base}/chat/completions"),
+        }
+    }
+
+    fn body<'a>(&self, request: &'a ChatRequest) -> Body<'a> {
+        let reasoning = (self.quirks.reasoning_model)(&request.model);
+        let system = Message {
+            role: if reasoning { "developer" } else { "system" },
+            content: &request.system,
+        };
+        let turns = request.messages.iter().map(|m| Message {
+            role: m.role.as_str(),
+            content: &m.content,
+        });
+        let takes_stop = !reasoning && !(self.quirks.rejects_stop)(&request.model);
+        let has_tools = !request.tools.is_empty();
+        let tool_choice = match (has_tools, request.require_tool) {
+            (true, true) => Some("required"),
+            (true, false) if self.quirks.explicit_auto_tool_choice => Some("auto"),
+            _ => None,
+        };
+        Body {
+            model: &request.model,
+            messages: std::iter::once(system).chain(turns).collect(),
+            max_tokens: (!reasoning).then_some(request.max_output_tokens),
+            max_completion_tokens: reasoning.then_some(request.max_output_tokens),
+            temperature: if reasoning { None } else { request.temperature },
+            stop: (takes_stop && !request.stop.is_empty()).then_some(&request.stop[..]),
+            tools: request
+                .tools
+                .iter()
+                .map(|t| Tool {
+                    kind: "function",
+                    function: Function {
+                        name: &t.name,
+                        description: &t.description,
+                        parameters: &t.parameters,
+                    },
+                })
+                .collect(),
+            tool_choice,
+            stream: false,
+            stream_options: None,
+        }
+    }
+}
+
+/// The finish reason as the service reads it.
+fn finish(reason: Option<&str>) -> FinishReason {
+    match reason {
+        Some("stop" | "tool_calls" | "function_call") | None => FinishReason::Stop,
+        Some("length") => FinishReason::Length,
+        Some(other) => FinishReason::Other(other.to_string()),
+    }
+}
+
+fn completion(reply: Reply) -> Result<Completion, WireError> {
+    let Some(choice) = reply.choices.into_iter().next() else {
+        return Err(WireError::Shape("the reply has no choices".into()));
+    };
+    let calls = choice
+        .message
+        .tool_calls
+        .unwrap_or_default()
+        .into_iter()
+        .map(|c| NativeCall::new(c.function.name, c.function.arguments))
+        .collect();
+    let text = choice
+        .message
+        .content
+        .filter(|c| !c.trim().is_empty())
+        .or(choice.message.refusal)
+        .unwrap_or_default();
+    Ok(Completion {
+        text,
+        finish: finish(choice.finish_reason.as_deref()),
+        usage: reply.usage.map(Usage::from),
+        calls,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::llm::{ChatMessage, ChatRole};
+
+    pub(super) fn request(model: &str) -> ChatRequest {
+        ChatRequest {
+            model: model.into(),
+            system: "sys".into(),
+            messages: vec![ChatMessage {
+                role: ChatRole::User,
+                content: "hi".into(),
+            }],
+            max_output_tokens: 100,
+            temperature: Some(0.2),
+            stop: vec!["\nObservation:".into()],
+            tools: Vec::new(),
+            require_tool: false,
+            base_url: None,
+            context_window: None,
+        }
+    }
+
+    fn json(api: &ChatCompletions, model: &str) -> serde_json::Value {
+        serde_json::to_value(api.body(&request(model))).unwrap_or_default()
+    }
+
+    #[test]
+    fn chat_models_get_max_tokens_temperature_and_stop() {
+        let v = json(&OPENAI, "gpt-4o");
+        assert_eq!(v["max_tokens"], 100);
+        assert_eq!(v["temperature"], 0.2);
+        assert_eq!(v["stop"][0], "\nObservation:");
+        assert_eq!(v["messages"][0]["role"], "system");
+        assert!(v.get("max_completion_tokens").is_none());
+    }
+
+    #[test]
+    fn reasoning_models_get_max_completion_tokens_and_no_temperature_or_stop() {
+        for model in ["o1", "o3-mini", "o4-mini", "gpt-5", "gpt-5-mini"] {
+            let v = json(&OPENAI, model);
+            assert_eq!(v["max_completion_tokens"], 100, "{model}");
+            assert_eq!(v["messages"][0]["role"], "developer", "{model}");
+            for absent in ["max_tokens", "temperature", "stop"] {
+                assert!(v.get(absent).is_none(), "{model} must not get {absent}");
+            }
+        }
+    }
+
+    #[test]
+    fn compatible_servers_always_get_max_tokens() {
+        let v = json(&presets::OPENAI_COMPATIBLE, "o3-like-local-model");
+        assert_eq!(v["max_tokens"], 100);
+        assert!(v.get("max_completion_tokens").is_none());
+    }
+
+    #[test]
+    fn a_refusal_becomes_the_text_when_content_is_null() {
+        let done = OPENAI
+            .decode(br#"{"choices":[{"index":0,"message":{"role":"assistant","content":null,"refusal":"I can't help with that."},"finish_reason":"stop"}]}"#)
+            .unwrap_or_else(|e| panic!("{e:?}"));
+        assert_eq!(done.text, "I can't help with that.");
+        assert!(done.usage.is_none());
+    }
+
+    #[test]
+    fn tool_choice_is_required_when_forced_and_auto_where_leaving_it_out_means_none() {
+        let mut r = request("gpt-4o");
+        r.tools = vec![crate::llm::ToolSpec {
+            name: "read_file".into(),
+            description: String::new(),
+            parameters: serde_json::json!({"type": "object"}),
+        }];
+        let openai = serde_json::to_value(OPENAI.body(&r)).unwrap_or_default();
+        assert_eq!(openai["tools"][0]["type"], "function");
+        assert!(openai["tools"][0]["function"].get("description").is_none());
+        assert!(openai.get("tool_choice").is_none());
+        let local = serde_json::to_value(presets::OPENAI_COMPATIBLE.body(&r)).unwrap_or_default();
+        assert_eq!(local["tools"][0]["function"]["name"], "read_file");
+        assert_eq!(local["tool_choice"], "auto");
+        r.require_tool = true;
+        for api in [&OPENAI, &presets::OPENAI_COMPATIBLE] {
+            let v = serde_json::to_value(api.body(&r)).unwrap_or_default();
+            assert_eq!(v["tool_choice"], "required", "{}", api.name);
+        }
+    }
+
+    #[test]
+    fn tool_calls_are_read_with_string_or_broken_arguments() {
+        let done = OPENAI
+            .decode(
+                br#"{"choices":[{"index":0,"message":{"role":"assistant","content":null,"tool_calls":[
+                {"id":"call_1","type":"function","function":{"name":"a","arguments":"{\"x\":1}"}},
+                {"id":"call_2","type":"function","function":{"name":"b","arguments":"{\"x\":"}}]},
+              "finish_reason":"tool_calls"}]}"#,
+            )
+            .unwrap_or_else(|e| panic!("{e:?}"));
+        assert_eq!(done.finish, FinishReason::Stop);
+        assert_eq!(done.calls.len(), 2);
+        assert!(done.calls[0].arguments.is_ok());
+        assert_eq!(done.calls[1].arguments, Err("{\"x\":".to_string()));
+    }
+
+    #[test]
+    fn a_drifted_reply_is_an_error_not_zeros() {
+        for body in [
+            r#"{"choices":"none"}"#,
+            r#"{"choices":[{"message":{"content":"hi"}}],"usage":{"prompt_tokens":"many","completion_tokens":1}}"#,
+            r#"{"choices":[{"message":{"content":"hi"}}],"usage":{"completion_tokens":1}}"#,
+            r#"{"choices":[]}"#,
+        ] {
+            assert!(
+                matches!(OPENAI.decode(body.as_bytes()), Err(WireError::Shape(_))),
+                "{body}"
+            );
+        }
+    }
+
+    #[test]
+    fn azure_takes_the_v1_path_or_the_deployments_form() {
+        let azure = &presets::AZURE;
+        assert_eq!(
+            azure.url("https://r.openai.azure.com/openai/v1/", "dep"),
+            "https://r.openai.azure.com/openai/v1/chat/completions"
+        );
+        assert_eq!(
+            azure.url("https://r.openai.azure.com/openai", "my dep/x"),
+            "https://r.openai.azure.com/openai/deployments/my%20dep%2Fx/chat/completions?api-version=2024-10-21"
+        );
+        assert_eq!(
+            OPENAI.url("https://api.openai.com/v1", "gpt-4o"),
+            "https://api.openai.com/v1/chat/completions"
+        );
+    }
+}

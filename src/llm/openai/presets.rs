@@ -1,0 +1,221 @@
+//! OpenAI-compatible vendors, one entry each: where the vendor lives, which model names are its,
+//! how it takes the key, and what its models do differently. A new vendor is an entry here and
+//! a line in the registry (`provider.rs`); docs/adding-a-provider.md has the whole list.
+
+use super::{none, openai_reasoning, ChatCompletions, PathForm, Quirks};
+use crate::llm::provider::{Capabilities, Counting, KeyHeader, Temperature};
+
+/// A hosted vendor whose models call tools reliably.
+const HOSTED: Capabilities = Capabilities {
+    native_tools: true,
+    native_by_default: true,
+    parallel_tool_calls: true,
+    prompt_caching: false,
+    reasoning: false,
+    counting: Counting::Margin,
+    requires_key: true,
+    retry_timeouts: true,
+    max_temperature: Temperature(20),
+};
+
+/// A vendor with OpenAI's parameter rules and nothing else of its own.
+const PLAIN: Quirks = Quirks {
+    reasoning_model: none,
+    rejects_stop: none,
+    explicit_auto_tool_choice: true,
+    path: PathForm::ChatCompletions,
+};
+
+pub const GEMINI: ChatCompletions = ChatCompletions {
+    name: "gemini",
+    default_base_url: "https://generativelanguage.googleapis.com/v1beta/openai",
+    model_prefixes: &["gemini-"],
+    key_header: KeyHeader::Bearer,
+    configured_headers: &[],
+    capabilities: Capabilities {
+        prompt_caching: true,
+        reasoning: true,
+        ..HOSTED
+    },
+    quirks: PLAIN,
+};
+
+pub const OPENROUTER: ChatCompletions = ChatCompletions {
+    name: "openrouter",
+    default_base_url: "https://openrouter.ai/api/v1",
+    // OpenRouter names every model `vendor/model`; these are the vendors it routes to most.
+    model_prefixes: &[
+        "openai/",
+        "anthropic/",
+        "google/",
+        "meta-llama/",
+        "mistralai/",
+        "deepseek/",
+        "qwen/",
+        "x-ai/",
+        "moonshotai/",
+        "z-ai/",
+        "openrouter/",
+    ],
+    key_header: KeyHeader::Bearer,
+    configured_headers: &[
+        ("http-referer", "REACTSTEP_OPENROUTER_REFERER"),
+        ("x-title", "REACTSTEP_OPENROUTER_TITLE"),
+    ],
+    capabilities: Capabilities {
+        counting: Counting::ByModelVendor,
+        prompt_caching: true,
+        reasoning: true,
+        ..HOSTED
+    },
+    quirks: Quirks {
+        // `openai/o3` keeps OpenAI's rules through the router.
+        reasoning_model: |m| m.strip_prefix("openai/").is_some_and(openai_reasoning),
+        ..PLAIN
+    },
+};
+
+pub const DEEPSEEK: ChatCompletions = ChatCompletions {
+    name: "deepseek",
+    default_base_url: "https://api.deepseek.com/v1",
+    model_prefixes: &["deepseek-"],
+    key_header: KeyHeader::Bearer,
+    configured_headers: &[],
+    capabilities: Capabilities {
+        // deepseek-reasoner answers without parallel calls; its cache is automatic.
+        prompt_caching: true,
+        reasoning: true,
+        ..HOSTED
+    },
+    quirks: PLAIN,
+};
+
+pub const MISTRAL: ChatCompletions = ChatCompletions {
+    name: "mistral",
+    default_base_url: "https://api.mistral.ai/v1",
+    model_prefixes: &[
+        "mistral-",
+        "codestral-",
+        "magistral-",
+        "devstral-",
+        "ministral-",
+        "pixtral-",
+        "open-mistral-",
+        "open-mixtral-",
+    ],
+    key_header: KeyHeader::Bearer,
+    configured_headers: &[],
+    capabilities: Capabilities {
+        max_temperature: Temperature(15),
+        ..HOSTED
+    },
+    quirks: PLAIN,
+};
+
+pub const GROQ: ChatCompletions = ChatCompletions {
+    name: "groq",
+    default_base_url: "https://api.groq.com/openai/v1",
+    // Groq serves other vendors' open models under their own names: no prefix is Groq's alone.
+    model_prefixes: &[],
+    key_header: KeyHeader::Bearer,
+    configured_headers: &[],
+    capabilities: HOSTED,
+    quirks: PLAIN,
+};
+
+/// xAI's reasoning models refuse `stop` (and penalties, which the service never sends).
+fn grok_reasoning(model: &str) -> bool {
+    let m = model.to_ascii_lowercase();
+    ["grok-3-mini", "grok-4", "grok-code"]
+        .iter()
+        .any(|p| m.starts_with(p))
+        && !m.contains("non-reasoning")
+}
+
+pub const XAI: ChatCompletions = ChatCompletions {
+    name: "xai",
+    default_base_url: "https://api.x.ai/v1",
+    model_prefixes: &["grok-"],
+    key_header: KeyHeader::Bearer,
+    configured_headers: &[],
+    capabilities: Capabilities {
+        prompt_caching: true,
+        reasoning: true,
+        ..HOSTED
+    },
+    quirks: Quirks {
+        rejects_stop: grok_reasoning,
+        ..PLAIN
+    },
+};
+
+/// Azure OpenAI: each user has a resource of their own, so there is no default (a request without
+/// one is a 400); the operator sets `REACTSTEP_AZURE_BASE_URL`, or allows
+/// `https://*.openai.azure.com` for requests to name theirs. `modelName` is the deployment.
+pub const AZURE: ChatCompletions = ChatCompletions {
+    name: "azure",
+    default_base_url: "",
+    model_prefixes: &[],
+    key_header: KeyHeader::Named("api-key"),
+    configured_headers: &[],
+    capabilities: Capabilities {
+        counting: Counting::OpenAiTokenizer,
+        prompt_caching: true,
+        reasoning: true,
+        ..HOSTED
+    },
+    quirks: Quirks {
+        reasoning_model: openai_reasoning,
+        explicit_auto_tool_choice: false,
+        path: PathForm::Azure,
+        ..PLAIN
+    },
+};
+
+/// Any other OpenAI-compatible server: vLLM, llama.cpp's server, LM Studio, SGLang.
+pub const OPENAI_COMPATIBLE: ChatCompletions = ChatCompletions {
+    name: "openai_compatible",
+    default_base_url: "http://127.0.0.1:8000/v1",
+    model_prefixes: &[],
+    key_header: KeyHeader::Bearer,
+    configured_headers: &[],
+    capabilities: Capabilities {
+        native_by_default: false,
+        parallel_tool_calls: false,
+        requires_key: false,
+        retry_timeouts: false,
+        ..HOSTED
+    },
+    quirks: PLAIN,
+};
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn grok_reasoning_models_get_no_stop() {
+        let stop = |model: &str| {
+            let mut r = super::super::tests::request(model);
+            r.stop = vec!["\nObservation:".into()];
+            serde_json::to_value(XAI.body(&r))
+                .unwrap_or_default()
+                .get("stop")
+                .is_some()
+        };
+        assert!(!stop("grok-4"));
+        assert!(!stop("grok-3-mini"));
+        assert!(stop("grok-4-fast-non-reasoning"));
+        assert!(stop("grok-3"));
+    }
+
+    #[test]
+    fn openrouter_keeps_openai_rules_for_openai_reasoning_models() {
+        let r = super::super::tests::request("openai/o3-mini");
+        let v = serde_json::to_value(OPENROUTER.body(&r)).unwrap_or_default();
+        assert_eq!(v["max_completion_tokens"], 100);
+        let r = super::super::tests::request("anthropic/claude-sonnet-4.5");
+        let v = serde_json::to_value(OPENROUTER.body(&r)).unwrap_or_default();
+        assert_eq!(v["max_tokens"], 100);
+    }
+}

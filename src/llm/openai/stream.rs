@@ -1,0 +1,113 @@
+//! Chat Completions streams: `data: {chat.completion.chunk}` … `data: [DONE]`.
+
+use super::finish;
+use super::wire::Chunk;
+use crate::llm::stream::{Sofar, StreamDecoder};
+use crate::llm::{Usage, WireError};
+
+pub struct ChunkDecoder;
+
+impl StreamDecoder for ChunkDecoder {
+    fn event(&mut self, data: &str, sofar: &mut Sofar) -> Result<Option<String>, WireError> {
+        if data.trim() == "[DONE]" {
+            sofar.done = true;
+            return Ok(None);
+        }
+        let chunk: Chunk =
+            serde_json::from_str(data).map_err(|e| WireError::json("a stream event", &e))?;
+        if chunk.error.is_some() {
+            return Err(WireError::InStream(data.to_string()));
+        }
+        if let Some(usage) = chunk.usage {
+            sofar.usage = Some(Usage::from(usage));
+        }
+        let Some(choice) = chunk.choices.into_iter().next() else {
+            return Ok(None);
+        };
+        if choice.finish_reason.is_some() {
+            sofar.finish = Some(finish(choice.finish_reason.as_deref()));
+        }
+        let Some(delta) = choice.delta else {
+            return Ok(None);
+        };
+        for call in delta.tool_calls.into_iter().flatten() {
+            // Without an index each piece is a whole call of its own, in order.
+            let index = call
+                .index
+                .unwrap_or_else(|| sofar.calls.keys().next_back().map_or(0, |last| last + 1));
+            let entry = sofar.calls.entry(index).or_default();
+            if let Some(function) = call.function {
+                entry
+                    .name
+                    .push_str(function.name.as_deref().unwrap_or_default());
+                entry
+                    .arguments
+                    .push_str(function.arguments.as_deref().unwrap_or_default());
+            }
+        }
+        Ok(delta.content)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn read(events: &[&str]) -> Result<(Sofar, String), WireError> {
+        let mut sofar = Sofar::default();
+        let mut text = String::new();
+        for data in events {
+            sofar.events += 1;
+            if let Some(t) = ChunkDecoder.event(data, &mut sofar)? {
+                text.push_str(&t);
+            }
+        }
+        Ok((sofar, text))
+    }
+
+    #[test]
+    fn text_calls_usage_and_the_end_are_read() {
+        let (sofar, text) = read(&[
+            r#"{"choices":[{"index":0,"delta":{"role":"assistant","content":"Thought: "}}]}"#,
+            r#"{"choices":[{"index":0,"delta":{"content":"go"}}]}"#,
+            r#"{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"c","type":"function","function":{"name":"read","arguments":""}}]}}]}"#,
+            r#"{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"{\"p\":1}"}}]}}]}"#,
+            r#"{"choices":[{"index":0,"delta":{},"finish_reason":"tool_calls"}]}"#,
+            r#"{"choices":[],"usage":{"prompt_tokens":9,"completion_tokens":4,"total_tokens":13}}"#,
+            "[DONE]",
+        ])
+        .unwrap_or_else(|e| panic!("{e:?}"));
+        assert_eq!(text, "Thought: go");
+        assert!(sofar.done);
+        assert_eq!(sofar.calls[&0].name, "read");
+        assert_eq!(sofar.calls[&0].arguments, "{\"p\":1}");
+        assert_eq!(sofar.usage.map(|u| u.prompt_tokens), Some(9));
+    }
+
+    #[test]
+    fn calls_sent_whole_without_an_index_stay_apart() {
+        let (sofar, _) = read(&[
+            r#"{"choices":[{"delta":{"tool_calls":[{"function":{"name":"a","arguments":"{}"}}]}}]}"#,
+            r#"{"choices":[{"delta":{"tool_calls":[{"function":{"name":"b","arguments":"{}"}}]}}]}"#,
+        ])
+        .unwrap_or_else(|e| panic!("{e:?}"));
+        let names: Vec<&str> = sofar.calls.values().map(|c| c.name.as_str()).collect();
+        assert_eq!(names, ["a", "b"]);
+    }
+
+    #[test]
+    fn drifted_events_are_errors_and_in_stream_errors_are_reported() {
+        for data in [
+            r#"{"choices":[{"delta":{"content":7}}]}"#,
+            r#"{"choices":{"delta":{}}}"#,
+            r#"{"choices":[],"usage":{"prompt_tokens":"x","completion_tokens":1}}"#,
+            "not json",
+        ] {
+            assert!(matches!(read(&[data]), Err(WireError::Shape(_))), "{data}");
+        }
+        assert!(matches!(
+            read(&[r#"{"error":{"message":"overloaded"}}"#]),
+            Err(WireError::InStream(_))
+        ));
+    }
+}

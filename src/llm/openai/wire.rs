@@ -1,0 +1,136 @@
+//! Chat Completions on the wire: the request body, the reply and the stream's chunks, as the API
+//! documents them. Fields the service does not use are left out; a field it uses that is missing
+//! or of another type fails the decode, so a drifted format is an error, never zeros.
+
+use serde::{Deserialize, Serialize};
+
+use crate::llm::Usage;
+
+#[derive(Serialize)]
+pub struct Body<'a> {
+    pub model: &'a str,
+    pub messages: Vec<Message<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_tokens: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_completion_tokens: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub temperature: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stop: Option<&'a [String]>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub tools: Vec<Tool<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tool_choice: Option<&'static str>,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub stream: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stream_options: Option<StreamOptions>,
+}
+
+#[derive(Serialize)]
+pub struct StreamOptions {
+    pub include_usage: bool,
+}
+
+#[derive(Serialize)]
+pub struct Tool<'a> {
+    #[serde(rename = "type")]
+    pub kind: &'static str,
+    pub function: Function<'a>,
+}
+
+#[derive(Serialize)]
+pub struct Function<'a> {
+    pub name: &'a str,
+    #[serde(skip_serializing_if = "str::is_empty")]
+    pub description: &'a str,
+    pub parameters: &'a serde_json::Value,
+}
+
+#[derive(Serialize)]
+pub struct Message<'a> {
+    pub role: &'static str,
+    pub content: &'a str,
+}
+
+#[derive(Deserialize)]
+pub struct Reply {
+    pub choices: Vec<Choice>,
+    pub usage: Option<ReplyUsage>,
+}
+
+#[derive(Deserialize)]
+pub struct Choice {
+    pub message: ReplyMessage,
+    pub finish_reason: Option<String>,
+}
+
+#[derive(Deserialize)]
+pub struct ReplyMessage {
+    pub content: Option<String>,
+    pub refusal: Option<String>,
+    #[serde(default)]
+    pub tool_calls: Option<Vec<ReplyToolCall>>,
+}
+
+#[derive(Deserialize)]
+pub struct ReplyToolCall {
+    pub function: ReplyFunction,
+}
+
+#[derive(Deserialize)]
+pub struct ReplyFunction {
+    pub name: String,
+    #[serde(default)]
+    pub arguments: serde_json::Value,
+}
+
+#[derive(Deserialize)]
+pub struct ReplyUsage {
+    pub prompt_tokens: u64,
+    pub completion_tokens: u64,
+}
+
+impl From<ReplyUsage> for Usage {
+    fn from(u: ReplyUsage) -> Self {
+        Self {
+            prompt_tokens: u.prompt_tokens,
+            completion_tokens: u.completion_tokens,
+        }
+    }
+}
+
+/// One `chat.completion.chunk` of a stream (or an `error` object sent inside it).
+#[derive(Deserialize)]
+pub struct Chunk {
+    #[serde(default)]
+    pub choices: Vec<ChunkChoice>,
+    pub usage: Option<ReplyUsage>,
+    pub error: Option<serde::de::IgnoredAny>,
+}
+
+#[derive(Deserialize)]
+pub struct ChunkChoice {
+    pub delta: Option<Delta>,
+    pub finish_reason: Option<String>,
+}
+
+#[derive(Deserialize)]
+pub struct Delta {
+    pub content: Option<String>,
+    pub tool_calls: Option<Vec<DeltaCall>>,
+}
+
+#[derive(Deserialize)]
+pub struct DeltaCall {
+    /// Which call the piece belongs to; servers that send each call whole leave it out.
+    pub index: Option<u64>,
+    pub function: Option<DeltaFunction>,
+}
+
+#[derive(Deserialize)]
+pub struct DeltaFunction {
+    pub name: Option<String>,
+    pub arguments: Option<String>,
+}

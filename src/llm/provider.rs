@@ -1,0 +1,332 @@
+//! Which provider a call goes to, and the one trait every wire format implements.
+//!
+//! A provider is a [`ProviderApi`]: it builds the HTTP request for a [`ChatRequest`], decodes the
+//! reply and the stream's events, and says what it can do ([`Capabilities`]). All of that is
+//! synchronous; sending, retrying, the deadline and the body cap are the shared transport's
+//! (`transport.rs`), so the futures stay unboxed. The providers are listed once, in [`REGISTRY`];
+//! an OpenAI-compatible vendor is one entry in `openai/presets.rs`.
+
+use std::fmt;
+
+use super::stream::StreamDecoder;
+use super::{ApiKey, ChatRequest, Completion, WireError};
+
+/// What a provider can do, and how the service treats it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct Capabilities {
+    /// Tools can be sent through the provider's own tool calling.
+    pub native_tools: bool,
+    /// `tool_mode: auto` picks native tool calling here (the hosted models call tools reliably;
+    /// small local models often do not).
+    pub native_by_default: bool,
+    /// The model may answer with several calls in one turn.
+    pub parallel_tool_calls: bool,
+    /// The provider caches repeated prompt prefixes.
+    pub prompt_caching: bool,
+    /// Reasoning models whose reasoning the provider reports.
+    pub reasoning: bool,
+    /// How prompts are counted: a public tokenizer, or an approximation with a margin.
+    pub counting: Counting,
+    /// A call without a key is refused (local servers ignore keys).
+    pub requires_key: bool,
+    /// Whether a timed-out attempt is tried again: a single-slot local server keeps generating
+    /// the abandoned request, so a retry doubles its work.
+    #[serde(skip)]
+    pub retry_timeouts: bool,
+    /// The highest `temperature` the API takes.
+    #[serde(skip)]
+    pub max_temperature: Temperature,
+}
+
+/// The highest temperature, in tenths (an `f64` would keep the struct from being `Eq`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Temperature(pub u8);
+
+impl Temperature {
+    pub fn value(self) -> f64 {
+        f64::from(self.0) / 10.0
+    }
+}
+
+/// How a provider's prompts are counted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Counting {
+    /// OpenAI models: tiktoken, exactly.
+    #[serde(rename = "openai_tokenizer")]
+    OpenAiTokenizer,
+    /// OpenAI models exactly when the model name (after a `vendor/` prefix) is one, otherwise as
+    /// [`Counting::Margin`] (a router of many vendors' models).
+    ByModelVendor,
+    /// `o200k_base` plus the calibrated margin of the model's family.
+    Margin,
+}
+
+/// An HTTP request a provider built: where it goes, its headers (the key among them, marked
+/// sensitive) and its JSON body.
+pub struct Outgoing {
+    pub url: String,
+    pub headers: Vec<(reqwest::header::HeaderName, reqwest::header::HeaderValue)>,
+    pub body: Vec<u8>,
+}
+
+impl Outgoing {
+    /// A POST of `body` as JSON to `url`.
+    pub fn json(url: String, body: &impl serde::Serialize) -> Result<Self, WireError> {
+        let body = serde_json::to_vec(body)
+            .map_err(|e| WireError::Shape(format!("the request could not be written: {e}")))?;
+        Ok(Self {
+            url,
+            headers: Vec::new(),
+            body,
+        })
+    }
+
+    /// With the operator's headers for the provider.
+    pub fn with_headers(mut self, target: &Target<'_>) -> Self {
+        self.headers.extend(target.headers.iter().cloned());
+        self
+    }
+
+    /// With a header that is not secret.
+    pub fn with_header(mut self, name: &'static str, value: &'static str) -> Self {
+        self.headers.push((
+            reqwest::header::HeaderName::from_static(name),
+            reqwest::header::HeaderValue::from_static(value),
+        ));
+        self
+    }
+
+    /// With the key in `header`, as `Bearer <key>` or as is, marked sensitive so that no log
+    /// or debug output shows it.
+    pub fn with_key(mut self, header: KeyHeader, key: Option<&ApiKey>) -> Result<Self, WireError> {
+        let Some(key) = key else { return Ok(self) };
+        let (name, text) = match header {
+            KeyHeader::Bearer => (
+                reqwest::header::AUTHORIZATION,
+                format!("Bearer {}", key.expose()),
+            ),
+            KeyHeader::Named(name) => (
+                reqwest::header::HeaderName::from_static(name),
+                key.expose().to_string(),
+            ),
+        };
+        let mut value =
+            reqwest::header::HeaderValue::from_str(&text).map_err(|_| WireError::KeyNotHeader)?;
+        value.set_sensitive(true);
+        self.headers.push((name, value));
+        Ok(self)
+    }
+}
+
+/// How a provider takes the key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KeyHeader {
+    /// `Authorization: Bearer <key>`.
+    Bearer,
+    /// The key alone in a header of its own (`x-api-key`, Azure's `api-key`); lower case.
+    Named(&'static str),
+}
+
+/// Where a call goes and what the operator configured for the provider.
+pub struct Target<'a> {
+    pub base_url: &'a str,
+    /// Headers the operator set for every call to this provider (OpenRouter's attribution).
+    pub headers: &'a [(reqwest::header::HeaderName, reqwest::header::HeaderValue)],
+}
+
+/// How the events of a streamed reply are framed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Framing {
+    /// Server-sent events (`data: …`).
+    Sse,
+    /// One JSON object per line (Ollama's native API).
+    JsonLines,
+}
+
+/// One provider's wire format and behaviour.
+pub trait ProviderApi: Sync + fmt::Debug {
+    /// The name requests use in `llm_config.provider`.
+    fn name(&self) -> &'static str;
+    fn capabilities(&self) -> Capabilities;
+    /// Where the provider lives when the operator configured nothing else.
+    fn default_base_url(&self) -> &'static str;
+    /// Lower-case prefixes of the model names that imply this provider.
+    fn model_prefixes(&self) -> &'static [&'static str] {
+        &[]
+    }
+    /// Environment variables whose values become headers on every call (name, variable).
+    fn configured_headers(&self) -> &'static [(&'static str, &'static str)] {
+        &[]
+    }
+    /// The request for one completion, streamed or not.
+    fn build(
+        &self,
+        target: &Target<'_>,
+        request: &ChatRequest,
+        key: Option<&ApiKey>,
+        stream: bool,
+    ) -> Result<Outgoing, WireError>;
+    /// A 2xx reply's body as a completion; a body of another shape is [`WireError::Shape`].
+    fn decode(&self, body: &[u8]) -> Result<Completion, WireError>;
+    /// A fresh decoder for the events of one streamed reply.
+    fn stream_decoder(&self) -> Box<dyn StreamDecoder>;
+    fn framing(&self) -> Framing {
+        Framing::Sse
+    }
+}
+
+/// A provider, by its entry in the registry: cheap to copy, compared by name.
+#[derive(Clone, Copy)]
+pub struct Provider(&'static dyn ProviderApi);
+
+impl Provider {
+    pub const OPENAI: Self = Self(&super::openai::OPENAI);
+    pub const ANTHROPIC: Self = Self(&super::anthropic::ANTHROPIC);
+    pub const OLLAMA: Self = Self(&super::ollama::OLLAMA);
+
+    pub fn api(self) -> &'static dyn ProviderApi {
+        self.0
+    }
+
+    pub fn name(self) -> &'static str {
+        self.0.name()
+    }
+
+    pub fn capabilities(self) -> Capabilities {
+        self.0.capabilities()
+    }
+
+    /// Whether this provider refuses a call without a key (local servers ignore it).
+    pub fn requires_key(self) -> bool {
+        self.capabilities().requires_key
+    }
+
+    /// The provider named `name` in a request.
+    pub fn named(name: &str) -> Option<Self> {
+        all().find(|p| p.name() == name)
+    }
+
+    /// Every provider, in the order the registry lists them.
+    pub fn all() -> impl Iterator<Item = Self> {
+        all()
+    }
+
+    /// The provider a model name implies, when the request does not name one: the longest
+    /// matching prefix wins, so `codestral-` is Mistral's even if another lists `c`.
+    pub fn infer_from_model(model: &str) -> Option<Self> {
+        let m = model.to_ascii_lowercase();
+        all()
+            .flat_map(|p| p.0.model_prefixes().iter().map(move |prefix| (p, *prefix)))
+            .filter(|(_, prefix)| m.starts_with(prefix))
+            .max_by_key(|(_, prefix)| prefix.len())
+            .map(|(p, _)| p)
+    }
+
+    /// The environment variable that overrides the provider's base URL.
+    pub fn base_url_variable(self) -> String {
+        format!("REACTSTEP_{}_BASE_URL", self.name().to_ascii_uppercase())
+    }
+}
+
+fn all() -> impl Iterator<Item = Provider> {
+    REGISTRY.iter().map(|api| Provider(*api))
+}
+
+/// Every provider the service speaks to. A provider with its own wire format is a module plus
+/// one line here; an OpenAI-compatible vendor is a preset (`openai/presets.rs`) plus one line.
+static REGISTRY: &[&dyn ProviderApi] = &[
+    &super::openai::OPENAI,
+    &super::anthropic::ANTHROPIC,
+    &super::ollama::OLLAMA,
+    &super::openai::presets::GEMINI,
+    &super::openai::presets::OPENROUTER,
+    &super::openai::presets::DEEPSEEK,
+    &super::openai::presets::MISTRAL,
+    &super::openai::presets::GROQ,
+    &super::openai::presets::XAI,
+    &super::openai::presets::AZURE,
+    &super::openai::presets::OPENAI_COMPATIBLE,
+];
+
+impl PartialEq for Provider {
+    fn eq(&self, other: &Self) -> bool {
+        self.name() == other.name()
+    }
+}
+
+impl Eq for Provider {}
+
+impl fmt::Debug for Provider {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl fmt::Display for Provider {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl serde::Serialize for Provider {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.name())
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for Provider {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let name = std::borrow::Cow::<'de, str>::deserialize(deserializer)?;
+        Self::named(&name).ok_or_else(|| {
+            let names: Vec<&str> = all().map(Provider::name).collect();
+            serde::de::Error::custom(format!("unknown provider; one of {}", names.join(", ")))
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn model_names_imply_their_provider() {
+        let inferred = |m| Provider::infer_from_model(m).map(Provider::name);
+        assert_eq!(inferred("gpt-4o-mini"), Some("openai"));
+        assert_eq!(inferred("o3-mini"), Some("openai"));
+        assert_eq!(inferred("chatgpt-4o-latest"), Some("openai"));
+        assert_eq!(inferred("claude-sonnet-4-5"), Some("anthropic"));
+        assert_eq!(inferred("gemini-2.5-flash"), Some("gemini"));
+        assert_eq!(inferred("deepseek-chat"), Some("deepseek"));
+        assert_eq!(inferred("codestral-latest"), Some("mistral"));
+        assert_eq!(inferred("mistral-large-latest"), Some("mistral"));
+        assert_eq!(inferred("grok-4"), Some("xai"));
+        assert_eq!(inferred("anthropic/claude-sonnet-4.5"), Some("openrouter"));
+        assert_eq!(inferred("llama3.1:8b"), None);
+    }
+
+    #[test]
+    fn names_are_unique_and_read_back() {
+        let names: Vec<&str> = Provider::all().map(Provider::name).collect();
+        let mut unique = names.clone();
+        unique.sort_unstable();
+        unique.dedup();
+        assert_eq!(unique.len(), names.len(), "{names:?}");
+        for name in names {
+            let json = format!("\"{name}\"");
+            let read: Provider = serde_json::from_str(&json).unwrap_or_else(|e| panic!("{e}"));
+            assert_eq!(read.name(), name);
+            assert_eq!(serde_json::to_string(&read).ok(), Some(json));
+        }
+        let unknown = serde_json::from_str::<Provider>("\"nope\"").map(|_| ());
+        assert!(unknown.is_err_and(|e| e.to_string().contains("gemini")));
+    }
+
+    #[test]
+    fn base_url_variables_follow_the_name() {
+        assert_eq!(
+            Provider::named("openai_compatible").map(Provider::base_url_variable),
+            Some("REACTSTEP_OPENAI_COMPATIBLE_BASE_URL".into())
+        );
+    }
+}

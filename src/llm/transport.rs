@@ -1,0 +1,264 @@
+//! Sending a provider's request: the shared connection pools, retries within the step's
+//! deadline, the per-attempt timeout, the reply size cap, and classifying failures. What goes on
+//! the wire is each provider's ([`ProviderApi`]); how it travels is the same for all.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use reqwest::header::{HeaderName, HeaderValue};
+
+use super::provider::{Outgoing, ProviderApi, Target};
+use super::{pools, ApiKey, ChatRequest, Completion, CompletionStream, LlmError, Provider};
+use super::{RetryPolicy, WireError};
+
+/// Where each provider lives and how long a call may take.
+#[derive(Debug, Clone)]
+pub struct LlmSettings {
+    /// Each provider's base URL, by name; a provider missing here uses its default.
+    pub base_urls: HashMap<&'static str, String>,
+    /// Headers the operator configured for every call to a provider, by name.
+    pub headers: HashMap<&'static str, Vec<(HeaderName, HeaderValue)>>,
+    /// For one attempt.
+    pub timeout: Duration,
+    pub retry: RetryPolicy,
+    /// Certificate authorities trusted besides the built-in web roots.
+    pub extra_roots: Vec<reqwest::Certificate>,
+    /// Connection pools the calls are spread over (see [`pools`]).
+    pub pools: usize,
+}
+
+/// Idle connections each pool keeps to one host. Over HTTP/1.1 every call in flight holds its
+/// own connection (about 25 KiB of buffers), and after a burst of thousands they would all sit
+/// idle for the 90 s idle timeout; over HTTP/2 a pool needs only one or two.
+const IDLE_CONNECTIONS_PER_HOST: usize = 64;
+
+/// The HTTP clients every request shares, plus where each provider lives.
+#[derive(Debug)]
+pub struct LlmClients {
+    pools: pools::Pools,
+    settings: LlmSettings,
+}
+
+impl LlmClients {
+    pub fn new(settings: LlmSettings) -> Result<Self, reqwest::Error> {
+        let build = || {
+            let mut builder = reqwest::Client::builder()
+                .connect_timeout(settings.timeout.min(Duration::from_secs(10)))
+                .pool_idle_timeout(Duration::from_secs(90))
+                .pool_max_idle_per_host(IDLE_CONNECTIONS_PER_HOST)
+                // A redirect would carry the user's key to wherever the upstream points; the
+                // provider APIs never redirect, so a 3xx is an error, not a hop.
+                .redirect(reqwest::redirect::Policy::none())
+                .user_agent(concat!("reactstep/", env!("CARGO_PKG_VERSION")));
+            for root in &settings.extra_roots {
+                builder = builder.add_root_certificate(root.clone());
+            }
+            builder.build()
+        };
+        let pools = pools::Pools::new(settings.pools, build)?;
+        Ok(Self { pools, settings })
+    }
+
+    /// Where calls to `provider` go unless a request names another (allowed) base URL.
+    pub fn base_url(&self, provider: Provider) -> &str {
+        self.settings
+            .base_urls
+            .get(provider.name())
+            .map_or(provider.api().default_base_url(), String::as_str)
+    }
+
+    /// One completion, retried as the policy allows, never past `deadline`.
+    #[tracing::instrument(name = "llm call", skip_all, fields(provider = %provider, model = %request.model))]
+    pub async fn complete(
+        &self,
+        provider: Provider,
+        request: &ChatRequest,
+        key: Option<&ApiKey>,
+        deadline: tokio::time::Instant,
+    ) -> Result<Completion, LlmError> {
+        let policy = self.settings.retry;
+        policy
+            .run(provider, self.settings.timeout, deadline, |timeout| {
+                self.complete_once(provider, request, key, timeout)
+            })
+            .await
+    }
+
+    async fn complete_once(
+        &self,
+        provider: Provider,
+        request: &ChatRequest,
+        key: Option<&ApiKey>,
+        timeout: Duration,
+    ) -> Result<Completion, LlmError> {
+        let api = provider.api();
+        let builder = self.prepare(provider, request, key, false)?;
+        let raw = send(provider, builder, timeout, key).await?;
+        api.decode(&raw).map_err(|e| e.into_llm(provider, key))
+    }
+
+    /// The call with the answer streamed: returns once the provider has accepted it (an error
+    /// status is returned here, before any byte of the answer).
+    /// Opening the stream is retried like a call; once the answer flows, it is not.
+    #[tracing::instrument(name = "llm stream", skip_all, fields(provider = %provider, model = %request.model))]
+    pub async fn stream(
+        &self,
+        provider: Provider,
+        request: &ChatRequest,
+        key: Option<&ApiKey>,
+        deadline: tokio::time::Instant,
+    ) -> Result<CompletionStream, LlmError> {
+        let policy = self.settings.retry;
+        policy
+            .run(provider, self.settings.timeout, deadline, |timeout| {
+                self.stream_once(provider, request, key, timeout)
+            })
+            .await
+    }
+
+    async fn stream_once(
+        &self,
+        provider: Provider,
+        request: &ChatRequest,
+        key: Option<&ApiKey>,
+        timeout: Duration,
+    ) -> Result<CompletionStream, LlmError> {
+        let builder = self.prepare(provider, request, key, true)?;
+        let response = open_stream(provider, builder, timeout, key).await?;
+        Ok(CompletionStream::new(provider, response, timeout))
+    }
+
+    /// The provider's request for this call, on the next pool.
+    fn prepare(
+        &self,
+        provider: Provider,
+        request: &ChatRequest,
+        key: Option<&ApiKey>,
+        stream: bool,
+    ) -> Result<reqwest::RequestBuilder, LlmError> {
+        let api: &dyn ProviderApi = provider.api();
+        let target = Target {
+            base_url: request
+                .base_url
+                .as_deref()
+                .unwrap_or_else(|| self.base_url(provider)),
+            headers: self
+                .settings
+                .headers
+                .get(provider.name())
+                .map_or(&[], Vec::as_slice),
+        };
+        let outgoing = api
+            .build(&target, request, key, stream)
+            .map_err(|e: WireError| e.into_llm(provider, key))?;
+        Ok(builder(self.pools.next(), outgoing))
+    }
+}
+
+/// The request as reqwest sends it, its body held in an allocation of exactly its size: a call
+/// holds its body until it is answered.
+fn builder(http: &reqwest::Client, outgoing: Outgoing) -> reqwest::RequestBuilder {
+    let mut builder = http
+        .post(outgoing.url)
+        .header(reqwest::header::CONTENT_TYPE, "application/json");
+    for (name, value) in outgoing.headers {
+        builder = builder.header(name, value);
+    }
+    builder.body(bytes::Bytes::from(outgoing.body.into_boxed_slice()))
+}
+
+/// Sends a streaming request: the response, still unread, once its status is a success.
+async fn open_stream(
+    provider: Provider,
+    builder: reqwest::RequestBuilder,
+    timeout: Duration,
+    key: Option<&ApiKey>,
+) -> Result<reqwest::Response, LlmError> {
+    let response = dispatch(provider, builder, timeout).await?;
+    if response.status().is_success() {
+        Ok(response)
+    } else {
+        Err(Box::pin(failure(provider, response, timeout, key)).await)
+    }
+}
+
+/// Sends a prepared request and returns the body of a 2xx reply, or the classified error.
+async fn send(
+    provider: Provider,
+    builder: reqwest::RequestBuilder,
+    timeout: Duration,
+    key: Option<&ApiKey>,
+) -> Result<bytes::Bytes, LlmError> {
+    let response = dispatch(provider, builder, timeout).await?;
+    // Boxed: reading the reply is a larger state than waiting for it, and a future keeps room
+    // for its largest state all the while thousands of calls wait.
+    Box::pin(async move {
+        if response.status().is_success() {
+            read_capped(provider, response, timeout).await
+        } else {
+            Err(failure(provider, response, timeout, key).await)
+        }
+    })
+    .await
+}
+
+/// The reply's head, or the transport's failure classified. Not an `async fn`: the future of
+/// one keeps its arguments for its whole life, so the request would be held twice.
+fn dispatch(
+    provider: Provider,
+    builder: reqwest::RequestBuilder,
+    timeout: Duration,
+) -> impl std::future::Future<Output = Result<reqwest::Response, LlmError>> {
+    use futures_util::FutureExt;
+    builder
+        .timeout(timeout)
+        .send()
+        .map(move |sent| sent.map_err(|e| LlmError::from_transport(provider, &e, timeout)))
+}
+
+/// What a reply that is not a success says went wrong, read from its status, headers and body.
+async fn failure(
+    provider: Provider,
+    response: reqwest::Response,
+    timeout: Duration,
+    key: Option<&ApiKey>,
+) -> LlmError {
+    let status = response.status();
+    let headers = response.headers().clone();
+    match read_capped(provider, response, timeout).await {
+        Ok(body) => LlmError::from_reply(provider, status, &headers, &body, key),
+        Err(unread) => unread,
+    }
+}
+
+/// No reply of a chat API comes near this; a body that does is refused, not held in memory.
+const MAX_REPLY_BYTES: usize = 16 * 1024 * 1024;
+
+async fn read_capped(
+    provider: Provider,
+    mut response: reqwest::Response,
+    timeout: Duration,
+) -> Result<bytes::Bytes, LlmError> {
+    let too_large = || LlmError::BadResponse {
+        provider,
+        message: format!("the reply is larger than {MAX_REPLY_BYTES} bytes"),
+    };
+    if response
+        .content_length()
+        .is_some_and(|n| n > MAX_REPLY_BYTES as u64)
+    {
+        return Err(too_large());
+    }
+    let mut body = bytes::BytesMut::new();
+    while let Some(chunk) = response
+        .chunk()
+        .await
+        .map_err(|e| LlmError::from_transport(provider, &e, timeout))?
+    {
+        if body.len() + chunk.len() > MAX_REPLY_BYTES {
+            return Err(too_large());
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(body.freeze())
+}
