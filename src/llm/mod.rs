@@ -99,10 +99,14 @@ impl NativeCall {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 pub struct Usage {
     pub prompt_tokens: u64,
     pub completion_tokens: u64,
+    /// The provider reported none (some local servers leave usage out, on streams above all):
+    /// these are the service's own counts.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub approximate: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -583,7 +583,10 @@ async fn converse(
 ) -> Result<(Box<StepInput>, parse::Parsed, Valid), StepError> {
     let mut repairs_left = input.react.max_repair_attempts;
     loop {
-        let completion = call_model(&input, llm, live, &request).await?;
+        let mut completion = call_model(&input, llm, live, &request).await?;
+        if completion.usage.is_none() && input.mock_response.is_none() {
+            completion.usage = Some(own_count(counter, ledger.used, &completion));
+        }
         if repairs_left == input.react.max_repair_attempts {
             if let Some(warning) = margin_check(counter, ledger.used, completion.usage.as_ref()) {
                 ledger.warnings.push(warning);
@@ -965,11 +968,33 @@ fn resolve_from_workspace(ws: &workspace::Workspace, input: &mut StepInput) {
 }
 
 /// Both calls of a step are billed to the user: report their sum.
+/// The usage of a call the provider reported none for: the prompt as counted against the budget
+/// and the output as the same counter reads it, marked approximate.
+fn own_count(counter: &TokenCounter, prompt: u32, completion: &Completion) -> Usage {
+    let calls: u32 = completion
+        .calls
+        .iter()
+        .map(|c| {
+            let arguments = match &c.arguments {
+                Ok(map) => serde_json::Value::Object(map.clone()).to_string(),
+                Err(text) => text.clone(),
+            };
+            counter.count(&c.name) + counter.count(&arguments)
+        })
+        .sum();
+    Usage {
+        prompt_tokens: prompt.into(),
+        completion_tokens: u64::from(counter.count(&completion.text) + calls),
+        approximate: true,
+    }
+}
+
 fn add_usage(a: Option<Usage>, b: Option<Usage>) -> Option<Usage> {
     match (a, b) {
         (Some(a), Some(b)) => Some(Usage {
             prompt_tokens: a.prompt_tokens + b.prompt_tokens,
             completion_tokens: a.completion_tokens + b.completion_tokens,
+            approximate: a.approximate || b.approximate,
         }),
         (a, b) => a.or(b),
     }

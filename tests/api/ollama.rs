@@ -135,3 +135,78 @@ async fn a_model_name_that_names_no_provider_is_a_400() {
     assert!(message.contains("modelName"), "{message}");
     assert!(!message.contains("llama3.1:8b"), "{message}");
 }
+
+#[tokio::test]
+async fn a_stream_without_usage_is_counted_by_the_service_and_marked_approximate() {
+    let app = spawn_app().await;
+    let chunk = |content: &str| {
+        let data = json!({"id": "c", "object": "chat.completion.chunk", "created": 1, "model": "m",
+            "choices": [{"index": 0, "delta": {"content": content}, "finish_reason": null}]});
+        format!("data: {data}\n\n")
+    };
+    // A server that ignores stream_options.include_usage: no usage chunk at all.
+    let body = format!(
+        "{}{}data: {}\n\ndata: [DONE]\n\n",
+        chunk("Thought: known.\nFinal Answer: "),
+        chunk("in auth.js"),
+        json!({"id": "c", "object": "chat.completion.chunk", "created": 1, "model": "m",
+            "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})
+    );
+    wiremock::Mock::given(wiremock::matchers::path(COMPATIBLE_PATH))
+        .respond_with(wiremock::ResponseTemplate::new(200).set_body_raw(body, "text/event-stream"))
+        .mount(&app.llm)
+        .await;
+    let streamed =
+        crate::streaming::post_stream(&app, &local_request("openai_compatible", "q")).await;
+    let (name, step) = streamed.terminal();
+    assert_eq!(name, "step", "{step}");
+    assert_eq!(step["direct_response"], "in auth.js");
+    assert_eq!(step["usage"]["approximate"], true, "{step}");
+    assert_eq!(
+        step["usage"]["prompt_tokens"], step["context_report"]["used"],
+        "the prompt as the service counted it"
+    );
+    let completion = step["usage"]["completion_tokens"].as_u64().unwrap();
+    assert!((5..20).contains(&completion), "{completion}");
+
+    // A provider that reports usage is not marked.
+    mount(&app.llm, OLLAMA_PATH, 200, ollama_reply("Final Answer: ok")).await;
+    let reply = app.post_react_step(&local_request("ollama", "q")).await;
+    assert_eq!(
+        reply.body["usage"],
+        json!({"prompt_tokens": 301, "completion_tokens": 24})
+    );
+}
+
+#[tokio::test]
+async fn a_timed_out_attempt_is_not_repeated_on_a_local_server() {
+    for (provider, path, expected_calls) in [
+        ("ollama", OLLAMA_PATH, 1),
+        ("openai_compatible", COMPATIBLE_PATH, 1),
+        ("openai", crate::upstream::OPENAI_PATH, 2),
+    ] {
+        let app = crate::helpers::spawn_app_with(|c| {
+            c.llm_timeout_secs = 1;
+            c.retries = 1;
+        })
+        .await;
+        wiremock::Mock::given(wiremock::matchers::path(path))
+            .respond_with(
+                wiremock::ResponseTemplate::new(200)
+                    .set_body_json(ollama_reply("Final Answer: late"))
+                    .set_delay(std::time::Duration::from_secs(3)),
+            )
+            .mount(&app.llm)
+            .await;
+        let mut body = local_request(provider, "q");
+        body["user_api_keys"] = json!({"llmKey": crate::helpers::KEY});
+        let reply = app.post_react_step(&body).await;
+        assert_eq!(reply.status, 504, "{provider}: {}", reply.text);
+        assert_eq!(reply.body["error"]["type"], "llm_timeout", "{provider}");
+        let calls = app.llm.received_requests().await.unwrap().len();
+        assert_eq!(
+            calls, expected_calls,
+            "{provider}: a single-slot server would still be generating the first"
+        );
+    }
+}

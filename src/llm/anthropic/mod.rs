@@ -147,7 +147,8 @@ mod tests {
             done.usage,
             Some(Usage {
                 prompt_tokens: 13,
-                completion_tokens: 5
+                completion_tokens: 5,
+                approximate: false
             })
         );
     }

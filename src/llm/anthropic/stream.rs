@@ -86,7 +86,8 @@ mod tests {
             sofar.usage,
             Some(Usage {
                 prompt_tokens: 15,
-                completion_tokens: 7
+                completion_tokens: 7,
+                approximate: false
             })
         );
     }

@@ -85,6 +85,7 @@ impl From<ReplyUsage> for Usage {
                 + u.cache_creation_input_tokens.unwrap_or(0)
                 + u.cache_read_input_tokens.unwrap_or(0),
             completion_tokens: u.output_tokens,
+            approximate: false,
         }
     }
 }

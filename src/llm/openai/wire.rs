@@ -97,6 +97,7 @@ impl From<ReplyUsage> for Usage {
         Self {
             prompt_tokens: u.prompt_tokens,
             completion_tokens: u.completion_tokens,
+            approximate: false,
         }
     }
 }
