@@ -173,7 +173,7 @@ impl ApiError {
             // What the step's calls spent before it failed: billed all the same.
             usage: self.step_error().and_then(StepError::usage),
             warnings: Vec::new(),
-            context_report: None,
+            context_report: self.step_error().and_then(StepError::report).cloned(),
             conversation_summary: None,
             prompt: None,
             error: Some(ErrorBody {
@@ -269,7 +269,7 @@ fn step_status(error: &StepError) -> (StatusCode, &'static str, bool) {
         // Never sent: the client is gone. Logged as what it is.
         StepError::ClientGone => (S::BAD_REQUEST, "client_disconnected", false),
         // `cause` looks through it; kept for a match without a wildcard.
-        StepError::Spent { error, .. } => step_status(error),
+        StepError::Spent { error, .. } | StepError::Reported { error, .. } => step_status(error),
         StepError::Llm(e) => {
             let retryable = e.is_retryable();
             match e {
@@ -281,12 +281,15 @@ fn step_status(error: &StepError) -> (StatusCode, &'static str, bool) {
                     (S::TOO_MANY_REQUESTS, "llm_rate_limited", retryable)
                 }
                 LlmError::Rejected { .. } => (S::BAD_REQUEST, "llm_request_rejected", retryable),
+                LlmError::ContextTooLong { .. } => {
+                    (S::UNPROCESSABLE_ENTITY, "context_overflow", retryable)
+                }
                 LlmError::Unavailable { .. } | LlmError::Untrusted { .. } => {
                     (S::BAD_GATEWAY, "llm_unavailable", retryable)
                 }
-                LlmError::BadResponse { .. } | LlmError::Redirected { .. } => {
-                    (S::BAD_GATEWAY, "llm_bad_response", retryable)
-                }
+                LlmError::BadResponse { .. }
+                | LlmError::Redirected { .. }
+                | LlmError::EmptyReply { .. } => (S::BAD_GATEWAY, "llm_bad_response", retryable),
                 LlmError::Timeout { .. } => (S::GATEWAY_TIMEOUT, "llm_timeout", retryable),
             }
         }

@@ -35,6 +35,19 @@ pub enum LlmError {
         status: u16,
         message: String,
     },
+    /// The provider refused the prompt as longer than the model's window, with its own count of
+    /// the prompt and the window when it said them.
+    #[error("the {provider} API refused the prompt as too long for the model: {message}")]
+    ContextTooLong {
+        provider: Provider,
+        message: String,
+        prompt_tokens: Option<u64>,
+        window: Option<u64>,
+    },
+    /// A 200 whose reply held nothing at all (an event stream with no event): how some local
+    /// servers fail a prompt longer than their window.
+    #[error("the {provider} API ended its reply without any content; a local server does this when the prompt is longer than its context window (see context_report)")]
+    EmptyReply { provider: Provider },
     /// 5xx, 529, or no connection at all.
     #[error("the {provider} API is unavailable: {message}")]
     Unavailable { provider: Provider, message: String },
@@ -101,6 +114,16 @@ impl LlmError {
         let (message, code) = upstream_message(body);
         let message = scrub_upstream(&message, key, MAX_UPSTREAM_MESSAGE_CHARS);
         let status_code = status.as_u16();
+        if matches!(status_code, 400 | 413 | 422 | 500) {
+            if let Some(sizes) = super::overflow::read(&message, code.as_deref(), body) {
+                return Self::ContextTooLong {
+                    provider,
+                    message,
+                    prompt_tokens: sizes.prompt_tokens,
+                    window: sizes.window,
+                };
+            }
+        }
         match status_code {
             401 | 403 => Self::Auth {
                 provider,
@@ -178,6 +201,8 @@ impl LlmError {
             Self::Auth { .. }
             | Self::ModelNotFound { .. }
             | Self::Rejected { .. }
+            | Self::ContextTooLong { .. }
+            | Self::EmptyReply { .. }
             | Self::Untrusted { .. }
             | Self::Redirected { .. }
             | Self::BadResponse { .. } => false,
@@ -197,6 +222,8 @@ impl LlmError {
             Self::Auth { .. }
             | Self::ModelNotFound { .. }
             | Self::Rejected { .. }
+            | Self::ContextTooLong { .. }
+            | Self::EmptyReply { .. }
             | Self::Redirected { .. }
             | Self::Untrusted { .. } => false,
             Self::RateLimited { retryable, .. } => *retryable,

@@ -8,6 +8,7 @@ mod api_key;
 mod error;
 mod ollama;
 mod openai;
+mod overflow;
 mod pools;
 mod provider;
 mod retry;

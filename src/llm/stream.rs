@@ -34,11 +34,7 @@ pub struct PartialCall {
 impl Sofar {
     fn completion(self, provider: Provider) -> Result<Completion, LlmError> {
         if self.events == 0 {
-            return Err(LlmError::BadResponse {
-                provider,
-                message: "the stream ended without any event: the provider sent an empty reply"
-                    .into(),
-            });
+            return Err(LlmError::EmptyReply { provider });
         }
         if !self.done {
             return Err(LlmError::BadResponse {

@@ -205,6 +205,12 @@ pub enum StepError {
     /// spent, as a success would.
     #[error("{error}")]
     Spent { error: Box<StepError>, usage: Usage },
+    /// A failure after the prompt was fitted: the error response carries its context report.
+    #[error("{error}")]
+    Reported {
+        error: Box<StepError>,
+        report: Box<ContextReport>,
+    },
 }
 
 impl StepError {
@@ -221,10 +227,25 @@ impl StepError {
         }
     }
 
+    /// The same failure, carrying the report of the prompt it happened with.
+    fn reported(self, report: &ContextReport) -> Self {
+        match self {
+            Self::ClientGone | Self::Reported { .. } => self,
+            Self::Spent { error, usage } => Self::Spent {
+                error: Box::new(error.reported(report)),
+                usage,
+            },
+            error => Self::Reported {
+                error: Box::new(error),
+                report: Box::new(report.clone()),
+            },
+        }
+    }
+
     /// The failure itself, whatever was spent before it.
     pub fn cause(&self) -> &StepError {
         match self {
-            Self::Spent { error, .. } => error.cause(),
+            Self::Spent { error, .. } | Self::Reported { error, .. } => error.cause(),
             other => other,
         }
     }
@@ -233,6 +254,16 @@ impl StepError {
     pub fn usage(&self) -> Option<Usage> {
         match self {
             Self::Spent { usage, .. } => Some(*usage),
+            Self::Reported { error, .. } => error.usage(),
+            _ => None,
+        }
+    }
+
+    /// The report of the prompt the failure happened with, once one was fitted.
+    pub fn report(&self) -> Option<&ContextReport> {
+        match self {
+            Self::Reported { report, .. } => Some(report),
+            Self::Spent { error, .. } => error.report(),
             _ => None,
         }
     }
@@ -312,45 +343,133 @@ async fn step(
     live: Option<LiveSender>,
     billed: &Billed,
 ) -> Result<StepOutput, StepError> {
-    let mut counter = TokenCounter::new(input.llm.provider, &input.llm.model, input.llm.tokenizer);
-    if let Some(percent) = input.approximation_margin_percent {
-        counter = counter.with_approximation_margin(percent);
-    }
-    let budget = input.llm.prompt_budget();
-    let omission_reserve = match input.history_strategy {
-        HistoryStrategy::Omit => budget::marker_reserve(&counter),
-        HistoryStrategy::Summarize => {
-            summary::reserve(budget).max(budget::marker_reserve(&counter))
-        }
-    };
+    let counter = counter_for(&input);
     if !input.dry_run {
         if let Some(action) = decide::command(&input.user_query, &input.tools) {
             crate::metrics::Metrics::count(&crate::metrics::global().parse_outcomes, "command", 1);
+            let budget = input.llm.prompt_budget();
             return Ok(command_step(*input, action, &counter, budget));
         }
     }
-    let native = input
-        .llm
-        .tool_mode
-        .is_native(input.llm.provider, input.tools.has_declared());
-    let native_tools = if native {
-        input.tools.specs()
-    } else {
-        Vec::new()
+    // An approximate count may be corrected by the provider's own (a refused prompt that
+    // reports its size): the context is kept for a second fit.
+    let keep_context = counter.is_approximate() && !input.dry_run;
+    let shape = Shape::of(&input, &counter)?;
+    let fitting = fit_prompt(input, &counter, &shape, keep_context, llm, billed, None);
+    let (input, built) = fitting.await?;
+    if input.dry_run {
+        return Ok(dry_run(input, built, &counter));
+    }
+    let first = converse_once(input, llm, live.as_ref(), &counter, &shape, built, billed).await?;
+    let (input, built, conversed, ledger) = match first {
+        Conversed::Done(input, built, parsed, valid, ledger) => {
+            (input, built, (parsed, valid), ledger)
+        }
+        Conversed::TooLong(input, refused, built, ledger) => {
+            let refusal = Refusal {
+                refused,
+                built,
+                ledger,
+            };
+            Box::pin(refit(input, llm, live.as_ref(), &counter, refusal)).await?
+        }
     };
-    // Tool definitions sent beside the messages take their share of the budget first.
-    let tools_tokens = native_tools_tokens(&counter, &native_tools);
-    let Some(messages_budget) = budget.checked_sub(tools_tokens) else {
-        return Err(StepError::ContextOverflow(Overflow {
+    Ok(finish_step(input, built, conversed, ledger))
+}
+
+/// The counter for the request's model, with the operator's margin when one is set.
+fn counter_for(input: &StepInput) -> TokenCounter {
+    let counter = TokenCounter::new(input.llm.provider, &input.llm.model, input.llm.tokenizer);
+    match input.approximation_margin_percent {
+        Some(percent) => counter.with_approximation_margin(percent),
+        None => counter,
+    }
+}
+
+/// What a prompt is fitted into, for one counter: whether the tools go natively, the budget
+/// their definitions leave to the messages, and the room held for omitted turns.
+struct Shape {
+    native_tools: Vec<crate::llm::ToolSpec>,
+    native: bool,
+    budget: u32,
+    tools_tokens: u32,
+    messages_budget: u32,
+    omission_reserve: u32,
+}
+
+impl Shape {
+    fn of(input: &StepInput, counter: &TokenCounter) -> Result<Self, StepError> {
+        let budget = input.llm.prompt_budget();
+        let omission_reserve = match input.history_strategy {
+            HistoryStrategy::Omit => budget::marker_reserve(counter),
+            HistoryStrategy::Summarize => {
+                summary::reserve(budget).max(budget::marker_reserve(counter))
+            }
+        };
+        let native = input
+            .llm
+            .tool_mode
+            .is_native(input.llm.provider, input.tools.has_declared());
+        let native_tools = if native {
+            input.tools.specs()
+        } else {
+            Vec::new()
+        };
+        // Tool definitions sent beside the messages take their share of the budget first.
+        let tools_tokens = native_tools_tokens(counter, &native_tools);
+        let Some(messages_budget) = budget.checked_sub(tools_tokens) else {
+            return Err(StepError::ContextOverflow(Overflow {
+                budget,
+                required: tools_tokens,
+            }));
+        };
+        Ok(Self {
+            native_tools,
+            native,
             budget,
-            required: tools_tokens,
-        }));
-    };
+            tools_tokens,
+            messages_budget,
+            omission_reserve,
+        })
+    }
+}
+
+/// A prompt fitted into the budget, with what fitting it said and spent.
+struct Built {
+    prompt: budget::Prompt,
+    warnings: Vec<String>,
+    summary_usage: Option<Usage>,
+    conversation_summary: Option<ConversationSummary>,
+}
+
+/// Fits the prompt (on the CPU pool unless it is small), summarising omitted turns when asked.
+async fn fit_prompt(
+    input: Box<StepInput>,
+    counter: &TokenCounter,
+    shape: &Shape,
+    keep_context: bool,
+    llm: &LlmClients,
+    billed: &Billed,
+    earlier: Option<ConversationSummary>,
+) -> Result<(Box<StepInput>, Built), StepError> {
     // Tokenising megabytes of context is CPU work: off the async workers, one build per core.
     // Each thread that tokenises keeps its own regex cache (hundreds of KiB), so thousands of
     // steps in flight must not mean thousands of threads.
     let input_size = PromptInput::of(&input);
-    let build = move || build_prompt(input, counter, native, messages_budget, omission_reserve);
+    let build = {
+        let counter = *counter;
+        let (native, messages_budget) = (shape.native, shape.messages_budget);
+        let omission_reserve = shape.omission_reserve;
+        move || {
+            let how = BuildHow {
+                native,
+                messages_budget,
+                omission_reserve,
+                keep_context,
+            };
+            build_prompt(input, counter, how)
+        }
+    };
     // A small request without a workspace to read builds in microseconds once its counts are
     // cached: the hop to the CPU pool (two thread wake-ups) would cost more than the build.
     let (input, fitted) = if inline_build(&input_size) {
@@ -360,15 +479,17 @@ async fn step(
     };
     let fitted = fitted.map_err(|o| {
         StepError::ContextOverflow(Overflow {
-            budget,
-            required: o.required + tools_tokens,
+            budget: shape.budget,
+            required: o.required + shape.tools_tokens,
         })
     })?;
     let mut warnings = budget_warnings(&fitted, &input.unresolved);
-
     let mut summary_usage = None;
-    let mut conversation_summary = None;
-    if fitted.omission_room() > 0 && input.history_strategy == HistoryStrategy::Summarize {
+    let mut conversation_summary = earlier;
+    let summarize = conversation_summary.is_none()
+        && fitted.omission_room() > 0
+        && input.history_strategy == HistoryStrategy::Summarize;
+    if summarize {
         if input.mock_response.is_some() || input.dry_run {
             warnings.push("history_strategy summarize makes a model call; with mock_response or dry_run the omitted turns are marked instead".into());
         } else {
@@ -377,9 +498,9 @@ async fn step(
             let summarize = summary::summarize(
                 llm,
                 &input,
-                &counter,
+                counter,
                 fitted.omitted_turns,
-                omission_reserve,
+                shape.omission_reserve,
             );
             match Box::pin(summarize).await {
                 Ok((made, usage)) => {
@@ -391,68 +512,195 @@ async fn step(
             }
         }
     }
-    let prompt = fitted.finish(
-        &counter,
+    let mut prompt = fitted.finish(
+        counter,
         conversation_summary.as_ref().map(|s| s.text.as_str()),
         counter.encoding(),
     );
-    let mut prompt = prompt;
-    prompt.report.budget = budget;
-    prompt.report.used += tools_tokens;
-    let context_report = prompt.report.clone();
+    prompt.report.budget = shape.budget;
+    prompt.report.used += shape.tools_tokens;
+    let built = Built {
+        prompt,
+        warnings,
+        summary_usage,
+        conversation_summary,
+    };
+    Ok((input, built))
+}
 
-    if input.dry_run {
-        let preview = PromptPreview {
-            system_tokens: prompt.system_tokens,
-            messages: prompt
-                .messages
-                .iter()
-                .map(|m| (m.clone(), counter.count_message(&m.content)))
-                .collect(),
-            system: prompt.system,
-        };
-        return Ok(StepOutput {
-            session_id: input.session_id,
-            thought: String::new(),
-            outcome: Outcome::DryRun(preview),
-            updated_history: input.history,
-            iterations_remaining: input.iterations_left,
-            usage: None,
-            warnings,
-            context_report,
-            conversation_summary,
-        });
-    }
-
-    let request = ChatRequest {
-        model: input.llm.model.clone(),
+/// The prompt a dry run shows, and no call.
+fn dry_run(input: Box<StepInput>, built: Built, counter: &TokenCounter) -> StepOutput {
+    let prompt = built.prompt;
+    let preview = PromptPreview {
+        system_tokens: prompt.system_tokens,
+        messages: prompt
+            .messages
+            .iter()
+            .map(|m| (m.clone(), counter.count_message(&m.content)))
+            .collect(),
         system: prompt.system,
-        messages: prompt.messages,
+    };
+    StepOutput {
+        session_id: input.session_id,
+        thought: String::new(),
+        outcome: Outcome::DryRun(preview),
+        updated_history: input.history,
+        iterations_remaining: input.iterations_left,
+        usage: None,
+        warnings: built.warnings,
+        context_report: prompt.report,
+        conversation_summary: built.conversation_summary,
+    }
+}
+
+/// The chat request for a fitted prompt.
+fn chat_request(input: &StepInput, prompt: &budget::Prompt, shape: &Shape) -> ChatRequest {
+    ChatRequest {
+        model: input.llm.model.clone(),
+        system: prompt.system.clone(),
+        messages: prompt.messages.clone(),
         max_output_tokens: input.llm.reserved_output_tokens,
         temperature: input.llm.temperature,
         stop: vec![prompt::observation_stop(&input.react.tags)],
-        tools: native_tools,
+        tools: shape.native_tools.clone(),
         require_tool: input.react.require_action,
         base_url: input.llm.base_url.clone(),
         context_window: Some(input.llm.token_limit),
-    };
+    }
+}
+
+/// How a conversation with the model ended.
+#[expect(
+    clippy::large_enum_variant,
+    reason = "returned once and taken apart at once, never held"
+)]
+enum Conversed<'b> {
+    Done(Box<StepInput>, Built, parse::Parsed, Valid, Ledger<'b>),
+    /// The provider refused the prompt as too long on the first call.
+    TooLong(Box<StepInput>, LlmError, Built, Ledger<'b>),
+}
+
+/// Calls the model with the fitted prompt until its output is a valid step.
+async fn converse_once<'b>(
+    input: Box<StepInput>,
+    llm: &LlmClients,
+    live: Option<&LiveSender>,
+    counter: &TokenCounter,
+    shape: &Shape,
+    mut built: Built,
+    billed: &'b Billed,
+) -> Result<Conversed<'b>, StepError> {
+    let request = chat_request(&input, &built.prompt, shape);
     let mut ledger = Ledger {
-        usage: summary_usage,
-        warnings,
-        used: context_report.used,
-        budget,
+        usage: built.summary_usage,
+        warnings: std::mem::take(&mut built.warnings),
+        used: built.prompt.report.used,
+        budget: shape.budget,
         billed,
     };
-    let conversed = converse(input, llm, live.as_ref(), &counter, request, &mut ledger).await;
-    // Whatever ended the step, the calls made so far were billed: the error reports them too.
-    let (input, parsed, valid) = conversed.map_err(|e| e.spent(ledger.usage))?;
+    match converse(input, llm, live, counter, request, &mut ledger).await {
+        Ok(Talk::Valid(input, parsed, valid)) => {
+            Ok(Conversed::Done(input, built, parsed, valid, ledger))
+        }
+        Ok(Talk::TooLong(input, refused)) => Ok(Conversed::TooLong(input, refused, built, ledger)),
+        // Whatever ended the step, the calls made so far were billed: the error reports them,
+        // and the prompt they were made with.
+        Err(e) => Err(e.spent(ledger.usage).reported(&built.prompt.report)),
+    }
+}
+
+/// A first call the provider refused as too long, with the prompt it refused.
+struct Refusal<'b> {
+    refused: LlmError,
+    built: Built,
+    ledger: Ledger<'b>,
+}
+
+impl Refusal<'_> {
+    /// The refusal as the step's error: 422 `context_overflow`, with the report of the prompt
+    /// that was refused.
+    fn into_error(self) -> StepError {
+        StepError::Llm(self.refused)
+            .spent(self.ledger.usage)
+            .reported(&self.built.prompt.report)
+    }
+}
+
+/// Extra percent on top of the ratio the provider's count gave, for what the ratio of one
+/// prompt does not say about another.
+const REFIT_ROOM_PERCENT: u64 = 3;
+
+/// After a refusal as too long that says the prompt's size by the provider's count: fits the
+/// prompt again with the service's approximate counts scaled by the provider's, and calls once
+/// more. An exact count, or a refusal that names no size, is answered as it is.
+async fn refit<'b>(
+    input: Box<StepInput>,
+    llm: &LlmClients,
+    live: Option<&LiveSender>,
+    counter: &TokenCounter,
+    first: Refusal<'b>,
+) -> Result<(Box<StepInput>, Built, (parse::Parsed, Valid), Ledger<'b>), StepError> {
+    let used = u64::from(first.built.prompt.report.used);
+    let reported = match &first.refused {
+        LlmError::ContextTooLong {
+            prompt_tokens: Some(n),
+            ..
+        } => *n,
+        _ => 0,
+    };
+    if !counter.is_approximate() || reported <= used || used == 0 {
+        return Err(first.into_error());
+    }
+    // (100 + new) / 100 = (100 + old) / 100 × reported / used, with room to spare.
+    let scaled = (100 + u64::from(counter.margin_percent())) * reported / used + REFIT_ROOM_PERCENT;
+    let percent = u32::try_from(scaled.saturating_sub(100)).unwrap_or(u32::MAX);
+    let counter = counter.with_approximation_margin(percent);
+    let shape = Shape::of(&input, &counter).map_err(|e| e.reported(&first.built.prompt.report))?;
+    let Refusal { built, ledger, .. } = first;
+    let fitting = fit_prompt(
+        input,
+        &counter,
+        &shape,
+        false,
+        llm,
+        ledger.billed,
+        built.conversation_summary,
+    );
+    let (input, mut rebuilt) = fitting.await?;
+    rebuilt.summary_usage = ledger.usage;
+    // The first prompt's warnings described the prompt that was refused.
+    let mut warnings = Vec::new();
+    warnings.push(format!(
+        "the provider counted {reported} prompt tokens where the service counted {used} and refused the prompt as too long; it was fitted again with counts scaled by that ratio ({percent} % margin)"
+    ));
+    warnings.append(&mut rebuilt.warnings);
+    rebuilt.warnings = warnings;
+    match converse_once(input, llm, live, &counter, &shape, rebuilt, ledger.billed).await? {
+        Conversed::Done(input, built, parsed, valid, ledger) => {
+            Ok((input, built, (parsed, valid), ledger))
+        }
+        Conversed::TooLong(_, refused, built, ledger) => Err(Refusal {
+            refused,
+            built,
+            ledger,
+        }
+        .into_error()),
+    }
+}
+
+/// The step's answer from a valid output.
+fn finish_step(
+    input: Box<StepInput>,
+    built: Built,
+    (parsed, valid): (parse::Parsed, Valid),
+    ledger: Ledger<'_>,
+) -> StepOutput {
     let Ledger {
         usage,
         mut warnings,
         ..
     } = ledger;
     warnings.extend(parsed.warnings);
-
     let outcome = match valid {
         Valid::Action { .. } if input.iterations_left == 1 => {
             warnings.push(
@@ -467,7 +715,7 @@ async fn step(
         valid => Outcome::from(valid),
     };
     let updated_history = updated_history(&input, &parsed.thought, &outcome);
-    Ok(StepOutput {
+    StepOutput {
         session_id: input.session_id,
         thought: parsed.thought,
         outcome,
@@ -475,9 +723,9 @@ async fn step(
         iterations_remaining: input.iterations_left - 1,
         usage,
         warnings,
-        context_report,
-        conversation_summary,
-    })
+        context_report: built.prompt.report,
+        conversation_summary: built.conversation_summary,
+    }
 }
 
 /// The usage of the calls a step has made so far, where the deadline that stops the step
@@ -524,21 +772,29 @@ fn inline_build(size: &PromptInput) -> bool {
 
 /// Reads the workspace's files into the input, then fits the prompt into the budget. The input
 /// goes along and comes back: the build may run on the CPU pool, which must own what it reads.
-fn build_prompt(
-    mut input: Box<StepInput>,
-    counter: TokenCounter,
+/// How one build fits the prompt.
+struct BuildHow {
     native: bool,
     messages_budget: u32,
     omission_reserve: u32,
+    /// The context stays in the input for a second fit.
+    keep_context: bool,
+}
+
+fn build_prompt(
+    mut input: Box<StepInput>,
+    counter: TokenCounter,
+    how: BuildHow,
 ) -> (Box<StepInput>, Result<budget::Fitted, budget::Overflow>) {
-    if let Some(ws) = input.workspace.clone() {
+    // Taken: a second fit must not read the files again.
+    if let Some(ws) = input.workspace.take() {
         resolve_from_workspace(&ws, &mut input);
     }
     let head = prompt::system_head(
         &input.tools_segment,
         input.iterations_left == 1,
         &input.react.tags,
-        native,
+        how.native,
     );
     let candidates = Candidates {
         head: &head,
@@ -548,14 +804,16 @@ fn build_prompt(
         query: &input.user_query,
         order: &input.context_order,
         max_observation_tokens: input.max_observation_tokens,
-        omission_reserve,
+        omission_reserve: how.omission_reserve,
         tags: &input.react.tags,
     };
-    let fitted = budget::fit(&counter, messages_budget, &candidates);
-    // The prompt now holds what fitted; the step need not keep the context (up to the body
-    // limit) a second time while it waits on the model.
-    input.context = Vec::new();
-    input.tools_segment = String::new();
+    let fitted = budget::fit(&counter, how.messages_budget, &candidates);
+    // The prompt now holds what fitted; unless it may be fitted again, the step need not keep
+    // the context (up to the body limit) a second time while it waits on the model.
+    if !how.keep_context {
+        input.context = Vec::new();
+        input.tools_segment = String::new();
+    }
     (input, fitted)
 }
 
@@ -570,6 +828,17 @@ struct Ledger<'b> {
     billed: &'b Billed,
 }
 
+/// How a conversation with the model ended, when it did not fail.
+#[expect(
+    clippy::large_enum_variant,
+    reason = "returned once and taken apart at once, never held"
+)]
+enum Talk {
+    Valid(Box<StepInput>, parse::Parsed, Valid),
+    /// The first call was refused as too long: the prompt may be fitted again.
+    TooLong(Box<StepInput>, LlmError),
+}
+
 /// Asks the model (or takes the mock) until its output is a valid step, with a repair round
 /// after each invalid one while any are left. Every call's usage goes into the ledger before
 /// anything can fail, so an error still reports what was spent.
@@ -580,10 +849,16 @@ async fn converse(
     counter: &TokenCounter,
     mut request: ChatRequest,
     ledger: &mut Ledger<'_>,
-) -> Result<(Box<StepInput>, parse::Parsed, Valid), StepError> {
+) -> Result<Talk, StepError> {
     let mut repairs_left = input.react.max_repair_attempts;
     loop {
-        let mut completion = call_model(&input, llm, live, &request).await?;
+        let first = repairs_left == input.react.max_repair_attempts;
+        let mut completion = match call_model(&input, llm, live, &request).await {
+            Err(StepError::Llm(refused @ LlmError::ContextTooLong { .. })) if first => {
+                return Ok(Talk::TooLong(input, refused));
+            }
+            called => called?,
+        };
         if completion.usage.is_none() && input.mock_response.is_none() {
             completion.usage = Some(own_count(counter, ledger.used, &completion));
         }
@@ -604,7 +879,7 @@ async fn converse(
             Ok((valid, thought_warnings)) => {
                 ledger.warnings.extend(thought_warnings);
                 count_outcome(&valid, parsed.structured);
-                return Ok((input, parsed, valid));
+                return Ok(Talk::Valid(input, parsed, valid));
             }
             Err(why) => why,
         };

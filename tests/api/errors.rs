@@ -228,14 +228,15 @@ async fn an_upstream_5xx_is_a_retryable_502() {
 
 #[tokio::test]
 async fn another_upstream_4xx_is_passed_on_as_llm_request_rejected() {
-    let upstream = json!({"error": {"message": "This model's maximum context length is 8192 tokens.", "type": "invalid_request_error", "param": "messages", "code": "context_length_exceeded"}});
+    // (A refusal as too long is 422 context_overflow instead: see ollama.rs.)
+    let upstream = json!({"error": {"message": "Invalid 'messages[1].content': string too long. Expected a string with maximum length 10485760.", "type": "invalid_request_error", "param": "messages", "code": "string_above_max_length"}});
     let (_, reply) = upstream_fails(400, upstream, &[]).await;
     assert_eq!(reply.status, 400);
     assert_eq!(reply.body["error"]["type"], "llm_request_rejected");
     assert!(reply.body["error"]["message"]
         .as_str()
         .unwrap()
-        .contains("maximum context length"));
+        .contains("string too long"));
 }
 
 #[tokio::test]

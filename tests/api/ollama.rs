@@ -210,3 +210,155 @@ async fn a_timed_out_attempt_is_not_repeated_on_a_local_server() {
         );
     }
 }
+
+/// A compatible server that refuses prompts whose size it reports, the way vLLM words it.
+struct Refusing {
+    /// Its count of each prompt, by call: then it accepts.
+    counts: Vec<u64>,
+    calls: std::sync::atomic::AtomicUsize,
+}
+
+impl wiremock::Respond for Refusing {
+    fn respond(&self, _: &wiremock::Request) -> wiremock::ResponseTemplate {
+        let call = self.calls.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        match self.counts.get(call) {
+            Some(n) => wiremock::ResponseTemplate::new(400).set_body_json(json!({
+                "object": "error",
+                "message": format!("This model's maximum context length is 4096 tokens. However, you requested {} tokens ({n} in the messages, 1000 in the completion). Please reduce the length of the messages or completion.", n + 1000),
+                "type": "BadRequestError", "param": null, "code": 400})),
+            None => wiremock::ResponseTemplate::new(200)
+                .set_body_json(compatible_reply("Final Answer: it fits now")),
+        }
+    }
+}
+
+/// A local request with three files of digits (log lines): counted low by o200k_base.
+fn digits_request() -> serde_json::Value {
+    let mut body = local_request("openai_compatible", "What failed?");
+    let log: String = (0..120)
+        .map(|i| {
+            format!(
+                "2025-03-0{} 12:{:02}:{:02} 4{:04} 0.{:06}\n",
+                i % 9 + 1,
+                i % 60,
+                i * 7 % 60,
+                i * 37,
+                i * 7919
+            )
+        })
+        .collect();
+    body["explicit_context"] = json!([
+        {"path": "logs/a.log", "content": log},
+        {"path": "logs/b.log", "content": log.replace('1', "7")},
+        {"path": "logs/c.log", "content": log.replace('2', "9")},
+    ]);
+    body
+}
+
+async fn used_by_the_service(app: &crate::helpers::TestApp, body: &serde_json::Value) -> u64 {
+    let mut dry = body.clone();
+    dry["dry_run"] = json!(true);
+    let reply = app.post_react_step(&dry).await;
+    reply.body["context_report"]["used"].as_u64().unwrap()
+}
+
+#[tokio::test]
+async fn a_prompt_refused_as_too_long_is_fitted_again_by_the_providers_count() {
+    let app = spawn_app().await;
+    let body = digits_request();
+    let used = used_by_the_service(&app, &body).await;
+    wiremock::Mock::given(wiremock::matchers::path(COMPATIBLE_PATH))
+        .respond_with(Refusing {
+            counts: vec![used * 3 / 2],
+            calls: Default::default(),
+        })
+        .mount(&app.llm)
+        .await;
+
+    let reply = app.post_react_step(&body).await;
+
+    assert_eq!(reply.status, 200, "{}", reply.text);
+    assert_eq!(reply.body["direct_response"], "it fits now");
+    let warnings = reply.body["warnings"].to_string();
+    assert!(warnings.contains("fitted again"), "{warnings}");
+    let sent = app.upstream_bodies().await;
+    assert_eq!(sent.len(), 2);
+    let size = |b: &serde_json::Value| b["messages"].to_string().len();
+    assert!(
+        size(&sent[1]) < size(&sent[0]),
+        "the second prompt is smaller"
+    );
+    let margin = reply.body["context_report"]["approximation_margin_percent"]
+        .as_u64()
+        .unwrap();
+    assert!(margin > 45, "the margin grew by the ratio: {margin}");
+}
+
+#[tokio::test]
+async fn a_second_refusal_is_a_422_with_the_report_never_a_400() {
+    let app = spawn_app().await;
+    let body = digits_request();
+    let used = used_by_the_service(&app, &body).await;
+    wiremock::Mock::given(wiremock::matchers::path(COMPATIBLE_PATH))
+        .respond_with(Refusing {
+            counts: vec![used * 3 / 2, used * 3 / 2],
+            calls: Default::default(),
+        })
+        .mount(&app.llm)
+        .await;
+
+    let reply = app.post_react_step(&body).await;
+
+    assert_eq!(reply.status, 422, "{}", reply.text);
+    assert_eq!(reply.body["error"]["type"], "context_overflow");
+    assert_eq!(reply.body["error"]["retryable"], false);
+    assert!(
+        reply.body["context_report"]["items"].is_array(),
+        "{}",
+        reply.text
+    );
+    assert_eq!(
+        app.upstream_bodies().await.len(),
+        2,
+        "fitted again once, not more"
+    );
+}
+
+#[tokio::test]
+async fn an_exact_count_refused_as_too_long_is_a_422_at_once() {
+    let app = spawn_app().await;
+    wiremock::Mock::given(wiremock::matchers::path(crate::upstream::OPENAI_PATH))
+        .respond_with(wiremock::ResponseTemplate::new(400).set_body_json(json!({"error": {
+            "message": "This model's maximum context length is 4096 tokens. However, your messages resulted in 5210 tokens. Please reduce the length of the messages.",
+            "type": "invalid_request_error", "param": "messages", "code": "context_length_exceeded"}})))
+        .mount(&app.llm)
+        .await;
+    let reply = app.post_react_step(&request("gpt-4o", "q")).await;
+    assert_eq!(reply.status, 422, "{}", reply.text);
+    assert_eq!(reply.body["error"]["type"], "context_overflow");
+    assert_eq!(
+        reply.body["context_report"]["approximate"], false,
+        "{}",
+        reply.text
+    );
+    assert_eq!(app.upstream_bodies().await.len(), 1);
+}
+
+#[tokio::test]
+async fn an_event_stream_with_no_event_is_an_empty_reply_not_a_truncated_one() {
+    let app = spawn_app().await;
+    wiremock::Mock::given(wiremock::matchers::path(COMPATIBLE_PATH))
+        .respond_with(wiremock::ResponseTemplate::new(200).set_body_raw("", "text/event-stream"))
+        .mount(&app.llm)
+        .await;
+    let streamed =
+        crate::streaming::post_stream(&app, &local_request("openai_compatible", "q")).await;
+    let (name, error) = streamed.terminal();
+    assert_eq!(name, "error", "{error}");
+    assert_eq!(error["error"]["type"], "llm_bad_response");
+    assert_eq!(error["error"]["retryable"], false);
+    let message = error["error"]["message"].as_str().unwrap();
+    assert!(message.contains("without any content"), "{message}");
+    assert!(!message.contains("truncated"), "{message}");
+    assert!(error["context_report"]["used"].as_u64().unwrap() > 0);
+}
