@@ -42,6 +42,39 @@ pub fn percent_for(provider: Provider, model: &str) -> u32 {
     local_model(&m)
 }
 
+/// Whether the model's tokenizer gives each digit its own token, where `o200k_base` groups up to
+/// three: Llama 2 and Code Llama, Mistral's families, Qwen, Gemma and Gemini, Phi-3, and any
+/// local model the table does not know (the safe reading). Not Claude, Llama 3, DeepSeek or
+/// OpenAI's models, which group digits.
+pub fn splits_digits(provider: Provider, model: &str) -> bool {
+    let m = model.to_ascii_lowercase();
+    let name = m.rsplit('/').next().unwrap_or(&m);
+    let has = |needles: &[&str]| needles.iter().any(|n| m.contains(n));
+    if provider == Provider::ANTHROPIC || name.starts_with("claude") {
+        return false;
+    }
+    if has(&[
+        "llama2",
+        "llama-2",
+        "codellama",
+        "code-llama",
+        "mistral",
+        "mixtral",
+        "stral",
+        "qwen",
+        "qwq",
+        "gemma",
+        "gemini",
+        "phi-3",
+        "phi3",
+    ]) {
+        return true;
+    }
+    !has(&[
+        "llama3", "llama-3", "llama4", "llama-4", "deepseek", "gpt-", "grok", "phi-4", "phi4",
+    ])
+}
+
 /// Claude models named before the tokenizer changed: `claude-2…`, `claude-instant…`,
 /// `claude-3…` (`claude-3-5-sonnet-…`), and `claude-{family}-4[-minor][-date]` with minor ≤ 6.
 fn claude_before_4_7(m: &str) -> bool {
@@ -93,6 +126,31 @@ fn local_model(m: &str) -> u32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn families_that_split_digits_are_known_by_name() {
+        for model in [
+            "qwen2.5-coder:7b",
+            "Qwen/Qwen3-8B",
+            "mistral:7b",
+            "codestral-latest",
+            "gemma3:4b",
+            "gemini-2.5-pro",
+            "llama2:13b",
+            "some-unknown-model",
+        ] {
+            assert!(splits_digits(Provider::OLLAMA, model), "{model}");
+        }
+        for model in [
+            "llama3.1:8b",
+            "deepseek-r1:7b",
+            "meta-llama/Llama-3.3-70B",
+            "grok-4",
+        ] {
+            assert!(!splits_digits(Provider::OLLAMA, model), "{model}");
+        }
+        assert!(!splits_digits(Provider::ANTHROPIC, "claude-sonnet-4-5"));
+    }
 
     #[test]
     fn claude_models_before_the_new_tokenizer_get_the_smaller_margin() {

@@ -47,26 +47,29 @@ const MEMO_PIECE_BYTES: usize = 24;
 /// Entries each memo holds per thread before it starts over (a few MiB at most).
 const MEMO_ENTRIES: usize = 1 << 16;
 
-/// Counts of short texts, one table per encoding (looked up by the bytes themselves, with no
-/// key to build).
+/// Ways of counting: an encoding, and whether digit runs count one token per digit.
+const SCHEMES: usize = 4;
+
+/// Counts of short texts, one table per way of counting (looked up by the bytes themselves,
+/// with no key to build).
 #[derive(Default)]
-struct Memo([HashMap<Box<[u8]>, u32, FixedState>; 2]);
+struct Memo([HashMap<Box<[u8]>, u32, FixedState>; SCHEMES]);
 
 impl Memo {
-    fn count(&mut self, encoding: Encoding, bytes: &[u8], count: impl FnOnce() -> usize) -> usize {
-        self.get(encoding, bytes).unwrap_or_else(|| {
+    fn count(&mut self, scheme: usize, bytes: &[u8], count: impl FnOnce() -> usize) -> usize {
+        self.get(scheme, bytes).unwrap_or_else(|| {
             let n = count();
-            self.insert(encoding, bytes, n);
+            self.insert(scheme, bytes, n);
             n
         })
     }
 
-    fn get(&self, encoding: Encoding, bytes: &[u8]) -> Option<usize> {
-        self.0[encoding as usize].get(bytes).map(|&n| n as usize)
+    fn get(&self, scheme: usize, bytes: &[u8]) -> Option<usize> {
+        self.0[scheme].get(bytes).map(|&n| n as usize)
     }
 
-    fn insert(&mut self, encoding: Encoding, bytes: &[u8], n: usize) {
-        let table = &mut self.0[encoding as usize];
+    fn insert(&mut self, scheme: usize, bytes: &[u8], n: usize) {
+        let table = &mut self.0[scheme];
         if table.len() >= MEMO_ENTRIES {
             table.clear();
         }
@@ -87,7 +90,8 @@ impl PieceMemo {
         if piece.len() > MEMO_PIECE_BYTES {
             return bpe.count(piece);
         }
-        self.pieces.count(encoding, piece, || bpe.count(piece))
+        self.pieces
+            .count(encoding as usize, piece, || bpe.count(piece))
     }
 }
 
@@ -101,6 +105,9 @@ pub struct TokenCounter {
     bpe: &'static Tokenizer,
     margin_percent: u32,
     approximate: bool,
+    /// The model's tokenizer gives every digit a token of its own (Llama 2, Mistral, Qwen,
+    /// Gemma), where the encoding groups up to three: log lines and CSV count far higher.
+    single_digits: bool,
 }
 
 impl std::fmt::Debug for TokenCounter {
@@ -170,6 +177,7 @@ impl TokenCounter {
         if !counts_exactly(provider, m) {
             return Self {
                 margin_percent: super::margin::percent_for(provider, model),
+                single_digits: super::margin::splits_digits(provider, model),
                 ..Self::with(Encoding::O200kBase, true)
             };
         }
@@ -192,6 +200,7 @@ impl TokenCounter {
             bpe: encoding.tokenizer(),
             margin_percent: 0,
             approximate,
+            single_digits: false,
         }
     }
 
@@ -220,7 +229,7 @@ impl TokenCounter {
         let Some(cache) = token_cache::global() else {
             return count();
         };
-        let counted = cache.count_with(self.encoding as u8, text, || {
+        let counted = cache.count_with(self.scheme() as u8, text, || {
             count().map(|n| u32::try_from(n).unwrap_or(u32::MAX))
         })?;
         Some(counted as usize)
@@ -230,11 +239,11 @@ impl TokenCounter {
     /// remembered. Counting borrows the thread's memo itself, so the entry is written after.
     fn count_short(&self, text: &str) -> usize {
         let bytes = text.as_bytes();
-        if let Some(n) = PIECES.with(|memo| memo.borrow().texts.get(self.encoding, bytes)) {
+        if let Some(n) = PIECES.with(|memo| memo.borrow().texts.get(self.scheme(), bytes)) {
             return n;
         }
         let n = self.count_pieces(text, usize::MAX).unwrap_or(usize::MAX);
-        PIECES.with(|memo| memo.borrow_mut().texts.insert(self.encoding, bytes, n));
+        PIECES.with(|memo| memo.borrow_mut().texts.insert(self.scheme(), bytes, n));
         n
     }
 
@@ -247,13 +256,24 @@ impl TokenCounter {
         PIECES.with(|memo| {
             let mut memo = memo.borrow_mut();
             for piece in self.bpe.split(normalized.as_str()) {
-                total += memo.count(self.encoding, &self.bpe.bpe, piece.as_bytes());
+                let bytes = piece.as_bytes();
+                // The pre-tokenizer cuts digit runs into pieces of at most three.
+                total += if self.single_digits && bytes.iter().all(u8::is_ascii_digit) {
+                    bytes.len()
+                } else {
+                    memo.count(self.encoding, &self.bpe.bpe, bytes)
+                };
                 if total > limit {
                     return None;
                 }
             }
             Some(total)
         })
+    }
+
+    /// Which table of counts this counter's raw counts belong to.
+    fn scheme(&self) -> usize {
+        self.encoding as usize + 2 * usize::from(self.single_digits)
     }
 
     fn with_margin(&self, raw: usize) -> u32 {
@@ -284,6 +304,33 @@ impl TokenCounter {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn digits_count_one_token_each_for_models_that_split_them() {
+        let qwen = TokenCounter::for_model(Provider::OLLAMA, "qwen2.5-coder:7b")
+            .with_approximation_margin(0);
+        let llama3 =
+            TokenCounter::for_model(Provider::OLLAMA, "llama3.1:8b").with_approximation_margin(0);
+        assert_eq!(llama3.count("1234567890"), 4, "o200k groups three digits");
+        assert_eq!(qwen.count("1234567890"), 10);
+        assert_eq!(
+            qwen.count("build 42 failed"),
+            llama3.count("build 42 failed") + 1
+        );
+        // Long enough for the process-wide cache: each way of counting keeps its own entry.
+        let log: String = (0..40)
+            .map(|i| format!("2025-03-01 12:{i:02}:07 status=5{i:02} took 0.{i:04}s\n"))
+            .collect();
+        let grouped = llama3.count(&log);
+        let single = qwen.count(&log);
+        assert!(single > grouped * 13 / 10, "{single} vs {grouped}");
+        assert_eq!(qwen.count(&log), single);
+        assert_eq!(llama3.count(&log), grouped);
+        assert_eq!(qwen.count_within(&log, single), Some(single));
+        assert_eq!(qwen.count_within(&log, single - 1), None);
+        let gpt = TokenCounter::for_model(Provider::OPENAI, "gpt-4o");
+        assert_eq!(gpt.count(&log), grouped, "exact counts are untouched");
+    }
 
     #[test]
     fn openai_models_get_their_own_encoding() {
