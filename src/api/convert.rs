@@ -74,6 +74,12 @@ pub fn step_input(req: ReactStepRequest, how: Conversion) -> Result<StepInput, V
             "is required: the provider cannot be inferred from modelName; set it to one of GET /api/providers (openai, anthropic, ollama …)".into(),
         );
     }
+    if provider.is_some_and(|p| p.name() == "azure") && !is_deployment_name(&cfg.model_name) {
+        fail(
+            "llm_config.modelName",
+            "is an Azure deployment name here: 1 to 64 ASCII letters, digits, '-', '_' and '.', not only dots".into(),
+        );
+    }
     if let Some(p) = provider {
         let most = p.capabilities().max_temperature.value();
         // Beyond 2 the field's own range check has said so already.
@@ -595,4 +601,14 @@ fn describe(e: &ValidationError) -> String {
         ("range", None, Some(max)) => format!("must be at most {max}"),
         (code, _, _) => format!("is invalid ({code})"),
     }
+}
+
+/// An Azure deployment name: it becomes a path segment of the deployments URL form, so `..`
+/// (which a URL parser would resolve) and anything needing escapes are refused.
+fn is_deployment_name(name: &str) -> bool {
+    (1..=64).contains(&name.len())
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
+        && !name.bytes().all(|b| b == b'.')
 }

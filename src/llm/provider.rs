@@ -174,6 +174,26 @@ pub trait ProviderApi: Sync + fmt::Debug {
     fn framing(&self) -> Framing {
         Framing::Sse
     }
+    /// The name of the provider's own prompt counter (its endpoint), in a context report.
+    fn counter_name(&self) -> Option<&'static str> {
+        None
+    }
+    /// The request for the provider's own count of a prompt's tokens, when it has an endpoint
+    /// for it.
+    fn count_request(
+        &self,
+        _target: &Target<'_>,
+        _request: &ChatRequest,
+        _key: Option<&ApiKey>,
+    ) -> Option<Result<Outgoing, WireError>> {
+        None
+    }
+    /// The count in a 2xx reply of that endpoint.
+    fn decode_count(&self, _body: &[u8]) -> Result<u64, WireError> {
+        Err(WireError::Shape(
+            "this provider has no token counting endpoint".into(),
+        ))
+    }
 }
 
 /// A provider, by its entry in the registry: cheap to copy, compared by name.

@@ -128,16 +128,32 @@ impl LlmClients {
         Ok(CompletionStream::new(provider, response, timeout))
     }
 
-    /// The provider's request for this call, on the next pool.
-    fn prepare(
+    /// The provider's own count of the prompt's tokens, or `None` when it has no endpoint for
+    /// it. One attempt, never past `deadline`: a failed count only means the margin stays.
+    pub async fn count_tokens(
         &self,
         provider: Provider,
         request: &ChatRequest,
         key: Option<&ApiKey>,
-        stream: bool,
-    ) -> Result<reqwest::RequestBuilder, LlmError> {
-        let api: &dyn ProviderApi = provider.api();
-        let target = Target {
+        deadline: tokio::time::Instant,
+    ) -> Result<Option<u64>, LlmError> {
+        let api = provider.api();
+        let target = self.target(provider, request);
+        let Some(outgoing) = api.count_request(&target, request, key) else {
+            return Ok(None);
+        };
+        let outgoing = outgoing.map_err(|e| e.into_llm(provider, key))?;
+        let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+        let timeout = self.settings.timeout.min(left);
+        let raw = send(provider, builder(self.pools.next(), outgoing), timeout, key).await?;
+        api.decode_count(&raw)
+            .map(Some)
+            .map_err(|e| e.into_llm(provider, key))
+    }
+
+    /// Where a call goes, and the operator's headers for it.
+    fn target<'a>(&'a self, provider: Provider, request: &'a ChatRequest) -> Target<'a> {
+        Target {
             base_url: request
                 .base_url
                 .as_deref()
@@ -147,7 +163,19 @@ impl LlmClients {
                 .headers
                 .get(provider.name())
                 .map_or(&[], Vec::as_slice),
-        };
+        }
+    }
+
+    /// The provider's request for this call, on the next pool.
+    fn prepare(
+        &self,
+        provider: Provider,
+        request: &ChatRequest,
+        key: Option<&ApiKey>,
+        stream: bool,
+    ) -> Result<reqwest::RequestBuilder, LlmError> {
+        let api: &dyn ProviderApi = provider.api();
+        let target = self.target(provider, request);
         let outgoing = api
             .build(&target, request, key, stream)
             .map_err(|e: WireError| e.into_llm(provider, key))?;

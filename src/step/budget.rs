@@ -515,6 +515,7 @@ impl Fitted {
                 budget: self.budget,
                 used,
                 tokenizer,
+                counter: counter.name(),
                 approximate: counter.is_approximate(),
                 approximation_margin_percent: counter.margin_percent(),
                 items: self.report_items,

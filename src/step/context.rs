@@ -146,6 +146,9 @@ pub struct ContextReport {
     pub budget: u32,
     pub used: u32,
     pub tokenizer: &'static str,
+    /// What counted the prompt: the encoding itself when it is the model's, `approximation`
+    /// when it stands in for a tokenizer that is not public, or the provider's own counter.
+    pub counter: &'static str,
     /// True when the model's tokenizer is not public and counts carry a safety margin.
     pub approximate: bool,
     /// What was added to every count of text (0 when counts are exact).

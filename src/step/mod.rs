@@ -360,6 +360,7 @@ async fn step(
     if input.dry_run {
         return Ok(dry_run(input, built, &counter));
     }
+    let (input, built) = Box::pin(exact_count(input, built, &counter, llm, billed)).await?;
     let first = converse_once(input, llm, live.as_ref(), &counter, &shape, built, billed).await?;
     let (input, built, conversed, ledger) = match first {
         Conversed::Done(input, built, parsed, valid, ledger) => {
@@ -525,6 +526,71 @@ async fn fit_prompt(
         summary_usage,
         conversation_summary,
     };
+    Ok((input, built))
+}
+
+/// For a provider that counts prompts itself, when the approximate count came within its margin
+/// of the budget (the margin may have cost context the model had room for): fits the prompt
+/// without the margin and has the provider count it; when that is over the budget, fits once more
+/// with the counts scaled by the provider's figure and has that counted. The first prompt whose
+/// exact count fits is sent, reported as counted by the provider; when none does, or a count
+/// fails, the prompt fitted with the margin is, with a warning.
+async fn exact_count(
+    input: Box<StepInput>,
+    built: Built,
+    counter: &TokenCounter,
+    llm: &LlmClients,
+    billed: &Billed,
+) -> Result<(Box<StepInput>, Built), StepError> {
+    let provider = input.llm.provider;
+    let Some(name) = provider.api().counter_name() else {
+        return Ok((input, built));
+    };
+    let margin = u64::from(counter.margin_percent());
+    let budget = u64::from(built.prompt.report.budget);
+    let near = u64::from(built.prompt.report.used) * (100 + margin) > budget * 100;
+    if !counter.is_approximate() || input.mock_response.is_some() || !near {
+        return Ok((input, built));
+    }
+    let mut input = input;
+    let mut percent = 0;
+    for _ in 0..2 {
+        let scaled = counter.with_approximation_margin(percent);
+        let shape = Shape::of(&input, &scaled)?;
+        let summary = built.conversation_summary.clone();
+        let (back, mut candidate) =
+            fit_prompt(input, &scaled, &shape, true, llm, billed, summary).await?;
+        input = back;
+        let request = chat_request(&input, &candidate.prompt, &shape);
+        let key = input.key.as_ref();
+        let exact = match llm
+            .count_tokens(provider, &request, key, input.deadline)
+            .await
+        {
+            Ok(Some(n)) => n,
+            Ok(None) => return Ok((input, built)),
+            Err(e) => {
+                let mut built = built;
+                built.warnings.push(format!("the provider could not count the prompt ({e}); the approximate count's margin was kept"));
+                return Ok((input, built));
+            }
+        };
+        if exact <= budget {
+            candidate.summary_usage = built.summary_usage;
+            let report = &mut candidate.prompt.report;
+            report.used = u32::try_from(exact).unwrap_or(u32::MAX);
+            report.counter = name;
+            report.approximate = false;
+            report.approximation_margin_percent = 0;
+            return Ok((input, candidate));
+        }
+        // (100 + p) / 100 = exact / counted, and a point to spare.
+        let counted = u64::from(candidate.prompt.report.used).max(1);
+        let ratio = (exact * 100).div_ceil(counted);
+        percent = u32::try_from(ratio.saturating_sub(100) + 1).unwrap_or(u32::MAX);
+    }
+    let mut built = built;
+    built.warnings.push("the provider counted the prompt fitted without the margin over the budget, and the one fitted by its count too; the approximate count's margin was kept".into());
     Ok((input, built))
 }
 
@@ -1039,6 +1105,7 @@ fn command_step(
             budget,
             used: 0,
             tokenizer: counter.encoding(),
+            counter: counter.name(),
             approximate: counter.is_approximate(),
             approximation_margin_percent: counter.margin_percent(),
             items: Vec::new(),

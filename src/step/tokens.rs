@@ -291,6 +291,15 @@ impl TokenCounter {
         self.encoding.name()
     }
 
+    /// What the report says counted: the encoding, or `approximation` when it stands in.
+    pub fn name(&self) -> &'static str {
+        if self.approximate {
+            "approximation"
+        } else {
+            self.encoding.name()
+        }
+    }
+
     pub fn is_approximate(&self) -> bool {
         self.approximate
     }

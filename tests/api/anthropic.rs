@@ -183,3 +183,171 @@ async fn the_operator_margin_replaces_the_calibrated_one() {
     let exact = dry_run_report(&app, "openai", "gpt-4o").await;
     assert_eq!(exact["approximation_margin_percent"], 0);
 }
+
+const COUNT_PATH: &str = "/v1/messages/count_tokens";
+
+/// Anthropic's count endpoint: checks the request as the API does (no output settings, its
+/// headers) and answers the counts given, one per call.
+struct Counter {
+    counts: Vec<u64>,
+    calls: std::sync::atomic::AtomicUsize,
+}
+
+impl wiremock::Respond for Counter {
+    fn respond(&self, request: &wiremock::Request) -> wiremock::ResponseTemplate {
+        let body: serde_json::Value = serde_json::from_slice(&request.body).unwrap();
+        let header = |name: &str| request.headers.get(name).and_then(|v| v.to_str().ok());
+        let valid = header("x-api-key") == Some(KEY)
+            && header("anthropic-version").is_some()
+            && body["model"].is_string()
+            && body["system"].is_string()
+            && body["messages"].is_array()
+            && ["max_tokens", "stop_sequences", "temperature", "stream"]
+                .iter()
+                .all(|f| body.get(f).is_none());
+        if !valid {
+            return wiremock::ResponseTemplate::new(400).set_body_json(json!({"type": "error",
+                "error": {"type": "invalid_request_error", "message": "max_tokens: Extra inputs are not permitted"}}));
+        }
+        let call = self.calls.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        wiremock::ResponseTemplate::new(200)
+            .set_body_json(json!({"input_tokens": self.counts[call.min(self.counts.len() - 1)]}))
+    }
+}
+
+/// A Claude request whose context fits the budget by a raw count but not with Claude's margin.
+fn near_the_limit() -> serde_json::Value {
+    let mut body = request("claude-sonnet-4-5", "What does Login do?");
+    body["llm_config"]["tokenLimit"] = json!(3000);
+    body["llm_config"]["reservedOutputTokens"] = json!(500);
+    let file = |name: &str| {
+        json!({"path": format!("src/{name}.rs"),
+               "content": format!("pub fn {name}(user: &User) -> Session {{\n    Session::start(user)\n}}\n").repeat(24)})
+    };
+    body["explicit_context"] = json!([
+        file("login"),
+        file("logout"),
+        file("refresh"),
+        file("revoke")
+    ]);
+    body
+}
+
+fn included(body: &serde_json::Value) -> usize {
+    body["context_report"]["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|i| i["fate"] == "included")
+        .count()
+}
+
+#[tokio::test]
+async fn a_claude_prompt_near_its_limit_is_counted_by_anthropic_and_keeps_its_context() {
+    let app = spawn_app().await;
+    let mut dry = near_the_limit();
+    dry["dry_run"] = json!(true);
+    let margin_only = app.post_react_step(&dry).await;
+    assert!(
+        included(&margin_only.body) < 4,
+        "with the margin, some file is left out: {}",
+        margin_only.body["context_report"]
+    );
+
+    wiremock::Mock::given(wiremock::matchers::path(COUNT_PATH))
+        .respond_with(Counter {
+            counts: vec![2_300],
+            calls: Default::default(),
+        })
+        .mount(&app.llm)
+        .await;
+    mount(
+        &app.llm,
+        ANTHROPIC_PATH,
+        200,
+        anthropic_reply("Final Answer: ok"),
+    )
+    .await;
+    let reply = app.post_react_step(&near_the_limit()).await;
+
+    assert_eq!(reply.status, 200, "{}", reply.text);
+    let report = &reply.body["context_report"];
+    assert_eq!(included(&reply.body), 4, "every file: {report}");
+    assert_eq!(report["counter"], "anthropic_count_tokens");
+    assert_eq!(report["approximate"], false);
+    assert_eq!(report["used"], 2_300);
+    assert_eq!(reply.body["warnings"], json!([]));
+    let requests = app.llm.received_requests().await.unwrap();
+    let paths: Vec<&str> = requests.iter().map(|r| r.url.path()).collect();
+    assert_eq!(paths, [COUNT_PATH, ANTHROPIC_PATH]);
+}
+
+#[tokio::test]
+async fn a_count_over_the_budget_is_fitted_by_it_and_counted_again() {
+    let app = spawn_app().await;
+    wiremock::Mock::given(wiremock::matchers::path(COUNT_PATH))
+        .respond_with(Counter {
+            counts: vec![3_400, 2_450],
+            calls: Default::default(),
+        })
+        .mount(&app.llm)
+        .await;
+    mount(
+        &app.llm,
+        ANTHROPIC_PATH,
+        200,
+        anthropic_reply("Final Answer: ok"),
+    )
+    .await;
+    let reply = app.post_react_step(&near_the_limit()).await;
+    assert_eq!(reply.status, 200, "{}", reply.text);
+    assert_eq!(reply.body["context_report"]["used"], 2_450);
+    assert_eq!(
+        reply.body["context_report"]["counter"],
+        "anthropic_count_tokens"
+    );
+    let requests = app.llm.received_requests().await.unwrap();
+    let counts: Vec<serde_json::Value> = requests
+        .iter()
+        .filter(|r| r.url.path() == COUNT_PATH)
+        .map(|r| serde_json::from_slice(&r.body).unwrap())
+        .collect();
+    assert_eq!(counts.len(), 2);
+    let size = |b: &serde_json::Value| b["system"].to_string().len();
+    assert!(
+        size(&counts[1]) < size(&counts[0]),
+        "the second prompt is smaller"
+    );
+    assert!(included(&reply.body) < 4);
+}
+
+#[tokio::test]
+async fn a_failed_count_keeps_the_margin_with_a_warning() {
+    let app = spawn_app().await;
+    mount(
+        &app.llm,
+        COUNT_PATH,
+        529,
+        json!({"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}),
+    )
+    .await;
+    mount(
+        &app.llm,
+        ANTHROPIC_PATH,
+        200,
+        anthropic_reply("Final Answer: ok"),
+    )
+    .await;
+    let reply = app.post_react_step(&near_the_limit()).await;
+    assert_eq!(reply.status, 200, "{}", reply.text);
+    assert!(included(&reply.body) < 5);
+    assert_eq!(reply.body["context_report"]["counter"], "approximation");
+    assert_eq!(reply.body["context_report"]["approximate"], true);
+    assert!(
+        reply.body["warnings"]
+            .to_string()
+            .contains("could not count"),
+        "{}",
+        reply.body["warnings"]
+    );
+}

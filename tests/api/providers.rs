@@ -644,3 +644,56 @@ async fn openrouter_gets_the_operators_attribution_headers() {
     assert_eq!(reply.status, 200, "{}", reply.text);
     assert_eq!(reply.body["direct_response"], "ok");
 }
+
+#[tokio::test]
+async fn azure_takes_the_deployments_form_for_a_base_ending_in_openai() {
+    let app = crate::helpers::spawn_app_with(|c| {
+        let v1 = c.base_urls["azure"].clone();
+        let resource = v1.replace("/azure/openai/v1", "/contoso/openai");
+        c.base_urls.insert("azure".into(), resource);
+    })
+    .await;
+    Mock::given(wiremock::matchers::method("POST"))
+        .and(wiremock::matchers::path(
+            "/contoso/openai/deployments/gpt-4o-prod/chat/completions",
+        ))
+        .and(wiremock::matchers::query_param("api-version", "2024-10-21"))
+        .respond_with(Provider {
+            wire: Wire::ChatCompletions,
+            key: KeyIn::Header("api-key"),
+            reply: Answer::Text("Final Answer: from the deployment"),
+        })
+        .mount(&app.llm)
+        .await;
+    let mut body = request("gpt-4o-prod", "q");
+    body["llm_config"]["provider"] = json!("azure");
+    let reply = app.post_react_step(&body).await;
+    assert_eq!(reply.status, 200, "{}", reply.text);
+    assert_eq!(reply.body["direct_response"], "from the deployment");
+    assert_eq!(
+        reply.body["context_report"]["counter"], "o200k_base",
+        "Azure serves OpenAI's models: counted exactly"
+    );
+}
+
+#[tokio::test]
+async fn an_azure_deployment_name_cannot_climb_out_of_its_path() {
+    let app = spawn_app().await;
+    for name in ["..", ".", "a/../../x", "dep?x=1", "dep%2e%2e", ""] {
+        let mut body = request(name, "q");
+        body["llm_config"]["provider"] = json!("azure");
+        let reply = app.post_react_step(&body).await;
+        assert_eq!(reply.status, 400, "{name:?}: {}", reply.text);
+        let fields: Vec<&str> = reply.body["error"]["fields"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|f| f["field"].as_str().unwrap())
+            .collect();
+        assert!(
+            fields.contains(&"llm_config.modelName"),
+            "{name:?}: {fields:?}"
+        );
+    }
+    assert!(app.llm.received_requests().await.unwrap().is_empty());
+}

@@ -70,6 +70,41 @@ impl ProviderApi for Anthropic {
     fn stream_decoder(&self) -> Box<dyn StreamDecoder> {
         Box::new(stream::EventDecoder)
     }
+
+    fn counter_name(&self) -> Option<&'static str> {
+        Some("anthropic_count_tokens")
+    }
+
+    fn count_request(
+        &self,
+        target: &Target<'_>,
+        request: &ChatRequest,
+        key: Option<&ApiKey>,
+    ) -> Option<Result<Outgoing, WireError>> {
+        let body = body(request);
+        let count = wire::CountBody {
+            model: body.model,
+            system: body.system,
+            messages: body.messages,
+            tools: body.tools,
+            tool_choice: body.tool_choice,
+        };
+        let url = format!(
+            "{}/v1/messages/count_tokens",
+            target.base_url.trim_end_matches('/')
+        );
+        Some(Outgoing::json(url, &count).and_then(|out| {
+            out.with_header("anthropic-version", API_VERSION)
+                .with_headers(target)
+                .with_key(KeyHeader::Named("x-api-key"), key)
+        }))
+    }
+
+    fn decode_count(&self, body: &[u8]) -> Result<u64, WireError> {
+        let counted: wire::Counted =
+            serde_json::from_slice(body).map_err(|e| WireError::json("the count", &e))?;
+        Ok(counted.input_tokens)
+    }
 }
 
 fn body(request: &ChatRequest) -> Body<'_> {

@@ -24,6 +24,23 @@ pub struct Body<'a> {
     pub stream: bool,
 }
 
+/// `POST /v1/messages/count_tokens`: the prompt's parts, without the output settings.
+#[derive(Serialize)]
+pub struct CountBody<'a> {
+    pub model: &'a str,
+    pub system: &'a str,
+    pub messages: Vec<Message<'a>>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub tools: Vec<Tool<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tool_choice: Option<ToolChoice>,
+}
+
+#[derive(Deserialize)]
+pub struct Counted {
+    pub input_tokens: u64,
+}
+
 #[derive(Serialize)]
 pub struct ToolChoice {
     #[serde(rename = "type")]

@@ -52,6 +52,24 @@ pub enum PathForm {
     Azure,
 }
 
+/// What a deployment name must have escaped to stay one path segment (RFC 3986's path
+/// characters stay as they are).
+const PATH_SEGMENT: &percent_encoding::AsciiSet = &percent_encoding::CONTROLS
+    .add(b' ')
+    .add(b'"')
+    .add(b'#')
+    .add(b'%')
+    .add(b'/')
+    .add(b'<')
+    .add(b'>')
+    .add(b'?')
+    .add(b'\\')
+    .add(b'^')
+    .add(b'`')
+    .add(b'{')
+    .add(b'|')
+    .add(b'}');
+
 /// The `api-version` of Azure's deployments form: the newest generally available one.
 const AZURE_API_VERSION: &str = "2024-10-21";
 
@@ -153,7 +171,7 @@ impl ChatCompletions {
         match self.quirks.path {
             PathForm::Azure if base.ends_with("/openai") => format!(
                 "{base}/deployments/{}/chat/completions?api-version={AZURE_API_VERSION}",
-                percent_encoding::utf8_percent_encode(model, percent_encoding::NON_ALPHANUMERIC)
+                percent_encoding::utf8_percent_encode(model, PATH_SEGMENT)
             ),
             PathForm::Azure | PathForm::ChatCompletions => format!("{base}/chat/completions"),
         }
@@ -364,6 +382,10 @@ mod tests {
         assert_eq!(
             azure.url("https://r.openai.azure.com/openai", "my dep/x"),
             "https://r.openai.azure.com/openai/deployments/my%20dep%2Fx/chat/completions?api-version=2024-10-21"
+        );
+        assert_eq!(
+            azure.url("https://r.openai.azure.com/openai", "gpt-4o_prod.2"),
+            "https://r.openai.azure.com/openai/deployments/gpt-4o_prod.2/chat/completions?api-version=2024-10-21"
         );
         assert_eq!(
             OPENAI.url("https://api.openai.com/v1", "gpt-4o"),
