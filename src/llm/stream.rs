@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use super::provider::Framing;
 use super::sse::SseDecoder;
+use super::transport::MAX_REPLY_BYTES;
 use super::{ApiKey, Completion, FinishReason, LlmError, NativeCall, Provider, Usage, WireError};
 
 /// What the events of a stream add up to so far.
@@ -121,6 +122,9 @@ pub struct CompletionStream {
     sofar: Sofar,
     pending: std::collections::VecDeque<String>,
     timeout: Duration,
+    /// Bytes read so far: a stream that never ends a line or an event must not grow without
+    /// bound.
+    read: usize,
 }
 
 impl CompletionStream {
@@ -134,6 +138,7 @@ impl CompletionStream {
             sofar: Sofar::default(),
             pending: Default::default(),
             timeout,
+            read: 0,
         }
     }
 
@@ -152,6 +157,13 @@ impl CompletionStream {
                 .chunk()
                 .await
                 .map_err(|e| LlmError::from_transport(self.provider, &e, self.timeout))?;
+            self.read += chunk.as_ref().map_or(0, |c| c.len());
+            if self.read > MAX_REPLY_BYTES {
+                return Err(LlmError::BadResponse {
+                    provider: self.provider,
+                    message: format!("the streamed reply is larger than {MAX_REPLY_BYTES} bytes"),
+                });
+            }
             let events = match chunk {
                 Some(chunk) => self
                     .framer

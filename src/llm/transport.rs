@@ -259,8 +259,9 @@ async fn failure(
     }
 }
 
-/// No reply of a chat API comes near this; a body that does is refused, not held in memory.
-const MAX_REPLY_BYTES: usize = 16 * 1024 * 1024;
+/// No reply of a chat API comes near this, streamed or not; a body that does is refused, not
+/// held in memory.
+pub(super) const MAX_REPLY_BYTES: usize = 16 * 1024 * 1024;
 
 async fn read_capped(
     provider: Provider,

@@ -362,3 +362,27 @@ async fn an_event_stream_with_no_event_is_an_empty_reply_not_a_truncated_one() {
     assert!(!message.contains("truncated"), "{message}");
     assert!(error["context_report"]["used"].as_u64().unwrap() > 0);
 }
+
+#[tokio::test]
+async fn a_stream_that_never_ends_a_line_is_cut_off_at_the_reply_cap() {
+    let app = spawn_app().await;
+    // One JSON line of 17 MiB with no line break, as a broken server might send.
+    let endless = format!(
+        "{{\"message\":{{\"role\":\"assistant\",\"content\":\"{}",
+        "a".repeat(17 << 20)
+    );
+    wiremock::Mock::given(wiremock::matchers::path(OLLAMA_PATH))
+        .respond_with(
+            wiremock::ResponseTemplate::new(200).set_body_raw(endless, "application/x-ndjson"),
+        )
+        .mount(&app.llm)
+        .await;
+    let streamed = crate::streaming::post_stream(&app, &local_request("ollama", "q")).await;
+    let (name, error) = streamed.terminal();
+    assert_eq!(name, "error");
+    assert_eq!(error["error"]["type"], "llm_bad_response");
+    assert!(error["error"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("larger than"));
+}
