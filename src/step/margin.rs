@@ -22,6 +22,9 @@ const SMALL_VOCABULARY: u32 = 45;
 
 /// Gemini: the same SentencePiece vocabulary as Gemma, so Gemma's measured margin.
 const GEMINI: u32 = GEMMA;
+/// A hosted family whose tokenizer is neither public nor measured here (xAI's Grok): the widest
+/// margin, as for an unknown local model.
+const UNMEASURED: u32 = SMALL_VOCABULARY;
 
 /// The calibrated margin, in percent, for a model counted approximately. The family comes from
 /// the model's name (after a router's `vendor/` prefix), and Anthropic's models are Claude
@@ -38,6 +41,9 @@ pub fn percent_for(provider: Provider, model: &str) -> u32 {
     }
     if name.starts_with("gemini") {
         return GEMINI;
+    }
+    if name.starts_with("grok") {
+        return UNMEASURED;
     }
     local_model(&m)
 }
@@ -126,6 +132,29 @@ fn local_model(m: &str) -> u32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_hosted_vendors_models_get_their_familys_margin() {
+        let by_name = |provider: &str, model: &str| {
+            let provider = Provider::named(provider).unwrap_or(Provider::OLLAMA);
+            percent_for(provider, model)
+        };
+        assert_eq!(by_name("gemini", "gemini-2.5-flash"), GEMINI);
+        assert_eq!(by_name("deepseek", "deepseek-chat"), LARGE_VOCABULARY);
+        assert_eq!(by_name("mistral", "mistral-large-latest"), SMALL_VOCABULARY);
+        assert_eq!(by_name("mistral", "codestral-latest"), SMALL_VOCABULARY);
+        assert_eq!(by_name("xai", "grok-4"), UNMEASURED);
+        assert_eq!(by_name("groq", "llama-3.3-70b-versatile"), LARGE_VOCABULARY);
+        assert_eq!(
+            by_name("openrouter", "anthropic/claude-sonnet-4.5"),
+            CLAUDE_UP_TO_4_6
+        );
+        assert_eq!(
+            by_name("openrouter", "anthropic/claude-opus-4.7"),
+            CLAUDE_FROM_4_7
+        );
+        assert_eq!(by_name("openrouter", "qwen/qwen3-coder"), LARGE_VOCABULARY);
+    }
 
     #[test]
     fn families_that_split_digits_are_known_by_name() {
