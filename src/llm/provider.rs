@@ -297,11 +297,10 @@ impl serde::Serialize for Provider {
 
 impl<'de> serde::Deserialize<'de> for Provider {
     fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        static NAMES: std::sync::LazyLock<Vec<&'static str>> =
+            std::sync::LazyLock::new(|| all().map(Provider::name).collect());
         let name = std::borrow::Cow::<'de, str>::deserialize(deserializer)?;
-        Self::named(&name).ok_or_else(|| {
-            let names: Vec<&str> = all().map(Provider::name).collect();
-            serde::de::Error::custom(format!("unknown provider; one of {}", names.join(", ")))
-        })
+        Self::named(&name).ok_or_else(|| serde::de::Error::unknown_variant(&name, &NAMES[..]))
     }
 }
 
@@ -339,7 +338,7 @@ mod tests {
             assert_eq!(serde_json::to_string(&read).ok(), Some(json));
         }
         let unknown = serde_json::from_str::<Provider>("\"nope\"").map(|_| ());
-        assert!(unknown.is_err_and(|e| e.to_string().contains("gemini")));
+        assert!(unknown.is_err_and(|e| e.to_string().contains("`gemini`")));
     }
 
     #[test]

@@ -697,3 +697,26 @@ async fn an_azure_deployment_name_cannot_climb_out_of_its_path() {
     }
     assert!(app.llm.received_requests().await.unwrap().is_empty());
 }
+
+#[tokio::test]
+async fn an_unknown_provider_is_a_400_that_lists_the_known_ones() {
+    let app = spawn_app().await;
+    let mut body = request("gpt-4o", "q");
+    body["llm_config"]["provider"] = json!("bedrock");
+    let reply = app.post_react_step(&body).await;
+    assert_eq!(reply.status, 400, "{}", reply.text);
+    assert_eq!(
+        reply.body["error"]["fields"][0]["field"],
+        "llm_config.provider"
+    );
+    let message = reply.body["error"]["fields"][0]["message"]
+        .as_str()
+        .unwrap();
+    for name in ["openai", "gemini", "openai_compatible"] {
+        assert!(message.contains(name), "{message}");
+    }
+    assert!(
+        !message.contains("bedrock"),
+        "the value sent is not repeated: {message}"
+    );
+}
