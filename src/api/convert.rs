@@ -405,7 +405,24 @@ fn check_turn(i: usize, turn: &Turn, fail: &mut impl FnMut(&str, String)) {
         if call.name.trim().is_empty() || call.name.len() > 256 {
             fail(&at("toolCall.name"), "must be 1 to 256 characters".into());
         }
+        if call.id.as_deref().is_some_and(|id| !is_call_id(id)) {
+            fail(&at("toolCall.id"), CALL_ID_RULE.into());
+        }
     }
+    if turn
+        .tool_call_id
+        .as_deref()
+        .is_some_and(|id| !is_call_id(id))
+    {
+        fail(&at("tool_call_id"), CALL_ID_RULE.into());
+    }
+}
+
+const CALL_ID_RULE: &str = "must be 1 to 256 printable ASCII characters without spaces";
+
+/// A call id goes back to the provider as written: printable ASCII, as every provider's are.
+fn is_call_id(id: &str) -> bool {
+    (1..=256).contains(&id.len()) && id.bytes().all(|b| b.is_ascii_graphic())
 }
 
 struct SearchHit {

@@ -31,6 +31,7 @@ pub struct ActionDetails {
     pub tool_name: String,
     pub tool_args: Map<String, Value>,
     pub raw_action_string: String,
+    pub tool_call_id: String,
 }
 
 /// One message of a dry run's prompt, the system prompt first.
@@ -122,12 +123,14 @@ impl ReactStepResponse {
                 tool_name,
                 tool_args,
                 raw_action_string,
+                tool_call_id,
             } => (
                 Status::ActionProposed,
                 Some(ActionDetails {
                     tool_name,
                     tool_args,
                     raw_action_string,
+                    tool_call_id,
                 }),
                 None,
                 None,

@@ -79,6 +79,8 @@ pub struct ToolSpec {
 /// A call the model made through the provider's tool calling.
 #[derive(Debug, Clone, PartialEq)]
 pub struct NativeCall {
+    /// The provider's id for the call (OpenAI `call_…`, Anthropic `toolu_…`); Ollama gives none.
+    pub id: Option<String>,
     pub name: String,
     /// The arguments object, or the text the model wrote when it is not a JSON object.
     pub arguments: Result<serde_json::Map<String, serde_json::Value>, String>,
@@ -86,7 +88,7 @@ pub struct NativeCall {
 
 impl NativeCall {
     /// Arguments that arrive as a JSON string (OpenAI) or a JSON value (Anthropic).
-    pub fn new(name: String, arguments: serde_json::Value) -> Self {
+    pub fn new(id: Option<String>, name: String, arguments: serde_json::Value) -> Self {
         let arguments = match arguments {
             serde_json::Value::Object(map) => Ok(map),
             serde_json::Value::String(s) if s.trim().is_empty() => Ok(serde_json::Map::new()),
@@ -96,7 +98,11 @@ impl NativeCall {
             },
             other => Err(other.to_string()),
         };
-        Self { name, arguments }
+        Self {
+            id,
+            name,
+            arguments,
+        }
     }
 }
 

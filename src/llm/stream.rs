@@ -28,6 +28,7 @@ pub struct Sofar {
 /// A tool call whose pieces are still arriving.
 #[derive(Debug, Default)]
 pub struct PartialCall {
+    pub id: Option<String>,
     pub name: String,
     pub arguments: String,
 }
@@ -46,7 +47,7 @@ impl Sofar {
         let calls = self
             .calls
             .into_values()
-            .map(|c| NativeCall::new(c.name, serde_json::Value::String(c.arguments)))
+            .map(|c| NativeCall::new(c.id, c.name, serde_json::Value::String(c.arguments)))
             .collect();
         Ok(Completion {
             text: self.text,

@@ -41,6 +41,8 @@ pub enum Valid {
         tool_name: String,
         tool_args: Map<String, Value>,
         raw_action_string: String,
+        /// The provider's id for a native call; a text call gets one of the service's.
+        tool_call_id: Option<String>,
     },
     Answer(String),
 }
@@ -93,6 +95,7 @@ pub fn judge(
                     tool_name,
                     tool_args,
                     raw_action_string: raw_action_string.clone(),
+                    tool_call_id: None,
                 },
                 warnings,
             ))
@@ -318,6 +321,7 @@ pub fn command(query: &str, catalog: &Catalog) -> Option<Valid> {
         tool_name: name.to_string(),
         tool_args,
         raw_action_string: query.trim().to_string(),
+        tool_call_id: None,
     })
 }
 
@@ -363,6 +367,7 @@ mod tests {
             tool_name: name.into(),
             tool_args,
             raw_action_string: String::new(),
+            tool_call_id: None,
         })
     }
 
@@ -376,6 +381,7 @@ mod tests {
                 tool_name,
                 tool_args,
                 raw_action_string: String::new(),
+                tool_call_id: None,
             },
             other => other,
         })

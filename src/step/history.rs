@@ -14,6 +14,9 @@ pub enum Role {
 
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 pub struct ToolCall {
+    /// The call's id, which the `tool_observation` answering it names in `tool_call_id`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
     pub name: String,
     #[serde(default)]
     pub parameters: Map<String, Value>,
@@ -44,6 +47,12 @@ pub struct Turn {
     /// the answer the user reads).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub thought: Option<String>,
+    /// On a `tool_observation`: the id of the call it answers (`toolCall.id`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_call_id: Option<String>,
+    /// On a `tool_observation`: the tool failed (its content says how).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub is_error: Option<bool>,
     #[serde(flatten)]
     pub extra: Map<String, Value>,
 }
@@ -65,6 +74,8 @@ impl Turn {
             tool_call: None,
             tool_result: None,
             thought: None,
+            tool_call_id: None,
+            is_error: None,
             extra: Map::new(),
         }
     }

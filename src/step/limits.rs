@@ -61,6 +61,7 @@ mod tests {
         let ts = || "2024-01-01T00:00:00.000Z".to_string();
         let mut call = Turn::new(Role::Assistant, "search".into(), ts());
         call.tool_call = Some(ToolCall {
+            id: None,
             name: "code_search".into(),
             parameters: Map::new(),
         });

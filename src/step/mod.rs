@@ -134,6 +134,8 @@ pub enum Outcome {
         tool_name: String,
         tool_args: Map<String, Value>,
         raw_action_string: String,
+        /// The call's id: the provider's for a native call, `call_…` of the service's otherwise.
+        tool_call_id: String,
     },
     Answer {
         text: String,
@@ -143,6 +145,15 @@ pub enum Outcome {
     DryRun(PromptPreview),
 }
 
+/// An id for a call the provider gave none (a text-mode call, Ollama): `call_` and 24 letters
+/// and digits, as OpenAI's look.
+fn new_call_id() -> String {
+    let mut id = String::with_capacity(29);
+    id.push_str("call_");
+    id.extend(std::iter::repeat_with(fastrand::alphanumeric).take(24));
+    id
+}
+
 impl From<Valid> for Outcome {
     fn from(valid: Valid) -> Self {
         match valid {
@@ -150,10 +161,12 @@ impl From<Valid> for Outcome {
                 tool_name,
                 tool_args,
                 raw_action_string,
+                tool_call_id,
             } => Self::Action {
                 tool_name,
                 tool_args,
                 raw_action_string,
+                tool_call_id: tool_call_id.unwrap_or_else(new_call_id),
             },
             Valid::Answer(text) => Self::Answer {
                 text,
@@ -942,9 +955,13 @@ async fn converse(
         let (parsed, verdict) = reading.ok_or(StepError::EmptyOutput(finish))?;
         let raw_output = raw_output(&completion);
         let why = match shortfall(&parsed, verdict, cut_off, &input.react.tags) {
-            Ok((valid, thought_warnings)) => {
+            Ok((mut valid, thought_warnings)) => {
                 ledger.warnings.extend(thought_warnings);
                 count_outcome(&valid, parsed.structured);
+                if let Valid::Action { tool_call_id, .. } = &mut valid {
+                    // A native call keeps the provider's id: the next request answers it.
+                    *tool_call_id = completion.calls.first().and_then(|c| c.id.clone());
+                }
                 return Ok(Talk::Valid(input, parsed, valid));
             }
             Err(why) => why,
@@ -1389,9 +1406,11 @@ fn updated_history(input: &StepInput, thought: &str, outcome: &Outcome) -> Vec<T
         Outcome::Action {
             tool_name,
             tool_args,
+            tool_call_id,
             ..
         } => {
             assistant.tool_call = Some(ToolCall {
+                id: Some(tool_call_id.clone()),
                 name: tool_name.clone(),
                 parameters: tool_args.clone(),
             });

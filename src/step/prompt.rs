@@ -274,6 +274,7 @@ mod tests {
         let mut parameters = Map::new();
         parameters.insert("query".into(), json!("auth"));
         t.tool_call = Some(ToolCall {
+            id: None,
             name: "code_search".into(),
             parameters,
         });

@@ -37,6 +37,7 @@ mod small_model_session;
 mod stream_upstream;
 mod streaming;
 mod tls;
+mod tool_call_ids;
 mod tools;
 mod upstream;
 mod workflow;

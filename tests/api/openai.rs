@@ -50,7 +50,8 @@ async fn an_action_step_proposes_the_tool_call() {
     assert_eq!(history[1]["content"], body["thought"]);
     assert_eq!(
         history[1]["toolCall"],
-        json!({"name": "code_search", "parameters": {"query": "authentication login"}})
+        json!({"id": body["action_details"]["tool_call_id"], "name": "code_search",
+               "parameters": {"query": "authentication login"}})
     );
     for turn in history {
         let ts = turn["timestamp"].as_str().unwrap();

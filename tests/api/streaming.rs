@@ -108,12 +108,18 @@ async fn app_for(upstream: &StreamingUpstream, timeout_secs: u64) -> TestApp {
 /// Without fields that differ between two runs of the same step.
 fn comparable(mut body: Value) -> Value {
     body["request_id"] = Value::Null;
+    if body["action_details"].is_object() {
+        body["action_details"]["tool_call_id"] = Value::Null;
+    }
     for turn in body["updated_conversation_history"]
         .as_array_mut()
         .into_iter()
         .flatten()
     {
         turn["timestamp"] = Value::Null;
+        if turn["toolCall"].is_object() {
+            turn["toolCall"]["id"] = Value::Null;
+        }
     }
     body
 }

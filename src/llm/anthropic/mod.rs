@@ -152,7 +152,7 @@ fn completion(reply: Reply) -> Completion {
     for block in reply.content {
         match block {
             Block::Text { text: t } => text.push_str(&t),
-            Block::ToolUse { name, input } => calls.push(NativeCall::new(name, input)),
+            Block::ToolUse { id, name, input } => calls.push(NativeCall::new(id, name, input)),
             Block::Other => {}
         }
     }

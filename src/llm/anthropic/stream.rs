@@ -15,9 +15,10 @@ impl StreamDecoder for EventDecoder {
             Event::MessageStart { message } => sofar.usage = Some(Usage::from(message.usage)),
             Event::ContentBlockStart {
                 index,
-                content_block: StartBlock::ToolUse { name },
+                content_block: StartBlock::ToolUse { id, name },
             } => {
                 let call = PartialCall {
+                    id,
                     name,
                     arguments: String::new(),
                 };
@@ -81,6 +82,7 @@ mod tests {
         assert_eq!(text, "Thought: a");
         assert!(sofar.done);
         assert_eq!(sofar.calls[&1].arguments, "{\"p\":1}");
+        assert_eq!(sofar.calls[&1].id.as_deref(), Some("t"));
         assert_eq!(sofar.finish, Some(crate::llm::FinishReason::Length));
         assert_eq!(
             sofar.usage,

@@ -75,6 +75,7 @@ pub enum Block {
         text: String,
     },
     ToolUse {
+        id: Option<String>,
         name: String,
         #[serde(default)]
         input: serde_json::Value,
@@ -142,6 +143,7 @@ pub struct StartMessage {
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum StartBlock {
     ToolUse {
+        id: Option<String>,
         name: String,
     },
     #[serde(other)]

@@ -68,7 +68,7 @@ impl ProviderApi for Ollama {
             calls: sofar
                 .calls
                 .into_values()
-                .map(|c| NativeCall::new(c.name, serde_json::Value::String(c.arguments)))
+                .map(|c| NativeCall::new(None, c.name, serde_json::Value::String(c.arguments)))
                 .collect(),
         })
     }
@@ -135,6 +135,7 @@ fn read(reply: Reply, sofar: &mut Sofar) -> Option<String> {
             sofar.calls.insert(
                 index,
                 PartialCall {
+                    id: None,
                     name: call.function.name.clone(),
                     arguments,
                 },

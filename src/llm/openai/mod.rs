@@ -238,7 +238,7 @@ fn completion(reply: Reply) -> Result<Completion, WireError> {
         .tool_calls
         .unwrap_or_default()
         .into_iter()
-        .map(|c| NativeCall::new(c.function.name, c.function.arguments))
+        .map(|c| NativeCall::new(c.id, c.function.name, c.function.arguments))
         .collect();
     let text = choice
         .message

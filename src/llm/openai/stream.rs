@@ -36,6 +36,9 @@ impl StreamDecoder for ChunkDecoder {
                 .index
                 .unwrap_or_else(|| sofar.calls.keys().next_back().map_or(0, |last| last + 1));
             let entry = sofar.calls.entry(index).or_default();
+            if entry.id.is_none() {
+                entry.id = call.id;
+            }
             if let Some(function) = call.function {
                 entry
                     .name
@@ -80,6 +83,11 @@ mod tests {
         assert_eq!(text, "Thought: go");
         assert!(sofar.done);
         assert_eq!(sofar.calls[&0].name, "read");
+        assert_eq!(
+            sofar.calls[&0].id.as_deref(),
+            Some("c"),
+            "the id of the first piece"
+        );
         assert_eq!(sofar.calls[&0].arguments, "{\"p\":1}");
         assert_eq!(sofar.usage.map(|u| u.prompt_tokens), Some(9));
     }

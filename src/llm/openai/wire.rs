@@ -76,6 +76,7 @@ pub struct ReplyMessage {
 
 #[derive(Deserialize)]
 pub struct ReplyToolCall {
+    pub id: Option<String>,
     pub function: ReplyFunction,
 }
 
@@ -127,6 +128,8 @@ pub struct Delta {
 pub struct DeltaCall {
     /// Which call the piece belongs to; servers that send each call whole leave it out.
     pub index: Option<u64>,
+    /// Sent with a call's first piece.
+    pub id: Option<String>,
     pub function: Option<DeltaFunction>,
 }
 
