@@ -179,7 +179,8 @@ pub fn step_input(req: ReactStepRequest, how: Conversion) -> Result<StepInput, V
                 lines: v.start_line.zip(v.end_line),
             }),
     );
-    let react = react_settings(req.react, req.max_repair_attempts, &mut fail);
+    let mut react = react_settings(req.react, req.max_repair_attempts, &mut fail);
+    react.parallel_tool_calls = req.llm_config.parallel_tool_calls.unwrap_or(true);
     let tools = catalog(
         req.tools.unwrap_or_default(),
         req.available_tools_prompt_segment.as_deref().unwrap_or(""),
@@ -401,13 +402,28 @@ fn check_turn(i: usize, turn: &Turn, fail: &mut impl FnMut(&str, String)) {
             );
         }
     }
-    if let Some(call) = &turn.tool_call {
+    let calls = turn.tool_call.iter().map(|c| ("toolCall".to_string(), c));
+    let more = turn
+        .tool_calls
+        .iter()
+        .enumerate()
+        .map(|(n, c)| (format!("toolCalls[{n}]"), c));
+    for (name, call) in calls.chain(more) {
         if call.name.trim().is_empty() || call.name.len() > 256 {
-            fail(&at("toolCall.name"), "must be 1 to 256 characters".into());
+            fail(
+                &at(&format!("{name}.name")),
+                "must be 1 to 256 characters".into(),
+            );
         }
         if call.id.as_deref().is_some_and(|id| !is_call_id(id)) {
-            fail(&at("toolCall.id"), CALL_ID_RULE.into());
+            fail(&at(&format!("{name}.id")), CALL_ID_RULE.into());
         }
+    }
+    if turn.tool_calls.len() > MAX_CALLS_PER_TURN {
+        fail(
+            &at("toolCalls"),
+            format!("holds at most {MAX_CALLS_PER_TURN} calls"),
+        );
     }
     if turn
         .tool_call_id
@@ -417,6 +433,9 @@ fn check_turn(i: usize, turn: &Turn, fail: &mut impl FnMut(&str, String)) {
         fail(&at("tool_call_id"), CALL_ID_RULE.into());
     }
 }
+
+/// Calls one assistant turn may hold: as many as the parser reads from one output.
+const MAX_CALLS_PER_TURN: usize = 64;
 
 const CALL_ID_RULE: &str = "must be 1 to 256 printable ASCII characters without spaces";
 

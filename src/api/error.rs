@@ -165,6 +165,7 @@ impl ApiError {
             request_id: self.echo.request_id.clone(),
             thought: None,
             action_details: None,
+            parallel_actions: Vec::new(),
             direct_response: None,
             updated_conversation_history: self.echo.history.clone(),
             iterations_remaining: self.echo.iterations_left,

@@ -217,6 +217,8 @@ pub struct LlmConfigDto {
     pub provider: Option<Provider>,
     pub tokenizer: Option<Encoding>,
     pub tool_mode: Option<ToolMode>,
+    /// Whether a turn may propose several calls (default true).
+    pub parallel_tool_calls: Option<bool>,
     /// Where to send the call instead of the operator's default for the provider; only URLs the
     /// operator allows.
     #[validate(length(min = 1, max = 2048))]

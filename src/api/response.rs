@@ -26,12 +26,23 @@ pub enum TerminationReason {
     MaxIterations,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Clone, Serialize)]
 pub struct ActionDetails {
     pub tool_name: String,
     pub tool_args: Map<String, Value>,
     pub raw_action_string: String,
     pub tool_call_id: String,
+}
+
+impl From<crate::step::Call> for ActionDetails {
+    fn from(call: crate::step::Call) -> Self {
+        Self {
+            tool_name: call.tool_name,
+            tool_args: call.tool_args,
+            raw_action_string: call.raw_action_string,
+            tool_call_id: call.tool_call_id.unwrap_or_default(),
+        }
+    }
 }
 
 /// One message of a dry run's prompt, the system prompt first.
@@ -98,6 +109,9 @@ pub struct ReactStepResponse {
     pub request_id: String,
     pub thought: Option<String>,
     pub action_details: Option<ActionDetails>,
+    /// Every call of a turn with several, the first (`action_details`) included.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub parallel_actions: Vec<ActionDetails>,
     pub direct_response: Option<String>,
     pub updated_conversation_history: Vec<Turn>,
     pub iterations_remaining: Option<u32>,
@@ -114,6 +128,7 @@ pub struct ReactStepResponse {
 impl ReactStepResponse {
     pub fn success(output: StepOutput, request_id: String) -> Self {
         let mut prompt = None;
+        let mut parallel_actions = Vec::new();
         let (status, action_details, direct_response, termination_reason) = match output.outcome {
             Outcome::DryRun(preview) => {
                 prompt = Some(PromptDto::new(preview, output.context_report.used));
@@ -124,17 +139,20 @@ impl ReactStepResponse {
                 tool_args,
                 raw_action_string,
                 tool_call_id,
-            } => (
-                Status::ActionProposed,
-                Some(ActionDetails {
+                parallel,
+            } => {
+                let first = ActionDetails {
                     tool_name,
                     tool_args,
                     raw_action_string,
                     tool_call_id,
-                }),
-                None,
-                None,
-            ),
+                };
+                if !parallel.is_empty() {
+                    parallel_actions.push(first.clone());
+                    parallel_actions.extend(parallel.into_iter().map(ActionDetails::from));
+                }
+                (Status::ActionProposed, Some(first), None, None)
+            }
             Outcome::Answer { text, termination } => (
                 Status::DirectResponseProvided,
                 None,
@@ -150,6 +168,7 @@ impl ReactStepResponse {
             request_id,
             thought: (status != Status::DryRun).then_some(output.thought),
             action_details,
+            parallel_actions,
             direct_response,
             updated_conversation_history: output.updated_history,
             iterations_remaining: Some(output.iterations_remaining),

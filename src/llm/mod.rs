@@ -61,6 +61,8 @@ pub struct ChatRequest {
     pub tools: Vec<ToolSpec>,
     /// With tools: the model must call one.
     pub require_tool: bool,
+    /// With tools: the model may call several in one turn.
+    pub parallel_tool_calls: bool,
     /// Instead of the operator's base URL for the provider (already checked against the
     /// operator's allowlist).
     pub base_url: Option<String>,

@@ -20,6 +20,8 @@ pub struct ReactSettings {
     pub max_repair_attempts: u32,
     /// Whether the step must end in a tool call.
     pub require_action: bool,
+    /// Several calls of one turn are all proposed (`llm_config.parallel_tool_calls`).
+    pub parallel_tool_calls: bool,
 }
 
 impl Default for ReactSettings {
@@ -30,6 +32,7 @@ impl Default for ReactSettings {
             min_thought_chars: 0,
             max_repair_attempts: 1,
             require_action: false,
+            parallel_tool_calls: true,
         }
     }
 }
@@ -43,8 +46,19 @@ pub enum Valid {
         raw_action_string: String,
         /// The provider's id for a native call; a text call gets one of the service's.
         tool_call_id: Option<String>,
+        /// The turn's further calls, each checked as the first was.
+        parallel: Vec<Call>,
     },
     Answer(String),
+}
+
+/// One call of a turn with several.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Call {
+    pub tool_name: String,
+    pub tool_args: Map<String, Value>,
+    pub raw_action_string: String,
+    pub tool_call_id: Option<String>,
 }
 
 /// The parsed output as a valid decision (with warnings about its thought), or why it is not one.
@@ -73,34 +87,97 @@ pub fn judge(
             tool_args,
             raw_action_string,
         } => {
-            copied(tool_name, tool_args, raw_action_string, catalog)?;
-            let (tool_name, renamed) = catalog
-                .resolve(tool_name)
-                .unwrap_or_else(|| (tool_name.clone(), None));
-            let tool_args = catalog.check(&tool_name, tool_args.clone())?;
-            if catalog.values_are_type_names(&tool_name, &tool_args)
-                && !written_as_values(&tool_args, raw_action_string)
-            {
-                return Err(signature_reason(&tool_name));
-            }
+            let (call, renamed) = checked(tool_name, tool_args, raw_action_string, catalog)?;
             let mut warnings = thought_warnings(
                 &parsed.thought,
-                &tool_name,
+                &call.tool_name,
                 settings.require_thought,
                 settings.min_thought_chars,
             );
             warnings.extend(renamed);
+            let parallel = further_calls(parsed, catalog, settings, &mut warnings);
             Ok((
                 Valid::Action {
-                    tool_name,
-                    tool_args,
-                    raw_action_string: raw_action_string.clone(),
-                    tool_call_id: None,
+                    tool_name: call.tool_name,
+                    tool_args: call.tool_args,
+                    raw_action_string: call.raw_action_string,
+                    tool_call_id: parsed.call_ids.first().cloned().flatten(),
+                    parallel,
                 },
                 warnings,
             ))
         }
     }
+}
+
+/// A call checked against its tool: its name resolved to the declared one (with a warning when
+/// it was written otherwise) and its arguments against the schema; why not, when it is no call.
+fn checked(
+    tool_name: &str,
+    tool_args: &Map<String, Value>,
+    raw_action_string: &str,
+    catalog: &Catalog,
+) -> Result<(Call, Option<String>), String> {
+    copied(tool_name, tool_args, raw_action_string, catalog)?;
+    let (tool_name, renamed) = catalog
+        .resolve(tool_name)
+        .unwrap_or_else(|| (tool_name.to_string(), None));
+    let tool_args = catalog.check(&tool_name, tool_args.clone())?;
+    if catalog.values_are_type_names(&tool_name, &tool_args)
+        && !written_as_values(&tool_args, raw_action_string)
+    {
+        return Err(signature_reason(&tool_name));
+    }
+    let call = Call {
+        tool_name,
+        tool_args,
+        raw_action_string: raw_action_string.to_string(),
+        tool_call_id: None,
+    };
+    Ok((call, renamed))
+}
+
+/// The turn's calls after the first, each checked as the first was: one that fails is left
+/// out with a warning, never proposed. With parallel calls off, only the first is proposed.
+fn further_calls(
+    parsed: &Parsed,
+    catalog: &Catalog,
+    settings: &ReactSettings,
+    warnings: &mut Vec<String>,
+) -> Vec<Call> {
+    let also = &parsed.also;
+    if also.is_empty() {
+        return Vec::new();
+    }
+    if !settings.parallel_tool_calls {
+        warnings.push(format!(
+            "the model wrote {} tool calls in one turn; with parallel_tool_calls off, the first is proposed",
+            also.len() + 1
+        ));
+        return Vec::new();
+    }
+    let mut calls = Vec::new();
+    for (i, decision) in also.iter().enumerate() {
+        let why = match decision {
+            Decision::Action {
+                tool_name,
+                tool_args,
+                raw_action_string,
+            } => match checked(tool_name, tool_args, raw_action_string, catalog) {
+                Ok((mut call, renamed)) => {
+                    warnings.extend(renamed);
+                    call.tool_call_id = parsed.call_ids.get(i + 1).cloned().flatten();
+                    calls.push(call);
+                    continue;
+                }
+                Err(why) => why,
+            },
+            Decision::Unreadable { why, .. } => format!("the action could not be read: {why}"),
+            Decision::Answer(_) => "it is not a call".to_string(),
+        };
+        warnings.push(format!("call {} of the turn was left out: {why}", i + 2));
+    }
+    calls
 }
 
 /// Why an action is a copy of the prompt rather than a call, if it is: the format example's
@@ -213,15 +290,8 @@ fn written_as_values(args: &Map<String, Value>, raw: &str) -> bool {
 /// A reply that called a tool through the provider's tool calling: the thought is the text
 /// written before the call, the action the first call.
 pub fn native_parsed(text: &str, calls: &[NativeCall], tags: &Tags) -> Option<Parsed> {
-    let call = calls.first()?;
-    let mut warnings = Vec::new();
-    if calls.len() > 1 {
-        warnings.push(format!(
-            "the model called {} tools at once; only the first, '{}', was used",
-            calls.len(),
-            call.name
-        ));
-    }
+    calls.first()?;
+    let warnings = Vec::new();
     let thought = parse::parse(text, tags)
         .map(|p| p.thought)
         .filter(|t| !t.is_empty())
@@ -234,6 +304,7 @@ pub fn native_parsed(text: &str, calls: &[NativeCall], tags: &Tags) -> Option<Pa
         warnings,
         structured: true,
         open_ended: false,
+        call_ids: calls.iter().map(|c| c.id.clone()).collect(),
     })
 }
 
@@ -322,6 +393,7 @@ pub fn command(query: &str, catalog: &Catalog) -> Option<Valid> {
         tool_args,
         raw_action_string: query.trim().to_string(),
         tool_call_id: None,
+        parallel: Vec::new(),
     })
 }
 
@@ -368,6 +440,7 @@ mod tests {
             tool_args,
             raw_action_string: String::new(),
             tool_call_id: None,
+            parallel: Vec::new(),
         })
     }
 
@@ -382,6 +455,7 @@ mod tests {
                 tool_args,
                 raw_action_string: String::new(),
                 tool_call_id: None,
+                parallel: Vec::new(),
             },
             other => other,
         })
@@ -426,6 +500,7 @@ mod tests {
             warnings: Vec::new(),
             structured: true,
             open_ended: false,
+            call_ids: Vec::new(),
         };
         let settings = ReactSettings {
             require_action: true,

@@ -37,6 +37,9 @@ pub struct Turn {
     pub timestamp: Option<String>,
     #[serde(rename = "toolCall", default, skip_serializing_if = "Option::is_none")]
     pub tool_call: Option<ToolCall>,
+    /// Every call of a turn that made several (`toolCall` is the first).
+    #[serde(rename = "toolCalls", default, skip_serializing_if = "Vec::is_empty")]
+    pub tool_calls: Vec<ToolCall>,
     #[serde(
         rename = "toolResult",
         default,
@@ -58,10 +61,20 @@ pub struct Turn {
 }
 
 impl Turn {
+    /// The calls the turn made: all of them when it made several, else its one.
+    pub fn calls(&self) -> impl Iterator<Item = &ToolCall> {
+        let one = self.tool_call.iter().filter(|_| self.tool_calls.is_empty());
+        one.chain(&self.tool_calls)
+    }
+
     /// The JSON the turn carries besides its text: the tool call's parameters, the tool's
     /// result, and any other fields the client keeps on it.
     pub fn json_fields(&self) -> impl Iterator<Item = &Value> {
-        let call = self.tool_call.iter().flat_map(|c| c.parameters.values());
+        let call = self
+            .tool_call
+            .iter()
+            .chain(&self.tool_calls)
+            .flat_map(|c| c.parameters.values());
         let result = self.tool_result.iter().map(|r| &r.result);
         call.chain(result).chain(self.extra.values())
     }
@@ -72,6 +85,7 @@ impl Turn {
             content,
             timestamp: Some(timestamp),
             tool_call: None,
+            tool_calls: Vec::new(),
             tool_result: None,
             thought: None,
             tool_call_id: None,

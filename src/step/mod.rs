@@ -28,6 +28,7 @@ use crate::llm::{
 };
 use budget::{Candidates, Overflow};
 use context::{ContextItem, ContextReport, ContextSource, Excluded};
+pub use decide::Call;
 use decide::{ReactSettings, Valid};
 use history::{timestamp_now, Role, ToolCall, Turn};
 pub use summary::ConversationSummary;
@@ -136,6 +137,8 @@ pub enum Outcome {
         raw_action_string: String,
         /// The call's id: the provider's for a native call, `call_…` of the service's otherwise.
         tool_call_id: String,
+        /// The turn's further calls, each with its id.
+        parallel: Vec<decide::Call>,
     },
     Answer {
         text: String,
@@ -162,11 +165,19 @@ impl From<Valid> for Outcome {
                 tool_args,
                 raw_action_string,
                 tool_call_id,
+                parallel,
             } => Self::Action {
                 tool_name,
                 tool_args,
                 raw_action_string,
                 tool_call_id: tool_call_id.unwrap_or_else(new_call_id),
+                parallel: parallel
+                    .into_iter()
+                    .map(|call| decide::Call {
+                        tool_call_id: Some(call.tool_call_id.unwrap_or_else(new_call_id)),
+                        ..call
+                    })
+                    .collect(),
             },
             Valid::Answer(text) => Self::Answer {
                 text,
@@ -643,6 +654,7 @@ fn chat_request(input: &StepInput, prompt: &budget::Prompt, shape: &Shape) -> Ch
         stop: vec![prompt::observation_stop(&input.react.tags)],
         tools: shape.native_tools.clone(),
         require_tool: input.react.require_action,
+        parallel_tool_calls: input.react.parallel_tool_calls,
         base_url: input.llm.base_url.clone(),
         context_window: Some(input.llm.token_limit),
     }
@@ -955,13 +967,9 @@ async fn converse(
         let (parsed, verdict) = reading.ok_or(StepError::EmptyOutput(finish))?;
         let raw_output = raw_output(&completion);
         let why = match shortfall(&parsed, verdict, cut_off, &input.react.tags) {
-            Ok((mut valid, thought_warnings)) => {
+            Ok((valid, thought_warnings)) => {
                 ledger.warnings.extend(thought_warnings);
                 count_outcome(&valid, parsed.structured);
-                if let Valid::Action { tool_call_id, .. } = &mut valid {
-                    // A native call keeps the provider's id: the next request answers it.
-                    *tool_call_id = completion.calls.first().and_then(|c| c.id.clone());
-                }
                 return Ok(Talk::Valid(input, parsed, valid));
             }
             Err(why) => why,
@@ -1407,13 +1415,25 @@ fn updated_history(input: &StepInput, thought: &str, outcome: &Outcome) -> Vec<T
             tool_name,
             tool_args,
             tool_call_id,
+            parallel,
             ..
         } => {
-            assistant.tool_call = Some(ToolCall {
+            let first = ToolCall {
                 id: Some(tool_call_id.clone()),
                 name: tool_name.clone(),
                 parameters: tool_args.clone(),
-            });
+            };
+            if !parallel.is_empty() {
+                assistant.tool_calls.push(first.clone());
+                assistant
+                    .tool_calls
+                    .extend(parallel.iter().map(|c| ToolCall {
+                        id: c.tool_call_id.clone(),
+                        name: c.tool_name.clone(),
+                        parameters: c.tool_args.clone(),
+                    }));
+            }
+            assistant.tool_call = Some(first);
         }
         Outcome::DryRun(_) => {}
         Outcome::Answer { text, .. } => {

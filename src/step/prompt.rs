@@ -142,13 +142,14 @@ pub fn render_turn(turn: &Turn, tags: &Tags) -> ChatMessage {
         Role::User => user(turn.content.clone()),
         Role::Assistant => {
             let content = match (&turn.tool_call, &turn.thought) {
-                (Some(call), _) => format!(
-                    "{}: {}\n{}: {}",
-                    tags.thought,
-                    turn.content.trim(),
-                    tags.action,
-                    render_call(&call.name, &call.parameters)
-                ),
+                (Some(_), _) => {
+                    let mut text = format!("{}: {}", tags.thought, turn.content.trim());
+                    for call in turn.calls() {
+                        let action = render_call(&call.name, &call.parameters);
+                        text.push_str(&format!("\n{}: {action}", tags.action));
+                    }
+                    text
+                }
                 (None, Some(thought)) => {
                     format!(
                         "{}: {}\n{}: {}",

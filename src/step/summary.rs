@@ -78,6 +78,7 @@ pub async fn summarize(
         stop: Vec::new(),
         tools: Vec::new(),
         require_tool: false,
+        parallel_tool_calls: false,
         base_url: input.llm.base_url.clone(),
         context_window: Some(input.llm.token_limit),
     };

@@ -26,6 +26,7 @@ mod native_tools;
 mod ollama;
 mod openai;
 mod operator;
+mod parallel_calls;
 mod protocol;
 mod providers;
 mod redirects;

@@ -131,10 +131,23 @@ fn body(request: &ChatRequest) -> Body<'_> {
                 input_schema: &t.parameters,
             })
             .collect(),
-        tool_choice: (request.require_tool && !request.tools.is_empty())
-            .then_some(ToolChoice { kind: "any" }),
+        tool_choice: tool_choice(request),
         stream: false,
     }
+}
+
+/// `any` when a tool is required, `auto` when only parallel use is to be turned off, and
+/// nothing (Anthropic's default, auto) otherwise; never without tools.
+fn tool_choice(request: &ChatRequest) -> Option<ToolChoice> {
+    if request.tools.is_empty() {
+        return None;
+    }
+    let disable_parallel_tool_use = !request.parallel_tool_calls;
+    let kind = if request.require_tool { "any" } else { "auto" };
+    (request.require_tool || disable_parallel_tool_use).then_some(ToolChoice {
+        kind,
+        disable_parallel_tool_use,
+    })
 }
 
 /// The stop reason as the service reads it.

@@ -45,6 +45,8 @@ pub struct Counted {
 pub struct ToolChoice {
     #[serde(rename = "type")]
     pub kind: &'static str,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub disable_parallel_tool_use: bool,
 }
 
 #[derive(Serialize)]

@@ -192,6 +192,7 @@ mod tests {
             stop: vec!["\nObservation:".into()],
             tools: Vec::new(),
             require_tool: false,
+            parallel_tool_calls: true,
             base_url: None,
             context_window: Some(16000),
         }

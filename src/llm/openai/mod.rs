@@ -214,6 +214,7 @@ impl ChatCompletions {
                 })
                 .collect(),
             tool_choice,
+            parallel_tool_calls: (has_tools && !request.parallel_tool_calls).then_some(false),
             stream: false,
             stream_options: None,
         }
@@ -272,6 +273,7 @@ mod tests {
             stop: vec!["\nObservation:".into()],
             tools: Vec::new(),
             require_tool: false,
+            parallel_tool_calls: true,
             base_url: None,
             context_window: None,
         }

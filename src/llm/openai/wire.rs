@@ -22,6 +22,9 @@ pub struct Body<'a> {
     pub tools: Vec<Tool<'a>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tool_choice: Option<&'static str>,
+    /// Sent only as `false`, and only with tools (OpenAI refuses it without).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub parallel_tool_calls: Option<bool>,
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub stream: bool,
     #[serde(skip_serializing_if = "Option::is_none")]

@@ -57,16 +57,10 @@ pub fn parse(text: &str) -> Option<Parsed> {
             also.clear();
         }
     }
-    let mut warnings = vec![
+    let warnings = vec![
         "the output was read as gpt-oss harmony messages the server passed through as text"
             .to_string(),
     ];
-    if !also.is_empty() {
-        warnings.push(format!(
-            "the model wrote {} tool calls in one turn; the first is proposed",
-            also.len() + 1
-        ));
-    }
     Some(Parsed {
         thought: thought.join("\n\n"),
         decision: decision?,
@@ -74,6 +68,7 @@ pub fn parse(text: &str) -> Option<Parsed> {
         warnings,
         structured: true,
         open_ended: false,
+        call_ids: Vec::new(),
     })
 }
 
@@ -106,6 +101,7 @@ fn stripped(text: &str) -> Option<Parsed> {
         ],
         structured: true,
         open_ended: false,
+        call_ids: Vec::new(),
     })
 }
 

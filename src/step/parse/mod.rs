@@ -61,6 +61,9 @@ pub struct Parsed {
     /// plain-text input, markup whose closing tag never came): cut at the output limit, such
     /// a decision may be cut inside.
     pub open_ended: bool,
+    /// The provider's ids of native calls: the decision's first, then `also`'s in order (empty
+    /// for text, which has none).
+    pub call_ids: Vec<Option<String>>,
 }
 
 /// `None` when the model wrote nothing usable at all.
@@ -144,12 +147,6 @@ pub fn parse(raw: &str, tags: &Tags) -> Option<Parsed> {
             others + 1
         ));
     }
-    if calls.len() > 1 {
-        warnings.push(format!(
-            "the model wrote {} tool calls in one turn; the first is proposed",
-            calls.len()
-        ));
-    }
     let decision = answer_if_finish(calls.remove(0));
     Some(Parsed {
         thought: with_think(think, thought),
@@ -158,6 +155,7 @@ pub fn parse(raw: &str, tags: &Tags) -> Option<Parsed> {
         warnings,
         structured: true,
         open_ended: reaches_end && !closed_at_end,
+        call_ids: Vec::new(),
     })
 }
 
@@ -456,6 +454,7 @@ fn fallback(
         warnings,
         structured: false,
         open_ended: true,
+        call_ids: Vec::new(),
     })
 }
 
@@ -943,8 +942,17 @@ mod tests {
         let p = parsed("Thought: both\n[read_file(path='a'), read_file(path='b')]");
         assert_eq!(action_of(&p).1, json!({"path": "a"}));
         assert_eq!(p.also.len(), 1);
+        assert_eq!(
+            action_of(&Parsed {
+                decision: p.also[0].clone(),
+                ..p.clone()
+            })
+            .1,
+            json!({"path": "b"})
+        );
+        // Several calls are no fault of the output: the step proposes them all.
         assert!(
-            p.warnings.iter().any(|w| w.contains("2 tool calls")),
+            !p.warnings.iter().any(|w| w.contains("tool calls")),
             "{:?}",
             p.warnings
         );

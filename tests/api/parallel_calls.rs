@@ -1,0 +1,153 @@
+//! Several calls in one turn: all proposed (`parallel_actions`), each checked against its tool,
+//! each with its id, all kept on the history turn; or only the first, when turned off.
+
+use serde_json::{json, Value};
+
+use crate::helpers::{request, spawn_app};
+use crate::upstream::{anthropic_reply, mount, openai_reply, ANTHROPIC_PATH, OPENAI_PATH};
+
+fn with_tools(model: &str, mode: &str) -> Value {
+    let mut body = request(model, "Compare a.js and b.js");
+    body["llm_config"]["tool_mode"] = json!(mode);
+    body["available_tools_prompt_segment"] = Value::Null;
+    body["tools"] = json!([{"name": "read_file", "description": "Read a file.",
+        "parameters": {"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]}}]);
+    body
+}
+
+fn two_openai_calls() -> Value {
+    let mut reply = openai_reply("");
+    reply["choices"][0]["finish_reason"] = json!("tool_calls");
+    reply["choices"][0]["message"] = json!({"role": "assistant", "content": "Thought: read both.",
+        "tool_calls": [
+            {"id": "call_A", "type": "function", "function": {"name": "read_file", "arguments": "{\"path\":\"a.js\"}"}},
+            {"id": "call_B", "type": "function", "function": {"name": "read_file", "arguments": "{\"path\":\"b.js\"}"}}]});
+    reply
+}
+
+#[tokio::test]
+async fn two_native_calls_are_both_proposed_with_their_ids() {
+    let app = spawn_app().await;
+    mount(&app.llm, OPENAI_PATH, 200, two_openai_calls()).await;
+    let reply = app.post_react_step(&with_tools("gpt-4o", "native")).await;
+    assert_eq!(reply.status, 200, "{}", reply.text);
+    let all = reply.body["parallel_actions"].as_array().unwrap();
+    assert_eq!(all.len(), 2);
+    assert_eq!(all[0], reply.body["action_details"]);
+    assert_eq!(all[1]["tool_args"], json!({"path": "b.js"}));
+    assert_eq!(all[1]["tool_call_id"], "call_B");
+    let turn = &reply.body["updated_conversation_history"][1];
+    assert_eq!(turn["toolCall"]["id"], "call_A");
+    let ids: Vec<&str> = turn["toolCalls"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, ["call_A", "call_B"]);
+    assert_eq!(reply.body["warnings"], json!([]));
+    assert!(app.upstream_bodies().await[0]
+        .get("parallel_tool_calls")
+        .is_none());
+}
+
+#[tokio::test]
+async fn a_pythonic_list_is_several_calls_and_a_bad_one_is_left_out() {
+    let app = spawn_app().await;
+    let output = "Thought: read them.\n[read_file(path='a.js'), read_file(path='b.js'), delete_file(path='c.js')]";
+    mount(&app.llm, OPENAI_PATH, 200, openai_reply(output)).await;
+    let reply = app.post_react_step(&with_tools("gpt-4o", "text")).await;
+    assert_eq!(reply.status, 200, "{}", reply.text);
+    let all = reply.body["parallel_actions"].as_array().unwrap();
+    let paths: Vec<&Value> = all.iter().map(|a| &a["tool_args"]["path"]).collect();
+    assert_eq!(paths, [&json!("a.js"), &json!("b.js")]);
+    assert_ne!(all[0]["tool_call_id"], all[1]["tool_call_id"]);
+    let warnings = reply.body["warnings"].to_string();
+    assert!(
+        warnings.contains("call 3 of the turn was left out"),
+        "{warnings}"
+    );
+}
+
+#[tokio::test]
+async fn one_call_has_no_parallel_actions() {
+    let app = spawn_app().await;
+    let output = "Thought: read it.\nAction: read_file(path=\"a.js\")";
+    mount(&app.llm, OPENAI_PATH, 200, openai_reply(output)).await;
+    let reply = app.post_react_step(&with_tools("gpt-4o", "text")).await;
+    assert_eq!(reply.status, 200, "{}", reply.text);
+    assert!(reply.body.get("parallel_actions").is_none());
+    assert!(reply.body["updated_conversation_history"][1]
+        .get("toolCalls")
+        .is_none());
+}
+
+#[tokio::test]
+async fn with_parallel_calls_off_the_providers_are_told_and_only_the_first_is_proposed() {
+    let app = spawn_app().await;
+    mount(&app.llm, OPENAI_PATH, 200, two_openai_calls()).await;
+    let mut body = with_tools("gpt-4o", "native");
+    body["llm_config"]["parallel_tool_calls"] = json!(false);
+    let reply = app.post_react_step(&body).await;
+    assert_eq!(reply.status, 200, "{}", reply.text);
+    assert!(reply.body.get("parallel_actions").is_none());
+    assert_eq!(reply.body["action_details"]["tool_call_id"], "call_A");
+    assert!(reply.body["warnings"]
+        .to_string()
+        .contains("parallel_tool_calls off"));
+    assert_eq!(app.upstream_bodies().await[0]["parallel_tool_calls"], false);
+
+    mount(
+        &app.llm,
+        ANTHROPIC_PATH,
+        200,
+        anthropic_reply("Final Answer: ok"),
+    )
+    .await;
+    let mut body = with_tools("claude-sonnet-4-5", "native");
+    body["llm_config"]["parallel_tool_calls"] = json!(false);
+    let reply = app.post_react_step(&body).await;
+    assert_eq!(reply.status, 200, "{}", reply.text);
+    let sent = app.upstream_bodies().await;
+    assert_eq!(
+        sent.last().unwrap()["tool_choice"],
+        json!({"type": "auto", "disable_parallel_tool_use": true})
+    );
+}
+
+#[tokio::test]
+async fn a_parallel_turn_answered_by_two_observations_goes_back_whole() {
+    let app = spawn_app().await;
+    mount(
+        &app.llm,
+        OPENAI_PATH,
+        200,
+        openai_reply("Final Answer: a.js is longer"),
+    )
+    .await;
+    let mut body = with_tools("gpt-4o", "text");
+    body["user_query"] = json!("");
+    body["conversation_history"] = json!([
+        {"role": "user", "content": "Compare a.js and b.js"},
+        {"role": "assistant", "content": "read both",
+         "toolCall": {"id": "call_A", "name": "read_file", "parameters": {"path": "a.js"}},
+         "toolCalls": [
+            {"id": "call_A", "name": "read_file", "parameters": {"path": "a.js"}},
+            {"id": "call_B", "name": "read_file", "parameters": {"path": "b.js"}}]},
+        {"role": "tool_observation", "content": "40 lines", "tool_call_id": "call_A"},
+        {"role": "tool_observation", "content": "12 lines", "tool_call_id": "call_B"}
+    ]);
+    let reply = app.post_react_step(&body).await;
+    assert_eq!(reply.status, 200, "{}", reply.text);
+    let sent = app.upstream_bodies().await[0]["messages"].to_string();
+    assert!(sent.contains("read_file(path=\\\"a.js\\\")"), "{sent}");
+    assert!(sent.contains("read_file(path=\\\"b.js\\\")"), "{sent}");
+    assert!(
+        sent.contains("40 lines") && sent.contains("12 lines"),
+        "{sent}"
+    );
+    assert_eq!(
+        reply.body["updated_conversation_history"][1]["toolCalls"][1]["id"],
+        "call_B"
+    );
+}
