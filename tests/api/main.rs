@@ -29,6 +29,7 @@ mod operator;
 mod parallel_calls;
 mod protocol;
 mod providers;
+mod red_team_providers;
 mod redirects;
 #[path = "../support/schema_bombs.rs"]
 mod schema_bombs;
