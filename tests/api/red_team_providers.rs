@@ -14,7 +14,7 @@ use wiremock::{Mock, Request, Respond, ResponseTemplate};
 
 use crate::helpers::{request, spawn_app, spawn_app_with, TestApp, KEY};
 use crate::stream_upstream::{serve, Ending};
-use crate::upstream::{anthropic_reply, mount, ANTHROPIC_PATH};
+use crate::upstream::{anthropic_reply, mount, ANTHROPIC_PATH, OPENAI_PATH};
 
 const COUNT_PATH: &str = "/v1/messages/count_tokens";
 
@@ -93,8 +93,11 @@ async fn anthropic_refusing(app: &TestApp, message: &str) {
 
 #[tokio::test]
 async fn a_refusal_naming_u64_max_prompt_tokens_is_a_422_not_a_crash() {
-    // refit: (100 + margin) * reported overflows u64 for reported > u64::MAX / 140.
-    for reported in [u64::MAX, u64::MAX / 100, 131_762_457_669_701_083] {
+    // refit: (100 + margin) * reported overflows u64 for reported > u64::MAX / 140. With
+    // overflow checks the connection is dropped without an answer; without them (release) the
+    // product wraps: 131762457669353941 × 140 wraps to 124, a refit margin of 0 %, so the
+    // prompt sent again is larger than the one just refused.
+    for reported in [u64::MAX, u64::MAX / 100, 131_762_457_669_353_941] {
         let app = spawn_app().await;
         anthropic_refusing(
             &app,
@@ -962,4 +965,35 @@ async fn a_count_endpoint_that_redirects_is_not_followed() {
     assert_eq!(status, 200, "{body}");
     assert_eq!(body["context_report"]["counter"], "approximation");
     assert!(target.received_requests().await.unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn one_hostile_refusal_does_not_drop_the_other_steps_in_flight() {
+    // The refit overflow above panics (in a build with overflow checks); the panic stays in the
+    // hostile request's connection task: a step in flight on the same worker is answered.
+    let app = spawn_app().await;
+    Mock::given(path(OPENAI_PATH))
+        .respond_with(
+            ResponseTemplate::new(200)
+                .set_body_json(crate::upstream::openai_reply(
+                    "Thought: t\nFinal Answer: slow",
+                ))
+                .set_delay(Duration::from_secs(2)),
+        )
+        .mount(&app.llm)
+        .await;
+    anthropic_refusing(
+        &app,
+        &format!("prompt is too long: {} tokens > 200000 maximum", u64::MAX),
+    )
+    .await;
+    let innocent = request("gpt-4o", "q");
+    let hostile = request("claude-sonnet-4-5", "q");
+    let (innocent, _) = tokio::join!(step(&app, &innocent), async {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        step(&app, &hostile).await
+    });
+    let (status, body) = innocent.unwrap_or_else(|e| panic!("the innocent step: {e}"));
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["direct_response"], "slow");
 }
