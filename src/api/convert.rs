@@ -65,9 +65,10 @@ pub fn step_input(req: ReactStepRequest, how: Conversion) -> Result<StepInput, V
             ),
         );
     }
-    let provider = cfg
-        .provider
-        .or_else(|| Provider::infer_from_model(&cfg.model_name));
+    let provider = cfg.provider.or_else(|| {
+        let key = req.user_api_keys.as_ref().and_then(|k| k.llm_key.as_ref());
+        Provider::infer(&cfg.model_name, key.map(|k| k.0.as_str()))
+    });
     if provider.is_none() {
         fail(
             "llm_config.provider",

@@ -232,13 +232,24 @@ impl Provider {
         all()
     }
 
-    /// The provider a model name implies, when the request does not name one: the longest
-    /// matching prefix wins, so `codestral-` is Mistral's even if another lists `c`.
-    pub fn infer_from_model(model: &str) -> Option<Self> {
+    /// The provider a model name implies, when the request names none: the longest matching
+    /// prefix. A guess sends the user's key to that vendor, so it is made only where the name is
+    /// unmistakably the vendor's own: a name holding `:` (an Ollama tag such as
+    /// `deepseek-r1:8b`; OpenAI's `ft:gpt-…` excepted) or `/` (a Hugging Face path, a router's
+    /// id) is no hosted vendor's model, and a `vendor/model` id is OpenRouter's only when it is
+    /// written as OpenRouter writes its ids (lower case) and the key is an OpenRouter key
+    /// (`sk-or-`): Groq and other routers serve the same ids.
+    pub fn infer(model: &str, key: Option<&str>) -> Option<Self> {
         let m = model.to_ascii_lowercase();
+        let routed = m.contains('/');
+        if routed && (m != model || !key.is_some_and(|k| k.starts_with(OPENROUTER_KEY_PREFIX))) {
+            return None;
+        }
         all()
             .flat_map(|p| p.0.model_prefixes().iter().map(move |prefix| (p, *prefix)))
             .filter(|(_, prefix)| m.starts_with(prefix))
+            .filter(|(_, prefix)| prefix.contains('/') == routed)
+            .filter(|(_, prefix)| !m.contains(':') || prefix.contains(':'))
             .max_by_key(|(_, prefix)| prefix.len())
             .map(|(p, _)| p)
     }
@@ -248,6 +259,9 @@ impl Provider {
         format!("REACTSTEP_{}_BASE_URL", self.name().to_ascii_uppercase())
     }
 }
+
+/// How OpenRouter's keys begin.
+const OPENROUTER_KEY_PREFIX: &str = "sk-or-";
 
 fn all() -> impl Iterator<Item = Provider> {
     REGISTRY.iter().map(|api| Provider(*api))
@@ -310,7 +324,7 @@ mod tests {
 
     #[test]
     fn model_names_imply_their_provider() {
-        let inferred = |m| Provider::infer_from_model(m).map(Provider::name);
+        let inferred = |m| Provider::infer(m, None).map(Provider::name);
         assert_eq!(inferred("gpt-4o-mini"), Some("openai"));
         assert_eq!(inferred("o3-mini"), Some("openai"));
         assert_eq!(inferred("chatgpt-4o-latest"), Some("openai"));
@@ -320,8 +334,26 @@ mod tests {
         assert_eq!(inferred("codestral-latest"), Some("mistral"));
         assert_eq!(inferred("mistral-large-latest"), Some("mistral"));
         assert_eq!(inferred("grok-4"), Some("xai"));
-        assert_eq!(inferred("anthropic/claude-sonnet-4.5"), Some("openrouter"));
         assert_eq!(inferred("llama3.1:8b"), None);
+        assert_eq!(inferred("ft:gpt-4o-mini:acme::abc123"), Some("openai"));
+        for local in [
+            "deepseek-r1:8b",
+            "mistral-nemo:12b",
+            "deepseek-ai/DeepSeek-V3",
+        ] {
+            assert_eq!(inferred(local), None, "{local}");
+        }
+        let routed = |m, k| Provider::infer(m, Some(k)).map(Provider::name);
+        assert_eq!(
+            routed("anthropic/claude-sonnet-4.5", "sk-or-v1-abc"),
+            Some("openrouter")
+        );
+        assert_eq!(routed("anthropic/claude-sonnet-4.5", "gsk_abc"), None);
+        assert_eq!(
+            routed("Qwen/Qwen2.5-Coder-7B-Instruct", "sk-or-v1-abc"),
+            None
+        );
+        assert_eq!(inferred("anthropic/claude-sonnet-4.5"), None);
     }
 
     #[test]

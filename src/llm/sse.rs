@@ -23,15 +23,19 @@ pub struct NotText;
 impl SseDecoder {
     /// Feeds the next bytes; returns the events they complete.
     pub fn push(&mut self, bytes: &[u8]) -> Result<Vec<SseEvent>, NotText> {
+        // What was pending holds no line break (it was searched when it came): only the new bytes
+        // are, so a line that never ends costs time in proportion to its length, not its square.
+        let mut from = self.pending.len();
         self.pending.extend_from_slice(bytes);
         let mut events = Vec::new();
         let mut start = 0;
-        while let Some(offset) = self.pending[start..].iter().position(|&b| b == b'\n') {
-            let end = start + offset;
+        while let Some(offset) = self.pending[from..].iter().position(|&b| b == b'\n') {
+            let end = from + offset;
             let line = &self.pending[start..end];
             let line = line.strip_suffix(b"\r").unwrap_or(line);
             let line = std::str::from_utf8(line).map_err(|_| NotText)?.to_string();
             start = end + 1;
+            from = start;
             if let Some(event) = self.line(&line) {
                 events.push(event);
             }

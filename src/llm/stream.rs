@@ -34,8 +34,9 @@ pub struct PartialCall {
 }
 
 impl Sofar {
-    fn completion(self, provider: Provider) -> Result<Completion, LlmError> {
-        if self.events == 0 {
+    /// `partial`: the stream ended inside an event.
+    fn completion(self, provider: Provider, partial: bool) -> Result<Completion, LlmError> {
+        if self.events == 0 && !partial {
             return Err(LlmError::EmptyReply { provider });
         }
         if !self.done {
@@ -86,11 +87,14 @@ impl Framer {
                 .map(|events| events.into_iter().map(|e| e.data).collect())
                 .map_err(|_| ()),
             Self::Lines(pending) => {
-                pending.extend_from_slice(bytes);
-                let Some(last) = pending.iter().rposition(|&b| b == b'\n') else {
+                // Only the new bytes are searched: what was pending holds no line break.
+                let Some(last) = bytes.iter().rposition(|&b| b == b'\n') else {
+                    pending.extend_from_slice(bytes);
                     return Ok(Vec::new());
                 };
-                let whole: Vec<u8> = pending.drain(..=last).collect();
+                let mut whole = std::mem::take(pending);
+                whole.extend_from_slice(&bytes[..=last]);
+                pending.extend_from_slice(&bytes[last + 1..]);
                 let text = std::str::from_utf8(&whole).map_err(|_| ())?;
                 Ok(text
                     .lines()
@@ -99,6 +103,14 @@ impl Framer {
                     .map(str::to_string)
                     .collect())
             }
+        }
+    }
+
+    /// Whether the bytes so far end inside an event.
+    fn is_partial(&self) -> bool {
+        match self {
+            Self::Sse(decoder) => !decoder.is_between_events(),
+            Self::Lines(pending) => !pending.is_empty(),
         }
     }
 
@@ -179,6 +191,10 @@ impl CompletionStream {
                 },
             };
             for data in events {
+                // Whatever follows the provider's end is not part of the reply.
+                if self.sofar.done {
+                    break;
+                }
                 self.sofar.events += 1;
                 let text = self
                     .decoder
@@ -194,7 +210,8 @@ impl CompletionStream {
 
     /// The whole completion, once [`Self::next_text`] has returned `None`.
     pub fn finish(self) -> Result<Completion, LlmError> {
-        self.sofar.completion(self.provider)
+        let partial = self.framer.is_partial();
+        self.sofar.completion(self.provider, partial)
     }
 }
 

@@ -381,6 +381,7 @@ async fn step(
     let shape = Shape::of(&input, &counter)?;
     let fitting = fit_prompt(input, &counter, &shape, keep_context, llm, billed, None);
     let (input, built) = fitting.await?;
+    let built = built?;
     if input.dry_run {
         return Ok(dry_run(input, built, &counter));
     }
@@ -467,6 +468,10 @@ struct Built {
     conversation_summary: Option<ConversationSummary>,
 }
 
+/// A fitted prompt, or why it does not fit, with the input back either way; the outer error is
+/// the CPU pool's, which keeps nothing.
+type Fitting = Result<(Box<StepInput>, Result<Built, StepError>), StepError>;
+
 /// Fits the prompt (on the CPU pool unless it is small), summarising omitted turns when asked.
 async fn fit_prompt(
     input: Box<StepInput>,
@@ -476,7 +481,7 @@ async fn fit_prompt(
     llm: &LlmClients,
     billed: &Billed,
     earlier: Option<ConversationSummary>,
-) -> Result<(Box<StepInput>, Built), StepError> {
+) -> Fitting {
     // Tokenising megabytes of context is CPU work: off the async workers, one build per core.
     // Each thread that tokenises keeps its own regex cache (hundreds of KiB), so thousands of
     // steps in flight must not mean thousands of threads.
@@ -502,12 +507,16 @@ async fn fit_prompt(
     } else {
         cpu::run(build).await.map_err(StepError::Internal)?
     };
-    let fitted = fitted.map_err(|o| {
-        StepError::ContextOverflow(Overflow {
-            budget: shape.budget,
-            required: o.required + shape.tools_tokens,
-        })
-    })?;
+    let fitted = match fitted {
+        Ok(fitted) => fitted,
+        Err(o) => {
+            let overflow = Overflow {
+                budget: shape.budget,
+                required: o.required + shape.tools_tokens,
+            };
+            return Ok((input, Err(StepError::ContextOverflow(overflow))));
+        }
+    };
     let mut warnings = budget_warnings(&fitted, &input.unresolved);
     let mut summary_usage = None;
     let mut conversation_summary = earlier;
@@ -550,7 +559,7 @@ async fn fit_prompt(
         summary_usage,
         conversation_summary,
     };
-    Ok((input, built))
+    Ok((input, Ok(built)))
 }
 
 /// For a provider that counts prompts itself, when the approximate count came within its margin
@@ -578,44 +587,92 @@ async fn exact_count(
     }
     let mut input = input;
     let mut percent = 0;
+    let mut why = String::new();
     for _ in 0..2 {
         let scaled = counter.with_approximation_margin(percent);
-        let shape = Shape::of(&input, &scaled)?;
-        let summary = built.conversation_summary.clone();
-        let (back, mut candidate) =
-            fit_prompt(input, &scaled, &shape, true, llm, billed, summary).await?;
+        let (back, verdict) = count_candidate(input, scaled, &built, llm, billed).await?;
         input = back;
-        let request = chat_request(&input, &candidate.prompt, &shape);
-        let key = input.key.as_ref();
-        let exact = match llm
-            .count_tokens(provider, &request, key, input.deadline)
-            .await
-        {
-            Ok(Some(n)) => n,
-            Ok(None) => return Ok((input, built)),
-            Err(e) => {
-                let mut built = built;
-                built.warnings.push(format!("the provider could not count the prompt ({e}); the approximate count's margin was kept"));
-                return Ok((input, built));
+        match verdict {
+            Verdict::Fits(mut candidate) => {
+                candidate.summary_usage = built.summary_usage;
+                candidate.prompt.report.counter = name;
+                return Ok((input, candidate));
             }
-        };
-        if exact <= budget {
-            candidate.summary_usage = built.summary_usage;
-            let report = &mut candidate.prompt.report;
-            report.used = u32::try_from(exact).unwrap_or(u32::MAX);
-            report.counter = name;
-            report.approximate = false;
-            report.approximation_margin_percent = 0;
-            return Ok((input, candidate));
+            Verdict::Over(next) => percent = next,
+            Verdict::Keep(reason) => {
+                why = reason;
+                break;
+            }
         }
-        // (100 + p) / 100 = exact / counted, and a point to spare.
-        let counted = u64::from(candidate.prompt.report.used).max(1);
-        let ratio = (exact * 100).div_ceil(counted);
-        percent = u32::try_from(ratio.saturating_sub(100) + 1).unwrap_or(u32::MAX);
+    }
+    if why.is_empty() {
+        why = "the provider counted the prompt fitted without the margin, and the one fitted by its count, over the budget".into();
     }
     let mut built = built;
-    built.warnings.push("the provider counted the prompt fitted without the margin over the budget, and the one fitted by its count too; the approximate count's margin was kept".into());
+    built
+        .warnings
+        .push(format!("{why}; the approximate count's margin was kept"));
     Ok((input, built))
+}
+
+/// What the provider's count of a candidate prompt says.
+enum Verdict {
+    /// It fits: the prompt, its report holding the exact count.
+    Fits(Built),
+    /// It is over the budget: the margin, in percent, that the count says the next fit needs.
+    Over(u32),
+    /// No count to go by (why): the prompt fitted with the margin stays.
+    Keep(String),
+}
+
+/// Fits the prompt with `scaled` and has the provider count it.
+async fn count_candidate(
+    input: Box<StepInput>,
+    scaled: TokenCounter,
+    built: &Built,
+    llm: &LlmClients,
+    billed: &Billed,
+) -> Result<(Box<StepInput>, Verdict), StepError> {
+    let too_big =
+        || Verdict::Keep("by the provider's count the prompt's mandatory parts do not fit".into());
+    let Ok(shape) = Shape::of(&input, &scaled) else {
+        return Ok((input, too_big()));
+    };
+    let summary = built.conversation_summary.clone();
+    let fitting = fit_prompt(input, &scaled, &shape, true, llm, billed, summary);
+    let (input, candidate) = fitting.await?;
+    let Ok(mut candidate) = candidate else {
+        return Ok((input, too_big()));
+    };
+    let request = chat_request(&input, &candidate.prompt, &shape);
+    let key = input.key.as_ref();
+    let counted = llm
+        .count_tokens(input.llm.provider, &request, key, input.deadline)
+        .await;
+    let budget = u64::from(shape.budget);
+    let used = u64::from(candidate.prompt.report.used).max(1);
+    // The service's count without the margin it was fitted with.
+    let raw = used * 100 / (100 + u64::from(scaled.margin_percent()));
+    let verdict = match counted {
+        Ok(None) => Verdict::Keep("the provider has no counter".into()),
+        Err(e) => Verdict::Keep(format!("the provider could not count the prompt ({e})")),
+        Ok(Some(n)) if n.saturating_mul(2) < raw || n / used > 1000 => Verdict::Keep(format!(
+            "the provider's count ({n} tokens) cannot be this prompt's ({raw} by the service's count)"
+        )),
+        Ok(Some(n)) if n <= budget => {
+            let report = &mut candidate.prompt.report;
+            report.used = u32::try_from(n).unwrap_or(u32::MAX);
+            report.approximate = false;
+            report.approximation_margin_percent = 0;
+            Verdict::Fits(candidate)
+        }
+        Ok(Some(n)) => {
+            // (100 + p) / 100 = n / raw, and a point to spare.
+            let ratio = n.saturating_mul(100).div_ceil(raw.max(1));
+            Verdict::Over(u32::try_from(ratio.saturating_sub(100) + 1).unwrap_or(u32::MAX))
+        }
+    };
+    Ok((input, verdict))
 }
 
 /// The prompt a dry run shows, and no call.
@@ -739,11 +796,14 @@ async fn refit<'b>(
         } => *n,
         _ => 0,
     };
-    if !counter.is_approximate() || reported <= used || used == 0 {
+    // A count a thousand times the service's is no count of this prompt.
+    let plausible = reported > used && used > 0 && reported / used <= 1000;
+    if !counter.is_approximate() || !plausible {
         return Err(first.into_error());
     }
     // (100 + new) / 100 = (100 + old) / 100 × reported / used, with room to spare.
-    let scaled = (100 + u64::from(counter.margin_percent())) * reported / used + REFIT_ROOM_PERCENT;
+    let scaled = (100 + u64::from(counter.margin_percent())).saturating_mul(reported) / used
+        + REFIT_ROOM_PERCENT;
     let percent = u32::try_from(scaled.saturating_sub(100)).unwrap_or(u32::MAX);
     let counter = counter.with_approximation_margin(percent);
     let shape = Shape::of(&input, &counter).map_err(|e| e.reported(&first.built.prompt.report))?;
@@ -757,7 +817,8 @@ async fn refit<'b>(
         ledger.billed,
         built.conversation_summary,
     );
-    let (input, mut rebuilt) = fitting.await?;
+    let (input, rebuilt) = fitting.await?;
+    let mut rebuilt = rebuilt?;
     rebuilt.summary_usage = ledger.usage;
     // The first prompt's warnings described the prompt that was refused.
     let mut warnings = Vec::new();
@@ -1359,8 +1420,8 @@ fn own_count(counter: &TokenCounter, prompt: u32, completion: &Completion) -> Us
 fn add_usage(a: Option<Usage>, b: Option<Usage>) -> Option<Usage> {
     match (a, b) {
         (Some(a), Some(b)) => Some(Usage {
-            prompt_tokens: a.prompt_tokens + b.prompt_tokens,
-            completion_tokens: a.completion_tokens + b.completion_tokens,
+            prompt_tokens: a.prompt_tokens.saturating_add(b.prompt_tokens),
+            completion_tokens: a.completion_tokens.saturating_add(b.completion_tokens),
             approximate: a.approximate || b.approximate,
         }),
         (a, b) => a.or(b),

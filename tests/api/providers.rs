@@ -636,13 +636,45 @@ async fn openrouter_gets_the_operators_attribution_headers() {
         .mount(&app.llm)
         .await;
     let mut body = request(case.model, "q");
-    body["llm_config"]
-        .as_object_mut()
-        .unwrap()
-        .remove("provider");
+    body["llm_config"]["provider"] = json!("openrouter");
     let reply = app.post_react_step(&body).await;
     assert_eq!(reply.status, 200, "{}", reply.text);
     assert_eq!(reply.body["direct_response"], "ok");
+}
+
+#[tokio::test]
+async fn a_vendor_slash_model_id_implies_openrouter_only_with_an_openrouter_key() {
+    let app = spawn_app().await;
+    let openrouter_key = "sk-or-v1-0123456789abcdef0123456789abcdef";
+    Mock::given(wiremock::matchers::path(
+        "/openrouter/api/v1/chat/completions",
+    ))
+    .and(wiremock::matchers::header(
+        "authorization",
+        format!("Bearer {openrouter_key}").as_str(),
+    ))
+    .respond_with(ResponseTemplate::new(200).set_body_json(json!({
+        "id": "gen-1", "object": "chat.completion", "created": 1, "model": "anthropic/claude-sonnet-4.5",
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": "Final Answer: routed"}, "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": 10, "completion_tokens": 2, "total_tokens": 12}})))
+    .mount(&app.llm)
+    .await;
+    let mut body = request("anthropic/claude-sonnet-4.5", "q");
+    body["user_api_keys"]["llmKey"] = json!(openrouter_key);
+    let reply = app.post_react_step(&body).await;
+    assert_eq!(reply.status, 200, "{}", reply.text);
+    assert_eq!(reply.body["direct_response"], "routed");
+
+    // The same id with another vendor's key (Groq serves such ids too) is not guessed.
+    let reply = app
+        .post_react_step(&request("anthropic/claude-sonnet-4.5", "q"))
+        .await;
+    assert_eq!(reply.status, 400, "{}", reply.text);
+    assert_eq!(
+        reply.body["error"]["fields"][0]["field"],
+        "llm_config.provider"
+    );
+    assert_eq!(app.llm.received_requests().await.unwrap().len(), 1);
 }
 
 #[tokio::test]

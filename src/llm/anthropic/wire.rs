@@ -101,9 +101,10 @@ impl From<ReplyUsage> for Usage {
     /// Every prompt token the call was billed for, cached or not.
     fn from(u: ReplyUsage) -> Self {
         Self {
-            prompt_tokens: u.input_tokens
-                + u.cache_creation_input_tokens.unwrap_or(0)
-                + u.cache_read_input_tokens.unwrap_or(0),
+            prompt_tokens: u
+                .input_tokens
+                .saturating_add(u.cache_creation_input_tokens.unwrap_or(0))
+                .saturating_add(u.cache_read_input_tokens.unwrap_or(0)),
             completion_tokens: u.output_tokens,
             approximate: false,
         }

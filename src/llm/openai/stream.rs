@@ -32,9 +32,14 @@ impl StreamDecoder for ChunkDecoder {
         };
         for call in delta.tool_calls.into_iter().flatten() {
             // Without an index each piece is a whole call of its own, in order.
+            let next = match sofar.calls.keys().next_back() {
+                Some(last) => last.checked_add(1),
+                None => Some(0),
+            };
             let index = call
                 .index
-                .unwrap_or_else(|| sofar.calls.keys().next_back().map_or(0, |last| last + 1));
+                .or(next)
+                .ok_or_else(|| WireError::Shape("a tool call's index is out of range".into()))?;
             let entry = sofar.calls.entry(index).or_default();
             if entry.id.is_none() {
                 entry.id = call.id;
