@@ -216,7 +216,7 @@ impl wiremock::Respond for Counter {
 }
 
 /// A Claude request whose context fits the budget by a raw count but not with Claude's margin.
-fn near_the_limit() -> serde_json::Value {
+pub fn near_the_limit() -> serde_json::Value {
     let mut body = request("claude-sonnet-4-5", "What does Login do?");
     body["llm_config"]["tokenLimit"] = json!(3000);
     body["llm_config"]["reservedOutputTokens"] = json!(500);

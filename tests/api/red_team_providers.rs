@@ -12,6 +12,7 @@ use serde_json::{json, Value};
 use wiremock::matchers::path;
 use wiremock::{Mock, Request, Respond, ResponseTemplate};
 
+use crate::anthropic::near_the_limit;
 use crate::helpers::{request, spawn_app, spawn_app_with, TestApp, KEY};
 use crate::stream_upstream::{serve, Ending};
 use crate::upstream::{anthropic_reply, mount, ANTHROPIC_PATH, OPENAI_PATH};
@@ -154,25 +155,6 @@ async fn a_refusal_with_a_huge_llama_cpp_field_is_a_422_not_a_crash() {
     assert_eq!(status, 422, "{reply}");
     assert_eq!(reply["error"]["type"], "context_overflow");
     assert!(called_paths(&app).await.len() <= 2);
-}
-
-/// A Claude request whose context fits the budget by a raw count but not with Claude's margin,
-/// so that the step asks Anthropic to count it.
-fn near_the_limit() -> Value {
-    let mut body = request("claude-sonnet-4-5", "What does Login do?");
-    body["llm_config"]["tokenLimit"] = json!(3000);
-    body["llm_config"]["reservedOutputTokens"] = json!(500);
-    let file = |name: &str| {
-        json!({"path": format!("src/{name}.rs"),
-               "content": format!("pub fn {name}(user: &User) -> Session {{\n    Session::start(user)\n}}\n").repeat(24)})
-    };
-    body["explicit_context"] = json!([
-        file("login"),
-        file("logout"),
-        file("refresh"),
-        file("revoke")
-    ]);
-    body
 }
 
 /// count_tokens answering the given raw bodies in turn (the last one repeated).
