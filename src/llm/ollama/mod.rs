@@ -10,7 +10,7 @@ use super::provider::{
 };
 use super::stream::{PartialCall, Sofar, StreamDecoder};
 use super::{ApiKey, ChatRequest, Completion, FinishReason, NativeCall, Usage, WireError};
-use wire::{Body, ErrorLine, Function, Message, Options, Reply, Tool};
+use wire::{Body, ErrorLine, Message, Options, Reply};
 
 #[derive(Debug)]
 pub struct Ollama;
@@ -101,18 +101,7 @@ fn body(request: &ChatRequest, stream: bool) -> Body<'_> {
         model: &request.model,
         messages: std::iter::once(system).chain(turns).collect(),
         stream,
-        tools: request
-            .tools
-            .iter()
-            .map(|t| Tool {
-                kind: "function",
-                function: Function {
-                    name: &t.name,
-                    description: &t.description,
-                    parameters: &t.parameters,
-                },
-            })
-            .collect(),
+        tools: super::openai::wire::function_tools(&request.tools),
         options: Options {
             num_ctx: request.context_window,
             num_predict: request.max_output_tokens,

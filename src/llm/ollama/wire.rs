@@ -9,8 +9,9 @@ pub struct Body<'a> {
     pub messages: Vec<Message<'a>>,
     /// Ollama streams unless told not to.
     pub stream: bool,
+    /// OpenAI's function tools, which Ollama takes as they are.
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub tools: Vec<Tool<'a>>,
+    pub tools: Vec<crate::llm::openai::wire::Tool<'a>>,
     pub options: Options<'a>,
 }
 
@@ -32,21 +33,6 @@ pub struct Options<'a> {
 pub struct Message<'a> {
     pub role: &'static str,
     pub content: &'a str,
-}
-
-#[derive(Serialize)]
-pub struct Tool<'a> {
-    #[serde(rename = "type")]
-    pub kind: &'static str,
-    pub function: Function<'a>,
-}
-
-#[derive(Serialize)]
-pub struct Function<'a> {
-    pub name: &'a str,
-    #[serde(skip_serializing_if = "str::is_empty")]
-    pub description: &'a str,
-    pub parameters: &'a serde_json::Value,
 }
 
 /// A reply, or one line of a stream: the last has `done: true` and the counts.

@@ -5,14 +5,14 @@
 
 pub mod presets;
 mod stream;
-mod wire;
+pub(super) mod wire;
 
 use super::provider::{
     Capabilities, Counting, Framing, KeyHeader, Outgoing, ProviderApi, Target, Temperature,
 };
 use super::stream::StreamDecoder;
 use super::{ApiKey, ChatRequest, Completion, FinishReason, NativeCall, Usage, WireError};
-use wire::{Body, Function, Message, Reply, StreamOptions, Tool};
+use wire::{Body, Message, Reply, StreamOptions};
 
 /// A server speaking Chat Completions.
 #[derive(Debug)]
@@ -201,18 +201,7 @@ impl ChatCompletions {
             max_completion_tokens: reasoning.then_some(request.max_output_tokens),
             temperature: if reasoning { None } else { request.temperature },
             stop: (takes_stop && !request.stop.is_empty()).then_some(&request.stop[..]),
-            tools: request
-                .tools
-                .iter()
-                .map(|t| Tool {
-                    kind: "function",
-                    function: Function {
-                        name: &t.name,
-                        description: &t.description,
-                        parameters: &t.parameters,
-                    },
-                })
-                .collect(),
+            tools: wire::function_tools(&request.tools),
             tool_choice,
             parallel_tool_calls: (has_tools && !request.parallel_tool_calls).then_some(false),
             stream: false,

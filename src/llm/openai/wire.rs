@@ -43,6 +43,21 @@ pub struct Tool<'a> {
     pub function: Function<'a>,
 }
 
+/// The tools in the `{"type": "function", "function": {…}}` form (also Ollama's).
+pub fn function_tools(specs: &[crate::llm::ToolSpec]) -> Vec<Tool<'_>> {
+    specs
+        .iter()
+        .map(|t| Tool {
+            kind: "function",
+            function: Function {
+                name: &t.name,
+                description: &t.description,
+                parameters: &t.parameters,
+            },
+        })
+        .collect()
+}
+
 #[derive(Serialize)]
 pub struct Function<'a> {
     pub name: &'a str,
