@@ -96,6 +96,7 @@ fn bench_case(c: &mut Criterion, name: &str, case: &Case) {
         max_observation_tokens: 2000,
         omission_reserve: marker_reserve(&counter),
         tags: &reactstep::step::parse::Tags::default(),
+        native: false,
     };
     let prompt =
         fit(&counter, case.budget, &candidates)
@@ -186,6 +187,7 @@ fn loop_steps(c: &mut Criterion) {
             max_observation_tokens: 2000,
             omission_reserve: marker_reserve(&counter),
             tags: &tags,
+            native: false,
         };
         fit(&counter, 16_000, black_box(&candidates))
             .unwrap()

@@ -94,6 +94,7 @@ proptest! {
             max_observation_tokens,
             omission_reserve: reserve,
             tags: &reactstep::step::parse::Tags::default(),
+            native: false,
         };
         match fit(&counter, budget, &candidates) {
             Ok(fitted) => {

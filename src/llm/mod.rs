@@ -29,22 +29,72 @@ pub use transport::{LlmClients, LlmSettings};
 pub enum ChatRole {
     User,
     Assistant,
+    /// A tool's result answering a call (native tool calling only).
+    Tool,
 }
 
 impl ChatRole {
-    /// The role's name on the wire of every provider (and in a dry run's prompt).
+    /// The role's name on OpenAI's wire (and in a dry run's prompt).
     pub fn as_str(self) -> &'static str {
         match self {
             Self::User => "user",
             Self::Assistant => "assistant",
+            Self::Tool => "tool",
         }
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct ChatMessage {
     pub role: ChatRole,
     pub content: String,
+    /// On an assistant message in native mode: the calls it made, in the provider's structure.
+    pub calls: Vec<ToolUse>,
+    /// On a tool message: the id of the call it answers.
+    pub answers: Option<String>,
+    /// On a tool message: the tool failed.
+    pub is_error: bool,
+}
+
+/// A call an earlier assistant turn made, sent back as the provider's own structure.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolUse {
+    pub id: String,
+    pub name: String,
+    pub arguments: serde_json::Map<String, serde_json::Value>,
+}
+
+impl ChatMessage {
+    /// A message of text alone.
+    pub fn text(role: ChatRole, content: String) -> Self {
+        Self {
+            role,
+            content,
+            calls: Vec::new(),
+            answers: None,
+            is_error: false,
+        }
+    }
+
+    /// Whether the message is text alone (neighbours of that kind may be merged).
+    pub fn is_plain(&self) -> bool {
+        self.calls.is_empty() && self.answers.is_none() && self.role != ChatRole::Tool
+    }
+
+    /// What the budget counts for the message: its text, then each call as its name and JSON
+    /// arguments (the structure's own framing is within the margin of a few tokens).
+    pub fn counted_text(&self) -> std::borrow::Cow<'_, str> {
+        if self.calls.is_empty() {
+            return self.content.as_str().into();
+        }
+        let mut text = self.content.clone();
+        for call in &self.calls {
+            text.push('\n');
+            text.push_str(&call.name);
+            text.push_str(&serde_json::Value::Object(call.arguments.clone()).to_string());
+        }
+        text.into()
+    }
 }
 
 /// One chat completion, in provider-neutral terms.

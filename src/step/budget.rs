@@ -15,7 +15,7 @@ use super::context::{ContextItem, ContextReport, ContextSource, Excluded, Fate, 
 use super::history::{Role, Turn};
 use super::parse::Tags;
 use super::prompt::{
-    chat_messages, render_turn, Costed, CONTEXT_HEADING, FILLER_FIRST, FILLER_LAST,
+    chat_messages, render_native, render_turn, Costed, CONTEXT_HEADING, FILLER_FIRST, FILLER_LAST,
 };
 use super::tokens::{TokenCounter, PER_MESSAGE_OVERHEAD, REPLY_PRIMING};
 use super::truncate::{self, Frame};
@@ -50,6 +50,19 @@ pub struct Candidates<'a> {
     pub omission_reserve: u32,
     /// The ReAct tags turns are rendered with.
     pub tags: &'a Tags,
+    /// Tool calls go to the provider as its own structure: turns are rendered natively.
+    pub native: bool,
+}
+
+impl Candidates<'_> {
+    /// A history turn as the message sent for it.
+    fn render(&self, turn: &Turn) -> ChatMessage {
+        if self.native {
+            render_native(turn, self.tags)
+        } else {
+            render_turn(turn, self.tags)
+        }
+    }
 }
 
 /// Even the mandatory parts exceed the budget.
@@ -147,7 +160,7 @@ fn fit_within(
         .history
         .get(optional_turns)
         .filter(|_| latest_is_mandatory)
-        .map(|t| render_turn(t, c.tags));
+        .map(|t| c.render(t));
     let mut latest_fate = None;
     let mut latest_tokens = 0;
     if let (Some(message), Some(turn)) = (latest.as_mut(), c.history.last()) {
@@ -157,7 +170,7 @@ fn fit_within(
         } else {
             u32::MAX
         };
-        let tokens = match counter.count_within(&message.content, limit) {
+        let tokens = match counter.count_within(&message.counted_text(), limit) {
             Some(tokens) => tokens,
             None => {
                 latest_fate = Some(Fate::Truncated);
@@ -217,24 +230,21 @@ fn fit_within(
     let mut turns: Vec<Costed> = kept
         .iter()
         .zip(&chosen.turn_costs)
-        .map(|(t, &cost)| Costed::known(render_turn(t, c.tags), cost))
+        .map(|(t, &cost)| Costed::known(c.render(t), cost))
         .collect();
     turns.extend(latest.map(|m| Costed::known(m, latest_tokens)));
     let query = (!query.is_empty()).then(|| {
-        let message = ChatMessage {
-            role: crate::llm::ChatRole::User,
-            content: query.to_string(),
-        };
+        let message = ChatMessage::text(crate::llm::ChatRole::User, query.to_string());
         Costed::known(message, query_tokens)
     });
-    let costed = chat_messages(turns, query);
+    let costed = chat_messages(turns, query, c.native);
     // Merged neighbours and filler turns are the only text counted after assembly.
     let messages_tokens = REPLY_PRIMING
         + costed
             .iter()
             .map(|m| {
                 m.tokens
-                    .unwrap_or_else(|| counter.count_message(&m.message.content))
+                    .unwrap_or_else(|| counter.count_message(&m.message.counted_text()))
             })
             .sum::<u32>();
     let messages = costed.into_iter().map(|m| m.message).collect();
@@ -366,9 +376,12 @@ fn choose_turns(
     let mut used = 0u32;
     let mut costs = Vec::new();
     while first > 0 {
-        let message = render_turn(&c.history[first - 1], c.tags);
+        let message = c.render(&c.history[first - 1]);
         let limit = room.saturating_sub(used);
-        match counter.count_within(&message.content, limit.saturating_sub(PER_MESSAGE_OVERHEAD)) {
+        match counter.count_within(
+            &message.counted_text(),
+            limit.saturating_sub(PER_MESSAGE_OVERHEAD),
+        ) {
             Some(tokens) if used + tokens + PER_MESSAGE_OVERHEAD <= *room => {
                 used += tokens + PER_MESSAGE_OVERHEAD;
                 costs.push(tokens + PER_MESSAGE_OVERHEAD);
@@ -581,6 +594,7 @@ mod tests {
             max_observation_tokens: 2000,
             omission_reserve: marker_reserve(&counter),
             tags: &Tags::default(),
+            native: false,
         };
         fit(&counter, budget, &c).map(|f| f.finish(&counter, None, "o200k_base"))
     }
@@ -657,6 +671,7 @@ mod tests {
             max_observation_tokens: 2000,
             omission_reserve: marker_reserve(&counter),
             tags: &Tags::default(),
+            native: false,
         };
         let p = fit(&counter, 700, &c)
             .unwrap_or_else(|e| panic!("{e:?}"))
@@ -684,6 +699,7 @@ mod tests {
             max_observation_tokens: 300,
             omission_reserve: marker_reserve(&counter),
             tags: &Tags::default(),
+            native: false,
         };
         let p = fit(&counter, 2000, &c)
             .unwrap_or_else(|e| panic!("{e:?}"))
@@ -711,6 +727,7 @@ mod tests {
             max_observation_tokens: 2000,
             omission_reserve: 120,
             tags: &Tags::default(),
+            native: false,
         };
         let fitted = fit(&counter, 500, &c).unwrap_or_else(|e| panic!("{e:?}"));
         assert!(fitted.omitted_turns > 0);

@@ -349,17 +349,14 @@ const REPAIR_INSTRUCTION: &str = "Answer again in the required format";
 /// observation, with the format to answer in.
 pub fn repair_messages(raw_output: &str, why: &str, tags: &Tags) -> [ChatMessage; 2] {
     [
-        ChatMessage {
-            role: ChatRole::Assistant,
-            content: raw_output.to_string(),
-        },
-        ChatMessage {
-            role: ChatRole::User,
-            content: format!(
+        ChatMessage::text(ChatRole::Assistant, raw_output.to_string()),
+        ChatMessage::text(
+            ChatRole::User,
+            format!(
                 "{}: Error: {why}. {REPAIR_INSTRUCTION}: '{}:' then either '{}: {TOOL_PLACEHOLDER}(…)' with one of the tools, or '{}: …'.",
                 tags.observation, tags.thought, tags.action, tags.final_answer
             ),
-        },
+        ),
     ]
 }
 

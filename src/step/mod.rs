@@ -683,7 +683,7 @@ fn dry_run(input: Box<StepInput>, built: Built, counter: &TokenCounter) -> StepO
         messages: prompt
             .messages
             .iter()
-            .map(|m| (m.clone(), counter.count_message(&m.content)))
+            .map(|m| (m.clone(), counter.count_message(&m.counted_text())))
             .collect(),
         system: prompt.system,
     };
@@ -958,6 +958,7 @@ fn build_prompt(
         max_observation_tokens: input.max_observation_tokens,
         omission_reserve: how.omission_reserve,
         tags: &input.react.tags,
+        native: how.native,
     };
     let fitted = budget::fit(&counter, how.messages_budget, &candidates);
     // The prompt now holds what fitted; unless it may be fitted again, the step need not keep

@@ -6,7 +6,7 @@ use serde_json::Value;
 use super::history::{render_call, Role, Turn};
 use super::parse::Tags;
 use super::tools::names_in;
-use crate::llm::{ChatMessage, ChatRole};
+use crate::llm::{ChatMessage, ChatRole, ToolUse};
 
 /// The stop sequence that keeps the model from writing the tool's result itself.
 pub fn observation_stop(tags: &Tags) -> String {
@@ -161,10 +161,7 @@ pub fn render_turn(turn: &Turn, tags: &Tags) -> ChatMessage {
                 }
                 (None, None) => turn.content.clone(),
             };
-            ChatMessage {
-                role: ChatRole::Assistant,
-                content,
-            }
+            ChatMessage::text(ChatRole::Assistant, content)
         }
         Role::ToolObservation => user(observation(turn, tags)),
     }
@@ -176,38 +173,84 @@ fn observation(turn: &Turn, tags: &Tags) -> String {
     if turn.tool_result.as_ref().is_some_and(|r| !r.success) {
         text.push_str("[the tool failed] ");
     }
-    text.push_str(turn.content.trim());
-    if let Some(result) = turn.tool_result.as_ref().map(|r| &r.result) {
-        let extra = match result {
-            Value::Null => None,
-            Value::String(s) => Some(s.clone()),
-            other => Some(other.to_string()),
-        };
-        if let Some(extra) =
-            extra.filter(|e| !e.trim().is_empty() && e.trim() != turn.content.trim())
-        {
-            text.push('\n');
-            text.push_str(&extra);
+    text.push_str(&tool_output(turn));
+    text
+}
+
+/// A history turn in the provider's own structure (native tool calling): an assistant turn that
+/// called tools carries the calls, an observation is the tool's result answering one. The ids
+/// are paired, and any gap filled, when the messages are assembled (`chat_messages`).
+pub fn render_native(turn: &Turn, tags: &Tags) -> ChatMessage {
+    match turn.role {
+        Role::Assistant if turn.tool_call.is_some() => {
+            let mut message =
+                ChatMessage::text(ChatRole::Assistant, turn.content.trim().to_string());
+            message.calls = turn
+                .calls()
+                .map(|c| ToolUse {
+                    id: c.id.clone().unwrap_or_default(),
+                    name: c.name.clone(),
+                    arguments: c.parameters.clone(),
+                })
+                .collect();
+            message
         }
+        Role::ToolObservation => {
+            let failed = turn.is_error == Some(true)
+                || turn.tool_result.as_ref().is_some_and(|r| !r.success);
+            let mut message = ChatMessage::text(ChatRole::Tool, tool_output(turn));
+            message.answers = Some(turn.tool_call_id.clone().unwrap_or_default());
+            message.is_error = failed;
+            message
+        }
+        _ => render_turn(turn, tags),
+    }
+}
+
+/// What a tool returned: the observation's text, and its result when that says more.
+fn tool_output(turn: &Turn) -> String {
+    let mut text = turn.content.trim().to_string();
+    if let Some(extra) = turn
+        .tool_result
+        .as_ref()
+        .and_then(|r| result_text(&r.result, turn))
+    {
+        text.push('\n');
+        text.push_str(&extra);
     }
     text
 }
 
+/// A result's text when it adds to the observation's content.
+fn result_text(result: &Value, turn: &Turn) -> Option<String> {
+    let extra = match result {
+        Value::Null => None,
+        Value::String(s) => Some(s.clone()),
+        other => Some(other.to_string()),
+    };
+    extra.filter(|e| !e.trim().is_empty() && e.trim() != turn.content.trim())
+}
+
 fn user(content: String) -> ChatMessage {
-    ChatMessage {
-        role: ChatRole::User,
-        content,
-    }
+    ChatMessage::text(ChatRole::User, content)
 }
 
 /// The final message list: history (already chosen), then the query. Neighbours of the same role
 /// are merged (Anthropic requires alternation and some local servers do too), the list starts
 /// with a user turn and ends with one, so no provider reads the last turn as a prefill.
-pub fn chat_messages(history: Vec<Costed>, query: Option<Costed>) -> Vec<Costed> {
-    let mut messages: Vec<Costed> = Vec::with_capacity(history.len() + 2);
-    for next in history.into_iter().chain(query) {
+pub fn chat_messages(history: Vec<Costed>, query: Option<Costed>, native: bool) -> Vec<Costed> {
+    let mut all: Vec<Costed> = history.into_iter().chain(query).collect();
+    if native {
+        all = paired(all);
+    }
+    let mut messages: Vec<Costed> = Vec::with_capacity(all.len() + 2);
+    for next in all {
         match messages.last_mut() {
-            Some(last) if last.message.role == next.message.role => {
+            Some(last)
+                if last.message.role == next.message.role
+                    && last.message.is_plain()
+                    && next.message.is_plain() =>
+            {
                 last.message.content.push_str("\n\n");
                 last.message.content.push_str(&next.message.content);
                 last.tokens = None;
@@ -229,6 +272,59 @@ pub fn chat_messages(history: Vec<Costed>, query: Option<Costed>) -> Vec<Costed>
     }
     messages
 }
+
+/// Native calls and results as both APIs require them: every call has an id, and is answered
+/// before anything else follows it (a call the client never answered gets a placeholder result);
+/// a result whose call is not in the prompt (its turn was left out, or it names no call made)
+/// becomes a plain observation from the user.
+fn paired(messages: Vec<Costed>) -> Vec<Costed> {
+    let mut out = Vec::with_capacity(messages.len() + 2);
+    let mut open: Vec<String> = Vec::new();
+    for (i, mut next) in messages.into_iter().enumerate() {
+        if next.message.role == ChatRole::Tool {
+            let wanted = next.message.answers.take().unwrap_or_default();
+            let at = if wanted.is_empty() {
+                (!open.is_empty()).then_some(0)
+            } else {
+                open.iter().position(|id| *id == wanted)
+            };
+            match at {
+                Some(at) => next.message.answers = Some(open.remove(at)),
+                None => {
+                    let content = std::mem::take(&mut next.message.content);
+                    next = Costed::unknown(user(format!("{UNPAIRED_RESULT}{content}")));
+                }
+            }
+            out.push(next);
+            continue;
+        }
+        close(&mut open, &mut out);
+        for (j, call) in next.message.calls.iter_mut().enumerate() {
+            if call.id.is_empty() {
+                call.id = format!("call_{i}_{j}");
+            }
+            open.push(call.id.clone());
+        }
+        out.push(next);
+    }
+    close(&mut open, &mut out);
+    out
+}
+
+/// Answers the calls left open with a placeholder result each.
+fn close(open: &mut Vec<String>, out: &mut Vec<Costed>) {
+    for id in open.drain(..) {
+        let mut message = ChatMessage::text(ChatRole::Tool, NO_RESULT.into());
+        message.answers = Some(id);
+        message.is_error = true;
+        out.push(Costed::unknown(message));
+    }
+}
+
+/// The result of a call the client never answered.
+pub const NO_RESULT: &str = "(no result: the client sent none for this call)";
+/// Opens a tool result whose call is not in the prompt.
+const UNPAIRED_RESULT: &str = "Result of an earlier tool call: ";
 
 /// Opens a conversation whose first kept turn is the assistant's.
 pub const FILLER_FIRST: &str = "(The conversation so far follows.)";
@@ -312,7 +408,11 @@ mod tests {
                 6,
             ),
         ];
-        let messages = chat_messages(history, Some(Costed::known(user("and now?".into()), 7)));
+        let messages = chat_messages(
+            history,
+            Some(Costed::known(user("and now?".into()), 7)),
+            false,
+        );
         assert_eq!(messages.len(), 3);
         assert_eq!(messages[0].message.role, ChatRole::User);
         assert_eq!(messages[0].tokens, None);

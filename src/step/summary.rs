@@ -69,10 +69,7 @@ pub async fn summarize(
     let request = ChatRequest {
         model: input.llm.model.clone(),
         system: INSTRUCTIONS.to_string(),
-        messages: vec![ChatMessage {
-            role: ChatRole::User,
-            content: transcript,
-        }],
+        messages: vec![ChatMessage::text(ChatRole::User, transcript)],
         max_output_tokens: max_output,
         temperature: input.llm.temperature,
         stop: Vec::new(),
@@ -103,7 +100,7 @@ fn render_transcript(turns: &[Turn], tags: &Tags) -> String {
         .map(|t| {
             let m = render_turn(t, tags);
             let who = match m.role {
-                ChatRole::User => "User",
+                ChatRole::User | ChatRole::Tool => "User",
                 ChatRole::Assistant => "Assistant",
             };
             format!("{who}: {}\n\n", m.content)

@@ -22,6 +22,7 @@ mod key_secrecy;
 mod logging;
 mod metrics;
 mod mock_response;
+mod native_history;
 mod native_tools;
 mod ollama;
 mod openai;

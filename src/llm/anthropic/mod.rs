@@ -8,8 +8,9 @@ use super::provider::{
     Capabilities, Counting, KeyHeader, Outgoing, ProviderApi, Target, Temperature,
 };
 use super::stream::StreamDecoder;
+use super::ChatRole;
 use super::{ApiKey, ChatRequest, Completion, FinishReason, NativeCall, Usage, WireError};
-use wire::{Block, Body, Message, Reply, Tool, ToolChoice};
+use wire::{Block, Body, Content, Message, OutBlock, Reply, Tool, ToolChoice};
 
 const API_VERSION: &str = "2023-06-01";
 
@@ -112,14 +113,7 @@ fn body(request: &ChatRequest) -> Body<'_> {
         model: &request.model,
         max_tokens: request.max_output_tokens,
         system: &request.system,
-        messages: request
-            .messages
-            .iter()
-            .map(|m| Message {
-                role: m.role.as_str(),
-                content: &m.content,
-            })
-            .collect(),
+        messages: messages(&request.messages),
         temperature: request.temperature,
         stop_sequences: &request.stop,
         tools: request
@@ -134,6 +128,66 @@ fn body(request: &ChatRequest) -> Body<'_> {
         tool_choice: tool_choice(request),
         stream: false,
     }
+}
+
+/// The conversation in Anthropic's structure: an assistant's calls as `tool_use` blocks, and
+/// the results answering them as `tool_result` blocks, all of one turn in the next user message
+/// and before any text of it (the API requires both).
+fn messages(chat: &[crate::llm::ChatMessage]) -> Vec<Message<'_>> {
+    let mut out: Vec<Message<'_>> = Vec::with_capacity(chat.len());
+    for m in chat {
+        let text = (!m.content.is_empty()).then(|| OutBlock::Text { text: &m.content });
+        match m.role {
+            ChatRole::Assistant if !m.calls.is_empty() => {
+                let calls = m.calls.iter().map(|c| OutBlock::ToolUse {
+                    id: &c.id,
+                    name: &c.name,
+                    input: &c.arguments,
+                });
+                let blocks = text.into_iter().chain(calls).collect();
+                out.push(Message {
+                    role: "assistant",
+                    content: Content::Blocks(blocks),
+                });
+            }
+            ChatRole::Tool => {
+                let result = OutBlock::ToolResult {
+                    tool_use_id: m.answers.as_deref().unwrap_or_default(),
+                    content: &m.content,
+                    is_error: m.is_error,
+                };
+                match out.last_mut() {
+                    Some(Message {
+                        role: "user",
+                        content: Content::Blocks(blocks),
+                    }) => blocks.push(result),
+                    _ => out.push(Message {
+                        role: "user",
+                        content: Content::Blocks(vec![result]),
+                    }),
+                }
+            }
+            ChatRole::User => match (out.last_mut(), text) {
+                // Text after the results of a turn joins their message.
+                (
+                    Some(Message {
+                        role: "user",
+                        content: Content::Blocks(blocks),
+                    }),
+                    Some(text),
+                ) => blocks.push(text),
+                _ => out.push(Message {
+                    role: "user",
+                    content: Content::Text(&m.content),
+                }),
+            },
+            ChatRole::Assistant => out.push(Message {
+                role: "assistant",
+                content: Content::Text(&m.content),
+            }),
+        }
+    }
+    out
 }
 
 /// `any` when a tool is required, `auto` when only parallel use is to be turned off, and

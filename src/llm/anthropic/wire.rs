@@ -60,7 +60,34 @@ pub struct Tool<'a> {
 #[derive(Serialize)]
 pub struct Message<'a> {
     pub role: &'static str,
-    pub content: &'a str,
+    pub content: Content<'a>,
+}
+
+/// A message's content: text, or blocks when it carries tool calls or their results.
+#[derive(Serialize)]
+#[serde(untagged)]
+pub enum Content<'a> {
+    Text(&'a str),
+    Blocks(Vec<OutBlock<'a>>),
+}
+
+#[derive(Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum OutBlock<'a> {
+    Text {
+        text: &'a str,
+    },
+    ToolUse {
+        id: &'a str,
+        name: &'a str,
+        input: &'a serde_json::Map<String, serde_json::Value>,
+    },
+    ToolResult {
+        tool_use_id: &'a str,
+        content: &'a str,
+        #[serde(skip_serializing_if = "std::ops::Not::not")]
+        is_error: bool,
+    },
 }
 
 #[derive(Deserialize)]

@@ -10,7 +10,7 @@ use super::provider::{
 };
 use super::stream::{PartialCall, Sofar, StreamDecoder};
 use super::{ApiKey, ChatRequest, Completion, FinishReason, NativeCall, Usage, WireError};
-use wire::{Body, ErrorLine, Message, Options, Reply};
+use wire::{Body, ErrorLine, Message, Options, OutCall, OutFunction, Reply};
 
 #[derive(Debug)]
 pub struct Ollama;
@@ -92,10 +92,22 @@ fn body(request: &ChatRequest, stream: bool) -> Body<'_> {
     let system = Message {
         role: "system",
         content: &request.system,
+        tool_calls: Vec::new(),
     };
+    // A tool's result is a `tool` message; Ollama pairs results with calls by order.
     let turns = request.messages.iter().map(|m| Message {
         role: m.role.as_str(),
         content: &m.content,
+        tool_calls: m
+            .calls
+            .iter()
+            .map(|c| OutCall {
+                function: OutFunction {
+                    name: &c.name,
+                    arguments: &c.arguments,
+                },
+            })
+            .collect(),
     });
     Body {
         model: &request.model,
@@ -172,10 +184,7 @@ mod tests {
         ChatRequest {
             model: "qwen2.5-coder:7b".into(),
             system: "sys".into(),
-            messages: vec![ChatMessage {
-                role: ChatRole::User,
-                content: "hi".into(),
-            }],
+            messages: vec![ChatMessage::text(ChatRole::User, "hi".into())],
             max_output_tokens: 300,
             temperature: Some(0.1),
             stop: vec!["\nObservation:".into()],

@@ -33,6 +33,20 @@ pub struct Options<'a> {
 pub struct Message<'a> {
     pub role: &'static str,
     pub content: &'a str,
+    /// An assistant's earlier calls, their arguments as objects.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub tool_calls: Vec<OutCall<'a>>,
+}
+
+#[derive(Serialize)]
+pub struct OutCall<'a> {
+    pub function: OutFunction<'a>,
+}
+
+#[derive(Serialize)]
+pub struct OutFunction<'a> {
+    pub name: &'a str,
+    pub arguments: &'a serde_json::Map<String, serde_json::Value>,
 }
 
 /// A reply, or one line of a stream: the last has `done: true` and the counts.

@@ -179,14 +179,11 @@ impl ChatCompletions {
 
     fn body<'a>(&self, request: &'a ChatRequest) -> Body<'a> {
         let reasoning = (self.quirks.reasoning_model)(&request.model);
-        let system = Message {
-            role: if reasoning { "developer" } else { "system" },
-            content: &request.system,
-        };
-        let turns = request.messages.iter().map(|m| Message {
-            role: m.role.as_str(),
-            content: &m.content,
-        });
+        let system = Message::text(
+            if reasoning { "developer" } else { "system" },
+            &request.system,
+        );
+        let turns = request.messages.iter().map(Message::of);
         let takes_stop = !reasoning && !(self.quirks.rejects_stop)(&request.model);
         let has_tools = !request.tools.is_empty();
         let tool_choice = match (has_tools, request.require_tool) {
@@ -253,10 +250,7 @@ mod tests {
         ChatRequest {
             model: model.into(),
             system: "sys".into(),
-            messages: vec![ChatMessage {
-                role: ChatRole::User,
-                content: "hi".into(),
-            }],
+            messages: vec![ChatMessage::text(ChatRole::User, "hi".into())],
             max_output_tokens: 100,
             temperature: Some(0.2),
             stop: vec!["\nObservation:".into()],

@@ -69,7 +69,66 @@ pub struct Function<'a> {
 #[derive(Serialize)]
 pub struct Message<'a> {
     pub role: &'static str,
-    pub content: &'a str,
+    /// Null on an assistant message that only called tools.
+    pub content: Option<std::borrow::Cow<'a, str>>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub tool_calls: Vec<OutCall<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tool_call_id: Option<&'a str>,
+}
+
+impl<'a> Message<'a> {
+    pub fn text(role: &'static str, content: &'a str) -> Self {
+        Self {
+            role,
+            content: Some(content.into()),
+            tool_calls: Vec::new(),
+            tool_call_id: None,
+        }
+    }
+
+    /// A message of the conversation: an assistant's calls as `tool_calls`, a tool's result as
+    /// a `tool` message naming the call (a failure said in its text: the API has no flag).
+    pub fn of(m: &'a crate::llm::ChatMessage) -> Self {
+        let content: Option<std::borrow::Cow<'a, str>> = match (m.is_error, m.content.is_empty()) {
+            (true, _) => Some(format!("[the tool failed] {}", m.content).into()),
+            (false, true) if !m.calls.is_empty() => None,
+            (false, _) => Some(m.content.as_str().into()),
+        };
+        Self {
+            role: m.role.as_str(),
+            content,
+            tool_calls: m
+                .calls
+                .iter()
+                .map(|c| OutCall {
+                    id: &c.id,
+                    kind: "function",
+                    function: OutFunction {
+                        name: &c.name,
+                        arguments: serde_json::Value::Object(c.arguments.clone()).to_string(),
+                    },
+                })
+                .collect(),
+            tool_call_id: m.answers.as_deref(),
+        }
+    }
+}
+
+/// An earlier call, as an assistant message carries it.
+#[derive(Serialize)]
+pub struct OutCall<'a> {
+    pub id: &'a str,
+    #[serde(rename = "type")]
+    pub kind: &'static str,
+    pub function: OutFunction<'a>,
+}
+
+#[derive(Serialize)]
+pub struct OutFunction<'a> {
+    pub name: &'a str,
+    /// The arguments as a JSON string, as the API returns them.
+    pub arguments: String,
 }
 
 #[derive(Deserialize)]

@@ -1,0 +1,334 @@
+//! In native mode the loop goes back to the provider as its own structure: earlier calls as
+//! OpenAI `tool_calls` answered by `tool` messages, or Anthropic `tool_use` blocks answered by
+//! `tool_result` blocks; every call answered before anything follows it. The mocks refuse a
+//! request that breaks the pairing, as the real APIs do.
+
+use serde_json::{json, Value};
+use wiremock::{Mock, Request, Respond, ResponseTemplate};
+
+use crate::helpers::{request, spawn_app};
+use crate::upstream::{anthropic_reply, openai_reply, ANTHROPIC_PATH, OPENAI_PATH};
+
+/// OpenAI's rule: a `tool` message answers a call of the assistant message before it, and every
+/// call is answered before any other message.
+fn openai_pairing(messages: &[Value]) -> Result<(), String> {
+    let mut open: Vec<String> = Vec::new();
+    for m in messages {
+        let role = m["role"].as_str().unwrap_or_default();
+        if role == "tool" {
+            let id = m["tool_call_id"].as_str().unwrap_or_default();
+            let Some(at) = open.iter().position(|o| o == id) else {
+                return Err(format!("messages with role 'tool' must be a response to a preceding message with 'tool_calls' ({id})"));
+            };
+            open.remove(at);
+            continue;
+        }
+        if !open.is_empty() {
+            return Err(format!("an assistant message with 'tool_calls' must be followed by tool messages responding to each 'tool_call_id': {open:?}"));
+        }
+        for call in m["tool_calls"].as_array().into_iter().flatten() {
+            open.push(call["id"].as_str().unwrap_or_default().to_string());
+            if !call["function"]["arguments"].is_string() {
+                return Err("arguments must be a JSON string".into());
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Anthropic's rule: roles alternate from a user message, and each `tool_use` is answered by a
+/// `tool_result` at the start of the next user message.
+fn anthropic_pairing(messages: &[Value]) -> Result<(), String> {
+    let mut expected = "user";
+    let mut open: Vec<String> = Vec::new();
+    for m in messages {
+        let role = m["role"].as_str().unwrap_or_default();
+        if role != expected {
+            return Err(format!("messages: roles must alternate, got {role}"));
+        }
+        expected = if role == "user" { "assistant" } else { "user" };
+        let blocks = m["content"].as_array().cloned().unwrap_or_default();
+        if role == "user" {
+            let results: Vec<&str> = blocks
+                .iter()
+                .take_while(|b| b["type"] == "tool_result")
+                .map(|b| b["tool_use_id"].as_str().unwrap_or_default())
+                .collect();
+            let mut wanted = std::mem::take(&mut open);
+            wanted.sort();
+            let mut got: Vec<String> = results.iter().map(|s| s.to_string()).collect();
+            got.sort();
+            if wanted != got {
+                return Err(format!("tool_use ids were found without tool_result blocks immediately after: {wanted:?} vs {got:?}"));
+            }
+            if blocks
+                .iter()
+                .skip(results.len())
+                .any(|b| b["type"] == "tool_result")
+            {
+                return Err("tool_result blocks must come first".into());
+            }
+        } else {
+            for b in &blocks {
+                if b["type"] == "tool_use" {
+                    open.push(b["id"].as_str().unwrap_or_default().to_string());
+                }
+                if b["type"] == "text" && b["text"].as_str().is_some_and(str::is_empty) {
+                    return Err("text content blocks must be non-empty".into());
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+struct Strict {
+    anthropic: bool,
+    reply: Value,
+}
+
+impl Respond for Strict {
+    fn respond(&self, request: &Request) -> ResponseTemplate {
+        let body: Value = serde_json::from_slice(&request.body).unwrap();
+        let messages = body["messages"].as_array().cloned().unwrap_or_default();
+        let checked = if self.anthropic {
+            anthropic_pairing(&messages)
+        } else {
+            openai_pairing(&messages)
+        };
+        match checked {
+            Ok(()) => ResponseTemplate::new(200).set_body_json(self.reply.clone()),
+            Err(why) => ResponseTemplate::new(400)
+                .set_body_json(json!({"error": {"message": why, "type": "invalid_request_error"}})),
+        }
+    }
+}
+
+fn native(model: &str) -> Value {
+    let mut body = request(model, "");
+    body["llm_config"]["tool_mode"] = json!("native");
+    body["tools"] = json!([{"name": "read_file", "description": "Read a file.",
+        "parameters": {"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]}}]);
+    body
+}
+
+fn history(ids: bool, answered: bool) -> Value {
+    let id = |s: &str| if ids { json!(s) } else { Value::Null };
+    let mut turns = vec![
+        json!({"role": "user", "content": "Compare a.js and b.js"}),
+        json!({"role": "assistant", "content": "I will read both.",
+          "toolCall": {"id": id("call_A"), "name": "read_file", "parameters": {"path": "a.js"}},
+          "toolCalls": [
+            {"id": id("call_A"), "name": "read_file", "parameters": {"path": "a.js"}},
+            {"id": id("call_B"), "name": "read_file", "parameters": {"path": "b.js"}}]}),
+        json!({"role": "tool_observation", "content": "40 lines", "tool_call_id": id("call_A")}),
+    ];
+    if answered {
+        turns.push(json!({"role": "tool_observation", "content": "ENOENT", "tool_call_id": id("call_B"), "is_error": true}));
+    }
+    Value::Array(turns)
+}
+
+async fn sent_after(
+    model: &str,
+    anthropic: bool,
+    turns: Value,
+    query: &str,
+) -> (u16, Value, Value) {
+    let app = spawn_app().await;
+    let (path, reply) = if anthropic {
+        (
+            ANTHROPIC_PATH,
+            anthropic_reply("Final Answer: a.js is longer"),
+        )
+    } else {
+        (OPENAI_PATH, openai_reply("Final Answer: a.js is longer"))
+    };
+    Mock::given(wiremock::matchers::path(path))
+        .respond_with(Strict { anthropic, reply })
+        .mount(&app.llm)
+        .await;
+    let mut body = native(model);
+    body["conversation_history"] = turns;
+    body["user_query"] = json!(query);
+    let reply = app.post_react_step(&body).await;
+    let sent = app.upstream_bodies().await.pop().unwrap_or_default();
+    (reply.status, reply.body, sent)
+}
+
+#[tokio::test]
+async fn openai_gets_its_own_calls_and_tool_messages_back() {
+    let (status, body, sent) = sent_after("gpt-4o", false, history(true, true), "").await;
+    assert_eq!(status, 200, "{body}");
+    let messages = sent["messages"].as_array().unwrap();
+    let assistant = messages.iter().find(|m| m["role"] == "assistant").unwrap();
+    assert_eq!(assistant["tool_calls"][1]["id"], "call_B");
+    assert_eq!(
+        assistant["tool_calls"][1]["function"]["arguments"],
+        "{\"path\":\"b.js\"}"
+    );
+    let tools: Vec<&Value> = messages.iter().filter(|m| m["role"] == "tool").collect();
+    assert_eq!(tools.len(), 2);
+    assert_eq!(tools[0]["tool_call_id"], "call_A");
+    assert_eq!(tools[0]["content"], "40 lines");
+    assert_eq!(tools[1]["content"], "[the tool failed] ENOENT");
+    assert!(
+        !sent["messages"].to_string().contains("Action:"),
+        "no ReAct text in native mode"
+    );
+}
+
+#[tokio::test]
+async fn anthropic_gets_tool_use_blocks_answered_by_tool_results() {
+    let (status, body, sent) =
+        sent_after("claude-sonnet-4-5", true, history(true, true), "And c.js?").await;
+    assert_eq!(status, 200, "{body}");
+    let messages = sent["messages"].as_array().unwrap();
+    let assistant = messages.iter().find(|m| m["role"] == "assistant").unwrap();
+    assert_eq!(assistant["content"][1]["type"], "tool_use");
+    assert_eq!(assistant["content"][2]["id"], "call_B");
+    let results = messages.last().unwrap()["content"].as_array().unwrap();
+    assert_eq!(results[0]["type"], "tool_result");
+    assert_eq!(results[1]["tool_use_id"], "call_B");
+    assert_eq!(results[1]["is_error"], true);
+    assert_eq!(results[2], json!({"type": "text", "text": "And c.js?"}));
+}
+
+#[tokio::test]
+async fn a_call_the_client_never_answered_gets_a_placeholder_not_a_400() {
+    for (model, anthropic) in [("gpt-4o", false), ("claude-sonnet-4-5", true)] {
+        let (status, body, sent) =
+            sent_after(model, anthropic, history(true, false), "Go on").await;
+        assert_eq!(status, 200, "{model}: {body}");
+        let text = sent["messages"].to_string();
+        assert!(
+            text.contains("no result: the client sent none"),
+            "{model}: {text}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_history_without_ids_is_paired_in_order() {
+    for (model, anthropic) in [("gpt-4o", false), ("claude-sonnet-4-5", true)] {
+        let (status, body, sent) = sent_after(model, anthropic, history(false, true), "").await;
+        assert_eq!(status, 200, "{model}: {body}");
+        assert!(sent["messages"].to_string().contains("40 lines"), "{model}");
+    }
+}
+
+#[tokio::test]
+async fn a_result_whose_call_was_left_out_becomes_a_plain_observation() {
+    let turns = json!([
+        {"role": "user", "content": "Read a.js"},
+        {"role": "tool_observation", "content": "40 lines", "tool_call_id": "call_gone"}
+    ]);
+    for (model, anthropic) in [("gpt-4o", false), ("claude-sonnet-4-5", true)] {
+        let (status, body, sent) = sent_after(model, anthropic, turns.clone(), "").await;
+        assert_eq!(status, 200, "{model}: {body}");
+        let text = sent["messages"].to_string();
+        assert!(
+            text.contains("Result of an earlier tool call: 40 lines"),
+            "{model}: {text}"
+        );
+    }
+}
+
+/// The strict mock answering each call with the next reply.
+struct StrictLoop {
+    anthropic: bool,
+    replies: Vec<ResponseTemplate>,
+    calls: std::sync::atomic::AtomicUsize,
+}
+
+impl Respond for StrictLoop {
+    fn respond(&self, request: &Request) -> ResponseTemplate {
+        let body: Value = serde_json::from_slice(&request.body).unwrap();
+        let messages = body["messages"].as_array().cloned().unwrap_or_default();
+        let checked = if self.anthropic {
+            anthropic_pairing(&messages)
+        } else {
+            openai_pairing(&messages)
+        };
+        if let Err(why) = checked {
+            return ResponseTemplate::new(400).set_body_json(
+                json!({"error": {"message": why, "type": "invalid_request_error"}}),
+            );
+        }
+        let call = self.calls.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        self.replies[call.min(self.replies.len() - 1)].clone()
+    }
+}
+
+#[tokio::test]
+async fn a_native_loop_round_trips_its_ids_plain_and_streamed() {
+    let openai_call = crate::upstream::openai_tool_reply(None, "read_file", "{\"path\":\"a.js\"}");
+    let anthropic_call =
+        crate::upstream::anthropic_tool_reply("", "read_file", json!({"path": "a.js"}));
+    let streamed_answer =
+        crate::stream_upstream::openai_stream(&["Final Answer: ", "done"], "stop");
+    for (model, anthropic, first, second, stream) in [
+        (
+            "gpt-4o",
+            false,
+            openai_call.clone(),
+            ResponseTemplate::new(200).set_body_json(openai_reply("Final Answer: done")),
+            false,
+        ),
+        (
+            "gpt-4o",
+            false,
+            openai_call,
+            ResponseTemplate::new(200).set_body_raw(streamed_answer, "text/event-stream"),
+            true,
+        ),
+        (
+            "claude-sonnet-4-5",
+            true,
+            anthropic_call,
+            ResponseTemplate::new(200).set_body_json(anthropic_reply("Final Answer: done")),
+            false,
+        ),
+    ] {
+        let app = spawn_app().await;
+        let path = if anthropic {
+            ANTHROPIC_PATH
+        } else {
+            OPENAI_PATH
+        };
+        Mock::given(wiremock::matchers::path(path))
+            .respond_with(StrictLoop {
+                anthropic,
+                replies: vec![ResponseTemplate::new(200).set_body_json(first), second],
+                calls: Default::default(),
+            })
+            .mount(&app.llm)
+            .await;
+        let mut body = native(model);
+        body["user_query"] = json!("What is in a.js?");
+        let step1 = app.post_react_step(&body).await;
+        assert_eq!(step1.status, 200, "{model}: {}", step1.text);
+        let id = step1.body["action_details"]["tool_call_id"].clone();
+        let mut turns = step1.body["updated_conversation_history"].clone();
+        turns.as_array_mut().unwrap().push(
+            json!({"role": "tool_observation", "content": "export const a = 1;", "tool_call_id": id}),
+        );
+        body["conversation_history"] = turns;
+        body["user_query"] = json!("");
+        let answer = if stream {
+            let streamed = crate::streaming::post_stream(&app, &body).await;
+            streamed.terminal().1["direct_response"].clone()
+        } else {
+            let step2 = app.post_react_step(&body).await;
+            assert_eq!(step2.status, 200, "{model}: {}", step2.text);
+            step2.body["direct_response"].clone()
+        };
+        assert_eq!(answer, "done", "{model} (stream: {stream})");
+        let sent = app.upstream_bodies().await;
+        let text = sent[1]["messages"].to_string();
+        assert!(
+            text.contains(id.as_str().unwrap()),
+            "{model}: the id went back: {text}"
+        );
+    }
+}
