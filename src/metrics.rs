@@ -38,6 +38,8 @@ pub struct Metrics {
     pub retries: Family<ProviderLabels, Counter>,
     /// `kind` is `prompt` or `completion`.
     pub tokens: Family<KindLabels, Counter>,
+    /// Prompt tokens read from and written to the providers' caches.
+    pub prompt_cache_tokens: Family<KindLabels, Counter>,
     /// `kind`: `action`, `answer`, `unstructured`, `repair`, `invalid`, `command`.
     pub parse_outcomes: Family<KindLabels, Counter>,
     /// `kind`: included, truncated, dropped, unresolved.
@@ -62,6 +64,7 @@ impl Metrics {
         let upstream_seconds = Family::<ProviderLabels, Histogram>::new_with_constructor(latency);
         let retries = Family::<ProviderLabels, Counter>::default();
         let tokens = Family::<KindLabels, Counter>::default();
+        let prompt_cache_tokens = Family::<KindLabels, Counter>::default();
         let parse_outcomes = Family::<KindLabels, Counter>::default();
         let context_items = Family::<KindLabels, Counter>::default();
         let token_cache_lookups = Family::<KindLabels, Counter>::default();
@@ -107,6 +110,11 @@ impl Metrics {
             tokens.clone(),
         );
         registry.register(
+            "prompt_cache_tokens",
+            "Prompt tokens the providers reported read from (read) or written to (write) their caches",
+            prompt_cache_tokens.clone(),
+        );
+        registry.register(
             "parse_outcomes",
             "What model outputs were read as",
             parse_outcomes.clone(),
@@ -124,6 +132,7 @@ impl Metrics {
             upstream_seconds,
             retries,
             tokens,
+            prompt_cache_tokens,
             parse_outcomes,
             context_items,
             token_cache_lookups,

@@ -166,6 +166,20 @@ pub struct Usage {
     /// these are the service's own counts.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub approximate: bool,
+    /// Prompt tokens read from the provider's cache (part of `prompt_tokens`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cached_prompt_tokens: Option<u64>,
+    /// Prompt tokens written to the provider's cache (part of `prompt_tokens`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cache_creation_prompt_tokens: Option<u64>,
+    /// Tokens the model reasoned with (part of `completion_tokens`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reasoning_tokens: Option<u64>,
+}
+
+/// A figure worth reporting: providers send 0 for "none" (no cache hit, no reasoning).
+pub(crate) fn nonzero(n: Option<u64>) -> Option<u64> {
+    n.filter(|&n| n > 0)
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -358,6 +358,13 @@ fn count_tokens(metrics: &crate::metrics::Metrics, usage: Option<&Usage>) {
     if let Some(usage) = usage {
         Metrics::count(&metrics.tokens, "prompt", usage.prompt_tokens);
         Metrics::count(&metrics.tokens, "completion", usage.completion_tokens);
+        let cache = &metrics.prompt_cache_tokens;
+        Metrics::count(cache, "read", usage.cached_prompt_tokens.unwrap_or(0));
+        Metrics::count(
+            cache,
+            "write",
+            usage.cache_creation_prompt_tokens.unwrap_or(0),
+        );
     }
 }
 
@@ -616,6 +623,10 @@ async fn exact_count(
 }
 
 /// What the provider's count of a candidate prompt says.
+#[expect(
+    clippy::large_enum_variant,
+    reason = "returned once and taken apart at once, never held"
+)]
 enum Verdict {
     /// It fits: the prompt, its report holding the exact count.
     Fits(Built),
@@ -1415,6 +1426,15 @@ fn own_count(counter: &TokenCounter, prompt: u32, completion: &Completion) -> Us
         prompt_tokens: prompt.into(),
         completion_tokens: u64::from(counter.count(&completion.text) + calls),
         approximate: true,
+        ..Usage::default()
+    }
+}
+
+/// A sum of figures either call may have left out.
+fn add_some(a: Option<u64>, b: Option<u64>) -> Option<u64> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.saturating_add(b)),
+        (a, b) => a.or(b),
     }
 }
 
@@ -1424,6 +1444,12 @@ fn add_usage(a: Option<Usage>, b: Option<Usage>) -> Option<Usage> {
             prompt_tokens: a.prompt_tokens.saturating_add(b.prompt_tokens),
             completion_tokens: a.completion_tokens.saturating_add(b.completion_tokens),
             approximate: a.approximate || b.approximate,
+            cached_prompt_tokens: add_some(a.cached_prompt_tokens, b.cached_prompt_tokens),
+            cache_creation_prompt_tokens: add_some(
+                a.cache_creation_prompt_tokens,
+                b.cache_creation_prompt_tokens,
+            ),
+            reasoning_tokens: add_some(a.reasoning_tokens, b.reasoning_tokens),
         }),
         (a, b) => a.or(b),
     }

@@ -4,6 +4,7 @@
 
 mod anthropic;
 mod bad_input;
+mod cache_usage;
 mod context;
 mod corpus;
 mod corpus_stream;

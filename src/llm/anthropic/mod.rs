@@ -250,7 +250,8 @@ mod tests {
             Some(Usage {
                 prompt_tokens: 13,
                 completion_tokens: 5,
-                approximate: false
+                cached_prompt_tokens: Some(3),
+                ..Usage::default()
             })
         );
     }

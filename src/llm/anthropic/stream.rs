@@ -89,7 +89,8 @@ mod tests {
             Some(Usage {
                 prompt_tokens: 15,
                 completion_tokens: 7,
-                approximate: false
+                cached_prompt_tokens: Some(5),
+                ..Usage::default()
             })
         );
     }

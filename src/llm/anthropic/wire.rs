@@ -134,6 +134,9 @@ impl From<ReplyUsage> for Usage {
                 .saturating_add(u.cache_read_input_tokens.unwrap_or(0)),
             completion_tokens: u.output_tokens,
             approximate: false,
+            cached_prompt_tokens: crate::llm::nonzero(u.cache_read_input_tokens),
+            cache_creation_prompt_tokens: crate::llm::nonzero(u.cache_creation_input_tokens),
+            reasoning_tokens: None,
         }
     }
 }

@@ -156,7 +156,7 @@ fn read(reply: Reply, sofar: &mut Sofar) -> Option<String> {
             .map(|(prompt, completion)| Usage {
                 prompt_tokens: prompt,
                 completion_tokens: completion,
-                approximate: false,
+                ..Usage::default()
             });
     }
     message.map(|m| m.content).filter(|t| !t.is_empty())

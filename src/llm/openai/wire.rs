@@ -4,7 +4,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::llm::Usage;
+use crate::llm::{nonzero, Usage};
 
 #[derive(Serialize)]
 pub struct Body<'a> {
@@ -168,6 +168,18 @@ pub struct ReplyFunction {
 pub struct ReplyUsage {
     pub prompt_tokens: u64,
     pub completion_tokens: u64,
+    pub prompt_tokens_details: Option<PromptDetails>,
+    pub completion_tokens_details: Option<CompletionDetails>,
+}
+
+#[derive(Deserialize)]
+pub struct PromptDetails {
+    pub cached_tokens: Option<u64>,
+}
+
+#[derive(Deserialize)]
+pub struct CompletionDetails {
+    pub reasoning_tokens: Option<u64>,
 }
 
 impl From<ReplyUsage> for Usage {
@@ -176,6 +188,9 @@ impl From<ReplyUsage> for Usage {
             prompt_tokens: u.prompt_tokens,
             completion_tokens: u.completion_tokens,
             approximate: false,
+            cached_prompt_tokens: nonzero(u.prompt_tokens_details.and_then(|d| d.cached_tokens)),
+            cache_creation_prompt_tokens: None,
+            reasoning_tokens: nonzero(u.completion_tokens_details.and_then(|d| d.reasoning_tokens)),
         }
     }
 }
