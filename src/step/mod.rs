@@ -655,7 +655,12 @@ async fn count_candidate(
     let Ok(mut candidate) = candidate else {
         return Ok((input, too_big()));
     };
-    let request = chat_request(&input, &candidate.prompt, &shape);
+    // Copied: this prompt may still be the one sent (a rare path: Claude near its limit).
+    let (system, messages) = (
+        candidate.prompt.system.clone(),
+        candidate.prompt.messages.clone(),
+    );
+    let request = chat_request(&input, system, messages, &shape);
     let key = input.key.as_ref();
     let counted = llm
         .count_tokens(input.llm.provider, &request, key, input.deadline)
@@ -711,12 +716,17 @@ fn dry_run(input: Box<StepInput>, built: Built, counter: &TokenCounter) -> StepO
     }
 }
 
-/// The chat request for a fitted prompt.
-fn chat_request(input: &StepInput, prompt: &budget::Prompt, shape: &Shape) -> ChatRequest {
+/// The chat request for a fitted prompt's system text and messages.
+fn chat_request(
+    input: &StepInput,
+    system: String,
+    messages: Vec<ChatMessage>,
+    shape: &Shape,
+) -> ChatRequest {
     ChatRequest {
         model: input.llm.model.clone(),
-        system: prompt.system.clone(),
-        messages: prompt.messages.clone(),
+        system,
+        messages,
         max_output_tokens: input.llm.reserved_output_tokens,
         temperature: input.llm.temperature,
         stop: vec![prompt::observation_stop(&input.react.tags)],
@@ -749,7 +759,10 @@ async fn converse_once<'b>(
     mut built: Built,
     billed: &'b Billed,
 ) -> Result<Conversed<'b>, StepError> {
-    let request = chat_request(&input, &built.prompt, shape);
+    // Moved, not copied: after the request, only the prompt's report is read.
+    let system = std::mem::take(&mut built.prompt.system);
+    let messages = std::mem::take(&mut built.prompt.messages);
+    let request = chat_request(&input, system, messages, shape);
     let mut ledger = Ledger {
         usage: built.summary_usage,
         warnings: std::mem::take(&mut built.warnings),
