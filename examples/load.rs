@@ -14,6 +14,9 @@
 //!   actix-web + reqwest pass-through and the service, with the typical IDE body and a 10-step
 //!   loop; a markdown table of req/s, p50/p90/p99 and the ratios to the pass-through
 //!   (`load/compare.rs`).
+//! - `mixed [SECONDS] [RATE] [BIG]`: the typical body at a fixed rate, alone and while BIG
+//!   128k-token requests are in flight; the small requests' latencies in both
+//!   (`load/mixed.rs`).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)]
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -29,6 +32,8 @@ use tokio::net::{TcpListener, TcpStream};
 mod compare;
 #[path = "../tests/support/https_upstream.rs"]
 mod https_upstream;
+#[path = "load/mixed.rs"]
+mod mixed;
 
 const UPSTREAM_DELAY: Duration = Duration::from_secs(2);
 const ANSWER: &str = "The handler is in src/auth.js.";
@@ -127,8 +132,9 @@ async fn start_service(upstream_uri: &str, ca_file: Option<&std::path::Path>) ->
         let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         l.local_addr().unwrap().port()
     };
-    let binary = concat!(env!("CARGO_MANIFEST_DIR"), "/target/release/reactstep");
-    let mut command = tokio::process::Command::new(binary);
+    // Next to this example, wherever the target folder is (`CARGO_TARGET_DIR` included).
+    let binary = compare::release_binary();
+    let mut command = tokio::process::Command::new(&binary);
     if let Some(ca_file) = ca_file {
         command.env("REACTSTEP_UPSTREAM_CA_FILE", ca_file);
     }
@@ -145,7 +151,7 @@ async fn start_service(upstream_uri: &str, ca_file: Option<&std::path::Path>) ->
         .stderr(std::process::Stdio::null())
         .kill_on_drop(true)
         .spawn()
-        .expect("build the release binary first: cargo build --release");
+        .unwrap_or_else(|e| panic!("{}: {e} (cargo build --release first)", binary.display()));
     let base = format!("http://127.0.0.1:{port}");
     let client = reqwest::Client::new();
     for _ in 0..200 {
@@ -374,6 +380,12 @@ async fn run(args: Vec<String>) {
             let seconds = args.get(2).and_then(|s| s.parse().ok()).unwrap_or(6);
             let concurrency = args.get(3).and_then(|s| s.parse().ok()).unwrap_or(16);
             compare::run(seconds, concurrency).await;
+        }
+        Some("mixed") => {
+            let seconds = args.get(2).and_then(|s| s.parse().ok()).unwrap_or(10);
+            let rate = args.get(3).and_then(|s| s.parse().ok()).unwrap_or(500);
+            let big = args.get(4).and_then(|s| s.parse().ok()).unwrap_or(2);
+            mixed::run(seconds, rate, big).await;
         }
         Some("soak") => {
             let seconds = args.get(2).and_then(|s| s.parse().ok()).unwrap_or(600);

@@ -8,6 +8,15 @@
 //! `typical` runs the typical IDE request (10 turns, three source files of about 5 KB,
 //! free-text tools, gpt-4o with a 16k limit) N times; `loop` runs a recorded 10-step loop whose
 //! history grows by a call and its observation at every step, N times over.
+//!
+//! `context K N` is the context phase alone of step K of the loop in `benches/context.rs` (group
+//! "10-step loop, context phase"), N times: each time the count cache is emptied and steps
+//! 1..K-1 run first, as a session sees them. Only `measured_context_phase` is the step K, so
+//!
+//!   valgrind --tool=callgrind --toggle-collect='*measured_context_phase*' \
+//!       target/release/examples/step_profile context 2 20
+//!
+//! counts step K's instructions and nothing else (divide by N).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)]
 
 use reactstep::llm::{LlmClients, LlmSettings, RetryPolicy};
@@ -65,9 +74,147 @@ fn earlier() -> Vec<Value> {
         .collect()
 }
 
+/// The loop of `benches/context.rs`: the same files, tools and head at every step, the history
+/// growing by a call and a 1.5 KB observation.
+mod context {
+    use reactstep::llm::Provider;
+    use reactstep::step::budget::{fit, marker_reserve, Candidates, Prompt, DEFAULT_ORDER};
+    use reactstep::step::context::{ContextItem, ContextSource};
+    use reactstep::step::history::{Role, Turn};
+    use reactstep::step::prompt::system_head;
+    use reactstep::step::tokens::TokenCounter;
+
+    /// The benchmark's source text.
+    fn code(bytes: usize, seed: usize) -> String {
+        let mut out = String::with_capacity(bytes + 100);
+        let mut i = seed;
+        while out.len() < bytes {
+            out.push_str(&format!(
+                "export function handler{i}(request, response) {{\n  const user = await db.users.find({{ id: request.params.id{i} }});\n  if (!user) return response.status(404).json({{ error: 'not found' }});\n  return response.json(user);\n}}\n\n"
+            ));
+            i += 1;
+        }
+        out
+    }
+
+    pub struct Loop {
+        counter: TokenCounter,
+        head: String,
+        items: Vec<ContextItem>,
+        histories: Vec<Vec<Turn>>,
+        tags: reactstep::step::parse::Tags,
+    }
+
+    impl Loop {
+        pub fn new() -> Self {
+            let stamp = || "2024-01-01T00:00:00.000Z".to_string();
+            let items = (0..3)
+                .map(|n| {
+                    let path = format!("src/module{n}.js");
+                    ContextItem {
+                        source: ContextSource::Explicit,
+                        id: path.clone(),
+                        path: Some(path),
+                        content: code(5_000, n * 1000),
+                        score: None,
+                        lines: None,
+                        cursor_line: None,
+                    }
+                })
+                .collect();
+            let histories = (0..10)
+                .map(|step| {
+                    let mut history: Vec<Turn> = (0..10)
+                        .map(|i| {
+                            let role = [Role::User, Role::Assistant, Role::ToolObservation][i % 3];
+                            Turn::new(role, code(600, i), stamp())
+                        })
+                        .collect();
+                    for k in 0..step {
+                        history.push(Turn::new(
+                            Role::Assistant,
+                            format!(
+                                "Thought: step {k}.\nAction: read_file(path=\"src/step{k}.js\")"
+                            ),
+                            stamp(),
+                        ));
+                        history.push(Turn::new(
+                            Role::ToolObservation,
+                            code(1_500, 5_000 + k),
+                            stamp(),
+                        ));
+                    }
+                    history
+                })
+                .collect();
+            let tags = reactstep::step::parse::Tags::default();
+            Self {
+                counter: TokenCounter::for_model(Provider::OPENAI, "gpt-4o"),
+                head: system_head(
+                    "- code_search(query) - search the code\n- read_file(path) - read a file",
+                    false,
+                    &tags,
+                    false,
+                ),
+                items,
+                histories,
+                tags,
+            }
+        }
+
+        /// The context phase of step `step` (0-based).
+        pub fn run(&self, step: usize) -> Prompt {
+            let candidates = Candidates {
+                head: &self.head,
+                items: &self.items,
+                unresolved: &[],
+                history: &self.histories[step],
+                query: "Why does the login handler return 404 for existing users?",
+                order: &DEFAULT_ORDER,
+                max_observation_tokens: 2000,
+                omission_reserve: marker_reserve(&self.counter),
+                tags: &self.tags,
+                native: false,
+            };
+            fit(&self.counter, 16_000, &candidates).unwrap().finish(
+                &self.counter,
+                None,
+                "o200k_base",
+            )
+        }
+    }
+}
+
+#[inline(never)]
+fn measured_context_phase(steps: &context::Loop, step: usize) -> usize {
+    std::hint::black_box(steps.run(step)).report.used as usize
+}
+
+fn context_phase(step: usize, rounds: usize) {
+    reactstep::step::tokens::warm_up();
+    let steps = context::Loop::new();
+    let mut used = 0;
+    for _ in 0..rounds {
+        if let Some(cache) = reactstep::step::token_cache::global() {
+            cache.clear();
+        }
+        for k in 0..step - 1 {
+            steps.run(k);
+        }
+        used = measured_context_phase(&steps, step - 1);
+    }
+    println!("{rounds} context phases of loop step {step}: {used} tokens used");
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     let mode = args.get(1).map_or("typical", String::as_str);
+    if mode == "context" {
+        let step = args.get(2).and_then(|n| n.parse().ok()).unwrap_or(1);
+        let rounds = args.get(3).and_then(|n| n.parse().ok()).unwrap_or(10);
+        context_phase(step, rounds);
+        return;
+    }
     let rounds: usize = args.get(2).and_then(|n| n.parse().ok()).unwrap_or(10);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)

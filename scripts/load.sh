@@ -9,12 +9,15 @@
 #                                          oha on a mock upstream, a bare actix-web + reqwest
 #                                          pass-through and the service, typical body and a
 #                                          10-step loop (6 s per target, concurrency 16)
+#   scripts/load.sh mixed [SECONDS] [RATE] [BIG]
+#                                          oha sends the typical body at RATE/s, alone and while
+#                                          BIG 128k-token requests are in flight (10 s, 500/s, 2)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # Each step holds a client connection and an upstream connection.
 ulimit -n "$(ulimit -Hn)"
 target_dir="${CARGO_TARGET_DIR:-target}"
-if [ "${1:-}" = compare ] && [ -z "${OHA:-}" ]; then
+if { [ "${1:-}" = compare ] || [ "${1:-}" = mixed ]; } && [ -z "${OHA:-}" ]; then
     # The load generator: oha on PATH, else built once into the target folder.
     if command -v oha >/dev/null; then
         OHA=oha

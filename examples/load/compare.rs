@@ -25,7 +25,7 @@ use std::time::Duration;
 use serde_json::{json, Value};
 
 /// The model's answer, from the mock upstream or as `mock_response`: a proposed tool call.
-const MODEL_OUTPUT: &str =
+pub const MODEL_OUTPUT: &str =
     "Thought: The lockout threshold is hard-coded in the rate limiter; I should read it.\nAction: read_file(path=\"src/auth/rateLimit.js\")";
 
 /// The whole HTTP body of the mock's chat completion.
@@ -51,7 +51,7 @@ fn completion() -> String {
 // The bodies
 
 /// Realistic JavaScript of at most `bytes` bytes, cut at a line end; `seed` makes each file's text its own.
-fn source(bytes: usize, seed: usize) -> String {
+pub fn source(bytes: usize, seed: usize) -> String {
     let nouns = [
         "user", "session", "attempt", "token", "account", "device", "policy",
     ];
@@ -73,7 +73,7 @@ fn source(bytes: usize, seed: usize) -> String {
     out
 }
 
-const TOOLS: &str = "You can use these tools. Call one per step, with named arguments.\n\
+pub const TOOLS: &str = "You can use these tools. Call one per step, with named arguments.\n\
 - code_search(query): search the repository for code matching the query; returns paths, line numbers and the matching lines.\n\
 - read_file(path): read a file of the repository; returns its text with line numbers.\n\
 - list_dir(path): list the files and folders in a directory of the repository.\n\
@@ -104,7 +104,7 @@ fn answer(thought: &str, content: &str) -> Value {
 }
 
 /// The 10 turns before the question: two earlier exchanges with tool calls.
-fn earlier_turns() -> Vec<Value> {
+pub fn earlier_turns() -> Vec<Value> {
     vec![
         user("Users say the login form hangs after two wrong passwords. Where is login handled?"),
         call("I should search for the login handler.", "code_search", json!({"query": "login handler"})),
@@ -121,7 +121,7 @@ fn earlier_turns() -> Vec<Value> {
 
 /// One body of the loop: step `step` (1-based) of 10. The loop may take 20 steps, so that none
 /// of the ten is its last (which would summarise instead of proposing the model's tool call).
-fn step_body(step: usize, history: Vec<Value>, query: &str) -> Value {
+pub fn step_body(step: usize, history: Vec<Value>, query: &str) -> Value {
     let files: Vec<Value> = [
         "src/auth/login.js",
         "src/auth/session.js",
@@ -216,7 +216,9 @@ pub fn loop_bodies() -> Vec<Value> {
 // The targets' servers
 
 /// `mock-upstream`: OpenAI's chat completions on an ephemeral loopback port (printed first on
-/// stdout), the same fixed completion for every request, after reading its whole body.
+/// stdout), the same fixed completion for every request, after reading its whole body. A `GET`
+/// answers the size in bytes of the last body it read, so that a run can say what each target
+/// sends upstream.
 pub async fn mock_upstream() {
     use http_body_util::{BodyExt, Full};
     use hyper_util::rt::TokioIo;
@@ -224,18 +226,28 @@ pub async fn mock_upstream() {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     println!("{}", listener.local_addr().unwrap().port());
     let reply = bytes::Bytes::from(completion());
+    let last_size = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
     loop {
         let Ok((socket, _)) = listener.accept().await else {
             continue;
         };
         let _ = socket.set_nodelay(true);
         let reply = reply.clone();
+        let last_size = last_size.clone();
         tokio::spawn(async move {
             let service = hyper::service::service_fn(
                 move |request: hyper::Request<hyper::body::Incoming>| {
                     let reply = reply.clone();
+                    let last_size = last_size.clone();
                     async move {
-                        let _ = request.into_body().collect().await;
+                        use std::sync::atomic::Ordering::Relaxed;
+                        if request.method() == hyper::Method::GET {
+                            let size = last_size.load(Relaxed).to_string();
+                            return hyper::Response::builder().body(Full::new(size.into()));
+                        }
+                        if let Ok(body) = request.into_body().collect().await {
+                            last_size.store(body.to_bytes().len(), Relaxed);
+                        }
                         hyper::Response::builder()
                             .header("content-type", "application/json")
                             .body(Full::new(reply))
@@ -254,8 +266,8 @@ struct Forward {
     url: String,
 }
 
-/// The pass-through's one route: read the step's body as JSON, send a small fixed chat request
-/// made from it to the upstream, and answer with the upstream's status and JSON.
+/// The pass-through's first route: read the step's body as JSON, send a small fixed chat
+/// request made from it to the upstream, and answer with the upstream's status and JSON.
 async fn forward(
     state: actix_web::web::Data<Forward>,
     body: actix_web::web::Json<Value>,
@@ -265,12 +277,63 @@ async fn forward(
         "messages": [{"role": "user", "content": body["user_query"]}],
         "temperature": 0.2
     });
+    send(&state, &body, &chat).await
+}
+
+/// The pass-through's second route (`/forward-text`): the same, but the chat request carries the
+/// step's text (`text_chat`), as a proxy that forwards a payload of the request's size would.
+async fn forward_text(
+    state: actix_web::web::Data<Forward>,
+    body: actix_web::web::Json<Value>,
+) -> actix_web::HttpResponse {
+    send(&state, &body, &text_chat(&body)).await
+}
+
+/// A chat request carrying the step's text: the tools segment and each file under its path in
+/// a system message, every history turn as a message, then the question. No counting and no
+/// budget: the text is sent as it came.
+fn text_chat(body: &Value) -> Value {
+    let text = |v: &Value| v.as_str().unwrap_or_default().to_string();
+    let mut system = text(&body["available_tools_prompt_segment"]);
+    for item in body["explicit_context"].as_array().into_iter().flatten() {
+        system.push_str("\n\n");
+        system.push_str(item["path"].as_str().unwrap_or_default());
+        system.push_str("\n```\n");
+        system.push_str(item["content"].as_str().unwrap_or_default());
+        system.push_str("\n```");
+    }
+    let mut messages = vec![json!({"role": "system", "content": system})];
+    for turn in body["conversation_history"]
+        .as_array()
+        .into_iter()
+        .flatten()
+    {
+        let role = if turn["role"] == "assistant" {
+            "assistant"
+        } else {
+            "user"
+        };
+        messages.push(json!({"role": role, "content": text(&turn["content"])}));
+    }
+    let query = text(&body["user_query"]);
+    if !query.is_empty() {
+        messages.push(json!({"role": "user", "content": query}));
+    }
+    json!({
+        "model": body["llm_config"]["modelName"],
+        "messages": messages,
+        "temperature": 0.2
+    })
+}
+
+/// Sends `chat` upstream with the step's key and answers with the upstream's status and JSON.
+async fn send(state: &Forward, body: &Value, chat: &Value) -> actix_web::HttpResponse {
     let key = body["user_api_keys"]["llmKey"].as_str().unwrap_or_default();
     let reply = state
         .client
         .post(&state.url)
         .bearer_auth(key)
-        .json(&chat)
+        .json(chat)
         .send()
         .await;
     let Ok(reply) = reply else {
@@ -303,6 +366,7 @@ pub fn pass_through(upstream: &str) -> std::io::Result<()> {
                 }))
                 .app_data(web::JsonConfig::default().limit(8 << 20))
                 .route("/api/agent/react_step", web::post().to(forward))
+                .route("/forward-text", web::post().to(forward_text))
         })
         .listen(listener)?
         .run(),
@@ -313,7 +377,7 @@ pub fn pass_through(upstream: &str) -> std::io::Result<()> {
 // Children
 
 /// A child process, killed when dropped, and by the kernel when this process dies.
-struct Process(Child);
+pub struct Process(Child);
 
 impl Drop for Process {
     fn drop(&mut self) {
@@ -324,7 +388,7 @@ impl Drop for Process {
 
 /// A command whose process the kernel kills when this one ends, however it ends. Spawn it from
 /// the main thread: the signal follows the thread that forked, not the process.
-fn command(program: impl AsRef<std::ffi::OsStr>) -> Command {
+pub fn command(program: impl AsRef<std::ffi::OsStr>) -> Command {
     let mut command = Command::new(program);
     #[cfg(target_os = "linux")]
     {
@@ -346,7 +410,7 @@ fn command(program: impl AsRef<std::ffi::OsStr>) -> Command {
 }
 
 /// Starts this binary with a hidden subcommand and reads the port it serves on.
-fn start_helper(args: &[&str]) -> (Process, u16) {
+pub fn start_helper(args: &[&str]) -> (Process, u16) {
     let exe = std::env::current_exe().unwrap();
     let mut child = command(exe)
         .args(args)
@@ -367,7 +431,7 @@ fn start_helper(args: &[&str]) -> (Process, u16) {
 
 /// The release service next to this example (`target/release/reactstep`), whatever the target
 /// folder is.
-fn release_binary() -> PathBuf {
+pub fn release_binary() -> PathBuf {
     let exe = std::env::current_exe().unwrap();
     let release = exe.parent().and_then(Path::parent).unwrap();
     release.join("reactstep")
@@ -383,7 +447,7 @@ fn free_port() -> u16 {
 
 /// The release service with its defaults (logging included, unless `RUST_LOG` says otherwise),
 /// its OpenAI base URL pointed at the mock.
-fn start_service(mock_port: u16) -> (Process, u16) {
+pub fn start_service(mock_port: u16) -> (Process, u16) {
     let port = free_port();
     let binary = release_binary();
     let child = command(&binary)
@@ -399,7 +463,7 @@ fn start_service(mock_port: u16) -> (Process, u16) {
     (Process(child), port)
 }
 
-async fn wait_ready(client: &reqwest::Client, port: u16) {
+pub async fn wait_ready(client: &reqwest::Client, port: u16) {
     for _ in 0..400 {
         let ready = client
             .get(format!("http://127.0.0.1:{port}/readyz"))
@@ -416,24 +480,24 @@ async fn wait_ready(client: &reqwest::Client, port: u16) {
 // ---------------------------------------------------------------------------------------------
 // Measuring
 
-struct Target {
-    name: String,
-    url: String,
-    body: PathBuf,
+pub struct Target {
+    pub name: String,
+    pub url: String,
+    pub body: PathBuf,
 }
 
 #[derive(Clone, Copy, Default)]
-struct Figures {
-    rps: f64,
+pub struct Figures {
+    pub rps: f64,
     /// Seconds.
-    p50: f64,
-    p90: f64,
-    p99: f64,
-    errors: u64,
-    requests: u64,
+    pub p50: f64,
+    pub p90: f64,
+    pub p99: f64,
+    pub errors: u64,
+    pub requests: u64,
 }
 
-fn oha_args(url: &str, body: &Path, seconds: u64, concurrency: u64) -> Vec<String> {
+pub fn oha_args(url: &str, body: &Path, seconds: u64, concurrency: u64) -> Vec<String> {
     [
         "--no-tui",
         "--output-format",
@@ -458,12 +522,18 @@ fn oha_args(url: &str, body: &Path, seconds: u64, concurrency: u64) -> Vec<Strin
 
 /// One `oha` run; its JSON summary read into figures.
 fn drive(oha: &str, target: &Target, seconds: u64, concurrency: u64) -> Figures {
+    let args = oha_args(&target.url, &target.body, seconds, concurrency);
+    drive_with(oha, &target.name, &args)
+}
+
+/// One `oha` run with these arguments (`oha_args` and more); its JSON summary read into figures.
+pub fn drive_with(oha: &str, name: &str, args: &[String]) -> Figures {
     let output = command(oha)
-        .args(oha_args(&target.url, &target.body, seconds, concurrency))
+        .args(args)
         .stderr(Stdio::inherit())
         .output()
         .unwrap_or_else(|e| panic!("{oha}: {e}"));
-    assert!(output.status.success(), "{oha} failed on {}", target.name);
+    assert!(output.status.success(), "{oha} failed on {name}");
     let report: Value = serde_json::from_slice(&output.stdout).unwrap_or_else(|e| {
         panic!(
             "{oha} did not print JSON ({e}): {}",
@@ -495,8 +565,14 @@ fn drive(oha: &str, target: &Target, seconds: u64, concurrency: u64) -> Figures 
     }
 }
 
+/// The size of the last body the mock upstream read.
+async fn upstream_bytes(client: &reqwest::Client, mock_url: &str) -> usize {
+    let reply = client.get(mock_url).send().await.unwrap();
+    reply.text().await.unwrap().parse().unwrap()
+}
+
 /// One request before the load: the target must answer 200 with what it should.
-async fn check(client: &reqwest::Client, target: &Target, expect: fn(&Value) -> bool) -> Value {
+pub async fn check(client: &reqwest::Client, target: &Target, expect: fn(&Value) -> bool) -> Value {
     let body = std::fs::read(&target.body).unwrap();
     let reply = client
         .post(&target.url)
@@ -515,7 +591,7 @@ async fn check(client: &reqwest::Client, target: &Target, expect: fn(&Value) -> 
     json
 }
 
-fn ms(seconds: f64) -> String {
+pub fn ms(seconds: f64) -> String {
     let ms = seconds * 1e3;
     if ms.abs() < 10.0 {
         format!("{ms:.2} ms")
@@ -524,12 +600,12 @@ fn ms(seconds: f64) -> String {
     }
 }
 
-fn added(seconds: f64) -> String {
+pub fn added(seconds: f64) -> String {
     let sign = if seconds < -5e-6 { "−" } else { "+" };
     format!("{sign}{}", ms(seconds.abs()))
 }
 
-fn load_average() -> String {
+pub fn load_average() -> String {
     std::fs::read_to_string("/proc/loadavg")
         .unwrap_or_default()
         .split_whitespace()
@@ -538,19 +614,27 @@ fn load_average() -> String {
         .join(" ")
 }
 
-fn row(name: &str, f: &Figures, floor: &Figures) -> String {
-    format!(
-        "| {name} | {:.0} | {} | {} | {} | {} / {} | {:.2}× | {} | {} |",
+/// A table row: the figures, then the ratio and added latency against each floor (the
+/// pass-through sending a small fixed request, and the one forwarding the step's text).
+fn row(name: &str, f: &Figures, floors: [&Figures; 2]) -> String {
+    let mut out = format!(
+        "| {name} | {:.0} | {} | {} | {} | {} / {} |",
         f.rps,
         ms(f.p50),
         ms(f.p90),
         ms(f.p99),
         f.errors,
         f.requests,
-        f.rps / floor.rps,
-        added(f.p50 - floor.p50),
-        added(f.p99 - floor.p99),
-    )
+    );
+    for floor in floors {
+        out.push_str(&format!(
+            " {:.2}× | {} | {} |",
+            f.rps / floor.rps,
+            added(f.p50 - floor.p50),
+            added(f.p99 - floor.p99),
+        ));
+    }
+    out
 }
 
 fn mean(figures: &[Figures]) -> Figures {
@@ -566,13 +650,13 @@ fn mean(figures: &[Figures]) -> Figures {
     }
 }
 
-fn write_body(dir: &Path, name: &str, body: &Value) -> PathBuf {
+pub fn write_body(dir: &Path, name: &str, body: &Value) -> PathBuf {
     let path = dir.join(name);
     std::fs::write(&path, serde_json::to_vec(body).unwrap()).unwrap();
     path
 }
 
-fn is_step(json: &Value) -> bool {
+pub fn is_step(json: &Value) -> bool {
     json["status"] == "action_proposed" && json["action_details"]["tool_name"] == "read_file"
 }
 
@@ -628,6 +712,11 @@ pub async fn run(seconds: u64, concurrency: u64) {
         &format!("http://127.0.0.1:{pass_port}/api/agent/react_step"),
         &typical_file,
     );
+    let text_pass_target = target(
+        "pass-through forwarding the step's text",
+        &format!("http://127.0.0.1:{pass_port}/forward-text"),
+        &typical_file,
+    );
     let service_target = target("reactstep, typical body", &service_url, &typical_file);
     let offline_target = target(
         "reactstep, typical body with `mock_response` (no upstream)",
@@ -648,12 +737,20 @@ pub async fn run(seconds: u64, concurrency: u64) {
         .collect();
 
     // Each target answers correctly before it is loaded; the service's prompt sizes are noted.
+    // What each sends upstream with the typical body is noted too.
     check(&client, &mock_target, is_completion).await;
     check(&client, &pass_target, is_completion).await;
+    let pass_sends = upstream_bytes(&client, &mock_url).await;
+    check(&client, &text_pass_target, is_completion).await;
+    let text_pass_sends = upstream_bytes(&client, &mock_url).await;
     let mut prompt_tokens = Vec::new();
+    let mut service_sends = 0;
     for t in std::iter::once(&service_target).chain(&step_targets) {
         let json = check(&client, t, is_step).await;
         prompt_tokens.push(json["context_report"]["used"].as_u64().unwrap_or(0));
+        if service_sends == 0 {
+            service_sends = upstream_bytes(&client, &mock_url).await;
+        }
     }
     check(&client, &offline_target, is_step).await;
 
@@ -664,6 +761,7 @@ pub async fn run(seconds: u64, concurrency: u64) {
     };
     let mock = measure(&mock_target);
     let pass = measure(&pass_target);
+    let text_pass = measure(&text_pass_target);
     let service = measure(&service_target);
     let offline = measure(&offline_target);
     let loop_figures: Vec<Figures> = step_targets.iter().map(measure).collect();
@@ -705,22 +803,31 @@ pub async fn run(seconds: u64, concurrency: u64) {
         prompt_tokens[1],
         prompt_tokens[prompt_tokens.len() - 1],
     );
+    let _ = writeln!(
+        out,
+        "upstream body for the typical body: pass-through {:.1} KB, text pass-through {:.1} KB, reactstep {:.1} KB",
+        pass_sends as f64 / 1e3,
+        text_pass_sends as f64 / 1e3,
+        service_sends as f64 / 1e3,
+    );
     let _ = writeln!(out);
     let _ = writeln!(
         out,
-        "| target | req/s | p50 | p90 | p99 | errors | req/s ÷ pass-through | added p50 | added p99 |"
+        "| target | req/s | p50 | p90 | p99 | errors | ÷ pass-through | added p50 | added p99 | ÷ text pass-through | added p50 | added p99 |"
     );
-    let _ = writeln!(out, "|---|---|---|---|---|---|---|---|---|");
+    let _ = writeln!(out, "|---|---|---|---|---|---|---|---|---|---|---|---|");
+    let floors = [&pass, &text_pass];
     for (name, f) in [
         (&mock_target.name, &mock),
         (&pass_target.name, &pass),
+        (&text_pass_target.name, &text_pass),
         (&service_target.name, &service),
         (&offline_target.name, &offline),
     ] {
-        let _ = writeln!(out, "{}", row(name, f, &pass));
+        let _ = writeln!(out, "{}", row(name, f, floors));
     }
     for (t, f) in step_targets.iter().zip(&loop_figures) {
-        let _ = writeln!(out, "{}", row(&t.name, f, &pass));
+        let _ = writeln!(out, "{}", row(&t.name, f, floors));
     }
     let _ = writeln!(
         out,
@@ -728,10 +835,10 @@ pub async fn run(seconds: u64, concurrency: u64) {
         row(
             "reactstep, loop steps 1–10, mean",
             &mean(&loop_figures),
-            &pass
+            floors
         )
     );
-    let all_errors = [mock, pass, service, offline]
+    let all_errors = [mock, pass, text_pass, service, offline]
         .iter()
         .chain(&loop_figures)
         .map(|f| f.errors)

@@ -16,6 +16,7 @@ use super::history::{Role, Turn};
 use super::parse::Tags;
 use super::prompt::{
     chat_messages, render_native, render_turn, Costed, CONTEXT_HEADING, FILLER_FIRST, FILLER_LAST,
+    JOIN,
 };
 use super::tokens::{TokenCounter, PER_MESSAGE_OVERHEAD, REPLY_PRIMING};
 use super::truncate::{self, Frame};
@@ -243,8 +244,14 @@ fn fit_within(
         + costed
             .iter()
             .map(|m| {
-                m.tokens
-                    .unwrap_or_else(|| counter.count_message(&m.message.counted_text()))
+                m.tokens.unwrap_or_else(|| {
+                    if !m.message.is_plain() {
+                        return counter.count_message(&m.message.counted_text());
+                    }
+                    counter
+                        .count_joined(&m.message.content, &m.joins, JOIN.len())
+                        .saturating_add(PER_MESSAGE_OVERHEAD)
+                })
             })
             .sum::<u32>();
     let messages = costed.into_iter().map(|m| m.message).collect();

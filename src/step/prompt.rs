@@ -251,7 +251,8 @@ pub fn chat_messages(history: Vec<Costed>, query: Option<Costed>, native: bool) 
                     && last.message.is_plain()
                     && next.message.is_plain() =>
             {
-                last.message.content.push_str("\n\n");
+                last.joins.push(last.message.content.len());
+                last.message.content.push_str(JOIN);
                 last.message.content.push_str(&next.message.content);
                 last.tokens = None;
             }
@@ -331,12 +332,18 @@ pub const FILLER_FIRST: &str = "(The conversation so far follows.)";
 /// Closes a conversation whose last turn is the assistant's, so it is not read as a prefill.
 pub const FILLER_LAST: &str = "Continue with the next step.";
 
+/// What joins two neighbours of the same role into one message.
+pub const JOIN: &str = "\n\n";
+
 /// A message with its token count (framing included) when it is already known; merged and
 /// filler messages are counted once more after assembly.
 #[derive(Debug, Clone)]
 pub struct Costed {
     pub message: ChatMessage,
     pub tokens: Option<u32>,
+    /// In a message merged from neighbours: where each `JOIN` between them starts, so that its
+    /// count can be made from theirs (`TokenCounter::count_joined`).
+    pub joins: Vec<usize>,
 }
 
 impl Costed {
@@ -344,6 +351,7 @@ impl Costed {
         Self {
             message,
             tokens: Some(tokens),
+            joins: Vec::new(),
         }
     }
 
@@ -351,6 +359,7 @@ impl Costed {
         Self {
             message,
             tokens: None,
+            joins: Vec::new(),
         }
     }
 }

@@ -99,6 +99,78 @@ thread_local! {
     static PIECES: RefCell<PieceMemo> = RefCell::new(PieceMemo::default());
 }
 
+/// Whether the pre-tokenizer of both encodings must cut `text` at byte `at`: right after a
+/// `\n`, where the line goes on, after any spaces and tabs, with a printable ASCII character
+/// (a `/` only after a space or tab). No pre-token reaches over such a place: a newline ends
+/// punctuation runs (`[\r\n/]*` takes no space and no other character), whitespace runs that
+/// end in a newline (`\s*[\r\n]+`, which wins over `\s+(?!\S)` where both match, and the
+/// run after the cut has no newline), and words and numbers take no newline before them. And
+/// the search from a cut depends on nothing before it (no look-behind, no `^`). So the
+/// pre-tokens, and the count, of a text are those of its two sides.
+fn is_cut(text: &[u8], at: usize) -> bool {
+    if at == 0 || at >= text.len() || text[at - 1] != b'\n' {
+        return false;
+    }
+    let indent = text[at..]
+        .iter()
+        .take_while(|&&b| b == b' ' || b == b'\t')
+        .count();
+    match text.get(at + indent) {
+        Some(b'/') => indent > 0,
+        Some(&b) => b.is_ascii_graphic(),
+        None => false,
+    }
+}
+
+/// The first and last cuts of a part of a joined text, as `count_joined` uses them: the text
+/// before the first goes with the stretch over the join before it (none before the first part),
+/// the text after the last with the stretch over the join after it (none after the last part).
+/// `None`: the whole part goes with the stretch, when it has no cut, or when those edges would
+/// be more than half of it (so that a part is never counted more than once over).
+fn edges(part: &str, first: bool, last: bool) -> Option<(usize, usize)> {
+    let bytes = part.as_bytes();
+    let len = bytes.len();
+    let head = if first {
+        0
+    } else {
+        (1..len).find(|&at| is_cut(bytes, at))?
+    };
+    let tail = if last {
+        len
+    } else {
+        (1..len).rev().find(|&at| is_cut(bytes, at))?
+    };
+    (head + (len - tail) <= len / 2).then_some((head, tail))
+}
+
+/// The parts of `text` between joins of `join_len` bytes at `joins`, or `None` when they do not
+/// describe it (out of order, out of bounds, or not on character boundaries).
+fn joined_parts(
+    text: &str,
+    joins: &[usize],
+    join_len: usize,
+) -> Option<Vec<std::ops::Range<usize>>> {
+    if joins.is_empty() {
+        return None;
+    }
+    let mut parts = Vec::with_capacity(joins.len() + 1);
+    let mut start = 0;
+    for &join in joins {
+        let end = join.checked_add(join_len)?;
+        if join < start
+            || end > text.len()
+            || !text.is_char_boundary(join)
+            || !text.is_char_boundary(end)
+        {
+            return None;
+        }
+        parts.push(start..join);
+        start = end;
+    }
+    parts.push(start..text.len());
+    Some(parts)
+}
+
 #[derive(Clone, Copy)]
 pub struct TokenCounter {
     encoding: Encoding,
@@ -274,6 +346,47 @@ impl TokenCounter {
     /// Which table of counts this counter's raw counts belong to.
     fn scheme(&self) -> usize {
         self.encoding as usize + 2 * usize::from(self.single_digits)
+    }
+
+    /// The count of `text`, made of parts joined by `join_len` bytes starting at each of
+    /// `joins` (ascending): what `count(text)` gives, mostly from the parts' own counts (known
+    /// from the cache when they were counted before) and the few lines around each join.
+    ///
+    /// It rests on where the pre-tokenizer must cut: right after a `\n` followed by an ASCII
+    /// letter or digit (`is_cut`), whatever comes before or after. There, a text's count is the
+    /// sum of the counts of its two sides, so each part is split at its first and last such
+    /// place; the inner spans keep the part's count minus its edges, and each stretch from the
+    /// last cut of one part to the first cut of the next (joins included) is counted as it is.
+    pub fn count_joined(&self, text: &str, joins: &[usize], join_len: usize) -> u32 {
+        let Some(parts) = joined_parts(text, joins, join_len) else {
+            return self.count(text);
+        };
+        let raw = |t: &str| {
+            self.cached(t, || self.count_pieces(t, usize::MAX))
+                .unwrap_or(usize::MAX)
+        };
+        let last = parts.len() - 1;
+        let mut total = 0usize;
+        // The start of the stretch carried over the joins, in `text`.
+        let mut stretch = 0;
+        for (i, part) in parts.iter().enumerate() {
+            let p = &text[part.clone()];
+            let Some((head, tail)) = edges(p, i == 0, i == last) else {
+                // No cut inside worth using: the whole part goes with the stretch.
+                continue;
+            };
+            total = total.saturating_add(raw(&text[stretch..part.start + head]));
+            if head < tail {
+                // raw(p) = raw(p[..head]) + raw(p[head..tail]) + raw(p[tail..]).
+                let inner = raw(p)
+                    .saturating_sub(raw(&p[..head]))
+                    .saturating_sub(raw(&p[tail..]));
+                total = total.saturating_add(inner);
+            }
+            stretch = part.start + tail;
+        }
+        total = total.saturating_add(raw(&text[stretch..]));
+        self.with_margin(total)
     }
 
     fn with_margin(&self, raw: usize) -> u32 {
@@ -455,6 +568,17 @@ mod tests {
         assert!(counter.count("<|endoftext|>") > 1);
     }
 
+    #[test]
+    fn joins_that_do_not_describe_the_text_are_counted_whole() {
+        let counter = TokenCounter::for_model(Provider::OPENAI, "gpt-4o");
+        let text = "fn a() {}\n\nlet b = 1;\n\nÉté";
+        let whole = counter.count(text);
+        for joins in [vec![], vec![30], vec![11, 9], vec![24], vec![usize::MAX]] {
+            assert_eq!(counter.count_joined(text, &joins, 2), whole, "{joins:?}");
+        }
+        assert_eq!(counter.count_joined(text, &[9, 21], 2), whole);
+    }
+
     proptest::proptest! {
         /// A count from the cache or the piece memo is what counting afresh gives: the first
         /// call fills them, the second reads them, and the tokenizer itself is the reference.
@@ -472,6 +596,62 @@ mod tests {
                 proptest::prop_assert_eq!(counter.count(&text) as usize, fresh);
                 let within = (fresh <= limit as usize).then_some(fresh as u32);
                 proptest::prop_assert_eq!(counter.count_within(&text, limit), within);
+            }
+        }
+
+        /// What `count_joined` rests on: at every cut (`is_cut`) a text's count is the sum of
+        /// its two sides' counts, for each encoding, whatever surrounds the cut.
+        #[test]
+        fn a_text_counts_as_its_two_sides_at_every_cut(
+            text in "([a-zA-Z]{1,6}|[0-9]{1,4}|'(s|t|re|ll|d|S)|[ \t\r\n]{1,4}|\n[ \t]{0,3}[a-z0-9/}'(]|[.,:;(){}\"!?/\\_+=<>-]{1,3}|[éßÆ日本語Ωж]{1,2}|[\u{a0}\u{2003}\u{85}]|\u{1F600}|\u{301})*"
+        ) {
+            for encoding in [Encoding::O200kBase, Encoding::Cl100kBase] {
+                let tokenizer = encoding.tokenizer();
+                let whole = tokenizer.count(text.as_str());
+                for at in (1..text.len()).filter(|&at| is_cut(text.as_bytes(), at)) {
+                    let sides = tokenizer.count(&text[..at]) + tokenizer.count(&text[at..]);
+                    proptest::prop_assert_eq!(sides, whole, "cut at {} of {:?}", at, text);
+                }
+            }
+        }
+
+        /// A message merged from parts counts what counting it afresh gives, exact counters and
+        /// approximate ones alike, with the parts counted before (as the budget does) or not.
+        #[test]
+        fn a_joined_text_counts_as_counting_it_afresh(
+            parts in proptest::collection::vec("([a-zA-Z]{1,6}|[0-9]{1,4}|[ \t\n]{1,3}|\n[ \t]{0,2}[a-zA-Z0-9/}]|[.,;(){}\"/-]{1,2}|[éß日本Ω\u{a0}]{1,2})*", 2..5),
+            repeat in 1usize..40,
+            join in "(\n\n| |\n|)",
+            counted_before in proptest::bool::ANY,
+        ) {
+            // Long parts too, for the process-wide cache and for cuts far from the joins.
+            let parts: Vec<String> = parts.iter().enumerate()
+                .map(|(i, p)| if i % 2 == 0 { p.repeat(repeat) } else { p.clone() })
+                .collect();
+            let mut text = String::new();
+            let mut joins = Vec::new();
+            for (i, part) in parts.iter().enumerate() {
+                if i > 0 {
+                    joins.push(text.len());
+                    text.push_str(&join);
+                }
+                text.push_str(part);
+            }
+            for encoding in [Encoding::O200kBase, Encoding::Cl100kBase] {
+                let exact = TokenCounter::new(Provider::OPENAI, "gpt-4o", Some(encoding));
+                let approximate = TokenCounter::new(Provider::ANTHROPIC, "claude-x", Some(encoding));
+                let fresh = encoding.tokenizer().count(text.as_str());
+                for counter in [exact, approximate] {
+                    if counted_before {
+                        for part in &parts {
+                            counter.count(part);
+                        }
+                    }
+                    proptest::prop_assert_eq!(
+                        counter.count_joined(&text, &joins, join.len()),
+                        counter.with_margin(fresh)
+                    );
+                }
             }
         }
 
