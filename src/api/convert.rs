@@ -252,6 +252,7 @@ pub fn step_input(req: ReactStepRequest, how: Conversion) -> Result<StepInput, V
             tokenizer: req.llm_config.tokenizer,
             tool_mode: req.llm_config.tool_mode.unwrap_or_default(),
             base_url,
+            reasoning_effort: req.llm_config.reasoning_effort,
         },
         context_order: order,
         max_observation_tokens: req

@@ -219,6 +219,9 @@ pub struct LlmConfigDto {
     pub tool_mode: Option<ToolMode>,
     /// Whether a turn may propose several calls (default true).
     pub parallel_tool_calls: Option<bool>,
+    /// How hard a reasoning model thinks: OpenAI's `reasoning_effort`, an Anthropic thinking
+    /// budget.
+    pub reasoning_effort: Option<crate::llm::ReasoningEffort>,
     /// Where to send the call instead of the operator's default for the provider; only URLs the
     /// operator allows.
     #[validate(length(min = 1, max = 2048))]

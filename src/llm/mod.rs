@@ -11,6 +11,7 @@ mod openai;
 mod overflow;
 mod pools;
 mod provider;
+mod reasoning;
 mod retry;
 pub mod sse;
 mod stream;
@@ -21,8 +22,9 @@ use serde::Serialize;
 pub use api_key::{redact_key_shapes, ApiKey, RawApiKey};
 pub use error::{scrub_upstream, LlmError, WireError};
 pub use provider::{Capabilities, Counting, Provider, ProviderApi};
+pub use reasoning::{ReasoningEffort, ReasoningState, ThinkingBlock};
 pub use retry::RetryPolicy;
-pub use stream::CompletionStream;
+pub use stream::{CompletionStream, Piece};
 pub use transport::{LlmClients, LlmSettings};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -54,6 +56,8 @@ pub struct ChatMessage {
     pub answers: Option<String>,
     /// On a tool message: the tool failed.
     pub is_error: bool,
+    /// On an assistant message: its reasoning as the provider gave it, to go back untouched.
+    pub reasoning: Option<ReasoningState>,
 }
 
 /// A call an earlier assistant turn made, sent back as the provider's own structure.
@@ -73,21 +77,41 @@ impl ChatMessage {
             calls: Vec::new(),
             answers: None,
             is_error: false,
+            reasoning: None,
         }
     }
 
     /// Whether the message is text alone (neighbours of that kind may be merged).
     pub fn is_plain(&self) -> bool {
-        self.calls.is_empty() && self.answers.is_none() && self.role != ChatRole::Tool
+        self.calls.is_empty()
+            && self.answers.is_none()
+            && self.role != ChatRole::Tool
+            && self.reasoning.is_none()
     }
 
     /// What the budget counts for the message: its text, then each call as its name and JSON
     /// arguments (the structure's own framing is within the margin of a few tokens).
+    /// Reasoning sent back is counted as its text (redacted blocks as their data), which errs
+    /// on the side of room: providers drop most of it from earlier turns.
     pub fn counted_text(&self) -> std::borrow::Cow<'_, str> {
-        if self.calls.is_empty() {
+        if self.calls.is_empty() && self.reasoning.is_none() {
             return self.content.as_str().into();
         }
-        let mut text = self.content.clone();
+        let mut text = String::new();
+        if let Some(reasoning) = &self.reasoning {
+            for block in &reasoning.blocks {
+                match block {
+                    ThinkingBlock::Thinking { thinking, .. } => text.push_str(thinking),
+                    ThinkingBlock::RedactedThinking { data } => text.push_str(data),
+                }
+                text.push('\n');
+            }
+            if let Some(content) = &reasoning.reasoning_content {
+                text.push_str(content);
+                text.push('\n');
+            }
+        }
+        text.push_str(&self.content);
         for call in &self.calls {
             text.push('\n');
             text.push_str(&call.name);
@@ -118,6 +142,8 @@ pub struct ChatRequest {
     pub base_url: Option<String>,
     /// The model's context window (`tokenLimit`), for servers that must be told it (Ollama).
     pub context_window: Option<u32>,
+    /// How hard a reasoning model is asked to think; `None`: the provider's default.
+    pub reasoning_effort: Option<ReasoningEffort>,
 }
 
 /// A tool as the client declared it: a name, what it does, and a JSON Schema for its arguments.
@@ -199,4 +225,6 @@ pub struct Completion {
     pub usage: Option<Usage>,
     /// Tool calls made through the provider's tool calling, in order.
     pub calls: Vec<NativeCall>,
+    /// What the model reasoned, where the provider returns it.
+    pub reasoning: ReasoningState,
 }

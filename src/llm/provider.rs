@@ -169,6 +169,16 @@ pub trait ProviderApi: Sync + fmt::Debug {
     ) -> Result<Outgoing, WireError>;
     /// A 2xx reply's body as a completion; a body of another shape is [`WireError::Shape`].
     fn decode(&self, body: &[u8]) -> Result<Completion, WireError>;
+    /// Makes the request one this provider accepts (a setting it refuses in this combination is
+    /// changed or left out); returns a warning for each change.
+    fn adjust(&self, _request: &mut ChatRequest) -> Vec<String> {
+        Vec::new()
+    }
+    /// Output tokens the request takes beyond `max_output_tokens` (a thinking budget), which
+    /// the prompt must leave room for.
+    fn output_reserve(&self, _effort: Option<super::ReasoningEffort>) -> u32 {
+        0
+    }
     /// A fresh decoder for the events of one streamed reply.
     fn stream_decoder(&self) -> Box<dyn StreamDecoder>;
     fn framing(&self) -> Framing {

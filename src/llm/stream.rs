@@ -9,7 +9,10 @@ use std::time::Duration;
 use super::provider::Framing;
 use super::sse::SseDecoder;
 use super::transport::MAX_REPLY_BYTES;
-use super::{ApiKey, Completion, FinishReason, LlmError, NativeCall, Provider, Usage, WireError};
+use super::{
+    ApiKey, Completion, FinishReason, LlmError, NativeCall, Provider, ReasoningState,
+    ThinkingBlock, Usage, WireError,
+};
 
 /// What the events of a stream add up to so far.
 #[derive(Debug, Default)]
@@ -23,6 +26,19 @@ pub struct Sofar {
     pub done: bool,
     /// Events read, of any kind.
     pub events: u64,
+    /// Reasoning text of an OpenAI-compatible server, joined.
+    pub reasoning_content: String,
+    /// Anthropic's thinking blocks by index, as their pieces arrive.
+    pub thinking: BTreeMap<u64, ThinkingBlock>,
+}
+
+/// A piece of what the model writes, as it arrives.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Piece {
+    /// Text of the reply.
+    Text(String),
+    /// Reasoning the model did before it (thinking, `reasoning_content`).
+    Reasoning(String),
 }
 
 /// A tool call whose pieces are still arriving.
@@ -50,19 +66,24 @@ impl Sofar {
             .into_values()
             .map(|c| NativeCall::new(c.id, c.name, serde_json::Value::String(c.arguments)))
             .collect();
+        let reasoning = ReasoningState {
+            blocks: self.thinking.into_values().collect(),
+            reasoning_content: Some(self.reasoning_content).filter(|r| !r.is_empty()),
+        };
         Ok(Completion {
             text: self.text,
             finish: self.finish.unwrap_or(FinishReason::Stop),
             usage: self.usage,
             calls,
+            reasoning,
         })
     }
 }
 
 /// What one provider's stream events mean.
 pub trait StreamDecoder: Send {
-    /// Reads one event's data into `sofar`; returns the text it adds, if any.
-    fn event(&mut self, data: &str, sofar: &mut Sofar) -> Result<Option<String>, WireError>;
+    /// Reads one event's data into `sofar`; returns the text or reasoning it adds, if any.
+    fn event(&mut self, data: &str, sofar: &mut Sofar) -> Result<Option<Piece>, WireError>;
 }
 
 /// Splits the bytes of a stream into the data of its events.
@@ -133,7 +154,7 @@ pub struct CompletionStream {
     framer: Framer,
     decoder: Box<dyn StreamDecoder>,
     sofar: Sofar,
-    pending: std::collections::VecDeque<String>,
+    pending: std::collections::VecDeque<Piece>,
     timeout: Duration,
     /// Bytes read so far: a stream that never ends a line or an event must not grow without
     /// bound.
@@ -155,12 +176,12 @@ impl CompletionStream {
         }
     }
 
-    /// The next piece of text the model wrote, or `None` once the stream has ended. `key` is
-    /// scrubbed from any error the provider reports inside the stream.
-    pub async fn next_text(&mut self, key: Option<&ApiKey>) -> Result<Option<String>, LlmError> {
+    /// The next piece the model wrote, or `None` once the stream has ended. `key` is scrubbed
+    /// from any error the provider reports inside the stream.
+    pub async fn next_piece(&mut self, key: Option<&ApiKey>) -> Result<Option<Piece>, LlmError> {
         loop {
-            if let Some(text) = self.pending.pop_front() {
-                return Ok(Some(text));
+            if let Some(piece) = self.pending.pop_front() {
+                return Ok(Some(piece));
             }
             if self.sofar.done {
                 return Ok(None);
@@ -196,19 +217,25 @@ impl CompletionStream {
                     break;
                 }
                 self.sofar.events += 1;
-                let text = self
+                let piece = self
                     .decoder
                     .event(&data, &mut self.sofar)
                     .map_err(|e| e.into_llm(self.provider, key))?;
-                if let Some(text) = text.filter(|t| !t.is_empty()) {
-                    self.sofar.text.push_str(&text);
-                    self.pending.push_back(text);
+                match piece {
+                    Some(Piece::Text(text)) if !text.is_empty() => {
+                        self.sofar.text.push_str(&text);
+                        self.pending.push_back(Piece::Text(text));
+                    }
+                    Some(Piece::Reasoning(text)) if !text.is_empty() => {
+                        self.pending.push_back(Piece::Reasoning(text));
+                    }
+                    _ => {}
                 }
             }
         }
     }
 
-    /// The whole completion, once [`Self::next_text`] has returned `None`.
+    /// The whole completion, once [`Self::next_piece`] has returned `None`.
     pub fn finish(self) -> Result<Completion, LlmError> {
         let partial = self.framer.is_partial();
         self.sofar.completion(self.provider, partial)

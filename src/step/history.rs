@@ -56,6 +56,10 @@ pub struct Turn {
     /// On a `tool_observation`: the tool failed (its content says how).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub is_error: Option<bool>,
+    /// On an assistant turn: the model's reasoning as the provider returned it, opaque to the
+    /// client, sent back with the turn on the next step.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reasoning_state: Option<crate::llm::ReasoningState>,
     #[serde(flatten)]
     pub extra: Map<String, Value>,
 }
@@ -90,6 +94,7 @@ impl Turn {
             thought: None,
             tool_call_id: None,
             is_error: None,
+            reasoning_state: None,
             extra: Map::new(),
         }
     }

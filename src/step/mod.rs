@@ -23,8 +23,8 @@ use serde::Deserialize;
 use serde_json::{Map, Value};
 
 use crate::llm::{
-    ApiKey, ChatMessage, ChatRequest, Completion, FinishReason, LlmClients, LlmError, Provider,
-    Usage,
+    ApiKey, ChatMessage, ChatRequest, Completion, FinishReason, LlmClients, LlmError, Piece,
+    Provider, ReasoningState, Usage,
 };
 use budget::{Candidates, Overflow};
 use context::{ContextItem, ContextReport, ContextSource, Excluded};
@@ -45,6 +45,7 @@ pub struct LlmConfig {
     pub tool_mode: ToolMode,
     /// The operator-allowed base URL the request named, if any.
     pub base_url: Option<String>,
+    pub reasoning_effort: Option<crate::llm::ReasoningEffort>,
 }
 
 /// How the model is asked to call a tool.
@@ -71,9 +72,13 @@ impl ToolMode {
 }
 
 impl LlmConfig {
-    /// What the prompt may use: the window less what the answer needs.
+    /// What the prompt may use: the window less what the answer needs, and less the thinking
+    /// budget a provider adds to it.
     pub fn prompt_budget(&self) -> u32 {
-        self.token_limit.saturating_sub(self.reserved_output_tokens)
+        let thinking = self.provider.api().output_reserve(self.reasoning_effort);
+        self.token_limit
+            .saturating_sub(self.reserved_output_tokens)
+            .saturating_sub(thinking)
     }
 }
 
@@ -735,6 +740,7 @@ fn chat_request(
         parallel_tool_calls: input.react.parallel_tool_calls,
         base_url: input.llm.base_url.clone(),
         context_window: Some(input.llm.token_limit),
+        reasoning_effort: input.llm.reasoning_effort,
     }
 }
 
@@ -762,13 +768,16 @@ async fn converse_once<'b>(
     // Moved, not copied: after the request, only the prompt's report is read.
     let system = std::mem::take(&mut built.prompt.system);
     let messages = std::mem::take(&mut built.prompt.messages);
-    let request = chat_request(&input, system, messages, shape);
+    let mut request = chat_request(&input, system, messages, shape);
+    let mut warnings = std::mem::take(&mut built.warnings);
+    warnings.extend(input.llm.provider.api().adjust(&mut request));
     let mut ledger = Ledger {
         usage: built.summary_usage,
-        warnings: std::mem::take(&mut built.warnings),
+        warnings,
         used: built.prompt.report.used,
         budget: shape.budget,
         billed,
+        reasoning: ReasoningState::default(),
     };
     match converse(input, llm, live, counter, request, &mut ledger).await {
         Ok(Talk::Valid(input, parsed, valid)) => {
@@ -874,6 +883,7 @@ fn finish_step(
     let Ledger {
         usage,
         mut warnings,
+        reasoning,
         ..
     } = ledger;
     warnings.extend(parsed.warnings);
@@ -890,10 +900,14 @@ fn finish_step(
         }
         valid => Outcome::from(valid),
     };
-    let updated_history = updated_history(&input, &parsed.thought, &outcome);
+    let mut updated_history = updated_history(&input, &parsed.thought, &outcome);
+    let thought = with_reasoning(&reasoning, parsed.thought);
+    if let Some(turn) = updated_history.last_mut().filter(|_| !reasoning.is_empty()) {
+        turn.reasoning_state = Some(reasoning);
+    }
     StepOutput {
         session_id: input.session_id,
-        thought: parsed.thought,
+        thought,
         outcome,
         updated_history,
         iterations_remaining: input.iterations_left - 1,
@@ -902,6 +916,19 @@ fn finish_step(
         context_report: built.prompt.report,
         conversation_summary: built.conversation_summary,
     }
+}
+
+/// The step's thought: what the model reasoned (thinking, `reasoning_content`), then what it
+/// wrote as its thought when that says more.
+fn with_reasoning(reasoning: &ReasoningState, written: String) -> String {
+    let reasoned = reasoning.text();
+    if reasoned.is_empty() || reasoned.trim() == written.trim() {
+        return written;
+    }
+    if written.trim().is_empty() {
+        return reasoned;
+    }
+    format!("{reasoned}\n\n{}", written.trim())
 }
 
 /// The usage of the calls a step has made so far, where the deadline that stops the step
@@ -1003,6 +1030,8 @@ struct Ledger<'b> {
     used: u32,
     budget: u32,
     billed: &'b Billed,
+    /// The reasoning behind the output the step answers with.
+    reasoning: ReasoningState,
 }
 
 /// How a conversation with the model ended, when it did not fail.
@@ -1055,6 +1084,7 @@ async fn converse(
         let why = match shortfall(&parsed, verdict, cut_off, &input.react.tags) {
             Ok((valid, thought_warnings)) => {
                 ledger.warnings.extend(thought_warnings);
+                ledger.reasoning = completion.reasoning;
                 count_outcome(&valid, parsed.structured);
                 return Ok(Talk::Valid(input, parsed, valid));
             }
@@ -1098,6 +1128,7 @@ async fn call_model(
                 finish: FinishReason::Stop,
                 usage: None,
                 calls: Vec::new(),
+                reasoning: ReasoningState::default(),
             }
         }
         (None, None) => {
@@ -1238,9 +1269,25 @@ async fn stream_call(
         .await?;
     tell(live, Live::Started).await?;
     let mut parser = parse::live::LiveParser::new(&input.react.tags);
-    while let Some(text) = stream.next_text(key).await? {
-        for delta in parser.push(&text) {
-            tell(live, delta.into()).await?;
+    // Reasoning streams as thought; the written thought follows it after a blank line, as the
+    // step's `thought` joins them.
+    let mut reasoned = false;
+    while let Some(piece) = stream.next_piece(key).await? {
+        match piece {
+            Piece::Reasoning(text) => {
+                reasoned = true;
+                tell(live, Live::Thought(text)).await?;
+            }
+            Piece::Text(text) => {
+                for delta in parser.push(&text) {
+                    if std::mem::take(&mut reasoned)
+                        && matches!(delta, parse::live::LiveDelta::Thought(_))
+                    {
+                        tell(live, Live::Thought("\n\n".into())).await?;
+                    }
+                    tell(live, delta.into()).await?;
+                }
+            }
         }
     }
     for delta in parser.finish() {

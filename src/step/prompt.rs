@@ -161,7 +161,9 @@ pub fn render_turn(turn: &Turn, tags: &Tags) -> ChatMessage {
                 }
                 (None, None) => turn.content.clone(),
             };
-            ChatMessage::text(ChatRole::Assistant, content)
+            let mut message = ChatMessage::text(ChatRole::Assistant, content);
+            message.reasoning = turn.reasoning_state.clone();
+            message
         }
         Role::ToolObservation => user(observation(turn, tags)),
     }
@@ -193,6 +195,7 @@ pub fn render_native(turn: &Turn, tags: &Tags) -> ChatMessage {
                     arguments: c.parameters.clone(),
                 })
                 .collect();
+            message.reasoning = turn.reasoning_state.clone();
             message
         }
         Role::ToolObservation => {

@@ -78,6 +78,8 @@ pub async fn summarize(
         parallel_tool_calls: false,
         base_url: input.llm.base_url.clone(),
         context_window: Some(input.llm.token_limit),
+        // A summary needs no deliberation: the provider's default.
+        reasoning_effort: None,
     };
     let completion = llm
         .complete(

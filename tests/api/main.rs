@@ -31,6 +31,7 @@ mod operator;
 mod parallel_calls;
 mod protocol;
 mod providers;
+mod reasoning;
 mod red_team_providers;
 mod redirects;
 #[path = "../support/schema_bombs.rs"]

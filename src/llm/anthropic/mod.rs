@@ -9,8 +9,11 @@ use super::provider::{
 };
 use super::stream::StreamDecoder;
 use super::ChatRole;
-use super::{ApiKey, ChatRequest, Completion, FinishReason, NativeCall, Usage, WireError};
-use wire::{Block, Body, Content, Message, OutBlock, Reply, Tool, ToolChoice};
+use super::{
+    ApiKey, ChatRequest, Completion, FinishReason, NativeCall, ReasoningState, ThinkingBlock,
+    Usage, WireError,
+};
+use wire::{Block, Body, Content, Message, OutBlock, Reply, Thinking, Tool, ToolChoice};
 
 const API_VERSION: &str = "2023-06-01";
 
@@ -68,6 +71,32 @@ impl ProviderApi for Anthropic {
         Ok(completion(reply))
     }
 
+    /// With thinking on, Anthropic refuses a forced tool choice and any temperature but 1.
+    fn adjust(&self, request: &mut ChatRequest) -> Vec<String> {
+        let mut warnings = Vec::new();
+        if thinking(request).is_none() {
+            return warnings;
+        }
+        if request.require_tool && !request.tools.is_empty() {
+            request.require_tool = false;
+            warnings.push(
+                "with thinking on, Anthropic takes no forced tool choice: tool_choice was set to auto"
+                    .to_string(),
+            );
+        }
+        if let Some(t) = request.temperature.filter(|&t| t != 1.0) {
+            request.temperature = None;
+            warnings.push(format!(
+                "with thinking on, Anthropic takes no temperature but 1: {t} was not sent"
+            ));
+        }
+        warnings
+    }
+
+    fn output_reserve(&self, effort: Option<crate::llm::ReasoningEffort>) -> u32 {
+        effort.and_then(|e| e.thinking_budget()).unwrap_or(0)
+    }
+
     fn stream_decoder(&self) -> Box<dyn StreamDecoder> {
         Box::new(stream::EventDecoder)
     }
@@ -89,6 +118,7 @@ impl ProviderApi for Anthropic {
             messages: body.messages,
             tools: body.tools,
             tool_choice: body.tool_choice,
+            thinking: body.thinking,
         };
         let url = format!(
             "{}/v1/messages/count_tokens",
@@ -108,12 +138,24 @@ impl ProviderApi for Anthropic {
     }
 }
 
+/// The thinking the request's reasoning effort asks for, if any.
+fn thinking(request: &ChatRequest) -> Option<Thinking> {
+    let budget_tokens = request.reasoning_effort?.thinking_budget()?;
+    Some(Thinking {
+        kind: "enabled",
+        budget_tokens,
+    })
+}
+
 fn body(request: &ChatRequest) -> Body<'_> {
+    let thinking = thinking(request);
+    // The thinking budget comes on top of the room the answer was given.
+    let thinking_tokens = thinking.map_or(0, |t| t.budget_tokens);
     Body {
         model: &request.model,
-        max_tokens: request.max_output_tokens,
+        max_tokens: request.max_output_tokens.saturating_add(thinking_tokens),
         system: &request.system,
-        messages: messages(&request.messages),
+        messages: messages(&request.messages, thinking.is_some()),
         temperature: request.temperature,
         stop_sequences: &request.stop,
         tools: request
@@ -126,25 +168,33 @@ fn body(request: &ChatRequest) -> Body<'_> {
             })
             .collect(),
         tool_choice: tool_choice(request),
+        thinking,
         stream: false,
     }
 }
 
 /// The conversation in Anthropic's structure: an assistant's calls as `tool_use` blocks, and
 /// the results answering them as `tool_result` blocks, all of one turn in the next user message
-/// and before any text of it (the API requires both).
-fn messages(chat: &[crate::llm::ChatMessage]) -> Vec<Message<'_>> {
+/// and before any text of it (the API requires both). With thinking on, an assistant turn's
+/// thinking blocks lead it, as they came.
+fn messages(chat: &[crate::llm::ChatMessage], thinking: bool) -> Vec<Message<'_>> {
     let mut out: Vec<Message<'_>> = Vec::with_capacity(chat.len());
     for m in chat {
         let text = (!m.content.is_empty()).then(|| OutBlock::Text { text: &m.content });
+        let thought = m
+            .reasoning
+            .as_ref()
+            .filter(|_| thinking)
+            .map(|r| r.blocks.iter().map(thinking_block).collect::<Vec<_>>())
+            .unwrap_or_default();
         match m.role {
-            ChatRole::Assistant if !m.calls.is_empty() => {
+            ChatRole::Assistant if !m.calls.is_empty() || !thought.is_empty() => {
                 let calls = m.calls.iter().map(|c| OutBlock::ToolUse {
                     id: &c.id,
                     name: &c.name,
                     input: &c.arguments,
                 });
-                let blocks = text.into_iter().chain(calls).collect();
+                let blocks = thought.into_iter().chain(text).chain(calls).collect();
                 out.push(Message {
                     role: "assistant",
                     content: Content::Blocks(blocks),
@@ -190,6 +240,19 @@ fn messages(chat: &[crate::llm::ChatMessage]) -> Vec<Message<'_>> {
     out
 }
 
+fn thinking_block(block: &ThinkingBlock) -> OutBlock<'_> {
+    match block {
+        ThinkingBlock::Thinking {
+            thinking,
+            signature,
+        } => OutBlock::Thinking {
+            thinking,
+            signature,
+        },
+        ThinkingBlock::RedactedThinking { data } => OutBlock::RedactedThinking { data },
+    }
+}
+
 /// `any` when a tool is required, `auto` when only parallel use is to be turned off, and
 /// nothing (Anthropic's default, auto) otherwise; never without tools.
 fn tool_choice(request: &ChatRequest) -> Option<ToolChoice> {
@@ -216,10 +279,23 @@ fn finish(reason: Option<&str>) -> FinishReason {
 fn completion(reply: Reply) -> Completion {
     let mut text = String::new();
     let mut calls = Vec::new();
+    let mut reasoning = ReasoningState::default();
     for block in reply.content {
         match block {
             Block::Text { text: t } => text.push_str(&t),
             Block::ToolUse { id, name, input } => calls.push(NativeCall::new(id, name, input)),
+            Block::Thinking {
+                thinking,
+                signature,
+            } => reasoning.blocks.push(ThinkingBlock::Thinking {
+                thinking,
+                signature,
+            }),
+            Block::RedactedThinking { data } => {
+                reasoning
+                    .blocks
+                    .push(ThinkingBlock::RedactedThinking { data });
+            }
             Block::Other => {}
         }
     }
@@ -228,6 +304,7 @@ fn completion(reply: Reply) -> Completion {
         finish: finish(reply.stop_reason.as_deref()),
         usage: reply.usage.map(Usage::from),
         calls,
+        reasoning,
     }
 }
 

@@ -2,13 +2,13 @@
 
 use super::finish;
 use super::wire::{BlockDelta, Event, StartBlock};
-use crate::llm::stream::{PartialCall, Sofar, StreamDecoder};
-use crate::llm::{Usage, WireError};
+use crate::llm::stream::{PartialCall, Piece, Sofar, StreamDecoder};
+use crate::llm::{ThinkingBlock, Usage, WireError};
 
 pub struct EventDecoder;
 
 impl StreamDecoder for EventDecoder {
-    fn event(&mut self, data: &str, sofar: &mut Sofar) -> Result<Option<String>, WireError> {
+    fn event(&mut self, data: &str, sofar: &mut Sofar) -> Result<Option<Piece>, WireError> {
         let event: Event =
             serde_json::from_str(data).map_err(|e| WireError::json("a stream event", &e))?;
         match event {
@@ -24,8 +24,44 @@ impl StreamDecoder for EventDecoder {
                 };
                 sofar.calls.insert(index, call);
             }
+            Event::ContentBlockStart {
+                index,
+                content_block: StartBlock::Thinking { thinking },
+            } => {
+                let block = ThinkingBlock::Thinking {
+                    thinking: thinking.clone(),
+                    signature: String::new(),
+                };
+                sofar.thinking.insert(index, block);
+                return Ok(Some(Piece::Reasoning(thinking)));
+            }
+            Event::ContentBlockStart {
+                index,
+                content_block: StartBlock::RedactedThinking { data },
+            } => {
+                sofar
+                    .thinking
+                    .insert(index, ThinkingBlock::RedactedThinking { data });
+            }
             Event::ContentBlockDelta { index, delta } => match delta {
-                BlockDelta::TextDelta { text } => return Ok(Some(text)),
+                BlockDelta::TextDelta { text } => return Ok(Some(Piece::Text(text))),
+                BlockDelta::ThinkingDelta { thinking } => {
+                    if let Some(ThinkingBlock::Thinking {
+                        thinking: sofar, ..
+                    }) = sofar.thinking.get_mut(&index)
+                    {
+                        sofar.push_str(&thinking);
+                    }
+                    return Ok(Some(Piece::Reasoning(thinking)));
+                }
+                BlockDelta::SignatureDelta { signature } => {
+                    if let Some(ThinkingBlock::Thinking {
+                        signature: sofar, ..
+                    }) = sofar.thinking.get_mut(&index)
+                    {
+                        sofar.push_str(&signature);
+                    }
+                }
                 BlockDelta::InputJsonDelta { partial_json } => {
                     if let Some(call) = sofar.calls.get_mut(&index) {
                         call.arguments.push_str(&partial_json);
@@ -57,7 +93,7 @@ mod tests {
         let mut sofar = Sofar::default();
         let mut text = String::new();
         for data in events {
-            if let Some(t) = EventDecoder.event(data, &mut sofar)? {
+            if let Some(Piece::Text(t)) = EventDecoder.event(data, &mut sofar)? {
                 text.push_str(&t);
             }
         }

@@ -20,8 +20,18 @@ pub struct Body<'a> {
     pub tools: Vec<Tool<'a>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tool_choice: Option<ToolChoice>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub thinking: Option<Thinking>,
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub stream: bool,
+}
+
+/// Extended thinking: `budget_tokens` of the reply's `max_tokens` may go to thinking.
+#[derive(Serialize, Clone, Copy)]
+pub struct Thinking {
+    #[serde(rename = "type")]
+    pub kind: &'static str,
+    pub budget_tokens: u32,
 }
 
 /// `POST /v1/messages/count_tokens`: the prompt's parts, without the output settings.
@@ -34,6 +44,8 @@ pub struct CountBody<'a> {
     pub tools: Vec<Tool<'a>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tool_choice: Option<ToolChoice>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub thinking: Option<Thinking>,
 }
 
 #[derive(Deserialize)]
@@ -74,6 +86,13 @@ pub enum Content<'a> {
 #[derive(Serialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum OutBlock<'a> {
+    Thinking {
+        thinking: &'a str,
+        signature: &'a str,
+    },
+    RedactedThinking {
+        data: &'a str,
+    },
     Text {
         text: &'a str,
     },
@@ -103,13 +122,20 @@ pub enum Block {
     Text {
         text: String,
     },
+    Thinking {
+        thinking: String,
+        signature: String,
+    },
+    RedactedThinking {
+        data: String,
+    },
     ToolUse {
         id: Option<String>,
         name: String,
         #[serde(default)]
         input: serde_json::Value,
     },
-    /// thinking and any later block type carry nothing for a step.
+    /// Block types added later carry nothing for a step.
     #[serde(other)]
     Other,
 }
@@ -179,6 +205,13 @@ pub enum StartBlock {
         id: Option<String>,
         name: String,
     },
+    Thinking {
+        #[serde(default)]
+        thinking: String,
+    },
+    RedactedThinking {
+        data: String,
+    },
     #[serde(other)]
     Other,
 }
@@ -192,7 +225,13 @@ pub enum BlockDelta {
     InputJsonDelta {
         partial_json: String,
     },
-    /// thinking, signature and citation deltas carry nothing for a step.
+    ThinkingDelta {
+        thinking: String,
+    },
+    SignatureDelta {
+        signature: String,
+    },
+    /// Citation deltas and later kinds carry nothing for a step.
     #[serde(other)]
     Other,
 }

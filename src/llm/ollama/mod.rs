@@ -8,8 +8,10 @@ mod wire;
 use super::provider::{
     Capabilities, Counting, Framing, KeyHeader, Outgoing, ProviderApi, Target, Temperature,
 };
-use super::stream::{PartialCall, Sofar, StreamDecoder};
-use super::{ApiKey, ChatRequest, Completion, FinishReason, NativeCall, Usage, WireError};
+use super::stream::{PartialCall, Piece, Sofar, StreamDecoder};
+use super::{
+    ApiKey, ChatRequest, Completion, FinishReason, NativeCall, ReasoningState, Usage, WireError,
+};
 use wire::{Body, ErrorLine, Message, Options, OutCall, OutFunction, Reply};
 
 #[derive(Debug)]
@@ -57,12 +59,19 @@ impl ProviderApi for Ollama {
         let reply: Reply =
             serde_json::from_slice(body).map_err(|e| WireError::json("the reply", &e))?;
         let mut sofar = Sofar::default();
-        let text = read(reply, &mut sofar);
+        let text = match read(reply, &mut sofar) {
+            Some(Piece::Text(text)) => text,
+            _ => String::new(),
+        };
         if !sofar.done {
             return Err(WireError::Shape("the reply is not done".into()));
         }
         Ok(Completion {
-            text: text.unwrap_or_default(),
+            text,
+            reasoning: ReasoningState {
+                blocks: Vec::new(),
+                reasoning_content: Some(sofar.reasoning_content).filter(|r| !r.is_empty()),
+            },
             finish: sofar.finish.unwrap_or(FinishReason::Stop),
             usage: sofar.usage,
             calls: sofar
@@ -114,6 +123,9 @@ fn body(request: &ChatRequest, stream: bool) -> Body<'_> {
         messages: std::iter::once(system).chain(turns).collect(),
         stream,
         tools: super::openai::wire::function_tools(&request.tools),
+        think: request
+            .reasoning_effort
+            .map(|e| e != crate::llm::ReasoningEffort::None),
         options: Options {
             num_ctx: request.context_window,
             num_predict: request.max_output_tokens,
@@ -123,8 +135,9 @@ fn body(request: &ChatRequest, stream: bool) -> Body<'_> {
     }
 }
 
-/// Adds one reply or stream line to `sofar`; returns its text.
-fn read(reply: Reply, sofar: &mut Sofar) -> Option<String> {
+/// Adds one reply or stream line to `sofar`; returns its text, or its thinking when it has no
+/// text.
+fn read(reply: Reply, sofar: &mut Sofar) -> Option<Piece> {
     let message = reply.message;
     if let Some(message) = &message {
         for call in &message.tool_calls {
@@ -159,13 +172,21 @@ fn read(reply: Reply, sofar: &mut Sofar) -> Option<String> {
                 ..Usage::default()
             });
     }
-    message.map(|m| m.content).filter(|t| !t.is_empty())
+    let message = message?;
+    let thinking = message.thinking.filter(|t| !t.is_empty());
+    if let Some(thinking) = &thinking {
+        sofar.reasoning_content.push_str(thinking);
+    }
+    if !message.content.is_empty() {
+        return Some(Piece::Text(message.content));
+    }
+    thinking.map(Piece::Reasoning)
 }
 
 struct LineDecoder;
 
 impl StreamDecoder for LineDecoder {
-    fn event(&mut self, data: &str, sofar: &mut Sofar) -> Result<Option<String>, WireError> {
+    fn event(&mut self, data: &str, sofar: &mut Sofar) -> Result<Option<Piece>, WireError> {
         if serde_json::from_str::<ErrorLine>(data).is_ok_and(|line| !line.error.is_null()) {
             return Err(WireError::InStream(data.to_string()));
         }
@@ -193,6 +214,7 @@ mod tests {
             parallel_tool_calls: true,
             base_url: None,
             context_window: Some(16000),
+            reasoning_effort: None,
         }
     }
 
@@ -238,7 +260,13 @@ mod tests {
                 &mut sofar,
             )
             .unwrap_or_else(|e| panic!("{e:?}"));
-        assert_eq!(text.as_deref(), Some("Thou"));
+        assert_eq!(text, Some(Piece::Text("Thou".into())));
+        let thinking = r#"{"message":{"role":"assistant","content":"","thinking":"hm"},"done":false}"#;
+        assert_eq!(
+            decoder.event(thinking, &mut sofar).ok(),
+            Some(Some(Piece::Reasoning("hm".into())))
+        );
+        assert_eq!(sofar.reasoning_content, "hm");
         let end = r#"{"message":{"role":"assistant","content":""},"done":true,"done_reason":"length","prompt_eval_count":3,"eval_count":2}"#;
         assert_eq!(decoder.event(end, &mut sofar).ok(), Some(None));
         assert!(sofar.done);

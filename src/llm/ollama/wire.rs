@@ -12,6 +12,9 @@ pub struct Body<'a> {
     /// OpenAI's function tools, which Ollama takes as they are.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub tools: Vec<crate::llm::openai::wire::Tool<'a>>,
+    /// Whether a thinking model thinks first (set only when the request says).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub think: Option<bool>,
     pub options: Options<'a>,
 }
 
@@ -62,6 +65,9 @@ pub struct Reply {
 
 #[derive(Deserialize)]
 pub struct ReplyMessage {
+    /// What a thinking model thought, apart from its answer.
+    #[serde(default)]
+    pub thinking: Option<String>,
     #[serde(default)]
     pub content: String,
     #[serde(default)]

@@ -11,7 +11,9 @@ use super::provider::{
     Capabilities, Counting, Framing, KeyHeader, Outgoing, ProviderApi, Target, Temperature,
 };
 use super::stream::StreamDecoder;
-use super::{ApiKey, ChatRequest, Completion, FinishReason, NativeCall, Usage, WireError};
+use super::{
+    ApiKey, ChatRequest, Completion, FinishReason, NativeCall, ReasoningState, Usage, WireError,
+};
 use wire::{Body, Message, Reply, StreamOptions};
 
 /// A server speaking Chat Completions.
@@ -38,6 +40,11 @@ pub struct Quirks {
     /// `tool_choice: "auto"` is sent with native tools: some servers read a missing
     /// `tool_choice` as "none". OpenAI documents "auto" as the default, so it gets none.
     pub explicit_auto_tool_choice: bool,
+    /// Models that take `reasoning_effort`; for the others it is left out, with a warning.
+    pub takes_reasoning_effort: fn(&str) -> bool,
+    /// An assistant turn that called tools goes back with its `reasoning_content` (DeepSeek
+    /// refuses the turn without it).
+    pub echoes_reasoning_content: bool,
     /// Where the completions endpoint is under the base URL.
     pub path: PathForm,
 }
@@ -78,6 +85,11 @@ pub fn none(_model: &str) -> bool {
     false
 }
 
+/// Every model of this server has it.
+pub fn all(_model: &str) -> bool {
+    true
+}
+
 /// OpenAI's reasoning models (o-series, gpt-5, but not gpt-5-chat).
 pub fn openai_reasoning(model: &str) -> bool {
     let m = model.to_ascii_lowercase();
@@ -106,6 +118,8 @@ pub const OPENAI: ChatCompletions = ChatCompletions {
         reasoning_model: openai_reasoning,
         rejects_stop: none,
         explicit_auto_tool_choice: false,
+        takes_reasoning_effort: openai_reasoning,
+        echoes_reasoning_content: false,
         path: PathForm::ChatCompletions,
     },
 };
@@ -163,6 +177,21 @@ impl ProviderApi for ChatCompletions {
     fn framing(&self) -> Framing {
         Framing::Sse
     }
+
+    fn adjust(&self, request: &mut ChatRequest) -> Vec<String> {
+        match request.reasoning_effort {
+            Some(effort) if !(self.quirks.takes_reasoning_effort)(&request.model) => {
+                request.reasoning_effort = None;
+                vec![format!(
+                    "reasoning_effort \"{}\" was not sent: {} takes none for {}",
+                    effort.as_str(),
+                    self.name,
+                    request.model
+                )]
+            }
+            _ => Vec::new(),
+        }
+    }
 }
 
 impl ChatCompletions {
@@ -183,7 +212,8 @@ impl ChatCompletions {
             if reasoning { "developer" } else { "system" },
             &request.system,
         );
-        let turns = request.messages.iter().map(Message::of);
+        let echo = self.quirks.echoes_reasoning_content;
+        let turns = request.messages.iter().map(|m| Message::of(m, echo));
         let takes_stop = !reasoning && !(self.quirks.rejects_stop)(&request.model);
         let has_tools = !request.tools.is_empty();
         let tool_choice = match (has_tools, request.require_tool) {
@@ -201,6 +231,7 @@ impl ChatCompletions {
             tools: wire::function_tools(&request.tools),
             tool_choice,
             parallel_tool_calls: (has_tools && !request.parallel_tool_calls).then_some(false),
+            reasoning_effort: request.reasoning_effort.map(|e| e.as_str()),
             stream: false,
             stream_options: None,
         }
@@ -220,24 +251,32 @@ fn completion(reply: Reply) -> Result<Completion, WireError> {
     let Some(choice) = reply.choices.into_iter().next() else {
         return Err(WireError::Shape("the reply has no choices".into()));
     };
-    let calls = choice
-        .message
+    let mut message = choice.message;
+    let calls = message
         .tool_calls
+        .take()
         .unwrap_or_default()
         .into_iter()
         .map(|c| NativeCall::new(c.id, c.function.name, c.function.arguments))
         .collect();
-    let text = choice
-        .message
+    let reasoning = ReasoningState {
+        blocks: Vec::new(),
+        reasoning_content: message
+            .reasoning_content
+            .or(message.reasoning)
+            .filter(|r| !r.is_empty()),
+    };
+    let text = message
         .content
         .filter(|c| !c.trim().is_empty())
-        .or(choice.message.refusal)
+        .or(message.refusal)
         .unwrap_or_default();
     Ok(Completion {
         text,
         finish: finish(choice.finish_reason.as_deref()),
         usage: reply.usage.map(Usage::from),
         calls,
+        reasoning,
     })
 }
 
@@ -259,6 +298,7 @@ mod tests {
             parallel_tool_calls: true,
             base_url: None,
             context_window: None,
+            reasoning_effort: None,
         }
     }
 

@@ -2,7 +2,7 @@
 //! how it takes the key, and what its models do differently. A new vendor is an entry here and
 //! a line in the registry (`provider.rs`); docs/adding-a-provider.md has the whole list.
 
-use super::{none, openai_reasoning, ChatCompletions, PathForm, Quirks};
+use super::{all, none, openai_reasoning, ChatCompletions, PathForm, Quirks};
 use crate::llm::provider::{Capabilities, Counting, KeyHeader, Temperature};
 
 /// A hosted vendor whose models call tools reliably.
@@ -23,6 +23,8 @@ const PLAIN: Quirks = Quirks {
     reasoning_model: none,
     rejects_stop: none,
     explicit_auto_tool_choice: true,
+    takes_reasoning_effort: none,
+    echoes_reasoning_content: false,
     path: PathForm::ChatCompletions,
 };
 
@@ -37,7 +39,10 @@ pub const GEMINI: ChatCompletions = ChatCompletions {
         reasoning: true,
         ..HOSTED
     },
-    quirks: PLAIN,
+    quirks: Quirks {
+        takes_reasoning_effort: all,
+        ..PLAIN
+    },
 };
 
 pub const OPENROUTER: ChatCompletions = ChatCompletions {
@@ -71,6 +76,8 @@ pub const OPENROUTER: ChatCompletions = ChatCompletions {
     quirks: Quirks {
         // `openai/o3` keeps OpenAI's rules through the router.
         reasoning_model: |m| m.strip_prefix("openai/").is_some_and(openai_reasoning),
+        // The router passes it on to whichever vendor reasons.
+        takes_reasoning_effort: all,
         ..PLAIN
     },
 };
@@ -87,7 +94,10 @@ pub const DEEPSEEK: ChatCompletions = ChatCompletions {
         reasoning: true,
         ..HOSTED
     },
-    quirks: PLAIN,
+    quirks: Quirks {
+        echoes_reasoning_content: true,
+        ..PLAIN
+    },
 };
 
 pub const MISTRAL: ChatCompletions = ChatCompletions {
@@ -145,6 +155,8 @@ pub const XAI: ChatCompletions = ChatCompletions {
     },
     quirks: Quirks {
         rejects_stop: grok_reasoning,
+        // grok-4 reasons but refuses the parameter; grok-3-mini takes it.
+        takes_reasoning_effort: |m| m.to_ascii_lowercase().starts_with("grok-3-mini"),
         ..PLAIN
     },
 };
@@ -166,6 +178,7 @@ pub const AZURE: ChatCompletions = ChatCompletions {
     },
     quirks: Quirks {
         reasoning_model: openai_reasoning,
+        takes_reasoning_effort: openai_reasoning,
         explicit_auto_tool_choice: false,
         path: PathForm::Azure,
         ..PLAIN
@@ -186,7 +199,11 @@ pub const OPENAI_COMPATIBLE: ChatCompletions = ChatCompletions {
         retry_timeouts: false,
         ..HOSTED
     },
-    quirks: PLAIN,
+    // vLLM and SGLang take it; servers that do not know it leave it aside.
+    quirks: Quirks {
+        takes_reasoning_effort: all,
+        ..PLAIN
+    },
 };
 
 #[cfg(test)]

@@ -2,13 +2,13 @@
 
 use super::finish;
 use super::wire::Chunk;
-use crate::llm::stream::{Sofar, StreamDecoder};
+use crate::llm::stream::{Piece, Sofar, StreamDecoder};
 use crate::llm::{Usage, WireError};
 
 pub struct ChunkDecoder;
 
 impl StreamDecoder for ChunkDecoder {
-    fn event(&mut self, data: &str, sofar: &mut Sofar) -> Result<Option<String>, WireError> {
+    fn event(&mut self, data: &str, sofar: &mut Sofar) -> Result<Option<Piece>, WireError> {
         if data.trim() == "[DONE]" {
             sofar.done = true;
             return Ok(None);
@@ -53,7 +53,15 @@ impl StreamDecoder for ChunkDecoder {
                     .push_str(function.arguments.as_deref().unwrap_or_default());
             }
         }
-        Ok(delta.content)
+        let reasoning = delta.reasoning_content.or(delta.reasoning);
+        if let Some(reasoning) = reasoning.filter(|r| !r.is_empty()) {
+            sofar.reasoning_content.push_str(&reasoning);
+            // A chunk carries one or the other; should one carry both, the text is what counts.
+            if delta.content.as_deref().is_none_or(str::is_empty) {
+                return Ok(Some(Piece::Reasoning(reasoning)));
+            }
+        }
+        Ok(delta.content.map(Piece::Text))
     }
 }
 
@@ -66,7 +74,7 @@ mod tests {
         let mut text = String::new();
         for data in events {
             sofar.events += 1;
-            if let Some(t) = ChunkDecoder.event(data, &mut sofar)? {
+            if let Some(Piece::Text(t)) = ChunkDecoder.event(data, &mut sofar)? {
                 text.push_str(&t);
             }
         }

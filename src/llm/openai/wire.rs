@@ -25,6 +25,8 @@ pub struct Body<'a> {
     /// Sent only as `false`, and only with tools (OpenAI refuses it without).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub parallel_tool_calls: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reasoning_effort: Option<&'static str>,
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub stream: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -75,6 +77,10 @@ pub struct Message<'a> {
     pub tool_calls: Vec<OutCall<'a>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tool_call_id: Option<&'a str>,
+    /// An assistant turn's reasoning, for servers that want it back (DeepSeek, on turns that
+    /// called tools).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reasoning_content: Option<&'a str>,
 }
 
 impl<'a> Message<'a> {
@@ -84,12 +90,13 @@ impl<'a> Message<'a> {
             content: Some(content.into()),
             tool_calls: Vec::new(),
             tool_call_id: None,
+            reasoning_content: None,
         }
     }
 
     /// A message of the conversation: an assistant's calls as `tool_calls`, a tool's result as
     /// a `tool` message naming the call (a failure said in its text: the API has no flag).
-    pub fn of(m: &'a crate::llm::ChatMessage) -> Self {
+    pub fn of(m: &'a crate::llm::ChatMessage, echo_reasoning: bool) -> Self {
         let content: Option<std::borrow::Cow<'a, str>> = match (m.is_error, m.content.is_empty()) {
             (true, _) => Some(format!("[the tool failed] {}", m.content).into()),
             (false, true) if !m.calls.is_empty() => None,
@@ -111,6 +118,11 @@ impl<'a> Message<'a> {
                 })
                 .collect(),
             tool_call_id: m.answers.as_deref(),
+            reasoning_content: m
+                .reasoning
+                .as_ref()
+                .filter(|_| echo_reasoning && !m.calls.is_empty())
+                .and_then(|r| r.reasoning_content.as_deref()),
         }
     }
 }
@@ -146,6 +158,10 @@ pub struct Choice {
 #[derive(Deserialize)]
 pub struct ReplyMessage {
     pub content: Option<String>,
+    /// Reasoning as vLLM, DeepSeek and SGLang return it.
+    pub reasoning_content: Option<String>,
+    /// Reasoning as OpenRouter returns it.
+    pub reasoning: Option<String>,
     pub refusal: Option<String>,
     #[serde(default)]
     pub tool_calls: Option<Vec<ReplyToolCall>>,
@@ -213,6 +229,10 @@ pub struct ChunkChoice {
 #[derive(Deserialize)]
 pub struct Delta {
     pub content: Option<String>,
+    /// Reasoning as vLLM, DeepSeek and SGLang stream it.
+    pub reasoning_content: Option<String>,
+    /// Reasoning as OpenRouter streams it.
+    pub reasoning: Option<String>,
     pub tool_calls: Option<Vec<DeltaCall>>,
 }
 
