@@ -159,6 +159,12 @@ pub struct Config {
           value_parser = clap::value_parser!(u64).range(0..=4096))]
     pub token_cache_mib: u64,
 
+    /// JSON price table, `{"<model>": {"input": …, "cached_input": …, "cache_write": …,
+    /// "output": …}}` in US dollars per million tokens, by model name exactly as requested:
+    /// responses then carry `usage.cost_usd`. A file that is not exactly right stops start-up.
+    #[arg(long, env = "REACTSTEP_PRICES_FILE")]
+    pub prices_file: Option<std::path::PathBuf>,
+
     /// Seconds between heartbeat comments on a quiet event stream.
     #[arg(long, env = "REACTSTEP_STREAM_HEARTBEAT_SECS", default_value_t = 15,
           value_parser = clap::value_parser!(u64).range(1..=300))]
@@ -230,6 +236,7 @@ impl Config {
             retry_cap_ms: 8000,
             stream_heartbeat_secs: 15,
             token_cache_mib: 64,
+            prices_file: None,
             api_tokens: None,
             allowed_base_urls: Vec::new(),
             cors_origins: Vec::new(),

@@ -5,6 +5,7 @@ pub mod config;
 pub mod heap_trim;
 pub mod llm;
 pub mod metrics;
+pub mod prices;
 pub mod resident;
 pub mod scrub;
 pub mod startup;

@@ -31,6 +31,20 @@ pub struct Application {
 
 impl Application {
     pub fn build(config: &Config) -> std::io::Result<Self> {
+        // First, so that a wrong table stops start-up before anything slow is done.
+        let prices = match &config.prices_file {
+            Some(path) => {
+                let prices = crate::prices::Prices::load(path).map_err(|e| {
+                    std::io::Error::new(
+                        std::io::ErrorKind::InvalidData,
+                        format!("REACTSTEP_PRICES_FILE {} {e}", path.display()),
+                    )
+                })?;
+                tracing::info!(models = prices.len(), "price table loaded");
+                prices
+            }
+            None => crate::prices::Prices::default(),
+        };
         crate::step::token_cache::configure(config.token_cache_mib);
         crate::step::tokens::warm_up();
         let released = crate::resident::release_compiled_in_data();
@@ -81,6 +95,7 @@ impl Application {
                 config.rate_limit_per_session,
             ),
             unplaced_providers,
+            prices,
             allowed_base_urls: std::sync::Arc::new(
                 crate::api::AllowedBaseUrls::parse(&config.allowed_base_urls)
                     .map_err(std::io::Error::other)?,

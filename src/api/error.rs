@@ -5,7 +5,7 @@
 use actix_web::http::{header, StatusCode};
 use actix_web::{HttpResponse, ResponseError};
 
-use super::response::{ErrorBody, FieldError, ReactStepResponse, Status};
+use super::response::{ErrorBody, FieldError, ReactStepResponse, Status, UsageDto};
 use crate::llm::LlmError;
 use crate::step::history::Turn;
 use crate::step::StepError;
@@ -59,6 +59,8 @@ pub struct Echo {
     pub session_id: Option<String>,
     pub history: Vec<Turn>,
     pub iterations_left: Option<u32>,
+    /// The price of the request's model in the operator's table, to put a figure on `usage`.
+    pub price: Option<crate::prices::Price>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -172,7 +174,10 @@ impl ApiError {
             status: Status::Error,
             termination_reason: None,
             // What the step's calls spent before it failed: billed all the same.
-            usage: self.step_error().and_then(StepError::usage),
+            usage: self
+                .step_error()
+                .and_then(StepError::usage)
+                .map(|usage| UsageDto::new(usage, self.echo.price)),
             warnings: Vec::new(),
             context_report: self.step_error().and_then(StepError::report).cloned(),
             conversation_summary: None,

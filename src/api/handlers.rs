@@ -94,6 +94,7 @@ async fn answer_step(
 ) -> Result<HttpResponse, ApiError> {
     let (input, echo) = prepare(&req, payload, &state, request_id).await?;
     let request_id = echo.request_id.clone();
+    let price = echo.price;
     let step = std::pin::pin!(crate::step::run(input, &state.llm, None));
     let Some(result) = super::client_gone::unless_gone(&req, step).await else {
         return Err(ApiError::new(StepError::ClientGone.into(), echo));
@@ -104,7 +105,7 @@ async fn answer_step(
         span.record("prompt_tokens", usage.prompt_tokens);
         span.record("completion_tokens", usage.completion_tokens);
     }
-    let body = ReactStepResponse::success(output, request_id.clone());
+    let body = ReactStepResponse::success(output, request_id.clone(), price);
     Ok(HttpResponse::Ok()
         .insert_header(("x-request-id", request_id.as_str()))
         .content_type("application/json")
@@ -178,6 +179,8 @@ pub async fn prepare(
             Vec::new()
         },
         iterations_left: Some(dto.max_iterations_left.unwrap_or(DEFAULT_MAX_ITERATIONS)),
+        // Known once the input is checked.
+        price: None,
     };
     let how = Conversion {
         workspace: state.workspace.clone(),
@@ -206,7 +209,8 @@ pub async fn prepare(
                 None => input.llm.model.clone(),
             };
             span.record("model", crate::llm::redact_key_shapes(&model).as_str());
-            Ok((input, echo))
+            let price = state.prices.get(&input.llm.model);
+            Ok((input, Echo { price, ..echo }))
         }
         Err(fields) => {
             let names: Vec<&str> = fields.iter().map(|f| f.field.as_str()).collect();
@@ -286,6 +290,7 @@ fn echo_from_raw(bytes: &[u8], request_id: &str) -> Echo {
             .get("max_iterations_left")
             .and_then(|n| n.as_u64())
             .and_then(|n| u32::try_from(n).ok()),
+        price: None,
     }
 }
 

@@ -43,6 +43,8 @@ pub struct AppState {
     pub unplaced_providers: std::sync::Arc<[crate::llm::Provider]>,
     /// Between comment lines on a quiet event stream.
     pub stream_heartbeat: std::time::Duration,
+    /// The operator's prices, by model; empty without `REACTSTEP_PRICES_FILE`.
+    pub prices: crate::prices::Prices,
 }
 
 pub fn routes(cfg: &mut web::ServiceConfig) {

@@ -37,5 +37,5 @@ pub fn step_input(body: &[u8]) -> Result<Box<StepInput>, String> {
 
 /// The body of the 200 response for a step's output.
 pub fn response_body(output: StepOutput) -> Result<String, serde_json::Error> {
-    serde_json::to_string(&ReactStepResponse::success(output, "offline".into()))
+    serde_json::to_string(&ReactStepResponse::success(output, "offline".into(), None))
 }

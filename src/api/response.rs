@@ -5,6 +5,7 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 
 use crate::llm::Usage;
+use crate::prices::Price;
 use crate::step::context::ContextReport;
 use crate::step::history::Turn;
 use crate::step::{ConversationSummary, Outcome, PromptPreview, StepOutput, Termination};
@@ -103,6 +104,25 @@ pub struct ErrorBody {
     pub raw_output: Option<String>,
 }
 
+/// `usage` as answered: the step's token counts, and what they cost at the operator's prices.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct UsageDto {
+    #[serde(flatten)]
+    pub counts: Usage,
+    /// Absent without a price for the model; as approximate as the counts (`approximate`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cost_usd: Option<f64>,
+}
+
+impl UsageDto {
+    pub fn new(counts: Usage, price: Option<Price>) -> Self {
+        Self {
+            counts,
+            cost_usd: price.map(|p| p.cost(&counts)),
+        }
+    }
+}
+
 #[derive(Debug, Serialize)]
 pub struct ReactStepResponse {
     pub session_id: Option<String>,
@@ -117,7 +137,7 @@ pub struct ReactStepResponse {
     pub iterations_remaining: Option<u32>,
     pub status: Status,
     pub termination_reason: Option<TerminationReason>,
-    pub usage: Option<Usage>,
+    pub usage: Option<UsageDto>,
     pub warnings: Vec<String>,
     pub context_report: Option<ContextReport>,
     pub conversation_summary: Option<ConversationSummary>,
@@ -126,7 +146,8 @@ pub struct ReactStepResponse {
 }
 
 impl ReactStepResponse {
-    pub fn success(output: StepOutput, request_id: String) -> Self {
+    /// The answer to a step; `price` is that of the step's model, if the operator priced it.
+    pub fn success(output: StepOutput, request_id: String, price: Option<Price>) -> Self {
         let mut prompt = None;
         let mut parallel_actions = Vec::new();
         let (status, action_details, direct_response, termination_reason) = match output.outcome {
@@ -174,7 +195,7 @@ impl ReactStepResponse {
             iterations_remaining: Some(output.iterations_remaining),
             status,
             termination_reason,
-            usage: output.usage,
+            usage: output.usage.map(|usage| UsageDto::new(usage, price)),
             warnings: output.warnings,
             context_report: Some(output.context_report),
             conversation_summary: output.conversation_summary,

@@ -176,7 +176,7 @@ fn delta_frame(delta: Live) -> Option<Bytes> {
 async fn step_frame(result: StepResult, echo: &Echo) -> Bytes {
     let (name, body) = match result {
         Ok(output) => {
-            let body = ReactStepResponse::success(output, echo.request_id.clone());
+            let body = ReactStepResponse::success(output, echo.request_id.clone(), echo.price);
             ("step", body)
         }
         Err(err) => {

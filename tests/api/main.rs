@@ -8,6 +8,7 @@ mod cache_usage;
 mod context;
 mod corpus;
 mod corpus_stream;
+mod cost;
 mod disconnect;
 mod errors;
 mod faults;
