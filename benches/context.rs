@@ -82,7 +82,6 @@ fn bench_case(c: &mut Criterion, name: &str, case: &Case) {
     let counter = TokenCounter::for_model(Provider::OPENAI, "gpt-4o");
     let head = system_head(
         "- code_search(query) - search the code\n- read_file(path) - read a file",
-        false,
         &reactstep::step::parse::Tags::default(),
         false,
     );
@@ -97,6 +96,7 @@ fn bench_case(c: &mut Criterion, name: &str, case: &Case) {
         omission_reserve: marker_reserve(&counter),
         tags: &reactstep::step::parse::Tags::default(),
         native: false,
+        notice: None,
     };
     let prompt =
         fit(&counter, case.budget, &candidates)
@@ -150,7 +150,6 @@ fn loop_steps(c: &mut Criterion) {
     let counter = TokenCounter::for_model(Provider::OPENAI, "gpt-4o");
     let head = system_head(
         "- code_search(query) - search the code\n- read_file(path) - read a file",
-        false,
         &reactstep::step::parse::Tags::default(),
         false,
     );
@@ -188,6 +187,7 @@ fn loop_steps(c: &mut Criterion) {
             omission_reserve: marker_reserve(&counter),
             tags: &tags,
             native: false,
+            notice: None,
         };
         fit(&counter, 16_000, black_box(&candidates))
             .unwrap()

@@ -152,7 +152,6 @@ mod context {
                 counter: TokenCounter::for_model(Provider::OPENAI, "gpt-4o"),
                 head: system_head(
                     "- code_search(query) - search the code\n- read_file(path) - read a file",
-                    false,
                     &tags,
                     false,
                 ),
@@ -175,6 +174,7 @@ mod context {
                 omission_reserve: marker_reserve(&self.counter),
                 tags: &self.tags,
                 native: false,
+                notice: None,
             };
             fit(&self.counter, 16_000, &candidates).unwrap().finish(
                 &self.counter,

@@ -82,7 +82,7 @@ proptest! {
         summary in proptest::option::of(text(3000)),
     ) {
         let counter = TokenCounter::for_model(provider, model);
-        let head = system_head(&tools, last_step, &reactstep::step::parse::Tags::default(), false);
+        let head = system_head(&tools, &reactstep::step::parse::Tags::default(), false);
         let reserve = if summary.is_some() { 200 } else { marker_reserve(&counter) };
         let candidates = Candidates {
             head: &head,
@@ -95,6 +95,7 @@ proptest! {
             omission_reserve: reserve,
             tags: &reactstep::step::parse::Tags::default(),
             native: false,
+            notice: last_step.then_some(reactstep::step::prompt::LAST_STEP),
         };
         match fit(&counter, budget, &candidates) {
             Ok(fitted) => {

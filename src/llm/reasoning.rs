@@ -110,8 +110,7 @@ mod tests {
     #[test]
     fn the_state_round_trips_and_refuses_what_it_does_not_know() {
         let raw = r#"{"blocks":[{"type":"thinking","thinking":"hm","signature":"s1"},{"type":"redacted_thinking","data":"Enc"}]}"#;
-        let state: ReasoningState =
-            serde_json::from_str(raw).unwrap_or_else(|e| panic!("{e}"));
+        let state: ReasoningState = serde_json::from_str(raw).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(serde_json::to_string(&state).ok().as_deref(), Some(raw));
         assert_eq!(state.text(), "hm");
         for bad in [

@@ -15,8 +15,8 @@ use super::context::{ContextItem, ContextReport, ContextSource, Excluded, Fate, 
 use super::history::{Role, Turn};
 use super::parse::Tags;
 use super::prompt::{
-    chat_messages, render_native, render_turn, Costed, CONTEXT_HEADING, FILLER_FIRST, FILLER_LAST,
-    JOIN,
+    chat_messages, render_native, render_turn, step_tail, Costed, CONTEXT_HEADING, FILLER_FIRST,
+    FILLER_LAST, JOIN,
 };
 use super::tokens::{TokenCounter, PER_MESSAGE_OVERHEAD, REPLY_PRIMING};
 use super::truncate::{self, Frame};
@@ -53,6 +53,8 @@ pub struct Candidates<'a> {
     pub tags: &'a Tags,
     /// Tool calls go to the provider as its own structure: turns are rendered natively.
     pub native: bool,
+    /// Told after what is new in the step (the last-step notice).
+    pub notice: Option<&'a str>,
 }
 
 impl Candidates<'_> {
@@ -114,11 +116,23 @@ struct Chosen {
     /// In prompt order: the rendered block, its tokens, and the item's index.
     blocks: Vec<(String, u32, usize)>,
     fates: Vec<Option<ReportItem>>,
-    first_kept_turn: usize,
-    /// Costs of the kept optional turns, oldest first.
-    turn_costs: Vec<u32>,
+    turns: KeptTurns,
+}
+
+/// The optional turns kept: the oldest one's index, and each turn as sent, oldest first.
+struct KeptTurns {
+    first: usize,
+    sent: Vec<SentTurn>,
     /// Whether the line standing for omitted turns has its room.
     omission_fits: bool,
+}
+
+/// A turn as it is sent, with its tokens (framing included).
+struct SentTurn {
+    message: ChatMessage,
+    tokens: u32,
+    /// An observation cut to `max_observation_tokens`.
+    cut: bool,
 }
 
 pub fn fit(counter: &TokenCounter, budget: u32, c: &Candidates<'_>) -> Result<Fitted, Overflow> {
@@ -135,13 +149,19 @@ pub fn fit(counter: &TokenCounter, budget: u32, c: &Candidates<'_>) -> Result<Fi
     }
 }
 
-/// One choice within `limit`; the report states `budget`.
-fn fit_within(
-    counter: &TokenCounter,
-    budget: u32,
-    limit: u32,
-    c: &Candidates<'_>,
-) -> Result<Fitted, Overflow> {
+/// The parts every prompt has, with their counts.
+struct Mandatory {
+    head_tokens: u32,
+    heading_tokens: u32,
+    /// The latest turn, when it must be sent (an observation, or the turn there is no query
+    /// after).
+    latest: Option<SentTurn>,
+    /// History turns that may be left out.
+    optional_turns: usize,
+    total: u32,
+}
+
+fn mandatory(counter: &TokenCounter, c: &Candidates<'_>) -> Mandatory {
     let query = c.query.trim();
     let head_tokens = counter.count(c.head);
     let heading_tokens = counter.count(CONTEXT_HEADING);
@@ -150,125 +170,78 @@ fn fit_within(
     } else {
         counter.count_message(query)
     };
-
-    // The latest turn is mandatory when it is an observation, or when there is no query.
+    let notice_tokens = c.notice.map_or(0, |n| counter.count_message(n));
     let latest_is_mandatory = c
         .history
         .last()
         .is_some_and(|t| t.role == Role::ToolObservation || query.is_empty());
     let optional_turns = c.history.len() - usize::from(latest_is_mandatory);
-    let mut latest = c
+    let latest = c
         .history
-        .get(optional_turns)
+        .last()
         .filter(|_| latest_is_mandatory)
-        .map(|t| c.render(t));
-    let mut latest_fate = None;
-    let mut latest_tokens = 0;
-    if let (Some(message), Some(turn)) = (latest.as_mut(), c.history.last()) {
-        // Only an observation is cut; any other mandatory turn is counted whole, once.
-        let limit = if turn.role == Role::ToolObservation {
-            c.max_observation_tokens
-        } else {
-            u32::MAX
-        };
-        let tokens = match counter.count_within(&message.counted_text(), limit) {
-            Some(tokens) => tokens,
-            None => {
-                latest_fate = Some(Fate::Truncated);
-                match truncate::head_and_tail(counter, &message.content, limit) {
-                    Some(cut) => {
-                        message.content = cut.text;
-                        cut.tokens
-                    }
-                    None => {
-                        message.content = too_long_observation(c.tags);
-                        counter.count(&message.content)
-                    }
-                }
-            }
-        };
-        latest_tokens = tokens + PER_MESSAGE_OVERHEAD;
-    }
+        .and_then(|turn| sent_turn(counter, c, turn, u32::MAX));
     // The turns that keep roles alternating may be needed whenever there is history.
     let fillers = if c.history.is_empty() {
         0
     } else {
         counter.count_message(FILLER_FIRST) + counter.count_message(FILLER_LAST)
     };
-    let mandatory =
-        REPLY_PRIMING + PER_MESSAGE_OVERHEAD + head_tokens + query_tokens + latest_tokens + fillers;
-    if mandatory > limit {
+    let total = REPLY_PRIMING
+        + PER_MESSAGE_OVERHEAD
+        + head_tokens
+        + query_tokens
+        + notice_tokens
+        + latest.as_ref().map_or(0, |t| t.tokens)
+        + fillers;
+    Mandatory {
+        head_tokens,
+        heading_tokens,
+        latest,
+        optional_turns,
+        total,
+    }
+}
+
+/// One choice within `limit`; the report states `budget`.
+fn fit_within(
+    counter: &TokenCounter,
+    budget: u32,
+    limit: u32,
+    c: &Candidates<'_>,
+) -> Result<Fitted, Overflow> {
+    let mut must = mandatory(counter, c);
+    if must.total > limit {
         return Err(Overflow {
             budget,
-            required: mandatory + (budget - limit),
+            required: must.total + (budget - limit),
         });
     }
+    let mut room = limit - must.total;
+    let chosen = choose(counter, c, &must, budget, &mut room);
+    let latest = must.latest.take();
 
-    let mut room = limit - mandatory;
-    let chosen = choose(counter, c, optional_turns, heading_tokens, &mut room);
-
-    // Assemble: the system prompt from parts whose counts are already known, in one allocation
-    // of its final size (the step holds it until the model has answered).
-    let heading = if chosen.blocks.is_empty() {
-        ""
-    } else {
-        CONTEXT_HEADING
-    };
-    let length =
-        c.head.len() + heading.len() + chosen.blocks.iter().map(|(b, _, _)| b.len()).sum::<usize>();
-    let mut system = String::with_capacity(length);
-    system.push_str(c.head);
-    system.push_str(heading);
-    let mut system_tokens = head_tokens;
-    if !heading.is_empty() {
-        system_tokens += heading_tokens;
-    }
-    for (block, tokens, _) in &chosen.blocks {
-        system.push_str(block);
-        system_tokens += tokens;
-    }
-    let kept = &c.history[chosen.first_kept_turn..optional_turns];
-    let mut turns: Vec<Costed> = kept
+    // What persists across a loop's steps goes in the system prompt; what changes goes last.
+    let (stable, changing): (Vec<_>, Vec<_>) = chosen
+        .blocks
         .iter()
-        .zip(&chosen.turn_costs)
-        .map(|(t, &cost)| Costed::known(c.render(t), cost))
-        .collect();
-    turns.extend(latest.map(|m| Costed::known(m, latest_tokens)));
-    let query = (!query.is_empty()).then(|| {
-        let message = ChatMessage::text(crate::llm::ChatRole::User, query.to_string());
-        Costed::known(message, query_tokens)
-    });
-    let costed = chat_messages(turns, query, c.native);
-    // Merged neighbours and filler turns are the only text counted after assembly.
-    let messages_tokens = REPLY_PRIMING
-        + costed
-            .iter()
-            .map(|m| {
-                m.tokens.unwrap_or_else(|| {
-                    if !m.message.is_plain() {
-                        return counter.count_message(&m.message.counted_text());
-                    }
-                    counter
-                        .count_joined(&m.message.content, &m.joins, JOIN.len())
-                        .saturating_add(PER_MESSAGE_OVERHEAD)
-                })
-            })
-            .sum::<u32>();
+        .partition(|(_, _, i)| c.items[*i].source.persists());
+    let (system, system_tokens) =
+        system_prompt(c.head, must.head_tokens, must.heading_tokens, &stable);
+    let changing: Vec<&str> = changing.iter().map(|(b, _, _)| b.as_str()).collect();
+    let tail = step_tail(&changing, c.query.trim(), c.notice);
+
+    let mut turns: Vec<Costed> = Vec::with_capacity(chosen.turns.sent.len() + 1);
+    let mut turn_fates: Vec<(Option<u32>, bool)> = vec![(None, false); chosen.turns.first];
+    for sent in chosen.turns.sent.into_iter().chain(latest) {
+        turn_fates.push((Some(sent.tokens), sent.cut));
+        turns.push(Costed::known(sent.message, sent.tokens));
+    }
+    let costed = chat_messages(turns, tail, c.native);
+    let messages_tokens = REPLY_PRIMING + messages_count(counter, &costed);
     let messages = costed.into_iter().map(|m| m.message).collect();
 
-    let mut turn_tokens = vec![None; chosen.first_kept_turn];
-    turn_tokens.extend(chosen.turn_costs.iter().map(|&t| Some(t)));
-    if latest_is_mandatory {
-        turn_tokens.push(Some(latest_tokens));
-    }
-    let report_items = report_items(
-        c,
-        chosen.fates,
-        &turn_tokens,
-        chosen.first_kept_turn,
-        optional_turns,
-        latest_fate,
-    );
+    let report_items = report_items(c, chosen.fates, &turn_fates, chosen.turns.first);
     let dropped_items = report_items
         .iter()
         .filter(|i| i.fate == Fate::Dropped && i.source != ContextSource::ConversationHistory)
@@ -277,31 +250,76 @@ fn fit_within(
         .iter()
         .filter(|i| i.fate == Fate::Truncated)
         .count();
-    let fitted = Fitted {
+    Ok(Fitted {
         system,
         system_tokens,
         messages,
         messages_tokens,
-        omitted_turns: chosen.first_kept_turn,
+        omitted_turns: chosen.turns.first,
         dropped_items,
         truncated_items,
-        omission_reserve: if chosen.omission_fits {
+        omission_reserve: if chosen.turns.omission_fits {
             c.omission_reserve
         } else {
             0
         },
         budget,
         report_items,
+    })
+}
+
+/// The system prompt from parts whose counts are already known, in one allocation of its final
+/// size (the step holds it until the model has answered).
+fn system_prompt(
+    head: &str,
+    head_tokens: u32,
+    heading_tokens: u32,
+    blocks: &[&(String, u32, usize)],
+) -> (String, u32) {
+    let heading = if blocks.is_empty() {
+        ""
+    } else {
+        CONTEXT_HEADING
     };
-    Ok(fitted)
+    let length = head.len() + heading.len() + blocks.iter().map(|(b, _, _)| b.len()).sum::<usize>();
+    let mut system = String::with_capacity(length);
+    system.push_str(head);
+    system.push_str(heading);
+    let mut tokens = head_tokens;
+    if !heading.is_empty() {
+        tokens += heading_tokens;
+    }
+    for (block, block_tokens, _) in blocks {
+        system.push_str(block);
+        tokens += block_tokens;
+    }
+    (system, tokens)
+}
+
+/// The messages' tokens: known counts as they are; merged, filler and tail messages counted
+/// now (a merged message from its parts' counts).
+fn messages_count(counter: &TokenCounter, costed: &[Costed]) -> u32 {
+    costed
+        .iter()
+        .map(|m| {
+            m.tokens.unwrap_or_else(|| {
+                if !m.message.is_plain() {
+                    return counter.count_message(&m.message.counted_text());
+                }
+                counter
+                    .count_joined(&m.message.content, &m.joins, JOIN.len())
+                    .saturating_add(PER_MESSAGE_OVERHEAD)
+            })
+        })
+        .sum()
 }
 
 /// Serves the sources in priority order from `room`, newest turns first.
 fn choose(
     counter: &TokenCounter,
     c: &Candidates<'_>,
-    optional_turns: usize,
-    heading_tokens: u32,
+    must: &Mandatory,
+    budget: u32,
     room: &mut u32,
 ) -> Chosen {
     let mut order: Vec<ContextSource> = c.order.to_vec();
@@ -313,27 +331,31 @@ fn choose(
     let mut chosen = Chosen {
         blocks: Vec::new(),
         fates: vec![None; c.items.len()],
-        first_kept_turn: optional_turns,
-        turn_costs: Vec::new(),
-        omission_fits: true,
+        turns: KeptTurns {
+            first: must.optional_turns,
+            sent: Vec::new(),
+            omission_fits: true,
+        },
     };
-    let mut heading_paid = false;
+    // The heading is paid once in each place items go: the system prompt and the step's tail.
+    let mut heading_paid = [false; 2];
     for source in order {
         if source == ContextSource::ConversationHistory {
-            (
-                chosen.first_kept_turn,
-                chosen.turn_costs,
-                chosen.omission_fits,
-            ) = choose_turns(counter, c, optional_turns, room);
+            chosen.turns = choose_turns(counter, c, must.optional_turns, budget, room);
             continue;
         }
+        let place = usize::from(!source.persists());
         for (i, item) in c
             .items
             .iter()
             .enumerate()
             .filter(|(_, it)| it.source == source)
         {
-            let heading = if heading_paid { 0 } else { heading_tokens };
+            let heading = if heading_paid[place] {
+                0
+            } else {
+                must.heading_tokens
+            };
             let Some(available) = room.checked_sub(heading) else {
                 chosen.fates[i] = Some(fate(
                     item,
@@ -360,7 +382,7 @@ fn choose(
                 },
             };
             *room -= tokens + heading;
-            heading_paid = true;
+            heading_paid[place] = true;
             let why = (item_fate == Fate::Truncated).then_some(
                 "cut to fit the token budget: head and tail kept (or the window around the cursor)",
             );
@@ -371,50 +393,131 @@ fn choose(
     chosen
 }
 
-/// The oldest turn kept: turns are taken newest first while they fit, keeping room for the line
-/// that stands for the ones left out.
+/// A turn as it is sent, if it fits in `limit` tokens (framing included). An observation is
+/// cut to `max_observation_tokens` whether or not it is the latest, the same way at every step,
+/// so that what an earlier step sent is sent again unchanged (a prompt cache's prefix).
+fn sent_turn(
+    counter: &TokenCounter,
+    c: &Candidates<'_>,
+    turn: &Turn,
+    limit: u32,
+) -> Option<SentTurn> {
+    let mut message = c.render(turn);
+    let limit = limit.saturating_sub(PER_MESSAGE_OVERHEAD);
+    if turn.role != Role::ToolObservation {
+        let tokens = counter.count_within(&message.counted_text(), limit)?;
+        return Some(SentTurn {
+            message,
+            tokens: tokens + PER_MESSAGE_OVERHEAD,
+            cut: false,
+        });
+    }
+    let max = c.max_observation_tokens;
+    let (tokens, cut) = match counter.count_within(&message.counted_text(), max) {
+        Some(tokens) => (tokens, false),
+        None => match truncate::head_and_tail(counter, &message.content, max) {
+            Some(cut) => {
+                message.content = cut.text;
+                (cut.tokens, true)
+            }
+            None => {
+                message.content = too_long_observation(c.tags);
+                (counter.count(&message.content), true)
+            }
+        },
+    };
+    (tokens <= limit).then_some(SentTurn {
+        message,
+        tokens: tokens + PER_MESSAGE_OVERHEAD,
+        cut,
+    })
+}
+
+/// The optional turns kept: taken newest first while they fit, keeping room for the line that
+/// stands for the ones left out; when some are left out, they are left out up to the start of a
+/// block (`block_start`), so the kept history starts at the same turn for several steps.
 fn choose_turns(
     counter: &TokenCounter,
     c: &Candidates<'_>,
     optional_turns: usize,
+    budget: u32,
     room: &mut u32,
-) -> (usize, Vec<u32>, bool) {
+) -> KeptTurns {
     let mut first = optional_turns;
     let mut used = 0u32;
-    let mut costs = Vec::new();
+    // Newest first until the end.
+    let mut sent: Vec<SentTurn> = Vec::new();
     while first > 0 {
-        let message = c.render(&c.history[first - 1]);
-        let limit = room.saturating_sub(used);
-        match counter.count_within(
-            &message.counted_text(),
-            limit.saturating_sub(PER_MESSAGE_OVERHEAD),
-        ) {
-            Some(tokens) if used + tokens + PER_MESSAGE_OVERHEAD <= *room => {
-                used += tokens + PER_MESSAGE_OVERHEAD;
-                costs.push(tokens + PER_MESSAGE_OVERHEAD);
+        match sent_turn(counter, c, &c.history[first - 1], room.saturating_sub(used)) {
+            Some(turn) => {
+                used += turn.tokens;
+                sent.push(turn);
                 first -= 1;
-            }
-            _ => break,
-        }
-    }
-    // Turns will be left out: make room for the line that says so, when there is any.
-    while first > 0 && used + c.omission_reserve > *room {
-        match costs.pop() {
-            Some(cost) => {
-                used -= cost;
-                first += 1;
             }
             None => break,
         }
+    }
+    let mut leave_out_to = |to: usize, first: &mut usize, used: &mut u32| {
+        while *first < to {
+            match sent.pop() {
+                Some(turn) => *used -= turn.tokens,
+                None => break,
+            }
+            *first += 1;
+        }
+    };
+    // Turns will be left out: make room for the line that says so, when there is any.
+    while first > 0 && first < optional_turns && used + c.omission_reserve > *room {
+        let to = first + 1;
+        leave_out_to(to, &mut first, &mut used);
+    }
+    if first > 0 {
+        let to = block_start(&c.history[..optional_turns], first, block_bytes(budget));
+        leave_out_to(to, &mut first, &mut used);
     }
     let omission_fits = first == 0 || used + c.omission_reserve <= *room;
     *room -= used;
     if first > 0 && omission_fits {
         *room -= c.omission_reserve;
     }
-    costs.reverse();
-    (first, costs, omission_fits)
+    sent.reverse();
+    KeptTurns {
+        first,
+        sent,
+        omission_fits,
+    }
 }
+
+/// Bytes of history in a block: about a quarter of the budget's worth (at four bytes a token),
+/// so that a history growing past the budget loses a block every few steps, not a turn at each.
+fn block_bytes(budget: u32) -> usize {
+    (budget as usize).max(256)
+}
+
+/// Where the kept history starts when turns before `first` must be left out: the first block
+/// start at or after it. Blocks are cut where the history's bytes, counted from its first turn,
+/// pass a multiple of `block` (at the next turn that is not an observation, so a call stays with
+/// its result); a history only grows at its end, so the starts stay where they are from step to
+/// step. `first` itself when no block starts after it.
+fn block_start(history: &[Turn], first: usize, block: usize) -> usize {
+    let mut bytes = 0usize;
+    let mut crossed = false;
+    for (i, turn) in history.iter().enumerate() {
+        if crossed && turn.role != Role::ToolObservation {
+            if i >= first {
+                return i;
+            }
+            crossed = false;
+        }
+        let before = bytes / block;
+        bytes = bytes.saturating_add(turn.content.len() + TURN_FRAMING_BYTES);
+        crossed |= bytes / block > before;
+    }
+    first
+}
+
+/// What a turn adds to the block measure besides its content (calls, results, framing).
+const TURN_FRAMING_BYTES: usize = 64;
 
 /// The item cut to `available` tokens (block framing included), if that is still useful.
 fn cut_item(counter: &TokenCounter, item: &ContextItem, available: u32) -> Option<(String, u32)> {
@@ -442,34 +545,32 @@ fn fate(item: &ContextItem, tokens: Option<u32>, fate: Fate, reason: &str) -> Re
 fn report_items(
     c: &Candidates<'_>,
     fates: Vec<Option<ReportItem>>,
-    turn_tokens: &[Option<u32>],
+    turn_fates: &[(Option<u32>, bool)],
     first_kept_turn: usize,
-    optional_turns: usize,
-    latest_fate: Option<Fate>,
 ) -> Vec<ReportItem> {
     let mut items: Vec<ReportItem> = fates.into_iter().flatten().collect();
     for (i, _) in c.history.iter().enumerate() {
+        // Dropped turns are not tokenised: their count is not known, and not worth knowing.
+        let (tokens, cut) = turn_fates.get(i).copied().unwrap_or((None, false));
         let (fate, reason) = if i < first_kept_turn {
             (
                 Fate::Dropped,
                 Some(
-                    "older than the turns that fit; stood for by the earlier-conversation line"
+                    "older than the turns kept (turns are left out in blocks, so the prompt's start stays the same for several steps); stood for by the earlier-conversation line"
                         .to_string(),
                 ),
             )
-        } else if i >= optional_turns && latest_fate == Some(Fate::Truncated) {
+        } else if cut {
             (
                 Fate::Truncated,
                 Some(format!(
-                    "the latest observation is cut to max_observation_tokens ({})",
+                    "the observation is cut to max_observation_tokens ({})",
                     c.max_observation_tokens
                 )),
             )
         } else {
             (Fate::Included, None)
         };
-        // Dropped turns are not tokenised: their count is not known, and not worth knowing.
-        let tokens = turn_tokens.get(i).copied().flatten();
         items.push(ReportItem {
             source: ContextSource::ConversationHistory,
             id: format!("conversation_history[{i}]"),
@@ -602,6 +703,7 @@ mod tests {
             omission_reserve: marker_reserve(&counter),
             tags: &Tags::default(),
             native: false,
+            notice: None,
         };
         fit(&counter, budget, &c).map(|f| f.finish(&counter, None, "o200k_base"))
     }
@@ -679,6 +781,7 @@ mod tests {
             omission_reserve: marker_reserve(&counter),
             tags: &Tags::default(),
             native: false,
+            notice: None,
         };
         let p = fit(&counter, 700, &c)
             .unwrap_or_else(|e| panic!("{e:?}"))
@@ -707,6 +810,7 @@ mod tests {
             omission_reserve: marker_reserve(&counter),
             tags: &Tags::default(),
             native: false,
+            notice: None,
         };
         let p = fit(&counter, 2000, &c)
             .unwrap_or_else(|e| panic!("{e:?}"))
@@ -735,6 +839,7 @@ mod tests {
             omission_reserve: 120,
             tags: &Tags::default(),
             native: false,
+            notice: None,
         };
         let fitted = fit(&counter, 500, &c).unwrap_or_else(|e| panic!("{e:?}"));
         assert!(fitted.omitted_turns > 0);
@@ -761,5 +866,153 @@ mod tests {
         };
         assert_eq!(overflow.budget, 100);
         assert!(overflow.required > 500);
+    }
+
+    /// A loop's history after `steps` steps: the question, then a call and its result per step.
+    fn loop_history(steps: usize, result_lines: usize) -> Vec<Turn> {
+        let stamp = || "2024-01-01T00:00:00.000Z".to_string();
+        let mut history = vec![Turn::new(
+            Role::User,
+            "Why does a.js throw?".into(),
+            stamp(),
+        )];
+        for step in 0..steps {
+            history.push(Turn::new(
+                Role::Assistant,
+                format!("Thought: look at part {step}\nAction: read_file(path=\"p{step}.js\")"),
+                stamp(),
+            ));
+            history.push(Turn::new(
+                Role::ToolObservation,
+                (0..result_lines)
+                    .map(|l| format!("const v{step}_{l} = {l};\n"))
+                    .collect(),
+                stamp(),
+            ));
+        }
+        history
+    }
+
+    fn loop_candidates<'a>(
+        history: &'a [Turn],
+        items: &'a [ContextItem],
+        tags: &'a Tags,
+    ) -> Candidates<'a> {
+        Candidates {
+            head: "You are helpful.\n\n",
+            items,
+            unresolved: &[],
+            history,
+            query: "",
+            order: &DEFAULT_ORDER,
+            max_observation_tokens: 400,
+            omission_reserve: 30,
+            tags,
+            native: false,
+            notice: None,
+        }
+    }
+
+    #[test]
+    fn a_growing_history_loses_turns_in_blocks_not_one_per_step() {
+        let counter = counter();
+        let mut starts = Vec::new();
+        for steps in 1..=30 {
+            let history = loop_history(steps, 40);
+            let fitted = fit(
+                &counter,
+                4000,
+                &loop_candidates(&history, &[], &Tags::default()),
+            )
+            .unwrap_or_else(|e| panic!("{e:?}"));
+            starts.push(fitted.omitted_turns);
+        }
+        let changes: Vec<usize> = starts
+            .windows(2)
+            .enumerate()
+            .filter(|(_, w)| w[0] != w[1])
+            .map(|(i, _)| i + 1)
+            .collect();
+        assert!(changes.len() >= 2, "the history did overflow: {starts:?}");
+        assert!(
+            changes.windows(2).all(|w| w[1] - w[0] >= 3),
+            "the kept history's start moved more often than every third step: {starts:?}"
+        );
+        for steps in 1..=30 {
+            let history = loop_history(steps, 40);
+            let first = starts[steps - 1];
+            assert!(
+                first == 0 || history[first].role != Role::ToolObservation,
+                "a kept history never opens with a result whose call is left out"
+            );
+        }
+    }
+
+    #[test]
+    fn block_starts_stay_where_they_are_as_the_history_grows() {
+        let long = loop_history(20, 30);
+        for steps in 1..20 {
+            let short = &long[..=2 * steps];
+            for first in 1..short.len() {
+                let start = block_start(short, first, 2000);
+                if start < short.len() && start != first {
+                    assert_eq!(block_start(&long, first, 2000), start, "{steps} {first}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn an_observation_is_sent_the_same_when_it_is_no_longer_the_latest() {
+        let counter = counter();
+        let history = loop_history(3, 300);
+        let sent = |turns: &[Turn]| {
+            fit(
+                &counter,
+                100_000,
+                &loop_candidates(turns, &[], &Tags::default()),
+            )
+            .unwrap_or_else(|e| panic!("{e:?}"))
+            .messages
+        };
+        let before = sent(&history[..5]);
+        let after = sent(&history);
+        let observation = |m: &[ChatMessage]| m[2].content.split(JOIN).next().map(str::to_string);
+        assert!(
+            counter.count(&history[4].content) > 400,
+            "the result is long"
+        );
+        assert_eq!(observation(&before), observation(&after));
+        assert!(
+            after[2].content.len() < history[4].content.len(),
+            "the older observation is cut too"
+        );
+    }
+
+    #[test]
+    fn what_changes_each_step_comes_after_the_history_and_the_notice_last() {
+        let counter = counter();
+        let history = loop_history(2, 5);
+        let items = [
+            item(ContextSource::VectorSearch, "hit.rs", 5),
+            item(ContextSource::Explicit, "kept.rs", 5),
+            item(ContextSource::Implicit, "focused.rs", 5),
+        ];
+        let tags = Tags::default();
+        let mut c = loop_candidates(&history, &items, &tags);
+        c.notice = Some(super::super::prompt::LAST_STEP);
+        let p = fit(&counter, 100_000, &c)
+            .unwrap_or_else(|e| panic!("{e:?}"))
+            .finish(&counter, None, "o200k_base");
+        assert!(p.system.contains("kept.rs") && !p.system.contains("focused.rs"));
+        let last = &p.messages[p.messages.len() - 1].content;
+        let at = |needle: &str| last.find(needle).unwrap_or_else(|| panic!("{needle}"));
+        assert!(
+            at("const v1_4") < at("focused.rs"),
+            "after the latest observation"
+        );
+        assert!(at("focused.rs") < at("hit.rs"));
+        assert!(last.ends_with(super::super::prompt::LAST_STEP));
+        assert_eq!(p.report.used, exact(&p));
     }
 }

@@ -15,6 +15,14 @@ pub enum ContextSource {
 }
 
 impl ContextSource {
+    /// Whether the source's items usually stay the same from one step of a loop to the next
+    /// (files the user tagged or pinned), as opposed to following the editor or the query (the
+    /// focused file, search hits). The prompt puts the first before the history, the others
+    /// after it, so a provider's prompt cache holds the longest prefix.
+    pub fn persists(self) -> bool {
+        matches!(self, Self::Explicit | Self::Pinned)
+    }
+
     pub fn label(self) -> &'static str {
         match self {
             Self::Explicit => "explicit context",

@@ -993,12 +993,7 @@ fn build_prompt(
     if let Some(ws) = input.workspace.take() {
         resolve_from_workspace(&ws, &mut input);
     }
-    let head = prompt::system_head(
-        &input.tools_segment,
-        input.iterations_left == 1,
-        &input.react.tags,
-        how.native,
-    );
+    let head = prompt::system_head(&input.tools_segment, &input.react.tags, how.native);
     let candidates = Candidates {
         head: &head,
         items: &input.context,
@@ -1010,6 +1005,7 @@ fn build_prompt(
         omission_reserve: how.omission_reserve,
         tags: &input.react.tags,
         native: how.native,
+        notice: (input.iterations_left == 1).then_some(prompt::LAST_STEP),
     };
     let fitted = budget::fit(&counter, how.messages_budget, &candidates);
     // The prompt now holds what fitted; unless it may be fitted again, the step need not keep

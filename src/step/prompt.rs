@@ -78,7 +78,9 @@ arguments in double quotes. Call at most one tool per step. Never write an \
     )
 }
 
-const LAST_STEP: &str = "This is the last step you have: do not call a tool. Give the Final \
+/// Told on the last step, after what is new in it (the prompt before it stays the same as the
+/// step before's, for the provider's cache).
+pub const LAST_STEP: &str = "This is the last step you have: do not call a tool. Give the Final \
 Answer now, based on what you have found so far.";
 
 const NO_TOOLS: &str = "No tools are available in this step: give the Final Answer.";
@@ -96,8 +98,10 @@ yourself.",
     )
 }
 
-/// The fixed part of the system prompt: everything but the context items.
-pub fn system_head(tools_segment: &str, last_step: bool, tags: &Tags, native: bool) -> String {
+/// The fixed part of the system prompt: everything but the context items. It is the same at
+/// every step of a loop (the last-step notice goes at the end of the prompt), so a provider's
+/// prompt cache holds it.
+pub fn system_head(tools_segment: &str, tags: &Tags, native: bool) -> String {
     let tools = tools_segment.trim();
     let example = example_call(tools);
     let (tools, format) = match (native, tools.is_empty()) {
@@ -105,13 +109,7 @@ pub fn system_head(tools_segment: &str, last_step: bool, tags: &Tags, native: bo
         (false, true) => (NO_TOOLS, format(tags, &example)),
         (false, false) => (tools, format(tags, &example)),
     };
-    let mut head =
-        format!("{INSTRUCTIONS}\n\n## Tools\n\n{tools}\n\n## Answer format\n\n{format}\n\n");
-    if last_step {
-        head.push_str(LAST_STEP);
-        head.push_str("\n\n");
-    }
-    head
+    format!("{INSTRUCTIONS}\n\n## Tools\n\n{tools}\n\n## Answer format\n\n{format}\n\n")
 }
 
 /// The heading that precedes the context items. The head ends, and the heading and every block
@@ -134,6 +132,38 @@ pub fn system_prompt(head: &str, blocks: &[&str]) -> String {
         prompt.push_str(block);
     }
     prompt
+}
+
+/// The prompt's last user message: what is new in this step, after everything the step before
+/// sent too. The context that changes from step to step (under its heading), the query, and the
+/// last-step notice, joined with `JOIN`; `None` when there is none of them.
+pub fn step_tail(context: &[&str], query: &str, notice: Option<&str>) -> Option<Costed> {
+    let mut text = String::new();
+    let mut joins = Vec::new();
+    let mut add = |part: &str| {
+        if part.is_empty() {
+            return;
+        }
+        if !text.is_empty() {
+            joins.push(text.len());
+            text.push_str(JOIN);
+        }
+        text.push_str(part);
+    };
+    if !context.is_empty() {
+        let mut blocks = String::from(CONTEXT_HEADING);
+        for block in context {
+            blocks.push_str(block);
+        }
+        add(blocks.trim_end());
+    }
+    add(query);
+    add(notice.unwrap_or_default());
+    (!text.is_empty()).then(|| Costed {
+        message: user(text),
+        tokens: None,
+        joins,
+    })
 }
 
 /// One history turn as the chat message the model sees.
@@ -256,6 +286,9 @@ pub fn chat_messages(history: Vec<Costed>, query: Option<Costed>, native: bool) 
             {
                 last.joins.push(last.message.content.len());
                 last.message.content.push_str(JOIN);
+                // The joins inside what is appended move with it.
+                let offset = last.message.content.len();
+                last.joins.extend(next.joins.iter().map(|j| j + offset));
                 last.message.content.push_str(&next.message.content);
                 last.tokens = None;
             }
@@ -437,9 +470,25 @@ mod tests {
     }
 
     #[test]
-    fn the_last_step_is_announced() {
-        assert!(system_head("tools", true, &Tags::default(), false).contains("last step"));
-        assert!(!system_head("tools", false, &Tags::default(), false).contains("last step"));
+    fn the_step_tail_joins_what_is_new_and_says_where() {
+        let tail = step_tail(
+            &["### focused file: a\n```\nx\n```\n\n"],
+            "why?",
+            Some(LAST_STEP),
+        )
+        .unwrap_or_else(|| panic!("a tail"));
+        let text = &tail.message.content;
+        assert!(text.starts_with(CONTEXT_HEADING));
+        assert!(text.ends_with(LAST_STEP));
+        assert_eq!(tail.joins.len(), 2);
+        for &j in &tail.joins {
+            assert_eq!(&text[j..j + JOIN.len()], JOIN);
+        }
+        assert!(step_tail(&[], "", None).is_none());
+        assert_eq!(
+            step_tail(&[], "q", None).map(|t| t.message.content),
+            Some("q".to_string())
+        );
     }
 
     /// The `Action:` line of the format example in a system prompt.
@@ -452,10 +501,10 @@ mod tests {
     #[test]
     fn the_format_example_uses_a_tool_of_the_request() {
         let declared = "- read_file(path: string, start_line?: integer) — Read a file\n";
-        let head = system_head(declared, false, &Tags::default(), false);
+        let head = system_head(declared, &Tags::default(), false);
         assert_eq!(example_line(&head), "read_file(path=\"<value>\")");
         let free_text = "You have access to: code_search(query), read_file(path)";
-        let head = system_head(free_text, false, &Tags::default(), false);
+        let head = system_head(free_text, &Tags::default(), false);
         assert_eq!(example_line(&head), "code_search(query=\"<value>\")");
         let named_only = "- run_tests: runs the tests";
         assert_eq!(
@@ -466,7 +515,7 @@ mod tests {
 
     #[test]
     fn without_tools_the_example_is_no_callable_identifier_pair() {
-        let head = system_head("", false, &Tags::default(), false);
+        let head = system_head("", &Tags::default(), false);
         let example = example_line(&head);
         assert_eq!(example, "<tool name>(<argument>=\"<value>\")");
         assert!(!head.contains("tool_name") && !head.contains("other_param"));

@@ -29,10 +29,19 @@ async fn inline_context_reaches_the_prompt_fenced_and_in_priority_order() {
     let reply = app.post_react_step(&body).await;
     assert_eq!(reply.status, 200, "{}", reply.text);
 
-    let system = app.upstream_bodies().await[0]["messages"][0]["content"]
+    let sent = app.upstream_bodies().await[0]["messages"].clone();
+    let first = sent[0]["content"].as_str().unwrap().to_string();
+    let last = sent.as_array().unwrap().last().unwrap()["content"]
         .as_str()
         .unwrap()
         .to_string();
+    // What persists across a loop's steps opens the prompt; what changes each step ends it.
+    assert!(first.contains("TODO: rate-limit") && !first.contains("<Login />"));
+    assert!(
+        last.contains("<Login />") && last.ends_with("Explain login."),
+        "{last}"
+    );
+    let system = format!("{first}{last}");
     let order: Vec<usize> = [
         "export function login",
         "TODO: rate-limit",
@@ -221,9 +230,8 @@ async fn the_focused_file_is_cut_around_the_cursor() {
     let reply = app.post_react_step(&body).await;
 
     assert_eq!(report_item(&reply.body, "src/app.ts")["fate"], "truncated");
-    let system = reply.body["prompt"]["messages"][0]["content"]
-        .as_str()
-        .unwrap();
+    let messages = reply.body["prompt"]["messages"].as_array().unwrap();
+    let system = messages.last().unwrap()["content"].as_str().unwrap();
     assert!(system.contains("export const value2500 = compute(2500);"));
     assert!(!system.contains("export const value1 = compute(1);"));
 }

@@ -42,8 +42,14 @@ async fn an_action_on_the_last_step_becomes_a_summary_answer() {
     assert!(answer.contains("I should read auth.js."), "{answer}");
     assert!(!body["warnings"].as_array().unwrap().is_empty());
 
+    // The notice ends the prompt: what came before it is the same as at the step before.
     let sent = &app.upstream_bodies().await[0];
-    assert!(sent["messages"][0]["content"]
+    let messages = sent["messages"].as_array().unwrap();
+    assert!(messages.last().unwrap()["content"]
+        .as_str()
+        .unwrap()
+        .ends_with("based on what you have found so far."));
+    assert!(!messages[0]["content"]
         .as_str()
         .unwrap()
         .contains("This is the last step"));
@@ -67,10 +73,7 @@ async fn earlier_steps_are_not_told_to_stop() {
     assert_eq!(reply.body["status"], "action_proposed");
     assert_eq!(reply.body["iterations_remaining"], 1);
     let sent = &app.upstream_bodies().await[0];
-    assert!(!sent["messages"][0]["content"]
-        .as_str()
-        .unwrap()
-        .contains("This is the last step"));
+    assert!(!sent.to_string().contains("This is the last step"));
 }
 
 #[tokio::test]

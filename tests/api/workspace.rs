@@ -92,16 +92,16 @@ async fn files_pinned_items_and_the_focused_file_are_read_from_the_project() {
     let reply = app.post_react_step(&body).await;
 
     assert_eq!(reply.status, 200, "{}", reply.text);
-    let system = reply.body["prompt"]["messages"][0]["content"]
-        .as_str()
-        .unwrap();
+    let messages = reply.body["prompt"]["messages"].as_array().unwrap();
+    let system = messages[0]["content"].as_str().unwrap();
+    let last = messages.last().unwrap()["content"].as_str().unwrap();
     assert!(system.contains("AUTH_CONTENT"));
     assert!(system.contains("PINNED_CONTENT"));
     assert!(
-        system.contains("const line60 = 60;"),
+        last.contains("const line60 = 60;"),
         "the focused file is cut around the cursor"
     );
-    assert!(!system.contains("const line1 = 1;"));
+    assert!(!last.contains("const line1 = 1;"));
     assert_eq!(reason_for(&reply.body, "src/auth.js").0, "included");
     assert_eq!(reason_for(&reply.body, "pin-1").0, "included");
     assert_eq!(reason_for(&reply.body, "src/Login.tsx").0, "truncated");

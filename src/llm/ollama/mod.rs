@@ -261,7 +261,8 @@ mod tests {
             )
             .unwrap_or_else(|e| panic!("{e:?}"));
         assert_eq!(text, Some(Piece::Text("Thou".into())));
-        let thinking = r#"{"message":{"role":"assistant","content":"","thinking":"hm"},"done":false}"#;
+        let thinking =
+            r#"{"message":{"role":"assistant","content":"","thinking":"hm"},"done":false}"#;
         assert_eq!(
             decoder.event(thinking, &mut sofar).ok(),
             Some(Some(Piece::Reasoning("hm".into())))
