@@ -253,6 +253,7 @@ pub fn step_input(req: ReactStepRequest, how: Conversion) -> Result<StepInput, V
             tool_mode: req.llm_config.tool_mode.unwrap_or_default(),
             base_url,
             reasoning_effort: req.llm_config.reasoning_effort,
+            prompt_cache: req.llm_config.prompt_cache.unwrap_or(true),
         },
         context_order: order,
         max_observation_tokens: req

@@ -222,6 +222,8 @@ pub struct LlmConfigDto {
     /// How hard a reasoning model thinks: OpenAI's `reasoning_effort`, an Anthropic thinking
     /// budget.
     pub reasoning_effort: Option<crate::llm::ReasoningEffort>,
+    /// Whether the provider's prompt cache is asked for (default true).
+    pub prompt_cache: Option<bool>,
     /// Where to send the call instead of the operator's default for the provider; only URLs the
     /// operator allows.
     #[validate(length(min = 1, max = 2048))]

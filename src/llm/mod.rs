@@ -58,6 +58,9 @@ pub struct ChatMessage {
     pub is_error: bool,
     /// On an assistant message: its reasoning as the provider gave it, to go back untouched.
     pub reasoning: Option<ReasoningState>,
+    /// Where in `content` what is new in this step begins (the prompt's last message): the
+    /// place before it is the end of what a provider may cache.
+    pub new_from: Option<usize>,
 }
 
 /// A call an earlier assistant turn made, sent back as the provider's own structure.
@@ -78,6 +81,7 @@ impl ChatMessage {
             answers: None,
             is_error: false,
             reasoning: None,
+            new_from: None,
         }
     }
 
@@ -121,6 +125,10 @@ impl ChatMessage {
     }
 }
 
+/// What joins neighbours of one role merged into one message; a provider that sends a message
+/// as blocks leaves it out where it splits one (`ChatMessage::new_from`).
+pub const MESSAGE_JOIN: &str = "\n\n";
+
 /// One chat completion, in provider-neutral terms.
 #[derive(Debug, Clone)]
 pub struct ChatRequest {
@@ -144,6 +152,30 @@ pub struct ChatRequest {
     pub context_window: Option<u32>,
     /// How hard a reasoning model is asked to think; `None`: the provider's default.
     pub reasoning_effort: Option<ReasoningEffort>,
+    /// The provider's prompt cache is asked for (`llm_config.prompt_cache`, on by default).
+    pub prompt_cache: Option<PromptCache>,
+}
+
+/// What a provider needs to cache the prompt's stable part.
+#[derive(Debug, Clone)]
+pub struct PromptCache {
+    /// The same for every step of a session and saying nothing of its id (OpenAI's
+    /// `prompt_cache_key`).
+    pub key: String,
+    /// Tokens of the tools and the system prompt.
+    pub system_tokens: u32,
+    /// Tokens of everything before what is new in the step (`ChatMessage::new_from`).
+    pub prefix_tokens: u32,
+}
+
+impl PromptCache {
+    /// The key for a session: a SHA-256 of its id, so the provider learns nothing of it.
+    pub fn key_for(session_id: &str) -> String {
+        use sha2::{Digest, Sha256};
+        let digest = Sha256::digest(format!("reactstep-prompt-cache:{session_id}").as_bytes());
+        let hex: String = digest.iter().take(16).map(|b| format!("{b:02x}")).collect();
+        format!("rs-{hex}")
+    }
 }
 
 /// A tool as the client declared it: a name, what it does, and a JSON Schema for its arguments.

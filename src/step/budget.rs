@@ -82,6 +82,8 @@ pub struct Fitted {
     system_tokens: u32,
     pub messages: Vec<ChatMessage>,
     messages_tokens: u32,
+    /// Tokens of the history turns sent.
+    history_tokens: u32,
     pub omitted_turns: usize,
     pub dropped_items: usize,
     pub truncated_items: usize,
@@ -97,6 +99,8 @@ pub struct Prompt {
     pub system_tokens: u32,
     pub messages: Vec<ChatMessage>,
     pub report: ContextReport,
+    /// Tokens before what is new in the step: the system prompt and the history sent.
+    pub prefix_tokens: u32,
 }
 
 /// Tokens a marker line of omitted turns can take, at most.
@@ -233,8 +237,10 @@ fn fit_within(
 
     let mut turns: Vec<Costed> = Vec::with_capacity(chosen.turns.sent.len() + 1);
     let mut turn_fates: Vec<(Option<u32>, bool)> = vec![(None, false); chosen.turns.first];
+    let mut history_tokens = 0;
     for sent in chosen.turns.sent.into_iter().chain(latest) {
         turn_fates.push((Some(sent.tokens), sent.cut));
+        history_tokens += sent.tokens;
         turns.push(Costed::known(sent.message, sent.tokens));
     }
     let costed = chat_messages(turns, tail, c.native);
@@ -255,6 +261,7 @@ fn fit_within(
         system_tokens,
         messages,
         messages_tokens,
+        history_tokens,
         omitted_turns: chosen.turns.first,
         dropped_items,
         truncated_items,
@@ -641,6 +648,7 @@ impl Fitted {
                 approximation_margin_percent: counter.margin_percent(),
                 items: self.report_items,
             },
+            prefix_tokens: PER_MESSAGE_OVERHEAD + self.system_tokens + self.history_tokens,
         }
     }
 }

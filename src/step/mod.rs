@@ -24,7 +24,7 @@ use serde_json::{Map, Value};
 
 use crate::llm::{
     ApiKey, ChatMessage, ChatRequest, Completion, FinishReason, LlmClients, LlmError, Piece,
-    Provider, ReasoningState, Usage,
+    PromptCache, Provider, ReasoningState, Usage,
 };
 use budget::{Candidates, Overflow};
 use context::{ContextItem, ContextReport, ContextSource, Excluded};
@@ -46,6 +46,8 @@ pub struct LlmConfig {
     /// The operator-allowed base URL the request named, if any.
     pub base_url: Option<String>,
     pub reasoning_effort: Option<crate::llm::ReasoningEffort>,
+    /// The provider's prompt cache is asked for (`llm_config.prompt_cache`, default true).
+    pub prompt_cache: bool,
 }
 
 /// How the model is asked to call a tool.
@@ -665,7 +667,8 @@ async fn count_candidate(
         candidate.prompt.system.clone(),
         candidate.prompt.messages.clone(),
     );
-    let request = chat_request(&input, system, messages, &shape);
+    let cache = prompt_cache(&input, &candidate.prompt, &shape);
+    let request = chat_request(&input, system, messages, &shape, cache);
     let key = input.key.as_ref();
     let counted = llm
         .count_tokens(input.llm.provider, &request, key, input.deadline)
@@ -727,6 +730,7 @@ fn chat_request(
     system: String,
     messages: Vec<ChatMessage>,
     shape: &Shape,
+    prompt_cache: Option<PromptCache>,
 ) -> ChatRequest {
     ChatRequest {
         model: input.llm.model.clone(),
@@ -741,7 +745,18 @@ fn chat_request(
         base_url: input.llm.base_url.clone(),
         context_window: Some(input.llm.token_limit),
         reasoning_effort: input.llm.reasoning_effort,
+        prompt_cache,
     }
+}
+
+/// What the provider needs to cache the prompt's stable part, unless the request turned caching
+/// off. The tool definitions come before the system prompt in what providers cache.
+fn prompt_cache(input: &StepInput, prompt: &budget::Prompt, shape: &Shape) -> Option<PromptCache> {
+    input.llm.prompt_cache.then(|| PromptCache {
+        key: PromptCache::key_for(&input.session_id),
+        system_tokens: shape.tools_tokens + prompt.system_tokens,
+        prefix_tokens: shape.tools_tokens + prompt.prefix_tokens,
+    })
 }
 
 /// How a conversation with the model ended.
@@ -766,9 +781,10 @@ async fn converse_once<'b>(
     billed: &'b Billed,
 ) -> Result<Conversed<'b>, StepError> {
     // Moved, not copied: after the request, only the prompt's report is read.
+    let cache = prompt_cache(&input, &built.prompt, shape);
     let system = std::mem::take(&mut built.prompt.system);
     let messages = std::mem::take(&mut built.prompt.messages);
-    let mut request = chat_request(&input, system, messages, shape);
+    let mut request = chat_request(&input, system, messages, shape, cache);
     let mut warnings = std::mem::take(&mut built.warnings);
     warnings.extend(input.llm.provider.api().adjust(&mut request));
     let mut ledger = Ledger {

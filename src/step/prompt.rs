@@ -159,10 +159,14 @@ pub fn step_tail(context: &[&str], query: &str, notice: Option<&str>) -> Option<
     }
     add(query);
     add(notice.unwrap_or_default());
-    (!text.is_empty()).then(|| Costed {
-        message: user(text),
-        tokens: None,
-        joins,
+    (!text.is_empty()).then(|| {
+        let mut message = user(text);
+        message.new_from = Some(0);
+        Costed {
+            message,
+            tokens: None,
+            joins,
+        }
     })
 }
 
@@ -289,6 +293,9 @@ pub fn chat_messages(history: Vec<Costed>, query: Option<Costed>, native: bool) 
                 // The joins inside what is appended move with it.
                 let offset = last.message.content.len();
                 last.joins.extend(next.joins.iter().map(|j| j + offset));
+                if let Some(new_from) = next.message.new_from {
+                    last.message.new_from = Some(offset + new_from);
+                }
                 last.message.content.push_str(&next.message.content);
                 last.tokens = None;
             }
@@ -369,7 +376,7 @@ pub const FILLER_FIRST: &str = "(The conversation so far follows.)";
 pub const FILLER_LAST: &str = "Continue with the next step.";
 
 /// What joins two neighbours of the same role into one message.
-pub const JOIN: &str = "\n\n";
+pub const JOIN: &str = crate::llm::MESSAGE_JOIN;
 
 /// A message with its token count (framing included) when it is already known; merged and
 /// filler messages are counted once more after assembly.

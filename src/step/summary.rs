@@ -80,6 +80,7 @@ pub async fn summarize(
         context_window: Some(input.llm.token_limit),
         // A summary needs no deliberation: the provider's default.
         reasoning_effort: None,
+        prompt_cache: None,
     };
     let completion = llm
         .complete(

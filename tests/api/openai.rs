@@ -105,7 +105,14 @@ async fn the_upstream_call_carries_model_messages_key_cap_temperature_and_stop()
     // Nothing but the documented fields: OpenAI answers 400 to unknown ones.
     assert_eq!(
         sorted_keys(&body),
-        ["max_tokens", "messages", "model", "stop", "temperature"]
+        [
+            "max_tokens",
+            "messages",
+            "model",
+            "prompt_cache_key",
+            "stop",
+            "temperature"
+        ]
     );
 }
 

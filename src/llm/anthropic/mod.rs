@@ -13,7 +13,10 @@ use super::{
     ApiKey, ChatRequest, Completion, FinishReason, NativeCall, ReasoningState, ThinkingBlock,
     Usage, WireError,
 };
-use wire::{Block, Body, Content, Message, OutBlock, Reply, Thinking, Tool, ToolChoice};
+use wire::{
+    Block, Body, Content, Message, OutBlock, Reply, System, SystemBlock, Thinking, Tool,
+    ToolChoice, EPHEMERAL,
+};
 
 const API_VERSION: &str = "2023-06-01";
 
@@ -56,7 +59,7 @@ impl ProviderApi for Anthropic {
         key: Option<&ApiKey>,
         stream: bool,
     ) -> Result<Outgoing, WireError> {
-        let mut body = body(request);
+        let mut body = body(request, true);
         body.stream = stream;
         let url = format!("{}/v1/messages", target.base_url.trim_end_matches('/'));
         Outgoing::json(url, &body)?
@@ -111,7 +114,8 @@ impl ProviderApi for Anthropic {
         request: &ChatRequest,
         key: Option<&ApiKey>,
     ) -> Option<Result<Outgoing, WireError>> {
-        let body = body(request);
+        // Breakpoints change no count: the count asks without them.
+        let body = body(request, false);
         let count = wire::CountBody {
             model: body.model,
             system: body.system,
@@ -147,15 +151,60 @@ fn thinking(request: &ChatRequest) -> Option<Thinking> {
     })
 }
 
-fn body(request: &ChatRequest) -> Body<'_> {
+/// The system prompt, with a cache breakpoint after it (and the tools before it) when that part
+/// is long enough for the model to cache.
+fn system(request: &ChatRequest, min_cacheable: u32) -> System<'_> {
+    let cached = request
+        .prompt_cache
+        .as_ref()
+        .is_some_and(|c| c.system_tokens >= min_cacheable);
+    if !cached || request.system.is_empty() {
+        return System::Text(&request.system);
+    }
+    System::Blocks([SystemBlock {
+        kind: "text",
+        text: &request.system,
+        cache_control: EPHEMERAL,
+    }])
+}
+
+/// The fewest tokens a prompt prefix needs for the model to cache it (a shorter one is sent
+/// without a breakpoint: the API would not cache it anyway).
+fn min_cacheable(model: &str) -> u32 {
+    let m = model.to_ascii_lowercase();
+    if ["opus-4-5", "opus-4-6", "haiku-4-5"]
+        .iter()
+        .any(|p| m.contains(p))
+    {
+        4096
+    } else if m.contains("haiku") {
+        2048
+    } else {
+        1024
+    }
+}
+
+fn body(request: &ChatRequest, breakpoints: bool) -> Body<'_> {
+    let min_cacheable = if breakpoints {
+        min_cacheable(&request.model)
+    } else {
+        u32::MAX
+    };
     let thinking = thinking(request);
     // The thinking budget comes on top of the room the answer was given.
     let thinking_tokens = thinking.map_or(0, |t| t.budget_tokens);
     Body {
         model: &request.model,
         max_tokens: request.max_output_tokens.saturating_add(thinking_tokens),
-        system: &request.system,
-        messages: messages(&request.messages, thinking.is_some()),
+        system: system(request, min_cacheable),
+        messages: messages(
+            &request.messages,
+            thinking.is_some(),
+            request
+                .prompt_cache
+                .as_ref()
+                .is_some_and(|c| c.prefix_tokens >= min_cacheable),
+        ),
         temperature: request.temperature,
         stop_sequences: &request.stop,
         tools: request
@@ -176,11 +225,16 @@ fn body(request: &ChatRequest) -> Body<'_> {
 /// The conversation in Anthropic's structure: an assistant's calls as `tool_use` blocks, and
 /// the results answering them as `tool_result` blocks, all of one turn in the next user message
 /// and before any text of it (the API requires both). With thinking on, an assistant turn's
-/// thinking blocks lead it, as they came.
-fn messages(chat: &[crate::llm::ChatMessage], thinking: bool) -> Vec<Message<'_>> {
+/// thinking blocks lead it, as they came. With `breakpoint`, the block before what is new in the
+/// step (or the last block, when nothing is) carries a cache breakpoint.
+fn messages(
+    chat: &[crate::llm::ChatMessage],
+    thinking: bool,
+    breakpoint: bool,
+) -> Vec<Message<'_>> {
     let mut out: Vec<Message<'_>> = Vec::with_capacity(chat.len());
+    let mut marked = !breakpoint;
     for m in chat {
-        let text = (!m.content.is_empty()).then(|| OutBlock::Text { text: &m.content });
         let thought = m
             .reasoning
             .as_ref()
@@ -193,8 +247,13 @@ fn messages(chat: &[crate::llm::ChatMessage], thinking: bool) -> Vec<Message<'_>
                     id: &c.id,
                     name: &c.name,
                     input: &c.arguments,
+                    cache_control: None,
                 });
-                let blocks = thought.into_iter().chain(text).chain(calls).collect();
+                let blocks = thought
+                    .into_iter()
+                    .chain(text_block(&m.content))
+                    .chain(calls)
+                    .collect();
                 out.push(Message {
                     role: "assistant",
                     content: Content::Blocks(blocks),
@@ -205,39 +264,96 @@ fn messages(chat: &[crate::llm::ChatMessage], thinking: bool) -> Vec<Message<'_>
                     tool_use_id: m.answers.as_deref().unwrap_or_default(),
                     content: &m.content,
                     is_error: m.is_error,
+                    cache_control: None,
                 };
-                match out.last_mut() {
-                    Some(Message {
-                        role: "user",
-                        content: Content::Blocks(blocks),
-                    }) => blocks.push(result),
-                    _ => out.push(Message {
-                        role: "user",
-                        content: Content::Blocks(vec![result]),
-                    }),
+                push_user_block(&mut out, result);
+            }
+            ChatRole::User => {
+                let (before, new) = split_new(m);
+                push_user_text(&mut out, before);
+                if let Some(new) = new {
+                    // What came before is what the next step sends again.
+                    marked = marked || mark_last(&mut out);
+                    push_user_text(&mut out, new);
                 }
             }
-            ChatRole::User => match (out.last_mut(), text) {
-                // Text after the results of a turn joins their message.
-                (
-                    Some(Message {
-                        role: "user",
-                        content: Content::Blocks(blocks),
-                    }),
-                    Some(text),
-                ) => blocks.push(text),
-                _ => out.push(Message {
-                    role: "user",
-                    content: Content::Text(&m.content),
-                }),
-            },
             ChatRole::Assistant => out.push(Message {
                 role: "assistant",
                 content: Content::Text(&m.content),
             }),
         }
     }
+    if !marked {
+        mark_last(&mut out);
+    }
     out
+}
+
+fn text_block(text: &str) -> Option<OutBlock<'_>> {
+    (!text.is_empty()).then_some(OutBlock::Text {
+        text,
+        cache_control: None,
+    })
+}
+
+/// A user message's text before and from where what is new in the step begins (the join
+/// between them left out).
+fn split_new(m: &crate::llm::ChatMessage) -> (&str, Option<&str>) {
+    match m.new_from {
+        Some(at) if m.content.is_char_boundary(at) => {
+            let before = &m.content[..at];
+            let before = before
+                .strip_suffix(crate::llm::MESSAGE_JOIN)
+                .unwrap_or(before);
+            (before, Some(&m.content[at..]))
+        }
+        _ => (&m.content, None),
+    }
+}
+
+/// Adds a block to the conversation's last user message, or opens one.
+fn push_user_block<'a>(out: &mut Vec<Message<'a>>, block: OutBlock<'a>) {
+    match out.last_mut() {
+        Some(Message {
+            role: "user",
+            content,
+        }) => content.push(block),
+        _ => out.push(Message {
+            role: "user",
+            content: Content::Blocks(vec![block]),
+        }),
+    }
+}
+
+/// User text: a message of its own, or a block of the last one when that is the user's too.
+fn push_user_text<'a>(out: &mut Vec<Message<'a>>, text: &'a str) {
+    if text.is_empty() {
+        return;
+    }
+    match out.last() {
+        Some(Message { role: "user", .. }) => push_user_block(
+            out,
+            OutBlock::Text {
+                text,
+                cache_control: None,
+            },
+        ),
+        _ => out.push(Message {
+            role: "user",
+            content: Content::Text(text),
+        }),
+    }
+}
+
+/// Puts a cache breakpoint on the conversation's last block; whether there was one to mark.
+fn mark_last(out: &mut [Message<'_>]) -> bool {
+    let Some(last) = out.last_mut() else {
+        return false;
+    };
+    last.content
+        .blocks_mut()
+        .last_mut()
+        .is_some_and(OutBlock::mark)
 }
 
 fn thinking_block(block: &ThinkingBlock) -> OutBlock<'_> {
@@ -353,5 +469,65 @@ mod tests {
                 "{body}"
             );
         }
+    }
+
+    fn cached_request(system_tokens: u32, prefix_tokens: u32) -> ChatRequest {
+        let mut history = crate::llm::ChatMessage::text(
+            ChatRole::User,
+            "Observation: 40 lines\n\nWhat now?".into(),
+        );
+        history.new_from = Some("Observation: 40 lines\n\n".len());
+        ChatRequest {
+            model: "claude-sonnet-4-5".into(),
+            system: "sys".into(),
+            messages: vec![
+                crate::llm::ChatMessage::text(ChatRole::User, "Why?".into()),
+                crate::llm::ChatMessage::text(ChatRole::Assistant, "Thought: look".into()),
+                history,
+            ],
+            max_output_tokens: 100,
+            temperature: None,
+            stop: Vec::new(),
+            tools: Vec::new(),
+            require_tool: false,
+            parallel_tool_calls: true,
+            base_url: None,
+            context_window: None,
+            reasoning_effort: None,
+            prompt_cache: Some(crate::llm::PromptCache {
+                key: "k".into(),
+                system_tokens,
+                prefix_tokens,
+            }),
+        }
+    }
+
+    #[test]
+    fn breakpoints_follow_the_system_and_the_history_when_long_enough() {
+        let json = |r: &ChatRequest, b| serde_json::to_value(body(r, b)).unwrap_or_default();
+        let long = json(&cached_request(1500, 3000), true);
+        assert_eq!(long["system"][0]["cache_control"]["type"], "ephemeral");
+        let last = &long["messages"][2]["content"];
+        assert_eq!(last[0]["text"], "Observation: 40 lines");
+        assert_eq!(last[0]["cache_control"]["type"], "ephemeral");
+        assert_eq!(
+            last[1],
+            serde_json::json!({"type": "text", "text": "What now?"})
+        );
+        let short = json(&cached_request(500, 900), true);
+        assert!(short["system"].is_string());
+        assert!(!short.to_string().contains("cache_control"));
+        let history_only = json(&cached_request(500, 1100), true);
+        assert!(history_only["system"].is_string());
+        assert_eq!(history_only.to_string().matches("cache_control").count(), 1);
+        assert!(!json(&cached_request(1500, 3000), false)
+            .to_string()
+            .contains("cache_control"));
+        let mut off = cached_request(1500, 3000);
+        off.prompt_cache = None;
+        assert!(!json(&off, true).to_string().contains("cache_control"));
+        let mut opus = cached_request(3000, 3000);
+        opus.model = "claude-opus-4-5".into();
+        assert!(!json(&opus, true).to_string().contains("cache_control"));
     }
 }

@@ -10,7 +10,7 @@ use crate::llm::Usage;
 pub struct Body<'a> {
     pub model: &'a str,
     pub max_tokens: u32,
-    pub system: &'a str,
+    pub system: System<'a>,
     pub messages: Vec<Message<'a>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub temperature: Option<f64>,
@@ -38,7 +38,7 @@ pub struct Thinking {
 #[derive(Serialize)]
 pub struct CountBody<'a> {
     pub model: &'a str,
-    pub system: &'a str,
+    pub system: System<'a>,
     pub messages: Vec<Message<'a>>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub tools: Vec<Tool<'a>>,
@@ -47,6 +47,31 @@ pub struct CountBody<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub thinking: Option<Thinking>,
 }
+
+/// The system prompt: text, or one text block when a cache breakpoint follows it.
+#[derive(Serialize)]
+#[serde(untagged)]
+pub enum System<'a> {
+    Text(&'a str),
+    Blocks([SystemBlock<'a>; 1]),
+}
+
+#[derive(Serialize)]
+pub struct SystemBlock<'a> {
+    #[serde(rename = "type")]
+    pub kind: &'static str,
+    pub text: &'a str,
+    pub cache_control: CacheControl,
+}
+
+/// A cache breakpoint: what comes before it, tools first, is cached.
+#[derive(Serialize, Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CacheControl {
+    #[serde(rename = "type")]
+    pub kind: &'static str,
+}
+
+pub const EPHEMERAL: CacheControl = CacheControl { kind: "ephemeral" };
 
 #[derive(Deserialize)]
 pub struct Counted {
@@ -83,6 +108,26 @@ pub enum Content<'a> {
     Blocks(Vec<OutBlock<'a>>),
 }
 
+impl<'a> Content<'a> {
+    /// The content as blocks (text becomes one text block).
+    pub fn blocks_mut(&mut self) -> &mut Vec<OutBlock<'a>> {
+        if let Self::Text(text) = *self {
+            *self = Self::Blocks(vec![OutBlock::Text {
+                text,
+                cache_control: None,
+            }]);
+        }
+        match self {
+            Self::Blocks(blocks) => blocks,
+            Self::Text(_) => unreachable!("made blocks above"),
+        }
+    }
+
+    pub fn push(&mut self, block: OutBlock<'a>) {
+        self.blocks_mut().push(block);
+    }
+}
+
 #[derive(Serialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum OutBlock<'a> {
@@ -95,18 +140,39 @@ pub enum OutBlock<'a> {
     },
     Text {
         text: &'a str,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        cache_control: Option<CacheControl>,
     },
     ToolUse {
         id: &'a str,
         name: &'a str,
         input: &'a serde_json::Map<String, serde_json::Value>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        cache_control: Option<CacheControl>,
     },
     ToolResult {
         tool_use_id: &'a str,
         content: &'a str,
         #[serde(skip_serializing_if = "std::ops::Not::not")]
         is_error: bool,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        cache_control: Option<CacheControl>,
     },
+}
+
+impl OutBlock<'_> {
+    /// Puts a cache breakpoint after the block; thinking blocks take none (the API refuses it).
+    pub fn mark(&mut self) -> bool {
+        match self {
+            Self::Text { cache_control, .. }
+            | Self::ToolUse { cache_control, .. }
+            | Self::ToolResult { cache_control, .. } => {
+                *cache_control = Some(EPHEMERAL);
+                true
+            }
+            Self::Thinking { .. } | Self::RedactedThinking { .. } => false,
+        }
+    }
 }
 
 #[derive(Deserialize)]

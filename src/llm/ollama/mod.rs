@@ -215,6 +215,7 @@ mod tests {
             base_url: None,
             context_window: Some(16000),
             reasoning_effort: None,
+            prompt_cache: None,
         }
     }
 

@@ -45,6 +45,9 @@ pub struct Quirks {
     /// An assistant turn that called tools goes back with its `reasoning_content` (DeepSeek
     /// refuses the turn without it).
     pub echoes_reasoning_content: bool,
+    /// `prompt_cache_key` is sent to route a session's steps to the same cache (OpenAI's own;
+    /// servers that validate strictly refuse fields they do not know).
+    pub takes_prompt_cache_key: bool,
     /// Where the completions endpoint is under the base URL.
     pub path: PathForm,
 }
@@ -120,6 +123,7 @@ pub const OPENAI: ChatCompletions = ChatCompletions {
         explicit_auto_tool_choice: false,
         takes_reasoning_effort: openai_reasoning,
         echoes_reasoning_content: false,
+        takes_prompt_cache_key: true,
         path: PathForm::ChatCompletions,
     },
 };
@@ -232,6 +236,11 @@ impl ChatCompletions {
             tool_choice,
             parallel_tool_calls: (has_tools && !request.parallel_tool_calls).then_some(false),
             reasoning_effort: request.reasoning_effort.map(|e| e.as_str()),
+            prompt_cache_key: request
+                .prompt_cache
+                .as_ref()
+                .filter(|_| self.quirks.takes_prompt_cache_key)
+                .map(|c| c.key.as_str()),
             stream: false,
             stream_options: None,
         }
@@ -299,6 +308,7 @@ mod tests {
             base_url: None,
             context_window: None,
             reasoning_effort: None,
+            prompt_cache: None,
         }
     }
 

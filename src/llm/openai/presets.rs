@@ -25,6 +25,7 @@ const PLAIN: Quirks = Quirks {
     explicit_auto_tool_choice: true,
     takes_reasoning_effort: none,
     echoes_reasoning_content: false,
+    takes_prompt_cache_key: false,
     path: PathForm::ChatCompletions,
 };
 
