@@ -151,3 +151,22 @@ async fn a_parallel_turn_answered_by_two_observations_goes_back_whole() {
         "call_B"
     );
 }
+
+#[tokio::test]
+async fn a_list_after_an_action_tag_is_several_calls_too() {
+    let app = spawn_app().await;
+    for output in [
+        "Thought: read both.\nAction: [read_file(path='a.js'), read_file(path='b.js')]",
+        "Thought: read both.\nAction: read_file(path='a.js')\nAction: read_file(path='b.js')",
+    ] {
+        let mut body = with_tools("gpt-4o", "text");
+        body["mock_response"] = json!(output);
+        let reply = app.post_react_step(&body).await;
+        assert_eq!(reply.status, 200, "{}", reply.text);
+        let all = reply.body["parallel_actions"]
+            .as_array()
+            .unwrap_or_else(|| panic!("{output}: {}", reply.body));
+        let paths: Vec<&Value> = all.iter().map(|a| &a["tool_args"]["path"]).collect();
+        assert_eq!(paths, [&json!("a.js"), &json!("b.js")], "{output}");
+    }
+}

@@ -130,21 +130,23 @@ pub fn parse(raw: &str, tags: &Tags) -> Option<Parsed> {
     } else if let Some(&d) = decisive.first() {
         let thought = thought_before(text, &found, limit, think.as_deref(), tags, &mut warnings);
         reaches_end = found[d + 1..].iter().all(|f| f.tag == Tag::ActionInput);
-        let decision = match found[d].tag {
-            Tag::Action => action(text, &found, d, tags),
+        match found[d].tag {
+            Tag::Action => {
+                let (calls, used) = actions(text, &found, &decisive, tags);
+                (thought, calls, decisive.len() - used)
+            }
             _ => {
                 let action_follows = decisive[1..].iter().any(|&i| found[i].tag == Tag::Action);
-                answer(section(text, &found, d), tags, action_follows)
+                let decision = answer(section(text, &found, d), tags, action_follows);
+                (thought, vec![decision], decisive.len() - 1)
             }
-        };
-        (thought, vec![decision], decisive.len() - 1)
+        }
     } else {
         return fallback(text, &found, think, tags, warnings);
     };
     if others > 0 {
         warnings.push(format!(
-            "the output held {} actions or answers; only the first one written was used",
-            others + 1
+            "the output held {others} more action(s) or answer(s) after the one(s) used; they were left out"
         ));
     }
     let decision = answer_if_finish(calls.remove(0));
@@ -190,6 +192,43 @@ fn before_observation<'t>(
         ));
     }
     (&text[..cut], found)
+}
+
+/// The calls of the first `Action:` (a pythonic list after it is several), and of the
+/// `Action:` tags right after it with no observation or answer between (several calls in one
+/// turn); how many of the decisive tags they used. An action after an `Observation:` is the
+/// model going on to imagine the tool's result: it is not proposed.
+fn actions(text: &str, found: &[Found], decisive: &[usize], tags: &Tags) -> (Vec<Decision>, usize) {
+    let mut calls = Vec::new();
+    let mut previous = decisive[0];
+    for (used, &d) in decisive.iter().enumerate() {
+        let interrupted = found[previous..d]
+            .iter()
+            .any(|f| matches!(f.tag, Tag::Observation | Tag::FinalAnswer));
+        // Each call may read to the end of the output: the bound keeps the work linear.
+        if found[d].tag != Tag::Action || interrupted || calls.len() >= markup::MAX_CALLS {
+            return (calls, used);
+        }
+        let body = section(text, found, d);
+        let read: Vec<Decision> = match pythonic::opens_a_list(body)
+            .then(|| pythonic::find(body))
+            .flatten()
+        {
+            Some(list) => list.calls,
+            None => vec![action(text, found, d, tags)],
+        };
+        // A later action that cannot be read is no call: the ones before it stand.
+        if used > 0
+            && read
+                .iter()
+                .any(|c| matches!(c, Decision::Unreadable { .. }))
+        {
+            return (calls, used);
+        }
+        calls.extend(read);
+        previous = d;
+    }
+    (calls, decisive.len())
 }
 
 /// Calls or an answer written as a block rather than after a tag: where it starts, its own
@@ -825,7 +864,7 @@ mod tests {
         );
         let p = parsed("Thought: t\nAction: code_search(query=\"x\")\nFinal Answer: done");
         assert_eq!(action_of(&p).0, "code_search");
-        assert!(p.warnings[0].contains("only the first"), "{:?}", p.warnings);
+        assert!(p.warnings[0].contains("were left out"), "{:?}", p.warnings);
     }
 
     #[test]
@@ -986,5 +1025,30 @@ mod tests {
     fn empty_output_is_none() {
         assert!(parse("  \n ", &Tags::default()).is_none());
         assert!(parse("<think></think>", &Tags::default()).is_none());
+    }
+
+    #[test]
+    fn actions_after_their_tags_are_several_calls_until_an_imagined_result() {
+        let p = parsed("Thought: both\nAction: [a(x=1), b(y=2)]");
+        assert_eq!(action_of(&p).0, "a");
+        assert_eq!(p.also.len(), 1);
+        let p = parsed("Thought: both\nAction: a(x=1)\nAction: b(y=2)");
+        assert_eq!(p.also.len(), 1);
+        assert!(p.warnings.is_empty(), "{:?}", p.warnings);
+        // What follows an imagined observation is the model playing the tool: not a call.
+        let p = parsed("Thought: t\nAction: a(x=1)\nObservation: 3\nAction: b(y=2)");
+        assert_eq!(action_of(&p).0, "a");
+        assert!(p.also.is_empty());
+        assert!(
+            p.warnings
+                .iter()
+                .any(|w| w.contains("'Observation:' itself")),
+            "{:?}",
+            p.warnings
+        );
+        // An unreadable second action leaves the first standing alone.
+        let p = parsed("Thought: t\nAction: a(x=1)\nAction: b(y=");
+        assert_eq!(action_of(&p).0, "a");
+        assert!(p.also.is_empty());
     }
 }
