@@ -30,6 +30,7 @@ mod ollama;
 mod openai;
 mod operator;
 mod parallel_calls;
+mod prompt_cache;
 mod protocol;
 mod providers;
 mod reasoning;
