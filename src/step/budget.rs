@@ -222,7 +222,7 @@ fn fit_within(
         });
     }
     let mut room = limit - must.total;
-    let chosen = choose(counter, c, &must, budget, &mut room);
+    let chosen = choose(counter, c, &must, &mut room);
     let latest = must.latest.take();
 
     // What persists across a loop's steps goes in the system prompt; what changes goes last.
@@ -322,13 +322,7 @@ fn messages_count(counter: &TokenCounter, costed: &[Costed]) -> u32 {
 }
 
 /// Serves the sources in priority order from `room`, newest turns first.
-fn choose(
-    counter: &TokenCounter,
-    c: &Candidates<'_>,
-    must: &Mandatory,
-    budget: u32,
-    room: &mut u32,
-) -> Chosen {
+fn choose(counter: &TokenCounter, c: &Candidates<'_>, must: &Mandatory, room: &mut u32) -> Chosen {
     let mut order: Vec<ContextSource> = c.order.to_vec();
     for source in DEFAULT_ORDER {
         if !order.contains(&source) {
@@ -348,7 +342,7 @@ fn choose(
     let mut heading_paid = [false; 2];
     for source in order {
         if source == ContextSource::ConversationHistory {
-            chosen.turns = choose_turns(counter, c, must.optional_turns, budget, room);
+            chosen.turns = choose_turns(counter, c, must.optional_turns, room);
             continue;
         }
         let place = usize::from(!source.persists());
@@ -441,13 +435,13 @@ fn sent_turn(
 }
 
 /// The optional turns kept: taken newest first while they fit, keeping room for the line that
-/// stands for the ones left out; when some are left out, they are left out up to the start of a
-/// block (`block_start`), so the kept history starts at the same turn for several steps.
+/// stands for the ones left out. When some are left out, they are left out up to the start of
+/// a block of `BLOCK_STEPS` steps (`block_start`): the kept history's start then stays put
+/// while the history grows, and the prompt's prefix with it.
 fn choose_turns(
     counter: &TokenCounter,
     c: &Candidates<'_>,
     optional_turns: usize,
-    budget: u32,
     room: &mut u32,
 ) -> KeptTurns {
     let mut first = optional_turns;
@@ -464,23 +458,21 @@ fn choose_turns(
             None => break,
         }
     }
-    let mut leave_out_to = |to: usize, first: &mut usize, used: &mut u32| {
-        while *first < to {
-            match sent.pop() {
-                Some(turn) => *used -= turn.tokens,
-                None => break,
-            }
-            *first += 1;
-        }
-    };
-    // Turns will be left out: make room for the line that says so, when there is any.
-    while first > 0 && first < optional_turns && used + c.omission_reserve > *room {
-        let to = first + 1;
-        leave_out_to(to, &mut first, &mut used);
-    }
     if first > 0 {
-        let to = block_start(&c.history[..optional_turns], first, block_bytes(budget));
-        leave_out_to(to, &mut first, &mut used);
+        // Turns are left out: room for the line that says so.
+        while first < optional_turns && used + c.omission_reserve > *room {
+            if let Some(turn) = sent.pop() {
+                used -= turn.tokens;
+            }
+            first += 1;
+        }
+        let to = block_start(&c.history[..optional_turns], first);
+        while first < to {
+            if let Some(turn) = sent.pop() {
+                used -= turn.tokens;
+            }
+            first += 1;
+        }
     }
     let omission_fits = first == 0 || used + c.omission_reserve <= *room;
     *room -= used;
@@ -495,36 +487,29 @@ fn choose_turns(
     }
 }
 
-/// Bytes of history in a block: about a quarter of the budget's worth (at four bytes a token),
-/// so that a history growing past the budget loses a block every few steps, not a turn at each.
-fn block_bytes(budget: u32) -> usize {
-    (budget as usize).max(256)
-}
+/// Steps of a loop (assistant turns) in a block of history left out together. A loop adds a
+/// step at a time, so the kept history's start moves about once every this many steps; four,
+/// as the first move after the history first overflows may come up to a step early.
+const BLOCK_STEPS: usize = 4;
 
 /// Where the kept history starts when turns before `first` must be left out: the first block
-/// start at or after it. Blocks are cut where the history's bytes, counted from its first turn,
-/// pass a multiple of `block` (at the next turn that is not an observation, so a call stays with
-/// its result); a history only grows at its end, so the starts stay where they are from step to
-/// step. `first` itself when no block starts after it.
-fn block_start(history: &[Turn], first: usize, block: usize) -> usize {
-    let mut bytes = 0usize;
-    let mut crossed = false;
+/// start at or after it. A block starts at every `BLOCK_STEPS`-th assistant turn, counted from
+/// the history's first turn (so a call stays with its result); a history only grows at its end,
+/// so the starts stay where they are from step to step. `first` itself when no block starts
+/// after it.
+fn block_start(history: &[Turn], first: usize) -> usize {
+    let mut steps = 0;
     for (i, turn) in history.iter().enumerate() {
-        if crossed && turn.role != Role::ToolObservation {
-            if i >= first {
-                return i;
-            }
-            crossed = false;
+        if turn.role != Role::Assistant {
+            continue;
         }
-        let before = bytes / block;
-        bytes = bytes.saturating_add(turn.content.len() + TURN_FRAMING_BYTES);
-        crossed |= bytes / block > before;
+        if steps > 0 && steps % BLOCK_STEPS == 0 && i >= first {
+            return i;
+        }
+        steps += 1;
     }
     first
 }
-
-/// What a turn adds to the block measure besides its content (calls, results, framing).
-const TURN_FRAMING_BYTES: usize = 64;
 
 /// The item cut to `available` tokens (block framing included), if that is still useful.
 fn cut_item(counter: &TokenCounter, item: &ContextItem, available: u32) -> Option<(String, u32)> {
@@ -962,9 +947,9 @@ mod tests {
         for steps in 1..20 {
             let short = &long[..=2 * steps];
             for first in 1..short.len() {
-                let start = block_start(short, first, 2000);
+                let start = block_start(short, first);
                 if start < short.len() && start != first {
-                    assert_eq!(block_start(&long, first, 2000), start, "{steps} {first}");
+                    assert_eq!(block_start(&long, first), start, "{steps} {first}");
                 }
             }
         }

@@ -379,10 +379,10 @@ impl Variant {
     fn token_limit(self) -> u64 {
         match (self.overflow, self.anthropic, self.native) {
             (false, _, _) => 128_000,
-            (true, false, false) => 19_500,
-            (true, false, true) => 20_000,
-            (true, true, false) => 26_900,
-            (true, true, true) => 27_600,
+            (true, false, false) => 20_600,
+            (true, false, true) => 21_100,
+            (true, true, false) => 28_500,
+            (true, true, true) => 29_100,
         }
     }
 
@@ -592,7 +592,7 @@ fn all_of(response: &Value, source: &str, fates: &[&str]) -> bool {
 }
 
 /// The loop really is what its name says: without overflow the history is never cut; with it,
-/// it is cut from step 4 or 5 on (3 to 6 passes). The persistent files are whole, and the
+/// it is cut from step 6 or 7 on (3 to 7 passes). The persistent files are whole, and the
 /// focused file is there, at every step.
 fn assert_scenario(v: Variant, responses: &[Value]) {
     let cut: Vec<usize> = (1..=STEPS)
@@ -602,7 +602,17 @@ fn assert_scenario(v: Variant, responses: &[Value]) {
         .iter()
         .map(|r| &r["context_report"]["used"])
         .collect();
-    eprintln!("{v:?}: prompt tokens {used:?}, history cut at steps {cut:?}");
+    let dropped: Vec<usize> = responses
+        .iter()
+        .map(|r| {
+            r["context_report"]["items"].as_array().map_or(0, |items| {
+                items.iter().filter(|i| i["fate"] == "dropped").count()
+            })
+        })
+        .collect();
+    eprintln!(
+        "{v:?}: prompt tokens {used:?}, history cut at steps {cut:?}, items dropped {dropped:?}"
+    );
     for (step, response) in (1..=STEPS).zip(responses) {
         assert!(
             all_of(response, "explicit", &["included"]),
@@ -617,8 +627,8 @@ fn assert_scenario(v: Variant, responses: &[Value]) {
     }
     if v.overflow {
         assert!(
-            cut.first().is_some_and(|&s| (3..=6).contains(&s)) && cut.contains(&STEPS),
-            "{v:?}: the history should be cut from about step 4 or 5 to the end, was at {cut:?}"
+            cut.first().is_some_and(|&s| (3..=7).contains(&s)) && cut.contains(&STEPS),
+            "{v:?}: the history should be cut from about step 6 or 7 to the end, was at {cut:?}"
         );
     } else {
         assert!(
@@ -911,7 +921,10 @@ async fn a_prompt_below_the_models_minimum_cacheable_length_gets_no_breakpoint()
     // Short for every Claude model: under 1,024 tokens even with Claude's count 40 % higher.
     let sent = anthropic_sent(&step_after_two_calls("claude-sonnet-4-5", false, false)).await;
     let tokens = o200k_tokens(&cached_order(&sent).0);
-    assert!(tokens < 700, "the test's short prompt has {tokens} tokens");
+    assert!(
+        tokens * 14 / 10 < 1024,
+        "the test's short prompt has {tokens} tokens"
+    );
     assert!(
         marked(&sent).is_empty(),
         "a short prompt is not cached: {sent}"

@@ -200,10 +200,13 @@ fn body(request: &ChatRequest, breakpoints: bool) -> Body<'_> {
         messages: messages(
             &request.messages,
             thinking.is_some(),
-            request
-                .prompt_cache
-                .as_ref()
-                .is_some_and(|c| c.prefix_tokens >= min_cacheable),
+            Cache {
+                breakpoint: request
+                    .prompt_cache
+                    .as_ref()
+                    .is_some_and(|c| c.prefix_tokens >= min_cacheable),
+                blocks: breakpoints && request.prompt_cache.is_some(),
+            },
         ),
         temperature: request.temperature,
         stop_sequences: &request.stop,
@@ -227,13 +230,9 @@ fn body(request: &ChatRequest, breakpoints: bool) -> Body<'_> {
 /// and before any text of it (the API requires both). With thinking on, an assistant turn's
 /// thinking blocks lead it, as they came. With `breakpoint`, the block before what is new in the
 /// step (or the last block, when nothing is) carries a cache breakpoint.
-fn messages(
-    chat: &[crate::llm::ChatMessage],
-    thinking: bool,
-    breakpoint: bool,
-) -> Vec<Message<'_>> {
+fn messages(chat: &[crate::llm::ChatMessage], thinking: bool, cache: Cache) -> Vec<Message<'_>> {
     let mut out: Vec<Message<'_>> = Vec::with_capacity(chat.len());
-    let mut marked = !breakpoint;
+    let mut marked = !cache.breakpoint;
     for m in chat {
         let thought = m
             .reasoning
@@ -270,11 +269,11 @@ fn messages(
             }
             ChatRole::User => {
                 let (before, new) = split_new(m);
-                push_user_text(&mut out, before);
+                push_user_text(&mut out, before, cache.blocks);
                 if let Some(new) = new {
                     // What came before is what the next step sends again.
                     marked = marked || mark_last(&mut out);
-                    push_user_text(&mut out, new);
+                    push_user_text(&mut out, new, cache.blocks);
                 }
             }
             ChatRole::Assistant => out.push(Message {
@@ -326,23 +325,36 @@ fn push_user_block<'a>(out: &mut Vec<Message<'a>>, block: OutBlock<'a>) {
 }
 
 /// User text: a message of its own, or a block of the last one when that is the user's too.
-fn push_user_text<'a>(out: &mut Vec<Message<'a>>, text: &'a str) {
+/// `blocks`: a message of its own is a text block too, as it is when the step after splits it
+/// (the same bytes at every step, for the cache).
+fn push_user_text<'a>(out: &mut Vec<Message<'a>>, text: &'a str, blocks: bool) {
     if text.is_empty() {
         return;
     }
+    let block = OutBlock::Text {
+        text,
+        cache_control: None,
+    };
     match out.last() {
-        Some(Message { role: "user", .. }) => push_user_block(
-            out,
-            OutBlock::Text {
-                text,
-                cache_control: None,
-            },
-        ),
+        Some(Message { role: "user", .. }) => push_user_block(out, block),
+        _ if blocks => out.push(Message {
+            role: "user",
+            content: Content::Blocks(vec![block]),
+        }),
         _ => out.push(Message {
             role: "user",
             content: Content::Text(text),
         }),
     }
+}
+
+/// How the messages are sent for the prompt cache.
+#[derive(Clone, Copy)]
+struct Cache {
+    /// A breakpoint on the block before what is new in the step.
+    breakpoint: bool,
+    /// User text always as blocks.
+    blocks: bool,
 }
 
 /// Puts a cache breakpoint on the conversation's last block; whether there was one to mark.
