@@ -404,7 +404,8 @@ fn sent_turn(
     limit: u32,
 ) -> Option<SentTurn> {
     let mut message = c.render(turn);
-    let limit = limit.saturating_sub(PER_MESSAGE_OVERHEAD);
+    // The framing counts against the limit too: even an empty turn may not fit.
+    let limit = limit.checked_sub(PER_MESSAGE_OVERHEAD)?;
     if turn.role != Role::ToolObservation {
         let tokens = counter.count_within(&message.counted_text(), limit)?;
         return Some(SentTurn {
@@ -1007,5 +1008,30 @@ mod tests {
         assert!(at("focused.rs") < at("hit.rs"));
         assert!(last.ends_with(super::super::prompt::LAST_STEP));
         assert_eq!(p.report.used, exact(&p));
+    }
+
+    #[test]
+    fn a_room_smaller_than_a_turns_framing_leaves_the_turn_out() {
+        let counter = counter();
+        let stamp = || "2024-01-01T00:00:00.000Z".to_string();
+        let history: Vec<Turn> = (0..6)
+            .map(|i| {
+                let role = if i % 2 == 0 {
+                    Role::User
+                } else {
+                    Role::Assistant
+                };
+                Turn::new(role, String::new(), stamp())
+            })
+            .collect();
+        let tags = Tags::default();
+        let mut c = loop_candidates(&history, &[], &tags);
+        c.query = "q";
+        for budget in 0..200 {
+            if let Ok(fitted) = fit(&counter, budget, &c) {
+                let p = fitted.finish(&counter, None, "o200k_base");
+                assert!(p.report.used <= budget, "{budget}: {}", p.report.used);
+            }
+        }
     }
 }

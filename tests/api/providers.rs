@@ -181,7 +181,12 @@ impl Provider {
             return Err("model and messages are required".into());
         }
         for m in &messages {
-            if !m["role"].is_string() || !m["content"].is_string() {
+            // Anthropic takes a string or an array of content blocks, each with a type.
+            let blocks = self.wire == Wire::Anthropic
+                && m["content"].as_array().is_some_and(|blocks| {
+                    !blocks.is_empty() && blocks.iter().all(|b| b["type"].is_string())
+                });
+            if !m["role"].is_string() || !(m["content"].is_string() || blocks) {
                 return Err("each message needs a role and a content".into());
             }
         }

@@ -191,23 +191,17 @@ fn body(request: &ChatRequest, breakpoints: bool) -> Body<'_> {
         u32::MAX
     };
     let thinking = thinking(request);
+    let breakpoint = request
+        .prompt_cache
+        .as_ref()
+        .is_some_and(|c| c.prefix_tokens >= min_cacheable);
     // The thinking budget comes on top of the room the answer was given.
     let thinking_tokens = thinking.map_or(0, |t| t.budget_tokens);
     Body {
         model: &request.model,
         max_tokens: request.max_output_tokens.saturating_add(thinking_tokens),
         system: system(request, min_cacheable),
-        messages: messages(
-            &request.messages,
-            thinking.is_some(),
-            Cache {
-                breakpoint: request
-                    .prompt_cache
-                    .as_ref()
-                    .is_some_and(|c| c.prefix_tokens >= min_cacheable),
-                blocks: breakpoints && request.prompt_cache.is_some(),
-            },
-        ),
+        messages: messages(&request.messages, thinking.is_some(), breakpoint),
         temperature: request.temperature,
         stop_sequences: &request.stop,
         tools: request
@@ -229,10 +223,15 @@ fn body(request: &ChatRequest, breakpoints: bool) -> Body<'_> {
 /// the results answering them as `tool_result` blocks, all of one turn in the next user message
 /// and before any text of it (the API requires both). With thinking on, an assistant turn's
 /// thinking blocks lead it, as they came. With `breakpoint`, the block before what is new in the
-/// step (or the last block, when nothing is) carries a cache breakpoint.
-fn messages(chat: &[crate::llm::ChatMessage], thinking: bool, cache: Cache) -> Vec<Message<'_>> {
+/// step (or the last block, when nothing is) carries a cache breakpoint, and user text goes as
+/// blocks (as it must where a message is split there), the same bytes at every step.
+fn messages(
+    chat: &[crate::llm::ChatMessage],
+    thinking: bool,
+    breakpoint: bool,
+) -> Vec<Message<'_>> {
     let mut out: Vec<Message<'_>> = Vec::with_capacity(chat.len());
-    let mut marked = !cache.breakpoint;
+    let mut marked = !breakpoint;
     for m in chat {
         let thought = m
             .reasoning
@@ -269,11 +268,11 @@ fn messages(chat: &[crate::llm::ChatMessage], thinking: bool, cache: Cache) -> V
             }
             ChatRole::User => {
                 let (before, new) = split_new(m);
-                push_user_text(&mut out, before, cache.blocks);
+                push_user_text(&mut out, before, breakpoint);
                 if let Some(new) = new {
                     // What came before is what the next step sends again.
                     marked = marked || mark_last(&mut out);
-                    push_user_text(&mut out, new, cache.blocks);
+                    push_user_text(&mut out, new, breakpoint);
                 }
             }
             ChatRole::Assistant => out.push(Message {
@@ -346,15 +345,6 @@ fn push_user_text<'a>(out: &mut Vec<Message<'a>>, text: &'a str, blocks: bool) {
             content: Content::Text(text),
         }),
     }
-}
-
-/// How the messages are sent for the prompt cache.
-#[derive(Clone, Copy)]
-struct Cache {
-    /// A breakpoint on the block before what is new in the step.
-    breakpoint: bool,
-    /// User text always as blocks.
-    blocks: bool,
 }
 
 /// Puts a cache breakpoint on the conversation's last block; whether there was one to mark.
