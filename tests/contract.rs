@@ -117,6 +117,16 @@ async fn schemathesis_finds_no_server_error_and_no_response_off_the_contract() {
     config.openai_base_url = format!("{}/v1", llm.uri());
     config.anthropic_base_url = llm.uri();
     config.ollama_base_url = format!("{}/ollama/v1", llm.uri());
+    // Every other provider speaks Chat Completions: the same mock answers them all, so a
+    // fuzzed `provider` never reaches a real host.
+    for provider in reactstep::llm::Provider::all() {
+        let name = provider.name();
+        if !["openai", "anthropic", "ollama"].contains(&name) {
+            config
+                .base_urls
+                .insert(name.to_string(), format!("{}/v1", llm.uri()));
+        }
+    }
     config.workers = 2;
     let app = Application::build(&config).unwrap();
     let url = format!("http://127.0.0.1:{}", app.port());
