@@ -25,6 +25,7 @@ mod logging;
 mod metrics;
 mod mock_response;
 mod native_history;
+mod native_stream_loop;
 mod native_tools;
 mod ollama;
 mod openai;

@@ -11,7 +11,7 @@ use crate::upstream::{anthropic_reply, openai_reply, ANTHROPIC_PATH, OPENAI_PATH
 
 /// OpenAI's rule: a `tool` message answers a call of the assistant message before it, and every
 /// call is answered before any other message.
-fn openai_pairing(messages: &[Value]) -> Result<(), String> {
+pub fn openai_pairing(messages: &[Value]) -> Result<(), String> {
     let mut open: Vec<String> = Vec::new();
     for m in messages {
         let role = m["role"].as_str().unwrap_or_default();
@@ -38,7 +38,7 @@ fn openai_pairing(messages: &[Value]) -> Result<(), String> {
 
 /// Anthropic's rule: roles alternate from a user message, and each `tool_use` is answered by a
 /// `tool_result` at the start of the next user message.
-fn anthropic_pairing(messages: &[Value]) -> Result<(), String> {
+pub fn anthropic_pairing(messages: &[Value]) -> Result<(), String> {
     let mut expected = "user";
     let mut open: Vec<String> = Vec::new();
     for m in messages {
