@@ -106,6 +106,28 @@ mod tests {
     }
 
     #[test]
+    fn reasoning_streams_apart_from_the_text_and_is_kept() {
+        let mut sofar = Sofar::default();
+        let mut pieces = Vec::new();
+        for data in [
+            r#"{"choices":[{"delta":{"role":"assistant","content":null,"reasoning_content":"2+2"}}]}"#,
+            r#"{"choices":[{"delta":{"reasoning":" is 4"}}]}"#,
+            r#"{"choices":[{"delta":{"content":"Final Answer: 4"}}]}"#,
+        ] {
+            pieces.push(ChunkDecoder.event(data, &mut sofar).ok().flatten());
+        }
+        assert_eq!(
+            pieces,
+            [
+                Some(Piece::Reasoning("2+2".into())),
+                Some(Piece::Reasoning(" is 4".into())),
+                Some(Piece::Text("Final Answer: 4".into()))
+            ]
+        );
+        assert_eq!(sofar.reasoning_content, "2+2 is 4");
+    }
+
+    #[test]
     fn calls_sent_whole_without_an_index_stay_apart() {
         let (sofar, _) = read(&[
             r#"{"choices":[{"delta":{"tool_calls":[{"function":{"name":"a","arguments":"{}"}}]}}]}"#,
