@@ -11,7 +11,7 @@ use crate::upstream::{anthropic_reply, openai_reply, ANTHROPIC_PATH, OPENAI_PATH
 
 /// OpenAI's rule: a `tool` message answers a call of the assistant message before it, and every
 /// call is answered before any other message.
-pub fn openai_pairing(messages: &[Value]) -> Result<(), String> {
+fn openai_pairing(messages: &[Value]) -> Result<(), String> {
     let mut open: Vec<String> = Vec::new();
     for m in messages {
         let role = m["role"].as_str().unwrap_or_default();
@@ -38,7 +38,7 @@ pub fn openai_pairing(messages: &[Value]) -> Result<(), String> {
 
 /// Anthropic's rule: roles alternate from a user message, and each `tool_use` is answered by a
 /// `tool_result` at the start of the next user message.
-pub fn anthropic_pairing(messages: &[Value]) -> Result<(), String> {
+fn anthropic_pairing(messages: &[Value]) -> Result<(), String> {
     let mut expected = "user";
     let mut open: Vec<String> = Vec::new();
     for m in messages {
@@ -82,6 +82,21 @@ pub fn anthropic_pairing(messages: &[Value]) -> Result<(), String> {
     Ok(())
 }
 
+/// The refusal the provider's API answers a request whose calls and results do not pair, if
+/// they do not.
+pub fn pairing_refusal(anthropic: bool, body: &Value) -> Option<ResponseTemplate> {
+    let messages = body["messages"].as_array().cloned().unwrap_or_default();
+    let checked = if anthropic {
+        anthropic_pairing(&messages)
+    } else {
+        openai_pairing(&messages)
+    };
+    checked.err().map(|why| {
+        ResponseTemplate::new(400)
+            .set_body_json(json!({"error": {"message": why, "type": "invalid_request_error"}}))
+    })
+}
+
 struct Strict {
     anthropic: bool,
     reply: Value,
@@ -90,17 +105,8 @@ struct Strict {
 impl Respond for Strict {
     fn respond(&self, request: &Request) -> ResponseTemplate {
         let body: Value = serde_json::from_slice(&request.body).unwrap();
-        let messages = body["messages"].as_array().cloned().unwrap_or_default();
-        let checked = if self.anthropic {
-            anthropic_pairing(&messages)
-        } else {
-            openai_pairing(&messages)
-        };
-        match checked {
-            Ok(()) => ResponseTemplate::new(200).set_body_json(self.reply.clone()),
-            Err(why) => ResponseTemplate::new(400)
-                .set_body_json(json!({"error": {"message": why, "type": "invalid_request_error"}})),
-        }
+        pairing_refusal(self.anthropic, &body)
+            .unwrap_or_else(|| ResponseTemplate::new(200).set_body_json(self.reply.clone()))
     }
 }
 
@@ -244,16 +250,8 @@ struct StrictLoop {
 impl Respond for StrictLoop {
     fn respond(&self, request: &Request) -> ResponseTemplate {
         let body: Value = serde_json::from_slice(&request.body).unwrap();
-        let messages = body["messages"].as_array().cloned().unwrap_or_default();
-        let checked = if self.anthropic {
-            anthropic_pairing(&messages)
-        } else {
-            openai_pairing(&messages)
-        };
-        if let Err(why) = checked {
-            return ResponseTemplate::new(400).set_body_json(
-                json!({"error": {"message": why, "type": "invalid_request_error"}}),
-            );
+        if let Some(refusal) = pairing_refusal(self.anthropic, &body) {
+            return refusal;
         }
         let call = self.calls.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         self.replies[call.min(self.replies.len() - 1)].clone()

@@ -7,7 +7,7 @@ use serde_json::{json, Value};
 use wiremock::{Mock, Request, Respond, ResponseTemplate};
 
 use crate::helpers::{request, spawn_app};
-use crate::native_history::{anthropic_pairing, openai_pairing};
+use crate::native_history::pairing_refusal;
 use crate::streaming::post_stream;
 use crate::upstream::{ANTHROPIC_PATH, OPENAI_PATH};
 
@@ -115,17 +115,10 @@ struct StreamingModel {
 impl Respond for StreamingModel {
     fn respond(&self, request: &Request) -> ResponseTemplate {
         let body: Value = serde_json::from_slice(&request.body).unwrap();
-        let messages = body["messages"].as_array().cloned().unwrap_or_default();
-        let checked = if self.anthropic {
-            anthropic_pairing(&messages)
-        } else {
-            openai_pairing(&messages)
-        };
-        if let Err(why) = checked {
-            return ResponseTemplate::new(400).set_body_json(
-                json!({"error": {"message": why, "type": "invalid_request_error"}}),
-            );
+        if let Some(refusal) = pairing_refusal(self.anthropic, &body) {
+            return refusal;
         }
+        let messages = body["messages"].as_array().cloned().unwrap_or_default();
         assert_eq!(
             body["stream"], true,
             "the streaming endpoint streams upstream"
