@@ -1,7 +1,8 @@
 //! The attacker's battery, all at once against one server process (the real binary, one HTTP
 //! worker): every request that once crashed, exhausted or stalled the service, or carried the
-//! key away, gets its documented answer within the step deadline; meanwhile `/healthz` answers
-//! within 100 ms every time, and the process's peak memory stays bounded. The focused tests of
+//! key away, gets its documented answer within the step deadline; meanwhile `/healthz` keeps
+//! answering (a worker held by an attack would leave it unanswered for the attack's whole
+//! length), and the process's peak memory stays bounded. The focused tests of
 //! each row live beside their code and in `tests/api/` (`hostile_schemas`, `redirects`,
 //! `scrubbing`, `disconnect`, `workspace`); this one shows they hold together, under load.
 //!
@@ -99,9 +100,11 @@ async fn every_attack_at_once_gets_its_answer_while_the_server_stays_responsive(
     let log = server.stop().await;
     eprintln!("slowest /healthz: {slowest:?}; peak RSS: {peak} MiB");
 
+    // Liveness, not speed (benchmarks measure speed): a held worker stalls it for seconds, a
+    // busy machine for milliseconds.
     assert!(
-        slowest < Duration::from_millis(100),
-        "/healthz once took {slowest:?} while the attacks ran"
+        slowest < Duration::from_secs(1),
+        "/healthz once took {slowest:?} while the attacks ran: a worker was held"
     );
     assert!(peak < 384, "the server's peak RSS reached {peak} MiB");
     assert_no_key_piece("the server's log", &log);
