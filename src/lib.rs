@@ -2,6 +2,7 @@
 
 pub mod api;
 pub mod config;
+pub mod driver;
 pub mod heap_trim;
 pub mod llm;
 pub mod metrics;

@@ -4,6 +4,11 @@ use reactstep::telemetry;
 
 #[actix_web::main]
 async fn main() -> std::io::Result<()> {
+    // `reactstep run …` drives a loop in the terminal; anything else runs the service.
+    if std::env::args().nth(1).as_deref() == Some("run") {
+        let code = reactstep::driver::cli::main(std::env::args().skip(1)).await;
+        std::process::exit(code);
+    }
     let config = Config::load();
     telemetry::init(config.log_format);
     let app = Application::build(&config)?;

@@ -1,0 +1,213 @@
+//! `reactstep run "<question>"`: a loop in the terminal. Without `--server` it starts the
+//! service in-process on a loopback port and talks HTTP to it, as a plugin would.
+
+use std::io::{IsTerminal, Write};
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Parser, ValueEnum};
+use serde_json::Value;
+
+use super::{register_builtins, Driver, LoopSettings, ToolRegistry, Watcher, Workspace};
+use crate::config::Config;
+use crate::startup::Application;
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum Output {
+    /// The answer alone.
+    Simple,
+    /// The whole run as JSON.
+    Json,
+}
+
+/// Drive a whole ReAct loop from the terminal.
+#[derive(Debug, Parser)]
+#[command(name = "reactstep run")]
+pub struct RunArgs {
+    /// The question or task.
+    pub question: String,
+    /// The folder the file tools may read (default: the current folder).
+    #[arg(long)]
+    pub workspace: Option<PathBuf>,
+    #[arg(long, default_value = "gpt-4o")]
+    pub model: String,
+    #[arg(long)]
+    pub provider: Option<String>,
+    /// A running service to use instead of one started in-process.
+    #[arg(long)]
+    pub server: Option<String>,
+    #[arg(long, default_value_t = 10)]
+    pub max_iterations: u32,
+    /// Seconds the whole loop may take.
+    #[arg(long)]
+    pub timeout: Option<u64>,
+    #[arg(long, value_enum, default_value_t = Output::Simple)]
+    pub output: Output,
+    /// The variable holding the model's key (default: OPENAI_API_KEY, or ANTHROPIC_API_KEY for
+    /// Claude models).
+    #[arg(long)]
+    pub key_env: Option<String>,
+    /// One model output per step, separated by lines holding only `---`: the loop runs offline.
+    #[arg(long)]
+    pub mock_responses: Option<PathBuf>,
+}
+
+/// Runs `reactstep run`; the process's exit code (0 when the loop succeeded).
+pub async fn main(args: impl IntoIterator<Item = String>) -> i32 {
+    let args = match RunArgs::try_parse_from(args) {
+        Ok(args) => args,
+        Err(e) => {
+            let _ = e.print();
+            return if e.use_stderr() { 2 } else { 0 };
+        }
+    };
+    match run(args).await {
+        Ok(code) => code,
+        Err(why) => {
+            eprintln!("reactstep run: {why}");
+            2
+        }
+    }
+}
+
+async fn run(args: RunArgs) -> Result<i32, String> {
+    let root = match &args.workspace {
+        Some(dir) => dir.clone(),
+        None => std::env::current_dir().map_err(|e| e.to_string())?,
+    };
+    let workspace =
+        Workspace::new(&root).map_err(|e| format!("the workspace {}: {e}", root.display()))?;
+    let mut registry = ToolRegistry::default();
+    register_builtins(&mut registry, workspace);
+    let server = match &args.server {
+        Some(url) => url.clone(),
+        None => start_service()?,
+    };
+    let mut settings = LoopSettings::new(&server, &args.model);
+    settings.provider = args.provider.clone();
+    settings.max_iterations = args.max_iterations;
+    settings.timeout = args.timeout.map(Duration::from_secs);
+    settings.mock_responses = match &args.mock_responses {
+        Some(path) => Some(read_script(path)?),
+        None => None,
+    };
+    if settings.mock_responses.is_none() {
+        settings.key = key(&args);
+    }
+    let driver = Driver::new(settings, registry);
+    let mut progress = Progress {
+        colour: std::io::stderr().is_terminal(),
+    };
+    let report = driver.run(&args.question, &mut progress).await;
+    let mut out = std::io::stdout();
+    let written = match args.output {
+        Output::Simple => writeln!(out, "{}", report.answer),
+        Output::Json => writeln!(
+            out,
+            "{}",
+            serde_json::to_string_pretty(&report).map_err(|e| e.to_string())?
+        ),
+    };
+    written.map_err(|e| e.to_string())?;
+    Ok(if report.success { 0 } else { 1 })
+}
+
+/// Starts the service on an ephemeral loopback port; its base URL.
+fn start_service() -> Result<String, String> {
+    let mut config = Config::defaults();
+    config.bind = ([127, 0, 0, 1], 0).into();
+    config.workers = 1;
+    config.read_provider_variables(|name| std::env::var(name).ok());
+    let app = Application::build(&config).map_err(|e| format!("the service: {e}"))?;
+    let url = format!("http://127.0.0.1:{}", app.port());
+    tokio::spawn(app.run_until_stopped());
+    Ok(url)
+}
+
+/// The scripted outputs: the file split at lines holding only `---`.
+fn read_script(path: &PathBuf) -> Result<Vec<String>, String> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("the mock responses {}: {e}", path.display()))?;
+    let mut steps = vec![String::new()];
+    for line in text.lines() {
+        if line.trim() == "---" {
+            steps.push(String::new());
+        } else if let Some(step) = steps.last_mut() {
+            step.push_str(line);
+            step.push('\n');
+        }
+    }
+    let steps: Vec<String> = steps
+        .into_iter()
+        .map(|s| s.trim().to_string())
+        .filter(|s| !s.is_empty())
+        .collect();
+    if steps.is_empty() {
+        return Err(format!("{} holds no model output", path.display()));
+    }
+    Ok(steps)
+}
+
+fn key(args: &RunArgs) -> Option<String> {
+    let variable = args.key_env.clone().unwrap_or_else(|| {
+        let claude =
+            args.model.starts_with("claude") || args.provider.as_deref() == Some("anthropic");
+        if claude {
+            "ANTHROPIC_API_KEY"
+        } else {
+            "OPENAI_API_KEY"
+        }
+        .to_string()
+    });
+    std::env::var(variable).ok()
+}
+
+/// Progress on stderr, as it happens.
+struct Progress {
+    colour: bool,
+}
+
+impl Progress {
+    fn line(&self, label: &str, colour: &str, text: &str) {
+        let (on, off) = if self.colour {
+            (colour, "\x1b[0m")
+        } else {
+            ("", "")
+        };
+        eprintln!("{on}{label}{off} {text}");
+    }
+}
+
+/// An observation's first line, and how much more there is.
+fn shortened(text: &str) -> String {
+    const SHOWN: usize = 160;
+    let first = text.lines().next().unwrap_or_default();
+    let cut: String = first.chars().take(SHOWN).collect();
+    if cut.len() < text.trim_end().len() {
+        format!("{cut} … ({} bytes)", text.len())
+    } else {
+        cut
+    }
+}
+
+impl Watcher for Progress {
+    fn thought(&mut self, iteration: u32, thought: &str) {
+        self.line(&format!("[{iteration}] thought:"), "\x1b[36m", thought);
+    }
+
+    fn action(&mut self, iteration: u32, tool: &str, args: &Value) {
+        self.line(
+            &format!("[{iteration}] action:"),
+            "\x1b[33m",
+            &format!("{tool} {args}"),
+        );
+    }
+
+    fn observation(&mut self, iteration: u32, text: &str) {
+        self.line(
+            &format!("[{iteration}] observation:"),
+            "\x1b[32m",
+            &shortened(text),
+        );
+    }
+}

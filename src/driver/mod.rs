@@ -1,0 +1,13 @@
+//! The reference client: drives a whole ReAct loop through the service over HTTP, running the
+//! tools itself (`reactstep run`, or [`Driver`] from code). It shows plugin authors how the
+//! service is meant to be driven.
+
+mod arithmetic;
+pub mod builtin;
+pub mod cli;
+pub mod registry;
+pub mod run;
+
+pub use builtin::{register_builtins, Workspace};
+pub use registry::{Tool, ToolMetadata, ToolOutcome, ToolRegistry};
+pub use run::{Driver, LoopSettings, Quiet, RunReport, StepRecord, Termination, Watcher};

@@ -1,0 +1,136 @@
+//! The tools a loop offers the model: each a name, something that runs it, and what the model
+//! is told about it. The registry renders them into the request's `tools`.
+
+use std::collections::BTreeMap;
+
+use serde_json::{json, Map, Value};
+
+/// What running a tool gave.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ToolOutcome {
+    /// The observation the model reads.
+    Done(String),
+    /// The tool failed; the model reads why, and may try something else.
+    Failed(String),
+    /// The model's answer: the loop ends with success.
+    Submitted {
+        answer: String,
+        confidence: Option<f64>,
+    },
+}
+
+/// A tool the loop can run.
+pub trait Tool: Send + Sync {
+    fn call(&self, args: &Map<String, Value>) -> ToolOutcome;
+}
+
+impl<F> Tool for F
+where
+    F: Fn(&Map<String, Value>) -> ToolOutcome + Send + Sync,
+{
+    fn call(&self, args: &Map<String, Value>) -> ToolOutcome {
+        self(args)
+    }
+}
+
+/// What the model is told about a tool, and how the loop may treat it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolMetadata {
+    pub description: String,
+    pub category: String,
+    /// A JSON Schema for the arguments.
+    pub parameters: Value,
+    pub examples: Vec<Value>,
+    /// The tool changes nothing, so the same call may be answered again from before.
+    pub read_only: bool,
+}
+
+struct Entry {
+    tool: Box<dyn Tool>,
+    metadata: ToolMetadata,
+}
+
+#[derive(Default)]
+pub struct ToolRegistry {
+    tools: BTreeMap<String, Entry>,
+}
+
+impl ToolRegistry {
+    /// Adds a tool, or replaces the one of that name.
+    pub fn register(&mut self, name: &str, tool: impl Tool + 'static, metadata: ToolMetadata) {
+        let entry = Entry {
+            tool: Box::new(tool),
+            metadata,
+        };
+        self.tools.insert(name.to_string(), entry);
+    }
+
+    pub fn get(&self, name: &str) -> Option<(&dyn Tool, &ToolMetadata)> {
+        self.tools.get(name).map(|e| (e.tool.as_ref(), &e.metadata))
+    }
+
+    pub fn has(&self, name: &str) -> bool {
+        self.tools.contains_key(name)
+    }
+
+    /// The names of the tools, of one category or all, in name order.
+    pub fn list(&self, category: Option<&str>) -> Vec<&str> {
+        self.tools
+            .iter()
+            .filter(|(_, e)| category.is_none_or(|c| e.metadata.category == c))
+            .map(|(name, _)| name.as_str())
+            .collect()
+    }
+
+    /// The tools as the request's `tools` field declares them.
+    pub fn declarations(&self) -> Value {
+        let tools: Vec<Value> = self
+            .tools
+            .iter()
+            .map(|(name, e)| {
+                json!({
+                    "name": name,
+                    "description": e.metadata.description,
+                    "parameters": e.metadata.parameters,
+                })
+            })
+            .collect();
+        Value::Array(tools)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn meta(category: &str) -> ToolMetadata {
+        ToolMetadata {
+            description: "d".into(),
+            category: category.into(),
+            parameters: json!({"type": "object"}),
+            examples: Vec::new(),
+            read_only: true,
+        }
+    }
+
+    #[test]
+    fn tools_are_registered_listed_by_category_and_declared() {
+        let mut registry = ToolRegistry::default();
+        registry.register(
+            "b",
+            |_: &Map<String, Value>| ToolOutcome::Done("B".into()),
+            meta("files"),
+        );
+        registry.register(
+            "a",
+            |_: &Map<String, Value>| ToolOutcome::Done("A".into()),
+            meta("math"),
+        );
+        assert!(registry.has("a") && !registry.has("c"));
+        assert_eq!(registry.list(None), ["a", "b"]);
+        assert_eq!(registry.list(Some("files")), ["b"]);
+        let (tool, _) = registry.get("b").unwrap_or_else(|| panic!("b"));
+        assert_eq!(tool.call(&Map::new()), ToolOutcome::Done("B".into()));
+        assert_eq!(registry.declarations()[0]["name"], "a");
+    }
+}

@@ -1,0 +1,421 @@
+//! The loop a client runs: send the step, run the proposed calls, send their results back as
+//! `tool_observation` turns answering the calls' ids, until the service answers, the loop stalls,
+//! fails, runs out of steps, of budget or of time.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+use serde_json::{json, Map, Value};
+
+use super::registry::{ToolOutcome, ToolRegistry};
+
+/// Why the loop ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Termination {
+    Success,
+    MaxIterations,
+    Failure,
+    Stalled,
+    TokenBudget,
+    Timeout,
+    Cancelled,
+    Custom,
+}
+
+/// How the loop talks to the service and when it gives up.
+#[derive(Debug, Clone)]
+pub struct LoopSettings {
+    /// The service's base URL.
+    pub server: String,
+    pub model: String,
+    pub provider: Option<String>,
+    pub token_limit: u32,
+    pub reserved_output_tokens: u32,
+    pub key: Option<String>,
+    pub max_iterations: u32,
+    /// The same call this many times in a row is a stalled loop.
+    pub stall_threshold: usize,
+    /// An answer holding one of these (case aside) is a failure.
+    pub failure_phrases: Vec<String>,
+    pub timeout: Option<Duration>,
+    /// One model output per step, sent as that step's `mock_response` (offline runs).
+    pub mock_responses: Option<Vec<String>>,
+}
+
+impl LoopSettings {
+    pub fn new(server: &str, model: &str) -> Self {
+        Self {
+            server: server.trim_end_matches('/').to_string(),
+            model: model.to_string(),
+            provider: None,
+            token_limit: 128_000,
+            reserved_output_tokens: 4_000,
+            key: None,
+            max_iterations: 10,
+            stall_threshold: 3,
+            failure_phrases: vec![
+                "i cannot complete".into(),
+                "i can't complete".into(),
+                "unable to complete the task".into(),
+            ],
+            timeout: None,
+            mock_responses: None,
+        }
+    }
+}
+
+/// One call the loop ran.
+#[derive(Debug, Clone, Serialize)]
+pub struct StepRecord {
+    pub iteration: u32,
+    pub thought: String,
+    pub action: String,
+    pub args: Value,
+    pub observation: String,
+    pub timestamp: String,
+    pub token_usage: Value,
+}
+
+/// A failure on the way: the service's error, or a tool's.
+#[derive(Debug, Clone, Serialize)]
+pub struct ErrorRecord {
+    pub source: String,
+    pub error: String,
+    pub timestamp: String,
+}
+
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct TokenTotals {
+    pub prompt_tokens: u64,
+    pub completion_tokens: u64,
+}
+
+/// What the loop did and how it ended.
+#[derive(Debug, Clone, Serialize)]
+pub struct RunReport {
+    pub answer: String,
+    pub success: bool,
+    pub termination_reason: Termination,
+    pub iterations: u32,
+    pub tool_usage: BTreeMap<String, u32>,
+    pub steps: Vec<StepRecord>,
+    pub error_history: Vec<ErrorRecord>,
+    pub token_usage: TokenTotals,
+    /// Seconds.
+    pub execution_time: f64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub confidence: Option<f64>,
+}
+
+/// What the loop tells whoever watches it, as it goes.
+pub trait Watcher {
+    fn thought(&mut self, _iteration: u32, _thought: &str) {}
+    fn action(&mut self, _iteration: u32, _tool: &str, _args: &Value) {}
+    fn observation(&mut self, _iteration: u32, _text: &str) {}
+    /// `true` ends the loop with `custom`.
+    fn stop_after(&mut self, _step: &StepRecord) -> bool {
+        false
+    }
+}
+
+/// Watches nothing.
+pub struct Quiet;
+impl Watcher for Quiet {}
+
+pub struct Driver {
+    http: reqwest::Client,
+    settings: LoopSettings,
+    registry: ToolRegistry,
+}
+
+/// The loop's state between steps.
+struct Progress {
+    report: RunReport,
+    history: Value,
+    query: String,
+    iterations_left: u32,
+    /// The last call and how many times in a row it was made.
+    last_call: Option<(String, String, usize)>,
+}
+
+enum Next {
+    Continue,
+    End(Termination, String),
+}
+
+impl Driver {
+    pub fn new(settings: LoopSettings, registry: ToolRegistry) -> Self {
+        Self {
+            http: reqwest::Client::new(),
+            settings,
+            registry,
+        }
+    }
+
+    pub fn registry(&self) -> &ToolRegistry {
+        &self.registry
+    }
+
+    /// Runs the loop on `question` to its end.
+    pub async fn run(&self, question: &str, watcher: &mut dyn Watcher) -> RunReport {
+        let started = Instant::now();
+        let session_id = uuid::Uuid::new_v4().to_string();
+        let mut progress = Progress {
+            report: RunReport {
+                answer: String::new(),
+                success: false,
+                termination_reason: Termination::Failure,
+                iterations: 0,
+                tool_usage: BTreeMap::new(),
+                steps: Vec::new(),
+                error_history: Vec::new(),
+                token_usage: TokenTotals::default(),
+                execution_time: 0.0,
+                confidence: None,
+            },
+            history: json!([]),
+            query: question.to_string(),
+            iterations_left: self.settings.max_iterations.max(1),
+            last_call: None,
+        };
+        let (termination, answer) = loop {
+            let iteration = progress.report.iterations + 1;
+            let remaining = self
+                .settings
+                .timeout
+                .map(|t| t.saturating_sub(started.elapsed()));
+            if remaining.is_some_and(|r| r.is_zero()) {
+                break (Termination::Timeout, "the loop ran out of time".to_string());
+            }
+            let sent = self.step(&session_id, &progress, iteration);
+            let reply = match remaining {
+                Some(r) => match tokio::time::timeout(r, sent).await {
+                    Ok(reply) => reply,
+                    Err(_) => break (Termination::Timeout, "the loop ran out of time".into()),
+                },
+                None => sent.await,
+            };
+            progress.report.iterations = iteration;
+            match self.take(reply, iteration, &mut progress, watcher) {
+                Next::Continue => {}
+                Next::End(termination, answer) => break (termination, answer),
+            }
+        };
+        let report = &mut progress.report;
+        report.success = termination == Termination::Success;
+        report.termination_reason = termination;
+        report.answer = answer;
+        report.execution_time = started.elapsed().as_secs_f64();
+        progress.report
+    }
+
+    /// Sends one step; the service's answer, or why there was none.
+    async fn step(
+        &self,
+        session_id: &str,
+        progress: &Progress,
+        iteration: u32,
+    ) -> Result<Value, String> {
+        let s = &self.settings;
+        let mut body = json!({
+            "session_id": session_id,
+            "user_query": progress.query,
+            "conversation_history": progress.history,
+            "max_iterations_left": progress.iterations_left,
+            "llm_config": {"modelName": s.model, "tokenLimit": s.token_limit,
+                           "reservedOutputTokens": s.reserved_output_tokens},
+            "tools": self.registry.declarations(),
+        });
+        if let Some(provider) = &s.provider {
+            body["llm_config"]["provider"] = json!(provider);
+        }
+        if let Some(key) = &s.key {
+            body["userApiKeys"] = json!({"llmKey": key});
+        }
+        if let Some(mocks) = &s.mock_responses {
+            let Some(mock) = mocks.get(iteration as usize - 1) else {
+                return Err(format!(
+                    "the scripted responses ran out after {} steps",
+                    mocks.len()
+                ));
+            };
+            body["mock_response"] = json!(mock);
+        }
+        let response = self
+            .http
+            .post(format!("{}/api/agent/react_step", s.server))
+            .json(&body)
+            .send()
+            .await
+            .map_err(|e| format!("the service did not answer: {e}"))?;
+        response
+            .json()
+            .await
+            .map_err(|e| format!("the service's answer is not JSON: {e}"))
+    }
+
+    /// Takes one answer of the service into the loop.
+    fn take(
+        &self,
+        reply: Result<Value, String>,
+        iteration: u32,
+        progress: &mut Progress,
+        watcher: &mut dyn Watcher,
+    ) -> Next {
+        let reply = match reply {
+            Ok(reply) => reply,
+            Err(why) => {
+                record_error(&mut progress.report, "service", &why);
+                return Next::End(Termination::Failure, why);
+            }
+        };
+        add_usage(&mut progress.report.token_usage, &reply["usage"]);
+        let thought = reply["thought"].as_str().unwrap_or_default().to_string();
+        if !thought.is_empty() {
+            watcher.thought(iteration, &thought);
+        }
+        match reply["status"].as_str() {
+            Some("direct_response_provided") => self.answered(&reply),
+            Some("action_proposed") => self.act(&reply, iteration, &thought, progress, watcher),
+            _ => {
+                let kind = reply["error"]["type"].as_str().unwrap_or("unknown");
+                let message = reply["error"]["message"].as_str().unwrap_or_default();
+                let why = format!("{kind}: {message}");
+                record_error(&mut progress.report, "service", &why);
+                let termination = if kind == "context_overflow" {
+                    Termination::TokenBudget
+                } else {
+                    Termination::Failure
+                };
+                Next::End(termination, why)
+            }
+        }
+    }
+
+    fn answered(&self, reply: &Value) -> Next {
+        let answer = reply["direct_response"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        let lower = answer.to_lowercase();
+        if self
+            .settings
+            .failure_phrases
+            .iter()
+            .any(|p| lower.contains(&p.to_lowercase()))
+        {
+            return Next::End(Termination::Failure, answer);
+        }
+        let termination = match reply["termination_reason"].as_str() {
+            Some("max_iterations") => Termination::MaxIterations,
+            _ => Termination::Success,
+        };
+        Next::End(termination, answer)
+    }
+
+    /// Runs every proposed call and sends the results back, each answering its call's id.
+    fn act(
+        &self,
+        reply: &Value,
+        iteration: u32,
+        thought: &str,
+        progress: &mut Progress,
+        watcher: &mut dyn Watcher,
+    ) -> Next {
+        let calls: Vec<Value> = match reply["parallel_actions"].as_array() {
+            Some(all) if !all.is_empty() => all.clone(),
+            _ => vec![reply["action_details"].clone()],
+        };
+        let mut history = reply["updated_conversation_history"].clone();
+        for call in &calls {
+            let tool = call["tool_name"].as_str().unwrap_or_default().to_string();
+            let args = call["tool_args"].clone();
+            watcher.action(iteration, &tool, &args);
+            if let Some(stalled) = self.stalled(progress, &tool, &args) {
+                return stalled;
+            }
+            *progress.report.tool_usage.entry(tool.clone()).or_default() += 1;
+            let (observation, failed) = match self.run_tool(&tool, &args) {
+                ToolOutcome::Done(text) => (text, false),
+                ToolOutcome::Failed(why) => {
+                    record_error(&mut progress.report, &tool, &why);
+                    (why, true)
+                }
+                ToolOutcome::Submitted { answer, confidence } => {
+                    progress.report.confidence = confidence;
+                    return Next::End(Termination::Success, answer);
+                }
+            };
+            watcher.observation(iteration, &observation);
+            let step = StepRecord {
+                iteration,
+                thought: thought.to_string(),
+                action: tool,
+                args,
+                observation: observation.clone(),
+                timestamp: chrono::Utc::now().to_rfc3339(),
+                token_usage: reply["usage"].clone(),
+            };
+            let stop = watcher.stop_after(&step);
+            progress.report.steps.push(step);
+            if stop {
+                return Next::End(Termination::Custom, "stopped by the caller".into());
+            }
+            if let Some(turns) = history.as_array_mut() {
+                turns.push(json!({
+                    "role": "tool_observation", "content": observation,
+                    "tool_call_id": call["tool_call_id"], "is_error": failed,
+                }));
+            }
+        }
+        progress.history = history;
+        progress.query.clear();
+        progress.iterations_left = reply["iterations_remaining"].as_u64().unwrap_or(0) as u32;
+        if progress.iterations_left == 0 {
+            return Next::End(
+                Termination::MaxIterations,
+                "the loop reached its step limit before an answer".into(),
+            );
+        }
+        Next::Continue
+    }
+
+    /// The loop's end when this call is the same as the last `stall_threshold - 1`.
+    fn stalled(&self, progress: &mut Progress, tool: &str, args: &Value) -> Option<Next> {
+        let key = args.to_string();
+        let count = match &progress.last_call {
+            Some((t, a, n)) if t == tool && *a == key => n + 1,
+            _ => 1,
+        };
+        progress.last_call = Some((tool.to_string(), key, count));
+        (count >= self.settings.stall_threshold.max(1)).then(|| {
+            Next::End(
+                Termination::Stalled,
+                format!("the model called {tool} with the same arguments {count} times in a row"),
+            )
+        })
+    }
+
+    fn run_tool(&self, tool: &str, args: &Value) -> ToolOutcome {
+        let Some((runner, _)) = self.registry.get(tool) else {
+            return ToolOutcome::Failed(format!("there is no tool named {tool}"));
+        };
+        let empty = Map::new();
+        runner.call(args.as_object().unwrap_or(&empty))
+    }
+}
+
+fn record_error(report: &mut RunReport, source: &str, error: &str) {
+    report.error_history.push(ErrorRecord {
+        source: source.to_string(),
+        error: error.to_string(),
+        timestamp: chrono::Utc::now().to_rfc3339(),
+    });
+}
+
+fn add_usage(totals: &mut TokenTotals, usage: &Value) {
+    totals.prompt_tokens += usage["prompt_tokens"].as_u64().unwrap_or(0);
+    totals.completion_tokens += usage["completion_tokens"].as_u64().unwrap_or(0);
+}

@@ -1,0 +1,188 @@
+//! `reactstep run` end to end: the real binary starts the service in-process and drives a loop
+//! through it over HTTP, offline from scripted model outputs (`--mock-responses`), with the
+//! built-in tools running for real in a temporary workspace.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::Path;
+use std::process::Command;
+
+use serde_json::Value;
+
+fn workspace() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("src")).unwrap();
+    std::fs::write(
+        dir.path().join("src/answer.rs"),
+        "pub const ANSWER: u32 = 6 * 7;\n",
+    )
+    .unwrap();
+    dir
+}
+
+/// Runs `reactstep run` on `script` (model outputs separated by `---` lines); the exit code and
+/// what it printed on stdout.
+fn run(ws: &Path, script: &str, extra: &[&str]) -> (i32, String, String) {
+    let file = ws.join("script.txt");
+    std::fs::write(&file, script).unwrap();
+    let output = Command::new(env!("CARGO_BIN_EXE_reactstep"))
+        .arg("run")
+        .arg("What is the answer?")
+        .arg("--workspace")
+        .arg(ws)
+        .arg("--mock-responses")
+        .arg(&file)
+        .args(extra)
+        .env_remove("OPENAI_API_KEY")
+        .output()
+        .unwrap();
+    (
+        output.status.code().unwrap_or(-1),
+        String::from_utf8(output.stdout).unwrap(),
+        String::from_utf8(output.stderr).unwrap(),
+    )
+}
+
+fn json_run(ws: &Path, script: &str, extra: &[&str]) -> (i32, Value) {
+    let mut args = vec!["--output", "json"];
+    args.extend(extra);
+    let (code, out, err) = run(ws, script, &args);
+    let report = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}\n{err}"));
+    (code, report)
+}
+
+#[test]
+fn a_scripted_loop_runs_the_tools_and_ends_with_the_submitted_answer() {
+    let ws = workspace();
+    let script = r#"Thought: see what is there
+Action: list_directory(path=".")
+---
+Thought: read the constant
+Action: read_file(path="src/answer.rs")
+---
+Thought: compute it
+Action: calculator(expression="6 * 7")
+---
+Thought: I know it
+Action: submit_answer(answer="42", confidence=0.9)
+"#;
+    let (code, report) = json_run(ws.path(), script, &[]);
+    assert_eq!(code, 0, "{report}");
+    assert_eq!(report["success"], true);
+    assert_eq!(report["termination_reason"], "success");
+    assert_eq!(report["answer"], "42");
+    assert_eq!(report["confidence"], 0.9);
+    assert_eq!(report["iterations"], 4);
+    assert_eq!(report["tool_usage"]["read_file"], 1);
+    let steps = report["steps"].as_array().unwrap();
+    assert!(steps[0]["observation"].as_str().unwrap().contains("src/"));
+    assert!(steps[1]["observation"].as_str().unwrap().contains("6 * 7"));
+    assert_eq!(steps[2]["observation"], "42");
+    assert_eq!(steps[1]["args"]["path"], "src/answer.rs");
+}
+
+#[test]
+fn a_final_answer_prints_alone_in_simple_output() {
+    let ws = workspace();
+    let (code, out, err) = run(ws.path(), "Thought: easy\nFinal Answer: forty-two", &[]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(out, "forty-two\n");
+    assert!(err.contains("thought:") && err.contains("easy"), "{err}");
+}
+
+#[test]
+fn nothing_outside_the_workspace_is_read_and_the_model_is_told() {
+    let ws = workspace();
+    let outside = tempfile::tempdir().unwrap();
+    std::fs::write(outside.path().join("secret.txt"), "TOP-SECRET").unwrap();
+    std::os::unix::fs::symlink(outside.path(), ws.path().join("link")).unwrap();
+    let absolute = outside.path().join("secret.txt");
+    let script = format!(
+        "Thought: a\nAction: read_file(path=\"link/secret.txt\")\n---\nThought: b\nAction: read_file(path=\"{}\")\n---\nThought: c\nAction: grep_search(pattern=\"TOP-SECRET\")\n---\nThought: d\nFinal Answer: nothing",
+        absolute.display()
+    );
+    let (code, report) = json_run(ws.path(), &script, &[]);
+    assert_eq!(code, 0, "{report}");
+    let text = report.to_string();
+    assert!(
+        !text.contains("TOP-SECRET\\n") && !text.contains("secret.txt:1"),
+        "{text}"
+    );
+    let steps = report["steps"].as_array().unwrap();
+    assert!(steps[0]["observation"]
+        .as_str()
+        .unwrap()
+        .contains("outside the workspace"));
+    assert!(steps[1]["observation"]
+        .as_str()
+        .unwrap()
+        .contains("outside the workspace"));
+    assert_eq!(report["error_history"].as_array().unwrap().len(), 2);
+}
+
+#[test]
+fn the_same_call_three_times_in_a_row_is_a_stalled_loop() {
+    let ws = workspace();
+    let call = "Thought: again\nAction: list_directory(path=\"src\")";
+    let script = [call, call, call, "Final Answer: never"].join("\n---\n");
+    let (code, report) = json_run(ws.path(), &script, &[]);
+    assert_eq!(code, 1);
+    assert_eq!(report["termination_reason"], "stalled");
+    assert_eq!(report["iterations"], 3);
+}
+
+#[test]
+fn the_step_limit_ends_the_loop_with_a_summary() {
+    let ws = workspace();
+    let script = [
+        "Thought: a\nAction: list_directory(path=\".\")",
+        "Thought: b\nAction: read_file(path=\"src/answer.rs\")",
+    ]
+    .join("\n---\n");
+    let (code, report) = json_run(ws.path(), &script, &["--max-iterations", "2"]);
+    assert_eq!(code, 1, "{report}");
+    assert_eq!(report["termination_reason"], "max_iterations");
+    assert!(!report["answer"].as_str().unwrap().is_empty());
+}
+
+#[test]
+fn a_model_that_gives_up_is_a_failure_and_a_script_that_runs_out_too() {
+    let ws = workspace();
+    let (code, report) = json_run(
+        ws.path(),
+        "Thought: hm\nFinal Answer: I cannot complete this task without access.",
+        &[],
+    );
+    assert_eq!(
+        (code, report["termination_reason"].as_str()),
+        (1, Some("failure"))
+    );
+    let (code, report) = json_run(
+        ws.path(),
+        "Thought: a\nAction: list_directory(path=\".\")",
+        &[],
+    );
+    assert_eq!(code, 1);
+    assert_eq!(report["termination_reason"], "failure");
+    assert!(
+        report["answer"].as_str().unwrap().contains("ran out"),
+        "{report}"
+    );
+}
+
+#[test]
+fn a_bad_invocation_says_why_and_exits_2() {
+    let output = Command::new(env!("CARGO_BIN_EXE_reactstep"))
+        .args([
+            "run",
+            "q",
+            "--workspace",
+            "/definitely/not/here",
+            "--mock-responses",
+            "/nope",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    let err = String::from_utf8(output.stderr).unwrap();
+    assert!(err.contains("workspace"), "{err}");
+}
