@@ -35,6 +35,7 @@ mod prompt_cache;
 mod protocol;
 mod providers;
 mod reasoning;
+mod red_team_17;
 mod red_team_providers;
 mod redirects;
 #[path = "../support/schema_bombs.rs"]
