@@ -1077,6 +1077,7 @@ async fn converse(
             }
             called => called?,
         };
+
         if completion.usage.is_none() && input.mock_response.is_none() {
             completion.usage = Some(own_count(counter, ledger.used, &completion));
         }
@@ -1087,6 +1088,7 @@ async fn converse(
         }
         ledger.usage = add_usage(ledger.usage, completion.usage);
         ledger.billed.add(completion.usage);
+        carriable(&completion, input.llm.provider)?;
         let finish = finish_reason(&completion.finish, input.key.as_ref(), &mut ledger.warnings);
         let cut_off = completion.finish == FinishReason::Length;
         let (back, completion, reading) = read_output(input, completion).await?;
@@ -1121,6 +1123,25 @@ async fn converse(
         repairs_left -= 1;
         crate::metrics::Metrics::count(&crate::metrics::global().parse_outcomes, "repair", 1);
     }
+}
+
+/// The most reasoning a step hands the client to send back (`reasoning_state`): well under the
+/// request body limit, so the next step's request can carry it.
+const MAX_REASONING_BYTES: usize = 1024 * 1024;
+
+/// A reply whose reasoning must go back with the next request, yet could not fit in one, is no
+/// step the loop can go on from: an honest `llm_bad_response` now, not a 413 one step later.
+fn carriable(completion: &Completion, provider: Provider) -> Result<(), StepError> {
+    let bytes = completion.reasoning.counted_len();
+    if bytes <= MAX_REASONING_BYTES {
+        return Ok(());
+    }
+    Err(StepError::Llm(LlmError::BadResponse {
+        provider,
+        message: format!(
+            "the model's reasoning is {bytes} bytes, more than the {MAX_REASONING_BYTES} a step can carry back to it"
+        ),
+    }))
 }
 
 /// One call: the client's `mock_response`, the model's whole reply, or its streamed reply.

@@ -35,10 +35,18 @@ fn anthropic_structure(body: &Value) -> Result<(), String> {
     if markers > 4 {
         return Err(format!("{markers} cache_control markers (at most 4)"));
     }
-    for (i, m) in body["messages"].as_array().cloned().unwrap_or_default().iter().enumerate() {
+    for (i, m) in body["messages"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+        .iter()
+        .enumerate()
+    {
         match &m["content"] {
             Value::String(s) if s.trim().is_empty() => {
-                return Err(format!("messages.{i}: all messages must have non-empty content"))
+                return Err(format!(
+                    "messages.{i}: all messages must have non-empty content"
+                ))
             }
             Value::Array(blocks) => {
                 if blocks.is_empty() {
@@ -103,8 +111,9 @@ fn stop(reason: &str) -> [Value; 2] {
 
 /// A long opening user turn, so that the cached prefix passes Claude's 1,024-token minimum.
 fn long_user_turn() -> Value {
-    let words = "the login handler reads the session cookie and checks the token against the store "
-        .repeat(120);
+    let words =
+        "the login handler reads the session cookie and checks the token against the store "
+            .repeat(120);
     json!({"role": "user", "content": words})
 }
 
@@ -120,12 +129,15 @@ async fn red_team_17_an_empty_assistant_turn_gets_no_cache_marker_and_no_empty_b
     for empty in ["", " \n"] {
         let app = spawn_app().await;
         Mock::given(path(ANTHROPIC_PATH))
-            .respond_with(ResponseTemplate::new(200).set_body_json(anthropic_reply("Final Answer: ok")))
+            .respond_with(
+                ResponseTemplate::new(200).set_body_json(anthropic_reply("Final Answer: ok")),
+            )
             .mount(&app.llm)
             .await;
         let mut body = request("claude-sonnet-4-5", "And the logout handler?");
         body["llm_config"]["tokenLimit"] = json!(200_000);
-        body["conversation_history"] = json!([long_user_turn(), {"role": "assistant", "content": empty}]);
+        body["conversation_history"] =
+            json!([long_user_turn(), {"role": "assistant", "content": empty}]);
         let reply = app.post_react_step(&body).await;
         let sent = app.upstream_bodies().await;
         if reply.status == 400 {
@@ -139,7 +151,10 @@ async fn red_team_17_an_empty_assistant_turn_gets_no_cache_marker_and_no_empty_b
             "the prefix is long enough to be cached: {sent}"
         );
         if let Err(why) = anthropic_structure(sent) {
-            panic!("{empty:?}: Anthropic would refuse this body: {why}\n{}", sent["messages"]);
+            panic!(
+                "{empty:?}: Anthropic would refuse this body: {why}\n{}",
+                sent["messages"]
+            );
         }
     }
 }
@@ -170,7 +185,10 @@ async fn red_team_17_a_thinking_only_assistant_turn_never_carries_the_marker() {
     assert_eq!(reply.status, 200, "{}", reply.body);
     let sent = sent.last().unwrap();
     if let Err(why) = anthropic_structure(sent) {
-        panic!("Anthropic would refuse this body: {why}\n{}", sent["messages"]);
+        panic!(
+            "Anthropic would refuse this body: {why}\n{}",
+            sent["messages"]
+        );
     }
 }
 
@@ -201,8 +219,16 @@ async fn red_team_17_a_streamed_thinking_block_without_its_signature_is_not_kept
         assert_eq!(data["error"]["type"], "llm_bad_response", "{data}");
         return;
     }
-    let turn = data["updated_conversation_history"].as_array().unwrap().last().unwrap();
-    for block in turn["reasoning_state"]["blocks"].as_array().cloned().unwrap_or_default() {
+    let turn = data["updated_conversation_history"]
+        .as_array()
+        .unwrap()
+        .last()
+        .unwrap();
+    for block in turn["reasoning_state"]["blocks"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+    {
         if block["type"] == "thinking" {
             assert!(
                 !block["signature"].as_str().unwrap_or_default().is_empty(),
@@ -221,11 +247,15 @@ async fn red_team_17_thinking_deltas_for_a_block_never_started_are_not_streamed_
         ("no block", None),
         (
             "redacted block",
-            Some(json!({"type": "content_block_start", "index": 0, "content_block": {"type": "redacted_thinking", "data": "EmwKAhgB"}})),
+            Some(
+                json!({"type": "content_block_start", "index": 0, "content_block": {"type": "redacted_thinking", "data": "EmwKAhgB"}}),
+            ),
         ),
         (
             "text block",
-            Some(json!({"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}})),
+            Some(
+                json!({"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}),
+            ),
         ),
     ] {
         let app = spawn_app().await;
@@ -271,7 +301,10 @@ async fn red_team_17_a_signature_delta_without_a_thinking_block_is_not_a_crash()
     let streamed = post_stream(&app, &native("claude-sonnet-4-5", "minimal")).await;
     let (name, data) = streamed.terminal();
     if name == "step" {
-        assert!(!data.to_string().contains(SIGNATURE), "a stray signature was kept: {data}");
+        assert!(
+            !data.to_string().contains(SIGNATURE),
+            "a stray signature was kept: {data}"
+        );
     } else {
         assert_eq!(data["error"]["type"], "llm_bad_response", "{data}");
     }
@@ -314,8 +347,14 @@ async fn red_team_17_count_tokens_with_thinking_on_carries_no_forced_tool_choice
         .filter(|r| r.url.path() == COUNT_PATH)
         .map(|r| serde_json::from_slice(&r.body).unwrap())
         .collect();
-    assert!(!counts.is_empty(), "no count was asked for: adjust the sizes");
-    for sent in requests.iter().map(|r| serde_json::from_slice::<Value>(&r.body).unwrap()) {
+    assert!(
+        !counts.is_empty(),
+        "no count was asked for: adjust the sizes"
+    );
+    for sent in requests
+        .iter()
+        .map(|r| serde_json::from_slice::<Value>(&r.body).unwrap())
+    {
         if sent.get("thinking").is_none() {
             continue;
         }
@@ -325,7 +364,10 @@ async fn red_team_17_count_tokens_with_thinking_on_carries_no_forced_tool_choice
             "thinking with a forced tool choice ({kind}) was sent: {}",
             json!({"thinking": sent["thinking"], "tool_choice": sent["tool_choice"]})
         );
-        assert!(sent.get("temperature").is_none_or(|t| t == 1.0), "temperature with thinking");
+        assert!(
+            sent.get("temperature").is_none_or(|t| t == 1.0),
+            "temperature with thinking"
+        );
     }
 }
 
@@ -339,7 +381,8 @@ async fn red_team_17_megabytes_of_reasoning_content_do_not_break_the_loop() {
     // The service hands it back in reasoning_state (and again in `thought`) and tells the client
     // to send it back untouched, but its own body limit (8 MiB) refuses the next request.
     let app = spawn_app().await;
-    let reasoning = "Need the file first; the stack trace points at line three of a.js. ".repeat(135_000);
+    let reasoning =
+        "Need the file first; the stack trace points at line three of a.js. ".repeat(135_000);
     let mut reply = openai_reply("");
     reply["choices"][0]["message"] = json!({"role": "assistant", "content": "",
         "reasoning_content": reasoning,
@@ -360,7 +403,11 @@ async fn red_team_17_megabytes_of_reasoning_content_do_not_break_the_loop() {
     body["llm_config"]["tokenLimit"] = json!(64_000);
     let first = app.post_react_step(&body).await;
     if first.status != 200 {
-        assert_eq!(first.body["error"]["type"], "llm_bad_response", "{}", first.body);
+        assert_eq!(
+            first.body["error"]["type"], "llm_bad_response",
+            "{}",
+            first.body
+        );
         return;
     }
     let mut history = first.body["updated_conversation_history"].clone();
@@ -374,7 +421,8 @@ async fn red_team_17_megabytes_of_reasoning_content_do_not_break_the_loop() {
     let size = next.to_string().len();
     let second = app.post_react_step(&next).await;
     assert_eq!(
-        second.status, 200,
+        second.status,
+        200,
         "the history the service returned ({size} bytes) cannot be sent back: {}",
         second.text.chars().take(400).collect::<String>()
     );
@@ -389,7 +437,8 @@ async fn red_team_17_an_enormous_thinking_block_sent_back_stays_inside_the_budge
         .respond_with(ResponseTemplate::new(200).set_body_json(anthropic_reply("Final Answer: ok")))
         .mount(&app.llm)
         .await;
-    let huge = "The session store is keyed by the token hash and expires entries lazily. ".repeat(40_000);
+    let huge =
+        "The session store is keyed by the token hash and expires entries lazily. ".repeat(40_000);
     let mut body = native("claude-sonnet-4-5", "low");
     body["llm_config"]["tokenLimit"] = json!(32_000);
     body["user_query"] = json!("and now?");
@@ -410,7 +459,10 @@ async fn red_team_17_an_enormous_thinking_block_sent_back_stays_inside_the_budge
         return;
     }
     let report = &reply.body["context_report"];
-    assert!(report["used"].as_u64() <= report["budget"].as_u64(), "{report}");
+    assert!(
+        report["used"].as_u64() <= report["budget"].as_u64(),
+        "{report}"
+    );
     let sent = app.upstream_bodies().await.pop().unwrap();
     let bytes = sent.to_string().len();
     assert!(
@@ -445,10 +497,17 @@ async fn red_team_17_many_thinking_blocks_sent_back_are_answered_in_time() {
     let started = std::time::Instant::now();
     let reply = app.post_react_step(&body).await;
     assert!(started.elapsed() < Duration::from_secs(120));
-    assert!([200, 400, 413, 422].contains(&reply.status), "{}", reply.status);
+    assert!(
+        [200, 400, 413, 422].contains(&reply.status),
+        "{}",
+        reply.status
+    );
     if reply.status == 200 {
         let report = &reply.body["context_report"];
-        assert!(report["used"].as_u64() <= report["budget"].as_u64(), "{report}");
+        assert!(
+            report["used"].as_u64() <= report["budget"].as_u64(),
+            "{report}"
+        );
         let sent = app.upstream_bodies().await.pop().unwrap();
         let bytes = sent.to_string().len();
         assert!(
@@ -480,7 +539,11 @@ async fn red_team_17_the_session_id_never_reaches_any_upstream_raw() {
         .respond_with(ResponseTemplate::new(200).set_body_json(openai_reply("Final Answer: ok")))
         .mount(&app.llm)
         .await;
-    for (model, provider) in [("gpt-4o", None), ("claude-sonnet-4-5", None), ("deepseek-chat", Some("deepseek"))] {
+    for (model, provider) in [
+        ("gpt-4o", None),
+        ("claude-sonnet-4-5", None),
+        ("deepseek-chat", Some("deepseek")),
+    ] {
         let mut body = request(model, "hi");
         body["session_id"] = json!(session);
         if let Some(p) = provider {
@@ -490,8 +553,21 @@ async fn red_team_17_the_session_id_never_reaches_any_upstream_raw() {
         assert_eq!(reply.status, 200, "{model}: {}", reply.body);
     }
     for r in app.llm.received_requests().await.unwrap() {
-        let all = format!("{} {:?} {}", r.url, r.headers, String::from_utf8_lossy(&r.body));
-        assert!(!all.contains(session), "the raw session id went to {}", r.url);
-        assert!(!all.contains("alice"), "part of the session id went to {}", r.url);
+        let all = format!(
+            "{} {:?} {}",
+            r.url,
+            r.headers,
+            String::from_utf8_lossy(&r.body)
+        );
+        assert!(
+            !all.contains(session),
+            "the raw session id went to {}",
+            r.url
+        );
+        assert!(
+            !all.contains("alice"),
+            "part of the session id went to {}",
+            r.url
+        );
     }
 }

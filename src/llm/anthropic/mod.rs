@@ -71,7 +71,9 @@ impl ProviderApi for Anthropic {
     fn decode(&self, body: &[u8]) -> Result<Completion, WireError> {
         let reply: Reply =
             serde_json::from_slice(body).map_err(|e| WireError::json("the reply", &e))?;
-        Ok(completion(reply))
+        let done = completion(reply);
+        signed(&done.reasoning.blocks)?;
+        Ok(done)
     }
 
     /// With thinking on, Anthropic refuses a forced tool choice and any temperature but 1.
@@ -275,6 +277,8 @@ fn messages(
                     push_user_text(&mut out, new, breakpoint);
                 }
             }
+            // Anthropic refuses empty text; an empty turn says nothing to keep.
+            ChatRole::Assistant if m.content.trim().is_empty() => {}
             ChatRole::Assistant => out.push(Message {
                 role: "assistant",
                 content: Content::Text(&m.content),
@@ -288,7 +292,7 @@ fn messages(
 }
 
 fn text_block(text: &str) -> Option<OutBlock<'_>> {
-    (!text.is_empty()).then_some(OutBlock::Text {
+    (!text.trim().is_empty()).then_some(OutBlock::Text {
         text,
         cache_control: None,
     })
@@ -327,7 +331,7 @@ fn push_user_block<'a>(out: &mut Vec<Message<'a>>, block: OutBlock<'a>) {
 /// `blocks`: a message of its own is a text block too, as it is when the step after splits it
 /// (the same bytes at every step, for the cache).
 fn push_user_text<'a>(out: &mut Vec<Message<'a>>, text: &'a str, blocks: bool) {
-    if text.is_empty() {
+    if text.trim().is_empty() {
         return;
     }
     let block = OutBlock::Text {
@@ -383,6 +387,20 @@ fn tool_choice(request: &ChatRequest) -> Option<ToolChoice> {
         kind,
         disable_parallel_tool_use,
     })
+}
+
+/// A thinking block goes back to Anthropic with its signature, or is refused there: one that
+/// came without it is a drifted reply, not something to hand the client.
+pub(super) fn signed(blocks: &[ThinkingBlock]) -> Result<(), WireError> {
+    let unsigned = blocks.iter().any(
+        |b| matches!(b, ThinkingBlock::Thinking { signature, .. } if signature.trim().is_empty()),
+    );
+    if unsigned {
+        return Err(WireError::Shape(
+            "a thinking block came without its signature".into(),
+        ));
+    }
+    Ok(())
 }
 
 /// The stop reason as the service reads it.

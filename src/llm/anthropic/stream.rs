@@ -46,12 +46,16 @@ impl StreamDecoder for EventDecoder {
             Event::ContentBlockDelta { index, delta } => match delta {
                 BlockDelta::TextDelta { text } => return Ok(Some(Piece::Text(text))),
                 BlockDelta::ThinkingDelta { thinking } => {
-                    if let Some(ThinkingBlock::Thinking {
+                    // Thinking for no thinking block would stream as thought yet be kept nowhere.
+                    let Some(ThinkingBlock::Thinking {
                         thinking: sofar, ..
                     }) = sofar.thinking.get_mut(&index)
-                    {
-                        sofar.push_str(&thinking);
-                    }
+                    else {
+                        return Err(WireError::Shape(
+                            "thinking arrived for a block that is not a thinking block".into(),
+                        ));
+                    };
+                    sofar.push_str(&thinking);
                     return Ok(Some(Piece::Reasoning(thinking)));
                 }
                 BlockDelta::SignatureDelta { signature } => {
@@ -77,7 +81,11 @@ impl StreamDecoder for EventDecoder {
                     sofar_usage.completion_tokens = usage.output_tokens;
                 }
             }
-            Event::MessageStop => sofar.done = true,
+            Event::MessageStop => {
+                let blocks: Vec<ThinkingBlock> = sofar.thinking.values().cloned().collect();
+                super::signed(&blocks)?;
+                sofar.done = true;
+            }
             Event::Error => return Err(WireError::InStream(data.to_string())),
             Event::ContentBlockStart { .. } | Event::Other => {}
         }
@@ -110,7 +118,9 @@ mod tests {
             r#"{"type":"content_block_start","index":1,"content_block":{"type":"tool_use","id":"t","name":"read","input":{}}}"#,
             r#"{"type":"content_block_delta","index":1,"delta":{"type":"input_json_delta","partial_json":"{\"p\":"}}"#,
             r#"{"type":"content_block_delta","index":1,"delta":{"type":"input_json_delta","partial_json":"1}"}}"#,
+            r#"{"type":"content_block_start","index":2,"content_block":{"type":"thinking","thinking":""}}"#,
             r#"{"type":"content_block_delta","index":2,"delta":{"type":"thinking_delta","thinking":"hm"}}"#,
+            r#"{"type":"content_block_delta","index":2,"delta":{"type":"signature_delta","signature":"sig"}}"#,
             r#"{"type":"message_delta","delta":{"stop_reason":"max_tokens","stop_sequence":null},"usage":{"output_tokens":7}}"#,
             r#"{"type":"message_stop"}"#,
         ])
@@ -129,6 +139,18 @@ mod tests {
                 ..Usage::default()
             })
         );
+    }
+
+    #[test]
+    fn thinking_must_belong_to_a_thinking_block_and_end_signed() {
+        let start = r#"{"type":"content_block_start","index":0,"content_block":{"type":"thinking","thinking":""}}"#;
+        let think = r#"{"type":"content_block_delta","index":0,"delta":{"type":"thinking_delta","thinking":"hm"}}"#;
+        let stop = r#"{"type":"message_stop"}"#;
+        assert!(matches!(read(&[think]), Err(WireError::Shape(_))));
+        assert!(matches!(
+            read(&[start, think, stop]),
+            Err(WireError::Shape(_))
+        ));
     }
 
     #[test]

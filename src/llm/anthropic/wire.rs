@@ -164,6 +164,8 @@ impl OutBlock<'_> {
     /// Puts a cache breakpoint after the block; thinking blocks take none (the API refuses it).
     pub fn mark(&mut self) -> bool {
         match self {
+            // Nor does an empty text block (the API refuses the marker there).
+            Self::Text { text, .. } if text.trim().is_empty() => false,
             Self::Text { cache_control, .. }
             | Self::ToolUse { cache_control, .. }
             | Self::ToolResult { cache_control, .. } => {
