@@ -55,24 +55,24 @@ fn anthropic_structure(body: &Value) -> Result<(), String> {
                 for (j, b) in blocks.iter().enumerate() {
                     let marked = b.get("cache_control").is_some();
                     match b["type"].as_str() {
-                        Some("text") => {
-                            if b["text"].as_str().unwrap_or_default().trim().is_empty() {
-                                return Err(format!(
-                                    "messages.{i}.content.{j}: text content blocks must be non-empty (marked: {marked})"
-                                ));
-                            }
+                        Some("text")
+                            if b["text"].as_str().unwrap_or_default().trim().is_empty() =>
+                        {
+                            return Err(format!(
+                                "messages.{i}.content.{j}: text content blocks must be non-empty (marked: {marked})"
+                            ));
                         }
                         Some("thinking" | "redacted_thinking") if marked => {
                             return Err(format!(
                                 "messages.{i}.content.{j}: cache_control on a thinking block"
                             ))
                         }
-                        Some("thinking") => {
-                            if b["signature"].as_str().unwrap_or_default().is_empty() {
-                                return Err(format!(
-                                    "messages.{i}.content.{j}.signature: Field required / invalid"
-                                ));
-                            }
+                        Some("thinking")
+                            if b["signature"].as_str().unwrap_or_default().is_empty() =>
+                        {
+                            return Err(format!(
+                                "messages.{i}.content.{j}.signature: Field required / invalid"
+                            ));
                         }
                         _ => {}
                     }
