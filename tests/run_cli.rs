@@ -186,3 +186,26 @@ fn a_bad_invocation_says_why_and_exits_2() {
     let err = String::from_utf8(output.stderr).unwrap();
     assert!(err.contains("workspace"), "{err}");
 }
+
+#[test]
+fn a_tool_past_its_limit_is_refused_and_the_model_is_told() {
+    let ws = workspace();
+    let script = [
+        "Thought: a\nAction: list_directory(path=\".\")",
+        "Thought: b\nAction: list_directory(path=\"src\")",
+        "Thought: c\nFinal Answer: done",
+    ]
+    .join("\n---\n");
+    let (code, report) = json_run(ws.path(), &script, &["--tool-limit", "list_directory=1"]);
+    assert_eq!(code, 0, "{report}");
+    let steps = report["steps"].as_array().unwrap();
+    assert!(steps[0]["observation"].as_str().unwrap().contains("src/"));
+    let refused = steps[1]["observation"].as_str().unwrap();
+    assert!(refused.contains("at most 1 times"), "{refused}");
+    let errors = report["error_history"].as_array().unwrap();
+    assert_eq!(errors[0]["source"], "list_directory");
+    assert_eq!(errors[0]["recovered"], false);
+    let (code, _, err) = run(ws.path(), &script, &["--tool-limit", "list_directory"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("NAME=N"), "{err}");
+}

@@ -50,6 +50,20 @@ pub struct RunArgs {
     /// One model output per step, separated by lines holding only `---`: the loop runs offline.
     #[arg(long)]
     pub mock_responses: Option<PathBuf>,
+    /// At most N calls of a tool in the loop (repeatable), as NAME=N.
+    #[arg(long = "tool-limit", value_parser = tool_limit)]
+    pub tool_limits: Vec<(String, u32)>,
+}
+
+fn tool_limit(text: &str) -> Result<(String, u32), String> {
+    let (name, n) = text
+        .split_once('=')
+        .ok_or("a tool limit is NAME=N, like read_file=5")?;
+    let n = n
+        .trim()
+        .parse()
+        .map_err(|_| format!("{n} is not a number of calls"))?;
+    Ok((name.trim().to_string(), n))
 }
 
 /// Runs `reactstep run`; the process's exit code (0 when the loop succeeded).
@@ -87,6 +101,7 @@ async fn run(args: RunArgs) -> Result<i32, String> {
     settings.provider = args.provider.clone();
     settings.max_iterations = args.max_iterations;
     settings.timeout = args.timeout.map(Duration::from_secs);
+    settings.tool_limits = args.tool_limits.iter().cloned().collect();
     settings.mock_responses = match &args.mock_responses {
         Some(path) => Some(read_script(path)?),
         None => None,

@@ -5,9 +5,11 @@
 mod arithmetic;
 pub mod builtin;
 pub mod cli;
+pub mod execution;
 pub mod registry;
 pub mod run;
 
 pub use builtin::{register_builtins, Workspace};
+pub use execution::RetryPolicy;
 pub use registry::{Tool, ToolMetadata, ToolOutcome, ToolRegistry};
 pub use run::{Driver, LoopSettings, Quiet, RunReport, StepRecord, Termination, Watcher};

@@ -6,8 +6,9 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
-use serde_json::{json, Map, Value};
+use serde_json::{json, Value};
 
+use super::execution::{Executor, RetryPolicy};
 use super::registry::{ToolOutcome, ToolRegistry};
 
 /// Why the loop ended.
@@ -42,6 +43,9 @@ pub struct LoopSettings {
     pub timeout: Option<Duration>,
     /// One model output per step, sent as that step's `mock_response` (offline runs).
     pub mock_responses: Option<Vec<String>>,
+    /// Calls each tool may make in the loop; a call past its limit is refused.
+    pub tool_limits: BTreeMap<String, u32>,
+    pub retry: RetryPolicy,
 }
 
 impl LoopSettings {
@@ -62,6 +66,8 @@ impl LoopSettings {
             ],
             timeout: None,
             mock_responses: None,
+            tool_limits: BTreeMap::new(),
+            retry: RetryPolicy::default(),
         }
     }
 }
@@ -81,8 +87,13 @@ pub struct StepRecord {
 /// A failure on the way: the service's error, or a tool's.
 #[derive(Debug, Clone, Serialize)]
 pub struct ErrorRecord {
+    /// `service`, or the tool's name.
     pub source: String,
     pub error: String,
+    /// Tries after the first.
+    pub retries: u32,
+    /// A later try passed.
+    pub recovered: bool,
     pub timestamp: String,
 }
 
@@ -138,6 +149,7 @@ struct Progress {
     iterations_left: u32,
     /// The last call and how many times in a row it was made.
     last_call: Option<(String, String, usize)>,
+    executor: Executor,
 }
 
 enum Next {
@@ -179,6 +191,10 @@ impl Driver {
             query: question.to_string(),
             iterations_left: self.settings.max_iterations.max(1),
             last_call: None,
+            executor: Executor::new(
+                self.settings.tool_limits.clone(),
+                self.settings.retry.clone(),
+            ),
         };
         let (termination, answer) = loop {
             let iteration = progress.report.iterations + 1;
@@ -198,7 +214,7 @@ impl Driver {
                 None => sent.await,
             };
             progress.report.iterations = iteration;
-            match self.take(reply, iteration, &mut progress, watcher) {
+            match self.take(reply, iteration, &mut progress, watcher).await {
                 Next::Continue => {}
                 Next::End(termination, answer) => break (termination, answer),
             }
@@ -257,7 +273,7 @@ impl Driver {
     }
 
     /// Takes one answer of the service into the loop.
-    fn take(
+    async fn take(
         &self,
         reply: Result<Value, String>,
         iteration: u32,
@@ -278,7 +294,10 @@ impl Driver {
         }
         match reply["status"].as_str() {
             Some("direct_response_provided") => self.answered(&reply),
-            Some("action_proposed") => self.act(&reply, iteration, &thought, progress, watcher),
+            Some("action_proposed") => {
+                self.act(&reply, iteration, &thought, progress, watcher)
+                    .await
+            }
             _ => {
                 let kind = reply["error"]["type"].as_str().unwrap_or("unknown");
                 let message = reply["error"]["message"].as_str().unwrap_or_default();
@@ -316,7 +335,7 @@ impl Driver {
     }
 
     /// Runs every proposed call and sends the results back, each answering its call's id.
-    fn act(
+    async fn act(
         &self,
         reply: &Value,
         iteration: u32,
@@ -337,10 +356,14 @@ impl Driver {
                 return stalled;
             }
             *progress.report.tool_usage.entry(tool.clone()).or_default() += 1;
-            let (observation, failed) = match self.run_tool(&tool, &args) {
+            let executed = progress.executor.run(&self.registry, &tool, &args).await;
+            if let Some(why) = &executed.recovered_from {
+                record_tool_error(&mut progress.report, &tool, why, executed.retries, true);
+            }
+            let (observation, failed) = match executed.outcome {
                 ToolOutcome::Done(text) => (text, false),
                 ToolOutcome::Failed(why) => {
-                    record_error(&mut progress.report, &tool, &why);
+                    record_tool_error(&mut progress.report, &tool, &why, executed.retries, false);
                     (why, true)
                 }
                 ToolOutcome::Submitted { answer, confidence } => {
@@ -397,20 +420,24 @@ impl Driver {
             )
         })
     }
-
-    fn run_tool(&self, tool: &str, args: &Value) -> ToolOutcome {
-        let Some((runner, _)) = self.registry.get(tool) else {
-            return ToolOutcome::Failed(format!("there is no tool named {tool}"));
-        };
-        let empty = Map::new();
-        runner.call(args.as_object().unwrap_or(&empty))
-    }
 }
 
 fn record_error(report: &mut RunReport, source: &str, error: &str) {
+    record_tool_error(report, source, error, 0, false);
+}
+
+fn record_tool_error(
+    report: &mut RunReport,
+    source: &str,
+    error: &str,
+    retries: u32,
+    recovered: bool,
+) {
     report.error_history.push(ErrorRecord {
         source: source.to_string(),
         error: error.to_string(),
+        retries,
+        recovered,
         timestamp: chrono::Utc::now().to_rfc3339(),
     });
 }

@@ -10,6 +10,7 @@ mod corpus;
 mod corpus_stream;
 mod cost;
 mod disconnect;
+mod driver;
 mod errors;
 mod faults;
 mod fidelity;

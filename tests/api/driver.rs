@@ -1,0 +1,123 @@
+//! The loop driver as a library, against the real server: a flaky tool that recovers after
+//! retries and one that never does, a caller's own stop, and a context that cannot fit.
+
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use reactstep::driver::{
+    Driver, LoopSettings, Quiet, RetryPolicy, StepRecord, Termination, ToolMetadata, ToolOutcome,
+    ToolRegistry, Watcher,
+};
+use serde_json::{json, Map, Value};
+
+use crate::helpers::spawn_app;
+
+/// A tool failing `failures` times ("temporarily unavailable") before it answers.
+fn flaky(registry: &mut ToolRegistry, failures: u32) -> Arc<AtomicU32> {
+    let calls = Arc::new(AtomicU32::new(0));
+    let counted = calls.clone();
+    registry.register(
+        "fetch_issue",
+        move |_: &Map<String, Value>| {
+            let n = counted.fetch_add(1, Ordering::SeqCst) + 1;
+            if n <= failures {
+                ToolOutcome::Failed("the tracker is temporarily unavailable".into())
+            } else {
+                ToolOutcome::Done("issue 7: login fails".into())
+            }
+        },
+        ToolMetadata {
+            description: "Fetch an issue.".into(),
+            category: "tracker".into(),
+            parameters: json!({"type": "object", "properties": {"id": {"type": "integer"}}}),
+            examples: Vec::new(),
+            read_only: false,
+        },
+    );
+    calls
+}
+
+fn settings(server: &str, script: &[&str]) -> LoopSettings {
+    let mut settings = LoopSettings::new(server, "gpt-4o");
+    settings.token_limit = 16_000;
+    settings.reserved_output_tokens = 1_000;
+    settings.mock_responses = Some(script.iter().map(|s| s.to_string()).collect());
+    settings.retry = RetryPolicy {
+        initial_delay: Duration::from_millis(1),
+        ..RetryPolicy::default()
+    };
+    settings
+}
+
+const SCRIPT: [&str; 2] = [
+    "Thought: look it up\nAction: fetch_issue(id=7)",
+    "Thought: done\nFinal Answer: the login fails",
+];
+
+#[tokio::test]
+async fn a_failing_tool_recovers_after_retries_and_the_history_says_so() {
+    let app = spawn_app().await;
+    let mut registry = ToolRegistry::default();
+    let calls = flaky(&mut registry, 2);
+    let driver = Driver::new(settings(&app.address, &SCRIPT), registry);
+    let report = driver.run("What is issue 7?", &mut Quiet).await;
+    assert_eq!(report.termination_reason, Termination::Success);
+    assert_eq!(report.steps[0].observation, "issue 7: login fails");
+    assert_eq!(calls.load(Ordering::SeqCst), 3);
+    let error = &report.error_history[0];
+    assert_eq!((error.retries, error.recovered), (2, true));
+}
+
+#[tokio::test]
+async fn a_tool_that_never_recovers_becomes_an_observation_the_model_reads() {
+    let app = spawn_app().await;
+    let mut registry = ToolRegistry::default();
+    flaky(&mut registry, 99);
+    let driver = Driver::new(settings(&app.address, &SCRIPT), registry);
+    let report = driver.run("What is issue 7?", &mut Quiet).await;
+    assert_eq!(
+        report.termination_reason,
+        Termination::Success,
+        "the model went on"
+    );
+    assert!(report.steps[0]
+        .observation
+        .contains("temporarily unavailable"));
+    let error = &report.error_history[0];
+    assert_eq!((error.retries, error.recovered), (2, false));
+}
+
+struct StopAfterFirst;
+
+impl Watcher for StopAfterFirst {
+    fn stop_after(&mut self, _step: &StepRecord) -> bool {
+        true
+    }
+}
+
+#[tokio::test]
+async fn the_callers_own_stop_and_a_full_context_end_the_loop() {
+    let app = spawn_app().await;
+    let mut registry = ToolRegistry::default();
+    flaky(&mut registry, 0);
+    let driver = Driver::new(settings(&app.address, &SCRIPT), registry);
+    let report = driver.run("What is issue 7?", &mut StopAfterFirst).await;
+    assert_eq!(report.termination_reason, Termination::Custom);
+    assert_eq!(report.steps.len(), 1);
+
+    let mut registry = ToolRegistry::default();
+    flaky(&mut registry, 0);
+    let mut tight = settings(&app.address, &SCRIPT);
+    tight.token_limit = 1_050;
+    let driver = Driver::new(tight, registry);
+    let report = driver
+        .run(&"a very long question ".repeat(400), &mut Quiet)
+        .await;
+    assert_eq!(
+        report.termination_reason,
+        Termination::TokenBudget,
+        "{report:?}"
+    );
+    assert!(!report.success);
+}
