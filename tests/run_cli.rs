@@ -209,3 +209,66 @@ fn a_tool_past_its_limit_is_refused_and_the_model_is_told() {
     assert_eq!(code, 2);
     assert!(err.contains("NAME=N"), "{err}");
 }
+
+/// A server that takes connections and never answers, so a step waits until the loop ends it.
+fn silent_server() -> (std::net::TcpListener, String) {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    (listener, url)
+}
+
+#[test]
+fn ctrl_c_ends_the_loop_cleanly_with_what_it_did() {
+    let ws = workspace();
+    let (listener, url) = silent_server();
+    let child = Command::new(env!("CARGO_BIN_EXE_reactstep"))
+        .args([
+            "run",
+            "q",
+            "--output",
+            "json",
+            "--server",
+            &url,
+            "--workspace",
+        ])
+        .arg(ws.path())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The step is under way once the loop has connected.
+    let (_connection, _) = listener.accept().unwrap();
+    let pid = libc::pid_t::try_from(child.id()).unwrap();
+    // SAFETY: kill(2) on the child this test started and still owns.
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGINT) }, 0);
+    let output = child.wait_with_output().unwrap();
+    let report: Value = serde_json::from_slice(&output.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&output.stderr)));
+    assert_eq!(output.status.code(), Some(1));
+    assert_eq!(report["termination_reason"], "cancelled");
+    assert_eq!(report["iterations"], 0);
+}
+
+#[test]
+fn the_loop_ends_with_timeout_when_its_time_is_up() {
+    let ws = workspace();
+    let (_listener, url) = silent_server();
+    let output = Command::new(env!("CARGO_BIN_EXE_reactstep"))
+        .args([
+            "run",
+            "q",
+            "--output",
+            "json",
+            "--timeout",
+            "1",
+            "--server",
+            &url,
+            "--workspace",
+        ])
+        .arg(ws.path())
+        .output()
+        .unwrap();
+    let report: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(output.status.code(), Some(1));
+    assert_eq!(report["termination_reason"], "timeout");
+}

@@ -113,7 +113,15 @@ async fn run(args: RunArgs) -> Result<i32, String> {
     let mut progress = Progress {
         colour: std::io::stderr().is_terminal(),
     };
-    let report = driver.run(&args.question, &mut progress).await;
+    // Ctrl-C ends the loop cleanly: what it did so far is printed.
+    let interrupted = async {
+        if tokio::signal::ctrl_c().await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    };
+    let report = driver
+        .run_until(&args.question, &mut progress, interrupted)
+        .await;
     let mut out = std::io::stdout();
     let written = match args.output {
         Output::Simple => writeln!(out, "{}", report.answer),

@@ -152,6 +152,30 @@ struct Progress {
     executor: Executor,
 }
 
+impl Progress {
+    fn new(question: &str, settings: &LoopSettings) -> Self {
+        Self {
+            report: RunReport {
+                answer: String::new(),
+                success: false,
+                termination_reason: Termination::Failure,
+                iterations: 0,
+                tool_usage: BTreeMap::new(),
+                steps: Vec::new(),
+                error_history: Vec::new(),
+                token_usage: TokenTotals::default(),
+                execution_time: 0.0,
+                confidence: None,
+            },
+            history: json!([]),
+            query: question.to_string(),
+            iterations_left: settings.max_iterations.max(1),
+            last_call: None,
+            executor: Executor::new(settings.tool_limits.clone(), settings.retry.clone()),
+        }
+    }
+}
+
 enum Next {
     Continue,
     End(Termination, String),
@@ -172,46 +196,38 @@ impl Driver {
 
     /// Runs the loop on `question` to its end.
     pub async fn run(&self, question: &str, watcher: &mut dyn Watcher) -> RunReport {
+        self.run_until(question, watcher, std::future::pending())
+            .await
+    }
+
+    /// Runs the loop on `question` until it ends, or until `cancel` completes (Ctrl-C): then it
+    /// ends with `cancelled` and what it did so far.
+    pub async fn run_until(
+        &self,
+        question: &str,
+        watcher: &mut dyn Watcher,
+        cancel: impl std::future::Future<Output = ()>,
+    ) -> RunReport {
         let started = Instant::now();
         let session_id = uuid::Uuid::new_v4().to_string();
-        let mut progress = Progress {
-            report: RunReport {
-                answer: String::new(),
-                success: false,
-                termination_reason: Termination::Failure,
-                iterations: 0,
-                tool_usage: BTreeMap::new(),
-                steps: Vec::new(),
-                error_history: Vec::new(),
-                token_usage: TokenTotals::default(),
-                execution_time: 0.0,
-                confidence: None,
-            },
-            history: json!([]),
-            query: question.to_string(),
-            iterations_left: self.settings.max_iterations.max(1),
-            last_call: None,
-            executor: Executor::new(
-                self.settings.tool_limits.clone(),
-                self.settings.retry.clone(),
-            ),
-        };
+        let mut progress = Progress::new(question, &self.settings);
+        let mut cancel = std::pin::pin!(cancel);
         let (termination, answer) = loop {
             let iteration = progress.report.iterations + 1;
             let remaining = self
                 .settings
                 .timeout
                 .map(|t| t.saturating_sub(started.elapsed()));
-            if remaining.is_some_and(|r| r.is_zero()) {
-                break (Termination::Timeout, "the loop ran out of time".to_string());
-            }
-            let sent = self.step(&session_id, &progress, iteration);
-            let reply = match remaining {
-                Some(r) => match tokio::time::timeout(r, sent).await {
-                    Ok(reply) => reply,
-                    Err(_) => break (Termination::Timeout, "the loop ran out of time".into()),
-                },
-                None => sent.await,
+            let out_of_time = async {
+                match remaining {
+                    Some(r) => tokio::time::sleep(r).await,
+                    None => std::future::pending().await,
+                }
+            };
+            let reply = tokio::select! {
+                reply = self.step(&session_id, &progress, iteration) => reply,
+                () = out_of_time => break (Termination::Timeout, "the loop ran out of time".into()),
+                () = &mut cancel => break (Termination::Cancelled, "the loop was cancelled".into()),
             };
             progress.report.iterations = iteration;
             match self.take(reply, iteration, &mut progress, watcher).await {
@@ -219,12 +235,12 @@ impl Driver {
                 Next::End(termination, answer) => break (termination, answer),
             }
         };
-        let report = &mut progress.report;
+        let mut report = progress.report;
         report.success = termination == Termination::Success;
         report.termination_reason = termination;
         report.answer = answer;
         report.execution_time = started.elapsed().as_secs_f64();
-        progress.report
+        report
     }
 
     /// Sends one step; the service's answer, or why there was none.
