@@ -102,6 +102,7 @@ async fn run(args: RunArgs) -> Result<i32, String> {
     settings.max_iterations = args.max_iterations;
     settings.timeout = args.timeout.map(Duration::from_secs);
     settings.tool_limits = args.tool_limits.iter().cloned().collect();
+    settings.stream = true;
     settings.mock_responses = match &args.mock_responses {
         Some(path) => Some(read_script(path)?),
         None => None,
@@ -112,6 +113,7 @@ async fn run(args: RunArgs) -> Result<i32, String> {
     let driver = Driver::new(settings, registry);
     let mut progress = Progress {
         colour: std::io::stderr().is_terminal(),
+        streamed: false,
     };
     // Ctrl-C ends the loop cleanly: what it did so far is printed.
     let interrupted = async {
@@ -188,6 +190,8 @@ fn key(args: &RunArgs) -> Option<String> {
 /// Progress on stderr, as it happens.
 struct Progress {
     colour: bool,
+    /// The step's thought was printed as it streamed.
+    streamed: bool,
 }
 
 impl Progress {
@@ -214,7 +218,35 @@ fn shortened(text: &str) -> String {
 }
 
 impl Watcher for Progress {
+    fn waiting(&mut self, iteration: u32) {
+        self.streamed = false;
+        if self.colour {
+            self.line(
+                &format!("[{iteration}]"),
+                "\x1b[2m",
+                "waiting for the model …",
+            );
+        }
+    }
+
+    fn thought_piece(&mut self, iteration: u32, piece: &str) {
+        if !self.streamed {
+            let (on, off) = if self.colour {
+                ("\x1b[36m", "\x1b[0m")
+            } else {
+                ("", "")
+            };
+            eprint!("{on}[{iteration}] thought:{off} ");
+            self.streamed = true;
+        }
+        eprint!("{piece}");
+    }
+
     fn thought(&mut self, iteration: u32, thought: &str) {
+        if self.streamed {
+            eprintln!();
+            return;
+        }
         self.line(&format!("[{iteration}] thought:"), "\x1b[36m", thought);
     }
 

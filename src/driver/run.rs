@@ -43,6 +43,8 @@ pub struct LoopSettings {
     pub timeout: Option<Duration>,
     /// One model output per step, sent as that step's `mock_response` (offline runs).
     pub mock_responses: Option<Vec<String>>,
+    /// Steps go through the streaming endpoint, so the thought is seen as it forms.
+    pub stream: bool,
     /// Calls each tool may make in the loop; a call past its limit is refused.
     pub tool_limits: BTreeMap<String, u32>,
     pub retry: RetryPolicy,
@@ -66,6 +68,7 @@ impl LoopSettings {
             ],
             timeout: None,
             mock_responses: None,
+            stream: false,
             tool_limits: BTreeMap::new(),
             retry: RetryPolicy::default(),
         }
@@ -122,6 +125,11 @@ pub struct RunReport {
 
 /// What the loop tells whoever watches it, as it goes.
 pub trait Watcher {
+    /// A step was sent; the model is at work.
+    fn waiting(&mut self, _iteration: u32) {}
+    /// A piece of the thought as it forms (streamed steps only).
+    fn thought_piece(&mut self, _iteration: u32, _piece: &str) {}
+    /// The step's whole thought.
     fn thought(&mut self, _iteration: u32, _thought: &str) {}
     fn action(&mut self, _iteration: u32, _tool: &str, _args: &Value) {}
     fn observation(&mut self, _iteration: u32, _text: &str) {}
@@ -225,7 +233,7 @@ impl Driver {
                 }
             };
             let reply = tokio::select! {
-                reply = self.step(&session_id, &progress, iteration) => reply,
+                reply = self.step(&session_id, &progress, iteration, &mut *watcher) => reply,
                 () = out_of_time => break (Termination::Timeout, "the loop ran out of time".into()),
                 () = &mut cancel => break (Termination::Cancelled, "the loop was cancelled".into()),
             };
@@ -249,7 +257,9 @@ impl Driver {
         session_id: &str,
         progress: &Progress,
         iteration: u32,
+        watcher: &mut dyn Watcher,
     ) -> Result<Value, String> {
+        watcher.waiting(iteration);
         let s = &self.settings;
         let mut body = json!({
             "session_id": session_id,
@@ -275,13 +285,25 @@ impl Driver {
             };
             body["mock_response"] = json!(mock);
         }
+        let path = if s.stream {
+            "/api/agent/react_step/stream"
+        } else {
+            "/api/agent/react_step"
+        };
         let response = self
             .http
-            .post(format!("{}/api/agent/react_step", s.server))
+            .post(format!("{}{path}", s.server))
             .json(&body)
             .send()
             .await
             .map_err(|e| format!("the service did not answer: {e}"))?;
+        let streamed = response
+            .headers()
+            .get(reqwest::header::CONTENT_TYPE)
+            .is_some_and(|v| v.as_bytes().starts_with(b"text/event-stream"));
+        if streamed {
+            return read_events(response, iteration, watcher).await;
+        }
         response
             .json()
             .await
@@ -436,6 +458,36 @@ impl Driver {
             )
         })
     }
+}
+
+/// The streamed step: each piece of the thought to the watcher as it forms, then the step's
+/// answer (the `step` event) or its error (the `error` event), as the plain endpoint gives them.
+async fn read_events(
+    mut response: reqwest::Response,
+    iteration: u32,
+    watcher: &mut dyn Watcher,
+) -> Result<Value, String> {
+    let mut decoder = crate::llm::sse::SseDecoder::default();
+    while let Some(chunk) = response
+        .chunk()
+        .await
+        .map_err(|e| format!("the service's stream broke off: {e}"))?
+    {
+        let events = decoder
+            .push(&chunk)
+            .map_err(|_| "the service's stream is not text".to_string())?;
+        for event in events {
+            let data: Value = serde_json::from_str(&event.data).unwrap_or(Value::Null);
+            match event.event.as_deref() {
+                Some("thought") => {
+                    watcher.thought_piece(iteration, data["delta"].as_str().unwrap_or_default());
+                }
+                Some("step" | "error") => return Ok(data),
+                _ => {}
+            }
+        }
+    }
+    Err("the service's stream ended without the step".into())
 }
 
 fn record_error(report: &mut RunReport, source: &str, error: &str) {

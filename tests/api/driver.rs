@@ -121,3 +121,32 @@ async fn the_callers_own_stop_and_a_full_context_end_the_loop() {
     );
     assert!(!report.success);
 }
+
+#[derive(Default)]
+struct Pieces(Vec<String>);
+
+impl Watcher for Pieces {
+    fn thought_piece(&mut self, _iteration: u32, piece: &str) {
+        self.0.push(piece.to_string());
+    }
+}
+
+#[tokio::test]
+async fn a_streamed_loop_sees_the_thought_as_it_forms() {
+    let app = spawn_app().await;
+    let script = ["Thought: the login handler checks the session first\nFinal Answer: it does"];
+    let mut streamed = settings(&app.address, &script);
+    streamed.stream = true;
+    let driver = Driver::new(streamed, ToolRegistry::default());
+    let mut pieces = Pieces::default();
+    let report = driver
+        .run("Does login check the session?", &mut pieces)
+        .await;
+    assert_eq!(report.termination_reason, Termination::Success);
+    assert_eq!(report.answer, "it does");
+    assert!(pieces.0.len() > 1, "{:?}", pieces.0);
+    assert_eq!(
+        pieces.0.concat(),
+        "the login handler checks the session first"
+    );
+}
