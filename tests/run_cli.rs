@@ -22,7 +22,9 @@ fn workspace() -> tempfile::TempDir {
 /// Runs `reactstep run` on `script` (model outputs separated by `---` lines); the exit code and
 /// what it printed on stdout.
 fn run(ws: &Path, script: &str, extra: &[&str]) -> (i32, String, String) {
-    let file = ws.join("script.txt");
+    // Beside the workspace, not in it: the tools must not find it.
+    let scripts = tempfile::tempdir().unwrap();
+    let file = scripts.path().join("script.txt");
     std::fs::write(&file, script).unwrap();
     let output = Command::new(env!("CARGO_BIN_EXE_reactstep"))
         .arg("run")
@@ -271,4 +273,53 @@ fn the_loop_ends_with_timeout_when_its_time_is_up() {
     let report: Value = serde_json::from_slice(&output.stdout).unwrap();
     assert_eq!(output.status.code(), Some(1));
     assert_eq!(report["termination_reason"], "timeout");
+}
+
+#[test]
+fn a_task_of_eleven_steps_uses_every_kind_of_tool() {
+    let ws = workspace();
+    std::fs::write(
+        ws.path().join("src/lib.rs"),
+        "mod answer;\n// TODO: document\n",
+    )
+    .unwrap();
+    let steps = [
+        r#"Action: list_directory(path=".")"#,
+        r#"Action: list_directory(path="src")"#,
+        r#"Action: read_file(path="src/lib.rs")"#,
+        r#"Action: grep_search(pattern="TODO")"#,
+        r#"Action: read_file(path="src/answer.rs")"#,
+        r#"Action: grep_search(pattern="ANSWER", path="src")"#,
+        r#"Action: calculator(expression="6 * 7")"#,
+        r#"Action: calculator(expression="(6 * 7) / 0")"#,
+        r#"Action: string_helper(operation="upper", text="forty-two")"#,
+        r#"Action: string_helper(operation="length", text="forty-two")"#,
+        r#"Action: submit_answer(answer="42 (FORTY-TWO)", confidence=0.95)"#,
+    ];
+    let script: Vec<String> = steps
+        .iter()
+        .enumerate()
+        .map(|(i, action)| format!("Thought: step {}\n{action}", i + 1))
+        .collect();
+    let (code, report) = json_run(
+        ws.path(),
+        &script.join("\n---\n"),
+        &["--max-iterations", "15"],
+    );
+    assert_eq!(code, 0, "{report}");
+    assert_eq!(report["iterations"], 11);
+    assert_eq!(report["answer"], "42 (FORTY-TWO)");
+    let observations: Vec<&str> = report["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["observation"].as_str().unwrap())
+        .collect();
+    assert_eq!(observations[3], "src/lib.rs:2: // TODO: document");
+    assert_eq!(observations[6], "42");
+    assert_eq!(observations[7], "division by zero");
+    assert_eq!(observations[8], "FORTY-TWO");
+    assert_eq!(observations[9], "9");
+    assert_eq!(report["tool_usage"]["calculator"], 2);
+    assert_eq!(report["error_history"][0]["source"], "calculator");
 }
