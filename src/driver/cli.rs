@@ -115,9 +115,12 @@ async fn run(args: RunArgs) -> Result<i32, String> {
         colour: std::io::stderr().is_terminal(),
         streamed: false,
     };
-    // Ctrl-C ends the loop cleanly: what it did so far is printed.
-    let interrupted = async {
-        if tokio::signal::ctrl_c().await.is_err() {
+    // Ctrl-C ends the loop cleanly: what it did so far is printed. The handler is in place
+    // before the first step is sent, so no interrupt can find the default action instead.
+    let mut sigint = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())
+        .map_err(|e| format!("Ctrl-C cannot be caught: {e}"))?;
+    let interrupted = async move {
+        if sigint.recv().await.is_none() {
             std::future::pending::<()>().await;
         }
     };
