@@ -13,6 +13,8 @@ use super::registry::{ToolMetadata, ToolOutcome, ToolRegistry};
 const MAX_FILE_BYTES: u64 = 256 * 1024;
 const MAX_ENTRIES: usize = 500;
 const MAX_MATCHES: usize = 100;
+/// A search reads at most this many files, so a huge tree cannot hold the loop.
+const MAX_FILES_SEARCHED: usize = 20_000;
 /// Folders a search does not go into: version control and build output.
 const SKIPPED_DIRS: [&str; 4] = [".git", "target", "node_modules", ".venv"];
 
@@ -131,7 +133,12 @@ fn grep_search(ws: &Workspace, args: &Map<String, Value>) -> Result<String, Stri
     let start = ws.resolve(args.get("path").and_then(Value::as_str).unwrap_or("."))?;
     let mut matches = Vec::new();
     let mut pending = vec![start];
+    let mut searched = 0;
     while let Some(path) = pending.pop() {
+        if searched == MAX_FILES_SEARCHED {
+            matches.push(format!("[stopped after {MAX_FILES_SEARCHED} files]"));
+            break;
+        }
         // Links are not followed: a link out of the workspace is not searched.
         let Ok(meta) = fs::symlink_metadata(&path) else {
             continue;
@@ -155,6 +162,7 @@ fn grep_search(ws: &Workspace, args: &Map<String, Value>) -> Result<String, Stri
         if !meta.is_file() || meta.len() > MAX_FILE_BYTES {
             continue;
         }
+        searched += 1;
         let Ok(text) = fs::read_to_string(&path) else {
             continue;
         };

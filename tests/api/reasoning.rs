@@ -100,7 +100,8 @@ impl Respond for StrictAnthropic {
     }
 }
 
-fn native(model: &str, effort: &str) -> Value {
+/// A native-mode request with one tool and the given reasoning effort.
+pub fn native(model: &str, effort: &str) -> Value {
     let mut body = request(model, "Why does a.js throw?");
     body["llm_config"]["tool_mode"] = json!("native");
     body["llm_config"]["reasoning_effort"] = json!(effort);

@@ -10,21 +10,12 @@ use wiremock::matchers::path;
 use wiremock::{Mock, ResponseTemplate};
 
 use crate::helpers::{request, spawn_app, TestApp};
+use crate::reasoning::native;
 use crate::streaming::post_stream;
 use crate::upstream::{anthropic_reply, openai_reply, ANTHROPIC_PATH, OPENAI_PATH};
 
 const COUNT_PATH: &str = "/v1/messages/count_tokens";
 const SIGNATURE: &str = "EqQBCgIYAhIM1gbcDa9GJwZA2b3hGgxBdjrkzLoky3dl1pkiMOYds";
-
-fn native(model: &str, effort: &str) -> Value {
-    let mut body = request(model, "Why does a.js throw?");
-    body["llm_config"]["tool_mode"] = json!("native");
-    body["llm_config"]["reasoning_effort"] = json!(effort);
-    body["llm_config"]["tokenLimit"] = json!(200_000);
-    body["tools"] = json!([{"name": "read_file", "description": "Read a file.",
-        "parameters": {"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]}}]);
-    body
-}
 
 /// Anthropic's structural rules on a Messages body (what the real API refuses with a 400):
 /// non-empty content in every message, no empty or whitespace-only text block, at most four
