@@ -49,7 +49,13 @@ impl std::str::FromStr for ApiTokens {
 
 /// reactstep: one ReAct step per request for IDE plugins.
 #[derive(Debug, Clone, Parser)]
-#[command(name = "reactstep", version, about, long_about = None)]
+#[command(
+    name = "reactstep",
+    version,
+    about,
+    long_about = None,
+    after_help = "To drive a whole loop from the terminal: reactstep run --help"
+)]
 pub struct Config {
     /// Address and port to listen on.
     #[arg(long, env = "REACTSTEP_BIND", default_value = "127.0.0.1:8080")]

@@ -6,7 +6,8 @@ use reactstep::telemetry;
 async fn main() -> std::io::Result<()> {
     // `reactstep run …` drives a loop in the terminal; anything else runs the service.
     if std::env::args().nth(1).as_deref() == Some("run") {
-        let code = reactstep::driver::cli::main(std::env::args().skip(1)).await;
+        let args = std::iter::once("reactstep run".to_string()).chain(std::env::args().skip(2));
+        let code = reactstep::driver::cli::main(args).await;
         std::process::exit(code);
     }
     let config = Config::load();
