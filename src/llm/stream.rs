@@ -61,6 +61,11 @@ impl Sofar {
                 message: "the stream ended before the model finished (truncated)".into(),
             });
         }
+        Ok(self.into_completion())
+    }
+
+    /// What the pieces add up to, whole or not.
+    pub(super) fn into_completion(self) -> Completion {
         let calls = self
             .calls
             .into_values()
@@ -70,13 +75,13 @@ impl Sofar {
             blocks: self.thinking.into_values().collect(),
             reasoning_content: Some(self.reasoning_content).filter(|r| !r.is_empty()),
         };
-        Ok(Completion {
+        Completion {
             text: self.text,
             finish: self.finish.unwrap_or(FinishReason::Stop),
             usage: self.usage,
             calls,
             reasoning,
-        })
+        }
     }
 }
 

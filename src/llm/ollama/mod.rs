@@ -9,9 +9,7 @@ use super::provider::{
     Capabilities, Counting, Framing, KeyHeader, Outgoing, ProviderApi, Target, Temperature,
 };
 use super::stream::{PartialCall, Piece, Sofar, StreamDecoder};
-use super::{
-    ApiKey, ChatRequest, Completion, FinishReason, NativeCall, ReasoningState, Usage, WireError,
-};
+use super::{ApiKey, ChatRequest, Completion, FinishReason, Usage, WireError};
 use wire::{Body, ErrorLine, Message, Options, OutCall, OutFunction, Reply};
 
 #[derive(Debug)]
@@ -58,28 +56,15 @@ impl ProviderApi for Ollama {
     fn decode(&self, body: &[u8]) -> Result<Completion, WireError> {
         let reply: Reply =
             serde_json::from_slice(body).map_err(|e| WireError::json("the reply", &e))?;
+        // A whole reply is one line of the stream, read the same way.
         let mut sofar = Sofar::default();
-        let text = match read(reply, &mut sofar) {
-            Some(Piece::Text(text)) => text,
-            _ => String::new(),
-        };
+        if let Some(Piece::Text(text)) = read(reply, &mut sofar) {
+            sofar.text = text;
+        }
         if !sofar.done {
             return Err(WireError::Shape("the reply is not done".into()));
         }
-        Ok(Completion {
-            text,
-            reasoning: ReasoningState {
-                blocks: Vec::new(),
-                reasoning_content: Some(sofar.reasoning_content).filter(|r| !r.is_empty()),
-            },
-            finish: sofar.finish.unwrap_or(FinishReason::Stop),
-            usage: sofar.usage,
-            calls: sofar
-                .calls
-                .into_values()
-                .map(|c| NativeCall::new(None, c.name, serde_json::Value::String(c.arguments)))
-                .collect(),
-        })
+        Ok(sofar.into_completion())
     }
 
     fn stream_decoder(&self) -> Box<dyn StreamDecoder> {
