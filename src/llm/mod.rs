@@ -102,18 +102,13 @@ impl ChatMessage {
             return self.content.as_str().into();
         }
         let mut text = String::new();
-        if let Some(reasoning) = &self.reasoning {
-            for block in &reasoning.blocks {
-                match block {
-                    ThinkingBlock::Thinking { thinking, .. } => text.push_str(thinking),
-                    ThinkingBlock::RedactedThinking { data } => text.push_str(data),
-                }
-                text.push('\n');
-            }
-            if let Some(content) = &reasoning.reasoning_content {
-                text.push_str(content);
-                text.push('\n');
-            }
+        for part in self
+            .reasoning
+            .iter()
+            .flat_map(ReasoningState::counted_parts)
+        {
+            text.push_str(part);
+            text.push('\n');
         }
         text.push_str(&self.content);
         for call in &self.calls {

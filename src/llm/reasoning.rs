@@ -89,17 +89,19 @@ impl ReasoningState {
         thinking.join("\n\n")
     }
 
-    /// What the budget counts for it when it goes back with a turn.
+    /// The texts that go back with a turn and take room in the prompt: each block's thinking
+    /// (a redacted block's data), then the reasoning content.
+    pub fn counted_parts(&self) -> impl Iterator<Item = &str> {
+        let blocks = self.blocks.iter().map(|b| match b {
+            ThinkingBlock::Thinking { thinking, .. } => thinking.as_str(),
+            ThinkingBlock::RedactedThinking { data } => data.as_str(),
+        });
+        blocks.chain(self.reasoning_content.as_deref())
+    }
+
+    /// The bytes of what goes back with a turn.
     pub fn counted_len(&self) -> usize {
-        let blocks: usize = self
-            .blocks
-            .iter()
-            .map(|b| match b {
-                ThinkingBlock::Thinking { thinking, .. } => thinking.len(),
-                ThinkingBlock::RedactedThinking { data } => data.len(),
-            })
-            .sum();
-        blocks + self.reasoning_content.as_deref().map_or(0, str::len)
+        self.counted_parts().map(str::len).sum()
     }
 }
 
