@@ -391,8 +391,10 @@ fn tool_choice(request: &ChatRequest) -> Option<ToolChoice> {
 
 /// A thinking block goes back to Anthropic with its signature, or is refused there: one that
 /// came without it is a drifted reply, not something to hand the client.
-pub(super) fn signed(blocks: &[ThinkingBlock]) -> Result<(), WireError> {
-    let unsigned = blocks.iter().any(
+pub(super) fn signed<'a>(
+    blocks: impl IntoIterator<Item = &'a ThinkingBlock>,
+) -> Result<(), WireError> {
+    let unsigned = blocks.into_iter().any(
         |b| matches!(b, ThinkingBlock::Thinking { signature, .. } if signature.trim().is_empty()),
     );
     if unsigned {

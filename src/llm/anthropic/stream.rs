@@ -82,8 +82,7 @@ impl StreamDecoder for EventDecoder {
                 }
             }
             Event::MessageStop => {
-                let blocks: Vec<ThinkingBlock> = sofar.thinking.values().cloned().collect();
-                super::signed(&blocks)?;
+                super::signed(sofar.thinking.values())?;
                 sofar.done = true;
             }
             Event::Error => return Err(WireError::InStream(data.to_string())),
