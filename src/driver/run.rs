@@ -232,15 +232,22 @@ impl Driver {
                     None => std::future::pending().await,
                 }
             };
-            let reply = tokio::select! {
-                reply = self.step(&session_id, &progress, iteration, &mut *watcher) => reply,
-                () = out_of_time => break (Termination::Timeout, "the loop ran out of time".into()),
-                () = &mut cancel => break (Termination::Cancelled, "the loop was cancelled".into()),
+            // The deadline and Ctrl-C reach the tools' runs too, not only the service's step.
+            let whole_step = async {
+                let reply = self
+                    .step(&session_id, &progress, iteration, &mut *watcher)
+                    .await;
+                progress.report.iterations = iteration;
+                self.take(reply, iteration, &mut progress, &mut *watcher)
+                    .await
             };
-            progress.report.iterations = iteration;
-            match self.take(reply, iteration, &mut progress, watcher).await {
-                Next::Continue => {}
-                Next::End(termination, answer) => break (termination, answer),
+            let next = tokio::select! {
+                next = whole_step => next,
+                () = out_of_time => Next::End(Termination::Timeout, "the loop ran out of time".into()),
+                () = &mut cancel => Next::End(Termination::Cancelled, "the loop was cancelled".into()),
+            };
+            if let Next::End(termination, answer) = next {
+                break (termination, answer);
             }
         };
         let mut report = progress.report;
@@ -274,7 +281,7 @@ impl Driver {
             body["llm_config"]["provider"] = json!(provider);
         }
         if let Some(key) = &s.key {
-            body["userApiKeys"] = json!({"llmKey": key});
+            body["user_api_keys"] = json!({"llmKey": key});
         }
         if let Some(mocks) = &s.mock_responses {
             let Some(mock) = mocks.get(iteration as usize - 1) else {

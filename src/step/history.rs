@@ -71,6 +71,11 @@ impl Turn {
         one.chain(&self.tool_calls)
     }
 
+    /// An observation of a tool that failed, said either way a client may say it.
+    pub fn failed(&self) -> bool {
+        self.is_error == Some(true) || self.tool_result.as_ref().is_some_and(|r| !r.success)
+    }
+
     /// The JSON the turn carries besides its text: the tool call's parameters, the tool's
     /// result, and any other fields the client keeps on it.
     pub fn json_fields(&self) -> impl Iterator<Item = &Value> {

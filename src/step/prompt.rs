@@ -206,7 +206,7 @@ pub fn render_turn(turn: &Turn, tags: &Tags) -> ChatMessage {
 /// `Observation: …`, with the tool's structured result when it says more than `content`.
 fn observation(turn: &Turn, tags: &Tags) -> String {
     let mut text = format!("{}: ", tags.observation);
-    if turn.tool_result.as_ref().is_some_and(|r| !r.success) {
+    if turn.failed() {
         text.push_str("[the tool failed] ");
     }
     text.push_str(&tool_output(turn));
@@ -233,11 +233,9 @@ pub fn render_native(turn: &Turn, tags: &Tags) -> ChatMessage {
             message
         }
         Role::ToolObservation => {
-            let failed = turn.is_error == Some(true)
-                || turn.tool_result.as_ref().is_some_and(|r| !r.success);
             let mut message = ChatMessage::text(ChatRole::Tool, tool_output(turn));
             message.answers = Some(turn.tool_call_id.clone().unwrap_or_default());
-            message.is_error = failed;
+            message.is_error = turn.failed();
             message
         }
         _ => render_turn(turn, tags),
@@ -446,6 +444,11 @@ mod tests {
             m.content,
             "Observation: [the tool failed] read failed\n{\"errno\":2}"
         );
+        // `is_error`, the way the native-tools clients say it, reads the same in text mode.
+        let mut t = turn(Role::ToolObservation, "no such file");
+        t.is_error = Some(true);
+        let m = render_turn(&t, &Tags::default());
+        assert_eq!(m.content, "Observation: [the tool failed] no such file");
     }
 
     #[test]

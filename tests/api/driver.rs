@@ -150,3 +150,49 @@ async fn a_streamed_loop_sees_the_thought_as_it_forms() {
         "the login handler checks the session first"
     );
 }
+
+/// Replies to the service's upstream calls in order, one per step.
+struct InOrder(Vec<Value>, std::sync::atomic::AtomicUsize);
+
+impl wiremock::Respond for InOrder {
+    fn respond(&self, _: &wiremock::Request) -> wiremock::ResponseTemplate {
+        let n = self.1.fetch_add(1, Ordering::SeqCst).min(self.0.len() - 1);
+        wiremock::ResponseTemplate::new(200).set_body_json(&self.0[n])
+    }
+}
+
+#[tokio::test]
+async fn a_loop_with_a_real_model_sends_the_key_and_tells_the_model_a_tool_failed() {
+    use crate::upstream::{openai_reply, OPENAI_PATH};
+    use wiremock::matchers::{header, method, path};
+    let app = spawn_app().await;
+    let replies = SCRIPT.iter().map(|s| openai_reply(s)).collect();
+    // Only a request carrying the key is answered: without it the step fails upstream.
+    wiremock::Mock::given(method("POST"))
+        .and(path(OPENAI_PATH))
+        .and(header("authorization", "Bearer sk-driver-key"))
+        .respond_with(InOrder(replies, Default::default()))
+        .mount(&app.llm)
+        .await;
+    let mut registry = ToolRegistry::default();
+    flaky(&mut registry, 99);
+    let mut live = settings(&app.address, &[]);
+    live.mock_responses = None;
+    live.key = Some("sk-driver-key".into());
+    let driver = Driver::new(live, registry);
+    let report = driver.run("What is issue 7?", &mut Quiet).await;
+    assert_eq!(
+        report.termination_reason,
+        Termination::Success,
+        "{report:?}"
+    );
+    assert_eq!(report.answer, "the login fails");
+    let bodies = app.upstream_bodies().await;
+    assert_eq!(bodies.len(), 2);
+    let last = bodies[1]["messages"].as_array().unwrap().last().unwrap();
+    let said = last["content"].as_str().unwrap();
+    assert!(
+        said.contains("[the tool failed] the tracker is temporarily unavailable"),
+        "{said}"
+    );
+}
