@@ -8,7 +8,8 @@ use std::time::Duration;
 use clap::{Parser, ValueEnum};
 use serde_json::Value;
 
-use super::{register_builtins, Driver, LoopSettings, ToolRegistry, Watcher, Workspace};
+use super::mcp::McpServer;
+use super::{register_builtins, Driver, LoopSettings, RunReport, ToolRegistry, Watcher, Workspace};
 use crate::config::Config;
 use crate::startup::Application;
 
@@ -53,6 +54,13 @@ pub struct RunArgs {
     /// At most N calls of a tool in the loop (repeatable), as NAME=N.
     #[arg(long = "tool-limit", value_parser = tool_limit)]
     pub tool_limits: Vec<(String, u32)>,
+    /// An MCP server to start over stdio, whose tools the model may call (repeatable), e.g.
+    /// "npx -y @modelcontextprotocol/server-filesystem .".
+    #[arg(long = "mcp")]
+    pub mcp: Vec<String>,
+    /// Seconds an MCP server may take to start, to list its tools, or to answer one call.
+    #[arg(long, default_value_t = 30)]
+    pub mcp_timeout: u64,
 }
 
 fn tool_limit(text: &str) -> Result<(String, u32), String> {
@@ -93,6 +101,60 @@ async fn run(args: RunArgs) -> Result<i32, String> {
         Workspace::new(&root).map_err(|e| format!("the workspace {}: {e}", root.display()))?;
     let mut registry = ToolRegistry::default();
     register_builtins(&mut registry, workspace);
+    let patience = Duration::from_secs(args.mcp_timeout.max(1));
+    let servers = start_mcp_servers(&args.mcp, &mut registry, patience).await?;
+    let report = drive(&args, registry).await;
+    for server in servers {
+        server.stop().await;
+    }
+    let report = report?;
+    let mut out = std::io::stdout();
+    let written = match args.output {
+        Output::Simple => writeln!(out, "{}", report.answer),
+        Output::Json => writeln!(
+            out,
+            "{}",
+            serde_json::to_string_pretty(&report).map_err(|e| e.to_string())?
+        ),
+    };
+    written.map_err(|e| e.to_string())?;
+    Ok(if report.success { 0 } else { 1 })
+}
+
+/// Starts every `--mcp` server and lists its tools into `registry`; on the first that fails,
+/// those already started are stopped and the failure is the run's.
+async fn start_mcp_servers(
+    command_lines: &[String],
+    registry: &mut ToolRegistry,
+    patience: Duration,
+) -> Result<Vec<McpServer>, String> {
+    let mut servers = Vec::new();
+    for line in command_lines {
+        let started = match McpServer::start(line, patience).await {
+            Ok(server) => server
+                .register_tools(registry, patience)
+                .await
+                .map(|names| (server, names)),
+            Err(why) => Err(why),
+        };
+        match started {
+            Ok((server, names)) => {
+                eprintln!("MCP server {}: {}", server.name, names.join(", "));
+                servers.push(server);
+            }
+            Err(why) => {
+                for server in servers {
+                    server.stop().await;
+                }
+                return Err(why);
+            }
+        }
+    }
+    Ok(servers)
+}
+
+/// The loop itself, once the tools are in place.
+async fn drive(args: &RunArgs, registry: ToolRegistry) -> Result<RunReport, String> {
     let server = match &args.server {
         Some(url) => url.clone(),
         None => start_service()?,
@@ -108,7 +170,7 @@ async fn run(args: RunArgs) -> Result<i32, String> {
         None => None,
     };
     if settings.mock_responses.is_none() {
-        settings.key = key(&args);
+        settings.key = key(args);
     }
     let driver = Driver::new(settings, registry);
     let mut progress = Progress {
@@ -124,20 +186,9 @@ async fn run(args: RunArgs) -> Result<i32, String> {
             std::future::pending::<()>().await;
         }
     };
-    let report = driver
+    Ok(driver
         .run_until(&args.question, &mut progress, interrupted)
-        .await;
-    let mut out = std::io::stdout();
-    let written = match args.output {
-        Output::Simple => writeln!(out, "{}", report.answer),
-        Output::Json => writeln!(
-            out,
-            "{}",
-            serde_json::to_string_pretty(&report).map_err(|e| e.to_string())?
-        ),
-    };
-    written.map_err(|e| e.to_string())?;
-    Ok(if report.success { 0 } else { 1 })
+        .await)
 }
 
 /// Starts the service on an ephemeral loopback port; its base URL.

@@ -108,7 +108,7 @@ impl Executor {
         let mut retries = 0;
         let mut last_failure = None;
         let outcome = loop {
-            match runner.call(args) {
+            match runner.call(args).await {
                 ToolOutcome::Failed(why)
                     if retries < self.retry.max_retries && self.retry.retryable(&why) =>
                 {

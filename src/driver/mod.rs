@@ -6,6 +6,7 @@ mod arithmetic;
 pub mod builtin;
 pub mod cli;
 pub mod execution;
+pub mod mcp;
 pub mod registry;
 pub mod run;
 

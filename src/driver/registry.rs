@@ -3,6 +3,7 @@
 
 use std::collections::BTreeMap;
 
+use futures_util::future::BoxFuture;
 use serde_json::{json, Map, Value};
 
 /// What running a tool gave.
@@ -19,17 +20,18 @@ pub enum ToolOutcome {
     },
 }
 
-/// A tool the loop can run.
+/// A tool the loop can run. A tool that waits on something else (an MCP server, the network)
+/// returns a future; a plain function of the arguments is a tool as it is.
 pub trait Tool: Send + Sync {
-    fn call(&self, args: &Map<String, Value>) -> ToolOutcome;
+    fn call<'a>(&'a self, args: &'a Map<String, Value>) -> BoxFuture<'a, ToolOutcome>;
 }
 
 impl<F> Tool for F
 where
     F: Fn(&Map<String, Value>) -> ToolOutcome + Send + Sync,
 {
-    fn call(&self, args: &Map<String, Value>) -> ToolOutcome {
-        self(args)
+    fn call<'a>(&'a self, args: &'a Map<String, Value>) -> BoxFuture<'a, ToolOutcome> {
+        Box::pin(std::future::ready(self(args)))
     }
 }
 
@@ -113,8 +115,8 @@ mod tests {
         }
     }
 
-    #[test]
-    fn tools_are_registered_listed_by_category_and_declared() {
+    #[tokio::test]
+    async fn tools_are_registered_listed_by_category_and_declared() {
         let mut registry = ToolRegistry::default();
         registry.register(
             "b",
@@ -130,7 +132,7 @@ mod tests {
         assert_eq!(registry.list(None), ["a", "b"]);
         assert_eq!(registry.list(Some("files")), ["b"]);
         let (tool, _) = registry.get("b").unwrap_or_else(|| panic!("b"));
-        assert_eq!(tool.call(&Map::new()), ToolOutcome::Done("B".into()));
+        assert_eq!(tool.call(&Map::new()).await, ToolOutcome::Done("B".into()));
         assert_eq!(registry.declarations()[0]["name"], "a");
     }
 }

@@ -1,0 +1,238 @@
+//! `reactstep run --mcp`: MCP servers started over stdio, their tools called by the model through
+//! the loop. The reference filesystem server comes from the npm registry, installed by the first
+//! run into a folder under the target directory; Node 18+ must be on the machine. A server that
+//! cannot start, never answers or dies mid-loop is a clear message or observation, never a hang.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+
+use serde_json::Value;
+
+const FILESYSTEM_SERVER: &str = "@modelcontextprotocol/server-filesystem@2026.8.31";
+
+/// Node 18 or later, or a failure that says what to install.
+fn require_node() {
+    let version = Command::new("node")
+        .arg("--version")
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        .unwrap_or_default();
+    let major: u32 = version
+        .trim_start_matches('v')
+        .split('.')
+        .next()
+        .and_then(|m| m.parse().ok())
+        .unwrap_or(0);
+    assert!(
+        major >= 18,
+        "these tests run the reference MCP filesystem server, which needs Node.js 18 or later \
+         (found {version:?}); install Node.js 18+ and npm (https://nodejs.org) and run again"
+    );
+}
+
+/// The filesystem server's entry point, installed on first use.
+fn filesystem_server() -> &'static Path {
+    static INSTALLED: OnceLock<PathBuf> = OnceLock::new();
+    INSTALLED.get_or_init(|| {
+        require_node();
+        let prefix = Path::new(env!("CARGO_TARGET_TMPDIR")).join("mcp-filesystem");
+        let entry =
+            prefix.join("node_modules/@modelcontextprotocol/server-filesystem/dist/index.js");
+        if !entry.exists() {
+            let status = Command::new("npm")
+                .args(["install", "--no-audit", "--no-fund", "--silent", "--prefix"])
+                .arg(&prefix)
+                .arg(FILESYSTEM_SERVER)
+                .status()
+                .expect("npm could not run: install Node.js 18+ with npm");
+            assert!(status.success(), "npm install {FILESYSTEM_SERVER} failed");
+        }
+        entry
+    })
+}
+
+fn workspace() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("src")).unwrap();
+    std::fs::write(
+        dir.path().join("src/answer.rs"),
+        "pub const ANSWER: u32 = 6 * 7;\n",
+    )
+    .unwrap();
+    dir
+}
+
+/// Runs `reactstep run` with `script` as the model's outputs and `extra` flags; the exit code,
+/// stdout and stderr.
+fn run(ws: &Path, script: &str, extra: &[String]) -> (i32, String, String) {
+    let scripts = tempfile::tempdir().unwrap();
+    let file = scripts.path().join("script.txt");
+    std::fs::write(&file, script).unwrap();
+    let output = Command::new(env!("CARGO_BIN_EXE_reactstep"))
+        .args(["run", "What is the answer?", "--output", "json"])
+        .arg("--workspace")
+        .arg(ws)
+        .arg("--mock-responses")
+        .arg(&file)
+        .args(extra)
+        .output()
+        .unwrap();
+    (
+        output.status.code().unwrap_or(-1),
+        String::from_utf8(output.stdout).unwrap(),
+        String::from_utf8(output.stderr).unwrap(),
+    )
+}
+
+fn report(out: &str, err: &str) -> Value {
+    serde_json::from_str(out).unwrap_or_else(|e| panic!("{e}: {out}\n{err}"))
+}
+
+fn observation(report: &Value, step: usize) -> &str {
+    report["steps"][step]["observation"].as_str().unwrap()
+}
+
+#[test]
+fn the_reference_filesystem_servers_tools_are_called_through_the_loop() {
+    let server = filesystem_server();
+    let ws = workspace();
+    let root = ws.path().canonicalize().unwrap();
+    let file = root.join("src/answer.rs");
+    let script = format!(
+        r#"Thought: where may I look?
+Action: list_allowed_directories()
+---
+Thought: read it through the server
+Action: read_text_file(path="{file}")
+---
+Thought: the server's listing, whose name clashes with the built-in one
+Action: secure_filesystem_server_list_directory(path="{src}")
+---
+Thought: and outside?
+Action: read_text_file(path="/etc/hostname")
+---
+Thought: compute it
+Action: submit_answer(answer="42", confidence=0.8)
+"#,
+        file = file.display(),
+        src = root.join("src").display(),
+    );
+    let mcp = format!("node {} {}", server.display(), root.display());
+    let (code, out, err) = run(ws.path(), &script, &["--mcp".into(), mcp]);
+    let report = report(&out, &err);
+    assert_eq!(code, 0, "{report}\n{err}");
+    assert_eq!(report["termination_reason"], "success");
+    assert_eq!(report["answer"], "42");
+    assert!(
+        observation(&report, 0).contains(&root.display().to_string()),
+        "{report}"
+    );
+    assert_eq!(observation(&report, 1), "pub const ANSWER: u32 = 6 * 7;\n");
+    assert!(observation(&report, 2).contains("answer.rs"), "{report}");
+    // The server refuses with isError: a failure the model reads, in the error history.
+    assert!(
+        observation(&report, 3).contains("Access denied"),
+        "{report}"
+    );
+    let errors = report["error_history"].as_array().unwrap();
+    assert_eq!(errors.len(), 1, "{report}");
+    assert_eq!(errors[0]["source"], "read_text_file");
+    assert_eq!(report["tool_usage"]["read_text_file"], 2);
+    // The built-ins keep their names; the server's clashing tools got its name in front.
+    assert!(
+        err.contains("secure_filesystem_server_read_file")
+            && err.contains("list_allowed_directories"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_server_that_cannot_start_is_a_clear_exit_message() {
+    let ws = workspace();
+    let script = "Thought: t\nFinal Answer: a";
+    let missing = ["--mcp".to_string(), "/nonexistent/mcp-server --flag".into()];
+    let (code, out, err) = run(ws.path(), script, &missing);
+    assert_eq!(code, 2, "{out}\n{err}");
+    assert!(out.is_empty(), "{out}");
+    assert!(
+        err.contains("the MCP server `/nonexistent/mcp-server --flag` could not start"),
+        "{err}"
+    );
+    // A program that exits at once, and one that never speaks MCP: no hang either way.
+    let (code, _, err) = run(ws.path(), script, &["--mcp".into(), "true".into()]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("could not start"), "{err}");
+    let silent = [
+        "--mcp".into(),
+        "sleep 600".into(),
+        "--mcp-timeout".into(),
+        "1".into(),
+    ];
+    let (code, _, err) = run(ws.path(), script, &silent);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("did not open a session within 1 s"), "{err}");
+    let (code, _, err) = run(ws.path(), script, &["--mcp".into(), "'unclosed".into()]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("cannot be read"), "{err}");
+}
+
+/// A minimal MCP server over stdio: `hang` never answers, `crash` ends the process.
+const MISBEHAVING_SERVER: &str = r#"
+import json, sys
+for line in sys.stdin:
+    msg = json.loads(line)
+    method, id = msg.get("method"), msg.get("id")
+    if id is None:
+        continue
+    if method == "initialize":
+        result = {"protocolVersion": "2025-06-18", "capabilities": {"tools": {}},
+                  "serverInfo": {"name": "misbehaving", "version": "1"}}
+    elif method == "tools/list":
+        schema = {"type": "object", "properties": {}}
+        result = {"tools": [{"name": "hang", "description": "Never answers.", "inputSchema": schema},
+                            {"name": "crash", "description": "Dies.", "inputSchema": schema}]}
+    elif method == "tools/call" and msg["params"]["name"] == "hang":
+        continue
+    elif method == "tools/call":
+        sys.exit(1)
+    else:
+        result = {}
+    print(json.dumps({"jsonrpc": "2.0", "id": id, "result": result}), flush=True)
+"#;
+
+#[test]
+fn a_server_that_hangs_or_dies_mid_loop_is_an_observation_and_the_loop_goes_on() {
+    let ws = workspace();
+    let scripts = tempfile::tempdir().unwrap();
+    let server = scripts.path().join("server.py");
+    std::fs::write(&server, MISBEHAVING_SERVER).unwrap();
+    let script = "Thought: try it\nAction: hang()\n---\nThought: and this\nAction: crash()\n---\nThought: and again\nAction: hang()\n---\nThought: give up\nFinal Answer: the tools are broken";
+    let flags = [
+        "--mcp".to_string(),
+        format!("python3 {}", server.display()),
+        "--mcp-timeout".into(),
+        "1".into(),
+    ];
+    let (code, out, err) = run(ws.path(), script, &flags);
+    let report = report(&out, &err);
+    assert_eq!(code, 0, "{report}\n{err}");
+    assert_eq!(report["answer"], "the tools are broken");
+    assert!(
+        observation(&report, 0).contains("did not answer hang within 1 s"),
+        "{report}"
+    );
+    let errors = report["error_history"].as_array().unwrap();
+    // A call that timed out is tried again, with backoff, before it is given up.
+    assert_eq!(errors[0]["retries"], 2, "{report}");
+    assert!(
+        observation(&report, 1).contains("the MCP server misbehaving failed to run crash"),
+        "{report}"
+    );
+    // Gone for good: the next call says so at once instead of waiting.
+    assert!(
+        observation(&report, 2).contains("the MCP server misbehaving failed to run hang"),
+        "{report}"
+    );
+}
