@@ -12,14 +12,22 @@ import path from "node:path";
 export const packageDir = fileURLToPath(new URL("../../../", import.meta.url));
 export const repoRoot = path.resolve(packageDir, "../..");
 
-/** `REACTSTEP_BIN`, or the release binary `cargo build --release` makes. */
+let built: string | undefined;
+
+/** `REACTSTEP_BIN`, or the release binary `cargo build --release` makes (once per test file). */
 export function serverBinary(): string {
   const given = process.env["REACTSTEP_BIN"];
   if (given) {
     return given;
   }
-  const built = spawnSync("cargo", ["build", "--release", "--quiet"], { cwd: repoRoot, stdio: "inherit" });
-  if (built.status !== 0) {
+  built ??= buildRelease();
+  return built;
+}
+
+function buildRelease(): string {
+  // stdout is the test runner's report: cargo's own output goes to stderr only.
+  const cargo = spawnSync("cargo", ["build", "--release", "--quiet"], { cwd: repoRoot, stdio: ["ignore", "ignore", "inherit"] });
+  if (cargo.status !== 0) {
     throw new Error(`cargo build --release failed in ${repoRoot} (set REACTSTEP_BIN to a built server)`);
   }
   const target = process.env["CARGO_TARGET_DIR"] ?? path.join(repoRoot, "target");
