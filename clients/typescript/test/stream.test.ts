@@ -50,7 +50,11 @@ describe("stream", () => {
   let client: ReactStepClient;
   before(async () => {
     upstream = await startUpstream();
-    service = await startService({ REACTSTEP_OPENAI_BASE_URL: upstream.baseUrl, REACTSTEP_RETRIES: "0" });
+    service = await startService({
+      REACTSTEP_OPENAI_BASE_URL: upstream.baseUrl,
+      REACTSTEP_RETRIES: "0",
+      REACTSTEP_STREAM_HEARTBEAT_SECS: "1",
+    });
     client = new ReactStepClient({ baseUrl: service.url });
   });
   after(async () => {
@@ -124,6 +128,43 @@ describe("stream", () => {
     }
     assert.equal(first?.type, "thought");
     await held.closed;
+  });
+
+  test("a heartbeat while the model is quiet is no event", { timeout: 30_000 }, async () => {
+    // The client's fetch copies what the service sends, to tell when a heartbeat went by; the
+    // upstream finishes its answer only then.
+    let heartbeat!: () => void;
+    const sawHeartbeat = new Promise<void>((resolve) => {
+      heartbeat = resolve;
+    });
+    const watching = new ReactStepClient({
+      baseUrl: service.url,
+      fetch: async (input, init) => {
+        const response = await fetch(input, init);
+        if (response.body === null) {
+          return response;
+        }
+        const [mine, theirs] = response.body.tee();
+        void (async () => {
+          const decoder = new TextDecoder();
+          let text = "";
+          for await (const piece of mine) {
+            text += decoder.decode(piece, { stream: true });
+            if (text.includes(": heartbeat\n")) {
+              heartbeat();
+            }
+          }
+        })();
+        return new Response(theirs, { status: response.status, headers: response.headers });
+      },
+    });
+    upstream.script.push(hang("Thought: Let me think about this for a while.\n", sawHeartbeat, "Final Answer: Done thinking.").reply);
+    const events = await collect(watching.stream({ user_query: "Think", llm_config: upstreamModel, user_api_keys: key }));
+    assert.deepEqual([...new Set(events.map((e) => e.type))], ["thought", "answer", "step"], JSON.stringify(events));
+    const last = events.at(-1);
+    assert.ok(last?.type === "step");
+    assert.equal(last.step.direct_response, "Done thinking.");
+    assert.equal(events.flatMap((e) => (e.type === "answer" ? [e.delta] : [])).join(""), "Done thinking.");
   });
 
   test("a failure after the stream began is its last event, a ReactStepError with the history echoed", async () => {

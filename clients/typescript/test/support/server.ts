@@ -201,10 +201,11 @@ export function cutShort(text: string): Reply {
 }
 
 /**
- * A stream that sends `text` and then holds the connection open; `closed` resolves when the
- * service closes the request (it stopped the step).
+ * A stream that sends `text` and then holds the connection open: `closed` resolves when the
+ * service closes the request (it stopped the step); `finish(rest)` sends the rest of the output
+ * and ends the stream once `after` resolves.
  */
-export function hang(text: string): { reply: Reply; closed: Promise<void> } {
+export function hang(text: string, after?: Promise<void>, rest = ""): { reply: Reply; closed: Promise<void> } {
   let closed!: () => void;
   const whenClosed = new Promise<void>((resolve) => {
     closed = resolve;
@@ -215,6 +216,11 @@ export function hang(text: string): { reply: Reply; closed: Promise<void> } {
       res.on("close", () => closed());
       res.writeHead(200, { "content-type": "text/event-stream" });
       res.write(chunk({ role: "assistant", content: text }, null));
+      void after?.then(() => {
+        res.write(chunk({ content: rest }, null));
+        res.write(chunk({}, "stop"));
+        res.end("data: [DONE]\n\n");
+      });
     },
   };
 }
