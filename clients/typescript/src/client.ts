@@ -1,0 +1,264 @@
+// The thin client: one step (`step`), one step as events (`stream`), and retries of the errors
+// the service marks retryable. `runLoop` (loop.ts) drives a whole loop through it.
+import { createParser, type EventSourceMessage } from "eventsource-parser";
+
+import { ReactStepError } from "./errors.js";
+import { runLoop, type LoopOptions, type LoopResult } from "./loop.js";
+import type {
+  ErrorResponse,
+  ReactStepRequest,
+  StepResponse,
+  StreamDelta,
+  StreamRetry,
+} from "./types.js";
+
+const STEP_PATH = "/api/agent/react_step";
+const STREAM_PATH = "/api/agent/react_step/stream";
+
+/** Retries of an error the service marks `retryable`. Off unless given. */
+export interface RetryOptions {
+  /** Tries in all, the first included (1 to 10; default 3). */
+  attempts?: number;
+  /** Base of the exponential backoff (full jitter) when the answer names no wait (default 500 ms). */
+  baseDelayMs?: number;
+  /**
+   * The longest wait between tries (default 30 s). A `Retry-After` longer than this is not cut
+   * short: the error is thrown instead, since an earlier try would be refused again.
+   */
+  maxDelayMs?: number;
+  /** Called before each wait, with the error that caused it. */
+  onRetry?: (retry: { attempt: number; delayMs: number; error: ReactStepError }) => void;
+}
+
+export interface ClientOptions {
+  /** Where the service is, e.g. `http://127.0.0.1:8080`. */
+  baseUrl: string;
+  /** One of the operator's tokens (`REACTSTEP_API_TOKENS`), sent as `Authorization: Bearer`. */
+  apiToken?: string;
+  /** A `fetch` of your own (a proxy agent, a test double); the global one by default. */
+  fetch?: typeof fetch;
+  /** `true` for the defaults; off by default. */
+  retry?: RetryOptions | boolean;
+}
+
+export interface CallOptions {
+  /** Aborting it stops the request, and the service stops the step and its model call. */
+  signal?: AbortSignal;
+}
+
+/** One server-sent event of a streamed step. Heartbeats and unknown events are skipped. */
+export type StreamEvent =
+  /** A piece of the thought as the model writes it. */
+  | { type: "thought"; delta: string }
+  /** A piece of a final answer as the model writes it. */
+  | { type: "answer"; delta: string }
+  /** The output so far was not a valid step: drop the deltas received; the next try's follow. */
+  | { type: "retry"; reason: string }
+  /** The complete step, as `step()` returns it. The last event. */
+  | { type: "step"; step: StepResponse }
+  /** The step failed after the stream began. The last event. */
+  | { type: "error"; error: ReactStepError };
+
+interface Retry {
+  attempts: number;
+  baseDelayMs: number;
+  maxDelayMs: number;
+  onRetry: RetryOptions["onRetry"];
+}
+
+export class ReactStepClient {
+  readonly baseUrl: string;
+  private readonly apiToken: string | undefined;
+  private readonly fetchImpl: typeof fetch;
+  private readonly retry: Retry | undefined;
+
+  constructor(options: ClientOptions) {
+    this.baseUrl = options.baseUrl.replace(/\/+$/, "");
+    this.apiToken = options.apiToken;
+    const given = options.fetch;
+    this.fetchImpl = given ? (input, init) => given(input, init) : (input, init) => fetch(input, init);
+    this.retry = retrySettings(options.retry);
+  }
+
+  /** One step. A non-2xx answer throws a `ReactStepError`. */
+  async step(request: ReactStepRequest, options: CallOptions = {}): Promise<StepResponse> {
+    const response = await this.send(STEP_PATH, request, "application/json", options.signal);
+    try {
+      return (await response.json()) as StepResponse;
+    } catch (cause) {
+      if (options.signal?.aborted) {
+        throw cause;
+      }
+      throw ReactStepError.unreadable(response.status, "the step is not JSON");
+    }
+  }
+
+  /**
+   * One step as server-sent events: thought and answer deltas while the model writes, then the
+   * step or its error. An answer that is not a stream (a bad request, a rejected key, a rate
+   * limit) throws a `ReactStepError` before the first event. Leaving the loop early, or
+   * aborting the signal, closes the connection, and the service stops the step.
+   */
+  async *stream(request: ReactStepRequest, options: CallOptions = {}): AsyncGenerator<StreamEvent, void, undefined> {
+    const response = await this.send(STREAM_PATH, request, "text/event-stream", options.signal);
+    const contentType = response.headers.get("content-type") ?? "";
+    if (!contentType.startsWith("text/event-stream") || response.body === null) {
+      await response.body?.cancel().catch(() => undefined);
+      throw ReactStepError.unreadable(response.status, `not an event stream (${contentType || "no content type"})`);
+    }
+    const received: EventSourceMessage[] = [];
+    const parser = createParser({ onEvent: (message) => received.push(message) });
+    const reader = response.body.getReader();
+    const decoder = new TextDecoder();
+    try {
+      for (;;) {
+        const { done, value } = await reader.read();
+        if (done) {
+          break;
+        }
+        parser.feed(decoder.decode(value, { stream: true }));
+        for (let message = received.shift(); message; message = received.shift()) {
+          const event = typed(message, response.status);
+          if (event === undefined) {
+            continue;
+          }
+          yield event;
+          if (event.type === "step" || event.type === "error") {
+            return;
+          }
+        }
+      }
+      throw ReactStepError.unreadable(response.status, "the event stream ended without its step");
+    } finally {
+      // Closes the connection when the caller left early or the signal aborted the read.
+      await reader.cancel().catch(() => undefined);
+    }
+  }
+
+  /** Drives a whole loop through this client: see `runLoop`. */
+  runLoop(options: LoopOptions): Promise<LoopResult> {
+    return runLoop(this, options);
+  }
+
+  /** Sends the request; a 2xx response, after the retries the settings allow. */
+  private async send(
+    path: string,
+    request: ReactStepRequest,
+    accept: string,
+    signal: AbortSignal | undefined,
+  ): Promise<Response> {
+    const headers: Record<string, string> = { "content-type": "application/json", accept };
+    if (this.apiToken !== undefined) {
+      headers["authorization"] = `Bearer ${this.apiToken}`;
+    }
+    const body = JSON.stringify(request);
+    for (let attempt = 1; ; attempt += 1) {
+      const init: RequestInit = { method: "POST", headers, body };
+      if (signal !== undefined) {
+        init.signal = signal;
+      }
+      const response = await this.fetchImpl(`${this.baseUrl}${path}`, init);
+      if (response.ok) {
+        return response;
+      }
+      const error = await errorOf(response);
+      const delayMs = this.delayBefore(attempt + 1, error);
+      if (delayMs === undefined) {
+        throw error;
+      }
+      this.retry?.onRetry?.({ attempt, delayMs, error });
+      await sleep(delayMs, signal);
+    }
+  }
+
+  /** The wait before try `next`, or `undefined` when there is to be none. */
+  private delayBefore(next: number, error: ReactStepError): number | undefined {
+    const retry = this.retry;
+    if (retry === undefined || !error.retryable || next > retry.attempts) {
+      return undefined;
+    }
+    if (error.retryAfter !== undefined) {
+      const asked = error.retryAfter * 1000;
+      return asked <= retry.maxDelayMs ? asked : undefined;
+    }
+    const ceiling = Math.min(retry.maxDelayMs, retry.baseDelayMs * 2 ** (next - 2));
+    return Math.round(Math.random() * ceiling);
+  }
+}
+
+function retrySettings(option: ClientOptions["retry"]): Retry | undefined {
+  if (option === undefined || option === false) {
+    return undefined;
+  }
+  const given = option === true ? {} : option;
+  return {
+    attempts: Math.min(10, Math.max(1, Math.floor(given.attempts ?? 3))),
+    baseDelayMs: Math.max(0, given.baseDelayMs ?? 500),
+    maxDelayMs: Math.max(0, given.maxDelayMs ?? 30_000),
+    onRetry: given.onRetry,
+  };
+}
+
+/** The error a non-2xx response stands for. */
+async function errorOf(response: Response): Promise<ReactStepError> {
+  let text: string;
+  try {
+    text = await response.text();
+  } catch {
+    return ReactStepError.unreadable(response.status, `HTTP ${response.status} with a body cut short`);
+  }
+  let body: unknown;
+  try {
+    body = JSON.parse(text);
+  } catch {
+    return ReactStepError.unreadable(response.status, `HTTP ${response.status} whose body is not JSON`);
+  }
+  if (typeof body !== "object" || body === null || !("error" in body)) {
+    return ReactStepError.unreadable(response.status, `HTTP ${response.status} without an error object`);
+  }
+  return ReactStepError.fromResponse(body as ErrorResponse, response.status, response.headers.get("retry-after"));
+}
+
+/** A parsed server-sent event as a typed one; `undefined` for an event this client does not know. */
+function typed(message: EventSourceMessage, status: number): StreamEvent | undefined {
+  const known = ["thought", "answer", "retry", "step", "error"];
+  if (message.event === undefined || !known.includes(message.event)) {
+    return undefined;
+  }
+  let data: unknown;
+  try {
+    data = JSON.parse(message.data);
+  } catch {
+    throw ReactStepError.unreadable(status, `the data of a ${message.event} event is not JSON`);
+  }
+  switch (message.event) {
+    case "thought":
+    case "answer":
+      return { type: message.event, delta: (data as StreamDelta).delta };
+    case "retry":
+      return { type: "retry", reason: (data as StreamRetry).reason };
+    case "step":
+      return { type: "step", step: data as StepResponse };
+    default:
+      return { type: "error", error: ReactStepError.fromResponse(data as ErrorResponse, undefined) };
+  }
+}
+
+/** Waits `ms`, or rejects with the signal's reason when it aborts first. */
+function sleep(ms: number, signal: AbortSignal | undefined): Promise<void> {
+  return new Promise((resolve, reject) => {
+    if (signal?.aborted) {
+      reject(signal.reason);
+      return;
+    }
+    const onAbort = () => {
+      clearTimeout(timer);
+      reject(signal?.reason);
+    };
+    const timer = setTimeout(() => {
+      signal?.removeEventListener("abort", onAbort);
+      resolve();
+    }, ms);
+    signal?.addEventListener("abort", onAbort, { once: true });
+  });
+}

@@ -1,0 +1,352 @@
+// The loop an editor plugin runs: send the step, run the proposed calls (several at once when the
+// model proposed several), answer each call's id with a `tool_observation`, and go on until the
+// model answers, the loop stalls, fails, runs out of steps, or the caller cancels. The
+// termination reasons are those of the Rust driver (`reactstep run`, src/driver/run.rs).
+import type { ReactStepClient } from "./client.js";
+import { ReactStepError } from "./errors.js";
+import type {
+  ActionDetails,
+  ConversationTurn,
+  JsonSchema,
+  LlmConfig,
+  ReactStepRequest,
+  StepResponse,
+  ToolDeclaration,
+} from "./types.js";
+
+/** A tool the model may call: its JSON Schema, and what runs it. */
+export interface LoopTool {
+  description?: string;
+  /** JSON Schema of the arguments object; the service checks every call against it. */
+  parameters?: JsonSchema;
+  /** Runs the call; what it returns is the observation. A throw is a failed call, told to the model. */
+  run: (args: Record<string, unknown>, context: ToolContext) => Promise<string>;
+}
+
+export interface ToolContext {
+  /** The loop's signal: a long tool should stop when it aborts. */
+  signal: AbortSignal | undefined;
+  toolCallId: string | undefined;
+  iteration: number;
+}
+
+export type TerminationReason = "success" | "max_iterations" | "stalled" | "cancelled" | "failure";
+
+export interface LoopOptions {
+  question: string;
+  /** The tools by name. */
+  tools: Record<string, LoopTool>;
+  llmConfig: LlmConfig;
+  /** The user's own LLM key (`user_api_keys.llmKey`). */
+  key?: string;
+  /** Steps at most (default 10); the last one asks the model to answer. */
+  maxIterations?: number;
+  /** The same call (tool and arguments) this many times in a row ends the loop as `stalled` (default 3). */
+  stallThreshold?: number;
+  /** An answer holding one of these (case aside) ends the loop as `failure`. */
+  failurePhrases?: string[];
+  /** Everything the loop does, as it happens. */
+  onEvent?: (event: LoopEvent) => void;
+  /** Aborting it stops the step or tools in progress; the loop ends as `cancelled`. */
+  signal?: AbortSignal;
+  /** Steps through the streaming endpoint, so thought deltas arrive as they form (default true). */
+  stream?: boolean;
+  /** A scripted model: one output per step, sent as that step's `mock_response` (offline runs, tests). */
+  mockResponses?: string[];
+  /** More fields for every step's request: code context, `react` settings, `session_id` … */
+  request?: Partial<Omit<ReactStepRequest, "user_query" | "conversation_history" | "llm_config" | "tools" | "max_iterations_left">>;
+}
+
+export type LoopEvent =
+  | { type: "waiting"; iteration: number }
+  | { type: "thought_delta"; iteration: number; delta: string }
+  | { type: "answer_delta"; iteration: number; delta: string }
+  /** The deltas of this step so far are void; the model is asked again. */
+  | { type: "retry"; iteration: number; reason: string }
+  | { type: "thought"; iteration: number; thought: string }
+  | { type: "action"; iteration: number; tool: string; args: Record<string, unknown>; toolCallId: string | undefined }
+  | {
+      type: "observation";
+      iteration: number;
+      tool: string;
+      toolCallId: string | undefined;
+      observation: string;
+      isError: boolean;
+    }
+  | { type: "answer"; iteration: number; answer: string };
+
+/** One call the loop ran. */
+export interface LoopStep {
+  iteration: number;
+  thought: string;
+  tool: string;
+  args: Record<string, unknown>;
+  toolCallId: string | undefined;
+  observation: string;
+  isError: boolean;
+}
+
+export interface LoopResult {
+  /** The model's answer, or why the loop ended without one. */
+  answer: string;
+  success: boolean;
+  terminationReason: TerminationReason;
+  /** Steps the service answered. */
+  iterations: number;
+  steps: LoopStep[];
+  /** Calls per tool. */
+  toolUsage: Record<string, number>;
+  /** The service's error that ended the loop, or the tools' failures, in order. */
+  errors: { source: string; message: string; error?: ReactStepError }[];
+  /** Tokens the service reported, summed over the steps. */
+  usage: { promptTokens: number; completionTokens: number };
+  /** The conversation at the end: send it with the next question to go on. */
+  history: ConversationTurn[];
+  sessionId: string | undefined;
+}
+
+const DEFAULT_FAILURE_PHRASES = ["i cannot complete", "i can't complete", "unable to complete the task"];
+
+/** Runs the loop on `options.question` to its end, through `client`. */
+export async function runLoop(client: ReactStepClient, options: LoopOptions): Promise<LoopResult> {
+  const loop = new Loop(client, options);
+  return loop.run();
+}
+
+class Loop {
+  private readonly result: LoopResult = {
+    answer: "",
+    success: false,
+    terminationReason: "failure",
+    iterations: 0,
+    steps: [],
+    toolUsage: {},
+    errors: [],
+    usage: { promptTokens: 0, completionTokens: 0 },
+    history: [],
+    sessionId: undefined,
+  };
+  private readonly declarations: ToolDeclaration[];
+  private lastCall: { key: string; count: number } | undefined;
+
+  constructor(
+    private readonly client: ReactStepClient,
+    private readonly options: LoopOptions,
+  ) {
+    this.declarations = Object.entries(options.tools).map(([name, tool]) => ({
+      name,
+      description: tool.description ?? null,
+      parameters: tool.parameters ?? { type: "object", properties: {} },
+    }));
+    this.result.sessionId = options.request?.session_id ?? undefined;
+  }
+
+  async run(): Promise<LoopResult> {
+    let query = this.options.question;
+    let iterationsLeft = Math.max(1, Math.floor(this.options.maxIterations ?? 10));
+    for (let iteration = 1; ; iteration += 1) {
+      if (this.options.signal?.aborted) {
+        return this.end("cancelled", "the loop was cancelled");
+      }
+      const request = this.request(query, iterationsLeft, iteration);
+      if (request === undefined) {
+        const scripted = this.options.mockResponses?.length ?? 0;
+        return this.end("failure", `the scripted responses ran out after ${scripted} steps`);
+      }
+      let step: StepResponse;
+      try {
+        step = await this.send(request, iteration);
+      } catch (error) {
+        return this.failed(error);
+      }
+      this.result.iterations = iteration;
+      this.result.sessionId = step.session_id ?? this.result.sessionId;
+      this.result.usage.promptTokens += step.usage?.prompt_tokens ?? 0;
+      this.result.usage.completionTokens += step.usage?.completion_tokens ?? 0;
+      this.result.history = step.updated_conversation_history;
+      if (step.thought) {
+        this.emit({ type: "thought", iteration, thought: step.thought });
+      }
+      if (step.status === "direct_response_provided") {
+        return this.answered(step, iteration);
+      }
+      if (step.status !== "action_proposed" || !step.action_details) {
+        return this.end("failure", `the service answered a step of status ${step.status}`);
+      }
+      const ended = await this.act(step, iteration);
+      if (ended !== undefined) {
+        return ended;
+      }
+      query = "";
+      iterationsLeft = step.iterations_remaining ?? 0;
+      if (iterationsLeft <= 0) {
+        return this.end("max_iterations", "the loop reached its step limit before an answer");
+      }
+    }
+  }
+
+  /** The request of a step; `undefined` when a scripted model has no output left for it. */
+  private request(query: string, iterationsLeft: number, iteration: number): ReactStepRequest | undefined {
+    const request: ReactStepRequest = {
+      ...this.options.request,
+      user_query: query,
+      conversation_history: this.result.history,
+      max_iterations_left: iterationsLeft,
+      llm_config: this.options.llmConfig,
+      tools: this.declarations,
+    };
+    if (this.result.sessionId !== undefined) {
+      request.session_id = this.result.sessionId;
+    }
+    if (this.options.key !== undefined) {
+      request.user_api_keys = { llmKey: this.options.key };
+    }
+    if (this.options.mockResponses !== undefined) {
+      const mock = this.options.mockResponses[iteration - 1];
+      if (mock === undefined) {
+        return undefined;
+      }
+      request.mock_response = mock;
+    }
+    return request;
+  }
+
+  /** One step, streamed (deltas to `onEvent`) unless the caller asked otherwise. */
+  private async send(request: ReactStepRequest, iteration: number): Promise<StepResponse> {
+    this.emit({ type: "waiting", iteration });
+    const call = this.options.signal ? { signal: this.options.signal } : {};
+    if (this.options.stream === false) {
+      return this.client.step(request, call);
+    }
+    for await (const event of this.client.stream(request, call)) {
+      switch (event.type) {
+        case "thought":
+          this.emit({ type: "thought_delta", iteration, delta: event.delta });
+          break;
+        case "answer":
+          this.emit({ type: "answer_delta", iteration, delta: event.delta });
+          break;
+        case "retry":
+          this.emit({ type: "retry", iteration, reason: event.reason });
+          break;
+        case "step":
+          return event.step;
+        case "error":
+          throw event.error;
+      }
+    }
+    throw ReactStepError.unreadable(200, "the event stream ended without its step");
+  }
+
+  private answered(step: StepResponse, iteration: number): LoopResult {
+    const answer = step.direct_response ?? "";
+    this.emit({ type: "answer", iteration, answer });
+    const lower = answer.toLowerCase();
+    const phrases = this.options.failurePhrases ?? DEFAULT_FAILURE_PHRASES;
+    if (phrases.some((phrase) => lower.includes(phrase.toLowerCase()))) {
+      return this.end("failure", answer);
+    }
+    return this.end(step.termination_reason === "max_iterations" ? "max_iterations" : "success", answer);
+  }
+
+  /**
+   * Runs every call of the step at once and puts their observations in the history, in the
+   * calls' order, each naming its call's id. The loop's end when it ends here.
+   */
+  private async act(step: StepResponse, iteration: number): Promise<LoopResult | undefined> {
+    const calls: ActionDetails[] =
+      step.parallel_actions && step.parallel_actions.length > 0
+        ? step.parallel_actions
+        : step.action_details
+          ? [step.action_details]
+          : [];
+    for (const call of calls) {
+      this.emit({ type: "action", iteration, tool: call.tool_name, args: call.tool_args, toolCallId: call.tool_call_id });
+      const stalled = this.stalled(call);
+      if (stalled !== undefined) {
+        return this.end("stalled", stalled);
+      }
+      this.result.toolUsage[call.tool_name] = (this.result.toolUsage[call.tool_name] ?? 0) + 1;
+    }
+    const thought = step.thought ?? "";
+    const done = await Promise.all(calls.map((call) => this.runTool(call, iteration, thought)));
+    if (this.options.signal?.aborted) {
+      return this.end("cancelled", "the loop was cancelled");
+    }
+    const history = [...step.updated_conversation_history];
+    for (const record of done) {
+      this.result.steps.push(record);
+      history.push({
+        role: "tool_observation",
+        content: record.observation,
+        tool_call_id: record.toolCallId ?? null,
+        is_error: record.isError,
+        toolResult: { success: !record.isError },
+      });
+    }
+    this.result.history = history;
+    return undefined;
+  }
+
+  private async runTool(call: ActionDetails, iteration: number, thought: string): Promise<LoopStep> {
+    const tool = this.options.tools[call.tool_name];
+    let observation: string;
+    let isError = false;
+    if (tool === undefined) {
+      observation = `there is no tool named ${call.tool_name}`;
+      isError = true;
+    } else {
+      try {
+        observation = await tool.run(call.tool_args, {
+          signal: this.options.signal,
+          toolCallId: call.tool_call_id,
+          iteration,
+        });
+      } catch (error) {
+        observation = error instanceof Error ? error.message : String(error);
+        isError = true;
+      }
+    }
+    if (isError) {
+      this.result.errors.push({ source: call.tool_name, message: observation });
+    }
+    this.emit({ type: "observation", iteration, tool: call.tool_name, toolCallId: call.tool_call_id, observation, isError });
+    return { iteration, thought, tool: call.tool_name, args: call.tool_args, toolCallId: call.tool_call_id, observation, isError };
+  }
+
+  /** Why the loop is stalled, when this call is the same as the `stallThreshold - 1` before it. */
+  private stalled(call: ActionDetails): string | undefined {
+    const key = `${call.tool_name}\u0000${JSON.stringify(call.tool_args)}`;
+    const count = this.lastCall?.key === key ? this.lastCall.count + 1 : 1;
+    this.lastCall = { key, count };
+    const threshold = Math.max(1, this.options.stallThreshold ?? 3);
+    return count >= threshold
+      ? `the model called ${call.tool_name} with the same arguments ${count} times in a row`
+      : undefined;
+  }
+
+  /** The loop's end on a thrown error: the caller's abort, or the service's failure. */
+  private failed(error: unknown): LoopResult {
+    if (this.options.signal?.aborted) {
+      return this.end("cancelled", "the loop was cancelled");
+    }
+    if (error instanceof ReactStepError) {
+      this.result.errors.push({ source: "service", message: `${error.type}: ${error.message}`, error });
+      return this.end("failure", `${error.type}: ${error.message}`);
+    }
+    const message = error instanceof Error ? error.message : String(error);
+    this.result.errors.push({ source: "service", message: `the service did not answer: ${message}` });
+    return this.end("failure", `the service did not answer: ${message}`);
+  }
+
+  private end(reason: TerminationReason, answer: string): LoopResult {
+    this.result.terminationReason = reason;
+    this.result.success = reason === "success";
+    this.result.answer = answer;
+    return this.result;
+  }
+
+  private emit(event: LoopEvent): void {
+    this.options.onEvent?.(event);
+  }
+}

@@ -1,0 +1,31 @@
+// The contract's types under short names. Everything here comes from the generated
+// `generated/openapi.ts` (openapi-typescript over ../../openapi.yaml); nothing is written by hand,
+// so a change to the spec reaches the client's signatures.
+import type { components } from "./generated/openapi.js";
+
+type Schemas = components["schemas"];
+
+export type ReactStepRequest = Schemas["ReactStepRequest"];
+export type LlmConfig = Schemas["LlmConfig"];
+export type ConversationTurn = Schemas["ConversationTurn"];
+export type ToolDeclaration = Schemas["Tool"];
+export type ToolCall = Schemas["ToolCall"];
+export type ActionDetails = Schemas["ActionDetails"];
+export type Usage = Schemas["Usage"];
+export type ContextReport = Schemas["ContextReport"];
+/** A 2xx answer of `react_step`, and the data of the stream's `step` event. */
+export type StepResponse = Schemas["StepSuccess"];
+export type ActionProposed = Schemas["ActionProposed"];
+export type DirectResponseProvided = Schemas["DirectResponseProvided"];
+export type DryRun = Schemas["DryRun"];
+/** A non-2xx answer, and the data of the stream's `error` event. */
+export type ErrorResponse = Schemas["ErrorResponse"];
+export type ErrorBody = Schemas["ErrorBody"];
+/** Every `error.type` the service answers. */
+export type ErrorType = ErrorBody["type"];
+export type FieldError = NonNullable<ErrorBody["fields"]>[number];
+export type StreamDelta = Schemas["StreamDelta"];
+export type StreamRetry = Schemas["StreamRetry"];
+
+/** A JSON Schema, as a tool's `parameters`. */
+export type JsonSchema = NonNullable<ToolDeclaration["parameters"]>;
