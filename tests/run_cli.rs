@@ -8,16 +8,9 @@ use std::process::Command;
 
 use serde_json::Value;
 
-fn workspace() -> tempfile::TempDir {
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::create_dir(dir.path().join("src")).unwrap();
-    std::fs::write(
-        dir.path().join("src/answer.rs"),
-        "pub const ANSWER: u32 = 6 * 7;\n",
-    )
-    .unwrap();
-    dir
-}
+#[path = "support/workspace.rs"]
+mod support_workspace;
+use support_workspace::workspace;
 
 /// Runs `reactstep run` on `script` (model outputs separated by `---` lines); the exit code and
 /// what it printed on stdout.

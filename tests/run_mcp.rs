@@ -53,16 +53,9 @@ fn filesystem_server() -> &'static Path {
     })
 }
 
-fn workspace() -> tempfile::TempDir {
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::create_dir(dir.path().join("src")).unwrap();
-    std::fs::write(
-        dir.path().join("src/answer.rs"),
-        "pub const ANSWER: u32 = 6 * 7;\n",
-    )
-    .unwrap();
-    dir
-}
+#[path = "support/workspace.rs"]
+mod support_workspace;
+use support_workspace::workspace;
 
 /// Runs `reactstep run` with `script` as the model's outputs and `extra` flags; the exit code,
 /// stdout and stderr.
