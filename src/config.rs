@@ -47,6 +47,24 @@ impl std::str::FromStr for ApiTokens {
     }
 }
 
+/// The Redis URL for shared rate limits: it may hold a password, so it is never printed.
+#[derive(Clone, PartialEq, Eq)]
+pub struct RedisUrl(pub String);
+
+impl std::fmt::Debug for RedisUrl {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("RedisUrl(set)")
+    }
+}
+
+impl std::str::FromStr for RedisUrl {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Ok(Self(s.trim().to_string()))
+    }
+}
+
 /// reactstep: one ReAct step per request for IDE plugins.
 #[derive(Debug, Clone, Parser)]
 #[command(
@@ -205,6 +223,31 @@ pub struct Config {
     #[arg(long, env = "REACTSTEP_RATE_LIMIT_PER_SESSION", default_value_t = 0)]
     pub rate_limit_per_session: u32,
 
+    /// A Redis server (`redis://[:password@]host:port[/db]`, or `rediss://` for TLS) holding the
+    /// rate limits for every replica that names it; unset, each process keeps its own.
+    #[arg(long, env = "REACTSTEP_REDIS_URL")]
+    pub redis_url: Option<RedisUrl>,
+
+    /// When Redis does not answer a rate-limit check: let the request through (true, with a
+    /// warning and the `reactstep_rate_limiter_unanswered` metric) or refuse it with 503
+    /// `rate_limiter_unavailable` (false).
+    #[arg(long, env = "REACTSTEP_REDIS_FAIL_OPEN", default_value_t = true,
+          action = clap::ArgAction::Set)]
+    pub redis_fail_open: bool,
+
+    /// Milliseconds one rate-limit check may wait for Redis before it counts as unanswered.
+    #[arg(long, env = "REACTSTEP_REDIS_TIMEOUT_MS", default_value_t = 250,
+          value_parser = clap::value_parser!(u64).range(1..=60_000))]
+    pub redis_timeout_ms: u64,
+
+    /// Put before every rate-limit key in Redis, so that several services can share one server.
+    #[arg(
+        long,
+        env = "REACTSTEP_REDIS_KEY_PREFIX",
+        default_value = "reactstep:ratelimit:"
+    )]
+    pub redis_key_prefix: String,
+
     /// Seconds a client has to send a request: its body must arrive whole within this long of
     /// the handler starting to read it (408 `request_timeout` otherwise), and its head within this
     /// long or 5 s, whichever is less.
@@ -249,6 +292,10 @@ impl Config {
             shutdown_grace_secs: 30,
             rate_limit_per_client: 0,
             rate_limit_per_session: 0,
+            redis_url: None,
+            redis_fail_open: true,
+            redis_timeout_ms: 250,
+            redis_key_prefix: "reactstep:ratelimit:".into(),
             client_timeout_secs: 30,
             workers: 0,
         }

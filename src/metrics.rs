@@ -48,6 +48,9 @@ pub struct Metrics {
     pub token_cache_lookups: Family<KindLabels, Counter>,
     /// Bytes the cache's entries take (at most `REACTSTEP_TOKEN_CACHE_MIB`).
     pub token_cache_bytes: Gauge,
+    /// Rate-limit checks the shared limiter (Redis) did not answer; `kind` is what the operator's
+    /// choice made of the request: `admitted` (fail open) or `refused` (fail closed).
+    pub rate_limiter_unanswered: Family<KindLabels, Counter>,
 }
 
 fn latency() -> Histogram {
@@ -69,6 +72,12 @@ impl Metrics {
         let context_items = Family::<KindLabels, Counter>::default();
         let token_cache_lookups = Family::<KindLabels, Counter>::default();
         let token_cache_bytes = Gauge::default();
+        let rate_limiter_unanswered = Family::<KindLabels, Counter>::default();
+        registry.register(
+            "rate_limiter_unanswered",
+            "Rate-limit checks the shared limiter (Redis) did not answer, by what became of the request (admitted, refused)",
+            rate_limiter_unanswered.clone(),
+        );
         registry.register(
             "token_cache_lookups",
             "Token counts asked of the cache, by kind (hit, miss)",
@@ -137,6 +146,7 @@ impl Metrics {
             context_items,
             token_cache_lookups,
             token_cache_bytes,
+            rate_limiter_unanswered,
         }
     }
 

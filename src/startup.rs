@@ -90,10 +90,7 @@ impl Application {
             stream_heartbeat: std::time::Duration::from_secs(config.stream_heartbeat_secs),
             step_timeout: std::time::Duration::from_secs(config.step_timeout_secs),
             api_tokens: config.api_tokens.clone().unwrap_or_default(),
-            rate_limits: crate::api::RateLimits::new(
-                config.rate_limit_per_client,
-                config.rate_limit_per_session,
-            ),
+            rate_limits: rate_limits(config).map_err(std::io::Error::other)?,
             unplaced_providers,
             prices,
             allowed_base_urls: std::sync::Arc::new(
@@ -208,6 +205,25 @@ where
 
 /// Browsers on the configured origins may call the API (POST with a JSON body and the
 /// operator's bearer token); nothing is allowed when none is configured.
+/// In this process, or in Redis with `REACTSTEP_REDIS_URL`.
+fn rate_limits(config: &Config) -> Result<crate::api::RateLimits, String> {
+    let (per_client, per_session) = (config.rate_limit_per_client, config.rate_limit_per_session);
+    let Some(url) = &config.redis_url else {
+        return Ok(crate::api::RateLimits::new(per_client, per_session));
+    };
+    let settings = crate::api::SharedSettings {
+        url: url.0.clone(),
+        fail_open: config.redis_fail_open,
+        timeout: std::time::Duration::from_millis(config.redis_timeout_ms),
+        key_prefix: config.redis_key_prefix.clone(),
+    };
+    tracing::info!(
+        fail_open = config.redis_fail_open,
+        "rate limits are shared through Redis"
+    );
+    crate::api::RateLimits::shared(per_client, per_session, settings)
+}
+
 fn cors(origins: &[String]) -> actix_cors::Cors {
     origins
         .iter()

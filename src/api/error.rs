@@ -27,6 +27,10 @@ pub enum ErrorKind {
         what: &'static str,
         retry_after: u64,
     },
+    /// 503 `rate_limiter_unavailable`: the shared rate limiter (Redis) did not answer and the
+    /// operator chose to fail closed (`REACTSTEP_REDIS_FAIL_OPEN=false`).
+    #[error("the rate limiter is unavailable: retry after 1 s")]
+    RateLimiterUnavailable,
     /// 413 `payload_too_large`.
     #[error("the request body is larger than the limit of {limit} bytes")]
     PayloadTooLarge { limit: u64 },
@@ -79,6 +83,9 @@ impl ErrorKind {
             Self::PayloadTooLarge { .. } => (S::PAYLOAD_TOO_LARGE, "payload_too_large", false),
             Self::Unauthorized => (S::UNAUTHORIZED, "unauthorized", false),
             Self::RateLimited { .. } => (S::TOO_MANY_REQUESTS, "rate_limited", true),
+            Self::RateLimiterUnavailable => {
+                (S::SERVICE_UNAVAILABLE, "rate_limiter_unavailable", true)
+            }
             Self::NotFound(_) => (S::NOT_FOUND, "not_found", false),
             // A client on a slow link may well make it on another try.
             Self::RequestTimeout { .. } => (S::REQUEST_TIMEOUT, "request_timeout", true),
@@ -95,8 +102,10 @@ impl ErrorKind {
     /// Seconds a client should wait before retrying a rate-limited call: the upstream's figure,
     /// or one second when it gave none.
     fn retry_after_seconds(&self) -> Option<u64> {
-        if let Self::RateLimited { retry_after, .. } = self {
-            return Some(*retry_after);
+        match self {
+            Self::RateLimited { retry_after, .. } => return Some(*retry_after),
+            Self::RateLimiterUnavailable => return Some(1),
+            _ => {}
         }
         let Self::Step(error) = self else {
             return None;

@@ -6,6 +6,7 @@ use tracing_actix_web::RequestId;
 use super::body;
 use super::convert::{self, Conversion, DEFAULT_MAX_ITERATIONS};
 use super::error::{ApiError, Echo, ErrorKind};
+use super::rate_limit::Refusal;
 use super::request::ReactStepRequest;
 use super::response::ReactStepResponse;
 use super::AppState;
@@ -132,7 +133,8 @@ pub async fn prepare(
         state
             .rate_limits
             .check_client(ip)
-            .map_err(|wait| ApiError::new(rate_limited("client", wait), bare_echo()))?;
+            .await
+            .map_err(|refusal| ApiError::new(rate_limited("client", refusal), bare_echo()))?;
     }
     body::check_content_type(req).map_err(|kind| ApiError::new(kind, bare_echo()))?;
     let bytes = body::read(req, payload, state.max_body_bytes)
@@ -156,9 +158,10 @@ pub async fn prepare(
         .as_deref()
         .filter(|s| convert::session_id_is_valid(s));
     if let Some(session) = session {
-        state.rate_limits.check_session(session).map_err(|wait| {
+        let checked = state.rate_limits.check_session(session).await;
+        checked.map_err(|refusal| {
             ApiError::new(
-                rate_limited("session", wait),
+                rate_limited("session", refusal),
                 Echo {
                     session_id: Some(session.to_string()),
                     ..bare_echo()
@@ -241,10 +244,13 @@ fn off_worker_if<T: Send + 'static>(
     }))
 }
 
-fn rate_limited(what: &'static str, wait: std::time::Duration) -> ErrorKind {
-    ErrorKind::RateLimited {
-        what,
-        retry_after: wait.as_secs_f64().ceil().max(1.0) as u64,
+fn rate_limited(what: &'static str, refusal: Refusal) -> ErrorKind {
+    match refusal {
+        Refusal::Wait(wait) => ErrorKind::RateLimited {
+            what,
+            retry_after: wait.as_secs_f64().ceil().max(1.0) as u64,
+        },
+        Refusal::Unavailable => ErrorKind::RateLimiterUnavailable,
     }
 }
 

@@ -21,7 +21,7 @@ use actix_web::{guard, web};
 pub use base_urls::AllowedBaseUrls;
 pub use error::{ApiError, ErrorKind};
 pub use handlers::OPENAPI_YAML;
-pub use rate_limit::RateLimits;
+pub use rate_limit::{RateLimits, SharedSettings};
 
 use crate::llm::LlmClients;
 

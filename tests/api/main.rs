@@ -42,6 +42,7 @@ mod redirects;
 #[path = "../support/schema_bombs.rs"]
 mod schema_bombs;
 mod scrubbing;
+mod shared_limits;
 mod shutdown;
 mod small_model_session;
 mod stream_upstream;

@@ -34,6 +34,7 @@ const STATUS_OF: Record<ErrorType, number> = {
   llm_unavailable: 502,
   llm_bad_response: 502,
   invalid_model_output: 502,
+  rate_limiter_unavailable: 503,
   llm_timeout: 504,
 };
 

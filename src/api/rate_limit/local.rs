@@ -1,6 +1,5 @@
-//! Optional rate limits, per client address and per `session_id`: token buckets (GCRA) that
-//! refill at the configured rate per minute and allow a burst of the same size. A request over
-//! its limit gets 429 `rate_limited` with the seconds until it would pass. Off by default.
+//! The buckets of one process, for a service that runs alone (or whose replicas may each admit
+//! the whole limit).
 
 use std::net::IpAddr;
 use std::num::NonZeroU32;
@@ -14,14 +13,14 @@ use governor::{DefaultKeyedRateLimiter, Quota};
 /// number of keys held stays bounded by the recent ones.
 const SWEEP_EVERY: u64 = 4096;
 
-pub struct RateLimits {
+pub struct LocalLimits {
     per_client: Option<DefaultKeyedRateLimiter<IpAddr>>,
     per_session: Option<DefaultKeyedRateLimiter<String>>,
     checks: AtomicU64,
     clock: DefaultClock,
 }
 
-impl RateLimits {
+impl LocalLimits {
     /// Limits in requests per minute; 0 turns a limit off.
     pub fn new(per_client_per_minute: u32, per_session_per_minute: u32) -> Self {
         Self {
@@ -76,7 +75,7 @@ mod tests {
 
     #[test]
     fn a_burst_passes_then_the_rest_waits() {
-        let limits = RateLimits::new(3, 0);
+        let limits = LocalLimits::new(3, 0);
         let ip: IpAddr = [127, 0, 0, 1].into();
         for _ in 0..3 {
             assert!(limits.check_client(ip).is_ok());

@@ -1,0 +1,532 @@
+//! reactstep as a fleet, on loopback, with the real parts an operator runs: replicas of the real
+//! binary, a real Redis holding the shared rate limits, and real HAProxy in front with health
+//! checks on `/readyz` (both from the system's packages, installed when missing).
+//!
+//! - A session's limit holds across three replicas behind HAProxy, whichever served it, where
+//!   per-process limits would let each replica admit the whole limit.
+//! - Redis stopped mid-run: fail open answers 200 and counts it, fail closed answers 503; Redis
+//!   back: the limits work again without a restart.
+//! - A replica killed (SIGKILL) under load: HAProxy takes it out, clients see only retryable
+//!   errors or none, and a retry loses no step. A replica stopped (SIGTERM) under load: no errors.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+#[path = "support/binary.rs"]
+#[expect(
+    dead_code,
+    reason = "this binary starts servers with settings of its own only"
+)]
+mod binary;
+#[path = "support/system_packages.rs"]
+mod system_packages;
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use binary::RunningBinary;
+use futures_util::StreamExt;
+use serde_json::{json, Value};
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::process::{Child, Command};
+
+/// Where the replicas would send LLM calls when a test needs none (steps use `mock_response`).
+const NO_UPSTREAM: &str = "http://127.0.0.1:9";
+
+fn free_port() -> u16 {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.local_addr().unwrap().port()
+}
+
+/// Polls `condition` until it holds, for at most `patience`: waiting on another process's state,
+/// never a fixed sleep in its place.
+async fn eventually<F, Fut>(what: &str, patience: Duration, mut condition: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let deadline = tokio::time::Instant::now() + patience;
+    while !condition().await {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{what}: not within {patience:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// A real `redis-server` on a loopback port, without persistence.
+struct Redis {
+    port: u16,
+    child: Child,
+}
+
+impl Redis {
+    async fn start(port: u16) -> Self {
+        system_packages::require("redis-server", "redis-server");
+        let mut child = Command::new("redis-server")
+            .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+            .args(["--save", "", "--appendonly", "no"])
+            .stdout(std::process::Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("redis-server starts");
+        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+        let ready = async {
+            while let Ok(Some(line)) = lines.next_line().await {
+                if line.contains("Ready to accept connections") {
+                    return true;
+                }
+            }
+            false
+        };
+        let ready = tokio::time::timeout(Duration::from_secs(30), ready).await;
+        assert!(ready == Ok(true), "redis-server on {port} never got ready");
+        // Its later lines are read and dropped, so that a full pipe never blocks it.
+        tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+        Self { port, child }
+    }
+
+    fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}", self.port)
+    }
+
+    /// Gone at once, as a crashed server is.
+    async fn kill(mut self) -> u16 {
+        self.child.kill().await.unwrap();
+        self.port
+    }
+}
+
+/// A real HAProxy in front of the replicas: round robin, health checks on `/readyz`, and a
+/// failed connection or an empty answer retried on another replica.
+struct Haproxy {
+    port: u16,
+    stats_port: u16,
+    _child: Child,
+    _dir: tempfile::TempDir,
+}
+
+#[derive(Debug)]
+struct Backend {
+    name: String,
+    status: String,
+    check: String,
+    sessions: u64,
+    /// Requests sent again, to the same replica or to another one.
+    retried: u64,
+}
+
+impl Haproxy {
+    async fn start(replicas: &[u16]) -> Self {
+        system_packages::require("haproxy", "haproxy");
+        let (port, stats_port) = (free_port(), free_port());
+        let dir = tempfile::tempdir().unwrap();
+        let config = dir.path().join("haproxy.cfg");
+        std::fs::write(&config, haproxy_config(port, stats_port, replicas)).unwrap();
+        let child = Command::new("haproxy")
+            .arg("-f")
+            .arg(&config)
+            .arg("-db")
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("haproxy starts");
+        let haproxy = Self {
+            port,
+            stats_port,
+            _child: child,
+            _dir: dir,
+        };
+        haproxy
+            .until("every replica passes its health check", |backends| {
+                backends.len() == replicas.len()
+                    && backends
+                        .iter()
+                        .all(|b| b.status == "UP" && b.check == "L7OK")
+            })
+            .await;
+        haproxy
+    }
+
+    fn url(&self) -> String {
+        format!("http://127.0.0.1:{}/api/agent/react_step", self.port)
+    }
+
+    /// The replicas as HAProxy sees them, from its statistics page (CSV).
+    async fn backends(&self) -> Vec<Backend> {
+        let url = format!("http://127.0.0.1:{}/;csv", self.stats_port);
+        let Ok(reply) = reqwest::get(url).await else {
+            return Vec::new();
+        };
+        let text = reply.text().await.unwrap_or_default();
+        let mut lines = text.lines();
+        let header: Vec<&str> = lines
+            .next()
+            .unwrap_or_default()
+            .trim_start_matches("# ")
+            .split(',')
+            .collect();
+        let column = |name: &str| header.iter().position(|h| *h == name).unwrap();
+        let (px, sv, status, check, stot) = (
+            column("pxname"),
+            column("svname"),
+            column("status"),
+            column("check_status"),
+            column("stot"),
+        );
+        let (wretr, wredis) = (column("wretr"), column("wredis"));
+        lines
+            .map(|l| l.split(',').collect::<Vec<_>>())
+            .filter(|f| f[px] == "replicas" && f[sv].starts_with("replica"))
+            .map(|f| Backend {
+                name: f[sv].to_string(),
+                status: f[status].to_string(),
+                check: f[check].to_string(),
+                sessions: f[stot].parse().unwrap(),
+                retried: f[wretr].parse::<u64>().unwrap() + f[wredis].parse::<u64>().unwrap(),
+            })
+            .collect()
+    }
+
+    async fn until(&self, what: &str, condition: impl Fn(&[Backend]) -> bool) {
+        eventually(what, Duration::from_secs(30), || async {
+            condition(&self.backends().await)
+        })
+        .await;
+    }
+}
+
+fn haproxy_config(port: u16, stats_port: u16, replicas: &[u16]) -> String {
+    let servers: String = replicas
+        .iter()
+        .enumerate()
+        .map(|(i, p)| format!("    server replica{} 127.0.0.1:{p} check\n", i + 1))
+        .collect();
+    format!(
+        "global
+    maxconn 2048
+defaults
+    mode http
+    timeout connect 2s
+    timeout client 60s
+    timeout server 60s
+    retries 3
+    option redispatch 1
+    retry-on conn-failure empty-response
+    option http-buffer-request
+frontend steps
+    bind 127.0.0.1:{port}
+    default_backend replicas
+backend replicas
+    balance roundrobin
+    option httpchk GET /readyz
+    http-check expect status 200
+    default-server inter 200ms fall 2 rise 1
+{servers}listen stats
+    bind 127.0.0.1:{stats_port}
+    stats enable
+    stats uri /
+"
+    )
+}
+
+/// A step the service answers without a model, for `session`.
+fn offline_step(session: &str) -> Value {
+    let mut body = step(session);
+    body["mock_response"] = json!("Thought: done\nFinal Answer: 42");
+    body
+}
+
+fn step(session: &str) -> Value {
+    json!({
+        "session_id": session,
+        "user_query": "What is the answer?",
+        "conversation_history": [],
+        "available_tools_prompt_segment": "You have access to: read_file(path)",
+        "llm_config": {"modelName": "gpt-4o", "tokenLimit": 8192, "reservedOutputTokens": 500},
+        "user_api_keys": {"llmKey": "sk-fleet-test-key-0123456789"},
+        "max_iterations_left": 3
+    })
+}
+
+/// The status and body, or `None` when no HTTP answer came at all.
+async fn post(client: &reqwest::Client, url: &str, body: &Value) -> Option<(u16, Value)> {
+    let reply = client.post(url).json(body).send().await.ok()?;
+    let status = reply.status().as_u16();
+    let body = reply.json().await.unwrap_or(Value::Null);
+    Some((status, body))
+}
+
+async fn replicas(n: usize, llm: &str, env: &[(&str, &str)]) -> Vec<RunningBinary> {
+    let mut started = Vec::new();
+    for _ in 0..n {
+        started.push(RunningBinary::start_with(llm, "info", env).await);
+    }
+    started
+}
+
+/// Steps admitted (200) out of `n` sent one after another for one session.
+async fn admitted(client: &reqwest::Client, url: &str, session: &str, n: usize) -> usize {
+    let mut admitted = 0;
+    for _ in 0..n {
+        match post(client, url, &offline_step(session)).await {
+            Some((200, _)) => admitted += 1,
+            Some((429, body)) => assert_eq!(body["error"]["type"], "rate_limited"),
+            other => panic!("neither admitted nor limited: {other:?}"),
+        }
+    }
+    admitted
+}
+
+#[tokio::test]
+async fn a_session_limit_holds_across_three_replicas_behind_haproxy() {
+    const LIMIT: usize = 10;
+    let redis = Redis::start(free_port()).await;
+    let url = redis.url();
+    let shared = replicas(
+        3,
+        NO_UPSTREAM,
+        &[
+            ("REACTSTEP_REDIS_URL", &url),
+            ("REACTSTEP_RATE_LIMIT_PER_SESSION", "10"),
+        ],
+    )
+    .await;
+    let ports: Vec<u16> = shared.iter().map(|r| r.port).collect();
+    let haproxy = Haproxy::start(&ports).await;
+    let client = reqwest::Client::new();
+
+    let passed = admitted(&client, &haproxy.url(), "fleet-session", 4 * LIMIT).await;
+    // The burst, plus what refills (one every 6 s) while the test runs.
+    assert!(
+        (LIMIT..=2 * LIMIT).contains(&passed),
+        "{passed} admitted of a limit of {LIMIT} shared by 3 replicas"
+    );
+    let backends = haproxy.backends().await;
+    assert!(
+        backends.iter().all(|b| b.sessions >= LIMIT as u64),
+        "round robin gave each replica a share: {backends:?}"
+    );
+    assert_eq!(
+        admitted(&client, &haproxy.url(), "another-session", 1).await,
+        1,
+        "another session has its own bucket"
+    );
+
+    // The same fleet with limits per process: each replica admits the whole limit.
+    let alone = replicas(
+        3,
+        NO_UPSTREAM,
+        &[("REACTSTEP_RATE_LIMIT_PER_SESSION", "10")],
+    )
+    .await;
+    let ports: Vec<u16> = alone.iter().map(|r| r.port).collect();
+    let unshared = Haproxy::start(&ports).await;
+    let passed_alone = admitted(&client, &unshared.url(), "fleet-session", 4 * LIMIT).await;
+    assert!(
+        passed_alone > 2 * LIMIT,
+        "without Redis each replica keeps its own bucket: {passed_alone}"
+    );
+}
+
+/// The count of checks Redis did not answer, of `kind`, in a replica's metrics.
+async fn unanswered(client: &reqwest::Client, replica: &RunningBinary, kind: &str) -> u64 {
+    let url = format!("http://127.0.0.1:{}/metrics", replica.port);
+    let text = client.get(url).send().await.unwrap().text().await.unwrap();
+    let prefix = format!("reactstep_rate_limiter_unanswered_total{{kind=\"{kind}\"}} ");
+    text.lines()
+        .find_map(|l| l.strip_prefix(prefix.as_str()))
+        .map_or(0, |n| n.parse().unwrap())
+}
+
+/// Three steps a minute per session, kept in the Redis at `url`.
+fn limits<'a>(url: &'a str, fail_open: &'a str) -> [(&'a str, &'a str); 3] {
+    [
+        ("REACTSTEP_REDIS_URL", url),
+        ("REACTSTEP_RATE_LIMIT_PER_SESSION", "3"),
+        ("REACTSTEP_REDIS_FAIL_OPEN", fail_open),
+    ]
+}
+
+fn step_url(replica: &RunningBinary) -> String {
+    format!("http://127.0.0.1:{}/api/agent/react_step", replica.port)
+}
+
+#[tokio::test]
+async fn redis_stopped_then_back_fail_open_fail_closed_and_recovery() {
+    let redis = Redis::start(free_port()).await;
+    let url = redis.url();
+    let mut open = RunningBinary::start_with(NO_UPSTREAM, "info", &limits(&url, "true")).await;
+    let mut closed = RunningBinary::start_with(NO_UPSTREAM, "info", &limits(&url, "false")).await;
+    let client = reqwest::Client::new();
+
+    // Shared: the session's three are spent on one replica, and the other refuses the fourth.
+    assert_eq!(admitted(&client, &step_url(&open), "spent", 3).await, 3);
+    assert_eq!(admitted(&client, &step_url(&closed), "spent", 1).await, 0);
+
+    let port = redis.kill().await;
+    for _ in 0..5 {
+        let reply = post(&client, &step_url(&open), &offline_step("spent")).await;
+        assert_eq!(reply.map(|r| r.0), Some(200), "fail open lets it through");
+    }
+    assert_eq!(unanswered(&client, &open, "admitted").await, 5);
+    let (status, body) = post(&client, &step_url(&closed), &offline_step("spent"))
+        .await
+        .unwrap();
+    assert_eq!(status, 503, "{body}");
+    assert_eq!(body["error"]["type"], "rate_limiter_unavailable");
+    assert_eq!(body["error"]["retryable"], true);
+    assert!(unanswered(&client, &closed, "refused").await >= 1);
+
+    // Back on the same port, empty: no restart of either replica.
+    let _redis = Redis::start(port).await;
+    eventually(
+        "fail closed admits again",
+        Duration::from_secs(15),
+        || async {
+            let reply = post(&client, &step_url(&closed), &offline_step("probe")).await;
+            reply.is_some_and(|(status, _)| status == 200)
+        },
+    )
+    .await;
+    closed.logged("answers again").await;
+    eventually(
+        "fail open checks again",
+        Duration::from_secs(15),
+        || async {
+            let before = unanswered(&client, &open, "admitted").await;
+            let reply = post(&client, &step_url(&open), &offline_step("probe-open")).await;
+            reply.is_some() && unanswered(&client, &open, "admitted").await == before
+        },
+    )
+    .await;
+    open.logged("answers again").await;
+    assert_eq!(admitted(&client, &step_url(&open), "fresh", 5).await, 3);
+    assert_eq!(admitted(&client, &step_url(&closed), "fresh", 1).await, 0);
+}
+
+/// An OpenAI-style upstream that takes `delay` per answer and tells `arrived` how many calls
+/// have come.
+async fn slow_upstream(delay: Duration, arrived: Arc<AtomicUsize>) -> wiremock::MockServer {
+    let upstream = wiremock::MockServer::start().await;
+    let reply = json!({
+        "id": "chatcmpl-fleet", "object": "chat.completion", "created": 1, "model": "gpt-4o",
+        "choices": [{"index": 0, "finish_reason": "stop",
+                     "message": {"role": "assistant", "content": "Thought: done\nFinal Answer: 42"}}],
+        "usage": {"prompt_tokens": 50, "completion_tokens": 8, "total_tokens": 58}
+    });
+    wiremock::Mock::given(wiremock::matchers::method("POST"))
+        .and(wiremock::matchers::path("/v1/chat/completions"))
+        .respond_with(move |_: &wiremock::Request| {
+            arrived.fetch_add(1, Ordering::SeqCst);
+            wiremock::ResponseTemplate::new(200)
+                .set_body_json(reply.clone())
+                .set_delay(delay)
+        })
+        .mount(&upstream)
+        .await;
+    upstream
+}
+
+/// Sends `n` steps through `url`, `concurrency` at a time, calling `midway` once `after`
+/// upstream calls have arrived; the outcome of each.
+async fn load_run(
+    url: &str,
+    n: usize,
+    arrived: &AtomicUsize,
+    after: usize,
+    midway: impl std::future::Future<Output = ()>,
+) -> Vec<Option<(u16, Value)>> {
+    let client = reqwest::Client::new();
+    let run = futures_util::stream::iter(0..n)
+        .map(|i| {
+            let client = client.clone();
+            async move { post(&client, url, &step(&format!("load-{i}"))).await }
+        })
+        .buffer_unordered(8)
+        .collect::<Vec<_>>();
+    let start = arrived.load(Ordering::SeqCst);
+    let trigger = async {
+        eventually(
+            "the load reaches the upstream",
+            Duration::from_secs(60),
+            || {
+                let reached = arrived.load(Ordering::SeqCst) >= start + after;
+                async move { reached }
+            },
+        )
+        .await;
+        midway.await;
+    };
+    let (outcomes, ()) = tokio::join!(run, trigger);
+    outcomes
+}
+
+fn retryable(outcome: &Option<(u16, Value)>) -> bool {
+    match outcome {
+        None => true,
+        Some((status, body)) => {
+            body["error"]["retryable"] == true || (body.is_null() && (502..=504).contains(status))
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_replica_killed_or_stopped_under_load_loses_no_step() {
+    let arrived = Arc::new(AtomicUsize::new(0));
+    let upstream = slow_upstream(Duration::from_millis(150), arrived.clone()).await;
+    let mut fleet = replicas(3, &upstream.uri(), &[]).await;
+    let ports: Vec<u16> = fleet.iter().map(|r| r.port).collect();
+    let haproxy = Haproxy::start(&ports).await;
+    let url = haproxy.url();
+
+    let mut killed = fleet.remove(0);
+    let outcomes = load_run(&url, 60, &arrived, 12, async {
+        killed.child.start_kill().unwrap();
+    })
+    .await;
+    assert!(
+        outcomes.iter().all(retryable_or_ok),
+        "a killed replica gives only retryable errors: {outcomes:?}"
+    );
+    let client = reqwest::Client::new();
+    for (i, outcome) in outcomes.iter().enumerate() {
+        if !matches!(outcome, Some((200, _))) {
+            let retried = post(&client, &url, &step(&format!("load-{i}"))).await;
+            assert_eq!(retried.map(|r| r.0), Some(200), "step {i} after a retry");
+        }
+    }
+    haproxy
+        .until("HAProxy takes the killed replica out", |backends| {
+            backends
+                .iter()
+                .any(|b| b.name == "replica1" && b.status.starts_with("DOWN"))
+        })
+        .await;
+    let backends = haproxy.backends().await;
+    assert!(
+        backends.iter().any(|b| b.retried > 0),
+        "the kill cut steps in flight, which HAProxy sent again: {backends:?}"
+    );
+
+    let stopped = fleet.remove(0);
+    let outcomes = load_run(&url, 60, &arrived, 12, stopped.terminate()).await;
+    let failed: Vec<_> = outcomes
+        .iter()
+        .filter(|o| !matches!(o, Some((200, _))))
+        .collect();
+    assert!(
+        failed.is_empty(),
+        "a stopped replica drops nothing: {failed:?}"
+    );
+    let (status, _log) = stopped.exited().await;
+    assert!(
+        status.success(),
+        "the stopped replica exits cleanly: {status}"
+    );
+}
+
+fn retryable_or_ok(outcome: &Option<(u16, Value)>) -> bool {
+    matches!(outcome, Some((200, _))) || retryable(outcome)
+}
