@@ -223,6 +223,11 @@ pub struct Config {
     #[arg(long, env = "REACTSTEP_RATE_LIMIT_PER_SESSION", default_value_t = 0)]
     pub rate_limit_per_session: u32,
 
+    /// Proxies (addresses or ranges, comma-separated) whose `X-Forwarded-For` names the client
+    /// for the per-client rate limit; none by default, so the connection's address is used.
+    #[arg(long, env = "REACTSTEP_TRUSTED_PROXIES", default_value = "")]
+    pub trusted_proxies: crate::api::TrustedProxies,
+
     /// A Redis server (`redis://[:password@]host:port[/db]`, or `rediss://` for TLS) holding the
     /// rate limits for every replica that names it; unset, each process keeps its own.
     #[arg(long, env = "REACTSTEP_REDIS_URL")]
@@ -292,6 +297,7 @@ impl Config {
             shutdown_grace_secs: 30,
             rate_limit_per_client: 0,
             rate_limit_per_session: 0,
+            trusted_proxies: Default::default(),
             redis_url: None,
             redis_fail_open: true,
             redis_timeout_ms: 250,

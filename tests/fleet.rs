@@ -103,7 +103,6 @@ struct Haproxy {
     port: u16,
     stats_port: u16,
     _child: Child,
-    _dir: tempfile::TempDir,
 }
 
 #[derive(Debug)]
@@ -117,16 +116,19 @@ struct Backend {
 }
 
 impl Haproxy {
-    async fn start(replicas: &[u16]) -> Self {
+    /// HAProxy as `deploy/haproxy/haproxy.cfg` configures it, in front of three replicas.
+    async fn start(replicas: &[u16; 3]) -> Self {
         system_packages::require("haproxy", "haproxy");
         let (port, stats_port) = (free_port(), free_port());
-        let dir = tempfile::tempdir().unwrap();
-        let config = dir.path().join("haproxy.cfg");
-        std::fs::write(&config, haproxy_config(port, stats_port, replicas)).unwrap();
+        let config = concat!(env!("CARGO_MANIFEST_DIR"), "/deploy/haproxy/haproxy.cfg");
+        let address = |port: u16| format!("127.0.0.1:{port}");
         let child = Command::new("haproxy")
-            .arg("-f")
-            .arg(&config)
-            .arg("-db")
+            .args(["-f", config, "-db"])
+            .env("FRONT", address(port))
+            .env("STATS", address(stats_port))
+            .env("REPLICA1", address(replicas[0]))
+            .env("REPLICA2", address(replicas[1]))
+            .env("REPLICA3", address(replicas[2]))
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::null())
             .kill_on_drop(true)
@@ -136,7 +138,6 @@ impl Haproxy {
             port,
             stats_port,
             _child: child,
-            _dir: dir,
         };
         haproxy
             .until("every replica passes its health check", |backends| {
@@ -197,40 +198,6 @@ impl Haproxy {
     }
 }
 
-fn haproxy_config(port: u16, stats_port: u16, replicas: &[u16]) -> String {
-    let servers: String = replicas
-        .iter()
-        .enumerate()
-        .map(|(i, p)| format!("    server replica{} 127.0.0.1:{p} check\n", i + 1))
-        .collect();
-    format!(
-        "global
-    maxconn 2048
-defaults
-    mode http
-    timeout connect 2s
-    timeout client 60s
-    timeout server 60s
-    retries 3
-    option redispatch 1
-    retry-on conn-failure empty-response
-    option http-buffer-request
-frontend steps
-    bind 127.0.0.1:{port}
-    default_backend replicas
-backend replicas
-    balance roundrobin
-    option httpchk GET /readyz
-    http-check expect status 200
-    default-server inter 200ms fall 2 rise 1
-{servers}listen stats
-    bind 127.0.0.1:{stats_port}
-    stats enable
-    stats uri /
-"
-    )
-}
-
 /// A step the service answers without a model, for `session`.
 fn offline_step(session: &str) -> Value {
     let mut body = step(session);
@@ -258,12 +225,16 @@ async fn post(client: &reqwest::Client, url: &str, body: &Value) -> Option<(u16,
     Some((status, body))
 }
 
-async fn replicas(n: usize, llm: &str, env: &[(&str, &str)]) -> Vec<RunningBinary> {
+async fn replicas(llm: &str, env: &[(&str, &str)]) -> Vec<RunningBinary> {
     let mut started = Vec::new();
-    for _ in 0..n {
+    for _ in 0..3 {
         started.push(RunningBinary::start_with(llm, "info", env).await);
     }
     started
+}
+
+fn ports(replicas: &[RunningBinary]) -> [u16; 3] {
+    [replicas[0].port, replicas[1].port, replicas[2].port]
 }
 
 /// Steps admitted (200) out of `n` sent one after another for one session.
@@ -285,7 +256,6 @@ async fn a_session_limit_holds_across_three_replicas_behind_haproxy() {
     let redis = Redis::start(free_port()).await;
     let url = redis.url();
     let shared = replicas(
-        3,
         NO_UPSTREAM,
         &[
             ("REACTSTEP_REDIS_URL", &url),
@@ -293,8 +263,7 @@ async fn a_session_limit_holds_across_three_replicas_behind_haproxy() {
         ],
     )
     .await;
-    let ports: Vec<u16> = shared.iter().map(|r| r.port).collect();
-    let haproxy = Haproxy::start(&ports).await;
+    let haproxy = Haproxy::start(&ports(&shared)).await;
     let client = reqwest::Client::new();
 
     let passed = admitted(&client, &haproxy.url(), "fleet-session", 4 * LIMIT).await;
@@ -315,18 +284,52 @@ async fn a_session_limit_holds_across_three_replicas_behind_haproxy() {
     );
 
     // The same fleet with limits per process: each replica admits the whole limit.
-    let alone = replicas(
-        3,
-        NO_UPSTREAM,
-        &[("REACTSTEP_RATE_LIMIT_PER_SESSION", "10")],
-    )
-    .await;
-    let ports: Vec<u16> = alone.iter().map(|r| r.port).collect();
-    let unshared = Haproxy::start(&ports).await;
+    let alone = replicas(NO_UPSTREAM, &[("REACTSTEP_RATE_LIMIT_PER_SESSION", "10")]).await;
+    let unshared = Haproxy::start(&ports(&alone)).await;
     let passed_alone = admitted(&client, &unshared.url(), "fleet-session", 4 * LIMIT).await;
     assert!(
         passed_alone > 2 * LIMIT,
         "without Redis each replica keeps its own bucket: {passed_alone}"
+    );
+}
+
+#[tokio::test]
+async fn a_client_limit_counts_the_address_haproxy_forwards_not_one_the_client_wrote() {
+    let redis = Redis::start(free_port()).await;
+    let url = redis.url();
+    let fleet = replicas(
+        NO_UPSTREAM,
+        &[
+            ("REACTSTEP_REDIS_URL", &url),
+            ("REACTSTEP_RATE_LIMIT_PER_CLIENT", "5"),
+            // HAProxy connects from 127.0.0.1; the clients below come from 127.0.0.2 and .3.
+            ("REACTSTEP_TRUSTED_PROXIES", "127.0.0.1"),
+        ],
+    )
+    .await;
+    let haproxy = Haproxy::start(&ports(&fleet)).await;
+    let from = |address: [u8; 4]| {
+        reqwest::Client::builder()
+            .local_address(std::net::IpAddr::from(address))
+            .build()
+            .unwrap()
+    };
+    let (first, second) = (from([127, 0, 0, 2]), from([127, 0, 0, 3]));
+    let passed = admitted(&first, &haproxy.url(), "client-a", 12).await;
+    assert!((5..=6).contains(&passed), "{passed} of 5 for one client");
+    // The second client claims to be the first one's proxy chain: HAProxy appends the address
+    // it saw, and that is what counts.
+    let spoofed = second
+        .post(haproxy.url())
+        .header("x-forwarded-for", "127.0.0.2")
+        .json(&offline_step("client-b"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        spoofed.status(),
+        200,
+        "the second client has its own bucket"
     );
 }
 
@@ -476,9 +479,8 @@ fn retryable(outcome: &Option<(u16, Value)>) -> bool {
 async fn a_replica_killed_or_stopped_under_load_loses_no_step() {
     let arrived = Arc::new(AtomicUsize::new(0));
     let upstream = slow_upstream(Duration::from_millis(150), arrived.clone()).await;
-    let mut fleet = replicas(3, &upstream.uri(), &[]).await;
-    let ports: Vec<u16> = fleet.iter().map(|r| r.port).collect();
-    let haproxy = Haproxy::start(&ports).await;
+    let mut fleet = replicas(&upstream.uri(), &[]).await;
+    let haproxy = Haproxy::start(&ports(&fleet)).await;
     let url = haproxy.url();
 
     let mut killed = fleet.remove(0);

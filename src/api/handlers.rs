@@ -129,7 +129,7 @@ pub async fn prepare(
     if !authorized(req, &state.api_tokens) {
         return Err(ApiError::new(ErrorKind::Unauthorized, bare_echo()));
     }
-    if let Some(ip) = req.peer_addr().map(|a| a.ip()) {
+    if let Some(ip) = state.trusted_proxies.client_of(req) {
         state
             .rate_limits
             .check_client(ip)

@@ -3,6 +3,7 @@
 
 mod base_urls;
 mod body;
+mod client_address;
 pub mod client_gone;
 mod convert;
 mod error;
@@ -19,6 +20,7 @@ mod stream;
 use actix_web::{guard, web};
 
 pub use base_urls::AllowedBaseUrls;
+pub use client_address::TrustedProxies;
 pub use error::{ApiError, ErrorKind};
 pub use handlers::OPENAPI_YAML;
 pub use rate_limit::{RateLimits, SharedSettings};
@@ -37,6 +39,8 @@ pub struct AppState {
     /// Tokens a client must present; empty means none is asked for.
     pub api_tokens: crate::config::ApiTokens,
     pub rate_limits: rate_limit::RateLimits,
+    /// Whose `X-Forwarded-For` names the client for its rate limit.
+    pub trusted_proxies: TrustedProxies,
     /// Base URLs a request may name for its LLM call.
     pub allowed_base_urls: std::sync::Arc<base_urls::AllowedBaseUrls>,
     /// Providers the operator gave no base URL and that have no default (Azure).
