@@ -228,7 +228,7 @@ pub struct Config {
     #[arg(long, env = "REACTSTEP_TRUSTED_PROXIES", default_value = "")]
     pub trusted_proxies: crate::api::TrustedProxies,
 
-    /// A Redis server (`redis://[:password@]host:port[/db]`, or `rediss://` for TLS) holding the
+    /// A Redis server (`redis://[:password@]host:port[/db]`; TLS is not built in) holding the
     /// rate limits for every replica that names it; unset, each process keeps its own.
     #[arg(long, env = "REACTSTEP_REDIS_URL")]
     pub redis_url: Option<RedisUrl>,

@@ -126,9 +126,18 @@ async fn the_redis_password_stays_out_of_the_log_and_a_bad_url_stops_start_up() 
     );
     assert!(!log.contains(PASSWORD), "{log}");
 
-    let bad = format!("redis://:{PASSWORD}@127.0.0.1:not-a-port");
+    for bad in [
+        format!("redis://:{PASSWORD}@127.0.0.1:not-a-port"),
+        format!("rediss://:{PASSWORD}@127.0.0.1:6380"),
+    ] {
+        refused_at_start_up(&bad).await;
+    }
+}
+
+/// A Redis URL the service cannot use stops it at once, without showing the password.
+async fn refused_at_start_up(bad: &str) {
     let run = tokio::process::Command::new(env!("CARGO_BIN_EXE_reactstep"))
-        .env("REACTSTEP_REDIS_URL", &bad)
+        .env("REACTSTEP_REDIS_URL", bad)
         .env("REACTSTEP_BIND", "127.0.0.1:0")
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::piped())
@@ -139,7 +148,7 @@ async fn the_redis_password_stays_out_of_the_log_and_a_bad_url_stops_start_up() 
         .expect("a bad Redis URL stops start-up")
         .unwrap();
     let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(!output.status.success());
+    assert!(!output.status.success(), "{bad}");
     assert!(stderr.contains("REACTSTEP_REDIS_URL"), "{stderr}");
     assert!(!stderr.contains(PASSWORD), "{stderr}");
 }

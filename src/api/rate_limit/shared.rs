@@ -1,5 +1,6 @@
 //! Buckets in Redis, shared by every replica: one atomic script per check (GCRA on Redis's own
-//! clock, so replicas whose clocks differ still agree), through a pool of connections.
+//! clock, so replicas whose clocks differ still agree), over a few multiplexed connections taken
+//! in turn. Each carries any number of checks at once (pipelined), and reconnects by itself.
 //!
 //! Redis that fails or does not answer within the timeout makes the check "unanswered": the
 //! request passes (fail open) or is refused (fail closed), a warning is logged and a metric
@@ -7,19 +8,19 @@
 //! no request a timeout; then the next check tries again, and the limits work again by
 //! themselves once Redis is back.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use deadpool_redis::{Manager, Pool, Runtime};
-use redis::{AsyncConnectionConfig, Script};
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis::Script;
 
 use super::Refusal;
 
 /// How long Redis is left alone after a failure.
 const BACKOFF: Duration = Duration::from_secs(1);
 /// Connections a replica keeps; each one multiplexes many checks.
-const POOL_SIZE: usize = 8;
+const CONNECTIONS: usize = 4;
 
 /// KEYS[1]: the bucket. ARGV[1]: microseconds between requests at the steady rate; ARGV[2]: the
 /// burst. The bucket holds the theoretical arrival time (TAT) of the next request. Answers 0
@@ -51,7 +52,8 @@ pub struct SharedSettings {
 }
 
 pub struct SharedLimits {
-    pool: Pool,
+    connections: Vec<ConnectionManager>,
+    next: AtomicUsize,
     script: Script,
     fail_open: bool,
     timeout: Duration,
@@ -69,24 +71,25 @@ struct Outage {
 }
 
 impl SharedLimits {
-    /// Parses the URL and builds the pool; no connection is made until the first check.
+    /// Parses the URL; no connection is made until the first check, so a service whose Redis
+    /// is down still starts (and fails open or closed). Needs a Tokio runtime, where the
+    /// connections will reconnect.
     pub fn new(settings: SharedSettings) -> Result<Self, String> {
-        let connection = AsyncConnectionConfig::new()
-            .set_connection_timeout(Some(settings.timeout))
-            .set_response_timeout(Some(settings.timeout));
         // The redis crate's parse errors do not repeat the URL, so the message is safe to show.
-        let manager = Manager::new_with_config(settings.url.as_str(), connection)
+        let client = redis::Client::open(settings.url.as_str())
             .map_err(|e| format!("REACTSTEP_REDIS_URL is not a Redis URL: {e}"))?;
-        let pool = Pool::builder(manager)
-            .max_size(POOL_SIZE)
-            .runtime(Runtime::Tokio1)
-            .wait_timeout(Some(settings.timeout))
-            .create_timeout(Some(settings.timeout))
-            .recycle_timeout(Some(settings.timeout))
-            .build()
-            .map_err(|e| format!("cannot build the Redis pool: {e}"))?;
+        let config = ConnectionManagerConfig::new()
+            .set_connection_timeout(Some(settings.timeout))
+            .set_response_timeout(Some(settings.timeout))
+            // A check never waits for a reconnection: it fails, and the next one finds it done.
+            .set_number_of_retries(1);
+        let connections = (0..CONNECTIONS)
+            .map(|_| ConnectionManager::new_lazy_with_config(client.clone(), config.clone()))
+            .collect::<Result<_, _>>()
+            .map_err(|e| format!("cannot set up the Redis connections: {e}"))?;
         Ok(Self {
-            pool,
+            connections,
+            next: AtomicUsize::new(0),
             script: Script::new(GCRA),
             fail_open: settings.fail_open,
             timeout: settings.timeout,
@@ -125,13 +128,14 @@ impl SharedLimits {
     }
 
     async fn ask(&self, key: &str, per_minute: u32) -> Result<u64, String> {
-        let mut connection = self.pool.get().await.map_err(|e| e.to_string())?;
+        let turn = self.next.fetch_add(1, Ordering::Relaxed) % self.connections.len();
+        let mut connection = self.connections[turn].clone();
         let interval_micros = (60_000_000 / u64::from(per_minute)).max(1);
         self.script
             .key(key)
             .arg(interval_micros)
             .arg(per_minute)
-            .invoke_async(&mut *connection)
+            .invoke_async(&mut connection)
             .await
             .map_err(|e| e.to_string())
     }
