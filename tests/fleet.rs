@@ -366,7 +366,18 @@ async fn redis_stopped_then_back_fail_open_fail_closed_and_recovery() {
 
     // Shared: the session's three are spent on one replica, and the other refuses the fourth.
     assert_eq!(admitted(&client, &step_url(&open), "spent", 3).await, 3);
-    assert_eq!(admitted(&client, &step_url(&closed), "spent", 1).await, 0);
+    let (status, body) = post(&client, &step_url(&closed), &offline_step("spent"))
+        .await
+        .unwrap();
+    assert_eq!(
+        (status, &body["error"]["type"]),
+        (429, &json!("rate_limited"))
+    );
+    let wait = body["error"]["retry_after_seconds"].as_u64().unwrap();
+    assert!(
+        (1..=20).contains(&wait),
+        "one step refills every 20 s: {wait}"
+    );
 
     let port = redis.kill().await;
     for _ in 0..5 {
