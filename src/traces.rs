@@ -2,9 +2,9 @@
 //! phase under it (decode, context fit, each upstream attempt, parse), exported in batches over
 //! OTLP/HTTP with protobuf. An incoming W3C `traceparent` is continued.
 //!
-//! Off, it costs nothing: the phase spans are at `trace` level under their own target, which the
-//! default log filter leaves out, so their macros stop at the level check; everything else asks
-//! [`on`] first, and no exporter, thread or layer exists.
+//! Off, it costs nothing: no exporter, thread or layer exists, and the phase spans are not made
+//! (each place asks [`on`], one atomic load). On, they are at `trace` level under their own
+//! target, so the log filter leaves them out of the log.
 //!
 //! Only names and figures go into a span, never a prompt, an output, a file, a header or a key:
 //! the exporter sees the spans named here and the request's (whose fields are scrubbed for the log
@@ -44,6 +44,16 @@ static ON: AtomicBool = AtomicBool::new(false);
 /// Whether traces are being exported.
 pub fn on() -> bool {
     ON.load(Ordering::Relaxed)
+}
+
+/// A phase's span (made by `make`) while traces are exported, else none: even a disabled span
+/// macro calls into `tracing` (for its `log` bridge), and a phase span is for traces alone.
+pub fn phase(make: impl FnOnce() -> tracing::Span) -> tracing::Span {
+    if on() {
+        make()
+    } else {
+        tracing::Span::none()
+    }
 }
 
 /// The tracer provider, whose batch processor exports on a thread of its own.

@@ -122,7 +122,8 @@ pub async fn prepare(
     request_id: RequestId,
 ) -> Result<(Box<StepInput>, Echo), ApiError> {
     // Not entered: the request's span stays the current one, which the fields below go to.
-    let _decode = tracing::trace_span!(target: crate::traces::TARGET, "decode");
+    let _decode =
+        crate::traces::phase(|| tracing::trace_span!(target: crate::traces::TARGET, "decode"));
     let request_id = super::request_log::request_id_of(req, request_id);
     let received_at = timestamp_now();
     let bare_echo = || Echo {

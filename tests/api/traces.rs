@@ -184,7 +184,7 @@ async fn without_the_endpoint_nothing_is_sent_even_where_otel_variables_point() 
     let traces = format!("{endpoint}/v1/traces");
     let server = RunningBinary::start_with(
         &llm.uri(),
-        // The phase spans are made (for the log), yet no exporter may exist.
+        // Even with the phase spans' target asked for in the log.
         "info,reactstep::trace=trace",
         &[
             ("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint.as_str()),
