@@ -139,6 +139,12 @@ pub struct Config {
     #[arg(long, env = "REACTSTEP_LOG_FORMAT", value_enum, default_value_t = LogFormat::Json)]
     pub log_format: LogFormat,
 
+    /// OpenTelemetry collector to export each request's trace to, over OTLP/HTTP with protobuf:
+    /// its base URL (`http://127.0.0.1:4318`; `/v1/traces` is added). Unset, nothing is traced;
+    /// the standard `OTEL_*` variables (headers, timeout, sampler, service name) apply.
+    #[arg(long, env = "REACTSTEP_OTLP_ENDPOINT")]
+    pub otlp_endpoint: Option<String>,
+
     /// Whether requests may carry `mock_response` (the model's output given by the client).
     #[arg(long, env = "REACTSTEP_ALLOW_MOCK_RESPONSE", default_value_t = true,
           action = clap::ArgAction::Set)]
@@ -280,6 +286,7 @@ impl Config {
             llm_timeout_secs: 60,
             max_body_bytes: 8 * 1024 * 1024,
             log_format: LogFormat::Json,
+            otlp_endpoint: None,
             allow_mock_response: true,
             workspace_root: None,
             workspace_max_file_bytes: 1024 * 1024,

@@ -12,3 +12,4 @@ pub mod scrub;
 pub mod startup;
 pub mod step;
 pub mod telemetry;
+pub mod traces;

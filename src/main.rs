@@ -18,8 +18,13 @@ fn main() -> std::io::Result<()> {
 
 async fn serve() -> std::io::Result<()> {
     let config = Config::load();
-    telemetry::init(config.log_format);
+    let traces = telemetry::init(config.log_format, config.otlp_endpoint.as_deref())?;
     let app = Application::build(&config)?;
     tracing::info!(bind = %config.bind, port = app.port(), "reactstep listening");
-    app.run_until_stopped().await
+    let stopped = app.run_until_stopped().await;
+    // After the grace period: the last requests' traces go out before the process ends.
+    if let Some(traces) = traces {
+        traces.shutdown();
+    }
+    stopped
 }

@@ -232,7 +232,13 @@ fn cors(origins: &[String]) -> actix_cors::Cors {
             cors.allowed_origin(origin)
         })
         .allowed_methods(["GET", "POST"])
-        .allowed_headers(["content-type", "authorization", "x-request-id"])
+        .allowed_headers([
+            "content-type",
+            "authorization",
+            "x-request-id",
+            "traceparent",
+            "tracestate",
+        ])
         .expose_headers(["x-request-id", "retry-after"])
         .max_age(600)
 }

@@ -1,4 +1,5 @@
-//! Tracing setup: JSON or pretty log lines, filtered by `RUST_LOG` (default `info`).
+//! Tracing setup: JSON or pretty log lines, filtered by `RUST_LOG` (default `info`), and with
+//! `REACTSTEP_OTLP_ENDPOINT` set, traces over OTLP beside them (see `traces`).
 //! Secrets never reach a log line because the key type prints a mask (see `llm::ApiKey`).
 
 use std::fmt;
@@ -6,13 +7,49 @@ use std::fmt;
 use tracing_subscriber::field::RecordFields;
 use tracing_subscriber::fmt::format::{JsonFields, Writer};
 use tracing_subscriber::fmt::{FormatFields, FormattedFields};
-use tracing_subscriber::EnvFilter;
+use tracing_subscriber::layer::SubscriberExt as _;
+use tracing_subscriber::util::SubscriberInitExt as _;
+use tracing_subscriber::{EnvFilter, Layer as _};
 
 use crate::config::LogFormat;
+use crate::traces::Traces;
 
-/// Installs the global subscriber once; later calls (as in tests) are harmless no-ops.
-pub fn init(format: LogFormat) {
+/// Installs the global subscriber once; later calls (as in tests) are harmless no-ops. With an
+/// OTLP endpoint, the traces to shut down when the service stops (an endpoint that is not a
+/// usable URL is an error).
+pub fn init(format: LogFormat, otlp_endpoint: Option<&str>) -> std::io::Result<Option<Traces>> {
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    let Some(endpoint) = otlp_endpoint else {
+        logs_only(format, filter);
+        return Ok(None);
+    };
+    let (traces, tracer) = Traces::start(endpoint).map_err(std::io::Error::other)?;
+    // The log filter becomes the log layer's own, so that it does not hide the phase spans from
+    // the traces.
+    let logs = match format {
+        LogFormat::Json => tracing_subscriber::fmt::layer()
+            .json()
+            .flatten_event(true)
+            .fmt_fields(SpanJson)
+            .with_writer(std::io::stderr)
+            .boxed(),
+        LogFormat::Pretty => tracing_subscriber::fmt::layer()
+            .pretty()
+            .with_writer(std::io::stderr)
+            .boxed(),
+    };
+    let installed = tracing_subscriber::registry()
+        .with(logs.with_filter(filter))
+        .with(crate::traces::layer(tracer))
+        .try_init();
+    if installed.is_ok() {
+        traces.switch_on();
+    }
+    Ok(Some(traces))
+}
+
+/// The subscriber without traces: the log filter for the whole of it, as lean as it gets.
+fn logs_only(format: LogFormat, filter: EnvFilter) {
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr);

@@ -103,8 +103,10 @@ async fn answer_step(
     let output = result.map_err(|err| ApiError::new(err.into(), echo))?;
     if let Some(usage) = &output.usage {
         let span = tracing::Span::current();
-        span.record("prompt_tokens", usage.prompt_tokens);
-        span.record("completion_tokens", usage.completion_tokens);
+        // Signed: a trace keeps only those as numbers (the log line is the same).
+        let signed = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
+        span.record("prompt_tokens", signed(usage.prompt_tokens));
+        span.record("completion_tokens", signed(usage.completion_tokens));
     }
     let body = ReactStepResponse::success(output, request_id.clone(), price);
     Ok(HttpResponse::Ok()
@@ -120,6 +122,9 @@ pub async fn prepare(
     state: &AppState,
     request_id: RequestId,
 ) -> Result<(Box<StepInput>, Echo), ApiError> {
+    // Not entered: the request's span stays the current one, which the fields below go to.
+    let _decode =
+        crate::traces::phase(|| tracing::trace_span!(target: crate::traces::TARGET, "decode"));
     let request_id = super::request_log::request_id_of(req, request_id);
     let received_at = timestamp_now();
     let bare_echo = || Echo {
@@ -207,11 +212,8 @@ pub async fn prepare(
             let span = tracing::Span::current();
             span.record("provider", tracing::field::display(input.llm.provider));
             // The model name is the client's text: a key pasted into it stays out of the log.
-            let model = match &input.key {
-                Some(key) => key.redact_from(&input.llm.model),
-                None => input.llm.model.clone(),
-            };
-            span.record("model", crate::llm::redact_key_shapes(&model).as_str());
+            let model = crate::llm::loggable_model(&input.llm.model, input.key.as_ref());
+            span.record("model", model.as_str());
             let price = state.prices.get(&input.llm.model);
             Ok((input, Echo { price, ..echo }))
         }

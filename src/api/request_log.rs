@@ -47,7 +47,7 @@ impl RootSpanBuilder for RequestLog {
             .insert(Arrived(std::time::Instant::now()));
         let generated = request.extensions().get::<RequestId>().copied();
         let id = generated.map_or_else(String::new, |g| request_id(request.headers(), g));
-        tracing::info_span!(
+        let span = tracing::info_span!(
             "request",
             request_id = %id,
             // Anything shaped like a key is taken out: a client can put one in either.
@@ -60,7 +60,9 @@ impl RootSpanBuilder for RequestLog {
             prompt_tokens = Empty,
             completion_tokens = Empty,
             error_type = Empty,
-        )
+        );
+        crate::traces::continue_trace(&span, request.headers());
+        span
     }
 
     fn on_request_end<B: MessageBody>(span: Span, outcome: &Result<ServiceResponse<B>, Error>) {
@@ -69,7 +71,8 @@ impl RootSpanBuilder for RequestLog {
             return;
         };
         let status = response.status().as_u16();
-        span.record("status", status);
+        // As an i64: a trace keeps only signed integers as numbers.
+        span.record("status", i64::from(status));
         let path = response.request().path();
         let endpoint = match path {
             "/api/agent/react_step"

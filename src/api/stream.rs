@@ -78,9 +78,14 @@ async fn open_stream(
     let (input, echo) = prepare(&req, payload, &state, request_id).await?;
     let (sender, mut events) = mpsc::channel(BUFFERED_EVENTS);
     let step_state = state.clone();
-    let mut task = StepTask(Some(actix_web::rt::spawn(async move {
-        crate::step::run(input, &step_state.llm, Some(sender)).await
-    })));
+    let step = async move { crate::step::run(input, &step_state.llm, Some(sender)).await };
+    // Traced, the step's spans belong under the request's, which a spawned task would not be in.
+    let task = if crate::traces::on() {
+        actix_web::rt::spawn(tracing::Instrument::in_current_span(step))
+    } else {
+        actix_web::rt::spawn(step)
+    };
+    let mut task = StepTask(Some(task));
 
     // Before the provider accepts the call, an error is still an ordinary HTTP error.
     let Some(first) = super::client_gone::unless_gone(&req, std::pin::pin!(events.recv())).await

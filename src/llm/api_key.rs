@@ -50,6 +50,15 @@ impl fmt::Display for ApiKey {
     }
 }
 
+/// A model name as a log line or a trace may carry it: the client's text, so without the key and
+/// anything else shaped like one.
+pub fn loggable_model(model: &str, key: Option<&ApiKey>) -> String {
+    match key {
+        Some(key) => redact_key_shapes(&key.redact_from(model)),
+        None => redact_key_shapes(model),
+    }
+}
+
 /// Replaces anything shaped like a secret in text from elsewhere: tokens with a key prefix
 /// (`sk-`, `sk-ant-`, `AIza`, `ghp_` …) and long runs mixing letters and digits. An upstream may
 /// echo another key, or a proxy a bearer token; none of it should reach a client or a log.

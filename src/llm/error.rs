@@ -209,6 +209,23 @@ impl LlmError {
         }
     }
 
+    /// The kind of failure, as a short name (a trace's `error.type`): never its message.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Self::Auth { .. } => "auth",
+            Self::ModelNotFound { .. } => "model_not_found",
+            Self::RateLimited { .. } => "rate_limited",
+            Self::Rejected { .. } => "rejected",
+            Self::ContextTooLong { .. } => "context_too_long",
+            Self::EmptyReply { .. } => "empty_reply",
+            Self::Unavailable { .. } => "unavailable",
+            Self::Untrusted { .. } => "untrusted",
+            Self::BadResponse { .. } => "bad_response",
+            Self::Redirected { .. } => "redirected",
+            Self::Timeout { .. } => "timeout",
+        }
+    }
+
     /// The wait the provider asked for, if it named one.
     pub fn retry_after(&self) -> Option<Duration> {
         match self {

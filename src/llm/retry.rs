@@ -43,8 +43,9 @@ impl RetryPolicy {
         Duration::from_millis(fastrand::u64(0..=millis))
     }
 
-    /// Runs `attempt` (given the time it may take) until it succeeds, fails for good, runs out of
-    /// retries, or the deadline leaves no room for another try.
+    /// Runs `attempt` (given the time it may take, and which retry it is: 0 for the first try)
+    /// until it succeeds, fails for good, runs out of retries, or the deadline leaves no room for
+    /// another try.
     pub async fn run<T, F, Fut>(
         &self,
         provider: Provider,
@@ -53,7 +54,7 @@ impl RetryPolicy {
         mut attempt: F,
     ) -> Result<T, LlmError>
     where
-        F: FnMut(Duration) -> Fut,
+        F: FnMut(Duration, u32) -> Fut,
         Fut: Future<Output = Result<T, LlmError>>,
     {
         let mut retry = 0;
@@ -66,7 +67,7 @@ impl RetryPolicy {
                 });
             }
             let started = std::time::Instant::now();
-            let outcome = attempt(per_attempt.min(left)).await;
+            let outcome = attempt(per_attempt.min(left), retry).await;
             let metrics = crate::metrics::global();
             let labels = crate::metrics::ProviderLabels {
                 provider: provider.to_string(),
@@ -139,10 +140,14 @@ mod tests {
         let calls = AtomicU32::new(0);
         let far = Instant::now() + Duration::from_secs(5);
         let result = fast()
-            .run(Provider::OPENAI, Duration::from_secs(1), far, |_| async {
-                match calls.fetch_add(1, Ordering::SeqCst) {
-                    0 | 1 => Err(unavailable()),
-                    _ => Ok("done"),
+            .run(Provider::OPENAI, Duration::from_secs(1), far, |_, retry| {
+                let call = calls.fetch_add(1, Ordering::SeqCst);
+                assert_eq!(retry, call, "each attempt is told which retry it is");
+                async move {
+                    match call {
+                        0 | 1 => Err(unavailable()),
+                        _ => Ok("done"),
+                    }
                 }
             })
             .await;
@@ -155,21 +160,31 @@ mod tests {
         let calls = AtomicU32::new(0);
         let far = Instant::now() + Duration::from_secs(5);
         let denied = fast()
-            .run(Provider::OPENAI, Duration::from_secs(1), far, |_| async {
-                calls.fetch_add(1, Ordering::SeqCst);
-                Err::<(), _>(LlmError::Auth {
-                    provider: Provider::OPENAI,
-                    status: 401,
-                })
-            })
+            .run(
+                Provider::OPENAI,
+                Duration::from_secs(1),
+                far,
+                |_, _| async {
+                    calls.fetch_add(1, Ordering::SeqCst);
+                    Err::<(), _>(LlmError::Auth {
+                        provider: Provider::OPENAI,
+                        status: 401,
+                    })
+                },
+            )
             .await;
         assert!(matches!(denied, Err(LlmError::Auth { .. })));
         assert_eq!(calls.swap(0, Ordering::SeqCst), 1);
         let down = fast()
-            .run(Provider::OPENAI, Duration::from_secs(1), far, |_| async {
-                calls.fetch_add(1, Ordering::SeqCst);
-                Err::<(), _>(unavailable())
-            })
+            .run(
+                Provider::OPENAI,
+                Duration::from_secs(1),
+                far,
+                |_, _| async {
+                    calls.fetch_add(1, Ordering::SeqCst);
+                    Err::<(), _>(unavailable())
+                },
+            )
             .await;
         assert!(down.is_err());
         assert_eq!(
@@ -189,18 +204,23 @@ mod tests {
         let calls = AtomicU32::new(0);
         let soon = Instant::now() + Duration::from_millis(50);
         let result = slow
-            .run(Provider::OPENAI, Duration::from_secs(60), soon, |timeout| {
-                calls.fetch_add(1, Ordering::SeqCst);
-                async move {
-                    assert!(timeout <= Duration::from_millis(50));
-                    Err::<(), _>(LlmError::RateLimited {
-                        provider: Provider::OPENAI,
-                        message: "slow down".into(),
-                        retry_after: Some(Duration::from_secs(5)),
-                        retryable: true,
-                    })
-                }
-            })
+            .run(
+                Provider::OPENAI,
+                Duration::from_secs(60),
+                soon,
+                |timeout, _| {
+                    calls.fetch_add(1, Ordering::SeqCst);
+                    async move {
+                        assert!(timeout <= Duration::from_millis(50));
+                        Err::<(), _>(LlmError::RateLimited {
+                            provider: Provider::OPENAI,
+                            message: "slow down".into(),
+                            retry_after: Some(Duration::from_secs(5)),
+                            retryable: true,
+                        })
+                    }
+                },
+            )
             .await;
         assert!(matches!(result, Err(LlmError::RateLimited { .. })));
         assert_eq!(

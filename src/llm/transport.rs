@@ -78,9 +78,15 @@ impl LlmClients {
     ) -> Result<Completion, LlmError> {
         let policy = self.settings.retry;
         policy
-            .run(provider, self.settings.timeout, deadline, |timeout| {
-                self.complete_once(provider, request, key, timeout)
-            })
+            .run(
+                provider,
+                self.settings.timeout,
+                deadline,
+                |timeout, retry| {
+                    let once = self.complete_once(provider, request, key, timeout);
+                    crate::traces::upstream_attempt(provider, &request.model, key, retry, once)
+                },
+            )
             .await
     }
 
@@ -110,9 +116,15 @@ impl LlmClients {
     ) -> Result<CompletionStream, LlmError> {
         let policy = self.settings.retry;
         policy
-            .run(provider, self.settings.timeout, deadline, |timeout| {
-                self.stream_once(provider, request, key, timeout)
-            })
+            .run(
+                provider,
+                self.settings.timeout,
+                deadline,
+                |timeout, retry| {
+                    let once = self.stream_once(provider, request, key, timeout);
+                    crate::traces::upstream_attempt(provider, &request.model, key, retry, once)
+                },
+            )
             .await
     }
 
@@ -238,10 +250,11 @@ fn dispatch(
     timeout: Duration,
 ) -> impl std::future::Future<Output = Result<reqwest::Response, LlmError>> {
     use futures_util::FutureExt;
-    builder
-        .timeout(timeout)
-        .send()
-        .map(move |sent| sent.map_err(|e| LlmError::from_transport(provider, &e, timeout)))
+    builder.timeout(timeout).send().map(move |sent| {
+        let response = sent.map_err(|e| LlmError::from_transport(provider, &e, timeout))?;
+        crate::traces::upstream_status(response.status().as_u16());
+        Ok(response)
+    })
 }
 
 /// What a reply that is not a success says went wrong, read from its status, headers and body.

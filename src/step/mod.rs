@@ -496,6 +496,10 @@ async fn fit_prompt(
     billed: &Billed,
     earlier: Option<ConversationSummary>,
 ) -> Fitting {
+    let traced = crate::traces::phase(|| {
+        tracing::trace_span!(target: crate::traces::TARGET, "context fit",
+            budget = i64::from(shape.budget), used = tracing::field::Empty)
+    });
     // Tokenising megabytes of context is CPU work: off the async workers, one build per core.
     // Each thread that tokenises keeps its own regex cache (hundreds of KiB), so thousands of
     // steps in flight must not mean thousands of threads.
@@ -567,6 +571,7 @@ async fn fit_prompt(
     );
     prompt.report.budget = shape.budget;
     prompt.report.used += shape.tools_tokens;
+    traced.record("used", i64::from(prompt.report.used));
     let built = Built {
         prompt,
         warnings,
@@ -1237,6 +1242,8 @@ async fn read_output(
     input: Box<StepInput>,
     completion: Completion,
 ) -> Result<(Box<StepInput>, Completion, Option<Reading>), StepError> {
+    let _traced =
+        crate::traces::phase(|| tracing::trace_span!(target: crate::traces::TARGET, "parse"));
     if completion.text.len() <= cpu::INLINE_BYTES && completion.calls.is_empty() {
         let reading = read(&input, &completion);
         return Ok((input, completion, reading));

@@ -50,6 +50,7 @@ mod streaming;
 mod tls;
 mod tool_call_ids;
 mod tools;
+mod traces;
 mod upstream;
 mod workflow;
 mod workspace;

@@ -1008,7 +1008,17 @@ export interface components {
             };
         };
     };
-    parameters: never;
+    parameters: {
+        /**
+         * @description The caller's W3C Trace Context (`00-<trace id>-<parent span id>-<flags>`, with
+         *     `tracestate` beside it if any). When the server exports traces (`REACTSTEP_OTLP_ENDPOINT`),
+         *     this request's trace continues it: the same trace id, with this span as the parent. A
+         *     value that is not a valid `traceparent` is ignored and the request starts a trace of its
+         *     own; a server that exports no traces ignores the header.
+         * @example 00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01
+         */
+        TraceParent: string;
+    };
     requestBodies: never;
     headers: {
         /** @description The id of this request in the service's logs (also in `request_id`). */
@@ -1140,7 +1150,17 @@ export interface operations {
     reactStep: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /**
+                 * @description The caller's W3C Trace Context (`00-<trace id>-<parent span id>-<flags>`, with
+                 *     `tracestate` beside it if any). When the server exports traces (`REACTSTEP_OTLP_ENDPOINT`),
+                 *     this request's trace continues it: the same trace id, with this span as the parent. A
+                 *     value that is not a valid `traceparent` is ignored and the request starts a trace of its
+                 *     own; a server that exports no traces ignores the header.
+                 * @example 00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01
+                 */
+                traceparent?: components["parameters"]["TraceParent"];
+            };
             path?: never;
             cookie?: never;
         };
@@ -1177,7 +1197,17 @@ export interface operations {
     reactStepStream: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /**
+                 * @description The caller's W3C Trace Context (`00-<trace id>-<parent span id>-<flags>`, with
+                 *     `tracestate` beside it if any). When the server exports traces (`REACTSTEP_OTLP_ENDPOINT`),
+                 *     this request's trace continues it: the same trace id, with this span as the parent. A
+                 *     value that is not a valid `traceparent` is ignored and the request starts a trace of its
+                 *     own; a server that exports no traces ignores the header.
+                 * @example 00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01
+                 */
+                traceparent?: components["parameters"]["TraceParent"];
+            };
             path?: never;
             cookie?: never;
         };

@@ -1,0 +1,252 @@
+//! Traces over OTLP, when `REACTSTEP_OTLP_ENDPOINT` is set: each request's span, with a span per
+//! phase under it (decode, context fit, each upstream attempt, parse), exported in batches over
+//! OTLP/HTTP with protobuf. An incoming W3C `traceparent` is continued.
+//!
+//! Off, it costs nothing: no exporter, thread or layer exists, and the phase spans are not made
+//! (each place asks [`on`], one atomic load). On, they are at `trace` level under their own
+//! target, so the log filter leaves them out of the log.
+//!
+//! Only names and figures go into a span, never a prompt, an output, a file, a header or a key:
+//! the exporter sees the spans named here and the request's (whose fields are scrubbed for the log
+//! line already), and never an event, since a log line may quote an upstream's message.
+
+use std::future::Future;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use futures_util::future::Either;
+use opentelemetry::propagation::{Extractor, TextMapPropagator};
+use opentelemetry::trace::TracerProvider as _;
+use opentelemetry::KeyValue;
+use opentelemetry_otlp::WithExportConfig as _;
+use opentelemetry_sdk::propagation::TraceContextPropagator;
+use opentelemetry_sdk::resource::{
+    EnvResourceDetector, ResourceDetector, TelemetryResourceDetector,
+};
+use opentelemetry_sdk::trace::{SdkTracer, SdkTracerProvider};
+use opentelemetry_sdk::Resource;
+use tracing::field::Empty;
+use tracing::Instrument as _;
+use tracing_opentelemetry::OpenTelemetrySpanExt as _;
+use tracing_subscriber::filter::{filter_fn, FilterExt as _, Targets};
+use tracing_subscriber::registry::LookupSpan;
+use tracing_subscriber::Layer;
+
+use crate::llm::{ApiKey, LlmError, Provider};
+
+/// The target of the phase spans: only traces ask for it.
+pub const TARGET: &str = "reactstep::trace";
+
+/// Where the request's span is made (see `api::request_log`).
+const REQUEST_TARGET: &str = "reactstep::api::request_log";
+
+static ON: AtomicBool = AtomicBool::new(false);
+
+/// Whether traces are being exported.
+pub fn on() -> bool {
+    ON.load(Ordering::Relaxed)
+}
+
+/// A phase's span (made by `make`) while traces are exported, else none: even a disabled span
+/// macro calls into `tracing` (for its `log` bridge), and a phase span is for traces alone.
+pub fn phase(make: impl FnOnce() -> tracing::Span) -> tracing::Span {
+    if on() {
+        make()
+    } else {
+        tracing::Span::none()
+    }
+}
+
+/// The tracer provider, whose batch processor exports on a thread of its own.
+pub struct Traces {
+    provider: SdkTracerProvider,
+}
+
+impl Traces {
+    /// The exporter to `endpoint` (the collector's OTLP/HTTP base URL; `/v1/traces` is added
+    /// unless it is there), the standard `OTEL_*` variables read for the rest, and the tracer.
+    pub fn start(endpoint: &str) -> Result<(Self, SdkTracer), String> {
+        let url = traces_url(endpoint)?;
+        let exporter = opentelemetry_otlp::SpanExporter::builder()
+            .with_http()
+            .with_endpoint(url)
+            .build()
+            .map_err(|e| format!("REACTSTEP_OTLP_ENDPOINT {endpoint}: {e}"))?;
+        let provider = SdkTracerProvider::builder()
+            .with_resource(resource(std::env::var("OTEL_SERVICE_NAME").ok()))
+            .with_batch_exporter(exporter)
+            .build();
+        let tracer = provider.tracer("reactstep");
+        Ok((Self { provider }, tracer))
+    }
+
+    /// Marks traces as exported, once the layer is installed.
+    pub fn switch_on(&self) {
+        ON.store(true, Ordering::Relaxed);
+    }
+
+    /// Sends what the batch still holds and stops the exporter: the last requests' traces are
+    /// not lost when the service stops.
+    pub fn shutdown(self) {
+        ON.store(false, Ordering::Relaxed);
+        if let Err(e) = self.provider.shutdown() {
+            tracing::warn!(error = %e, "traces could not all be sent at shutdown");
+        }
+    }
+}
+
+/// The full URL traces are posted to.
+fn traces_url(endpoint: &str) -> Result<String, String> {
+    let trimmed = endpoint.trim().trim_end_matches('/');
+    let parsed = reqwest::Url::parse(trimmed)
+        .map_err(|e| format!("REACTSTEP_OTLP_ENDPOINT {endpoint}: {e}"))?;
+    if !matches!(parsed.scheme(), "http" | "https") {
+        return Err(format!(
+            "REACTSTEP_OTLP_ENDPOINT {endpoint}: not an http or https URL"
+        ));
+    }
+    if trimmed.ends_with("/v1/traces") {
+        Ok(trimmed.to_string())
+    } else {
+        Ok(format!("{trimmed}/v1/traces"))
+    }
+}
+
+/// `service.name` is `reactstep` unless `OTEL_SERVICE_NAME` (or `service.name` in
+/// `OTEL_RESOURCE_ATTRIBUTES`) says otherwise; the SDK's own attributes come along.
+fn resource(service_name: Option<String>) -> Resource {
+    let detectors: [Box<dyn ResourceDetector>; 2] = [
+        Box::new(TelemetryResourceDetector),
+        Box::new(EnvResourceDetector::new()),
+    ];
+    let builder = Resource::builder_empty()
+        .with_service_name("reactstep")
+        .with_attribute(KeyValue::new("service.version", env!("CARGO_PKG_VERSION")))
+        .with_detectors(&detectors);
+    match service_name.filter(|name| !name.trim().is_empty()) {
+        Some(name) => builder.with_service_name(name),
+        None => builder,
+    }
+    .build()
+}
+
+/// The layer that turns the request's span and the phase spans into OpenTelemetry spans. Events
+/// and every other span stay out: a filtered span's children attach to its nearest exported
+/// ancestor.
+pub fn layer<S>(tracer: SdkTracer) -> impl Layer<S>
+where
+    S: tracing::Subscriber + for<'a> LookupSpan<'a>,
+{
+    let exported = Targets::new()
+        .with_target(TARGET, tracing::Level::TRACE)
+        .with_target(REQUEST_TARGET, tracing::Level::INFO)
+        .and(filter_fn(|meta| meta.is_span()));
+    tracing_opentelemetry::layer()
+        .with_tracer(tracer)
+        .with_filter(exported)
+}
+
+/// Continues the client's trace: the request's span gets the incoming `traceparent` (and
+/// `tracestate`) as its parent. Only while traces are on.
+pub fn continue_trace(span: &tracing::Span, headers: &actix_web::http::header::HeaderMap) {
+    if !on() {
+        return;
+    }
+    let parent = TraceContextPropagator::new().extract(&Headers(headers));
+    // Fails only for a span no layer exports, which then has no trace to continue.
+    let _ = span.set_parent(parent);
+}
+
+struct Headers<'a>(&'a actix_web::http::header::HeaderMap);
+
+impl Extractor for Headers<'_> {
+    fn get(&self, key: &str) -> Option<&str> {
+        self.0.get(key).and_then(|v| v.to_str().ok())
+    }
+
+    fn keys(&self) -> Vec<&str> {
+        self.0.keys().map(|k| k.as_str()).collect()
+    }
+}
+
+/// One upstream attempt (`retry` 0 for the first), in a span of its own while traces are on:
+/// provider, model (as the log has it, without the key), attempt and retry numbers, then the
+/// reply's status or the failure's kind. Off, the attempt is returned as it is.
+pub fn upstream_attempt<'a, T: 'a>(
+    provider: Provider,
+    model: &str,
+    key: Option<&ApiKey>,
+    retry: u32,
+    attempt: impl Future<Output = Result<T, LlmError>> + 'a,
+) -> impl Future<Output = Result<T, LlmError>> + 'a {
+    if !on() {
+        return Either::Left(attempt);
+    }
+    let span = tracing::trace_span!(
+        target: TARGET,
+        "upstream attempt",
+        provider = %provider,
+        model = %crate::llm::loggable_model(model, key),
+        // Signed: a trace keeps only those as numbers.
+        attempt = i64::from(retry) + 1,
+        retry = i64::from(retry),
+        http.response.status_code = Empty,
+        error.type = Empty,
+    );
+    Either::Right(Box::pin(async move {
+        let outcome = attempt.instrument(span.clone()).await;
+        if let Err(err) = &outcome {
+            span.record("error.type", err.kind());
+        }
+        outcome
+    }))
+}
+
+/// The status of the reply an upstream attempt got, on the attempt's span (the current one).
+pub fn upstream_status(status: u16) {
+    if on() {
+        tracing::Span::current().record("http.response.status_code", i64::from(status));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_traces_path_is_added_to_a_base_url_once() {
+        let url = |e: &str| traces_url(e).ok();
+        assert_eq!(
+            url("http://127.0.0.1:4318").as_deref(),
+            Some("http://127.0.0.1:4318/v1/traces")
+        );
+        assert_eq!(
+            url("https://otel.example/collector/").as_deref(),
+            Some("https://otel.example/collector/v1/traces")
+        );
+        assert_eq!(
+            url("http://c:4318/v1/traces").as_deref(),
+            Some("http://c:4318/v1/traces")
+        );
+        assert_eq!(url("c:4318"), None);
+        assert_eq!(url("grpc://c:4317"), None);
+    }
+
+    #[test]
+    fn the_service_is_named_reactstep_unless_the_operator_names_it() {
+        let name = |r: Resource| {
+            r.get(&opentelemetry::Key::new("service.name"))
+                .map(|v| v.to_string())
+        };
+        if std::env::var_os("OTEL_RESOURCE_ATTRIBUTES").is_none() {
+            assert_eq!(name(resource(None)).as_deref(), Some("reactstep"));
+            assert_eq!(
+                name(resource(Some(" ".into()))).as_deref(),
+                Some("reactstep")
+            );
+        }
+        assert_eq!(
+            name(resource(Some("ide-gateway".into()))).as_deref(),
+            Some("ide-gateway")
+        );
+    }
+}
