@@ -17,6 +17,8 @@
 //! - `mixed [SECONDS] [RATE] [BIG]`: the typical body at a fixed rate, alone and while BIG
 //!   128k-token requests are in flight; the small requests' latencies in both
 //!   (`load/mixed.rs`).
+//! - `bodies`: writes the bodies `compare` sends to `target/release/load-compare/` and prints
+//!   that folder (for `scripts/callgrind_service.sh`).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)]
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -376,6 +378,10 @@ fn main() {
 async fn run(args: Vec<String>) {
     match args.get(1).map(String::as_str) {
         Some("mock-upstream") => compare::mock_upstream().await,
+        Some("bodies") => {
+            let (typical, _, _) = compare::write_bodies();
+            println!("{}", typical.parent().unwrap().display());
+        }
         Some("compare") => {
             let seconds = args.get(2).and_then(|s| s.parse().ok()).unwrap_or(6);
             let concurrency = args.get(3).and_then(|s| s.parse().ok()).unwrap_or(16);

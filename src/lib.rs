@@ -4,6 +4,7 @@ pub mod api;
 pub mod config;
 pub mod driver;
 pub mod heap_trim;
+pub mod json;
 pub mod llm;
 pub mod metrics;
 pub mod prices;

@@ -650,6 +650,25 @@ fn mean(figures: &[Figures]) -> Figures {
     }
 }
 
+/// The bodies, written next to the binaries so that a run can be repeated by hand (and
+/// `scripts/callgrind_service.sh` can send them): the typical one, the same with
+/// `mock_response`, and the loop's steps.
+pub fn write_bodies() -> (PathBuf, PathBuf, Vec<PathBuf>) {
+    let dir = release_binary().with_file_name("load-compare");
+    std::fs::create_dir_all(&dir).unwrap();
+    let typical = typical_body();
+    let mut offline = typical.clone();
+    offline["mock_response"] = MODEL_OUTPUT.into();
+    let typical_file = write_body(&dir, "typical.json", &typical);
+    let offline_file = write_body(&dir, "typical-mock-response.json", &offline);
+    let step_files = loop_bodies()
+        .iter()
+        .enumerate()
+        .map(|(n, body)| write_body(&dir, &format!("loop-step-{}.json", n + 1), body))
+        .collect();
+    (typical_file, offline_file, step_files)
+}
+
 pub fn write_body(dir: &Path, name: &str, body: &Value) -> PathBuf {
     let path = dir.join(name);
     std::fs::write(&path, serde_json::to_vec(body).unwrap()).unwrap();
@@ -674,20 +693,8 @@ pub async fn run(seconds: u64, concurrency: u64) {
         .unwrap_or_else(|e| panic!("{oha}: {e} (scripts/load.sh compare installs it)"));
     let load_before = load_average();
 
-    // The bodies, written next to the binaries so that a run can be repeated by hand.
-    let dir = release_binary().with_file_name("load-compare");
-    std::fs::create_dir_all(&dir).unwrap();
-    let typical = typical_body();
-    let mut offline = typical.clone();
-    offline["mock_response"] = MODEL_OUTPUT.into();
-    let typical_file = write_body(&dir, "typical.json", &typical);
-    let offline_file = write_body(&dir, "typical-mock-response.json", &offline);
+    let (typical_file, offline_file, step_files) = write_bodies();
     let steps = loop_bodies();
-    let step_files: Vec<PathBuf> = steps
-        .iter()
-        .enumerate()
-        .map(|(n, body)| write_body(&dir, &format!("loop-step-{}.json", n + 1), body))
-        .collect();
 
     let (_mock, mock_port) = start_helper(&["mock-upstream"]);
     let mock_url = format!("http://127.0.0.1:{mock_port}");

@@ -234,7 +234,7 @@ impl ReactStepResponse {
         use futures_util::future::Either;
         let small = self.text_bytes() <= crate::step::cpu::INLINE_BYTES;
         let write = move || {
-            bytes::Bytes::from(serde_json::to_vec(&self).unwrap_or_else(|_| b"{}".to_vec()))
+            bytes::Bytes::from(crate::json::to_vec(&self).unwrap_or_else(|_| b"{}".to_vec()))
         };
         if small {
             return Either::Left(std::future::ready(write()));

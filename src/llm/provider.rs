@@ -71,9 +71,9 @@ pub struct Outgoing {
 }
 
 impl Outgoing {
-    /// A POST of `body` as JSON to `url`.
+    /// A POST of `body` as JSON to `url`: serde_json's bytes, written faster (`crate::json`).
     pub fn json(url: String, body: &impl serde::Serialize) -> Result<Self, WireError> {
-        let body = serde_json::to_vec(body)
+        let body = crate::json::to_vec(body)
             .map_err(|e| WireError::Shape(format!("the request could not be written: {e}")))?;
         Ok(Self {
             url,
