@@ -134,13 +134,7 @@ pub async fn prepare(
     if !authorized(req, &state.api_tokens) {
         return Err(ApiError::new(ErrorKind::Unauthorized, bare_echo()));
     }
-    if let Some(ip) = state.trusted_proxies.client_of(req) {
-        state
-            .rate_limits
-            .check_client(ip)
-            .await
-            .map_err(|refusal| ApiError::new(rate_limited("client", refusal), bare_echo()))?;
-    }
+    admit_client(req, state, &request_id).await?;
     body::check_content_type(req).map_err(|kind| ApiError::new(kind, bare_echo()))?;
     let bytes = body::read(req, payload, state.max_body_bytes)
         .await
@@ -158,22 +152,7 @@ pub async fn prepare(
         ApiError::invalid(message, fields, echo_from_raw(&bytes, &request_id))
     })?;
 
-    let session = dto
-        .session_id
-        .as_deref()
-        .filter(|s| convert::session_id_is_valid(s));
-    if let Some(session) = session {
-        let checked = state.rate_limits.check_session(session).await;
-        checked.map_err(|refusal| {
-            ApiError::new(
-                rate_limited("session", refusal),
-                Echo {
-                    session_id: Some(session.to_string()),
-                    ..bare_echo()
-                },
-            )
-        })?;
-    }
+    admit_session(state, dto.session_id.as_deref(), &request_id).await?;
     let session_id = dto
         .session_id
         .clone()
@@ -244,6 +223,47 @@ fn off_worker_if<T: Send + 'static>(
             .map_err(|_| StepError::Deadline(limit))?
             .map_err(StepError::Internal)
     }))
+}
+
+/// The client's rate limit, counted before the body is read.
+async fn admit_client(
+    req: &HttpRequest,
+    state: &AppState,
+    request_id: &str,
+) -> Result<(), ApiError> {
+    let Some(ip) = state.trusted_proxies.client_of(req) else {
+        return Ok(());
+    };
+    state.rate_limits.check_client(ip).await.map_err(|refusal| {
+        let echo = Echo {
+            request_id: request_id.to_string(),
+            ..Echo::default()
+        };
+        ApiError::new(rate_limited("client", refusal), echo)
+    })
+}
+
+/// The session's rate limit, once the body names a valid session; a refusal echoes it.
+async fn admit_session(
+    state: &AppState,
+    session: Option<&str>,
+    request_id: &str,
+) -> Result<(), ApiError> {
+    let Some(session) = session.filter(|s| convert::session_id_is_valid(s)) else {
+        return Ok(());
+    };
+    state
+        .rate_limits
+        .check_session(session)
+        .await
+        .map_err(|refusal| {
+            let echo = Echo {
+                request_id: request_id.to_string(),
+                session_id: Some(session.to_string()),
+                ..Echo::default()
+            };
+            ApiError::new(rate_limited("session", refusal), echo)
+        })
 }
 
 fn rate_limited(what: &'static str, refusal: Refusal) -> ErrorKind {
