@@ -185,7 +185,7 @@ pub fn upstream_attempt<'a, T: 'a>(
         target: TARGET,
         "upstream attempt",
         provider = %provider,
-        model = %crate::llm::loggable_model(model, key),
+        model = %crate::llm::redact_secrets(model, key),
         // Signed: a trace keeps only those as numbers.
         attempt = i64::from(retry) + 1,
         retry = i64::from(retry),

@@ -283,10 +283,7 @@ pub fn step_input(req: ReactStepRequest, how: Conversion) -> Result<StepInput, V
 /// scrubbed from every one.
 fn scrub_messages(mut fields: Vec<FieldError>, key: Option<&ApiKey>) -> Vec<FieldError> {
     for field in &mut fields {
-        if let Some(key) = key {
-            field.message = key.redact_from(&field.message);
-        }
-        field.message = crate::llm::redact_key_shapes(&field.message);
+        field.message = crate::llm::redact_secrets(&field.message, key);
     }
     fields
 }

@@ -191,7 +191,7 @@ pub async fn prepare(
             let span = tracing::Span::current();
             span.record("provider", tracing::field::display(input.llm.provider));
             // The model name is the client's text: a key pasted into it stays out of the log.
-            let model = crate::llm::loggable_model(&input.llm.model, input.key.as_ref());
+            let model = crate::llm::redact_secrets(&input.llm.model, input.key.as_ref());
             span.record("model", model.as_str());
             let price = state.prices.get(&input.llm.model);
             Ok((input, Echo { price, ..echo }))

@@ -50,12 +50,13 @@ impl fmt::Display for ApiKey {
     }
 }
 
-/// A model name as a log line or a trace may carry it: the client's text, so without the key and
-/// anything else shaped like one.
-pub fn loggable_model(model: &str, key: Option<&ApiKey>) -> String {
+/// Text fit to show or log (a model name, an upstream's message, a field error): without the
+/// request's key in any piece of 8 or more characters, then without anything else shaped like a
+/// key. The key goes first: only whole text shows its pieces.
+pub fn redact_secrets(text: &str, key: Option<&ApiKey>) -> String {
     match key {
-        Some(key) => redact_key_shapes(&key.redact_from(model)),
-        None => redact_key_shapes(model),
+        Some(key) => redact_key_shapes(&key.redact_from(text)),
+        None => redact_key_shapes(text),
     }
 }
 

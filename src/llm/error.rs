@@ -306,11 +306,7 @@ fn retry_after(headers: &HeaderMap) -> Option<Duration> {
 /// and anything shaped like another key, are removed from the whole text first, and only then is
 /// it cut to `max_chars`. Cutting first could split a key into pieces neither rule recognises.
 pub fn scrub_upstream(text: &str, key: Option<&ApiKey>, max_chars: usize) -> String {
-    let text = match key {
-        Some(key) => key.redact_from(text),
-        None => text.to_string(),
-    };
-    truncate(&super::api_key::redact_key_shapes(&text), max_chars)
+    truncate(&super::api_key::redact_secrets(text, key), max_chars)
 }
 
 fn truncate(text: &str, max_chars: usize) -> String {

@@ -19,7 +19,7 @@ mod transport;
 
 use serde::Serialize;
 
-pub use api_key::{loggable_model, redact_key_shapes, ApiKey, RawApiKey};
+pub use api_key::{redact_key_shapes, redact_secrets, ApiKey, RawApiKey};
 pub use error::{scrub_upstream, LlmError, WireError};
 pub use provider::{Capabilities, Counting, Provider, ProviderApi};
 pub use reasoning::{ReasoningEffort, ReasoningState, ThinkingBlock};

@@ -25,26 +25,26 @@ pub enum Refusal {
 }
 
 pub struct RateLimits {
-    per_client_per_minute: u32,
-    per_session_per_minute: u32,
     buckets: Buckets,
 }
 
 enum Buckets {
+    /// The governor buckets know their own rates.
     Local(local::LocalLimits),
-    Shared(shared::SharedLimits),
+    /// Redis is told the rate with every check.
+    Shared {
+        redis: shared::SharedLimits,
+        per_client_per_minute: u32,
+        per_session_per_minute: u32,
+    },
 }
 
 impl RateLimits {
     /// Limits in requests per minute, held in this process; 0 turns a limit off.
     pub fn new(per_client_per_minute: u32, per_session_per_minute: u32) -> Self {
+        let local = local::LocalLimits::new(per_client_per_minute, per_session_per_minute);
         Self {
-            per_client_per_minute,
-            per_session_per_minute,
-            buckets: Buckets::Local(local::LocalLimits::new(
-                per_client_per_minute,
-                per_session_per_minute,
-            )),
+            buckets: Buckets::Local(local),
         }
     }
 
@@ -55,20 +55,24 @@ impl RateLimits {
         settings: SharedSettings,
     ) -> Result<Self, String> {
         Ok(Self {
-            per_client_per_minute,
-            per_session_per_minute,
-            buckets: Buckets::Shared(shared::SharedLimits::new(settings)?),
+            buckets: Buckets::Shared {
+                redis: shared::SharedLimits::new(settings)?,
+                per_client_per_minute,
+                per_session_per_minute,
+            },
         })
     }
 
     pub async fn check_client(&self, ip: IpAddr) -> Result<(), Refusal> {
         match &self.buckets {
             Buckets::Local(local) => local.check_client(ip).map_err(Refusal::Wait),
-            Buckets::Shared(shared) => {
+            Buckets::Shared {
+                redis,
+                per_client_per_minute,
+                ..
+            } => {
                 let key = ip.to_string();
-                shared
-                    .check("client", &key, self.per_client_per_minute)
-                    .await
+                redis.check("client", &key, *per_client_per_minute).await
             }
         }
     }
@@ -76,9 +80,13 @@ impl RateLimits {
     pub async fn check_session(&self, session: &str) -> Result<(), Refusal> {
         match &self.buckets {
             Buckets::Local(local) => local.check_session(session).map_err(Refusal::Wait),
-            Buckets::Shared(shared) => {
-                shared
-                    .check("session", session, self.per_session_per_minute)
+            Buckets::Shared {
+                redis,
+                per_session_per_minute,
+                ..
+            } => {
+                redis
+                    .check("session", session, *per_session_per_minute)
                     .await
             }
         }
