@@ -201,24 +201,10 @@ async fn the_binary_reads_the_table_named_by_the_environment() {
     server.stop().await;
 }
 
-/// Runs the binary on a price file; it must exit by itself, so a server that started anyway
-/// fails the test at the guard.
+/// Runs the binary on a price file, which must stop start-up.
 async fn start_up_on(file: &std::path::Path) -> (std::process::ExitStatus, String) {
-    let run = tokio::process::Command::new(env!("CARGO_BIN_EXE_reactstep"))
-        .env("REACTSTEP_PRICES_FILE", file)
-        .env("REACTSTEP_BIND", "127.0.0.1:0")
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
-        .kill_on_drop(true)
-        .output();
-    let output = tokio::time::timeout(std::time::Duration::from_secs(30), run)
-        .await
-        .unwrap_or_else(|_| panic!("{}: the server started on a bad table", file.display()))
-        .unwrap();
-    (
-        output.status,
-        String::from_utf8_lossy(&output.stderr).into_owned(),
-    )
+    let file = file.display().to_string();
+    crate::helpers::start_up_with(&[("REACTSTEP_PRICES_FILE", &file)]).await
 }
 
 #[tokio::test]

@@ -208,20 +208,9 @@ async fn rate_limits_per_client_and_per_session_answer_429_with_retry_after() {
 #[tokio::test]
 async fn a_token_list_that_holds_no_token_stops_start_up() {
     for empty in ["", ",", "   ", " , "] {
-        let run = tokio::process::Command::new(env!("CARGO_BIN_EXE_reactstep"))
-            .env("REACTSTEP_API_TOKENS", empty)
-            .env("REACTSTEP_BIND", "127.0.0.1:0")
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::piped())
-            .kill_on_drop(true)
-            .output();
-        // A server that started anyway would never exit: the guard makes that a failure.
-        let output = tokio::time::timeout(std::time::Duration::from_secs(30), run)
-            .await
-            .unwrap_or_else(|_| panic!("{empty:?}: the server started without authentication"))
-            .unwrap();
-        let stderr = String::from_utf8_lossy(&output.stderr);
-        assert!(!output.status.success(), "{empty:?}");
+        let (status, stderr) =
+            crate::helpers::start_up_with(&[("REACTSTEP_API_TOKENS", empty)]).await;
+        assert!(!status.success(), "{empty:?}");
         assert!(
             stderr.contains("api-tokens") && stderr.contains("holds no token"),
             "{empty:?}: {stderr}"

@@ -8,7 +8,7 @@ use std::time::Duration;
 use reactstep::config::RedisUrl;
 use serde_json::{json, Value};
 
-use crate::helpers::{request, spawn_app_with, RunningBinary, TestApp};
+use crate::helpers::{request, spawn_app_with, start_up_with, RunningBinary, TestApp};
 
 const PASSWORD: &str = "redis-password-7d1f9a";
 
@@ -136,19 +136,8 @@ async fn the_redis_password_stays_out_of_the_log_and_a_bad_url_stops_start_up() 
 
 /// A Redis URL the service cannot use stops it at once, without showing the password.
 async fn refused_at_start_up(bad: &str) {
-    let run = tokio::process::Command::new(env!("CARGO_BIN_EXE_reactstep"))
-        .env("REACTSTEP_REDIS_URL", bad)
-        .env("REACTSTEP_BIND", "127.0.0.1:0")
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
-        .kill_on_drop(true)
-        .output();
-    let output = tokio::time::timeout(Duration::from_secs(30), run)
-        .await
-        .expect("a bad Redis URL stops start-up")
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(!output.status.success(), "{bad}");
+    let (status, stderr) = start_up_with(&[("REACTSTEP_REDIS_URL", bad)]).await;
+    assert!(!status.success(), "{bad}");
     assert!(stderr.contains("REACTSTEP_REDIS_URL"), "{stderr}");
     assert!(!stderr.contains(PASSWORD), "{stderr}");
 }
