@@ -14,6 +14,9 @@ use tracing_subscriber::{EnvFilter, Layer as _};
 use crate::config::LogFormat;
 use crate::traces::Traces;
 
+mod json_line;
+pub use json_line::JsonLine;
+
 /// Installs the global subscriber once; later calls (as in tests) are harmless no-ops. With an
 /// OTLP endpoint, the traces to shut down when the service stops (an endpoint that is not a
 /// usable URL is an error).
@@ -28,9 +31,8 @@ pub fn init(format: LogFormat, otlp_endpoint: Option<&str>) -> std::io::Result<O
     // the traces.
     let logs = match format {
         LogFormat::Json => tracing_subscriber::fmt::layer()
-            .json()
-            .flatten_event(true)
             .fmt_fields(SpanJson)
+            .event_format(JsonLine { timestamps: true })
             .with_writer(std::io::stderr)
             .boxed(),
         LogFormat::Pretty => tracing_subscriber::fmt::layer()
@@ -55,9 +57,8 @@ fn logs_only(format: LogFormat, filter: EnvFilter) {
         .with_writer(std::io::stderr);
     let _already_set = match format {
         LogFormat::Json => builder
-            .json()
-            .flatten_event(true)
             .fmt_fields(SpanJson)
+            .event_format(JsonLine { timestamps: true })
             .try_init(),
         LogFormat::Pretty => builder.pretty().try_init(),
     };
@@ -248,8 +249,20 @@ mod tests {
         }
     }
 
-    /// What a request's span and its log line go through, with either field formatter.
-    fn log_lines(ours: bool) -> String {
+    /// Which formatters a test's subscriber uses.
+    #[derive(Clone, Copy)]
+    enum Formatters {
+        /// tracing-subscriber's JSON format and `JsonFields`.
+        Theirs,
+        /// Its JSON format with [`SpanJson`].
+        OurFields,
+        /// [`JsonLine`] with [`SpanJson`]: the service's.
+        Ours,
+    }
+
+    /// What a request's span and its log lines go through: fields recorded one by one, a child
+    /// span, a span without fields, an event with another parent, values of every kind.
+    fn log_lines(formatters: Formatters) -> String {
         let buffer = Buffer::default();
         let sink = buffer.clone();
         let builder = tracing_subscriber::fmt()
@@ -281,24 +294,77 @@ mod tests {
             span.record("model", "gpt-4o, again");
             span.record("error_type", true);
             span.record("latency_ms", 3.142_857_142_857_143_f64);
-            span.in_scope(|| tracing::info!("request answered"));
+            span.in_scope(|| {
+                let call = tracing::info_span!("llm call", attempt = 2u8, url = ?"x\u{1}y");
+                call.in_scope(|| {
+                    tracing::warn!(
+                        wait_ms = 1.5f64,
+                        retry = true,
+                        left = -3i64,
+                        big = u64::MAX,
+                        error = &std::io::Error::other("closed \"early\"") as &dyn std::error::Error,
+                        kind = ?Some("tab\there"),
+                        "upstream: {}",
+                        "é😀\u{7f}"
+                    );
+                    let bare = tracing::info_span!("bare");
+                    bare.in_scope(|| tracing::info!("in a span without fields"));
+                    tracing::info!(parent: &span, "explicit parent");
+                });
+                tracing::info!("request answered");
+            });
+            tracing::info!("outside any span");
         };
-        if ours {
-            tracing::subscriber::with_default(builder.fmt_fields(SpanJson).finish(), run);
-        } else {
-            tracing::subscriber::with_default(builder.finish(), run);
+        match formatters {
+            Formatters::Theirs => tracing::subscriber::with_default(builder.finish(), run),
+            Formatters::OurFields => {
+                tracing::subscriber::with_default(builder.fmt_fields(SpanJson).finish(), run)
+            }
+            Formatters::Ours => tracing::subscriber::with_default(
+                builder
+                    .fmt_fields(SpanJson)
+                    .event_format(JsonLine { timestamps: false })
+                    .finish(),
+                run,
+            ),
         }
         let bytes = buffer.0.lock().map(|b| b.clone()).unwrap_or_default();
         String::from_utf8(bytes).unwrap_or_default()
     }
 
     #[test]
-    fn log_lines_are_those_of_the_json_fields_formatter() {
-        let theirs = log_lines(false);
-        let ours = log_lines(true);
-        assert_eq!(theirs.lines().count(), 3, "{theirs}");
+    fn log_lines_are_those_of_the_json_format() {
+        let theirs = log_lines(Formatters::Theirs);
+        assert_eq!(theirs.lines().count(), 7, "{theirs}");
         assert!(theirs.contains("\"status\":200"), "{theirs}");
+        assert!(theirs.contains("\"name\":\"bare\""), "{theirs}");
+        assert_eq!(log_lines(Formatters::OurFields), theirs);
+        let ours = log_lines(Formatters::Ours);
+        for (o, t) in ours.lines().zip(theirs.lines()) {
+            assert_eq!(o, t);
+        }
         assert_eq!(ours, theirs);
+    }
+
+    #[test]
+    fn timestamps_are_written_as_the_format_writes_them() {
+        let buffer = Buffer::default();
+        let sink = buffer.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .with_writer(move || sink.clone())
+            .fmt_fields(SpanJson)
+            .event_format(JsonLine { timestamps: true })
+            .finish();
+        tracing::subscriber::with_default(subscriber, || tracing::info!("now"));
+        let bytes = buffer.0.lock().map(|b| b.clone()).unwrap_or_default();
+        let line: serde_json::Value = serde_json::from_slice(&bytes).unwrap_or_default();
+        let timestamp = line["timestamp"].as_str().unwrap_or_default();
+        assert!(
+            chrono::DateTime::parse_from_rfc3339(timestamp).is_ok(),
+            "{line}"
+        );
+        assert_eq!(line["message"], "now");
+        assert_eq!(line.as_object().map(|o| o.len()), Some(4), "{line}");
     }
 
     #[test]
