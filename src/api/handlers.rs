@@ -1,6 +1,6 @@
 //! HTTP handlers: thin, each delegating to the body reader, the conversion and the step.
 
-use actix_web::{web, HttpRequest, HttpResponse};
+use actix_web::{web, HttpMessage as _, HttpRequest, HttpResponse};
 use tracing_actix_web::RequestId;
 
 use super::body;
@@ -8,6 +8,7 @@ use super::convert::{self, Conversion, DEFAULT_MAX_ITERATIONS};
 use super::error::{ApiError, Echo, ErrorKind};
 use super::rate_limit::Refusal;
 use super::request::ReactStepRequest;
+use super::request_log::{self, TokenCounts};
 use super::response::ReactStepResponse;
 use super::AppState;
 use crate::step::history::{timestamp_now, Turn};
@@ -102,11 +103,12 @@ async fn answer_step(
     };
     let output = result.map_err(|err| ApiError::new(err.into(), echo))?;
     if let Some(usage) = &output.usage {
-        let span = tracing::Span::current();
         // Signed: a trace keeps only those as numbers (the log line is the same).
         let signed = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
-        span.record("prompt_tokens", signed(usage.prompt_tokens));
-        span.record("completion_tokens", signed(usage.completion_tokens));
+        req.extensions_mut().insert(TokenCounts {
+            prompt: signed(usage.prompt_tokens),
+            completion: signed(usage.completion_tokens),
+        });
     }
     let body = ReactStepResponse::success(output, request_id.clone(), price);
     Ok(HttpResponse::Ok()
@@ -188,11 +190,18 @@ pub async fn prepare(
     .map_err(|e| ApiError::new(e.into(), echo.clone()))?;
     match converted {
         Ok(input) => {
-            let span = tracing::Span::current();
-            span.record("provider", tracing::field::display(input.llm.provider));
             // The model name is the client's text: a key pasted into it stays out of the log.
             let model = crate::llm::redact_secrets(&input.llm.model, input.key.as_ref());
-            span.record("model", model.as_str());
+            request_log::record(
+                &tracing::Span::current(),
+                [
+                    (
+                        "provider",
+                        Some(&tracing::field::display(input.llm.provider)),
+                    ),
+                    ("model", Some(&model.as_str())),
+                ],
+            );
             let price = state.prices.get(&input.llm.model);
             Ok((input, Echo { price, ..echo }))
         }

@@ -14,6 +14,41 @@ use tracing_actix_web::{RequestId, RootSpanBuilder};
 /// When the request arrived, kept in its extensions for the latency.
 struct Arrived(std::time::Instant);
 
+/// A step's token counts, kept in its request's extensions until the request ends: they are
+/// recorded into the span with the status and latency, in one record.
+#[derive(Clone, Copy)]
+pub struct TokenCounts {
+    pub prompt: i64,
+    pub completion: i64,
+}
+
+/// Records `values` (those that are `Some`) into `span` at once. Each record makes the log layer
+/// merge the span's formatted fields again, so fields known together go in one record.
+/// `Span::record_all` is what `Span::record` and tracing's macros call: hidden from its docs
+/// because macros use it, stable all the same.
+pub fn record<const N: usize>(span: &Span, values: [(&str, Option<&dyn tracing::Value>); N]) {
+    let Some(meta) = span.metadata() else {
+        return;
+    };
+    let fields = meta.fields();
+    let Some(keys) = values
+        .iter()
+        .map(|(name, _)| fields.field(name))
+        .collect::<Option<Vec<_>>>()
+    else {
+        // A field the span does not declare: recorded one by one, which ignores it.
+        for (name, value) in values.into_iter() {
+            if let Some(value) = value {
+                span.record(name, value);
+            }
+        }
+        return;
+    };
+    let pairs: [(&tracing::field::Field, Option<&dyn tracing::Value>); N] =
+        std::array::from_fn(|i| (&keys[i], values[i].1));
+    span.record_all(&fields.value_set(&pairs));
+}
+
 /// The id to log and answer with: the client's `X-Request-Id` when it is a plain token of at most
 /// 128 characters that is not shaped like a key (a key pasted there would reach every log line
 /// of the request), else the generated one.
@@ -71,8 +106,6 @@ impl RootSpanBuilder for RequestLog {
             return;
         };
         let status = response.status().as_u16();
-        // As an i64: a trace keeps only signed integers as numbers.
-        span.record("status", i64::from(status));
         let path = response.request().path();
         let endpoint = match path {
             "/api/agent/react_step"
@@ -91,9 +124,33 @@ impl RootSpanBuilder for RequestLog {
                 status,
             })
             .inc();
-        if let Some(arrived) = response.request().extensions().get::<Arrived>() {
-            span.record("latency_ms", arrived.0.elapsed().as_secs_f64() * 1000.0);
-        }
+        let extensions = response.request().extensions();
+        let latency_ms = extensions
+            .get::<Arrived>()
+            .map(|arrived| arrived.0.elapsed().as_secs_f64() * 1000.0);
+        let tokens = extensions.get::<TokenCounts>().copied();
+        drop(extensions);
+        // Integers as i64: a trace keeps only signed ones as numbers.
+        record(
+            &span,
+            [
+                ("status", Some(&i64::from(status))),
+                (
+                    "latency_ms",
+                    latency_ms.as_ref().map(|v| v as &dyn tracing::Value),
+                ),
+                (
+                    "prompt_tokens",
+                    tokens.as_ref().map(|t| &t.prompt as &dyn tracing::Value),
+                ),
+                (
+                    "completion_tokens",
+                    tokens
+                        .as_ref()
+                        .map(|t| &t.completion as &dyn tracing::Value),
+                ),
+            ],
+        );
         span.in_scope(|| {
             if status >= 500 {
                 tracing::warn!("request answered");
