@@ -167,9 +167,17 @@ impl PromptCache {
     /// The key for a session: a SHA-256 of its id, so the provider learns nothing of it.
     pub fn key_for(session_id: &str) -> String {
         use sha2::{Digest, Sha256};
-        let digest = Sha256::digest(format!("reactstep-prompt-cache:{session_id}").as_bytes());
-        let hex: String = digest.iter().take(16).map(|b| format!("{b:02x}")).collect();
-        format!("rs-{hex}")
+        const HEX: &[u8; 16] = b"0123456789abcdef";
+        let mut hasher = Sha256::new();
+        hasher.update(b"reactstep-prompt-cache:");
+        hasher.update(session_id.as_bytes());
+        let mut key = String::with_capacity(3 + 32);
+        key.push_str("rs-");
+        for b in hasher.finalize().iter().take(16) {
+            key.push(char::from(HEX[usize::from(b >> 4)]));
+            key.push(char::from(HEX[usize::from(b & 0xf)]));
+        }
+        key
     }
 }
 
@@ -254,4 +262,20 @@ pub struct Completion {
     pub calls: Vec<NativeCall>,
     /// What the model reasoned, where the provider returns it.
     pub reasoning: ReasoningState,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::PromptCache;
+    use sha2::{Digest, Sha256};
+
+    #[test]
+    fn a_prompt_cache_key_is_the_first_half_of_the_sessions_digest_in_hex() {
+        for session in ["", "s-1", "é😀 \"x\"", &"long".repeat(100)] {
+            let digest = Sha256::digest(format!("reactstep-prompt-cache:{session}"));
+            let hex: String = digest.iter().take(16).map(|b| format!("{b:02x}")).collect();
+            assert_eq!(PromptCache::key_for(session), format!("rs-{hex}"));
+        }
+        assert_ne!(PromptCache::key_for("a"), PromptCache::key_for("b"));
+    }
 }
