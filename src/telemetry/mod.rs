@@ -2,11 +2,6 @@
 //! `REACTSTEP_OTLP_ENDPOINT` set, traces over OTLP beside them (see `traces`).
 //! Secrets never reach a log line because the key type prints a mask (see `llm::ApiKey`).
 
-use std::fmt;
-
-use tracing_subscriber::field::RecordFields;
-use tracing_subscriber::fmt::format::{JsonFields, Writer};
-use tracing_subscriber::fmt::{FormatFields, FormattedFields};
 use tracing_subscriber::layer::SubscriberExt as _;
 use tracing_subscriber::util::SubscriberInitExt as _;
 use tracing_subscriber::{EnvFilter, Layer as _};
@@ -15,7 +10,9 @@ use crate::config::LogFormat;
 use crate::traces::Traces;
 
 mod json_line;
+mod span_fields;
 pub use json_line::JsonLine;
+pub use span_fields::SpanJson;
 
 /// Installs the global subscriber once; later calls (as in tests) are harmless no-ops. With an
 /// OTLP endpoint, the traces to shut down when the service stops (an endpoint that is not a
@@ -62,170 +59,6 @@ fn logs_only(format: LogFormat, filter: EnvFilter) {
             .try_init(),
         LogFormat::Pretty => builder.pretty().try_init(),
     };
-}
-
-/// A span's fields as JSON, exactly as `JsonFields` writes them (one object, keys in order),
-/// but adding recorded fields without reading the object back. `JsonFields` parses a span's
-/// fields and writes them all again at every `Span::record`: a request's span is recorded six
-/// times (provider, model, token counts, status, latency), about a tenth of the service's work
-/// per step. Here the new fields alone are written, and merged into the object by key.
-#[derive(Debug, Default, Clone, Copy)]
-pub struct SpanJson;
-
-impl<'writer> FormatFields<'writer> for SpanJson {
-    fn format_fields<R: RecordFields>(&self, writer: Writer<'writer>, fields: R) -> fmt::Result {
-        JsonFields::new().format_fields(writer, fields)
-    }
-
-    fn add_fields(
-        &self,
-        current: &'writer mut FormattedFields<Self>,
-        fields: &tracing::span::Record<'_>,
-    ) -> fmt::Result {
-        let mut added = String::new();
-        JsonFields::new().format_fields(Writer::new(&mut added), fields)?;
-        if current.fields.is_empty() {
-            current.fields = added;
-            return Ok(());
-        }
-        match merged(&current.fields, &added) {
-            Some(object) => current.fields = object,
-            // Not an object of plain keys as `JsonFields` writes them: let it do the work.
-            None => {
-                let mut theirs =
-                    FormattedFields::<JsonFields>::new(std::mem::take(&mut current.fields));
-                JsonFields::new().add_fields(&mut theirs, fields)?;
-                current.fields = theirs.fields;
-            }
-        }
-        Ok(())
-    }
-}
-
-/// The entries of a compact JSON object, each as (key, `"key":value` text), in order; `None`
-/// when the text is not such an object or a key holds an escape (keys are then compared as
-/// written, which is their order only without escapes).
-fn entries(object: &str) -> Option<Vec<(&str, &str)>> {
-    let bytes = object.as_bytes();
-    if bytes.first() != Some(&b'{') || bytes.last() != Some(&b'}') {
-        return None;
-    }
-    let inner = &object[1..object.len() - 1];
-    let b = inner.as_bytes();
-    let mut out = Vec::new();
-    let mut at = 0;
-    while at < b.len() {
-        let start = at;
-        // The key: a string without escapes.
-        if b[at] != b'"' {
-            return None;
-        }
-        let key_end = at + 1 + inner[at + 1..].find('"')?;
-        let key = &inner[at + 1..key_end];
-        if key.contains('\\') || b.get(key_end + 1) != Some(&b':') {
-            return None;
-        }
-        // The value: a string to its closing quote, or anything else up to the next comma
-        // outside strings, arrays and objects.
-        at = key_end + 2;
-        at = if b.get(at) == Some(&b'"') {
-            string_end(inner, at)?
-        } else {
-            other_end(b, at)?
-        };
-        if b.get(at).is_some_and(|&c| c != b',') {
-            return None;
-        }
-        out.push((key, &inner[start..at]));
-        // Past the comma, if any.
-        at += 1;
-    }
-    Some(out)
-}
-
-/// Just past the JSON string that opens at `at`.
-fn string_end(text: &str, at: usize) -> Option<usize> {
-    let mut from = at + 1;
-    loop {
-        let quote = from + text[from..].find('"')?;
-        let backslashes = text.as_bytes()[..quote]
-            .iter()
-            .rev()
-            .take_while(|&&c| c == b'\\')
-            .count();
-        if backslashes % 2 == 0 {
-            return Some(quote + 1);
-        }
-        from = quote + 1;
-    }
-}
-
-/// Just past a value that is not a string, opening at `at`: at the next comma outside strings,
-/// arrays and objects, or at the end.
-fn other_end(b: &[u8], mut at: usize) -> Option<usize> {
-    let start = at;
-    let (mut depth, mut in_string, mut escaped) = (0usize, false, false);
-    while at < b.len() {
-        let c = b[at];
-        if in_string {
-            match (escaped, c) {
-                (true, _) => escaped = false,
-                (false, b'\\') => escaped = true,
-                (false, b'"') => in_string = false,
-                _ => {}
-            }
-        } else {
-            match c {
-                b'"' => in_string = true,
-                b'[' | b'{' => depth += 1,
-                b']' | b'}' => depth = depth.checked_sub(1)?,
-                b',' if depth == 0 => break,
-                _ => {}
-            }
-        }
-        at += 1;
-    }
-    (!in_string && depth == 0 && at > start).then_some(at)
-}
-
-/// `current` with the entries of `added`: both objects as `JsonFields` writes them, keys in
-/// order; a key in both takes the added value, where the current one stood.
-fn merged(current: &str, added: &str) -> Option<String> {
-    let old = entries(current)?;
-    let new = entries(added)?;
-    let mut out = String::with_capacity(current.len() + added.len());
-    out.push('{');
-    let (mut i, mut j) = (0, 0);
-    let mut push = |entry: &str| {
-        if out.len() > 1 {
-            out.push(',');
-        }
-        out.push_str(entry);
-    };
-    while i < old.len() || j < new.len() {
-        match (old.get(i), new.get(j)) {
-            (Some(o), Some(n)) if o.0 == n.0 => {
-                push(n.1);
-                i += 1;
-                j += 1;
-            }
-            (Some(o), Some(n)) if o.0 < n.0 => {
-                push(o.1);
-                i += 1;
-            }
-            (Some(_), Some(n)) | (None, Some(n)) => {
-                push(n.1);
-                j += 1;
-            }
-            (Some(o), None) => {
-                push(o.1);
-                i += 1;
-            }
-            (None, None) => break,
-        }
-    }
-    out.push('}');
-    Some(out)
 }
 
 #[cfg(test)]
@@ -295,7 +128,18 @@ mod tests {
             span.record("error_type", true);
             span.record("latency_ms", 3.142_857_142_857_143_f64);
             span.in_scope(|| {
-                let call = tracing::info_span!("llm call", attempt = 2u8, url = ?"x\u{1}y");
+                let call = tracing::info_span!(
+                    "llm call",
+                    attempt = 2u8,
+                    url = ?"x\u{1}y",
+                    r#type = ?"raw",
+                    r#loop = "str",
+                    log.target = ?"skipped",
+                    bytes = tracing::field::Empty,
+                    nan = f64::NAN,
+                );
+                call.record("bytes", &b"\x00\xff"[..]);
+                call.record("attempt", 3u8);
                 call.in_scope(|| {
                     tracing::warn!(
                         wait_ms = 1.5f64,
@@ -338,6 +182,16 @@ mod tests {
         assert_eq!(theirs.lines().count(), 7, "{theirs}");
         assert!(theirs.contains("\"status\":200"), "{theirs}");
         assert!(theirs.contains("\"name\":\"bare\""), "{theirs}");
+        for field in [
+            r#""bytes":[0,255]"#,
+            r#""nan":null"#,
+            r#""type":"\"raw\"""#,
+            r#""loop":"str""#,
+            r#""attempt":3"#,
+        ] {
+            assert!(theirs.contains(field), "{field} in {theirs}");
+        }
+        assert!(!theirs.contains("skipped"), "{theirs}");
         assert_eq!(log_lines(Formatters::OurFields), theirs);
         let ours = log_lines(Formatters::Ours);
         for (o, t) in ours.lines().zip(theirs.lines()) {
@@ -365,34 +219,5 @@ mod tests {
         );
         assert_eq!(line["message"], "now");
         assert_eq!(line.as_object().map(|o| o.len()), Some(4), "{line}");
-    }
-
-    #[test]
-    fn objects_merge_by_key_and_odd_ones_are_refused() {
-        assert_eq!(
-            merged(
-                r#"{"a":1,"c":"x,}y","e":[1,{"f":2}]}"#,
-                r#"{"b":true,"c":null,"z":"\""}"#
-            )
-            .as_deref(),
-            Some(r#"{"a":1,"b":true,"c":null,"e":[1,{"f":2}],"z":"\""}"#)
-        );
-        assert_eq!(merged("{}", r#"{"a":1}"#).as_deref(), Some(r#"{"a":1}"#));
-        assert_eq!(
-            merged(r#"{"a":"x\\","c":"\\\",2"}"#, r#"{"b":"q\"r"}"#).as_deref(),
-            Some(r#"{"a":"x\\","b":"q\"r","c":"\\\",2"}"#)
-        );
-        for odd in [
-            r#"{"a\"b":1}"#,
-            r#"{"a":"1}"#,
-            r#"{"a":}"#,
-            r#"{"a":"1\"}"#,
-            r#"{"a":"1"x}"#,
-            "[1]",
-            r#"{"a" :1}"#,
-            "",
-        ] {
-            assert_eq!(merged(odd, r#"{"b":1}"#), None, "{odd}");
-        }
     }
 }
