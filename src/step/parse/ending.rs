@@ -57,6 +57,9 @@ pub fn cut_invented_turn(text: &str) -> &str {
 /// Where an end token followed by the start of a new turn is in `text`.
 pub fn invented_turn_at(text: &str) -> Option<usize> {
     work::add(text.len() * END_TOKENS.len());
+    // Every end token opens with '<', which most outputs do not hold: one vector search then
+    // spares a search per token.
+    memchr::memchr(b'<', text.as_bytes())?;
     END_TOKENS
         .iter()
         .flat_map(|token| {
@@ -145,6 +148,16 @@ pub fn strip<'t>(text: &'t str, observation: &str) -> &'t str {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_end_token_opens_with_the_byte_searched_first() {
+        for token in END_TOKENS {
+            assert!(token.starts_with('<'), "{token}");
+            let text = format!("done.{token}<|im_start|>user\nmore");
+            assert_eq!(invented_turn_at(&text), Some(5), "{token}");
+        }
+        assert_eq!(invented_turn_at("no tokens here\n<|im_start|>user"), None);
+    }
 
     #[test]
     fn end_tokens_at_the_end_are_dropped_and_elsewhere_kept() {
