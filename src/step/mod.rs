@@ -896,7 +896,7 @@ async fn refit<'b>(
 
 /// The step's answer from a valid output.
 fn finish_step(
-    input: Box<StepInput>,
+    mut input: Box<StepInput>,
     built: Built,
     (parsed, valid): (parse::Parsed, Valid),
     ledger: Ledger<'_>,
@@ -921,7 +921,7 @@ fn finish_step(
         }
         valid => Outcome::from(valid),
     };
-    let mut updated_history = updated_history(&input, &parsed.thought, &outcome);
+    let mut updated_history = updated_history(&mut input, &parsed.thought, &outcome);
     let thought = with_reasoning(&reasoning, parsed.thought);
     if let Some(turn) = updated_history.last_mut().filter(|_| !reasoning.is_empty()) {
         turn.reasoning_state = Some(reasoning);
@@ -1266,13 +1266,13 @@ fn read(input: &StepInput, completion: &Completion) -> Option<Reading> {
 
 /// A `/tool …` query that names a known tool: proposed as it is, without a prompt or a model.
 fn command_step(
-    input: StepInput,
+    mut input: StepInput,
     action: Valid,
     counter: &TokenCounter,
     budget: u32,
 ) -> StepOutput {
     let outcome = Outcome::from(action);
-    let updated_history = updated_history(&input, "", &outcome);
+    let updated_history = updated_history(&mut input, "", &outcome);
     StepOutput {
         session_id: input.session_id,
         thought: String::new(),
@@ -1588,8 +1588,9 @@ fn budget_warnings(fitted: &budget::Fitted, excluded: &[Excluded]) -> Vec<String
 }
 
 /// The input history, the user's turn (when there was a query) and the assistant's turn.
-fn updated_history(input: &StepInput, thought: &str, outcome: &Outcome) -> Vec<Turn> {
-    let mut turns = input.history.clone();
+/// The input's history is taken, not copied: the step needs it no more.
+fn updated_history(input: &mut StepInput, thought: &str, outcome: &Outcome) -> Vec<Turn> {
+    let mut turns = std::mem::take(&mut input.history);
     if !input.user_query.trim().is_empty() {
         turns.push(Turn::new(
             Role::User,

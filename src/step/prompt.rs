@@ -177,22 +177,26 @@ pub fn render_turn(turn: &Turn, tags: &Tags) -> ChatMessage {
         Role::Assistant => {
             let content = match (&turn.tool_call, &turn.thought) {
                 (Some(_), _) => {
-                    let mut text = format!("{}: {}", tags.thought, turn.content.trim());
+                    let mut text = [tags.thought.as_str(), ": ", turn.content.trim()].concat();
                     for call in turn.calls() {
                         let action = render_call(&call.name, &call.parameters);
-                        text.push_str(&format!("\n{}: {action}", tags.action));
+                        text.push('\n');
+                        text.push_str(&tags.action);
+                        text.push_str(": ");
+                        text.push_str(&action);
                     }
                     text
                 }
-                (None, Some(thought)) => {
-                    format!(
-                        "{}: {}\n{}: {}",
-                        tags.thought,
-                        thought.trim(),
-                        tags.final_answer,
-                        turn.content.trim()
-                    )
-                }
+                (None, Some(thought)) => [
+                    tags.thought.as_str(),
+                    ": ",
+                    thought.trim(),
+                    "\n",
+                    &tags.final_answer,
+                    ": ",
+                    turn.content.trim(),
+                ]
+                .concat(),
                 (None, None) => turn.content.clone(),
             };
             let mut message = ChatMessage::text(ChatRole::Assistant, content);
@@ -205,11 +209,15 @@ pub fn render_turn(turn: &Turn, tags: &Tags) -> ChatMessage {
 
 /// `Observation: …`, with the tool's structured result when it says more than `content`.
 fn observation(turn: &Turn, tags: &Tags) -> String {
-    let mut text = format!("{}: ", tags.observation);
+    const FAILED: &str = "[the tool failed] ";
+    let output = tool_output(turn);
+    let mut text = String::with_capacity(tags.observation.len() + 2 + FAILED.len() + output.len());
+    text.push_str(&tags.observation);
+    text.push_str(": ");
     if turn.failed() {
-        text.push_str("[the tool failed] ");
+        text.push_str(FAILED);
     }
-    text.push_str(&tool_output(turn));
+    text.push_str(&output);
     text
 }
 
@@ -244,16 +252,15 @@ pub fn render_native(turn: &Turn, tags: &Tags) -> ChatMessage {
 
 /// What a tool returned: the observation's text, and its result when that says more.
 fn tool_output(turn: &Turn) -> String {
-    let mut text = turn.content.trim().to_string();
-    if let Some(extra) = turn
+    let content = turn.content.trim();
+    match turn
         .tool_result
         .as_ref()
         .and_then(|r| result_text(&r.result, turn))
     {
-        text.push('\n');
-        text.push_str(&extra);
+        Some(extra) => [content, "\n", &extra].concat(),
+        None => content.to_string(),
     }
-    text
 }
 
 /// A result's text when it adds to the observation's content.
