@@ -232,9 +232,11 @@ impl ReactStepResponse {
     /// future of a large one is boxed, so that the handler's future keeps no room for either.
     pub fn into_json(self) -> impl std::future::Future<Output = bytes::Bytes> {
         use futures_util::future::Either;
-        let small = self.text_bytes() <= crate::step::cpu::INLINE_BYTES;
+        let text_bytes = self.text_bytes();
+        let small = text_bytes <= crate::step::cpu::INLINE_BYTES;
         let write = move || {
-            bytes::Bytes::from(crate::json::to_vec(&self).unwrap_or_else(|_| b"{}".to_vec()))
+            let json = crate::json::to_vec_for(&self, text_bytes);
+            bytes::Bytes::from(json.unwrap_or_else(|_| b"{}".to_vec()))
         };
         if small {
             return Either::Left(std::future::ready(write()));

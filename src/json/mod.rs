@@ -12,7 +12,22 @@ mod write;
 
 /// `value` as compact JSON, the same bytes as `serde_json::to_vec(value)`.
 pub fn to_vec<T: ?Sized + serde::Serialize>(value: &T) -> Result<Vec<u8>, serde_json::Error> {
-    let mut out = write::Out::default();
+    to_vec_for(value, 0)
+}
+
+/// The same, in a buffer with room for a text of about `text_bytes` from the start: a body of
+/// tens of kilobytes grown by doubling is copied again at every step of the way.
+pub fn to_vec_for<T: ?Sized + serde::Serialize>(
+    value: &T,
+    text_bytes: usize,
+) -> Result<Vec<u8>, serde_json::Error> {
+    // Escapes (a newline is two bytes) and the punctuation around the text.
+    let room = if text_bytes == 0 {
+        0
+    } else {
+        text_bytes + text_bytes / 16 + 1024
+    };
+    let mut out = write::Out::with_capacity(room);
     value.serialize(&mut out)?;
     Ok(out.into_inner())
 }

@@ -11,6 +11,10 @@ use super::key::write_key;
 pub struct Out(Vec<u8>);
 
 impl Out {
+    pub fn with_capacity(bytes: usize) -> Self {
+        Self(Vec::with_capacity(bytes))
+    }
+
     pub fn into_inner(self) -> Vec<u8> {
         self.0
     }

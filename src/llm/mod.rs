@@ -151,6 +151,19 @@ pub struct ChatRequest {
     pub prompt_cache: Option<PromptCache>,
 }
 
+impl ChatRequest {
+    /// About how many bytes of text the request carries: what its body is sized for.
+    pub fn text_bytes(&self) -> usize {
+        self.system.len()
+            + self
+                .messages
+                .iter()
+                .map(|m| m.content.len() + m.calls.len() * 256)
+                .sum::<usize>()
+            + self.tools.len() * 512
+    }
+}
+
 /// What a provider needs to cache the prompt's stable part.
 #[derive(Debug, Clone)]
 pub struct PromptCache {

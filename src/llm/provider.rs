@@ -71,9 +71,14 @@ pub struct Outgoing {
 }
 
 impl Outgoing {
-    /// A POST of `body` as JSON to `url`: serde_json's bytes, written faster (`crate::json`).
-    pub fn json(url: String, body: &impl serde::Serialize) -> Result<Self, WireError> {
-        let body = crate::json::to_vec(body)
+    /// A POST of `body` as JSON to `url`: serde_json's bytes, written faster (`crate::json`),
+    /// in a buffer sized for about `text_bytes` of text.
+    pub fn json(
+        url: String,
+        body: &impl serde::Serialize,
+        text_bytes: usize,
+    ) -> Result<Self, WireError> {
+        let body = crate::json::to_vec_for(body, text_bytes)
             .map_err(|e| WireError::Shape(format!("the request could not be written: {e}")))?;
         Ok(Self {
             url,

@@ -32,7 +32,7 @@ where
         event: &Event<'_>,
     ) -> fmt::Result {
         let meta = event.metadata();
-        let mut out = Vec::with_capacity(512);
+        let mut out = Vec::with_capacity(1024);
         let mut line = Entries::open(&mut out);
         if self.timestamps {
             let mut now = String::with_capacity(32);

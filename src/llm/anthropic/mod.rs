@@ -62,7 +62,7 @@ impl ProviderApi for Anthropic {
         let mut body = body(request, true);
         body.stream = stream;
         let url = format!("{}/v1/messages", target.base_url.trim_end_matches('/'));
-        Outgoing::json(url, &body)?
+        Outgoing::json(url, &body, request.text_bytes())?
             .with_header("anthropic-version", API_VERSION)
             .with_headers(target)
             .with_key(KeyHeader::Named("x-api-key"), key)
@@ -130,11 +130,13 @@ impl ProviderApi for Anthropic {
             "{}/v1/messages/count_tokens",
             target.base_url.trim_end_matches('/')
         );
-        Some(Outgoing::json(url, &count).and_then(|out| {
-            out.with_header("anthropic-version", API_VERSION)
-                .with_headers(target)
-                .with_key(KeyHeader::Named("x-api-key"), key)
-        }))
+        Some(
+            Outgoing::json(url, &count, request.text_bytes()).and_then(|out| {
+                out.with_header("anthropic-version", API_VERSION)
+                    .with_headers(target)
+                    .with_key(KeyHeader::Named("x-api-key"), key)
+            }),
+        )
     }
 
     fn decode_count(&self, body: &[u8]) -> Result<u64, WireError> {

@@ -48,7 +48,7 @@ impl ProviderApi for Ollama {
         stream: bool,
     ) -> Result<Outgoing, WireError> {
         let url = format!("{}/api/chat", api_root(target.base_url));
-        Outgoing::json(url, &body(request, stream))?
+        Outgoing::json(url, &body(request, stream), request.text_bytes())?
             .with_headers(target)
             .with_key(KeyHeader::Bearer, key)
     }

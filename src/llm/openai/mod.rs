@@ -163,9 +163,13 @@ impl ProviderApi for ChatCompletions {
                 include_usage: true,
             });
         }
-        Outgoing::json(self.url(target.base_url, &request.model), &body)?
-            .with_headers(target)
-            .with_key(self.key_header, key)
+        Outgoing::json(
+            self.url(target.base_url, &request.model),
+            &body,
+            request.text_bytes(),
+        )?
+        .with_headers(target)
+        .with_key(self.key_header, key)
     }
 
     fn decode(&self, body: &[u8]) -> Result<Completion, WireError> {
