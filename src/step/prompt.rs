@@ -5,7 +5,7 @@ use serde_json::Value;
 
 use super::history::{render_call, Role, Turn};
 use super::parse::Tags;
-use super::tools::names_in;
+use super::tools::first_name_in;
 use crate::llm::{ChatMessage, ChatRole, ToolUse};
 
 /// The stop sequence that keeps the model from writing the tool's result itself.
@@ -30,10 +30,10 @@ pub const VALUE_PLACEHOLDER: &str = "<value>";
 /// `tool_name(param="value", other_param=2)` was copied as a real call by a 0.5B model in 8 of
 /// 40 steps; one of the request's own tools cannot be mistaken for anything but a tool.
 pub fn example_call(tools_segment: &str) -> String {
-    let Some(tool) = names_in(tools_segment).into_iter().next() else {
+    let Some(tool) = first_name_in(tools_segment) else {
         return format!("{TOOL_PLACEHOLDER}({ARGUMENT_PLACEHOLDER}=\"{VALUE_PLACEHOLDER}\")");
     };
-    let argument = first_argument(tools_segment, &tool).unwrap_or(ARGUMENT_PLACEHOLDER);
+    let argument = first_argument(tools_segment, tool).unwrap_or(ARGUMENT_PLACEHOLDER);
     format!("{tool}({argument}=\"{VALUE_PLACEHOLDER}\")")
 }
 

@@ -466,41 +466,56 @@ fn positional_to_named(args: Map<String, Value>, order: &[String]) -> Map<String
     out
 }
 
-/// Tool names in a free-text segment: every `name(` and every line that starts with a name and
-/// a colon or a dash (`- read_file: …`, `code_search - …`).
+/// Tool names in a free-text segment: every line that starts with a name and a colon or a dash
+/// (`- read_file: …`, `code_search - …`), then every `name(`; each once, in that order.
 pub fn names_in(segment: &str) -> Vec<String> {
     let mut names: Vec<String> = Vec::new();
-    let mut add = |name: &str| {
-        if !name.is_empty() && !names.iter().any(|n| n == name) {
+    for name in line_names(segment).chain(call_names(segment)) {
+        if !names.iter().any(|n| n == name) {
             names.push(name.to_string());
         }
-    };
-    let is_name_char = |c: char| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.');
-    for line in segment.lines() {
+    }
+    names
+}
+
+/// The first of [`names_in`], found without reading the rest of the segment.
+pub fn first_name_in(segment: &str) -> Option<&str> {
+    line_names(segment)
+        .next()
+        .or_else(|| call_names(segment).next())
+}
+
+fn is_name_char(c: char) -> bool {
+    c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.')
+}
+
+/// Names that start a line and are followed by a colon or a dash.
+fn line_names(segment: &str) -> impl Iterator<Item = &str> {
+    segment.lines().filter_map(|line| {
         let rest = line
             .trim_start_matches(|c: char| c.is_whitespace() || matches!(c, '-' | '*' | '`' | '•'));
         let rest = rest.trim_start_matches(|c: char| c.is_ascii_digit() || c == '.' || c == ')');
         let rest = rest.trim_start_matches([' ', '`']);
         let len = rest.find(|c: char| !is_name_char(c)).unwrap_or(rest.len());
         let after = rest[len..].trim_start_matches('`');
-        if len > 0
+        (len > 0
             && rest.as_bytes()[0].is_ascii_alphabetic()
-            && (after.starts_with(':') || after.starts_with(" -") || after.starts_with(" —"))
-        {
-            add(&rest[..len]);
-        }
-    }
-    for (i, _) in segment.match_indices('(') {
+            && (after.starts_with(':') || after.starts_with(" -") || after.starts_with(" —")))
+        .then(|| &rest[..len])
+    })
+}
+
+/// Names written just before an opening parenthesis.
+fn call_names(segment: &str) -> impl Iterator<Item = &str> {
+    segment.match_indices('(').filter_map(|(i, _)| {
         let before = &segment[..i];
         let start = before.rfind(|c: char| !is_name_char(c)).map_or(0, |j| {
             j + before[j..].chars().next().map_or(1, char::len_utf8)
         });
         let name = &before[start..];
-        if name.starts_with(|c: char| c.is_ascii_alphabetic()) {
-            add(name);
-        }
-    }
-    names
+        name.starts_with(|c: char| c.is_ascii_alphabetic())
+            .then_some(name)
+    })
 }
 
 #[cfg(test)]
@@ -728,9 +743,18 @@ mod tests {
     fn names_are_read_from_a_free_text_segment() {
         let segment = "You have access to:\n- code_search(query) - search the code\n2. `read_file`: read a file\nrun_tests - runs the tests\nUse them well: e.g. call one per step.";
         assert_eq!(names_in(segment), ["read_file", "run_tests", "code_search"]);
+        assert_eq!(first_name_in(segment), Some("read_file"));
         let c = Catalog::new(Vec::new(), segment).unwrap_or_else(|e| panic!("{e:?}"));
         assert!(c.check("read_file", Map::new()).is_ok());
         assert!(c.check("rm_rf", Map::new()).is_err());
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn the_first_name_is_the_first_of_all_names(segment in "[a-c_:( \n-]{0,40}") {
+            let all = names_in(&segment);
+            proptest::prop_assert_eq!(first_name_in(&segment), all.first().map(String::as_str));
+        }
     }
 
     #[test]

@@ -21,6 +21,9 @@ pub mod tags;
 mod thought;
 mod work;
 
+use std::sync::LazyLock;
+
+use aho_corasick::AhoCorasick;
 use serde_json::{Map, Value};
 
 pub use action_input::left_open;
@@ -339,10 +342,18 @@ fn intent(before: &str) -> Option<bool> {
         "now i",
         "next i",
     ];
-    if EXAMPLE.iter().any(|w| line.contains(w)) {
+    // One pass of an automaton over the line for each list, not a search per phrase.
+    static EXAMPLES: LazyLock<Option<AhoCorasick>> =
+        LazyLock::new(|| AhoCorasick::new(EXAMPLE).ok());
+    static STEPS: LazyLock<Option<AhoCorasick>> = LazyLock::new(|| AhoCorasick::new(STEP).ok());
+    let holds = |phrases: &LazyLock<Option<AhoCorasick>>, list: &[&str]| match phrases.as_ref() {
+        Some(automaton) => automaton.is_match(&line),
+        None => list.iter().any(|w| line.contains(w)),
+    };
+    if holds(&EXAMPLES, &EXAMPLE) {
         return Some(false);
     }
-    STEP.iter().any(|w| line.contains(w)).then_some(true)
+    holds(&STEPS, &STEP).then_some(true)
 }
 
 /// The block that decides the step, if one does: a quoted one is left to the tags, and an
@@ -637,6 +648,20 @@ fn unfence(text: &str) -> &str {
 #[expect(clippy::unwrap_used, reason = "a test fails loudly")]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_blocks_intent_is_read_from_the_line_before_it() {
+        for (before, expected) in [
+            ("Here is an Example of the format:\n```", Some(false)),
+            ("The step before this one was:", Some(false)),
+            ("Let me read the file.", Some(true)),
+            ("First, I'll look at it\n\n", Some(true)),
+            ("The file:", None),
+            ("", None),
+        ] {
+            assert_eq!(intent(before), expected, "{before:?}");
+        }
+    }
     use serde_json::json;
 
     fn parsed(raw: &str) -> Parsed {
