@@ -236,7 +236,8 @@ impl ReactStepResponse {
         let small = text_bytes <= crate::step::cpu::INLINE_BYTES;
         let write = move || {
             let json = crate::json::to_vec_for(&self, text_bytes);
-            bytes::Bytes::from(json.unwrap_or_else(|_| b"{}".to_vec()))
+            // Exactly its size: thousands of answers may wait at once to be written.
+            bytes::Bytes::from(json.unwrap_or_else(|_| b"{}".to_vec()).into_boxed_slice())
         };
         if small {
             return Either::Left(std::future::ready(write()));
