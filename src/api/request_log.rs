@@ -49,6 +49,11 @@ pub fn record<const N: usize>(span: &Span, values: [(&str, Option<&dyn tracing::
     span.record_all(&fields.value_set(&pairs));
 }
 
+/// A field's value as [`record`] takes it.
+pub fn value<T: tracing::Value>(v: &T) -> &dyn tracing::Value {
+    v
+}
+
 /// The id to log and answer with: the client's `X-Request-Id` when it is a plain token of at most
 /// 128 characters that is not shaped like a key (a key pasted there would reach every log line
 /// of the request), else the generated one.
@@ -135,19 +140,11 @@ impl RootSpanBuilder for RequestLog {
             &span,
             [
                 ("status", Some(&i64::from(status))),
-                (
-                    "latency_ms",
-                    latency_ms.as_ref().map(|v| v as &dyn tracing::Value),
-                ),
-                (
-                    "prompt_tokens",
-                    tokens.as_ref().map(|t| &t.prompt as &dyn tracing::Value),
-                ),
+                ("latency_ms", latency_ms.as_ref().map(value)),
+                ("prompt_tokens", tokens.as_ref().map(|t| value(&t.prompt))),
                 (
                     "completion_tokens",
-                    tokens
-                        .as_ref()
-                        .map(|t| &t.completion as &dyn tracing::Value),
+                    tokens.as_ref().map(|t| value(&t.completion)),
                 ),
             ],
         );

@@ -11,10 +11,10 @@ use tracing_subscriber::fmt::format::{JsonFields, Writer};
 use tracing_subscriber::fmt::{FormatFields, FormattedFields};
 
 /// A span's fields as JSON, exactly as `JsonFields` writes them (one object, keys in order),
-/// but adding recorded fields without reading the object back. `JsonFields` parses a span's
-/// fields and writes them all again at every `Span::record`: a request's span is recorded six
-/// times (provider, model, token counts, status, latency), about a tenth of the service's work
-/// per step. Here the new fields alone are written, and merged into the object by key.
+/// but adding recorded fields without reading the object into values. `JsonFields` parses a
+/// span's fields into a map of `serde_json::Value`s and writes them all again at every
+/// `Span::record`. Here the new fields alone are written, and merged into the object's text by
+/// key.
 #[derive(Debug, Default, Clone, Copy)]
 pub struct SpanJson;
 
