@@ -72,7 +72,8 @@ const FILTER_FROM_BYTES: usize = 1024;
 impl Grams {
     fn new(kept: &[u8], text_len: usize) -> Option<Self> {
         let n = kept.len().min(MIN_FRAGMENT);
-        if n == 0 {
+        // No secret, or a text too short to hold a fragment of it.
+        if n == 0 || text_len < n {
             return None;
         }
         let mut sorted: Vec<u64> = kept.windows(n).map(pack).collect();
@@ -110,10 +111,6 @@ fn slot(gram: u64) -> usize {
 /// The byte spans of `text` whose kept bytes are a run of the secret's n-grams, merged.
 fn matches(secret: &str, text: &str, keep: impl Fn(u8) -> bool) -> Vec<(usize, usize)> {
     let kept: Vec<u8> = secret.bytes().filter(|&b| keep(b)).collect();
-    if text.len() < kept.len().min(MIN_FRAGMENT) {
-        // Too short to hold a fragment.
-        return Vec::new();
-    }
     let Some(grams) = Grams::new(&kept, text.len()) else {
         return Vec::new();
     };

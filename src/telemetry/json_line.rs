@@ -90,17 +90,17 @@ fn write_span<S: for<'a> LookupSpan<'a>>(out: &mut Vec<u8>, span: &SpanRef<'_, S
 }
 
 /// An object being written: a comma before each entry but the first.
-struct Entries {
+pub(super) struct Entries {
     empty: bool,
 }
 
 impl Entries {
-    fn open(out: &mut Vec<u8>) -> Self {
+    pub(super) fn open(out: &mut Vec<u8>) -> Self {
         out.push(b'{');
         Self { empty: true }
     }
 
-    fn key(&mut self, out: &mut Vec<u8>, key: &str) {
+    pub(super) fn key(&mut self, out: &mut Vec<u8>, key: &str) {
         if !std::mem::take(&mut self.empty) {
             out.push(b',');
         }

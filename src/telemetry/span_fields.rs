@@ -10,6 +10,8 @@ use tracing_subscriber::field::RecordFields;
 use tracing_subscriber::fmt::format::{JsonFields, Writer};
 use tracing_subscriber::fmt::{FormatFields, FormattedFields};
 
+use super::json_line::Entries;
+
 /// A span's fields as JSON, exactly as `JsonFields` writes them (one object, keys in order),
 /// but adding recorded fields without reading the object into values. `JsonFields` parses a
 /// span's fields into a map of `serde_json::Value`s and writes them all again at every
@@ -90,16 +92,12 @@ impl Fields {
                 .map(|e| e.0.len() + e.1.len() + 4)
                 .sum::<usize>(),
         );
-        out.push(b'{');
+        let mut object = Entries::open(&mut out);
         for (i, (key, value)) in self.entries.iter().enumerate() {
             if self.entries.get(i + 1).is_some_and(|next| next.0 == *key) {
                 continue;
             }
-            if out.len() > 1 {
-                out.push(b',');
-            }
-            crate::json::write_str(&mut out, key);
-            out.push(b':');
+            object.key(&mut out, key);
             out.extend_from_slice(value);
         }
         out.push(b'}');
