@@ -382,6 +382,7 @@ async fn step(
     billed: &Billed,
 ) -> Result<StepOutput, StepError> {
     let counter = counter_for(&input);
+    counter.encoder().load_off_worker().await;
     if !input.dry_run {
         if let Some(action) = decide::command(&input.user_query, &input.tools) {
             crate::metrics::Metrics::count(&crate::metrics::global().parse_outcomes, "command", 1);

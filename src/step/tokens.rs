@@ -5,6 +5,7 @@
 
 use std::cell::RefCell;
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use bpe_openai::byte_pair_encoding::BytePairEncoding;
 use bpe_openai::Tokenizer;
@@ -27,10 +28,35 @@ pub enum Encoding {
 }
 
 impl Encoding {
+    /// The encoder, built on first use (which blocks for tens of milliseconds).
     fn tokenizer(self) -> &'static Tokenizer {
-        match self {
+        let tokenizer = match self {
             Self::O200kBase => bpe_openai::o200k_base(),
             Self::Cl100kBase => bpe_openai::cl100k_base(),
+        };
+        LOADED[self as usize].store(true, Ordering::Release);
+        tokenizer
+    }
+
+    /// Whether the encoder is built, so that counting with it cannot block.
+    pub fn is_loaded(self) -> bool {
+        LOADED[self as usize].load(Ordering::Acquire)
+    }
+
+    /// Builds the encoder on the blocking pool if it is not built yet, so that the first
+    /// request that needs it does not hold an HTTP worker while it is built. The compiled-in
+    /// tables it was read from are paged out again afterwards.
+    pub async fn load_off_worker(self) {
+        if self.is_loaded() {
+            return;
+        }
+        let built = tokio::task::spawn_blocking(move || {
+            let _ = self.tokenizer();
+            crate::resident::release_compiled_in_data();
+        });
+        if let Err(e) = built.await {
+            // Counting builds it where it runs instead.
+            tracing::warn!(error = %e, encoding = self.name(), "building an encoder failed");
         }
     }
 
@@ -41,6 +67,9 @@ impl Encoding {
         }
     }
 }
+
+/// Which encoders are built, by `Encoding as usize`.
+static LOADED: [AtomicBool; 2] = [AtomicBool::new(false), AtomicBool::new(false)];
 
 /// Pieces this long or shorter are remembered; longer ones (a base64 run) are rare to repeat.
 const MEMO_PIECE_BYTES: usize = 24;
@@ -174,7 +203,6 @@ fn joined_parts(
 #[derive(Clone, Copy)]
 pub struct TokenCounter {
     encoding: Encoding,
-    bpe: &'static Tokenizer,
     margin_percent: u32,
     approximate: bool,
     /// The model's tokenizer gives every digit a token of its own (Llama 2, Mistral, Qwen,
@@ -193,20 +221,17 @@ impl std::fmt::Debug for TokenCounter {
     }
 }
 
-/// Loads every encoder the service uses, so the first request of each model family does not pay
-/// for it.
+/// Builds the encoder of every current model (`o200k_base`: GPT-4o and later, and the
+/// approximate counts of every other provider). `cl100k_base`, only for GPT-4 and GPT-3.5, is
+/// built by the first request that needs it (`Encoding::load_off_worker`): it would hold
+/// 16 MiB for the whole life of a service that may never see one of those models.
 pub fn warm_up() {
-    for encoding in [Encoding::O200kBase, Encoding::Cl100kBase] {
-        let _ = encoding.tokenizer().count("");
-    }
-    WARM.store(true, std::sync::atomic::Ordering::Release);
+    let _ = Encoding::O200kBase.tokenizer().count("");
 }
 
-static WARM: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
-
-/// Whether every encoder is loaded (so no request pays for loading one).
+/// Whether the encoder of every current model is built (so no request for one waits for it).
 pub fn is_warm() -> bool {
-    WARM.load(std::sync::atomic::Ordering::Acquire)
+    Encoding::O200kBase.is_loaded()
 }
 
 /// Whether a model's prompts are counted with OpenAI's own tokenizer: the provider serves OpenAI
@@ -227,7 +252,6 @@ impl TokenCounter {
         match chosen {
             Some(encoding) => Self {
                 encoding,
-                bpe: encoding.tokenizer(),
                 ..counter
             },
             None => counter,
@@ -269,7 +293,6 @@ impl TokenCounter {
     fn with(encoding: Encoding, approximate: bool) -> Self {
         Self {
             encoding,
-            bpe: encoding.tokenizer(),
             margin_percent: 0,
             approximate,
             single_digits: false,
@@ -323,17 +346,18 @@ impl TokenCounter {
     /// exceeds `limit`. Short pieces (words, mostly) are counted through a per-thread memo: the
     /// encoder's set-up for each costs more than its counting.
     fn count_pieces(&self, text: &str, limit: usize) -> Option<usize> {
-        let normalized = self.bpe.normalize(text);
+        let bpe = self.encoding.tokenizer();
+        let normalized = bpe.normalize(text);
         let mut total = 0usize;
         PIECES.with(|memo| {
             let mut memo = memo.borrow_mut();
-            for piece in self.bpe.split(normalized.as_str()) {
+            for piece in bpe.split(normalized.as_str()) {
                 let bytes = piece.as_bytes();
                 // The pre-tokenizer cuts digit runs into pieces of at most three.
                 total += if self.single_digits && bytes.iter().all(u8::is_ascii_digit) {
                     bytes.len()
                 } else {
-                    memo.count(self.encoding, &self.bpe.bpe, bytes)
+                    memo.count(self.encoding, &bpe.bpe, bytes)
                 };
                 if total > limit {
                     return None;
@@ -402,6 +426,11 @@ impl TokenCounter {
 
     pub fn encoding(&self) -> &'static str {
         self.encoding.name()
+    }
+
+    /// The encoding counted with.
+    pub fn encoder(&self) -> Encoding {
+        self.encoding
     }
 
     /// What the report says counted: the encoding, or `approximation` when it stands in.

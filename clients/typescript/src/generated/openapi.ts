@@ -30,7 +30,7 @@ export interface paths {
         };
         /**
          * Readiness
-         * @description Ready to serve once the token encoders are loaded (they load before the port opens).
+         * @description Ready to serve once the encoder of current models (`o200k_base`) is loaded, before the port opens. `cl100k_base` (GPT-4 and GPT-3.5 only) is loaded by the first request that needs it.
          */
         get: operations["readyz"];
         put?: never;
