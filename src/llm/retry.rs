@@ -67,18 +67,21 @@ impl RetryPolicy {
                 });
             }
             let started = std::time::Instant::now();
-            let outcome = attempt(per_attempt.min(left), retry).await;
             let metrics = crate::metrics::global();
             let labels = crate::metrics::ProviderLabels {
                 provider: provider.to_string(),
             };
-            metrics
-                .upstream_seconds
-                .get_or_create(&labels)
-                .observe(started.elapsed().as_secs_f64());
-            let err = match outcome {
-                Ok(value) => return Ok(value),
-                Err(err) => err,
+            // In a block: the outcome's room is then not kept through the wait below.
+            let err = {
+                let outcome = attempt(per_attempt.min(left), retry).await;
+                metrics
+                    .upstream_seconds
+                    .get_or_create(&labels)
+                    .observe(started.elapsed().as_secs_f64());
+                match outcome {
+                    Ok(value) => return Ok(value),
+                    Err(err) => err,
+                }
             };
             let timeout_not_retried =
                 matches!(err, LlmError::Timeout { .. }) && !provider.capabilities().retry_timeouts;
@@ -92,6 +95,7 @@ impl RetryPolicy {
                 return Err(err);
             }
             tracing::warn!(%provider, retry, wait_ms = wait.as_millis() as u64, error = %err, "retrying the upstream call");
+            drop((err, labels));
             tokio::time::sleep(wait).await;
         }
     }

@@ -49,6 +49,11 @@ impl LlmClients {
                 // A redirect would carry the user's key to wherever the upstream points; the
                 // provider APIs never redirect, so a 3xx is an error, not a hop.
                 .redirect(reqwest::redirect::Policy::none())
+                // The service's own policy retries, with backoff, whatever failed to connect
+                // or was refused (an HTTP/2 stream refused included). reqwest's own retry
+                // would keep a copy of every request's headers and body for as long as its
+                // reply takes, even with nothing to retry.
+                .retry(reqwest::retry::never().max_retries_per_request(0))
                 .user_agent(concat!("reactstep/", env!("CARGO_PKG_VERSION")));
             for root in &settings.extra_roots {
                 builder = builder.add_root_certificate(root.clone());
@@ -223,23 +228,27 @@ async fn open_stream(
 }
 
 /// Sends a prepared request and returns the body of a 2xx reply, or the classified error.
-async fn send(
+/// Not an `async fn`: that would keep the request builder for as long as the reply takes.
+fn send<'k>(
     provider: Provider,
     builder: reqwest::RequestBuilder,
     timeout: Duration,
-    key: Option<&ApiKey>,
-) -> Result<bytes::Bytes, LlmError> {
-    let response = dispatch(provider, builder, timeout).await?;
-    // Boxed: reading the reply is a larger state than waiting for it, and a future keeps room
-    // for its largest state all the while thousands of calls wait.
-    Box::pin(async move {
-        if response.status().is_success() {
-            read_capped(provider, response, timeout).await
-        } else {
-            Err(failure(provider, response, timeout, key).await)
-        }
-    })
-    .await
+    key: Option<&'k ApiKey>,
+) -> impl std::future::Future<Output = Result<bytes::Bytes, LlmError>> + 'k {
+    let dispatched = dispatch(provider, builder, timeout);
+    async move {
+        let response = dispatched.await?;
+        // Boxed: reading the reply is a larger state than waiting for it, and a future keeps
+        // room for its largest state all the while thousands of calls wait.
+        Box::pin(async move {
+            if response.status().is_success() {
+                read_capped(provider, response, timeout).await
+            } else {
+                Err(failure(provider, response, timeout, key).await)
+            }
+        })
+        .await
+    }
 }
 
 /// The reply's head, or the transport's failure classified. Not an `async fn`: the future of

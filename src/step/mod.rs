@@ -401,6 +401,7 @@ async fn step(
         return Ok(dry_run(input, built, &counter));
     }
     let (input, built) = Box::pin(exact_count(input, built, &counter, llm, billed)).await?;
+    let built = Box::new(built);
     let first = converse_once(input, llm, live.as_ref(), &counter, &shape, built, billed).await?;
     let (input, built, conversed, ledger) = match first {
         Conversed::Done(input, built, parsed, valid, ledger) => {
@@ -783,29 +784,35 @@ async fn converse_once<'b>(
     live: Option<&LiveSender>,
     counter: &TokenCounter,
     shape: &Shape,
-    mut built: Built,
+    mut built: Box<Built>,
     billed: &'b Billed,
 ) -> Result<Conversed<'b>, StepError> {
-    // Moved, not copied: after the request, only the prompt's report is read.
-    let cache = prompt_cache(&input, &built.prompt, shape);
-    let system = std::mem::take(&mut built.prompt.system);
-    let messages = std::mem::take(&mut built.prompt.messages);
-    let mut request = chat_request(&input, system, messages, shape, cache);
-    let mut warnings = std::mem::take(&mut built.warnings);
-    warnings.extend(input.llm.provider.api().adjust(&mut request));
     let mut ledger = Ledger {
         usage: built.summary_usage,
-        warnings,
+        warnings: std::mem::take(&mut built.warnings),
         used: built.prompt.report.used,
         budget: shape.budget,
         billed,
         reasoning: ReasoningState::default(),
     };
-    match converse(input, llm, live, counter, request, &mut ledger).await {
+    // The request lives in the call's future only: a local here would keep room for it in
+    // this future too, for as long as the model takes (and the prompt is built boxed, for
+    // the same reason).
+    let talk = {
+        // Moved, not copied: after the request, only the prompt's report is read.
+        let cache = prompt_cache(&input, &built.prompt, shape);
+        let system = std::mem::take(&mut built.prompt.system);
+        let messages = std::mem::take(&mut built.prompt.messages);
+        let mut request = Box::new(chat_request(&input, system, messages, shape, cache));
+        let adjusted = input.llm.provider.api().adjust(&mut request);
+        ledger.warnings.extend(adjusted);
+        converse(input, llm, live, counter, request, &mut ledger)
+    };
+    match talk.await {
         Ok(Talk::Valid(input, parsed, valid)) => {
-            Ok(Conversed::Done(input, built, parsed, valid, ledger))
+            Ok(Conversed::Done(input, *built, parsed, valid, ledger))
         }
-        Ok(Talk::TooLong(input, refused)) => Ok(Conversed::TooLong(input, refused, built, ledger)),
+        Ok(Talk::TooLong(input, refused)) => Ok(Conversed::TooLong(input, refused, *built, ledger)),
         // Whatever ended the step, the calls made so far were billed: the error reports them,
         // and the prompt they were made with.
         Err(e) => Err(e.spent(ledger.usage).reported(&built.prompt.report)),
@@ -882,6 +889,7 @@ async fn refit<'b>(
     ));
     warnings.append(&mut rebuilt.warnings);
     rebuilt.warnings = warnings;
+    let rebuilt = Box::new(rebuilt);
     match converse_once(input, llm, live, &counter, &shape, rebuilt, ledger.billed).await? {
         Conversed::Done(input, built, parsed, valid, ledger) => {
             Ok((input, built, (parsed, valid), ledger))
@@ -1071,63 +1079,69 @@ async fn converse(
     llm: &LlmClients,
     live: Option<&LiveSender>,
     counter: &TokenCounter,
-    mut request: ChatRequest,
+    mut request: Box<ChatRequest>,
     ledger: &mut Ledger<'_>,
 ) -> Result<Talk, StepError> {
     let mut repairs_left = input.react.max_repair_attempts;
     loop {
         let first = repairs_left == input.react.max_repair_attempts;
-        let mut completion = match call_model(&input, llm, live, &request).await {
+        // Boxed at once, and what is read from it kept in the block below: a local that is
+        // borrowed keeps its room in the future through every later call.
+        let mut completion = Box::new(match call_model(&input, llm, live, &request).await {
             Err(StepError::Llm(refused @ LlmError::ContextTooLong { .. })) if first => {
                 return Ok(Talk::TooLong(input, refused));
             }
             called => called?,
-        };
-
-        if completion.usage.is_none() && input.mock_response.is_none() {
-            completion.usage = Some(own_count(counter, ledger.used, &completion));
-        }
-        if repairs_left == input.react.max_repair_attempts {
-            if let Some(warning) = margin_check(counter, ledger.used, completion.usage.as_ref()) {
-                ledger.warnings.push(warning);
+        });
+        let why = {
+            if completion.usage.is_none() && input.mock_response.is_none() {
+                completion.usage = Some(own_count(counter, ledger.used, &completion));
             }
-        }
-        ledger.usage = add_usage(ledger.usage, completion.usage);
-        ledger.billed.add(completion.usage);
-        carriable(&completion, input.llm.provider)?;
-        let finish = finish_reason(&completion.finish, input.key.as_ref(), &mut ledger.warnings);
-        let cut_off = completion.finish == FinishReason::Length;
-        let (back, completion, reading) = read_output(input, completion).await?;
-        input = back;
-        let (parsed, verdict) = reading.ok_or(StepError::EmptyOutput(finish))?;
-        let raw_output = raw_output(&completion);
-        let why = match shortfall(&parsed, verdict, cut_off, &input.react.tags) {
-            Ok((valid, thought_warnings)) => {
-                ledger.warnings.extend(thought_warnings);
-                ledger.reasoning = completion.reasoning;
-                count_outcome(&valid, parsed.structured);
-                return Ok(Talk::Valid(input, parsed, valid));
+            if first {
+                if let Some(warning) = margin_check(counter, ledger.used, completion.usage.as_ref())
+                {
+                    ledger.warnings.push(warning);
+                }
             }
-            Err(why) => why,
-        };
-        // A mock answers the same whatever it is asked: no repair round for it.
-        let room = ledger.budget.saturating_sub(ledger.used);
-        let repair = (repairs_left > 0 && input.mock_response.is_none())
-            .then(|| repair_round(counter, &raw_output, &why, room, &input.react.tags))
-            .flatten();
-        let Some((messages, tokens)) = repair else {
-            return Err(StepError::InvalidOutput { why, raw_output });
+            ledger.usage = add_usage(ledger.usage, completion.usage);
+            ledger.billed.add(completion.usage);
+            carriable(&completion, input.llm.provider)?;
+            let finish =
+                finish_reason(&completion.finish, input.key.as_ref(), &mut ledger.warnings);
+            let cut_off = completion.finish == FinishReason::Length;
+            let (back, completion, reading) = read_output(input, completion).await?;
+            input = back;
+            let (parsed, verdict) = reading.ok_or(StepError::EmptyOutput(finish))?;
+            let raw_output = raw_output(&completion);
+            let why = match shortfall(&parsed, verdict, cut_off, &input.react.tags) {
+                Ok((valid, thought_warnings)) => {
+                    ledger.warnings.extend(thought_warnings);
+                    ledger.reasoning = completion.reasoning;
+                    count_outcome(&valid, parsed.structured);
+                    return Ok(Talk::Valid(input, parsed, valid));
+                }
+                Err(why) => why,
+            };
+            // A mock answers the same whatever it is asked: no repair round for it.
+            let room = ledger.budget.saturating_sub(ledger.used);
+            let repair = (repairs_left > 0 && input.mock_response.is_none())
+                .then(|| repair_round(counter, &raw_output, &why, room, &input.react.tags))
+                .flatten();
+            let Some((messages, tokens)) = repair else {
+                return Err(StepError::InvalidOutput { why, raw_output });
+            };
+            ledger.warnings.push(format!(
+                "the model's output was not a valid step ({why}); it was asked again"
+            ));
+            request.messages.extend(messages);
+            ledger.used += tokens;
+            repairs_left -= 1;
+            crate::metrics::Metrics::count(&crate::metrics::global().parse_outcomes, "repair", 1);
+            why
         };
         if let Some(live) = live {
-            tell(live, Live::Retry(why.clone())).await?;
+            Box::pin(tell(live, Live::Retry(why))).await?;
         }
-        ledger.warnings.push(format!(
-            "the model's output was not a valid step ({why}); it was asked again"
-        ));
-        request.messages.extend(messages);
-        ledger.used += tokens;
-        repairs_left -= 1;
-        crate::metrics::Metrics::count(&crate::metrics::global().parse_outcomes, "repair", 1);
     }
 }
 
@@ -1241,8 +1255,8 @@ type Reading = (parse::Parsed, Result<(Valid, Vec<String>), String>);
 /// on the CPU pool. The input goes along and comes back, as the work must own what it reads.
 async fn read_output(
     input: Box<StepInput>,
-    completion: Completion,
-) -> Result<(Box<StepInput>, Completion, Option<Reading>), StepError> {
+    completion: Box<Completion>,
+) -> Result<(Box<StepInput>, Box<Completion>, Option<Reading>), StepError> {
     let _traced =
         crate::traces::phase(|| tracing::trace_span!(target: crate::traces::TARGET, "parse"));
     if completion.text.len() <= cpu::INLINE_BYTES && completion.calls.is_empty() {
