@@ -6,6 +6,7 @@
 mod anthropic;
 mod api_key;
 mod error;
+mod first_connect;
 mod ollama;
 mod openai;
 mod overflow;

@@ -54,6 +54,7 @@ impl LlmClients {
                 // would keep a copy of every request's headers and body for as long as its
                 // reply takes, even with nothing to retry.
                 .retry(reqwest::retry::never().max_retries_per_request(0))
+                .connector_layer(super::first_connect::FirstConnectLayer::default())
                 .user_agent(concat!("reactstep/", env!("CARGO_PKG_VERSION")));
             for root in &settings.extra_roots {
                 builder = builder.add_root_certificate(root.clone());

@@ -141,3 +141,62 @@ async fn calls_spread_over_pools_so_a_stream_limit_does_not_cap_them() {
     }
     assert_eq!(upstream.versions.lock().unwrap().len(), 4);
 }
+
+/// Steps at once against a cold pool, held at the upstream until all are in: each must get
+/// through, over as many connections as the protocol needs.
+async fn cold_burst(upstream: &HttpsUpstream, ca: &tempfile::NamedTempFile, steps: usize) {
+    let app = app_for(upstream, Some(ca), |c| {
+        c.upstream_pools = 2;
+        c.step_timeout_secs = 20;
+    })
+    .await;
+    let body = request("gpt-4o", "q");
+    let replies =
+        futures_util::future::join_all((0..steps).map(|_| app.post_react_step(&body))).await;
+    for reply in &replies {
+        assert_eq!(reply.status, 200, "{}", reply.text);
+        assert_eq!(reply.body["direct_response"], "reached over TLS");
+    }
+}
+
+fn held_until(
+    steps: usize,
+) -> impl Fn(bytes::Bytes) -> futures_util::future::BoxFuture<'static, (u16, String)> + Clone {
+    let all_in = std::sync::Arc::new(tokio::sync::Barrier::new(steps));
+    move |_body| {
+        let all_in = all_in.clone();
+        Box::pin(async move {
+            all_in.wait().await;
+            answer()
+        })
+    }
+}
+
+#[tokio::test]
+async fn a_burst_on_a_cold_pool_opens_one_http2_connection_per_pool_not_one_per_step() {
+    let steps = 40;
+    let upstream = https_upstream::start(None, held_until(steps)).await;
+    let ca = pem_file(&upstream.ca_pem);
+    cold_burst(&upstream, &ca, steps).await;
+    let connections = upstream
+        .connections
+        .load(std::sync::atomic::Ordering::SeqCst);
+    assert!(
+        connections <= 2,
+        "{connections} connections for 2 pools: the calls that started while the first handshake ran each opened their own"
+    );
+    let versions = upstream.versions.lock().unwrap().clone();
+    assert!(versions.iter().all(|v| *v == hyper::Version::HTTP_2));
+}
+
+#[tokio::test]
+async fn over_tls_without_http2_every_step_still_gets_a_connection_of_its_own() {
+    // Held until all are in: a call left waiting for a shared connection would hold them all.
+    let steps = 12;
+    let upstream = https_upstream::start_offering(&[b"http/1.1"], None, held_until(steps)).await;
+    let ca = pem_file(&upstream.ca_pem);
+    cold_burst(&upstream, &ca, steps).await;
+    let versions = upstream.versions.lock().unwrap().clone();
+    assert_eq!(versions.len(), steps);
+    assert!(versions.iter().all(|v| *v == hyper::Version::HTTP_11));
+}

@@ -36,6 +36,20 @@ where
     F: Fn(Bytes) -> Fut + Clone + Send + Sync + 'static,
     Fut: Future<Output = (u16, String)> + Send + 'static,
 {
+    start_offering(&[b"h2", b"http/1.1"], max_streams, answer).await
+}
+
+/// The same upstream, offering only the given ALPN protocols (`http/1.1` alone: a server, or a
+/// TLS-inspecting proxy, that does not speak HTTP/2).
+pub async fn start_offering<F, Fut>(
+    protocols: &[&[u8]],
+    max_streams: Option<u32>,
+    answer: F,
+) -> HttpsUpstream
+where
+    F: Fn(Bytes) -> Fut + Clone + Send + Sync + 'static,
+    Fut: Future<Output = (u16, String)> + Send + 'static,
+{
     let ca_key = rcgen::KeyPair::generate().unwrap();
     let mut ca = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
     ca.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
@@ -58,7 +72,7 @@ where
             PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(leaf_key.serialize_der())),
         )
         .unwrap();
-    tls.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    tls.alpn_protocols = protocols.iter().map(|p| p.to_vec()).collect();
 
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let uri = format!("https://{}", listener.local_addr().unwrap());
