@@ -136,6 +136,12 @@ async fn start_service(upstream_uri: &str, ca_file: Option<&std::path::Path>) ->
     };
     // Next to this example, wherever the target folder is (`CARGO_TARGET_DIR` included).
     let binary = compare::release_binary();
+    // A binary just linked is dirty in the page cache until written back, and dirty pages
+    // cannot be paged out: the service's start-up release of its compiled-in tables
+    // (src/resident.rs) would leave 20 MiB resident that a deployed binary never holds.
+    if let Ok(file) = std::fs::File::open(&binary) {
+        let _ = file.sync_all();
+    }
     let mut command = tokio::process::Command::new(&binary);
     if let Some(ca_file) = ca_file {
         command.env("REACTSTEP_UPSTREAM_CA_FILE", ca_file);
