@@ -36,11 +36,11 @@ pub fn gone(req: &HttpRequest) -> impl Future<Output = ()> + 'static {
     let watch = req.conn_data::<PeerSocket>().and_then(|s| watch(*s));
     #[cfg(not(unix))]
     let watch: Option<std::future::Pending<()>> = None;
-    async move {
-        match watch {
-            Some(closed) => closed.await,
-            None => std::future::pending().await,
-        }
+    // Not an async block: that would hold the watch twice (captured, and as what it awaits)
+    // for as long as the step runs.
+    match watch {
+        Some(closed) => futures_util::future::Either::Left(closed),
+        None => futures_util::future::Either::Right(std::future::pending()),
     }
 }
 

@@ -97,8 +97,6 @@ async fn answer_step(
     // Boxed, and the step's future held only while it runs: a future keeps room for the
     // largest of its states, and reading the body is not the state thousands of steps wait in.
     let (input, echo) = Box::pin(prepare(&req, payload, &state, request_id)).await?;
-    let request_id = echo.request_id.clone();
-    let price = echo.price;
     // The result boxed too: its room would be reserved through the wait.
     let result = {
         let step = std::pin::pin!(crate::step::run(input, &state.llm, None));
@@ -109,7 +107,11 @@ async fn answer_step(
     let Some(result) = result else {
         return Err(ApiError::new(StepError::ClientGone.into(), echo));
     };
-    let output = (*result).map_err(|err| ApiError::new(err.into(), echo))?;
+    let output = match *result {
+        Ok(output) => output,
+        Err(err) => return Err(ApiError::new(err.into(), echo)),
+    };
+    let (request_id, price) = (echo.request_id, echo.price);
     if let Some(usage) = &output.usage {
         // Signed: a trace keeps only those as numbers (the log line is the same).
         let signed = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
