@@ -43,6 +43,11 @@ enum Destination {
 
 type Destinations = Arc<Mutex<HashMap<String, Destination>>>;
 
+/// HTTP/1.1 destinations remembered at most. A base URL pattern the operator allows
+/// (`https://*.openai.azure.com`) names any number of hosts; past this many, an HTTP/1.1 one
+/// is not remembered, and its connects wait for each other as for an unknown one.
+const REMEMBERED_HTTP1: usize = 1024;
+
 /// The layer for `reqwest::ClientBuilder::connector_layer`: one per client, as each client has
 /// its own pool.
 #[derive(Debug, Clone, Default)]
@@ -161,7 +166,7 @@ impl Reporter {
         }
         self.reported = true;
         if let Ok(mut known) = self.destinations.lock() {
-            if outcome == Outcome::Http1 {
+            if outcome == Outcome::Http1 && known.len() <= REMEMBERED_HTTP1 {
                 known.insert(self.key.clone(), Destination::Http1);
             } else {
                 // Unknown again: the next connect, when the pool has none, goes first.
@@ -228,6 +233,20 @@ mod tests {
             role_for(&destinations, "https://a/".into()),
             Role::Alone
         ));
+    }
+
+    #[test]
+    fn http1_destinations_past_the_bound_are_not_remembered() {
+        let destinations = Destinations::default();
+        for n in 0..=REMEMBERED_HTTP1 + 10 {
+            first(&destinations, &format!("https://h{n}/")).report(Outcome::Http1);
+        }
+        assert_eq!(destinations.lock().unwrap().len(), REMEMBERED_HTTP1);
+        // One past the bound is unknown again: it goes first, not alone.
+        let _ = first(
+            &destinations,
+            &format!("https://h{}/", REMEMBERED_HTTP1 + 5),
+        );
     }
 
     #[test]
