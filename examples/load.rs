@@ -33,6 +33,10 @@ use tokio::net::{TcpListener, TcpStream};
 #[path = "load/compare.rs"]
 mod compare;
 #[path = "../tests/support/https_upstream.rs"]
+#[expect(
+    dead_code,
+    reason = "the tests' upstream can drop connections; no load run does"
+)]
 mod https_upstream;
 #[path = "load/mixed.rs"]
 mod mixed;

@@ -200,3 +200,30 @@ async fn over_tls_without_http2_every_step_still_gets_a_connection_of_its_own() 
     assert_eq!(versions.len(), steps);
     assert!(versions.iter().all(|v| *v == hyper::Version::HTTP_11));
 }
+
+#[tokio::test]
+async fn when_the_first_connection_fails_every_step_still_gets_through() {
+    let upstream = upstream().await;
+    // The first connection is closed before its TLS handshake, while the other calls wait for
+    // it: they connect on their own (or take the connection the retried call makes).
+    upstream
+        .drop_next
+        .store(1, std::sync::atomic::Ordering::SeqCst);
+    let ca = pem_file(&upstream.ca_pem);
+    let app = app_for(&upstream, Some(&ca), |c| {
+        c.upstream_pools = 1;
+        c.step_timeout_secs = 20;
+    })
+    .await;
+    let body = request("gpt-4o", "q");
+    let replies = futures_util::future::join_all((0..10).map(|_| app.post_react_step(&body))).await;
+    for reply in &replies {
+        assert_eq!(reply.status, 200, "{}", reply.text);
+        assert_eq!(reply.body["direct_response"], "reached over TLS");
+    }
+    assert_eq!(upstream.versions.lock().unwrap().len(), 10);
+    assert_eq!(
+        upstream.drop_next.load(std::sync::atomic::Ordering::SeqCst),
+        0
+    );
+}

@@ -26,6 +26,8 @@ pub struct HttpsUpstream {
     pub versions: Arc<Mutex<Vec<hyper::Version>>>,
     /// Connections accepted, whether or not their TLS handshake then succeeded.
     pub connections: Arc<AtomicUsize>,
+    /// How many of the next connections to close as soon as they are accepted.
+    pub drop_next: Arc<AtomicUsize>,
 }
 
 /// Serves every request with what `answer` makes of its body: a status and a JSON body.
@@ -78,18 +80,20 @@ where
     let uri = format!("https://{}", listener.local_addr().unwrap());
     let versions = Arc::new(Mutex::new(Vec::new()));
     let connections = Arc::new(AtomicUsize::new(0));
+    let drop_next = Arc::new(AtomicUsize::new(0));
     tokio::spawn(serve(
         listener,
         TlsAcceptor::from(Arc::new(tls)),
         max_streams,
         answer,
-        (versions.clone(), connections.clone()),
+        (versions.clone(), connections.clone(), drop_next.clone()),
     ));
     HttpsUpstream {
         uri,
         ca_pem: ca.pem(),
         versions,
         connections,
+        drop_next,
     }
 }
 
@@ -98,7 +102,11 @@ async fn serve<F, Fut>(
     acceptor: TlsAcceptor,
     max_streams: Option<u32>,
     answer: F,
-    (versions, connections): (Arc<Mutex<Vec<hyper::Version>>>, Arc<AtomicUsize>),
+    (versions, connections, drop_next): (
+        Arc<Mutex<Vec<hyper::Version>>>,
+        Arc<AtomicUsize>,
+        Arc<AtomicUsize>,
+    ),
 ) where
     F: Fn(Bytes) -> Fut + Clone + Send + Sync + 'static,
     Fut: Future<Output = (u16, String)> + Send + 'static,
@@ -108,6 +116,12 @@ async fn serve<F, Fut>(
             continue;
         };
         connections.fetch_add(1, Ordering::SeqCst);
+        let dropped =
+            drop_next.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1));
+        if dropped.is_ok() {
+            drop(socket);
+            continue;
+        }
         let (acceptor, answer, versions) = (acceptor.clone(), answer.clone(), versions.clone());
         tokio::spawn(async move {
             // A client that rejects the certificate ends the handshake: nothing to serve.
