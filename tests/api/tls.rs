@@ -126,27 +126,20 @@ async fn calls_spread_over_pools_so_a_stream_limit_does_not_cap_them() {
     })
     .await;
     let ca = pem_file(&upstream.ca_pem);
-    let app = app_for(&upstream, Some(&ca), |c| {
-        c.upstream_pools = 4;
-        c.step_timeout_secs = 20;
-    })
-    .await;
-
-    let body = request("gpt-4o", "q");
-    let replies = futures_util::future::join_all((0..4).map(|_| app.post_react_step(&body))).await;
-
-    for reply in &replies {
-        assert_eq!(reply.status, 200, "{}", reply.text);
-        assert_eq!(reply.body["direct_response"], "reached over TLS");
-    }
+    steps_at_once(&upstream, &ca, 4, 4).await;
     assert_eq!(upstream.versions.lock().unwrap().len(), 4);
 }
 
-/// Steps at once against a cold pool, held at the upstream until all are in: each must get
-/// through, over as many connections as the protocol needs.
-async fn cold_burst(upstream: &HttpsUpstream, ca: &tempfile::NamedTempFile, steps: usize) {
+/// Steps at once from a new app (a cold pool), over `pools` connection pools: each must get
+/// through.
+async fn steps_at_once(
+    upstream: &HttpsUpstream,
+    ca: &tempfile::NamedTempFile,
+    steps: usize,
+    pools: u16,
+) {
     let app = app_for(upstream, Some(ca), |c| {
-        c.upstream_pools = 2;
+        c.upstream_pools = pools;
         c.step_timeout_secs = 20;
     })
     .await;
@@ -177,7 +170,7 @@ async fn a_burst_on_a_cold_pool_opens_one_http2_connection_per_pool_not_one_per_
     let steps = 40;
     let upstream = https_upstream::start(None, held_until(steps)).await;
     let ca = pem_file(&upstream.ca_pem);
-    cold_burst(&upstream, &ca, steps).await;
+    steps_at_once(&upstream, &ca, steps, 2).await;
     let connections = upstream
         .connections
         .load(std::sync::atomic::Ordering::SeqCst);
@@ -195,7 +188,7 @@ async fn over_tls_without_http2_every_step_still_gets_a_connection_of_its_own() 
     let steps = 12;
     let upstream = https_upstream::start_offering(&[b"http/1.1"], None, held_until(steps)).await;
     let ca = pem_file(&upstream.ca_pem);
-    cold_burst(&upstream, &ca, steps).await;
+    steps_at_once(&upstream, &ca, steps, 2).await;
     let versions = upstream.versions.lock().unwrap().clone();
     assert_eq!(versions.len(), steps);
     assert!(versions.iter().all(|v| *v == hyper::Version::HTTP_11));
@@ -210,17 +203,7 @@ async fn when_the_first_connection_fails_every_step_still_gets_through() {
         .drop_next
         .store(1, std::sync::atomic::Ordering::SeqCst);
     let ca = pem_file(&upstream.ca_pem);
-    let app = app_for(&upstream, Some(&ca), |c| {
-        c.upstream_pools = 1;
-        c.step_timeout_secs = 20;
-    })
-    .await;
-    let body = request("gpt-4o", "q");
-    let replies = futures_util::future::join_all((0..10).map(|_| app.post_react_step(&body))).await;
-    for reply in &replies {
-        assert_eq!(reply.status, 200, "{}", reply.text);
-        assert_eq!(reply.body["direct_response"], "reached over TLS");
-    }
+    steps_at_once(&upstream, &ca, 10, 1).await;
     assert_eq!(upstream.versions.lock().unwrap().len(), 10);
     assert_eq!(
         upstream.drop_next.load(std::sync::atomic::Ordering::SeqCst),
