@@ -34,7 +34,11 @@ impl Encoding {
             Self::O200kBase => bpe_openai::o200k_base(),
             Self::Cl100kBase => bpe_openai::cl100k_base(),
         };
-        LOADED[self as usize].store(true, Ordering::Release);
+        // Written once: a store on every count would bounce the line between cores.
+        let loaded = &LOADED[self as usize];
+        if !loaded.load(Ordering::Relaxed) {
+            loaded.store(true, Ordering::Release);
+        }
         tokenizer
     }
 
