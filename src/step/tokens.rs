@@ -47,14 +47,14 @@ impl Encoding {
         LOADED[self as usize].load(Ordering::Acquire)
     }
 
-    /// Builds the encoder on the blocking pool if it is not built yet, so that the first
-    /// request that needs it does not hold an HTTP worker while it is built. The compiled-in
-    /// tables it was read from are paged out again afterwards.
+    /// Builds the encoder on the CPU pool if it is not built yet, so that the first request
+    /// that needs it does not hold an HTTP worker while it is built. The compiled-in tables it
+    /// was read from are paged out again afterwards.
     pub async fn load_off_worker(self) {
         if self.is_loaded() {
             return;
         }
-        let built = tokio::task::spawn_blocking(move || {
+        let built = super::cpu::run(move || {
             let _ = self.tokenizer();
             crate::resident::release_compiled_in_data();
         });
