@@ -2,6 +2,7 @@
 //! status, steps in flight, step and upstream latency, retries, tokens, parse outcomes and context
 //! fates. One registry per process; the families are cheap to update from anywhere.
 
+use std::borrow::Cow;
 use std::sync::OnceLock;
 
 use prometheus_client::encoding::EncodeLabelSet;
@@ -24,7 +25,8 @@ pub struct ProviderLabels {
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct KindLabels {
-    pub kind: String,
+    /// Borrowed: a step counts a dozen kinds, and an owned label was an allocation each.
+    pub kind: Cow<'static, str>,
 }
 
 pub struct Metrics {
@@ -150,9 +152,11 @@ impl Metrics {
         }
     }
 
-    pub fn count(family: &Family<KindLabels, Counter>, kind: &str, by: u64) {
+    pub fn count(family: &Family<KindLabels, Counter>, kind: &'static str, by: u64) {
         family
-            .get_or_create(&KindLabels { kind: kind.into() })
+            .get_or_create(&KindLabels {
+                kind: Cow::Borrowed(kind),
+            })
             .inc_by(by);
     }
 

@@ -198,3 +198,29 @@ async fn leaving_while_the_model_is_quiet_mid_stream_stops_the_step() {
     )
     .await;
 }
+
+/// The watch starts `WATCH_AFTER` (50 ms) into a step: a client that leaves at once, before
+/// the upstream call has even arrived, is noticed when it starts, and the call is dropped.
+#[tokio::test]
+async fn leaving_before_the_watch_starts_stops_the_step() {
+    for path in ["/api/agent/react_step", "/api/agent/react_step/stream"] {
+        let (uri, mut seen) = upstream(Upstream::Hold).await;
+        let env = [("REACTSTEP_LLM_TIMEOUT_SECS", "60")];
+        let mut server = RunningBinary::start_with(&uri, "info", &env).await;
+        drop(post_raw(server.port, path).await);
+        assert_eq!(next(&mut seen).await, Seen::Arrived);
+        logged(&mut server, "the client disconnected").await;
+        assert_eq!(
+            next(&mut seen).await,
+            Seen::Closed,
+            "{path}: the call was dropped"
+        );
+        assert_eq!(in_flight(server.port).await, 0.0, "{path}: the step ended");
+        let log = server.stop().await;
+        assert!(
+            seen.try_recv().is_err(),
+            "{path}: no further attempt was made"
+        );
+        assert!(!log.contains("\"panic"), "{log}");
+    }
+}
