@@ -127,4 +127,30 @@ mod tests {
             }
         }
     }
+    proptest::proptest! {
+        /// Dense escapes, runs of every length across block edges, multi-byte characters, and
+        /// text written after other text (the short-run copy writes past the length it keeps).
+        #[test]
+        fn dense_escapes_are_written_as_serde_json_writes_them(
+            parts in proptest::collection::vec(
+                proptest::prop_oneof![
+                    proptest::sample::select(vec!["\n", "\"", "\\", "\u{1}", "\t", "é", "😀", "\u{1f}", "\u{7f}"]),
+                    proptest::sample::select(vec!["a", "ab", "abcdefghijklmnop", "0123456789abcdefq", "xyz "]),
+                ],
+                0..60,
+            ),
+            before in "[a-z\n]{0,20}",
+        ) {
+            let text: String = parts.concat();
+            let mut out = Vec::new();
+            write_str(&mut out, &before);
+            write_str(&mut out, &text);
+            let expected = [
+                serde_json::to_string(&before).unwrap_or_default(),
+                serde_json::to_string(&text).unwrap_or_default(),
+            ]
+            .concat();
+            proptest::prop_assert_eq!(String::from_utf8(out).unwrap_or_default(), expected);
+        }
+    }
 }

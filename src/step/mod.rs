@@ -9,6 +9,7 @@ pub mod decide;
 pub mod history;
 mod limits;
 mod margin;
+mod memo;
 pub mod parse;
 pub mod prompt;
 pub mod schema_limits;
@@ -1023,7 +1024,7 @@ fn build_prompt(
     if let Some(ws) = input.workspace.take() {
         resolve_from_workspace(&ws, &mut input);
     }
-    let head = prompt::system_head(&input.tools_segment, &input.react.tags, how.native);
+    let head = system_head(&input.tools_segment, &input.react.tags, how.native);
     let candidates = Candidates {
         head: &head,
         items: &input.context,
@@ -1045,6 +1046,25 @@ fn build_prompt(
         input.tools_segment = String::new();
     }
     (input, fitted)
+}
+
+/// The system prompt's head: the same at every step of a loop, so worked out once per worker.
+fn system_head(tools_segment: &str, tags: &parse::Tags, native: bool) -> std::sync::Arc<str> {
+    thread_local! {
+        static HEADS: std::cell::RefCell<memo::Memo<std::sync::Arc<str>>> =
+            const { std::cell::RefCell::new(memo::Memo::new()) };
+    }
+    let key = [
+        tools_segment,
+        &tags.thought,
+        &tags.action,
+        &tags.observation,
+        &tags.final_answer,
+        if native { "native" } else { "text" },
+    ];
+    memo::remembered(&HEADS, &key, || {
+        prompt::system_head(tools_segment, tags, native).into()
+    })
 }
 
 /// What the step's model calls have added up to so far.
@@ -1647,4 +1667,34 @@ fn updated_history(input: &mut StepInput, thought: &str, outcome: &Outcome) -> V
     }
     turns.push(assistant);
     turns
+}
+
+#[cfg(test)]
+mod head_tests {
+    use super::*;
+
+    #[test]
+    fn a_remembered_head_is_the_one_its_inputs_make() {
+        let tags = parse::Tags::default();
+        let other = parse::Tags {
+            action: "Act".into(),
+            ..parse::Tags::default()
+        };
+        let tools = "- read_file: reads a file\n- run_tests(path): runs them";
+        // Each input changed alone, each asked twice: always what building it again gives.
+        for _ in 0..2 {
+            for (segment, tags, native) in [
+                (tools, &tags, false),
+                (tools, &tags, true),
+                (tools, &other, false),
+                ("- read_files: reads files", &tags, false),
+                ("", &tags, false),
+            ] {
+                assert_eq!(
+                    &*system_head(segment, tags, native),
+                    prompt::system_head(segment, tags, native)
+                );
+            }
+        }
+    }
 }

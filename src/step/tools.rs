@@ -3,8 +3,12 @@
 //! action is checked against them before it reaches the client: the tool exists, and its
 //! arguments match the schema (positional arguments take the declared parameter order).
 
+use std::cell::RefCell;
+use std::sync::Arc;
+
 use serde_json::{Map, Value};
 
+use super::memo::Memo;
 use super::schema_limits;
 
 pub use crate::llm::ToolSpec;
@@ -27,8 +31,9 @@ impl std::fmt::Debug for Declared {
 #[derive(Debug, Default)]
 pub struct Catalog {
     declared: Vec<Declared>,
-    /// Names read from the free-text segment, when no tools were declared.
-    named: Vec<String>,
+    /// Names read from the free-text segment, when no tools were declared; shared with the
+    /// worker's memo, since a loop sends the same segment at every step.
+    named: Arc<[String]>,
 }
 
 impl Catalog {
@@ -58,9 +63,9 @@ impl Catalog {
             });
         }
         let named = if declared.is_empty() {
-            names_in(segment)
+            remembered_names_in(segment)
         } else {
-            Vec::new()
+            Arc::from([])
         };
         Ok(Self { declared, named })
     }
@@ -476,6 +481,14 @@ pub fn names_in(segment: &str) -> Vec<String> {
         }
     }
     names
+}
+
+/// [`names_in`], from this worker's memo when the segment was read lately.
+fn remembered_names_in(segment: &str) -> Arc<[String]> {
+    thread_local! {
+        static NAMES: RefCell<Memo<Arc<[String]>>> = const { RefCell::new(Memo::new()) };
+    }
+    super::memo::remembered(&NAMES, &[segment], || names_in(segment).into())
 }
 
 /// The first of [`names_in`], found without reading the rest of the segment.
