@@ -7,9 +7,16 @@
 /// Appends `text` to `out` quoted and escaped: `"` and `\` escaped, `\b \t \n \f \r` by name,
 /// other bytes below 0x20 as `\u00xx` (lower-case hex); everything else as it is.
 pub fn write_str(out: &mut Vec<u8>, text: &str) {
-    let bytes = text.as_bytes();
-    out.reserve(bytes.len() + 2);
+    out.reserve(text.len() + 2);
     out.push(b'"');
+    write_escaped(out, text);
+    out.push(b'"');
+}
+
+/// Appends `text` escaped as [`write_str`] does, without the quotes: for a string written in
+/// pieces (a value's `Debug` output).
+pub fn write_escaped(out: &mut Vec<u8>, text: &str) {
+    let bytes = text.as_bytes();
     let mut start = 0;
     while let Some(at) = next_escape(bytes, start) {
         out.extend_from_slice(&bytes[start..at]);
@@ -17,7 +24,6 @@ pub fn write_str(out: &mut Vec<u8>, text: &str) {
         start = at + 1;
     }
     out.extend_from_slice(&bytes[start..]);
-    out.push(b'"');
 }
 
 /// Bytes tested at once: one SSE2 register.

@@ -6,7 +6,7 @@
 //! booleans, nulls and unusual map keys are still written by serde_json itself.
 
 mod escape;
-pub use escape::write_str;
+pub use escape::{write_escaped, write_str};
 mod key;
 mod write;
 

@@ -1,8 +1,8 @@
 //! A log event as one JSON line, byte for byte what tracing-subscriber's JSON format writes with
 //! `flatten_event(true)`, without reading the spans' fields back. That format parses each span's
 //! recorded fields into a `serde_json::Value` and writes them again, for the current span and
-//! once more in the span list: half of a request log line's cost. The fields [`SpanJson`] keeps
-//! are already a compact JSON object written by serde_json, so they are copied as they stand.
+//! once more in the span list: half of a request log line's cost. The entries [`SpanJson`] keeps
+//! are already JSON written by serde_json's rules, so they are only put in order here.
 
 use std::fmt;
 
@@ -49,9 +49,11 @@ where
             .parent()
             .and_then(|id| ctx.span(id))
             .or_else(|| ctx.lookup_current());
-        if let Some(span) = &current {
+        if let Some(current) = &current {
             line.key(&mut out, "span");
-            write_span(&mut out, span);
+            let start = out.len();
+            write_span(&mut out, current);
+            let written = start..out.len();
             line.key(&mut out, "spans");
             out.push(b'[');
             let leaf = ctx.lookup_current();
@@ -59,7 +61,12 @@ where
                 if i > 0 {
                     out.push(b',');
                 }
-                write_span(&mut out, &span);
+                // The current span again (a request's line): its object as just written.
+                if span.id() == current.id() {
+                    out.extend_from_within(written.clone());
+                } else {
+                    write_span(&mut out, &span);
+                }
             }
             out.push(b']');
         }
@@ -71,20 +78,10 @@ where
 /// A span as the format writes it: its fields, then its name.
 fn write_span<S: for<'a> LookupSpan<'a>>(out: &mut Vec<u8>, span: &SpanRef<'_, S>) {
     let extensions = span.extensions();
-    let fields = extensions
+    let recorded = extensions
         .get::<FormattedFields<SpanJson>>()
-        .map_or("{}", |f| f.fields.as_str());
-    let mut object = match fields.strip_suffix('}').filter(|f| f.starts_with('{')) {
-        // Keys unique and values as serde_json writes them: what reading and writing gives.
-        Some(open) => {
-            out.extend_from_slice(open.as_bytes());
-            Entries {
-                empty: open.len() == 1,
-            }
-        }
-        // Never: `SpanJson` keeps an object. The fields are left out rather than the line.
-        None => Entries::open(out),
-    };
+        .map_or("", |f| f.fields.as_str());
+    let mut object = super::span_fields::write_object(out, recorded);
     object.str_entry(out, "name", span.metadata().name());
     out.push(b'}');
 }
@@ -108,7 +105,7 @@ impl Entries {
         out.push(b':');
     }
 
-    fn str_entry(&mut self, out: &mut Vec<u8>, key: &str, value: &str) {
+    pub(super) fn str_entry(&mut self, out: &mut Vec<u8>, key: &str, value: &str) {
         self.key(out, key);
         crate::json::write_str(out, value);
     }

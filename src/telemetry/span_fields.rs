@@ -1,22 +1,23 @@
-//! A span's fields as one JSON object, byte for byte what tracing-subscriber's `JsonFields`
-//! writes (keys in order, the last value of a key kept), written directly rather than through a
-//! map of `serde_json::Value`s, and extended at each `Span::record` without reading the object
-//! back (see [`SpanJson`]).
+//! A span's fields kept as recorded, and written as one JSON object byte for byte as
+//! tracing-subscriber's `JsonFields` writes them (keys in order, the last value of a key kept).
+//!
+//! `JsonFields` parses a span's fields into a map of `serde_json::Value`s and writes them all
+//! again at every `Span::record`, a request's span being recorded several times. Here a record
+//! only appends its entries to the span's text (each the field's name, a unit separator, the
+//! value's JSON; entries ended by a record separator: JSON text holds neither character
+//! unescaped), and the object is put in order once, when a log line writes the span
+//! ([`write_object`]). The text is therefore not JSON: only [`super::JsonLine`] reads it.
 
 use std::fmt;
 
 use tracing::field::{Field, Visit};
 use tracing_subscriber::field::RecordFields;
-use tracing_subscriber::fmt::format::{JsonFields, Writer};
+use tracing_subscriber::fmt::format::Writer;
 use tracing_subscriber::fmt::{FormatFields, FormattedFields};
 
 use super::json_line::Entries;
 
-/// A span's fields as JSON, exactly as `JsonFields` writes them (one object, keys in order),
-/// but adding recorded fields without reading the object into values. `JsonFields` parses a
-/// span's fields into a map of `serde_json::Value`s and writes them all again at every
-/// `Span::record`. Here the new fields alone are written, and merged into the object's text by
-/// key.
+/// A span's fields as entries in the order recorded (see the module).
 #[derive(Debug, Default, Clone, Copy)]
 pub struct SpanJson;
 
@@ -28,7 +29,7 @@ impl<'writer> FormatFields<'writer> for SpanJson {
     ) -> fmt::Result {
         let mut visitor = Fields::default();
         fields.record(&mut visitor);
-        writer.write_str(&visitor.object())
+        writer.write_str(&visitor.into_text())
     }
 
     fn add_fields(
@@ -36,72 +37,57 @@ impl<'writer> FormatFields<'writer> for SpanJson {
         current: &'writer mut FormattedFields<Self>,
         fields: &tracing::span::Record<'_>,
     ) -> fmt::Result {
-        let mut visitor = Fields::default();
+        let mut visitor = Fields {
+            text: std::mem::take(&mut current.fields).into_bytes(),
+        };
         fields.record(&mut visitor);
-        let added = visitor.object();
-        if current.fields.is_empty() {
-            current.fields = added;
-            return Ok(());
-        }
-        match merged(&current.fields, &added) {
-            Some(object) => current.fields = object,
-            // Not an object of plain keys as `JsonFields` writes them: let it do the work.
-            None => {
-                let mut theirs =
-                    FormattedFields::<JsonFields>::new(std::mem::take(&mut current.fields));
-                JsonFields::new().add_fields(&mut theirs, fields)?;
-                current.fields = theirs.fields;
-            }
-        }
+        current.fields = visitor.into_text();
         Ok(())
     }
 }
 
-/// The fields of a span or a record, each as its key and its value's JSON text, in the order
-/// recorded.
+/// Between a field's name and its value.
+const UNIT: u8 = 0x1f;
+/// After each entry.
+const RECORD: u8 = 0x1e;
+
+/// Entries being appended (see the module).
 #[derive(Default)]
 struct Fields {
-    entries: Vec<(&'static str, Vec<u8>)>,
+    text: Vec<u8>,
 }
 
 impl Fields {
-    fn push(&mut self, name: &'static str, value: Vec<u8>) {
-        self.entries.push((name, value));
-    }
-
-    fn push_json<T: serde::Serialize + ?Sized>(&mut self, name: &'static str, value: &T) {
-        // Numbers, booleans and byte arrays: serde_json's bytes, as a `Value` of them writes.
-        let json = serde_json::to_vec(value).unwrap_or_else(|_| b"null".to_vec());
-        self.push(name, json);
-    }
-
-    fn push_str(&mut self, name: &'static str, value: &str) {
-        let mut json = Vec::with_capacity(value.len() + 2);
-        crate::json::write_str(&mut json, value);
-        self.push(name, json);
-    }
-
-    /// The object `JsonFields` writes: keys in order, each with the last value recorded for it.
-    fn object(mut self) -> String {
-        // Stable: of equal keys, the last recorded stays last.
-        self.entries.sort_by_key(|e| e.0);
-        let mut out = Vec::with_capacity(
-            2 + self
-                .entries
-                .iter()
-                .map(|e| e.0.len() + e.1.len() + 4)
-                .sum::<usize>(),
-        );
-        let mut object = Entries::open(&mut out);
-        for (i, (key, value)) in self.entries.iter().enumerate() {
-            if self.entries.get(i + 1).is_some_and(|next| next.0 == *key) {
-                continue;
-            }
-            object.key(&mut out, key);
-            out.extend_from_slice(value);
+    fn key(&mut self, name: &str) {
+        // A name holding a separator (none in this service, nor in tracing's own) would break
+        // the entries apart: its separators are written as U+FFFD.
+        if name.bytes().any(|b| b == UNIT || b == RECORD) {
+            self.text
+                .extend_from_slice(name.replace(['\x1e', '\x1f'], "\u{fffd}").as_bytes());
+        } else {
+            self.text.extend_from_slice(name.as_bytes());
         }
-        out.push(b'}');
-        String::from_utf8(out).unwrap_or_else(|_| "{}".into())
+        self.text.push(UNIT);
+    }
+
+    fn push_json<T: serde::Serialize + ?Sized>(&mut self, name: &str, value: &T) {
+        // Numbers, booleans and byte arrays: serde_json's bytes, as a `Value` of them writes.
+        self.key(name);
+        if serde_json::to_writer(&mut self.text, value).is_err() {
+            self.text.extend_from_slice(b"null");
+        }
+        self.text.push(RECORD);
+    }
+
+    fn push_str(&mut self, name: &str, value: &str) {
+        self.key(name);
+        crate::json::write_str(&mut self.text, value);
+        self.text.push(RECORD);
+    }
+
+    fn into_text(self) -> String {
+        // Always UTF-8: names, separators and JSON text.
+        String::from_utf8(self.text).unwrap_or_default()
     }
 }
 
@@ -138,166 +124,101 @@ impl Visit for Fields {
             return;
         }
         let name = name.strip_prefix("r#").unwrap_or(name);
-        self.push_str(name, &format!("{value:?}"));
+        self.key(name);
+        // Written as it is formatted, escaped piece by piece: no string of it in between.
+        self.text.push(b'"');
+        let _ = fmt::write(&mut Escaping(&mut self.text), format_args!("{value:?}"));
+        self.text.push(b'"');
+        self.text.push(RECORD);
     }
 }
 
-/// The entries of a compact JSON object, each as (key, `"key":value` text), in order; `None`
-/// when the text is not such an object or a key holds an escape (keys are then compared as
-/// written, which is their order only without escapes).
-fn entries(object: &str) -> Option<Vec<(&str, &str)>> {
-    let bytes = object.as_bytes();
-    if bytes.first() != Some(&b'{') || bytes.last() != Some(&b'}') {
-        return None;
-    }
-    let inner = &object[1..object.len() - 1];
-    let b = inner.as_bytes();
-    let mut out = Vec::new();
-    let mut at = 0;
-    while at < b.len() {
-        let start = at;
-        // The key: a string without escapes.
-        if b[at] != b'"' {
-            return None;
-        }
-        let key_end = at + 1 + inner[at + 1..].find('"')?;
-        let key = &inner[at + 1..key_end];
-        if key.contains('\\') || b.get(key_end + 1) != Some(&b':') {
-            return None;
-        }
-        // The value: a string to its closing quote, or anything else up to the next comma
-        // outside strings, arrays and objects.
-        at = key_end + 2;
-        at = if b.get(at) == Some(&b'"') {
-            string_end(inner, at)?
-        } else {
-            other_end(b, at)?
-        };
-        if b.get(at).is_some_and(|&c| c != b',') {
-            return None;
-        }
-        out.push((key, &inner[start..at]));
-        // Past the comma, if any.
-        at += 1;
-    }
-    Some(out)
-}
+/// A `fmt::Write` that appends what it is given escaped for a JSON string.
+struct Escaping<'a>(&'a mut Vec<u8>);
 
-/// Just past the JSON string that opens at `at`.
-fn string_end(text: &str, at: usize) -> Option<usize> {
-    let mut from = at + 1;
-    loop {
-        let quote = from + text[from..].find('"')?;
-        let backslashes = text.as_bytes()[..quote]
-            .iter()
-            .rev()
-            .take_while(|&&c| c == b'\\')
-            .count();
-        if backslashes % 2 == 0 {
-            return Some(quote + 1);
-        }
-        from = quote + 1;
+impl fmt::Write for Escaping<'_> {
+    fn write_str(&mut self, text: &str) -> fmt::Result {
+        crate::json::write_escaped(self.0, text);
+        Ok(())
     }
 }
 
-/// Just past a value that is not a string, opening at `at`: at the next comma outside strings,
-/// arrays and objects, or at the end.
-fn other_end(b: &[u8], mut at: usize) -> Option<usize> {
-    let start = at;
-    let (mut depth, mut in_string, mut escaped) = (0usize, false, false);
-    while at < b.len() {
-        let c = b[at];
-        if in_string {
-            match (escaped, c) {
-                (true, _) => escaped = false,
-                (false, b'\\') => escaped = true,
-                (false, b'"') => in_string = false,
-                _ => {}
-            }
-        } else {
-            match c {
-                b'"' => in_string = true,
-                b'[' | b'{' => depth += 1,
-                b']' | b'}' => depth = depth.checked_sub(1)?,
-                b',' if depth == 0 => break,
-                _ => {}
-            }
-        }
-        at += 1;
+/// Writes the fields a span recorded (its [`SpanJson`] text) as the object `JsonFields` would
+/// hold, without the closing brace: keys in order, each with its last value. The entries that
+/// follow are the caller's.
+pub(super) fn write_object(out: &mut Vec<u8>, recorded: &str) -> Entries {
+    let mut entries: Vec<(&str, &str)> = Vec::with_capacity(16);
+    let mut start = 0;
+    // Byte searches: the separators are ASCII, so every cut is at a character boundary.
+    for end in memchr::memchr_iter(RECORD, recorded.as_bytes()) {
+        let entry = recorded.get(start..end).unwrap_or_default();
+        entries.push(match memchr::memchr(UNIT, entry.as_bytes()) {
+            Some(at) => (&entry[..at], &entry[at + 1..]),
+            None => (entry, "null"),
+        });
+        start = end + 1;
     }
-    (!in_string && depth == 0 && at > start).then_some(at)
-}
-
-/// `current` with the entries of `added`: both objects as `JsonFields` writes them, keys in
-/// order; a key in both takes the added value, where the current one stood.
-fn merged(current: &str, added: &str) -> Option<String> {
-    let old = entries(current)?;
-    let new = entries(added)?;
-    let mut out = String::with_capacity(current.len() + added.len());
-    out.push('{');
-    let (mut i, mut j) = (0, 0);
-    let mut push = |entry: &str| {
-        if out.len() > 1 {
-            out.push(',');
+    // Stable: of equal keys, the last recorded stays last.
+    entries.sort_by_key(|e| e.0);
+    let mut object = Entries::open(out);
+    for (i, (key, value)) in entries.iter().enumerate() {
+        if entries.get(i + 1).is_some_and(|next| next.0 == *key) {
+            continue;
         }
-        out.push_str(entry);
-    };
-    while i < old.len() || j < new.len() {
-        match (old.get(i), new.get(j)) {
-            (Some(o), Some(n)) if o.0 == n.0 => {
-                push(n.1);
-                i += 1;
-                j += 1;
-            }
-            (Some(o), Some(n)) if o.0 < n.0 => {
-                push(o.1);
-                i += 1;
-            }
-            (Some(_), Some(n)) | (None, Some(n)) => {
-                push(n.1);
-                j += 1;
-            }
-            (Some(o), None) => {
-                push(o.1);
-                i += 1;
-            }
-            (None, None) => break,
-        }
+        object.key(out, key);
+        out.extend_from_slice(value.as_bytes());
     }
-    out.push('}');
-    Some(out)
+    object
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    #[test]
-    fn objects_merge_by_key_and_odd_ones_are_refused() {
-        assert_eq!(
-            merged(
-                r#"{"a":1,"c":"x,}y","e":[1,{"f":2}]}"#,
-                r#"{"b":true,"c":null,"z":"\""}"#
-            )
-            .as_deref(),
-            Some(r#"{"a":1,"b":true,"c":null,"e":[1,{"f":2}],"z":"\""}"#)
-        );
-        assert_eq!(merged("{}", r#"{"a":1}"#).as_deref(), Some(r#"{"a":1}"#));
-        assert_eq!(
-            merged(r#"{"a":"x\\","c":"\\\",2"}"#, r#"{"b":"q\"r"}"#).as_deref(),
-            Some(r#"{"a":"x\\","b":"q\"r","c":"\\\",2"}"#)
-        );
-        for odd in [
-            r#"{"a\"b":1}"#,
-            r#"{"a":"1}"#,
-            r#"{"a":}"#,
-            r#"{"a":"1\"}"#,
-            r#"{"a":"1"x}"#,
-            "[1]",
-            r#"{"a" :1}"#,
-            "",
-        ] {
-            assert_eq!(merged(odd, r#"{"b":1}"#), None, "{odd}");
+    /// The object written from these (name, value JSON) records.
+    fn object(recorded: &[(&str, &str)]) -> String {
+        let mut text = String::new();
+        for (name, value) in recorded {
+            text.extend([name, "\x1f", value, "\x1e"]);
         }
+        let mut out = Vec::new();
+        write_object(&mut out, &text);
+        out.push(b'}');
+        String::from_utf8(out).unwrap_or_default()
+    }
+
+    #[test]
+    fn recorded_entries_become_one_object_in_key_order_with_the_last_values() {
+        assert_eq!(
+            object(&[
+                ("e", r#"[1,{"f":2}]"#),
+                ("c", r#""x,}y""#),
+                ("a", "1"),
+                ("b", "true"),
+                ("c", "null"),
+                ("z", r#""\"""#),
+            ]),
+            r#"{"a":1,"b":true,"c":null,"e":[1,{"f":2}],"z":"\""}"#
+        );
+        assert_eq!(
+            object(&[("a", "1"), ("a\"b", "2"), ("a", "3"), ("a\\", "4")]),
+            r#"{"a":3,"a\"b":2,"a\\":4}"#
+        );
+        assert_eq!(object(&[]), "{}");
+    }
+
+    #[test]
+    fn a_name_with_a_separator_cannot_split_its_entry() {
+        let mut visitor = Fields::default();
+        visitor.push_str("a\x1fb\x1ec", "v");
+        visitor.push_json("n", &1);
+        let text = visitor.into_text();
+        let mut out = Vec::new();
+        write_object(&mut out, &text);
+        out.push(b'}');
+        assert_eq!(
+            String::from_utf8(out).unwrap_or_default(),
+            "{\"a\u{fffd}b\u{fffd}c\":\"v\",\"n\":1}"
+        );
     }
 }
