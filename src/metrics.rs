@@ -14,7 +14,8 @@ use prometheus_client::registry::Registry;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct RequestLabels {
-    pub endpoint: String,
+    /// Borrowed: one of the known paths, or `other`.
+    pub endpoint: Cow<'static, str>,
     pub status: u16,
 }
 

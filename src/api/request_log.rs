@@ -112,20 +112,23 @@ impl RootSpanBuilder for RequestLog {
         };
         let status = response.status().as_u16();
         let path = response.request().path();
-        let endpoint = match path {
-            "/api/agent/react_step"
-            | "/api/agent/react_step/stream"
-            | "/healthz"
-            | "/readyz"
-            | "/metrics"
-            | "/openapi.yaml" => path,
-            // Unknown paths are one label, so a scanner cannot grow the metrics without bound.
-            _ => "other",
-        };
+        const KNOWN: [&str; 6] = [
+            "/api/agent/react_step",
+            "/api/agent/react_step/stream",
+            "/healthz",
+            "/readyz",
+            "/metrics",
+            "/openapi.yaml",
+        ];
+        // Unknown paths are one label, so a scanner cannot grow the metrics without bound.
+        let endpoint = KNOWN
+            .into_iter()
+            .find(|known| *known == path)
+            .unwrap_or("other");
         crate::metrics::global()
             .requests
             .get_or_create(&crate::metrics::RequestLabels {
-                endpoint: endpoint.to_string(),
+                endpoint: std::borrow::Cow::Borrowed(endpoint),
                 status,
             })
             .inc();
