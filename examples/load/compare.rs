@@ -5,7 +5,11 @@
 //! completions (hyper), a bare actix-web + reqwest pass-through that forwards a small fixed chat
 //! request to it (the floor any proxy pays), and the release service pointed at the mock. `oha`
 //! then drives each target in turn with the same body at a fixed concurrency, after a one-second
-//! warm-up, and the figures are printed as a markdown table with the ratios to the pass-through.
+//! warm-up, and the figures are printed as a markdown table with the ratios to the pass-through
+//! and what each request cost in CPU time: the serving process's (from `/proc/PID/stat`) and the
+//! whole machine's (`/proc/stat`, oha and the mock included). On a machine the load saturates,
+//! the rate is the inverse of the machine's time per request, so the CPU columns say where a
+//! difference in rate comes from.
 //!
 //! The bodies are built here: the typical IDE step (10 turns of history, three source files of
 //! about 5 KB in `explicit_context`, free-text tools, `gpt-4o`, a 16,000-token limit) and a
@@ -379,6 +383,12 @@ pub fn pass_through(upstream: &str) -> std::io::Result<()> {
 /// A child process, killed when dropped, and by the kernel when this process dies.
 pub struct Process(Child);
 
+impl Process {
+    pub fn id(&self) -> u32 {
+        self.0.id()
+    }
+}
+
 impl Drop for Process {
     fn drop(&mut self) {
         let _ = self.0.kill();
@@ -495,6 +505,56 @@ pub struct Figures {
     pub p99: f64,
     pub errors: u64,
     pub requests: u64,
+    /// CPU time of the process that served the requests, per request, in µs (0: not measured).
+    pub cpu_us: f64,
+    /// CPU time of the whole machine (every process and the kernel), per request, in µs.
+    pub machine_us: f64,
+}
+
+/// CPU used so far, in clock ticks: by one process (user and system), and by the whole machine
+/// (all but idle and I/O wait).
+#[derive(Clone, Copy)]
+struct Cpu {
+    process: u64,
+    machine: u64,
+}
+
+impl Cpu {
+    fn now(pid: u32) -> Self {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        // After the command's name in parentheses, field 3 (state) comes first: utime and stime
+        // (fields 14 and 15) are the 12th and 13th.
+        let fields: Vec<u64> = stat
+            .rsplit_once(')')
+            .map_or("", |r| r.1)
+            .split_whitespace()
+            .map(|f| f.parse().unwrap_or(0))
+            .collect();
+        let process = fields.get(11).unwrap_or(&0) + fields.get(12).unwrap_or(&0);
+        let all = std::fs::read_to_string("/proc/stat").unwrap_or_default();
+        let ticks: Vec<u64> = all
+            .lines()
+            .next()
+            .unwrap_or_default()
+            .split_whitespace()
+            .skip(1)
+            .map(|t| t.parse().unwrap_or(0))
+            .collect();
+        // user nice system idle iowait irq softirq steal: busy is all but idle and iowait.
+        let total: u64 = ticks.iter().take(8).sum();
+        let machine = total - ticks.get(3).unwrap_or(&0) - ticks.get(4).unwrap_or(&0);
+        Self { process, machine }
+    }
+
+    /// Fills in the figures' CPU per request since `before`.
+    fn since(self, before: Self, figures: &mut Figures) {
+        // SAFETY: sysconf only reads a constant of the system.
+        let per_second = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
+        let per_request =
+            |ticks: u64| ticks as f64 / per_second * 1e6 / figures.requests.max(1) as f64;
+        figures.cpu_us = per_request(self.process - before.process);
+        figures.machine_us = per_request(self.machine - before.machine);
+    }
 }
 
 pub fn oha_args(url: &str, body: &Path, seconds: u64, concurrency: u64) -> Vec<String> {
@@ -562,6 +622,7 @@ pub fn drive_with(oha: &str, name: &str, args: &[String]) -> Figures {
         p99: seconds_at("p99"),
         errors: not_ok + failed,
         requests: statuses + failed,
+        ..Figures::default()
     }
 }
 
@@ -634,6 +695,7 @@ fn row(name: &str, f: &Figures, floors: [&Figures; 2]) -> String {
             added(f.p99 - floor.p99),
         ));
     }
+    out.push_str(&format!(" {:.0} | {:.0} |", f.cpu_us, f.machine_us));
     out
 }
 
@@ -647,6 +709,8 @@ fn mean(figures: &[Figures]) -> Figures {
         p99: sum(|f| f.p99),
         errors: figures.iter().map(|f| f.errors).sum(),
         requests: figures.iter().map(|f| f.requests).sum(),
+        cpu_us: sum(|f| f.cpu_us),
+        machine_us: sum(|f| f.machine_us),
     }
 }
 
@@ -696,10 +760,10 @@ pub async fn run(seconds: u64, concurrency: u64) {
     let (typical_file, offline_file, step_files) = write_bodies();
     let steps = loop_bodies();
 
-    let (_mock, mock_port) = start_helper(&["mock-upstream"]);
+    let (mock_process, mock_port) = start_helper(&["mock-upstream"]);
     let mock_url = format!("http://127.0.0.1:{mock_port}");
-    let (_pass, pass_port) = start_helper(&["pass-through", &mock_url]);
-    let (_service, service_port) = start_service(mock_port);
+    let (pass_process, pass_port) = start_helper(&["pass-through", &mock_url]);
+    let (service_process, service_port) = start_service(mock_port);
     let client = reqwest::Client::new();
     wait_ready(&client, service_port).await;
 
@@ -761,17 +825,24 @@ pub async fn run(seconds: u64, concurrency: u64) {
     }
     check(&client, &offline_target, is_step).await;
 
-    let measure = |t: &Target| {
+    // Each target with the process that serves it, whose CPU time is read around the run.
+    let measure = |t: &Target, serving: &Process| {
         eprintln!("driving {} for {seconds} s", t.name);
         drive(&oha, t, 1, concurrency); // warm-up: connections, caches
-        drive(&oha, t, seconds, concurrency)
+        let before = Cpu::now(serving.id());
+        let mut figures = drive(&oha, t, seconds, concurrency);
+        Cpu::now(serving.id()).since(before, &mut figures);
+        figures
     };
-    let mock = measure(&mock_target);
-    let pass = measure(&pass_target);
-    let text_pass = measure(&text_pass_target);
-    let service = measure(&service_target);
-    let offline = measure(&offline_target);
-    let loop_figures: Vec<Figures> = step_targets.iter().map(measure).collect();
+    let mock = measure(&mock_target, &mock_process);
+    let pass = measure(&pass_target, &pass_process);
+    let text_pass = measure(&text_pass_target, &pass_process);
+    let service = measure(&service_target, &service_process);
+    let offline = measure(&offline_target, &service_process);
+    let loop_figures: Vec<Figures> = step_targets
+        .iter()
+        .map(|t| measure(t, &service_process))
+        .collect();
     let load_after = load_average();
 
     let size = |file: &Path| std::fs::metadata(file).map(|m| m.len()).unwrap_or(0) as f64 / 1e3;
@@ -820,9 +891,12 @@ pub async fn run(seconds: u64, concurrency: u64) {
     let _ = writeln!(out);
     let _ = writeln!(
         out,
-        "| target | req/s | p50 | p90 | p99 | errors | ÷ pass-through | added p50 | added p99 | ÷ text pass-through | added p50 | added p99 |"
+        "| target | req/s | p50 | p90 | p99 | errors | ÷ pass-through | added p50 | added p99 | ÷ text pass-through | added p50 | added p99 | CPU µs/req, serving process | CPU µs/req, machine |"
     );
-    let _ = writeln!(out, "|---|---|---|---|---|---|---|---|---|---|---|---|");
+    let _ = writeln!(
+        out,
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+    );
     let floors = [&pass, &text_pass];
     for (name, f) in [
         (&mock_target.name, &mock),
