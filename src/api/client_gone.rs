@@ -15,11 +15,11 @@
 use std::future::Future;
 use std::time::Duration;
 
-/// How long a step runs before its client's connection is watched.
-pub const WATCH_AFTER: Duration = Duration::from_millis(50);
-
 use actix_web::dev::Extensions;
 use actix_web::HttpRequest;
+
+/// How long a step runs before its client's connection is watched.
+pub const WATCH_AFTER: Duration = Duration::from_millis(50);
 
 /// The connection's socket, as a raw descriptor: owned by the connection, which outlives every
 /// request handled on it.

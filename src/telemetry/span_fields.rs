@@ -42,6 +42,9 @@ impl<'writer> FormatFields<'writer> for SpanJson {
         };
         fields.record(&mut visitor);
         current.fields = visitor.into_text();
+        if current.fields.len() > COMPACT_AT {
+            current.fields = compacted(&current.fields);
+        }
         Ok(())
     }
 }
@@ -147,6 +150,16 @@ impl fmt::Write for Escaping<'_> {
 /// hold, without the closing brace: keys in order, each with its last value. The entries that
 /// follow are the caller's.
 pub(super) fn write_object(out: &mut Vec<u8>, recorded: &str) -> Entries {
+    let mut object = Entries::open(out);
+    for (key, value) in last_values(recorded) {
+        object.key(out, key);
+        out.extend_from_slice(value.as_bytes());
+    }
+    object
+}
+
+/// The recorded entries as (name, value JSON), in name order, each name once with its last value.
+fn last_values(recorded: &str) -> Vec<(&str, &str)> {
     let mut entries: Vec<(&str, &str)> = Vec::with_capacity(16);
     let mut start = 0;
     // Byte searches: the separators are ASCII, so every cut is at a character boundary.
@@ -158,17 +171,29 @@ pub(super) fn write_object(out: &mut Vec<u8>, recorded: &str) -> Entries {
         });
         start = end + 1;
     }
-    // Stable: of equal keys, the last recorded stays last.
+    // Stable: of equal names, the last recorded stays last, and is the one kept.
     entries.sort_by_key(|e| e.0);
-    let mut object = Entries::open(out);
-    for (i, (key, value)) in entries.iter().enumerate() {
-        if entries.get(i + 1).is_some_and(|next| next.0 == *key) {
-            continue;
+    let mut kept: Vec<(&str, &str)> = Vec::with_capacity(entries.len());
+    for entry in entries {
+        match kept.last_mut() {
+            Some(last) if last.0 == entry.0 => *last = entry,
+            _ => kept.push(entry),
         }
-        object.key(out, key);
-        out.extend_from_slice(value.as_bytes());
     }
-    object
+    kept
+}
+
+/// Past this size a span's text is compacted at its next record (each name once), so that a
+/// span recorded in a loop does not grow without bound.
+const COMPACT_AT: usize = 8 * 1024;
+
+/// The same entries, each name once with its last value.
+fn compacted(recorded: &str) -> String {
+    let mut text = String::with_capacity(recorded.len());
+    for (key, value) in last_values(recorded) {
+        text.extend([key, "\x1f", value, "\x1e"]);
+    }
+    text
 }
 
 #[cfg(test)]
@@ -219,6 +244,36 @@ mod tests {
         assert_eq!(
             String::from_utf8(out).unwrap_or_default(),
             "{\"a\u{fffd}b\u{fffd}c\":\"v\",\"n\":1}"
+        );
+    }
+
+    #[test]
+    fn a_span_recorded_in_a_loop_keeps_one_entry_a_name() {
+        let mut current = FormattedFields::<SpanJson>::new(String::new());
+        let mut visitor = Fields::default();
+        visitor.push_str("name", "first");
+        current.fields = visitor.into_text();
+        let span = tracing::info_span!("loop", n = tracing::field::Empty, note = "x");
+        let metadata = span.metadata().map(|m| m.fields());
+        let (Some(fields), Some(n)) = (metadata, metadata.and_then(|f| f.field("n"))) else {
+            panic!("the span has its fields")
+        };
+        for i in 0..10_000u64 {
+            let values = [(&n, Some(&i as &dyn tracing::Value))];
+            let set = fields.value_set(&values);
+            let _ = SpanJson.add_fields(&mut current, &tracing::span::Record::new(&set));
+            assert!(
+                current.fields.len() <= COMPACT_AT + 64,
+                "{}",
+                current.fields.len()
+            );
+        }
+        let mut out = Vec::new();
+        write_object(&mut out, &current.fields);
+        out.push(b'}');
+        assert_eq!(
+            String::from_utf8(out).unwrap_or_default(),
+            r#"{"n":9999,"name":"first"}"#
         );
     }
 }
