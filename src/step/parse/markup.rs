@@ -4,6 +4,9 @@
 //! DeepSeek's `<｜tool▁calls▁begin｜>` and Kimi K2's `<|tool_calls_section_begin|>`. Each
 //! reader sees only the text of its own block, so a text of many blocks is read in one pass.
 
+use std::sync::LazyLock;
+
+use aho_corasick::{AhoCorasick, MatchKind};
 use serde_json::{Map, Value};
 
 use super::args::{closing_bracket, parse_args, python_literal};
@@ -60,15 +63,33 @@ const CLOSERS: [&str; 11] = [
     "</|tool_call|>",
 ];
 
+/// The first opener in `text`, the longest of those that start there: where it starts, and
+/// which of [`OPENERS`] it is. One pass of an automaton over all of them, built once; sixteen
+/// substring searches, each set up anew, cost a step more than reading its output.
+fn first_opener(text: &str) -> Option<(usize, usize)> {
+    static AUTOMATON: LazyLock<Option<AhoCorasick>> = LazyLock::new(|| {
+        AhoCorasick::builder()
+            .match_kind(MatchKind::LeftmostLongest)
+            .build(OPENERS.iter().map(|(opener, _)| opener))
+            .ok()
+    });
+    work::add(text.len());
+    match AUTOMATON.as_ref() {
+        Some(automaton) => automaton
+            .find(text)
+            .map(|m| (m.start(), m.pattern().as_usize())),
+        None => OPENERS
+            .iter()
+            .enumerate()
+            .filter_map(|(i, (opener, _))| text.find(opener).map(|at| (at, i)))
+            .min_by_key(|&(at, i)| (at, std::cmp::Reverse(OPENERS[i].0.len()))),
+    }
+}
+
 /// The first markup in `text`, read into its calls (an unreadable call says why).
 pub fn find(text: &str) -> Option<Markup> {
-    let (start, opener, reader): (usize, &'static str, Reader) = OPENERS
-        .iter()
-        .filter_map(|(opener, reader)| {
-            work::add(text.len());
-            text.find(opener).map(|at| (at, *opener, *reader))
-        })
-        .min_by_key(|(at, opener, _)| (*at, std::cmp::Reverse(opener.len())))?;
+    let (start, index) = first_opener(text)?;
+    let (opener, reader) = OPENERS[index];
     let body = &text[start + opener.len()..];
     let mut calls = reader(body);
     if calls.is_empty() {
@@ -121,7 +142,7 @@ fn block_end(text: &str, start: usize) -> usize {
 
 /// Whether `text` (a line start or a stretch of a line) holds, or may be the start of, markup.
 pub fn opener_at(text: &str) -> Option<usize> {
-    OPENERS.iter().filter_map(|(o, _)| text.find(o)).min()
+    first_opener(text).map(|(at, _)| at)
 }
 
 /// The longest end of `text` that is the start of an opener, to hold back while streaming.
@@ -525,7 +546,38 @@ fn unfence(text: &str) -> &str {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::Strategy as _;
     use serde_json::json;
+
+    proptest::proptest! {
+        /// The automaton finds what searching for each opener and taking the leftmost (the
+        /// longest of those starting there) finds: texts of openers, their halves and overlaps
+        /// (`<function=` inside `<function_call>`'s neighbours, `<|tool_call|>` and
+        /// `<|tool_call_begin|>`), and filler.
+        #[test]
+        fn the_first_opener_is_the_leftmost_longest(
+            parts in proptest::collection::vec(
+                proptest::prop_oneof![
+                    (0..OPENERS.len()).prop_map(|i| OPENERS[i].0.to_string()),
+                    (0..OPENERS.len(), 1usize..6).prop_map(|(i, cut)| {
+                        let o = OPENERS[i].0;
+                        o.chars().take(o.chars().count().saturating_sub(cut)).collect()
+                    }),
+                    proptest::sample::select(vec!["x", " ", "<", "|", "_", "function", "tool", "\n"])
+                        .prop_map(str::to_string),
+                ],
+                0..12,
+            )
+        ) {
+            let text = parts.concat();
+            let naive = OPENERS
+                .iter()
+                .enumerate()
+                .filter_map(|(i, (opener, _))| text.find(opener).map(|at| (at, i)))
+                .min_by_key(|&(at, i)| (at, std::cmp::Reverse(OPENERS[i].0.len())));
+            proptest::prop_assert_eq!(first_opener(&text), naive);
+        }
+    }
 
     fn calls(text: &str) -> Vec<(String, Value)> {
         crate::step::parse::as_calls(
