@@ -761,10 +761,20 @@ fn chat_request(
 /// off. The tool definitions come before the system prompt in what providers cache.
 fn prompt_cache(input: &StepInput, prompt: &budget::Prompt, shape: &Shape) -> Option<PromptCache> {
     input.llm.prompt_cache.then(|| PromptCache {
-        key: PromptCache::key_for(&input.session_id),
+        key: prompt_cache_key(&input.session_id),
         system_tokens: shape.tools_tokens + prompt.system_tokens,
         prefix_tokens: shape.tools_tokens + prompt.prefix_tokens,
     })
+}
+
+/// The session's cache key (a SHA-256 of its id), the same at every step of a loop, so worked
+/// out once per worker.
+fn prompt_cache_key(session_id: &str) -> String {
+    thread_local! {
+        static KEYS: std::cell::RefCell<memo::Memo<String>> =
+            const { std::cell::RefCell::new(memo::Memo::new()) };
+    }
+    memo::remembered(&KEYS, &[session_id], || PromptCache::key_for(session_id))
 }
 
 /// How a conversation with the model ended.
@@ -1670,8 +1680,17 @@ fn updated_history(input: &mut StepInput, thought: &str, outcome: &Outcome) -> V
 }
 
 #[cfg(test)]
-mod head_tests {
+mod remembered_tests {
     use super::*;
+
+    #[test]
+    fn a_remembered_cache_key_is_the_sessions_own() {
+        for _ in 0..2 {
+            for session in ["s-1", "s-2", "", "s-1 "] {
+                assert_eq!(prompt_cache_key(session), PromptCache::key_for(session));
+            }
+        }
+    }
 
     #[test]
     fn a_remembered_head_is_the_one_its_inputs_make() {
