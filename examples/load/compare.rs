@@ -507,12 +507,13 @@ pub struct Figures {
     pub requests: u64,
     /// CPU time of the process that served the requests, per request, in µs (0: not measured).
     pub cpu_us: f64,
-    /// CPU time of the whole machine (every process and the kernel), per request, in µs.
+    /// CPU time of the whole machine (every process and the kernel, steal excluded), per
+    /// request, in µs.
     pub machine_us: f64,
 }
 
 /// CPU used so far, in clock ticks: by one process (user and system), and by the whole machine
-/// (all but idle and I/O wait).
+/// (all but idle, I/O wait and steal).
 #[derive(Clone, Copy)]
 struct Cpu {
     process: u64,
@@ -540,8 +541,9 @@ impl Cpu {
             .skip(1)
             .map(|t| t.parse().unwrap_or(0))
             .collect();
-        // user nice system idle iowait irq softirq steal: busy is all but idle and iowait.
-        let total: u64 = ticks.iter().take(8).sum();
+        // user nice system idle iowait irq softirq steal: busy is all but idle and iowait, and
+        // steal (time the hypervisor gave to others is not this machine's work).
+        let total: u64 = ticks.iter().take(7).sum();
         let machine = total - ticks.get(3).unwrap_or(&0) - ticks.get(4).unwrap_or(&0);
         Self { process, machine }
     }
