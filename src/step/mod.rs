@@ -346,8 +346,17 @@ pub async fn run(
     match &result {
         Ok(output) => {
             count_tokens(metrics, output.usage.as_ref());
+            // Summed per fate first: one update of the family per fate, not per item.
+            let mut fates: Vec<(&'static str, u64)> = Vec::with_capacity(4);
             for item in &output.context_report.items {
-                Metrics::count(&metrics.context_items, item.fate.as_str(), 1);
+                let fate = item.fate.as_str();
+                match fates.iter_mut().find(|(f, _)| *f == fate) {
+                    Some((_, n)) => *n += 1,
+                    None => fates.push((fate, 1)),
+                }
+            }
+            for (fate, n) in fates {
+                Metrics::count(&metrics.context_items, fate, n);
             }
         }
         Err(error) => {

@@ -17,6 +17,7 @@ use std::sync::{Mutex, OnceLock};
 
 use foldhash::fast::FixedState;
 use lru::LruCache;
+use prometheus_client::metrics::counter::Counter;
 
 /// Texts shorter than this are not worth an entry: the per-piece memo counts them fast.
 pub const MIN_CACHED_BYTES: usize = 256;
@@ -78,15 +79,14 @@ impl TokenCache {
         count: impl FnOnce() -> Option<u32>,
     ) -> Option<u32> {
         let key = key(encoding, text);
-        let metrics = crate::metrics::global();
         let known = self.lock().get(&key).copied();
         if known.is_some() {
             self.hits.fetch_add(1, Ordering::Relaxed);
-            crate::metrics::Metrics::count(&metrics.token_cache_lookups, "hit", 1);
+            lookups(true).inc();
             return known;
         }
         self.misses.fetch_add(1, Ordering::Relaxed);
-        crate::metrics::Metrics::count(&metrics.token_cache_lookups, "miss", 1);
+        lookups(false).inc();
         // Counted without the lock held: counting takes long, and other threads count too.
         let counted = count()?;
         let len = {
@@ -97,7 +97,7 @@ impl TokenCache {
             }
             counts.len()
         };
-        metrics
+        crate::metrics::global()
             .token_cache_bytes
             .set(i64::try_from(len * ENTRY_BYTES).unwrap_or(i64::MAX));
         Some(counted)
@@ -126,6 +126,22 @@ impl TokenCache {
         let len = self.lock().len();
         (len * ENTRY_BYTES, self.capacity * ENTRY_BYTES)
     }
+}
+
+/// The counter of hits or of misses, fetched from its family once: a step makes a dozen
+/// lookups, each a hashed read of the family before. Created at first use, as before.
+fn lookups(hit: bool) -> &'static Counter {
+    static HIT: OnceLock<Counter> = OnceLock::new();
+    static MISS: OnceLock<Counter> = OnceLock::new();
+    let (cell, kind) = if hit { (&HIT, "hit") } else { (&MISS, "miss") };
+    cell.get_or_init(|| {
+        crate::metrics::global()
+            .token_cache_lookups
+            .get_or_create(&crate::metrics::KindLabels {
+                kind: std::borrow::Cow::Borrowed(kind),
+            })
+            .clone()
+    })
 }
 
 fn key(encoding: u8, text: &str) -> Key {

@@ -169,3 +169,61 @@ async fn a_repeated_step_counts_from_the_token_cache() {
         server.stop().await;
     }
 }
+
+/// Context fates are counted once per item, however they are summed on the way: in a process of
+/// its own, the counters equal the fates the step's report gives.
+#[tokio::test]
+async fn context_items_are_counted_once_each_by_fate() {
+    let llm = wiremock::MockServer::start().await;
+    mount(
+        &llm,
+        OPENAI_PATH,
+        200,
+        openai_reply("Thought: t\nFinal Answer: a"),
+    )
+    .await;
+    let server = RunningBinary::start(&llm.uri(), "info").await;
+    let base = format!("http://127.0.0.1:{}", server.port);
+    let mut body = request("gpt-4o", "q");
+    body["explicit_context"] = json!([
+        {"path": "src/a.rs", "content": "fn a() {}"},
+        {"path": "src/b.rs", "content": "fn b() {}"},
+        {"path": "src/a.rs", "content": "fn a() {}"},
+        {"path": "src/huge.rs", "content": "x ".repeat(40_000)},
+    ]);
+    body["llm_config"]["tokenLimit"] = json!(4000);
+    let client = reqwest::Client::new();
+    let reply: serde_json::Value = client
+        .post(format!("{base}/api/agent/react_step"))
+        .json(&body)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let mut fates = std::collections::BTreeMap::<String, f64>::new();
+    for item in reply["context_report"]["items"].as_array().unwrap() {
+        *fates
+            .entry(item["fate"].as_str().unwrap().to_string())
+            .or_default() += 1.0;
+    }
+    assert!(fates.len() >= 2, "more than one fate to count: {reply}");
+    assert!(
+        fates.values().any(|&n| n > 1.0),
+        "a fate given twice: {reply}"
+    );
+    let text = client
+        .get(format!("{base}/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    for (fate, n) in &fates {
+        let line = format!("reactstep_context_items_total{{kind=\"{fate}\"}}");
+        assert_eq!(sample(&text, &line), *n, "{line}:\n{text}");
+    }
+    server.stop().await;
+}
