@@ -3,22 +3,14 @@
 
 use serde_json::{json, Value};
 
-use crate::helpers::{request, RunningBinary};
-use crate::upstream::{mount, openai_reply, OPENAI_PATH};
+use crate::helpers::request;
+use crate::upstream::binary_answering;
 
 const MARKER: &str = "CONTENT-MARKER-7f3a9c";
 
 #[tokio::test]
 async fn one_line_per_request_with_its_figures_and_no_content() {
-    let llm = wiremock::MockServer::start().await;
-    mount(
-        &llm,
-        OPENAI_PATH,
-        200,
-        openai_reply("Thought: t\nFinal Answer: a"),
-    )
-    .await;
-    let server = RunningBinary::start(&llm.uri(), "info").await;
+    let (_llm, server) = binary_answering("Thought: t\nFinal Answer: a").await;
     let url = format!("http://127.0.0.1:{}/api/agent/react_step", server.port);
     let client = reqwest::Client::new();
 

@@ -4,7 +4,19 @@
 use serde_json::json;
 
 use crate::helpers::{request, spawn_app, RunningBinary};
-use crate::upstream::{held_upstream, mount, openai_reply, OPENAI_PATH};
+use crate::upstream::{binary_answering, held_upstream, mount, openai_reply, OPENAI_PATH};
+
+/// What the server at `base` says on `GET /metrics`.
+async fn metrics_text(client: &reqwest::Client, base: &str) -> String {
+    client
+        .get(format!("{base}/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap()
+}
 
 /// The value of the first sample line that starts with `prefix`.
 fn sample(text: &str, prefix: &str) -> f64 {
@@ -74,14 +86,7 @@ async fn a_step_is_in_flight_until_it_is_answered() {
     let base = format!("http://127.0.0.1:{}", server.port);
     let client = reqwest::Client::new();
     let in_flight = || async {
-        let text = client
-            .get(format!("{base}/metrics"))
-            .send()
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap();
+        let text = metrics_text(&client, &base).await;
         assert!(text.contains("\nreactstep_steps_in_flight "), "{text}");
         sample(&text, "reactstep_steps_in_flight ")
     };
@@ -126,14 +131,7 @@ async fn a_repeated_step_counts_from_the_token_cache() {
             json!([{"path": "src/a.rs", "content": "fn login() { check(); }\n".repeat(40)}]);
         body["mock_response"] = json!("Thought: t\nFinal Answer: a");
         let metrics = || async {
-            let text = client
-                .get(format!("{base}/metrics"))
-                .send()
-                .await
-                .unwrap()
-                .text()
-                .await
-                .unwrap();
+            let text = metrics_text(&client, &base).await;
             (
                 sample(&text, "reactstep_token_cache_lookups_total{kind=\"hit\"}"),
                 sample(&text, "reactstep_token_cache_lookups_total{kind=\"miss\"}"),
@@ -174,15 +172,7 @@ async fn a_repeated_step_counts_from_the_token_cache() {
 /// its own, the counters equal the fates the step's report gives.
 #[tokio::test]
 async fn context_items_are_counted_once_each_by_fate() {
-    let llm = wiremock::MockServer::start().await;
-    mount(
-        &llm,
-        OPENAI_PATH,
-        200,
-        openai_reply("Thought: t\nFinal Answer: a"),
-    )
-    .await;
-    let server = RunningBinary::start(&llm.uri(), "info").await;
+    let (_llm, server) = binary_answering("Thought: t\nFinal Answer: a").await;
     let base = format!("http://127.0.0.1:{}", server.port);
     let mut body = request("gpt-4o", "q");
     body["explicit_context"] = json!([
@@ -213,14 +203,7 @@ async fn context_items_are_counted_once_each_by_fate() {
         fates.values().any(|&n| n > 1.0),
         "a fate given twice: {reply}"
     );
-    let text = client
-        .get(format!("{base}/metrics"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let text = metrics_text(&client, &base).await;
     for (fate, n) in &fates {
         let line = format!("reactstep_context_items_total{{kind=\"{fate}\"}}");
         assert_eq!(sample(&text, &line), *n, "{line}:\n{text}");
