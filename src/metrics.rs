@@ -21,7 +21,8 @@ pub struct RequestLabels {
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ProviderLabels {
-    pub provider: String,
+    /// Borrowed: the provider's name, a constant.
+    pub provider: Cow<'static, str>,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]

@@ -69,7 +69,7 @@ impl RetryPolicy {
             let started = std::time::Instant::now();
             let metrics = crate::metrics::global();
             let labels = crate::metrics::ProviderLabels {
-                provider: provider.to_string(),
+                provider: std::borrow::Cow::Borrowed(provider.name()),
             };
             // In a block: the outcome's room is then not kept through the wait below.
             let err = {
