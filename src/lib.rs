@@ -6,6 +6,7 @@ pub mod driver;
 pub mod heap_trim;
 pub mod json;
 pub mod llm;
+pub(crate) mod memo;
 pub mod metrics;
 pub mod prices;
 pub mod resident;

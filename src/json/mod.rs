@@ -33,7 +33,7 @@ pub fn to_vec_for<T: ?Sized + serde::Serialize>(
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use std::collections::BTreeMap;
 
     use proptest::prelude::*;
@@ -52,7 +52,8 @@ mod tests {
         }
     }
 
-    fn value() -> impl Strategy<Value = Value> {
+    /// Any JSON value, strings dense in escapes among them.
+    pub(crate) fn value() -> impl Strategy<Value = Value> {
         let leaf = prop_oneof![
             Just(Value::Null),
             any::<bool>().prop_map(Value::Bool),

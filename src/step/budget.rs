@@ -566,7 +566,7 @@ fn report_items(
         };
         items.push(ReportItem {
             source: ContextSource::ConversationHistory,
-            id: format!("conversation_history[{i}]"),
+            id: history_id(i),
             tokens,
             fate,
             reason,
@@ -574,6 +574,16 @@ fn report_items(
     }
     items.extend(c.unresolved.iter().cloned().map(ReportItem::from));
     items
+}
+
+/// `conversation_history[i]`, the report's name for a turn (one of these per turn per step).
+fn history_id(i: usize) -> String {
+    use std::fmt::Write;
+    let mut id = String::with_capacity(32);
+    id.push_str("conversation_history[");
+    // Writing into a String does not fail.
+    let _ = write!(id, "{i}]");
+    id
 }
 
 impl Fitted {

@@ -57,14 +57,16 @@ impl ContextItem {
 
     /// The item's block around `content` (the item's own, or a cut of it).
     pub fn render_with(&self, content: &str) -> String {
-        let mut heading = format!("### {}: {}", self.source.label(), self.id);
+        use std::fmt::Write;
+        let mut heading = ["### ", self.source.label(), ": ", &self.id].concat();
         if let (Some(path), true) = (&self.path, self.source == ContextSource::Pinned) {
             if path != &self.id {
-                heading.push_str(&format!(" ({path})"));
+                heading.extend([" (", path.as_str(), ")"]);
             }
         }
         if let Some((start, end)) = self.lines {
-            heading.push_str(&format!(", lines {start}-{end}"));
+            // Writing into a String does not fail.
+            let _ = write!(heading, ", lines {start}-{end}");
         }
         let fence = "`".repeat(longest_backtick_run(content).max(2) + 1);
         let language = self.path.as_deref().and_then(language_of).unwrap_or("");

@@ -143,8 +143,30 @@ pub fn timestamp_now() -> String {
 /// `name(key="value", n=2)`: how a tool call is written in the prompt and in
 /// `raw_action_string`. Strings use JSON escapes, which the parser reads back.
 pub fn render_call(name: &str, parameters: &Map<String, Value>) -> String {
-    let args: Vec<String> = parameters.iter().map(|(k, v)| format!("{k}={v}")).collect();
-    format!("{name}({})", args.join(", "))
+    let mut out = String::new();
+    write_call(&mut out, name, parameters);
+    out
+}
+
+/// [`render_call`] appended to `out`. Values are written by serde_json straight into the text,
+/// not through `Display` (which goes through `fmt` a piece at a time).
+pub fn write_call(out: &mut String, name: &str, parameters: &Map<String, Value>) {
+    let mut bytes = std::mem::take(out).into_bytes();
+    bytes.extend_from_slice(name.as_bytes());
+    bytes.push(b'(');
+    for (i, (key, value)) in parameters.iter().enumerate() {
+        if i > 0 {
+            bytes.extend_from_slice(b", ");
+        }
+        bytes.extend_from_slice(key.as_bytes());
+        bytes.push(b'=');
+        // Writing a `Value` into a `Vec` does not fail: its keys are strings, the Vec grows.
+        let _ = serde_json::to_writer(&mut bytes, value);
+    }
+    bytes.push(b')');
+    // serde_json writes UTF-8, and the rest was `str`.
+    *out = String::from_utf8(bytes)
+        .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned());
 }
 
 #[cfg(test)]
@@ -198,6 +220,27 @@ mod tests {
             render_call("code_search", &p),
             r#"code_search(query="say \"hi\"", limit=3)"#
         );
+    }
+
+    proptest::proptest! {
+        /// Written straight by serde_json, a call reads as `Display` of each value would write
+        /// it, appended after whatever the text held.
+        #[test]
+        fn a_call_is_written_as_display_writes_its_values(
+            name in "[a-z_]{1,12}",
+            pairs in proptest::collection::vec(
+                (proptest::prelude::any::<String>(), crate::json::tests::value()),
+                0..6,
+            ),
+            before in proptest::prelude::any::<String>(),
+        ) {
+            let parameters: Map<String, Value> = pairs.into_iter().collect();
+            let shown: Vec<String> =
+                parameters.iter().map(|(k, v)| format!("{k}={v}")).collect();
+            let mut text = before.clone();
+            write_call(&mut text, &name, &parameters);
+            proptest::prop_assert_eq!(text, format!("{before}{name}({})", shown.join(", ")));
+        }
     }
 
     #[test]

@@ -9,7 +9,6 @@ pub mod decide;
 pub mod history;
 mod limits;
 mod margin;
-mod memo;
 pub mod parse;
 pub mod prompt;
 pub mod schema_limits;
@@ -780,10 +779,10 @@ fn prompt_cache(input: &StepInput, prompt: &budget::Prompt, shape: &Shape) -> Op
 /// out once per worker.
 fn prompt_cache_key(session_id: &str) -> String {
     thread_local! {
-        static KEYS: std::cell::RefCell<memo::Memo<String>> =
-            const { std::cell::RefCell::new(memo::Memo::new()) };
+        static KEYS: std::cell::RefCell<crate::memo::Memo<String>> =
+            const { std::cell::RefCell::new(crate::memo::Memo::new()) };
     }
-    memo::remembered(&KEYS, &[session_id], || PromptCache::key_for(session_id))
+    crate::memo::remembered(&KEYS, &[session_id], || PromptCache::key_for(session_id))
 }
 
 /// How a conversation with the model ended.
@@ -1070,8 +1069,8 @@ fn build_prompt(
 /// The system prompt's head: the same at every step of a loop, so worked out once per worker.
 fn system_head(tools_segment: &str, tags: &parse::Tags, native: bool) -> std::sync::Arc<str> {
     thread_local! {
-        static HEADS: std::cell::RefCell<memo::Memo<std::sync::Arc<str>>> =
-            const { std::cell::RefCell::new(memo::Memo::new()) };
+        static HEADS: std::cell::RefCell<crate::memo::Memo<std::sync::Arc<str>>> =
+            const { std::cell::RefCell::new(crate::memo::Memo::new()) };
     }
     let key = [
         tools_segment,
@@ -1081,7 +1080,7 @@ fn system_head(tools_segment: &str, tags: &parse::Tags, native: bool) -> std::sy
         &tags.final_answer,
         if native { "native" } else { "text" },
     ];
-    memo::remembered(&HEADS, &key, || {
+    crate::memo::remembered(&HEADS, &key, || {
         prompt::system_head(tools_segment, tags, native).into()
     })
 }

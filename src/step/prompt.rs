@@ -3,7 +3,7 @@
 
 use serde_json::Value;
 
-use super::history::{render_call, Role, Turn};
+use super::history::{write_call, Role, Turn};
 use super::parse::Tags;
 use super::tools::first_name_in;
 use crate::llm::{ChatMessage, ChatRole, ToolUse};
@@ -179,11 +179,10 @@ pub fn render_turn(turn: &Turn, tags: &Tags) -> ChatMessage {
                 (Some(_), _) => {
                     let mut text = [tags.thought.as_str(), ": ", turn.content.trim()].concat();
                     for call in turn.calls() {
-                        let action = render_call(&call.name, &call.parameters);
                         text.push('\n');
                         text.push_str(&tags.action);
                         text.push_str(": ");
-                        text.push_str(&action);
+                        write_call(&mut text, &call.name, &call.parameters);
                     }
                     text
                 }

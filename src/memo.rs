@@ -1,5 +1,6 @@
 //! What a step works out from text a loop sends unchanged at every step (the tools segment, the
-//! tags), kept per thread for the last few inputs so that the next step of the loop reuses it.
+//! tags, the upstream URL), kept per thread for the last few inputs so that the next step of the
+//! loop reuses it.
 //! Keys are compared in full, never by hash: a hit is the same input, so the same result. No
 //! lock: each HTTP worker keeps its own.
 
