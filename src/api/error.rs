@@ -61,10 +61,62 @@ pub enum ErrorKind {
 pub struct Echo {
     pub request_id: String,
     pub session_id: Option<String>,
-    pub history: Vec<Turn>,
+    pub history: EchoedHistory,
     pub iterations_left: Option<u32>,
     /// The price of the request's model in the operator's table, to put a figure on `usage`.
     pub price: Option<crate::prices::Price>,
+}
+
+/// The turns an error answers with. A step that succeeds never needs them, so the turns of a
+/// body that decoded are not copied at every step: they are decoded from the body again when an
+/// error needs them.
+#[derive(Debug, Default, Clone)]
+pub enum EchoedHistory {
+    #[default]
+    None,
+    Turns(Vec<Turn>),
+    /// A body that decoded as a request: its `conversation_history`, when every turn is valid.
+    InBody(bytes::Bytes),
+}
+
+impl EchoedHistory {
+    /// The turns, decoded from the body if need be.
+    pub fn turns(&self) -> Vec<Turn> {
+        match self {
+            Self::None => Vec::new(),
+            Self::Turns(turns) => turns.clone(),
+            Self::InBody(body) => turns_in(body),
+        }
+    }
+
+    /// Decoded ahead of [`Self::turns`], on the CPU pool when the body is large.
+    pub async fn resolved(self) -> Self {
+        match self {
+            Self::InBody(body) if body.len() > crate::step::cpu::INLINE_BYTES => {
+                let kept = body.clone();
+                crate::step::cpu::run(move || Self::Turns(turns_in(&body)))
+                    .await
+                    .unwrap_or_else(|_| Self::Turns(turns_in(&kept)))
+            }
+            Self::InBody(body) => Self::Turns(turns_in(&body)),
+            other => other,
+        }
+    }
+}
+
+/// The `conversation_history` of a body that decoded as a request, or none when a turn is not
+/// valid (an error response must itself conform to the contract).
+fn turns_in(body: &[u8]) -> Vec<Turn> {
+    #[derive(serde::Deserialize)]
+    struct History {
+        #[serde(default)]
+        conversation_history: Vec<Turn>,
+    }
+    serde_json::from_slice::<History>(body)
+        .map(|h| h.conversation_history)
+        .ok()
+        .filter(|turns| super::convert::history_is_valid(turns))
+        .unwrap_or_default()
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -178,7 +230,7 @@ impl ApiError {
             action_details: None,
             parallel_actions: Vec::new(),
             direct_response: None,
-            updated_conversation_history: self.echo.history.clone(),
+            updated_conversation_history: self.echo.history.turns(),
             iterations_remaining: self.echo.iterations_left,
             status: Status::Error,
             termination_reason: None,
@@ -244,9 +296,16 @@ impl ApiError {
     /// [`ReactStepResponse::into_json`]).
     pub async fn render(self) -> HttpResponse {
         self.log();
-        let mut head = self.head();
+        let this = self.with_history().await;
+        let mut head = this.head();
         head.content_type("application/json")
-            .body(self.body().into_json().await)
+            .body(this.body().into_json().await)
+    }
+
+    /// With the echoed turns decoded (see [`EchoedHistory::resolved`]).
+    pub async fn with_history(mut self) -> Self {
+        self.echo.history = std::mem::take(&mut self.echo.history).resolved().await;
+        self
     }
 
     /// The status and the headers of the error's response.

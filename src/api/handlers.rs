@@ -5,7 +5,7 @@ use tracing_actix_web::RequestId;
 
 use super::body;
 use super::convert::{self, Conversion, DEFAULT_MAX_ITERATIONS};
-use super::error::{ApiError, Echo, ErrorKind};
+use super::error::{ApiError, Echo, EchoedHistory, ErrorKind};
 use super::rate_limit::Refusal;
 use super::request::ReactStepRequest;
 use super::request_log::{self, TokenCounts};
@@ -172,10 +172,11 @@ pub async fn prepare(
     let echo = Echo {
         request_id: request_id.clone(),
         session_id: convert::session_id_is_valid(&session_id).then(|| session_id.clone()),
-        history: if convert::history_is_valid(&dto.conversation_history) {
-            dto.conversation_history.clone()
+        // Not copied: decoded again from the body if an error needs it.
+        history: if dto.conversation_history.is_empty() {
+            EchoedHistory::None
         } else {
-            Vec::new()
+            EchoedHistory::InBody(bytes.clone())
         },
         iterations_left: Some(dto.max_iterations_left.unwrap_or(DEFAULT_MAX_ITERATIONS)),
         // Known once the input is checked.
@@ -328,11 +329,12 @@ fn echo_from_raw(bytes: &[u8], request_id: &str) -> Echo {
             .and_then(|s| s.as_str())
             .filter(|s| convert::session_id_is_valid(s))
             .map(str::to_string),
-        history: raw
-            .get("conversation_history")
-            .and_then(|h| serde_json::from_value::<Vec<Turn>>(h.clone()).ok())
-            .filter(|h| convert::history_is_valid(h))
-            .unwrap_or_default(),
+        history: EchoedHistory::Turns(
+            raw.get("conversation_history")
+                .and_then(|h| serde_json::from_value::<Vec<Turn>>(h.clone()).ok())
+                .filter(|h| convert::history_is_valid(h))
+                .unwrap_or_default(),
+        ),
         iterations_left: raw
             .get("max_iterations_left")
             .and_then(|n| n.as_u64())

@@ -187,6 +187,7 @@ async fn step_frame(result: StepResult, echo: &Echo) -> Bytes {
         Err(err) => {
             let error = ApiError::new(err.into(), echo.clone());
             error.log();
+            let error = error.with_history().await;
             ("error", error.body())
         }
     };

@@ -116,6 +116,45 @@ async fn history_turns_are_validated() {
     assert_eq!(fields(&reply.body), ["conversation_history[0].role"]);
 }
 
+/// Turns as a client keeps them: escapes and characters beyond ASCII, a call and its result,
+/// fields of the client's own. `padding` more bytes in the first turn.
+pub fn kept_history(padding: usize) -> Value {
+    json!([
+        {"role": "user", "content": format!("find \"login\" — é 😀\n\ttab {}", "x".repeat(padding)),
+         "timestamp": "2026-11-24T01:02:03.456Z", "client_id": "c-1"},
+        {"role": "assistant", "content": "I will search.",
+         "toolCall": {"id": "call_1", "name": "code_search", "parameters": {"query": "login", "limit": 3}},
+         "meta": {"a": [1, 2, {"b": null}], "s": "\u{1}\\"}},
+        {"role": "tool_observation", "content": "src/auth.js:1", "tool_call_id": "call_1",
+         "toolResult": {"success": true, "result": ["src/auth.js", 1.5]}}
+    ])
+}
+
+#[tokio::test]
+async fn a_failed_step_echoes_the_history_exactly_as_it_was_sent() {
+    // The echoed turns are decoded from the body again when an error needs them; past 64 KiB
+    // that is done on the CPU pool.
+    for padding in [0, 100_000] {
+        let upstream = json!({"error": {"message": "The model `gpt-4o` does not exist or you do not have access to it.", "type": "invalid_request_error", "param": null, "code": "model_not_found"}});
+        let app = spawn_app().await;
+        Mock::given(method("POST"))
+            .and(path(OPENAI_PATH))
+            .respond_with(ResponseTemplate::new(404).set_body_json(upstream))
+            .mount(&app.llm)
+            .await;
+        let mut body = request("gpt-4o", "hi");
+        body["conversation_history"] = kept_history(padding);
+        body["client_extra"] = json!({"ignored": true});
+        let reply = app.post_react_step(&body).await;
+        assert_eq!(reply.status, 400, "{}", reply.text);
+        assert_eq!(reply.body["error"]["type"], "llm_model_not_found");
+        assert_eq!(
+            reply.body["updated_conversation_history"], body["conversation_history"],
+            "padding {padding}"
+        );
+    }
+}
+
 #[tokio::test]
 async fn a_missing_key_is_a_400_for_hosted_providers() {
     let app = spawn_app().await;

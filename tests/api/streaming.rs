@@ -278,6 +278,25 @@ async fn a_connection_cut_mid_stream_is_an_error_event() {
 }
 
 #[tokio::test]
+async fn an_error_event_echoes_the_history_exactly_as_it_was_sent() {
+    let bytes = openai_stream(&["Thought: partial"], "stop");
+    for padding in [0, 100_000] {
+        // The scripted upstream answers one call.
+        let upstream = serve(200, vec![bytes[..200].to_vec()], Ending::CutShort).await;
+        let app = app_for(&upstream, 10).await;
+        let mut body = request("gpt-4o", "q");
+        body["conversation_history"] = crate::errors::kept_history(padding);
+        let streamed = post_stream(&app, &body).await;
+        let (name, error) = streamed.terminal();
+        assert_eq!(name, "error");
+        assert_eq!(
+            error["updated_conversation_history"], body["conversation_history"],
+            "padding {padding}"
+        );
+    }
+}
+
+#[tokio::test]
 async fn a_stalled_stream_times_out_with_heartbeats_meanwhile() {
     let bytes = openai_stream(&["Thought: thinking"], "stop");
     let upstream = serve(200, vec![bytes[..250].to_vec()], Ending::Stall).await;
