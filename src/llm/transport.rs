@@ -73,8 +73,9 @@ impl LlmClients {
             .map_or(provider.api().default_base_url(), String::as_str)
     }
 
-    /// One completion, retried as the policy allows, never past `deadline`.
-    #[tracing::instrument(name = "llm call", skip_all, fields(provider = %provider, model = %request.model))]
+    /// One completion, retried as the policy allows, never past `deadline`. The model name is
+    /// the client's text: anything shaped like a key is taken out of it in the span.
+    #[tracing::instrument(name = "llm call", skip_all, fields(provider = %provider, model = %super::redact_secrets(&request.model, key)))]
     pub async fn complete(
         &self,
         provider: Provider,
@@ -112,7 +113,7 @@ impl LlmClients {
     /// The call with the answer streamed: returns once the provider has accepted it (an error
     /// status is returned here, before any byte of the answer).
     /// Opening the stream is retried like a call; once the answer flows, it is not.
-    #[tracing::instrument(name = "llm stream", skip_all, fields(provider = %provider, model = %request.model))]
+    #[tracing::instrument(name = "llm stream", skip_all, fields(provider = %provider, model = %super::redact_secrets(&request.model, key)))]
     pub async fn stream(
         &self,
         provider: Provider,

@@ -321,7 +321,12 @@ const MOCK_PIECE_BYTES: usize = 8;
 ///
 /// The input comes boxed: each layer of this future (the span, the deadline, the step) would
 /// otherwise keep its own copy of it, about 3 KiB per step waiting on the upstream.
-#[tracing::instrument(name = "react step", skip_all, fields(session_id = %input.session_id, model = %input.llm.model))]
+/// The session id and the model name are the client's text, logged with every line inside the
+/// span: anything shaped like a key is taken out of both.
+#[tracing::instrument(name = "react step", skip_all, fields(
+    session_id = %crate::llm::redact_secrets(&input.session_id, input.key.as_ref()),
+    model = %crate::llm::redact_secrets(&input.llm.model, input.key.as_ref()),
+))]
 pub async fn run(
     input: Box<StepInput>,
     llm: &LlmClients,

@@ -150,3 +150,44 @@ async fn over_http2_the_key_reaches_no_response_and_no_log_line() {
     assert!(!log.contains(KEY), "a log line held the key");
     assert!(!log.contains("SECRET"), "a log line held part of the key");
 }
+
+/// A key pasted into the model's name or the session id (a form with several fields) reaches no
+/// log line: the upstream fails, and its retry is logged inside the step's spans, which name
+/// both.
+#[tokio::test]
+async fn a_key_pasted_into_the_model_name_or_the_session_reaches_no_log_line() {
+    let llm = MockServer::start().await;
+    Mock::given(method("POST"))
+        .and(path(OPENAI_PATH))
+        .respond_with(ResponseTemplate::new(500).set_body_json(
+            json!({"error": {"message": "The server had an error", "type": "server_error"}}),
+        ))
+        .mount(&llm)
+        .await;
+    let server = RunningBinary::start(&llm.uri(), "trace").await;
+    let client = reqwest::Client::new();
+    let url = format!("http://127.0.0.1:{}/api/agent/react_step", server.port);
+    let mut body = request(&format!("gpt-4o-{KEY}"), "hi");
+    body["session_id"] = json!(format!("session {KEY}"));
+    let mut responses = String::new();
+    for endpoint in [url.clone(), format!("{url}/stream")] {
+        let reply = client.post(&endpoint).json(&body).send().await.unwrap();
+        assert_eq!(reply.status().as_u16(), 502, "{endpoint}");
+        responses.push_str(&reply.text().await.unwrap());
+    }
+    let log = server.stop().await;
+
+    assert!(
+        log.contains("retrying the upstream call"),
+        "the retry is logged inside the step's spans: {log}"
+    );
+    assert!(!log.contains(KEY), "a log line held the key");
+    assert!(!log.contains("SECRET"), "a log line held part of the key");
+    // The client's own session id comes back as it was sent (it names the session); nothing
+    // else in the answers may hold the key.
+    let session = body["session_id"].as_str().unwrap();
+    assert!(
+        !responses.replace(session, "").contains("SECRET"),
+        "a response held the key: {responses}"
+    );
+}
