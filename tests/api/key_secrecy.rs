@@ -175,11 +175,20 @@ async fn a_key_pasted_into_the_model_name_or_the_session_reaches_no_log_line() {
         assert_eq!(reply.status().as_u16(), 502, "{endpoint}");
         responses.push_str(&reply.text().await.unwrap());
     }
+    // A session id that holds no key is logged as it is, though a UUID is shaped like a key.
+    let mut plain = body.clone();
+    plain["session_id"] = json!("5c2f7a1f-0000-4000-8000-00000000abcd");
+    let reply = client.post(&url).json(&plain).send().await.unwrap();
+    assert_eq!(reply.status().as_u16(), 502);
     let log = server.stop().await;
 
     assert!(
         log.contains("retrying the upstream call"),
         "the retry is logged inside the step's spans: {log}"
+    );
+    assert!(
+        log.contains("\"session_id\":\"5c2f7a1f-0000-4000-8000-00000000abcd\""),
+        "the plain session id is logged: {log}"
     );
     assert!(!log.contains(KEY), "a log line held the key");
     assert!(!log.contains("SECRET"), "a log line held part of the key");
