@@ -73,9 +73,9 @@ impl LlmClients {
             .map_or(provider.api().default_base_url(), String::as_str)
     }
 
-    /// One completion, retried as the policy allows, never past `deadline`. The model name is
-    /// the client's text: anything shaped like a key is taken out of it in the span.
-    #[tracing::instrument(name = "llm call", skip_all, fields(provider = %provider, model = %super::redact_secrets(&request.model, key)))]
+    /// One completion, retried as the policy allows, never past `deadline`. The span names no
+    /// model: the step's span around it does, without the key a client may have pasted in.
+    #[tracing::instrument(name = "llm call", skip_all, fields(provider = %provider))]
     pub async fn complete(
         &self,
         provider: Provider,
@@ -113,7 +113,7 @@ impl LlmClients {
     /// The call with the answer streamed: returns once the provider has accepted it (an error
     /// status is returned here, before any byte of the answer).
     /// Opening the stream is retried like a call; once the answer flows, it is not.
-    #[tracing::instrument(name = "llm stream", skip_all, fields(provider = %provider, model = %super::redact_secrets(&request.model, key)))]
+    #[tracing::instrument(name = "llm stream", skip_all, fields(provider = %provider))]
     pub async fn stream(
         &self,
         provider: Provider,

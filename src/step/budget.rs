@@ -236,7 +236,9 @@ fn fit_within(
     let tail = step_tail(&changing, c.query.trim(), c.notice);
 
     let mut turns: Vec<Costed> = Vec::with_capacity(chosen.turns.sent.len() + 1);
-    let mut turn_fates: Vec<(Option<u32>, bool)> = vec![(None, false); chosen.turns.first];
+    // Sized once: a fate for every turn.
+    let mut turn_fates: Vec<(Option<u32>, bool)> = Vec::with_capacity(c.history.len());
+    turn_fates.resize(chosen.turns.first, (None, false));
     let mut history_tokens = 0;
     for sent in chosen.turns.sent.into_iter().chain(latest) {
         turn_fates.push((Some(sent.tokens), sent.cut));
@@ -323,14 +325,15 @@ fn messages_count(counter: &TokenCounter, costed: &[Costed]) -> u32 {
 
 /// Serves the sources in priority order from `room`, newest turns first.
 fn choose(counter: &TokenCounter, c: &Candidates<'_>, must: &Mandatory, room: &mut u32) -> Chosen {
-    let mut order: Vec<ContextSource> = c.order.to_vec();
+    let mut order: Vec<ContextSource> = Vec::with_capacity(c.order.len() + DEFAULT_ORDER.len());
+    order.extend_from_slice(c.order);
     for source in DEFAULT_ORDER {
         if !order.contains(&source) {
             order.push(source);
         }
     }
     let mut chosen = Chosen {
-        blocks: Vec::new(),
+        blocks: Vec::with_capacity(c.items.len()),
         fates: vec![None; c.items.len()],
         turns: KeptTurns {
             first: must.optional_turns,
@@ -448,7 +451,7 @@ fn choose_turns(
     let mut first = optional_turns;
     let mut used = 0u32;
     // Newest first until the end.
-    let mut sent: Vec<SentTurn> = Vec::new();
+    let mut sent: Vec<SentTurn> = Vec::with_capacity(optional_turns);
     while first > 0 {
         match sent_turn(counter, c, &c.history[first - 1], room.saturating_sub(used)) {
             Some(turn) => {
@@ -541,7 +544,9 @@ fn report_items(
     turn_fates: &[(Option<u32>, bool)],
     first_kept_turn: usize,
 ) -> Vec<ReportItem> {
-    let mut items: Vec<ReportItem> = fates.into_iter().flatten().collect();
+    let mut items: Vec<ReportItem> =
+        Vec::with_capacity(fates.len() + c.history.len() + c.unresolved.len());
+    items.extend(fates.into_iter().flatten());
     for (i, _) in c.history.iter().enumerate() {
         // Dropped turns are not tokenised: their count is not known, and not worth knowing.
         let (tokens, cut) = turn_fates.get(i).copied().unwrap_or((None, false));
