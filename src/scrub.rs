@@ -110,7 +110,9 @@ fn slot(gram: u64) -> usize {
 
 /// The byte spans of `text` whose kept bytes are a run of the secret's n-grams, merged.
 fn matches(secret: &str, text: &str, keep: impl Fn(u8) -> bool) -> Vec<(usize, usize)> {
-    let kept: Vec<u8> = secret.bytes().filter(|&b| keep(b)).collect();
+    // Sized once: a filter's collect grows the vector from nothing, a realloc at every doubling.
+    let mut kept: Vec<u8> = Vec::with_capacity(secret.len());
+    kept.extend(secret.bytes().filter(|&b| keep(b)));
     let Some(grams) = Grams::new(&kept, text.len()) else {
         return Vec::new();
     };
