@@ -11,6 +11,7 @@ use serde::de::DeserializeOwned;
 use super::error::ErrorKind;
 use super::protocol::BodyTimeout;
 use super::response::FieldError;
+use super::unknown_fields::{Noting, Unknown};
 
 /// A body sent as anything but JSON is refused; one sent without a type is read as JSON.
 pub fn check_content_type(req: &HttpRequest) -> Result<(), ErrorKind> {
@@ -99,25 +100,27 @@ fn unreadable(e: PayloadError) -> ErrorKind {
     }
 }
 
-/// Decodes JSON into `T`; on failure, the message and the field it concerns.
-pub fn decode<T: DeserializeOwned>(body: &[u8]) -> Result<T, (String, Vec<FieldError>)> {
+/// Decodes JSON into `T`, with the top-level fields `T` does not name; on failure, the message
+/// and the field it concerns.
+pub fn decode<T: DeserializeOwned>(body: &[u8]) -> Result<(T, Unknown), (String, Vec<FieldError>)> {
     // Tracking the path of every value costs as much as decoding it; it is wanted only to say
     // where a bad body went wrong, so a good body is decoded without it.
     // A body checked as UTF-8 in one pass is read as text: serde_json then checks no string
     // again, where from bytes it checks each one (a body of code is hundreds of strings).
+    let mut unknown = Unknown::default();
     let good = match std::str::from_utf8(body) {
-        Ok(text) => serde_json::from_str(text).ok(),
-        Err(_) => serde_json::from_slice(body).ok(),
+        Ok(text) => noting(serde_json::Deserializer::from_str(text), &mut unknown),
+        Err(_) => noting(serde_json::Deserializer::from_slice(body), &mut unknown),
     };
     if let Some(value) = good {
-        return Ok(value);
+        return Ok((value, unknown));
     }
     let mut deserializer = serde_json::Deserializer::from_slice(body);
     let result: Result<T, _> = serde_path_to_error::deserialize(&mut deserializer);
     let err = match result {
         Ok(value) => {
             return match deserializer.end() {
-                Ok(()) => Ok(value),
+                Ok(()) => Ok((value, unknown)),
                 Err(e) => {
                     let message = format!("the body is not valid JSON: {e}");
                     Err((
@@ -169,6 +172,19 @@ pub fn decode<T: DeserializeOwned>(body: &[u8]) -> Result<T, (String, Vec<FieldE
     ))
 }
 
+/// The whole input decoded as `T` (nothing but whitespace after it), its unknown fields noted.
+fn noting<'de, R: serde_json::de::Read<'de>, T: serde::Deserialize<'de>>(
+    mut deserializer: serde_json::Deserializer<R>,
+    unknown: &mut Unknown,
+) -> Option<T> {
+    let value = T::deserialize(Noting {
+        inner: &mut deserializer,
+        unknown,
+    })
+    .ok()?;
+    deserializer.end().ok().map(|()| value)
+}
+
 /// serde_json appends " at line L column C"; the field path says more to a client.
 fn strip_position(text: &str) -> String {
     match text.rfind(" at line ") {
@@ -197,7 +213,9 @@ mod tests {
 
     /// Both ways in: what the body's bytes decode to, as serde_json reads them from bytes.
     fn same_as_from_slice(body: &[u8]) {
-        let ours = decode::<serde_json::Value>(body).ok();
+        let ours = decode::<serde_json::Value>(body)
+            .ok()
+            .map(|(value, _)| value);
         let theirs = serde_json::from_slice::<serde_json::Value>(body).ok();
         assert_eq!(ours, theirs, "{:?}", String::from_utf8_lossy(body));
     }

@@ -35,6 +35,8 @@ pub struct Conversion {
     pub step_timeout: std::time::Duration,
     pub session_id: String,
     pub received_at: String,
+    /// The body's top-level fields the contract does not name.
+    pub unknown: super::unknown_fields::Unknown,
 }
 
 pub fn step_input(req: ReactStepRequest, how: Conversion) -> Result<StepInput, Vec<FieldError>> {
@@ -271,12 +273,46 @@ pub fn step_input(req: ReactStepRequest, how: Conversion) -> Result<StepInput, V
         react,
         tools,
         deadline: tokio::time::Instant::now() + how.step_timeout,
+        notices: unknown_fields(&how.unknown, key.as_ref())
+            .into_iter()
+            .collect(),
         key,
         iterations_left: req.max_iterations_left.unwrap_or(DEFAULT_MAX_ITERATIONS),
         mock_response: req.mock_response,
         received_at: how.received_at,
     })
 }
+
+/// The warning naming the top-level fields the contract does not know, if any: each without
+/// anything shaped like a key (a name is the client's text too), cut to [`UNKNOWN_NAME_CHARS`]
+/// characters.
+fn unknown_fields(
+    unknown: &super::unknown_fields::Unknown,
+    key: Option<&ApiKey>,
+) -> Option<String> {
+    if unknown.count == 0 {
+        return None;
+    }
+    let mut names: Vec<String> = unknown
+        .names
+        .iter()
+        .map(|name| {
+            // Scrubbed whole, then cut: a cut through a key leaves pieces too short to find.
+            let scrubbed = crate::llm::redact_secrets(name, key);
+            let cut: String = scrubbed.chars().take(UNKNOWN_NAME_CHARS).collect();
+            format!("`{cut}`")
+        })
+        .collect();
+    if unknown.count > names.len() {
+        names.push(format!("and {} more", unknown.count - names.len()));
+    }
+    Some(format!(
+        "fields this API does not know were ignored (a misspelt name?): {}",
+        names.join(", ")
+    ))
+}
+
+const UNKNOWN_NAME_CHARS: usize = 64;
 
 /// Messages say which field and why, not what was sent; some are not ours to word (a tool's
 /// schema error quotes the schema), so the request's own key and anything shaped like a key are

@@ -156,11 +156,13 @@ pub async fn prepare(
         let bytes = bytes.clone();
         // Boxed, as is the input below: the handler's future keeps room for its largest state
         // for as long as the step waits on the model.
-        move || body::decode::<ReactStepRequest>(&bytes).map(Box::new)
+        move || {
+            body::decode::<ReactStepRequest>(&bytes).map(|(dto, unknown)| (Box::new(dto), unknown))
+        }
     })
     .await
     .map_err(|e| ApiError::new(e.into(), bare_echo()))?;
-    let dto = decoded.map_err(|(message, fields)| {
+    let (dto, unknown) = decoded.map_err(|(message, fields)| {
         ApiError::invalid(message, fields, echo_from_raw(&bytes, &request_id))
     })?;
 
@@ -191,6 +193,7 @@ pub async fn prepare(
         step_timeout: state.step_timeout,
         session_id,
         received_at,
+        unknown,
     };
     // Declared tools mean schemas to compile: bounded, yet not a worker's job.
     let heavy = large || dto.tools.as_ref().is_some_and(|t| !t.is_empty());

@@ -16,6 +16,7 @@ mod request;
 pub mod request_log;
 mod response;
 mod stream;
+mod unknown_fields;
 
 use actix_web::{guard, web};
 

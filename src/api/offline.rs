@@ -13,7 +13,8 @@ use crate::step::{StepInput, StepOutput};
 
 /// The step's input from a request body, or why the service would answer 400.
 pub fn step_input(body: &[u8]) -> Result<Box<StepInput>, String> {
-    let request: ReactStepRequest = super::body::decode(body).map_err(|(message, _)| message)?;
+    let (request, unknown): (ReactStepRequest, _) =
+        super::body::decode(body).map_err(|(message, _)| message)?;
     let how = Conversion {
         workspace: None,
         allow_mock_response: true,
@@ -26,6 +27,7 @@ pub fn step_input(body: &[u8]) -> Result<Box<StepInput>, String> {
             .clone()
             .unwrap_or_else(|| "offline".into()),
         received_at: timestamp_now(),
+        unknown,
     };
     convert::step_input(request, how)
         .map(Box::new)

@@ -128,6 +128,9 @@ pub struct StepInput {
     pub tools: tools::Catalog,
     /// When the whole step must be answered (REACTSTEP_STEP_TIMEOUT_SECS after it arrived).
     pub deadline: tokio::time::Instant,
+    /// What the request itself calls for saying (fields it sent that mean nothing here): the
+    /// first of the answer's warnings.
+    pub notices: Vec<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -329,20 +332,24 @@ const MOCK_PIECE_BYTES: usize = 8;
     model = %crate::llm::redact_secrets(&input.llm.model, input.key.as_ref()),
 ))]
 pub async fn run(
-    input: Box<StepInput>,
+    mut input: Box<StepInput>,
     llm: &LlmClients,
     live: Option<LiveSender>,
 ) -> Result<StepOutput, StepError> {
     let _in_flight = crate::metrics::InFlight::enter();
+    let notices = std::mem::take(&mut input.notices);
     let deadline = input.deadline;
     let started = std::time::Instant::now();
     let budget = deadline.saturating_duration_since(tokio::time::Instant::now());
     // What the model calls billed, kept outside the step: a step the deadline cuts short
     // still reports the calls it paid for.
     let billed = Billed::default();
-    let result = tokio::time::timeout_at(deadline, step(input, llm, live, &billed))
+    let mut result = tokio::time::timeout_at(deadline, step(input, llm, live, &billed))
         .await
         .unwrap_or_else(|_| Err(StepError::Deadline(budget).spent(billed.get())));
+    if let Ok(output) = &mut result {
+        output.warnings.splice(0..0, notices);
+    }
     let metrics = crate::metrics::global();
     metrics
         .step_seconds

@@ -201,3 +201,45 @@ async fn a_list_over_its_bound_stops_the_conversion_at_once() {
         "explicit_context"
     );
 }
+
+/// Top-level fields the contract does not name are ignored, and the answer's first warning names
+/// them: a misspelt `conversationHistory` would otherwise lose the history without a word. The
+/// names are cut, counted past eight, and hold no key.
+#[tokio::test]
+async fn unknown_top_level_fields_are_named_in_a_warning() {
+    let app = spawn_app().await;
+    let mut body = offline("q");
+    body["conversationHistory"] = json!([{"role": "user", "content": "lost?"}]);
+    body["x".repeat(200)] = json!({"deep": [1, 2, {"a": null}]});
+    let reply = app.post_react_step(&body).await;
+    assert_eq!(reply.status, 200, "{}", reply.text);
+    let first = reply.body["warnings"][0].as_str().unwrap_or_default();
+    assert!(first.contains("`conversationHistory`"), "{first}");
+    assert!(first.contains(&format!("`{}`", "x".repeat(64))), "{first}");
+    assert!(!first.contains(&"x".repeat(65)), "names are cut: {first}");
+    // The history sent under the wrong name did not reach the step.
+    assert_eq!(
+        reply.body["updated_conversation_history"][0]["content"],
+        "q"
+    );
+
+    let mut many = offline("q");
+    // Sorted first in the body, so named: the key in it is not.
+    many[format!("a_pasted_{KEY}")] = json!(true);
+    for i in 0..12 {
+        many[format!("field_{i:02}")] = json!(i);
+    }
+    let reply = app.post_react_step(&many).await;
+    assert_eq!(reply.status, 200);
+    let first = reply.body["warnings"][0].as_str().unwrap_or_default();
+    assert!(first.contains("`a_pasted_[REDACTED]`"), "{first}");
+    assert!(first.contains("`field_06`"), "{first}");
+    assert!(!first.contains("field_07"), "eight are named: {first}");
+    assert!(first.contains("and 5 more"), "{first}");
+    assert!(!reply.text.contains("SECRET"), "{}", reply.text);
+
+    // A body with none gets no such warning.
+    let reply = app.post_react_step(&offline("q")).await;
+    assert_eq!(reply.body["warnings"], json!([]));
+    still_serving(&app).await;
+}
