@@ -2,7 +2,8 @@
 //! misspelt field (`conversationHistory`) would otherwise be dropped without a word. Only the
 //! top-level object's keys pass through here; every value, and everything below the top level,
 //! goes to the type's own decoding untouched, so an unknown value is still skipped however deep
-//! it is, never built, and a body pays a comparison per top-level key.
+//! it is, never built, and a body pays a comparison per top-level key. The names compared with
+//! are serde's list of the type's fields (their serialised names).
 
 use std::borrow::Cow;
 use std::fmt;

@@ -642,7 +642,9 @@ export interface components {
             /**
              * @description What the service assumed or left out: parse fallbacks (no structure, no thought tag,
              *     an invented observation, more than one action), thoughts that are missing, short or
-             *     degenerate, repair rounds, commands, dropped context, cut output.
+             *     degenerate, repair rounds, commands, dropped context, cut output. When the request
+             *     held top-level fields this contract does not name, the first warning names them
+             *     (they were ignored).
              */
             warnings: string[];
             context_report: components["schemas"]["ContextReport"] | null;
