@@ -273,7 +273,7 @@ pub fn step_input(req: ReactStepRequest, how: Conversion) -> Result<StepInput, V
         react,
         tools,
         deadline: tokio::time::Instant::now() + how.step_timeout,
-        notices: unknown_fields(&how.unknown, key.as_ref())
+        notices: unknown_fields_warning(&how.unknown, key.as_ref())
             .into_iter()
             .collect(),
         key,
@@ -286,7 +286,7 @@ pub fn step_input(req: ReactStepRequest, how: Conversion) -> Result<StepInput, V
 /// The warning naming the top-level fields the contract does not know, if any: each without
 /// anything shaped like a key (a name is the client's text too), cut to [`UNKNOWN_NAME_CHARS`]
 /// characters.
-fn unknown_fields(
+fn unknown_fields_warning(
     unknown: &super::unknown_fields::Unknown,
     key: Option<&ApiKey>,
 ) -> Option<String> {
