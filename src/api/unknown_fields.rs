@@ -45,8 +45,8 @@ impl<'de, D: Deserializer<'de>> Deserializer<'de> for Noting<'_, D> {
         fields: &'static [&'static str],
         visitor: V,
     ) -> Result<V::Value, Self::Error> {
-        let visitor = Top {
-            visitor,
+        let visitor = Keyed {
+            inner: visitor,
             fields,
             unknown: self.unknown,
         };
@@ -65,47 +65,42 @@ impl<'de, D: Deserializer<'de>> Deserializer<'de> for Noting<'_, D> {
     }
 }
 
-/// The struct's own visitor, handed the map with its keys noted.
-struct Top<'u, V> {
-    visitor: V,
+/// The struct's own visitor, then the map it is handed, with the fields to compare keys with:
+/// a visitor that hands on the map wrapped, and a map that notes its keys.
+struct Keyed<'u, T> {
+    inner: T,
     fields: &'static [&'static str],
     unknown: &'u mut Unknown,
 }
 
-impl<'de, V: Visitor<'de>> Visitor<'de> for Top<'_, V> {
+impl<'de, V: Visitor<'de>> Visitor<'de> for Keyed<'_, V> {
     type Value = V::Value;
 
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        self.visitor.expecting(f)
+        self.inner.expecting(f)
     }
 
     fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Self::Value, A::Error> {
-        self.visitor.visit_map(Keys {
-            map,
+        self.inner.visit_map(Keyed {
+            inner: map,
             fields: self.fields,
             unknown: self.unknown,
         })
     }
 
     fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Self::Value, A::Error> {
-        self.visitor.visit_seq(seq)
+        self.inner.visit_seq(seq)
     }
 }
 
-struct Keys<'u, A> {
-    map: A,
-    fields: &'static [&'static str],
-    unknown: &'u mut Unknown,
-}
-
-impl<'de, A: MapAccess<'de>> MapAccess<'de> for Keys<'_, A> {
+impl<'de, A: MapAccess<'de>> MapAccess<'de> for Keyed<'_, A> {
     type Error = A::Error;
 
     fn next_key_seed<K: DeserializeSeed<'de>>(
         &mut self,
         seed: K,
     ) -> Result<Option<K::Value>, A::Error> {
-        let Some(key) = self.map.next_key_seed(KeyText)? else {
+        let Some(key) = self.inner.next_key_seed(KeyText)? else {
             return Ok(None);
         };
         if !self.fields.contains(&key.as_ref()) {
@@ -115,11 +110,11 @@ impl<'de, A: MapAccess<'de>> MapAccess<'de> for Keys<'_, A> {
     }
 
     fn next_value_seed<S: DeserializeSeed<'de>>(&mut self, seed: S) -> Result<S::Value, A::Error> {
-        self.map.next_value_seed(seed)
+        self.inner.next_value_seed(seed)
     }
 
     fn size_hint(&self) -> Option<usize> {
-        self.map.size_hint()
+        self.inner.size_hint()
     }
 }
 
