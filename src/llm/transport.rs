@@ -74,7 +74,7 @@ impl LlmClients {
     }
 
     /// One completion, retried as the policy allows, never past `deadline`. The span names no
-    /// model: the step's span around it does, without the key a client may have pasted in.
+    /// model: the request's span around it does, without the key a client may have pasted in.
     #[tracing::instrument(name = "llm call", skip_all, fields(provider = %provider))]
     pub async fn complete(
         &self,

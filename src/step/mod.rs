@@ -324,12 +324,11 @@ const MOCK_PIECE_BYTES: usize = 8;
 ///
 /// The input comes boxed: each layer of this future (the span, the deadline, the step) would
 /// otherwise keep its own copy of it, about 3 KiB per step waiting on the upstream.
-/// The session id and the model name are the client's text, logged with every line inside the
-/// span: the key is taken out of both, and anything shaped like a key out of the model name (a
-/// session id is often a UUID, which is shaped like one).
+/// The session id is the client's text, logged with every line inside the span: the key is
+/// taken out of it (not key shapes: a session id is often a UUID, which is shaped like one).
+/// The model is named by the request's span around this one, scrubbed there once.
 #[tracing::instrument(name = "react step", skip_all, fields(
     session_id = %input.key.as_ref().map_or_else(|| input.session_id.clone(), |k| k.redact_from(&input.session_id)),
-    model = %crate::llm::redact_secrets(&input.llm.model, input.key.as_ref()),
 ))]
 pub async fn run(
     mut input: Box<StepInput>,
