@@ -11,6 +11,7 @@ use super::request::{
     wire_name, ReactDto, ReactStepRequest, ToolDto, MAX_CONTEXT_ITEMS, MAX_TOOLS,
 };
 use super::response::FieldError;
+use crate::llm::bounded::{is_call_id, MAX_CALLS_PER_TURN};
 use crate::llm::{ApiKey, Provider};
 use crate::step::context::{dedupe, ContextItem, ContextSource, Excluded, Fate};
 use crate::step::decide::ReactSettings;
@@ -470,15 +471,7 @@ fn check_turn(i: usize, turn: &Turn, fail: &mut impl FnMut(&str, String)) {
     }
 }
 
-/// Calls one assistant turn may hold: as many as the parser reads from one output.
-const MAX_CALLS_PER_TURN: usize = 64;
-
 const CALL_ID_RULE: &str = "must be 1 to 256 printable ASCII characters without spaces";
-
-/// A call id goes back to the provider as written: printable ASCII, as every provider's are.
-fn is_call_id(id: &str) -> bool {
-    (1..=256).contains(&id.len()) && id.bytes().all(|b| b.is_ascii_graphic())
-}
 
 struct SearchHit {
     path: Option<String>,

@@ -5,6 +5,7 @@
 
 mod anthropic;
 mod api_key;
+pub mod bounded;
 mod error;
 mod first_connect;
 mod ollama;
@@ -272,8 +273,11 @@ pub struct Completion {
     pub text: String,
     pub finish: FinishReason,
     pub usage: Option<Usage>,
-    /// Tool calls made through the provider's tool calling, in order.
+    /// Tool calls made through the provider's tool calling, in order: at most
+    /// [`bounded::MAX_CALLS_PER_TURN`].
     pub calls: Vec<NativeCall>,
+    /// Calls the reply held past that bound, counted and never built.
+    pub dropped_calls: usize,
     /// What the model reasoned, where the provider returns it.
     pub reasoning: ReasoningState,
 }

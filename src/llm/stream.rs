@@ -6,6 +6,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use super::bounded::{MAX_BLOCKS, MAX_CALLS_PER_TURN};
 use super::provider::Framing;
 use super::sse::SseDecoder;
 use super::transport::MAX_REPLY_BYTES;
@@ -20,6 +21,8 @@ pub struct Sofar {
     pub text: String,
     /// Tool calls by index: name and the argument fragments joined.
     pub calls: BTreeMap<u64, PartialCall>,
+    /// Calls past [`MAX_CALLS_PER_TURN`], counted and never built.
+    pub dropped_calls: usize,
     pub usage: Option<Usage>,
     pub finish: Option<FinishReason>,
     /// The provider said the reply is complete.
@@ -50,6 +53,28 @@ pub struct PartialCall {
 }
 
 impl Sofar {
+    /// The call at `index`, a new one while the turn has room for it; `None` (and the call
+    /// counted as dropped) past [`MAX_CALLS_PER_TURN`].
+    pub fn call(&mut self, index: u64) -> Option<&mut PartialCall> {
+        if !self.calls.contains_key(&index) && self.calls.len() >= MAX_CALLS_PER_TURN {
+            self.dropped_calls += 1;
+            return None;
+        }
+        Some(self.calls.entry(index).or_default())
+    }
+
+    /// Starts the thinking block at `index`. Each must go back whole, so one past
+    /// [`MAX_BLOCKS`] is an error, not dropped.
+    pub fn thinking_block(&mut self, index: u64, block: ThinkingBlock) -> Result<(), WireError> {
+        if !self.thinking.contains_key(&index) && self.thinking.len() >= MAX_BLOCKS {
+            return Err(WireError::Shape(format!(
+                "the reply holds more than {MAX_BLOCKS} thinking blocks"
+            )));
+        }
+        self.thinking.insert(index, block);
+        Ok(())
+    }
+
     /// `partial`: the stream ended inside an event.
     fn completion(self, provider: Provider, partial: bool) -> Result<Completion, LlmError> {
         if self.events == 0 && !partial {
@@ -80,6 +105,7 @@ impl Sofar {
             finish: self.finish.unwrap_or(FinishReason::Stop),
             usage: self.usage,
             calls,
+            dropped_calls: self.dropped_calls,
             reasoning,
         }
     }

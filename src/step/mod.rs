@@ -22,6 +22,7 @@ pub mod workspace;
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
+use crate::llm::bounded::{is_call_id, MAX_CALLS_PER_TURN};
 use crate::llm::{
     ApiKey, ChatMessage, ChatRequest, Completion, FinishReason, LlmClients, LlmError, Piece,
     PromptCache, Provider, ReasoningState, Usage,
@@ -1156,6 +1157,7 @@ async fn converse(
             ledger.usage = add_usage(ledger.usage, completion.usage);
             ledger.billed.add(completion.usage);
             carriable(&completion, input.llm.provider)?;
+            returnable_calls(&mut completion, &mut ledger.warnings);
             let finish =
                 finish_reason(&completion.finish, input.key.as_ref(), &mut ledger.warnings);
             let cut_off = completion.finish == FinishReason::Length;
@@ -1195,6 +1197,31 @@ async fn converse(
     }
 }
 
+/// What a step returns is a valid next request: the calls past what a turn may hold were
+/// dropped when the reply was read, and an id no provider could take back is replaced by one of
+/// the service's (a step never answers with a history its next request would be refused for).
+fn returnable_calls(completion: &mut Completion, warnings: &mut Vec<String>) {
+    if completion.dropped_calls > 0 {
+        warnings.push(format!(
+            "the model made {} tool calls; a turn holds at most {MAX_CALLS_PER_TURN}, so the first {MAX_CALLS_PER_TURN} are kept and the other {} dropped",
+            MAX_CALLS_PER_TURN + completion.dropped_calls,
+            completion.dropped_calls
+        ));
+    }
+    let mut replaced = 0;
+    for call in &mut completion.calls {
+        if call.id.as_deref().is_some_and(|id| !is_call_id(id)) {
+            call.id = None;
+            replaced += 1;
+        }
+    }
+    if replaced > 0 {
+        warnings.push(format!(
+            "{replaced} tool call id(s) from the provider were not 1 to 256 printable ASCII characters and were replaced by the service's own"
+        ));
+    }
+}
+
 /// The most reasoning a step hands the client to send back (`reasoning_state`): well under the
 /// request body limit, so the next step's request can carry it.
 const MAX_REASONING_BYTES: usize = 1024 * 1024;
@@ -1231,6 +1258,7 @@ async fn call_model(
                 finish: FinishReason::Stop,
                 usage: None,
                 calls: Vec::new(),
+                dropped_calls: 0,
                 reasoning: ReasoningState::default(),
             }
         }

@@ -170,3 +170,139 @@ async fn a_list_after_an_action_tag_is_several_calls_too() {
         assert_eq!(paths, [&json!("a.js"), &json!("b.js")], "{output}");
     }
 }
+
+/// `n` native calls to `read_file`; the second's id is 300 characters, the third's not ASCII.
+fn many_calls(n: usize) -> Vec<Value> {
+    (0..n)
+        .map(|i| {
+            let id = match i {
+                1 => "x".repeat(300),
+                2 => "call_é".to_string(),
+                _ => format!("call_{i}"),
+            };
+            json!({"id": id, "type": "function",
+                   "function": {"name": "read_file", "arguments": format!("{{\"path\":\"f{i}.js\"}}")}})
+        })
+        .collect()
+}
+
+/// The step's answer, then its history sent back as the next step's (with the calls' results):
+/// what the service returned, it must accept.
+async fn returned_history_is_accepted(app: &crate::helpers::TestApp, reply: &Value) {
+    let mut history = reply["updated_conversation_history"]
+        .as_array()
+        .unwrap()
+        .clone();
+    let turn = history.last().unwrap().clone();
+    for call in turn["toolCalls"].as_array().unwrap() {
+        history
+            .push(json!({"role": "tool_observation", "content": "ok", "tool_call_id": call["id"]}));
+    }
+    let mut next = with_tools("gpt-4o", "native");
+    next["conversation_history"] = Value::Array(history);
+    next["mock_response"] = json!("Thought: done.\nFinal Answer: read");
+    let again = app.post_react_step(&next).await;
+    assert_eq!(again.status, 200, "{}", again.text);
+}
+
+fn assert_kept_64_with_valid_ids(body: &Value, made: usize) {
+    let all = body["parallel_actions"].as_array().unwrap();
+    assert_eq!(all.len(), 64, "the first 64 calls are kept");
+    assert_eq!(all[63]["tool_args"], json!({"path": "f63.js"}), "in order");
+    for action in all {
+        let id = action["tool_call_id"].as_str().unwrap();
+        assert!(
+            (1..=256).contains(&id.len()) && id.bytes().all(|b| b.is_ascii_graphic()),
+            "{id}"
+        );
+    }
+    assert_eq!(all[0]["tool_call_id"], "call_0");
+    assert!(all[1]["tool_call_id"]
+        .as_str()
+        .unwrap()
+        .starts_with("call_"));
+    let warnings = body["warnings"].to_string();
+    assert!(
+        warnings.contains(&format!("the model made {made} tool calls"))
+            && warnings.contains(&format!("the other {} dropped", made - 64)),
+        "{warnings}"
+    );
+    assert!(warnings.contains("2 tool call id(s)"), "{warnings}");
+}
+
+#[tokio::test]
+async fn calls_past_a_turns_bound_and_bad_ids_never_make_a_history_the_next_step_refuses() {
+    let app = spawn_app().await;
+    let mut reply = openai_reply("");
+    reply["choices"][0]["finish_reason"] = json!("tool_calls");
+    reply["choices"][0]["message"] =
+        json!({"role": "assistant", "content": "Thought: read all.", "tool_calls": many_calls(65)});
+    mount(&app.llm, OPENAI_PATH, 200, reply).await;
+    let reply = app.post_react_step(&with_tools("gpt-4o", "native")).await;
+    assert_eq!(reply.status, 200, "{}", reply.text);
+    assert_kept_64_with_valid_ids(&reply.body, 65);
+    returned_history_is_accepted(&app, &reply.body).await;
+}
+
+#[tokio::test]
+async fn an_anthropic_reply_of_many_tool_uses_keeps_the_first_64() {
+    let app = spawn_app().await;
+    let mut reply = anthropic_reply("Thought: read all.");
+    let content = reply["content"].as_array_mut().unwrap();
+    for call in many_calls(100) {
+        let input: Value =
+            serde_json::from_str(call["function"]["arguments"].as_str().unwrap()).unwrap();
+        content.push(
+            json!({"type": "tool_use", "id": call["id"], "name": "read_file", "input": input}),
+        );
+    }
+    reply["stop_reason"] = json!("tool_use");
+    mount(&app.llm, ANTHROPIC_PATH, 200, reply).await;
+    let reply = app
+        .post_react_step(&with_tools("claude-sonnet-4-5", "native"))
+        .await;
+    assert_eq!(reply.status, 200, "{}", reply.text);
+    assert_kept_64_with_valid_ids(&reply.body, 100);
+    returned_history_is_accepted(&app, &reply.body).await;
+}
+
+#[tokio::test]
+async fn a_stream_of_many_calls_keeps_the_first_64() {
+    let app = spawn_app().await;
+    let chunk = |delta: Value| {
+        json!({"id": "c", "object": "chat.completion.chunk", "created": 1, "model": "gpt-4o",
+               "choices": [{"index": 0, "delta": delta, "finish_reason": null}]})
+    };
+    let calls: Vec<Value> = many_calls(70)
+        .into_iter()
+        .enumerate()
+        .map(|(i, mut c)| {
+            c["index"] = json!(i);
+            c
+        })
+        .collect();
+    // Half the calls in one event, the rest one event each.
+    let mut events = vec![
+        chunk(json!({"content": "Thought: read all."})),
+        chunk(json!({"tool_calls": calls[..35]})),
+    ];
+    events.extend(
+        calls[35..]
+            .iter()
+            .map(|c| chunk(json!({"tool_calls": [c]}))),
+    );
+    let mut stream: String = events.iter().map(|e| format!("data: {e}\n\n")).collect();
+    stream.push_str(r#"data: {"choices":[{"index":0,"delta":{},"finish_reason":"tool_calls"}]}"#);
+    stream.push_str("\n\ndata: [DONE]\n\n");
+    wiremock::Mock::given(wiremock::matchers::method("POST"))
+        .respond_with(
+            wiremock::ResponseTemplate::new(200).set_body_raw(stream, "text/event-stream"),
+        )
+        .mount(&app.llm)
+        .await;
+    let streamed = crate::streaming::post_stream(&app, &with_tools("gpt-4o", "native")).await;
+    let (name, step) = streamed.terminal();
+    assert_eq!(name, "step", "{step}");
+    assert_kept_64_with_valid_ids(step, 70);
+    returned_history_is_accepted(&app, step).await;
+}

@@ -4,6 +4,7 @@
 mod stream;
 mod wire;
 
+use super::bounded::{MAX_BLOCKS, MAX_CALLS_PER_TURN};
 use super::provider::{
     Capabilities, Counting, KeyHeader, Outgoing, ProviderApi, Target, Temperature,
 };
@@ -71,6 +72,12 @@ impl ProviderApi for Anthropic {
     fn decode(&self, body: &[u8]) -> Result<Completion, WireError> {
         let reply: Reply =
             serde_json::from_slice(body).map_err(|e| WireError::json("the reply", &e))?;
+        if reply.content.dropped > 0 {
+            // Text or thinking past the bound would be lost: no step can be read from it.
+            return Err(WireError::Shape(format!(
+                "the reply holds more than {MAX_BLOCKS} content blocks"
+            )));
+        }
         let done = completion(reply);
         signed(&done.reasoning.blocks)?;
         Ok(done)
@@ -419,10 +426,12 @@ fn finish(reason: Option<&str>) -> FinishReason {
 fn completion(reply: Reply) -> Completion {
     let mut text = String::new();
     let mut calls = Vec::new();
+    let mut dropped_calls = 0;
     let mut reasoning = ReasoningState::default();
-    for block in reply.content {
+    for block in reply.content.kept {
         match block {
             Block::Text { text: t } => text.push_str(&t),
+            Block::ToolUse { .. } if calls.len() >= MAX_CALLS_PER_TURN => dropped_calls += 1,
             Block::ToolUse { id, name, input } => calls.push(NativeCall::new(id, name, input)),
             Block::Thinking {
                 thinking,
@@ -444,6 +453,7 @@ fn completion(reply: Reply) -> Completion {
         finish: finish(reply.stop_reason.as_deref()),
         usage: reply.usage.map(Usage::from),
         calls,
+        dropped_calls,
         reasoning,
     }
 }

@@ -17,12 +17,13 @@ impl StreamDecoder for EventDecoder {
                 index,
                 content_block: StartBlock::ToolUse { id, name },
             } => {
-                let call = PartialCall {
-                    id,
-                    name,
-                    arguments: String::new(),
-                };
-                sofar.calls.insert(index, call);
+                if let Some(call) = sofar.call(index) {
+                    *call = PartialCall {
+                        id,
+                        name,
+                        arguments: String::new(),
+                    };
+                }
             }
             Event::ContentBlockStart {
                 index,
@@ -32,16 +33,14 @@ impl StreamDecoder for EventDecoder {
                     thinking: thinking.clone(),
                     signature: String::new(),
                 };
-                sofar.thinking.insert(index, block);
+                sofar.thinking_block(index, block)?;
                 return Ok(Some(Piece::Reasoning(thinking)));
             }
             Event::ContentBlockStart {
                 index,
                 content_block: StartBlock::RedactedThinking { data },
             } => {
-                sofar
-                    .thinking
-                    .insert(index, ThinkingBlock::RedactedThinking { data });
+                sofar.thinking_block(index, ThinkingBlock::RedactedThinking { data })?;
             }
             Event::ContentBlockDelta { index, delta } => match delta {
                 BlockDelta::TextDelta { text } => return Ok(Some(Piece::Text(text))),

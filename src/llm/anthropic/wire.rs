@@ -179,7 +179,7 @@ impl OutBlock<'_> {
 
 #[derive(Deserialize)]
 pub struct Reply {
-    pub content: Vec<Block>,
+    pub content: crate::llm::bounded::Bounded<Block, { crate::llm::bounded::MAX_BLOCKS }>,
     pub stop_reason: Option<String>,
     pub usage: Option<ReplyUsage>,
 }

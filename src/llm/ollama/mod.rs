@@ -125,20 +125,20 @@ fn body(request: &ChatRequest, stream: bool) -> Body<'_> {
 fn read(reply: Reply, sofar: &mut Sofar) -> Option<Piece> {
     let message = reply.message;
     if let Some(message) = &message {
-        for call in &message.tool_calls {
+        sofar.dropped_calls += message.tool_calls.dropped;
+        for call in &message.tool_calls.kept {
             let index = sofar.calls.keys().next_back().map_or(0, |last| last + 1);
             let arguments = match &call.function.arguments {
                 serde_json::Value::String(s) => s.clone(),
                 other => other.to_string(),
             };
-            sofar.calls.insert(
-                index,
-                PartialCall {
+            if let Some(slot) = sofar.call(index) {
+                *slot = PartialCall {
                     id: None,
                     name: call.function.name.clone(),
                     arguments,
-                },
-            );
+                };
+            }
         }
     }
     if reply.done {

@@ -1,6 +1,7 @@
 //! Ollama's native chat API on the wire (`POST /api/chat`): the request with its `options`, and
 //! the reply, which is also the shape of every line of a stream.
 
+use crate::llm::bounded::{Bounded, MAX_CALLS_PER_TURN};
 use serde::{Deserialize, Serialize};
 
 #[derive(Serialize)]
@@ -71,7 +72,7 @@ pub struct ReplyMessage {
     #[serde(default)]
     pub content: String,
     #[serde(default)]
-    pub tool_calls: Vec<ReplyToolCall>,
+    pub tool_calls: Bounded<ReplyToolCall, MAX_CALLS_PER_TURN>,
 }
 
 #[derive(Deserialize)]

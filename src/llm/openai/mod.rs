@@ -261,14 +261,13 @@ fn finish(reason: Option<&str>) -> FinishReason {
 }
 
 fn completion(reply: Reply) -> Result<Completion, WireError> {
-    let Some(choice) = reply.choices.into_iter().next() else {
+    let Some(choice) = reply.choices.kept.into_iter().next() else {
         return Err(WireError::Shape("the reply has no choices".into()));
     };
     let mut message = choice.message;
-    let calls = message
-        .tool_calls
-        .take()
-        .unwrap_or_default()
+    let tool_calls = message.tool_calls.take().unwrap_or_default();
+    let calls = tool_calls
+        .kept
         .into_iter()
         .map(|c| NativeCall::new(c.id, c.function.name, c.function.arguments))
         .collect();
@@ -289,6 +288,7 @@ fn completion(reply: Reply) -> Result<Completion, WireError> {
         finish: finish(choice.finish_reason.as_deref()),
         usage: reply.usage.map(Usage::from),
         calls,
+        dropped_calls: tool_calls.dropped,
         reasoning,
     })
 }

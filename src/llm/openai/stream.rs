@@ -21,7 +21,7 @@ impl StreamDecoder for ChunkDecoder {
         if let Some(usage) = chunk.usage {
             sofar.usage = Some(Usage::from(usage));
         }
-        let Some(choice) = chunk.choices.into_iter().next() else {
+        let Some(choice) = chunk.choices.kept.into_iter().next() else {
             return Ok(None);
         };
         if choice.finish_reason.is_some() {
@@ -30,7 +30,9 @@ impl StreamDecoder for ChunkDecoder {
         let Some(delta) = choice.delta else {
             return Ok(None);
         };
-        for call in delta.tool_calls.into_iter().flatten() {
+        let calls = delta.tool_calls.unwrap_or_default();
+        sofar.dropped_calls += calls.dropped;
+        for call in calls.kept {
             // Without an index each piece is a whole call of its own, in order.
             let next = match sofar.calls.keys().next_back() {
                 Some(last) => last.checked_add(1),
@@ -40,7 +42,9 @@ impl StreamDecoder for ChunkDecoder {
                 .index
                 .or(next)
                 .ok_or_else(|| WireError::Shape("a tool call's index is out of range".into()))?;
-            let entry = sofar.calls.entry(index).or_default();
+            let Some(entry) = sofar.call(index) else {
+                continue;
+            };
             if entry.id.is_none() {
                 entry.id = call.id;
             }

@@ -4,6 +4,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::llm::bounded::{Bounded, MAX_CALLS_PER_TURN};
 use crate::llm::{nonzero, Usage};
 
 #[derive(Serialize)]
@@ -147,7 +148,8 @@ pub struct OutFunction<'a> {
 
 #[derive(Deserialize)]
 pub struct Reply {
-    pub choices: Vec<Choice>,
+    /// Only the first choice is read (the service asks for one).
+    pub choices: Bounded<Choice, 1>,
     pub usage: Option<ReplyUsage>,
 }
 
@@ -166,7 +168,7 @@ pub struct ReplyMessage {
     pub reasoning: Option<String>,
     pub refusal: Option<String>,
     #[serde(default)]
-    pub tool_calls: Option<Vec<ReplyToolCall>>,
+    pub tool_calls: Option<Bounded<ReplyToolCall, MAX_CALLS_PER_TURN>>,
 }
 
 #[derive(Deserialize)]
@@ -217,7 +219,7 @@ impl From<ReplyUsage> for Usage {
 #[derive(Deserialize)]
 pub struct Chunk {
     #[serde(default)]
-    pub choices: Vec<ChunkChoice>,
+    pub choices: Bounded<ChunkChoice, 1>,
     pub usage: Option<ReplyUsage>,
     pub error: Option<serde::de::IgnoredAny>,
 }
@@ -235,7 +237,7 @@ pub struct Delta {
     pub reasoning_content: Option<String>,
     /// Reasoning as OpenRouter streams it.
     pub reasoning: Option<String>,
-    pub tool_calls: Option<Vec<DeltaCall>>,
+    pub tool_calls: Option<Bounded<DeltaCall, MAX_CALLS_PER_TURN>>,
 }
 
 #[derive(Deserialize)]

@@ -13,7 +13,7 @@ use super::args::{closing_bracket, parse_args, python_literal};
 use super::{json, work, Decision};
 
 /// More calls than any turn makes are not read: each would be echoed back in the response.
-pub const MAX_CALLS: usize = 64;
+pub const MAX_CALLS: usize = crate::llm::bounded::MAX_CALLS_PER_TURN;
 
 /// Calls found in markup, and where the markup starts.
 #[derive(Debug)]
