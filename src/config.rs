@@ -135,6 +135,13 @@ pub struct Config {
           value_parser = clap::value_parser!(u64).range(1024..=1024 * 1024 * 1024))]
     pub max_body_bytes: u64,
 
+    /// MiB of request bodies and upstream replies held at once, across all requests; past it new
+    /// work gets 503 `overloaded` (retry after 1 s). Unset: a sixth of the container's memory
+    /// limit (cgroup `memory.max`), or 256 MiB outside a limited container.
+    #[arg(long, env = "REACTSTEP_MEMORY_BUDGET_MIB",
+          value_parser = clap::value_parser!(u64).range(1..=1024 * 1024))]
+    pub memory_budget_mib: Option<u64>,
+
     /// Log line format.
     #[arg(long, env = "REACTSTEP_LOG_FORMAT", value_enum, default_value_t = LogFormat::Json)]
     pub log_format: LogFormat,
@@ -272,6 +279,14 @@ pub struct Config {
 }
 
 impl Config {
+    /// Bytes of bodies and replies the process may hold at once.
+    pub fn memory_budget_bytes(&self) -> usize {
+        self.memory_budget_mib
+            .map_or_else(crate::memory_budget::default_limit, |mib| {
+                usize::try_from(mib * 1024 * 1024).unwrap_or(usize::MAX)
+            })
+    }
+
     /// The defaults, as `reactstep` with no flags and no environment would use them.
     pub fn defaults() -> Self {
         Self {
@@ -285,6 +300,7 @@ impl Config {
             upstream_pools: 4,
             llm_timeout_secs: 60,
             max_body_bytes: 8 * 1024 * 1024,
+            memory_budget_mib: None,
             log_format: LogFormat::Json,
             otlp_endpoint: None,
             allow_mock_response: true,

@@ -7,6 +7,7 @@ pub mod heap_trim;
 pub mod json;
 pub mod llm;
 pub(crate) mod memo;
+pub mod memory_budget;
 pub mod metrics;
 pub mod prices;
 pub mod resident;

@@ -55,6 +55,7 @@ impl Application {
         crate::heap_trim::keep_trimming();
         let listener = TcpListener::bind(config.bind)?;
         let port = listener.local_addr()?.port();
+        let memory = crate::memory_budget::MemoryBudget::new(config.memory_budget_bytes());
         let llm = LlmClients::new(LlmSettings {
             base_urls: provider_base_urls(config),
             headers: provider_headers(config)?,
@@ -65,6 +66,7 @@ impl Application {
                 None => Vec::new(),
             },
             pools: config.upstream_pools.into(),
+            memory: memory.clone(),
         })
         .map_err(std::io::Error::other)?;
         let workspace = match &config.workspace_root {
@@ -84,6 +86,7 @@ impl Application {
         let state = web::Data::new(AppState {
             llm,
             max_body_bytes: config.max_body_bytes,
+            memory,
             allow_mock_response: config.allow_mock_response,
             workspace,
             approximation_margin_percent: config.approximation_margin_percent,

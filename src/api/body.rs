@@ -1,6 +1,7 @@
 //! Reading the request body: bounded by the configured limit before any of it is parsed, and
 //! decoded with the path of the first failing field so that a 400 can name it.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use actix_web::error::PayloadError;
@@ -12,6 +13,7 @@ use super::error::ErrorKind;
 use super::protocol::BodyTimeout;
 use super::response::FieldError;
 use super::unknown_fields::{Noting, Unknown};
+use crate::memory_budget::{Held, MemoryBudget};
 
 /// A body sent as anything but JSON is refused; one sent without a type is read as JSON.
 pub fn check_content_type(req: &HttpRequest) -> Result<(), ErrorKind> {
@@ -42,16 +44,18 @@ pub fn check_content_type(req: &HttpRequest) -> Result<(), ErrorKind> {
 
 /// Collects the body, refusing it as soon as it is known to exceed `limit` bytes, or when it has
 /// not arrived whole within the client timeout. The deadline is set once, here: a client that
-/// trickles a byte at a time cannot push it back.
+/// trickles a byte at a time cannot push it back. Its bytes are held against `memory` as they
+/// arrive (all it announced, at once): past the budget, 503 `overloaded`.
 pub async fn read(
     req: &HttpRequest,
     payload: web::Payload,
     limit: u64,
-) -> Result<web::Bytes, ErrorKind> {
+    memory: &Arc<MemoryBudget>,
+) -> Result<(web::Bytes, Held), ErrorKind> {
     let timeout = req
         .app_data::<BodyTimeout>()
         .map_or(Duration::from_secs(30), |t| t.0);
-    tokio::time::timeout(timeout, collect(req, payload, limit))
+    tokio::time::timeout(timeout, collect(req, payload, limit, memory))
         .await
         .unwrap_or(Err(ErrorKind::RequestTimeout {
             what: "body",
@@ -63,7 +67,8 @@ async fn collect(
     req: &HttpRequest,
     mut payload: web::Payload,
     limit: u64,
-) -> Result<web::Bytes, ErrorKind> {
+    memory: &Arc<MemoryBudget>,
+) -> Result<(web::Bytes, Held), ErrorKind> {
     let declared = req
         .headers()
         .get(actix_web::http::header::CONTENT_LENGTH)
@@ -72,15 +77,19 @@ async fn collect(
     if declared.is_some_and(|len| len > limit) {
         return Err(ErrorKind::PayloadTooLarge { limit });
     }
-    let mut body = web::BytesMut::with_capacity(declared.unwrap_or(0).min(limit) as usize);
+    let room = declared.unwrap_or(0).min(limit) as usize;
+    let mut held = memory.hold(room).map_err(|_| ErrorKind::Overloaded)?;
+    let mut body = web::BytesMut::with_capacity(room);
     while let Some(chunk) = payload.next().await {
         let chunk = chunk.map_err(unreadable)?;
         if (body.len() + chunk.len()) as u64 > limit {
             return Err(ErrorKind::PayloadTooLarge { limit });
         }
+        held.grow_to((body.len() + chunk.len()).max(body.capacity()))
+            .map_err(|_| ErrorKind::Overloaded)?;
         body.extend_from_slice(&chunk);
     }
-    Ok(body.freeze())
+    Ok((body.freeze(), held))
 }
 
 /// A body the HTTP layer could not read: cut short, or its chunked encoding broken (actix says

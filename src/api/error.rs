@@ -31,6 +31,10 @@ pub enum ErrorKind {
     /// operator chose to fail closed (`REACTSTEP_REDIS_FAIL_OPEN=false`).
     #[error("the rate limiter is unavailable: retry after 1 s")]
     RateLimiterUnavailable,
+    /// 503 `overloaded`: the bodies and replies held at once reached the memory budget
+    /// (`REACTSTEP_MEMORY_BUDGET_MIB`); retry after 1 s.
+    #[error("the service is holding as much request and reply data as its memory budget allows: retry after 1 s")]
+    Overloaded,
     /// 413 `payload_too_large`.
     #[error("the request body is larger than the limit of {limit} bytes")]
     PayloadTooLarge { limit: u64 },
@@ -65,6 +69,9 @@ pub struct Echo {
     pub iterations_left: Option<u32>,
     /// The price of the request's model in the operator's table, to put a figure on `usage`.
     pub price: Option<crate::prices::Price>,
+    /// The body's bytes held against the memory budget: given back when the last echo (the
+    /// request's answer, or the stream that answers it) is gone.
+    pub body_held: Option<std::sync::Arc<crate::memory_budget::Held>>,
 }
 
 /// The turns an error answers with. A step that succeeds never needs them, so the turns of a
@@ -138,6 +145,7 @@ impl ErrorKind {
             Self::RateLimiterUnavailable => {
                 (S::SERVICE_UNAVAILABLE, "rate_limiter_unavailable", true)
             }
+            Self::Overloaded => (S::SERVICE_UNAVAILABLE, "overloaded", true),
             Self::NotFound(_) => (S::NOT_FOUND, "not_found", false),
             // A client on a slow link may well make it on another try.
             Self::RequestTimeout { .. } => (S::REQUEST_TIMEOUT, "request_timeout", true),
@@ -156,13 +164,14 @@ impl ErrorKind {
     fn retry_after_seconds(&self) -> Option<u64> {
         match self {
             Self::RateLimited { retry_after, .. } => return Some(*retry_after),
-            Self::RateLimiterUnavailable => return Some(1),
+            Self::RateLimiterUnavailable | Self::Overloaded => return Some(1),
             _ => {}
         }
         let Self::Step(error) = self else {
             return None;
         };
         match error.cause() {
+            StepError::Llm(LlmError::Overloaded { .. }) => Some(1),
             StepError::Llm(LlmError::RateLimited {
                 retry_after,
                 retryable: true,
@@ -365,6 +374,7 @@ fn step_status(error: &StepError) -> (StatusCode, &'static str, bool) {
                 | LlmError::Redirected { .. }
                 | LlmError::EmptyReply { .. } => (S::BAD_GATEWAY, "llm_bad_response", retryable),
                 LlmError::Timeout { .. } => (S::GATEWAY_TIMEOUT, "llm_timeout", retryable),
+                LlmError::Overloaded { .. } => (S::SERVICE_UNAVAILABLE, "overloaded", retryable),
             }
         }
     }

@@ -148,9 +148,10 @@ pub async fn prepare(
     }
     admit_client(req, state, &request_id).await?;
     body::check_content_type(req).map_err(|kind| ApiError::new(kind, bare_echo()))?;
-    let bytes = body::read(req, payload, state.max_body_bytes)
+    let (bytes, held) = body::read(req, payload, state.max_body_bytes, &state.memory)
         .await
         .map_err(|kind| ApiError::new(kind, bare_echo()))?;
+    let body_held = Some(std::sync::Arc::new(held));
     let large = bytes.len() > cpu::INLINE_BYTES;
     let decoded = off_worker_if(large, state.step_timeout, {
         let bytes = bytes.clone();
@@ -183,6 +184,7 @@ pub async fn prepare(
         iterations_left: Some(dto.max_iterations_left.unwrap_or(DEFAULT_MAX_ITERATIONS)),
         // Known once the input is checked.
         price: None,
+        body_held,
     };
     let how = Conversion {
         workspace: state.workspace.clone(),
@@ -343,6 +345,7 @@ fn echo_from_raw(bytes: &[u8], request_id: &str) -> Echo {
             .and_then(|n| n.as_u64())
             .and_then(|n| u32::try_from(n).ok()),
         price: None,
+        body_held: None,
     }
 }
 

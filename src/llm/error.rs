@@ -60,6 +60,10 @@ pub enum LlmError {
     /// A 3xx: never followed, since the key would go along to wherever it points.
     #[error("the {provider} API answered with a redirect (HTTP {status}), which is never followed: check the base URL")]
     Redirected { provider: Provider, status: u16 },
+    /// The reply arrived while the service held as many bodies and replies as its memory budget
+    /// allows (`REACTSTEP_MEMORY_BUDGET_MIB`): the service's own overload, not the provider's.
+    #[error("the service is holding as much request and reply data as its memory budget allows; the {provider} reply was not read: retry after 1 s")]
+    Overloaded { provider: Provider },
     /// No complete answer within the configured timeout.
     #[error("the {provider} API did not answer within {} s", .timeout.as_secs())]
     Timeout {
@@ -205,6 +209,8 @@ impl LlmError {
             | Self::EmptyReply { .. }
             | Self::Untrusted { .. }
             | Self::Redirected { .. }
+            // Another call now would be billed and refused alike; the client retries later.
+            | Self::Overloaded { .. }
             | Self::BadResponse { .. } => false,
         }
     }
@@ -223,6 +229,7 @@ impl LlmError {
             Self::BadResponse { .. } => "bad_response",
             Self::Redirected { .. } => "redirected",
             Self::Timeout { .. } => "timeout",
+            Self::Overloaded { .. } => "overloaded",
         }
     }
 
@@ -244,7 +251,10 @@ impl LlmError {
             | Self::Redirected { .. }
             | Self::Untrusted { .. } => false,
             Self::RateLimited { retryable, .. } => *retryable,
-            Self::Unavailable { .. } | Self::BadResponse { .. } | Self::Timeout { .. } => true,
+            Self::Unavailable { .. }
+            | Self::BadResponse { .. }
+            | Self::Timeout { .. }
+            | Self::Overloaded { .. } => true,
         }
     }
 }

@@ -190,10 +190,17 @@ pub struct CompletionStream {
     /// Bytes read so far: a stream that never ends a line or an event must not grow without
     /// bound.
     read: usize,
+    /// What was read, held against the memory budget until the stream is done with.
+    held: crate::memory_budget::Held,
 }
 
 impl CompletionStream {
-    pub(crate) fn new(provider: Provider, response: reqwest::Response, timeout: Duration) -> Self {
+    pub(crate) fn new(
+        provider: Provider,
+        response: reqwest::Response,
+        timeout: Duration,
+        held: crate::memory_budget::Held,
+    ) -> Self {
         let api = provider.api();
         Self {
             provider,
@@ -204,6 +211,7 @@ impl CompletionStream {
             pending: Default::default(),
             timeout,
             read: 0,
+            held,
         }
     }
 
@@ -229,6 +237,11 @@ impl CompletionStream {
                     message: format!("the streamed reply is larger than {MAX_REPLY_BYTES} bytes"),
                 });
             }
+            self.held
+                .grow_to(self.read)
+                .map_err(|_| LlmError::Overloaded {
+                    provider: self.provider,
+                })?;
             let events = match chunk {
                 Some(chunk) => self
                     .framer

@@ -3,6 +3,7 @@
 //! the wire is each provider's ([`ProviderApi`]); how it travels is the same for all.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 use reqwest::header::{HeaderName, HeaderValue};
@@ -10,6 +11,7 @@ use reqwest::header::{HeaderName, HeaderValue};
 use super::provider::{Outgoing, ProviderApi, Target};
 use super::{pools, ApiKey, ChatRequest, Completion, CompletionStream, LlmError, Provider};
 use super::{RetryPolicy, WireError};
+use crate::memory_budget::{Held, MemoryBudget};
 
 /// Where each provider lives and how long a call may take.
 #[derive(Debug, Clone)]
@@ -25,6 +27,8 @@ pub struct LlmSettings {
     pub extra_roots: Vec<reqwest::Certificate>,
     /// Connection pools the calls are spread over (see [`pools`]).
     pub pools: usize,
+    /// What replies are held against while they are read.
+    pub memory: std::sync::Arc<crate::memory_budget::MemoryBudget>,
 }
 
 /// Idle connections each pool keeps to one host. Over HTTP/1.1 every call in flight holds its
@@ -106,8 +110,16 @@ impl LlmClients {
     ) -> Result<Completion, LlmError> {
         let api = provider.api();
         let builder = self.prepare(provider, request, key, false)?;
-        let raw = send(provider, builder, timeout, key).await?;
-        api.decode(&raw).map_err(|e| e.into_llm(provider, key))
+        let raw = send(
+            provider,
+            builder,
+            timeout,
+            key,
+            self.settings.memory.clone(),
+        )
+        .await?;
+        api.decode(&raw.bytes)
+            .map_err(|e| e.into_llm(provider, key))
     }
 
     /// The call with the answer streamed: returns once the provider has accepted it (an error
@@ -143,8 +155,12 @@ impl LlmClients {
         timeout: Duration,
     ) -> Result<CompletionStream, LlmError> {
         let builder = self.prepare(provider, request, key, true)?;
-        let response = open_stream(provider, builder, timeout, key).await?;
-        Ok(CompletionStream::new(provider, response, timeout))
+        let memory = &self.settings.memory;
+        let response = open_stream(provider, builder, timeout, key, memory).await?;
+        let held = memory
+            .hold(0)
+            .map_err(|_| LlmError::Overloaded { provider })?;
+        Ok(CompletionStream::new(provider, response, timeout, held))
     }
 
     /// The provider's own count of the prompt's tokens, or `None` when it has no endpoint for
@@ -164,8 +180,10 @@ impl LlmClients {
         let outgoing = outgoing.map_err(|e| e.into_llm(provider, key))?;
         let left = deadline.saturating_duration_since(tokio::time::Instant::now());
         let timeout = self.settings.timeout.min(left);
-        let raw = send(provider, builder(self.pools.next(), outgoing), timeout, key).await?;
-        api.decode_count(&raw)
+        let memory = self.settings.memory.clone();
+        let outgoing = builder(self.pools.next(), outgoing);
+        let raw = send(provider, outgoing, timeout, key, memory).await?;
+        api.decode_count(&raw.bytes)
             .map(Some)
             .map_err(|e| e.into_llm(provider, key))
     }
@@ -233,12 +251,13 @@ async fn open_stream(
     builder: reqwest::RequestBuilder,
     timeout: Duration,
     key: Option<&ApiKey>,
+    memory: &Arc<MemoryBudget>,
 ) -> Result<reqwest::Response, LlmError> {
     let response = dispatch(provider, builder, timeout).await?;
     if response.status().is_success() {
         Ok(response)
     } else {
-        Err(Box::pin(failure(provider, response, timeout, key)).await)
+        Err(Box::pin(failure(provider, response, timeout, key, memory)).await)
     }
 }
 
@@ -249,7 +268,8 @@ fn send<'k>(
     builder: reqwest::RequestBuilder,
     timeout: Duration,
     key: Option<&'k ApiKey>,
-) -> impl std::future::Future<Output = Result<bytes::Bytes, LlmError>> + 'k {
+    memory: Arc<MemoryBudget>,
+) -> impl std::future::Future<Output = Result<HeldBytes, LlmError>> + 'k {
     let dispatched = dispatch(provider, builder, timeout);
     async move {
         let response = dispatched.await?;
@@ -257,9 +277,9 @@ fn send<'k>(
         // room for its largest state all the while thousands of calls wait.
         Box::pin(async move {
             if response.status().is_success() {
-                read_capped(provider, response, timeout).await
+                read_capped(provider, response, timeout, &memory).await
             } else {
-                Err(failure(provider, response, timeout, key).await)
+                Err(failure(provider, response, timeout, key, &memory).await)
             }
         })
         .await
@@ -287,11 +307,12 @@ async fn failure(
     response: reqwest::Response,
     timeout: Duration,
     key: Option<&ApiKey>,
+    memory: &Arc<MemoryBudget>,
 ) -> LlmError {
     let status = response.status();
     let headers = response.headers().clone();
-    match read_capped(provider, response, timeout).await {
-        Ok(body) => LlmError::from_reply(provider, status, &headers, &body, key),
+    match read_capped(provider, response, timeout, memory).await {
+        Ok(body) => LlmError::from_reply(provider, status, &headers, &body.bytes, key),
         Err(unread) => unread,
     }
 }
@@ -300,11 +321,21 @@ async fn failure(
 /// held in memory.
 pub(super) const MAX_REPLY_BYTES: usize = 16 * 1024 * 1024;
 
+/// A reply's bytes, held against the memory budget for as long as they live.
+pub(super) struct HeldBytes {
+    pub bytes: bytes::Bytes,
+    _held: Held,
+}
+
+/// Reads the whole reply, each piece held against the budget as it arrives: past it, the rest
+/// is not read.
 async fn read_capped(
     provider: Provider,
     mut response: reqwest::Response,
     timeout: Duration,
-) -> Result<bytes::Bytes, LlmError> {
+    memory: &Arc<MemoryBudget>,
+) -> Result<HeldBytes, LlmError> {
+    let overloaded = |_| LlmError::Overloaded { provider };
     let too_large = || LlmError::BadResponse {
         provider,
         message: format!("the reply is larger than {MAX_REPLY_BYTES} bytes"),
@@ -315,6 +346,7 @@ async fn read_capped(
     {
         return Err(too_large());
     }
+    let mut held = memory.hold(0).map_err(overloaded)?;
     let mut body = bytes::BytesMut::new();
     while let Some(chunk) = response
         .chunk()
@@ -324,7 +356,12 @@ async fn read_capped(
         if body.len() + chunk.len() > MAX_REPLY_BYTES {
             return Err(too_large());
         }
+        held.grow_to((body.len() + chunk.len()).max(body.capacity()))
+            .map_err(overloaded)?;
         body.extend_from_slice(&chunk);
     }
-    Ok(body.freeze())
+    Ok(HeldBytes {
+        bytes: body.freeze(),
+        _held: held,
+    })
 }

@@ -834,12 +834,12 @@ export interface components {
         };
         ErrorBody: {
             /** @enum {unknown} */
-            type: "invalid_request" | "payload_too_large" | "not_found" | "method_not_allowed" | "context_overflow" | "llm_auth" | "llm_model_not_found" | "llm_request_rejected" | "llm_rate_limited" | "llm_unavailable" | "llm_bad_response" | "invalid_model_output" | "llm_timeout" | "internal_error" | "unauthorized" | "rate_limited" | "request_timeout" | "headers_too_large" | "client_disconnected" | "rate_limiter_unavailable";
+            type: "invalid_request" | "payload_too_large" | "not_found" | "method_not_allowed" | "context_overflow" | "llm_auth" | "llm_model_not_found" | "llm_request_rejected" | "llm_rate_limited" | "llm_unavailable" | "llm_bad_response" | "invalid_model_output" | "llm_timeout" | "internal_error" | "unauthorized" | "rate_limited" | "request_timeout" | "headers_too_large" | "client_disconnected" | "rate_limiter_unavailable" | "overloaded";
             /** @description What went wrong. A provider's own words are passed on with the request's key (every piece of 8 or more characters of it, however split) and anything shaped like a key replaced by [REDACTED], then cut at 500 characters. */
             message: string;
             /** @description Whether sending the same request again can succeed. */
             retryable: boolean;
-            /** @description With llm_rate_limited, rate_limited or rate_limiter_unavailable: the Retry-After figure. */
+            /** @description With llm_rate_limited, rate_limited, rate_limiter_unavailable or overloaded: the Retry-After figure. */
             retry_after_seconds?: number;
             /** @description With invalid_model_output: the model's last output, as written. */
             raw_output?: string;
@@ -960,9 +960,11 @@ export interface components {
         /**
          * @description `rate_limiter_unavailable`: the operator shares rate limits across replicas through
          *     Redis, Redis did not answer this request's check, and the operator chose to fail closed
-         *     (`REACTSTEP_REDIS_FAIL_OPEN=false`). `retryable` is true; `Retry-After` is 1 s.
+         *     (`REACTSTEP_REDIS_FAIL_OPEN=false`). `overloaded`: the request bodies and upstream replies
+         *     held at once reached the memory budget (`REACTSTEP_MEMORY_BUDGET_MIB`). Either way
+         *     `retryable` is true and `Retry-After` is 1 s.
          */
-        RateLimiterUnavailable: {
+        ServiceUnavailable: {
             headers: {
                 "Retry-After": components["headers"]["RetryAfter"];
                 [name: string]: unknown;
@@ -1192,7 +1194,7 @@ export interface operations {
             431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             502: components["responses"]["BadGateway"];
-            503: components["responses"]["RateLimiterUnavailable"];
+            503: components["responses"]["ServiceUnavailable"];
             504: components["responses"]["GatewayTimeout"];
         };
     };
@@ -1243,7 +1245,7 @@ export interface operations {
             431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             502: components["responses"]["BadGateway"];
-            503: components["responses"]["RateLimiterUnavailable"];
+            503: components["responses"]["ServiceUnavailable"];
             504: components["responses"]["GatewayTimeout"];
         };
     };

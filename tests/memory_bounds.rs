@@ -1,0 +1,289 @@
+//! Memory bounded whatever the upstream or the clients send, read from the server's
+//! `/proc/<pid>/status` (a test binary of its own: no other test's server shares the process).
+//!
+//! - An upstream reply under the byte cap that holds millions of tiny elements (`"tool_calls":
+//!   [{}, {}, …]`) once cost the server gigabytes: every element was built, then carried through
+//!   the step. Now a list is bounded while it is decoded, so a 15 MiB reply costs what its bytes
+//!   and its first 64 calls cost.
+//! - Clients that each send all but the last bytes of a large body once held memory without
+//!   any bound across connections; now bodies and replies are held against one budget, and past
+//!   it new work gets 503 `overloaded`.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+#[path = "api/helpers.rs"]
+#[expect(dead_code, reason = "a few of the shared helpers are used")]
+mod helpers;
+
+use serde_json::{json, Value};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use wiremock::matchers::method;
+use wiremock::{Mock, MockServer, ResponseTemplate};
+
+use helpers::{request, RunningBinary};
+
+/// About 15 MiB of elements, under the 16 MiB reply cap.
+const EMPTY_ELEMENTS: usize = 5_000_000;
+
+fn call(i: usize) -> Value {
+    json!({"id": format!("call_{i}"), "type": "function",
+           "function": {"name": "read_file", "arguments": format!("{{\"path\":\"f{i}.js\"}}")}})
+}
+
+/// 64 whole calls, then millions of `{}`, as one JSON array's text.
+fn calls_then_empties(indexed: bool) -> String {
+    let mut calls: Vec<String> = (0..64)
+        .map(|i| {
+            let mut c = call(i);
+            if indexed {
+                c["index"] = json!(i);
+            }
+            c.to_string()
+        })
+        .collect();
+    calls.push("{}".repeat(EMPTY_ELEMENTS).replace("}{", "},{"));
+    format!("[{}]", calls.join(","))
+}
+
+fn reply(stream: bool) -> ResponseTemplate {
+    if stream {
+        let event = format!(
+            r#"{{"choices":[{{"index":0,"delta":{{"content":"Thought: read.","tool_calls":{}}}}}]}}"#,
+            calls_then_empties(true)
+        );
+        let body = format!(
+            "data: {event}\n\ndata: {{\"choices\":[{{\"index\":0,\"delta\":{{}},\"finish_reason\":\"tool_calls\"}}]}}\n\ndata: [DONE]\n\n"
+        );
+        return ResponseTemplate::new(200).set_body_raw(body, "text/event-stream");
+    }
+    let body = format!(
+        r#"{{"choices":[{{"index":0,"finish_reason":"tool_calls","message":{{"role":"assistant","content":"Thought: read.","tool_calls":{}}}}}]}}"#,
+        calls_then_empties(false)
+    );
+    ResponseTemplate::new(200).set_body_raw(body, "application/json")
+}
+
+fn body(mode: &str) -> Value {
+    let mut body = request("gpt-4o", "Read them all");
+    body["llm_config"]["tool_mode"] = json!(mode);
+    body["available_tools_prompt_segment"] = Value::Null;
+    body["tools"] = json!([{"name": "read_file", "description": "Read a file.",
+        "parameters": {"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]}}]);
+    body
+}
+
+fn peak_rss_mib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let kib: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .expect("VmHWM in /proc/<pid>/status");
+    kib / 1024
+}
+
+/// The step's answer: 200 with the first 64 calls and a warning that names the rest.
+fn assert_bounded(answer: &Value, what: &str) {
+    let (calls, warnings) = (&answer["parallel_actions"], answer["warnings"].to_string());
+    assert_eq!(calls.as_array().map(Vec::len), Some(64), "{what}");
+    let made = 64 + EMPTY_ELEMENTS;
+    assert!(
+        warnings.contains(&format!("the model made {made} tool calls")),
+        "{what}: {warnings}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reply_of_millions_of_tiny_calls_costs_its_bytes_not_gigabytes() {
+    let client = reqwest::Client::new();
+    for (mode, stream) in [("native", false), ("text", false), ("native", true)] {
+        let upstream = MockServer::start().await;
+        Mock::given(method("POST"))
+            .respond_with(reply(stream))
+            .mount(&upstream)
+            .await;
+        let server = RunningBinary::start(&upstream.uri(), "info").await;
+        let pid = server.child.id().unwrap();
+        let path = if stream {
+            "/api/agent/react_step/stream"
+        } else {
+            "/api/agent/react_step"
+        };
+        let url = format!("http://127.0.0.1:{}{path}", server.port);
+        let before = peak_rss_mib(pid);
+        let response = client.post(&url).json(&body(mode)).send().await.unwrap();
+        assert_eq!(response.status(), 200, "{mode} stream={stream}");
+        let text = response.text().await.unwrap();
+        let answer: Value = if stream {
+            let data = text
+                .split("\n\n")
+                .find(|e| e.starts_with("event: step"))
+                .and_then(|e| e.lines().find_map(|l| l.strip_prefix("data: ")))
+                .unwrap_or_else(|| panic!("a step event: {}", &text[..text.len().min(2000)]));
+            serde_json::from_str(data).unwrap()
+        } else {
+            serde_json::from_str(&text).unwrap()
+        };
+        assert_bounded(&answer, &format!("{mode} stream={stream}"));
+        let grew = peak_rss_mib(pid) - before;
+        // The reply's 15 MiB are read whole (the buffer doubles as it grows) and decoded once;
+        // before the bound, 1 MiB of `{}` alone cost 109 MiB and the whole reply 2.3 GB.
+        eprintln!("{mode} stream={stream}: peak grew by {grew} MiB");
+        assert!(
+            grew < 128,
+            "{mode} stream={stream}: peak memory grew by {grew} MiB"
+        );
+        server.stop().await;
+    }
+}
+
+/// A valid step request of exactly `len` bytes: an unknown top-level field pads it, and the
+/// step answers from its `mock_response`.
+fn padded_body(len: usize) -> Vec<u8> {
+    let mut body = request("gpt-4o", "q");
+    body["mock_response"] = json!("Thought: done.\nFinal Answer: ok");
+    body["padding"] = json!("");
+    let bare = body.to_string().len();
+    body["padding"] = json!("x".repeat(len - bare));
+    let bytes = body.to_string().into_bytes();
+    assert_eq!(bytes.len(), len);
+    bytes
+}
+
+/// A connection that sent its head and all but the last byte of `body`; its answer, when one
+/// comes, arrives on `answers` with the connection's number.
+struct Trickled {
+    writer: tokio::net::tcp::OwnedWriteHalf,
+    last: u8,
+}
+
+async fn send_all_but_last(
+    number: usize,
+    port: u16,
+    body: &[u8],
+    answers: tokio::sync::mpsc::UnboundedSender<(usize, u16, String)>,
+) -> Trickled {
+    let socket = tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .unwrap();
+    let (mut reader, mut writer) = socket.into_split();
+    tokio::spawn(async move {
+        let (status, text) = answer(&mut reader).await;
+        let _ = answers.send((number, status, text));
+    });
+    let head = format!(
+        "POST /api/agent/react_step HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n",
+        body.len()
+    );
+    writer.write_all(head.as_bytes()).await.unwrap();
+    let (most, last) = body.split_at(body.len() - 1);
+    // A refused body is answered before it is read whole; the rest of it then goes nowhere.
+    let _ = writer.write_all(most).await;
+    Trickled {
+        writer,
+        last: last[0],
+    }
+}
+
+/// The status and the whole text of the one answer read from `socket`.
+async fn answer(socket: &mut tokio::net::tcp::OwnedReadHalf) -> (u16, String) {
+    let mut raw = Vec::new();
+    let mut buf = [0u8; 8192];
+    loop {
+        let n = socket.read(&mut buf).await.unwrap_or(0);
+        if n == 0 {
+            break;
+        }
+        raw.extend_from_slice(&buf[..n]);
+        let text = String::from_utf8_lossy(&raw);
+        if let Some((head, body)) = text.split_once("\r\n\r\n") {
+            let length = head
+                .lines()
+                .find_map(|l| {
+                    l.to_ascii_lowercase()
+                        .strip_prefix("content-length: ")
+                        .map(str::to_string)
+                })
+                .and_then(|v| v.trim().parse::<usize>().ok());
+            if length.is_some_and(|len| body.len() >= len) {
+                break;
+            }
+        }
+    }
+    let text = String::from_utf8_lossy(&raw).to_string();
+    let status = text
+        .split(' ')
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    (status, text)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bodies_held_at_once_stop_at_the_budget_and_the_rest_get_503() {
+    const BODY: usize = 8_000_000;
+    const CONNECTIONS: usize = 32;
+    // What a budget of 64 MiB holds of such bodies: the other connections are refused.
+    const HELD: usize = 64 * 1024 * 1024 / BODY;
+    let upstream = MockServer::start().await;
+    let server = RunningBinary::start_with(
+        &upstream.uri(),
+        "info",
+        &[
+            ("REACTSTEP_MEMORY_BUDGET_MIB", "64"),
+            ("REACTSTEP_WORKERS", "2"),
+        ],
+    )
+    .await;
+    let pid = server.child.id().unwrap();
+    let body = padded_body(BODY);
+    let before = peak_rss_mib(pid);
+    let (tx, mut answers) = tokio::sync::mpsc::unbounded_channel();
+    let mut sent: Vec<Option<Trickled>> = futures_util::future::join_all(
+        (0..CONNECTIONS).map(|n| send_all_but_last(n, server.port, &body, tx.clone())),
+    )
+    .await
+    .into_iter()
+    .map(Some)
+    .collect();
+    // Those over the budget are answered at once; those within it wait for their last byte.
+    for _ in 0..CONNECTIONS - HELD {
+        let (number, status, text) = answers.recv().await.unwrap();
+        assert_eq!(status, 503, "{text}");
+        assert_overloaded(&text);
+        sent[number] = None;
+    }
+    let grew = peak_rss_mib(pid) - before;
+    eprintln!("{HELD} bodies held, the rest refused: peak grew by {grew} MiB");
+    // 32 bodies of 8 MB were 256 MB held before the budget; now at most 64 MiB of bodies.
+    assert!(grew < 64 + 48, "peak memory grew by {grew} MiB");
+    for trickled in sent.iter_mut().flatten() {
+        trickled.writer.write_all(&[trickled.last]).await.unwrap();
+    }
+    for _ in 0..HELD {
+        let (_, status, text) = answers.recv().await.unwrap();
+        assert_eq!(status, 200, "{text}");
+    }
+    // Every byte was given back: as many bodies are held again.
+    let again = futures_util::future::join_all(
+        (0..HELD).map(|n| send_all_but_last(n, server.port, &body, tx.clone())),
+    )
+    .await;
+    for mut trickled in again {
+        trickled.writer.write_all(&[trickled.last]).await.unwrap();
+    }
+    for _ in 0..HELD {
+        let (_, status, text) = answers.recv().await.unwrap();
+        assert_eq!(status, 200, "{text}");
+    }
+    server.stop().await;
+}
+
+fn assert_overloaded(text: &str) {
+    let lower = text.to_ascii_lowercase();
+    assert!(lower.contains("retry-after: 1"), "{text}");
+    let body = &text[text.find("\r\n\r\n").unwrap() + 4..];
+    let body: Value = serde_json::from_str(body).unwrap();
+    assert_eq!(body["error"]["type"], "overloaded", "{body}");
+    assert_eq!(body["error"]["retryable"], true);
+    helpers::assert_conforms("post", "/api/agent/react_step", 503, &body);
+}
