@@ -287,3 +287,164 @@ fn assert_overloaded(text: &str) {
     assert_eq!(body["error"]["retryable"], true);
     helpers::assert_conforms("post", "/api/agent/react_step", 503, &body);
 }
+
+/// An ordinary reply of `bytes` of text, streamed or whole.
+fn long_text_reply(bytes: usize, stream: bool) -> ResponseTemplate {
+    let text = format!("Thought: long.\nFinal Answer: {}", "y".repeat(bytes));
+    if stream {
+        let event = json!({"choices": [{"index": 0, "delta": {"content": text}}]});
+        let body = format!(
+            "data: {event}\n\ndata: {{\"choices\":[{{\"index\":0,\"delta\":{{}},\"finish_reason\":\"stop\"}}]}}\n\ndata: [DONE]\n\n"
+        );
+        return ResponseTemplate::new(200).set_body_raw(body, "text/event-stream");
+    }
+    let body = json!({"choices": [{"index": 0, "finish_reason": "stop",
+        "message": {"role": "assistant", "content": text}}]});
+    ResponseTemplate::new(200).set_body_json(body)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn eight_replies_of_15_mib_stay_under_a_512_mib_container() {
+    // The budget a container limited to 512 MiB gets by default (a sixth).
+    let budget = (512 / 6).to_string();
+    for stream in [false, true] {
+        let upstream = MockServer::start().await;
+        Mock::given(method("POST"))
+            .respond_with(long_text_reply(15 * 1024 * 1024 + 512 * 1024, stream))
+            .mount(&upstream)
+            .await;
+        let server = RunningBinary::start_with(
+            &upstream.uri(),
+            "info",
+            &[
+                ("REACTSTEP_MEMORY_BUDGET_MIB", &budget),
+                ("REACTSTEP_WORKERS", "2"),
+            ],
+        )
+        .await;
+        let pid = server.child.id().unwrap();
+        let path = if stream {
+            "/api/agent/react_step/stream"
+        } else {
+            "/api/agent/react_step"
+        };
+        let url = format!("http://127.0.0.1:{}{path}", server.port);
+        let client = reqwest::Client::new();
+        let answers = futures_util::future::join_all((0..8).map(|_| async {
+            let response = client
+                .post(&url)
+                .json(&request("gpt-4o", "q"))
+                .send()
+                .await
+                .unwrap();
+            let status = response.status().as_u16();
+            (status, response.text().await.unwrap())
+        }))
+        .await;
+        for (status, text) in &answers {
+            // Before: 200 with an answer of 31 MiB (46.5 MiB streamed) that no next step takes.
+            assert!(
+                text.len() < 64 * 1024,
+                "an answer of {} bytes: {}",
+                text.len(),
+                &text[..300]
+            );
+            let kind = if stream {
+                let data = text
+                    .split("\n\n")
+                    .find(|e| e.starts_with("event: error"))
+                    .and_then(|e| e.lines().find_map(|l| l.strip_prefix("data: ")))
+                    .unwrap_or_else(|| panic!("an error event: {text}"));
+                serde_json::from_str::<Value>(data).unwrap()["error"]["type"].clone()
+            } else {
+                serde_json::from_str::<Value>(text).unwrap()["error"]["type"].clone()
+            };
+            assert!(
+                (kind == "llm_bad_response" && text.contains("more than 1048576 bytes of text"))
+                    || kind == "overloaded",
+                "{status}: {text}"
+            );
+        }
+        let peak = peak_rss_mib(pid);
+        eprintln!("stream={stream}: peak {peak} MiB");
+        assert!(peak < 512, "stream={stream}: peak {peak} MiB");
+        server.stop().await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hundred_streams_of_a_1_mb_mock_response_are_answered_within_the_budget() {
+    const CLIENTS: usize = 100;
+    let upstream = MockServer::start().await;
+    let server = RunningBinary::start_with(
+        &upstream.uri(),
+        "info",
+        &[
+            ("REACTSTEP_MEMORY_BUDGET_MIB", "32"),
+            ("REACTSTEP_WORKERS", "2"),
+        ],
+    )
+    .await;
+    let pid = server.child.id().unwrap();
+    let mut body = request("gpt-4o", "q");
+    body["mock_response"] = json!(format!(
+        "Thought: a long answer.\nFinal Answer: {}",
+        "word ".repeat(190_000)
+    ));
+    let body = body.to_string();
+    let before = peak_rss_mib(pid);
+    // Raw connections, closed by the server after its answer: a refused body is answered before
+    // it is read whole, which an HTTP client still sending it takes for a broken connection.
+    let answers = futures_util::future::join_all((0..CLIENTS).map(|_| {
+        let body = body.clone();
+        async move {
+            let mut socket = tokio::net::TcpStream::connect(("127.0.0.1", server.port))
+                .await
+                .unwrap();
+            let head = format!(
+                "POST /api/agent/react_step/stream HTTP/1.1\r\nhost: x\r\nconnection: close\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n",
+                body.len()
+            );
+            let (mut reader, mut writer) = socket.split();
+            let send = async {
+                writer.write_all(head.as_bytes()).await.unwrap();
+                let _ = writer.write_all(body.as_bytes()).await;
+            };
+            let mut raw = Vec::new();
+            let read = reader.read_to_end(&mut raw);
+            let (_, read) = tokio::join!(send, read);
+            read.unwrap();
+            let text = String::from_utf8_lossy(&raw).to_string();
+            let status: u16 = text.split(' ').nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
+            (status, text)
+        }
+    }))
+    .await;
+    let streamed = answers.iter().filter(|(s, _)| *s == 200).count();
+    for (status, text) in &answers {
+        match status {
+            200 => {
+                let events = text.matches("event: answer").count();
+                assert!(
+                    events <= 300,
+                    "{events} answer events for one mock response"
+                );
+                assert!(
+                    text.contains("event: step"),
+                    "every admitted stream ends in its step"
+                );
+            }
+            503 => assert!(text.contains("\"overloaded\""), "{text}"),
+            other => panic!("{other}: {text}"),
+        }
+    }
+    let grew = peak_rss_mib(pid) - before;
+    eprintln!(
+        "{streamed} streamed, {} refused: peak grew by {grew} MiB",
+        CLIENTS - streamed
+    );
+    assert!(streamed >= 1, "the budget admits some");
+    // Before: 2.2 MiB a stream, over a GB for 500; now the budget bounds what is held at once.
+    assert!(grew < 200, "peak memory grew by {grew} MiB");
+    server.stop().await;
+}

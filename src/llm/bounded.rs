@@ -16,6 +16,25 @@ pub const MAX_CALLS_PER_TURN: usize = 64;
 /// the text and thinking around them.
 pub const MAX_BLOCKS: usize = 256;
 
+/// The most text a reply may hold: what a step answers with goes back in the next request's
+/// history, twice over in an answer (the answer and its turn), so a reply far past what any model
+/// writes (128K tokens are about 500 KB) would make answers of tens of MiB that no next request
+/// could carry. Reasoning has the same bound (`MAX_REASONING_BYTES` of the step).
+pub const MAX_TEXT_BYTES: usize = 1024 * 1024;
+
+/// Refuses a reply whose text is past [`MAX_TEXT_BYTES`], before anything is built from it.
+pub fn text_fits(provider: super::Provider, bytes: usize) -> Result<(), super::LlmError> {
+    if bytes <= MAX_TEXT_BYTES {
+        return Ok(());
+    }
+    Err(super::LlmError::BadResponse {
+        provider,
+        message: format!(
+            "the model's reply holds more than {MAX_TEXT_BYTES} bytes of text, more than a step can carry back to it"
+        ),
+    })
+}
+
 /// The first `N` elements of a JSON array, and how many more there were.
 #[derive(Debug)]
 pub struct Bounded<T, const N: usize> {

@@ -267,6 +267,10 @@ impl CompletionStream {
                     .map_err(|e| e.into_llm(self.provider, key))?;
                 match piece {
                     Some(Piece::Text(text)) if !text.is_empty() => {
+                        super::bounded::text_fits(
+                            self.provider,
+                            self.sofar.text.len() + text.len(),
+                        )?;
                         self.sofar.text.push_str(&text);
                         self.pending.push_back(Piece::Text(text));
                     }

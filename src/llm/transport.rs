@@ -118,8 +118,11 @@ impl LlmClients {
             self.settings.memory.clone(),
         )
         .await?;
-        api.decode(&raw.bytes)
-            .map_err(|e| e.into_llm(provider, key))
+        let completion = api
+            .decode(&raw.bytes)
+            .map_err(|e| e.into_llm(provider, key))?;
+        super::bounded::text_fits(provider, completion.text.len())?;
+        Ok(completion)
     }
 
     /// The call with the answer streamed: returns once the provider has accepted it (an error

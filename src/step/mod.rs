@@ -318,8 +318,11 @@ pub enum Live {
 
 pub type LiveSender = tokio::sync::mpsc::Sender<Live>;
 
-/// Bytes per piece when a `mock_response` is streamed.
+/// Bytes per piece when a `mock_response` is streamed, as a model's tokens arrive; a long one
+/// comes in at most [`MOCK_PIECES`] pieces, so that 1 MB is not 125,000 events (500 such streams
+/// at once once spent the step deadline on events alone).
 const MOCK_PIECE_BYTES: usize = 8;
+const MOCK_PIECES: usize = 256;
 
 /// One step, answered by its deadline whatever the upstream does.
 ///
@@ -1434,8 +1437,9 @@ async fn stream_mock(text: &str, live: &LiveSender, tags: &parse::Tags) -> Resul
     tell(live, Live::Started).await?;
     let mut parser = parse::live::LiveParser::new(tags);
     let mut rest = text;
+    let piece = MOCK_PIECE_BYTES.max(text.len().div_ceil(MOCK_PIECES));
     while !rest.is_empty() {
-        let mut cut = MOCK_PIECE_BYTES.min(rest.len());
+        let mut cut = piece.min(rest.len());
         while !rest.is_char_boundary(cut) {
             cut += 1;
         }
