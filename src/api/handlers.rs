@@ -82,7 +82,11 @@ pub async fn react_step(
     state: web::Data<AppState>,
     request_id: RequestId,
 ) -> HttpResponse {
-    match answer_step(req, payload, state, request_id).await {
+    let answered = cpu::scoped(
+        cpu::Job::default(),
+        answer_step(req, payload, state, request_id),
+    );
+    match answered.await {
         Ok(response) => response,
         Err(error) => error.render().await,
     }
@@ -152,6 +156,10 @@ pub async fn prepare(
         .await
         .map_err(|kind| ApiError::new(kind, bare_echo()))?;
     let body_held = Some(std::sync::Arc::new(held));
+    cpu::classify(cpu::Job {
+        client: client_digest(req, state),
+        large: bytes.len() >= cpu::LARGE_BODY_BYTES,
+    });
     let large = bytes.len() > cpu::INLINE_BYTES;
     let decoded = off_worker_if(large, state.step_timeout, {
         let bytes = bytes.clone();
@@ -302,6 +310,19 @@ fn rate_limited(what: &'static str, refusal: Refusal) -> ErrorKind {
 }
 
 /// With operator tokens configured, the request must carry one as `Authorization: Bearer`.
+/// Who sent the request, for a fair share of the CPU pool: its bearer token where the operator
+/// asks for one, else its address.
+fn client_digest(req: &HttpRequest, state: &AppState) -> u64 {
+    use std::hash::{BuildHasher, Hash, Hasher};
+    let mut hasher = foldhash::fast::FixedState::default().build_hasher();
+    let token = req.headers().get(actix_web::http::header::AUTHORIZATION);
+    match token.filter(|_| !state.api_tokens.0.is_empty()) {
+        Some(token) => token.as_bytes().hash(&mut hasher),
+        None => state.trusted_proxies.client_of(req).hash(&mut hasher),
+    }
+    hasher.finish()
+}
+
 fn authorized(req: &HttpRequest, tokens: &crate::config::ApiTokens) -> bool {
     if tokens.0.is_empty() {
         return true;

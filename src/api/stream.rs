@@ -63,7 +63,11 @@ pub async fn react_step_stream(
     state: web::Data<AppState>,
     request_id: RequestId,
 ) -> HttpResponse {
-    match open_stream(req, payload, state, request_id).await {
+    let opened = crate::step::cpu::scoped(
+        crate::step::cpu::Job::default(),
+        open_stream(req, payload, state, request_id),
+    );
+    match opened.await {
         Ok(response) => response,
         Err(error) => error.render().await,
     }
@@ -78,7 +82,10 @@ async fn open_stream(
     let (input, echo) = prepare(&req, payload, &state, request_id).await?;
     let (sender, mut events) = mpsc::channel(BUFFERED_EVENTS);
     let step_state = state.clone();
-    let step = async move { crate::step::run(input, &step_state.llm, Some(sender)).await };
+    let job = crate::step::cpu::current();
+    let step = crate::step::cpu::scoped(job, async move {
+        crate::step::run(input, &step_state.llm, Some(sender)).await
+    });
     // Traced, the step's spans belong under the request's, which a spawned task would not be in.
     let task = if crate::traces::on() {
         actix_web::rt::spawn(tracing::Instrument::in_current_span(step))

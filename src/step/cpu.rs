@@ -2,30 +2,66 @@
 //! context, parsing and validating a large output) run on tokio's blocking pool, at most one per
 //! core, so that an HTTP worker always comes back to answer others, health checks included.
 //! Each part is bounded (linear in an input the body limit bounds); the step's deadline stops
-//! the wait for it, and the permit goes with the work, so a step that was given up on still
+//! the wait for it, and the slot goes with the work, so a step that was given up on still
 //! counts against the cores until its work is done.
+//!
+//! The cores are shared fairly. A request whose body is large (at least [`LARGE_BODY_BYTES`])
+//! does all its parts in the large lane, which may hold all cores but one, and whose waiting
+//! parts are served client by client in turn; the parts of every other request go first. So a
+//! client looping on 5 MiB bodies cannot hold the pool, and another client's small step waits
+//! for at most the parts already running.
 
-use std::sync::OnceLock;
+use std::cell::Cell;
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Mutex, OnceLock};
 
-use tokio::sync::Semaphore;
+use tokio::sync::oneshot;
 
 /// Below this many bytes of input, a part takes microseconds: the hop to another thread would
 /// cost more than it saves.
 pub const INLINE_BYTES: usize = 64 * 1024;
 
-/// Runs `work` on the blocking pool once a core is free; an error only if the pool is gone.
+/// A request body of at least this many bytes puts its work in the large lane.
+pub const LARGE_BODY_BYTES: usize = 1024 * 1024;
+
+/// Whose work a task does, as the request's handler classified it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Job {
+    /// A digest of the client (its token, else its address); 0 when unknown.
+    pub client: u64,
+    pub large: bool,
+}
+
+tokio::task_local! {
+    static JOB: Cell<Job>;
+}
+
+/// Runs `work` (a request's handling) with its CPU parts classified as `job`, which
+/// [`classify`] may change once the body is read.
+pub async fn scoped<F: std::future::Future>(job: Job, work: F) -> F::Output {
+    JOB.scope(Cell::new(job), work).await
+}
+
+/// Classifies the CPU parts the current request runs from now on.
+pub fn classify(job: Job) {
+    let _ = JOB.try_with(|j| j.set(job));
+}
+
+/// The current request's class (small and of no known client outside a request).
+pub fn current() -> Job {
+    JOB.try_with(Cell::get).unwrap_or_default()
+}
+
+/// Runs `work` on the blocking pool once a core is free for it; an error only if the pool is
+/// gone.
 pub async fn run<T: Send + 'static>(
     work: impl FnOnce() -> T + Send + 'static,
 ) -> Result<T, String> {
-    let permit = cores()
-        .clone()
-        .acquire_owned()
-        .await
-        .map_err(|e| format!("the CPU pool is closed: {e}"))?;
+    let slot = pool().acquire(current()).await;
     tokio::task::spawn_blocking(move || {
         lower_priority();
         let out = work();
-        drop(permit);
+        drop(slot);
         out
     })
     .await
@@ -50,12 +86,161 @@ fn lower_priority() {
     }
 }
 
-/// Permits for CPU work: one per core.
-fn cores() -> &'static std::sync::Arc<Semaphore> {
-    static CORES: OnceLock<std::sync::Arc<Semaphore>> = OnceLock::new();
-    CORES.get_or_init(|| {
+/// The cores, and the parts waiting for one.
+struct Pool {
+    state: Mutex<Lanes>,
+}
+
+#[derive(Default)]
+struct Lanes {
+    free: usize,
+    large_running: usize,
+    /// Most parts of large requests running at once: all cores but one.
+    large_most: usize,
+    small: VecDeque<oneshot::Sender<()>>,
+    /// Large requests' waiting parts by client, and the clients in the order they are served.
+    large: HashMap<u64, VecDeque<oneshot::Sender<()>>>,
+    turns: VecDeque<u64>,
+}
+
+/// A core held by one part; given to the next waiting part when dropped.
+pub struct Slot {
+    pool: &'static Pool,
+    large: bool,
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        self.pool.release(self.large);
+    }
+}
+
+/// Gives the slot back if the part stopped waiting (the step was given up on) just as it was
+/// handed one.
+struct Waiting {
+    pool: &'static Pool,
+    rx: Option<oneshot::Receiver<()>>,
+    large: bool,
+}
+
+impl Drop for Waiting {
+    fn drop(&mut self) {
+        if let Some(mut rx) = self.rx.take() {
+            rx.close();
+            if rx.try_recv().is_ok() {
+                self.pool.release(self.large);
+            }
+        }
+    }
+}
+
+impl Pool {
+    fn new(cores: usize) -> Self {
+        Self {
+            state: Mutex::new(Lanes {
+                free: cores,
+                large_most: cores.saturating_sub(1).max(1),
+                ..Lanes::default()
+            }),
+        }
+    }
+
+    fn lanes(&self) -> std::sync::MutexGuard<'_, Lanes> {
+        // The lock guards plain counters and queues, left whole by a panic elsewhere.
+        self.state
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    async fn acquire(&'static self, job: Job) -> Slot {
+        let rx = {
+            let mut lanes = self.lanes();
+            let room = lanes.free > 0 && (!job.large || lanes.large_running < lanes.large_most);
+            if room {
+                lanes.free -= 1;
+                lanes.large_running += usize::from(job.large);
+                return Slot {
+                    pool: self,
+                    large: job.large,
+                };
+            }
+            let (tx, rx) = oneshot::channel();
+            if job.large {
+                let queue = lanes.large.entry(job.client).or_default();
+                queue.push_back(tx);
+                if queue.len() == 1 {
+                    lanes.turns.push_back(job.client);
+                }
+            } else {
+                lanes.small.push_back(tx);
+            }
+            rx
+        };
+        let mut waiting = Waiting {
+            pool: self,
+            rx: Some(rx),
+            large: job.large,
+        };
+        if let Some(rx) = waiting.rx.as_mut() {
+            // A sender is dropped only when its slot was handed over: it cannot fail.
+            let _ = rx.await;
+        }
+        waiting.rx = None;
+        Slot {
+            pool: self,
+            large: job.large,
+        }
+    }
+
+    /// Hands a freed core to the next part: a small request's first, else the next client's
+    /// large part while the large lane has room.
+    fn release(&self, large: bool) {
+        let mut lanes = self.lanes();
+        lanes.large_running -= usize::from(large);
+        while let Some(tx) = lanes.small.pop_front() {
+            if tx.send(()).is_ok() {
+                return;
+            }
+        }
+        while lanes.large_running < lanes.large_most {
+            let Some(tx) = lanes.next_large() else {
+                break;
+            };
+            if tx.send(()).is_ok() {
+                lanes.large_running += 1;
+                return;
+            }
+        }
+        lanes.free += 1;
+    }
+}
+
+impl Lanes {
+    /// The waiting part of the client whose turn it is; that client goes to the back.
+    fn next_large(&mut self) -> Option<oneshot::Sender<()>> {
+        while let Some(client) = self.turns.pop_front() {
+            let Some(queue) = self.large.get_mut(&client) else {
+                continue;
+            };
+            let next = queue.pop_front();
+            if queue.is_empty() {
+                self.large.remove(&client);
+            } else {
+                self.turns.push_back(client);
+            }
+            if next.is_some() {
+                return next;
+            }
+        }
+        None
+    }
+}
+
+fn pool() -> &'static Pool {
+    static POOL: OnceLock<Pool> = OnceLock::new();
+    POOL.get_or_init(|| {
         let cores = std::thread::available_parallelism().map_or(2, std::num::NonZeroUsize::get);
-        std::sync::Arc::new(Semaphore::new(cores))
+        Pool::new(cores)
     })
 }
 
@@ -93,5 +278,89 @@ mod tests {
         let results = futures_util::future::join_all(pieces).await;
         assert!(results.iter().all(Result::is_ok));
         assert!(most.load(std::sync::atomic::Ordering::SeqCst) <= cores);
+    }
+
+    fn leaked(cores: usize) -> &'static Pool {
+        Box::leak(Box::new(Pool::new(cores)))
+    }
+
+    const SMALL: Job = Job {
+        client: 9,
+        large: false,
+    };
+
+    fn large(client: u64) -> Job {
+        Job {
+            client,
+            large: true,
+        }
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn large_requests_leave_a_core_to_everyone_else() {
+        use futures_util::FutureExt;
+        let pool = leaked(2);
+        let _running = pool.acquire(large(1)).await;
+        let mut queued = Box::pin(pool.acquire(large(1)));
+        assert!(
+            (&mut queued).now_or_never().is_none(),
+            "one core stays free"
+        );
+        assert!(
+            pool.acquire(SMALL).now_or_never().is_some(),
+            "a small part runs at once"
+        );
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn waiting_large_parts_are_served_client_by_client() {
+        use futures_util::FutureExt;
+        let pool = leaked(2);
+        let running = pool.acquire(large(1)).await;
+        let mut a2 = Box::pin(pool.acquire(large(1)));
+        let mut a3 = Box::pin(pool.acquire(large(1)));
+        let mut b1 = Box::pin(pool.acquire(large(2)));
+        for waiting in [&mut a2, &mut a3, &mut b1] {
+            assert!(waiting.now_or_never().is_none());
+        }
+        drop(running);
+        let a2 = (&mut a2).now_or_never().expect("the first client's turn");
+        assert!((&mut b1).now_or_never().is_none() && (&mut a3).now_or_never().is_none());
+        drop(a2);
+        let b1 = (&mut b1)
+            .now_or_never()
+            .expect("then the second's, before the first's third");
+        assert!((&mut a3).now_or_never().is_none());
+        drop(b1);
+        assert!((&mut a3).now_or_never().is_some());
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_small_part_waiting_goes_before_any_large_one() {
+        use futures_util::FutureExt;
+        let pool = leaked(1);
+        let running = pool.acquire(large(1)).await;
+        let mut big = Box::pin(pool.acquire(large(2)));
+        let mut small = Box::pin(pool.acquire(SMALL));
+        assert!((&mut big).now_or_never().is_none() && (&mut small).now_or_never().is_none());
+        drop(running);
+        let served = (&mut small).now_or_never();
+        assert!(served.is_some());
+        assert!((&mut big).now_or_never().is_none());
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_part_given_up_on_gives_back_the_core_it_was_handed() {
+        use futures_util::FutureExt;
+        let pool = leaked(1);
+        let running = pool.acquire(SMALL).await;
+        let mut waiting = Box::pin(pool.acquire(SMALL));
+        assert!((&mut waiting).now_or_never().is_none());
+        drop(running);
+        // Handed the core, then dropped before it ran: the core comes back.
+        drop(waiting);
+        assert_eq!(pool.lanes().free, 1);
+        let mut gone = Box::pin(pool.acquire(large(3)));
+        assert!((&mut gone).now_or_never().is_some());
     }
 }

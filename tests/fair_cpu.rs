@@ -1,0 +1,108 @@
+//! One client cannot hold the CPU pool: while eight clients loop on 4.9 MiB bodies (each a
+//! decode and a tokenisation of seconds in a debug build), another client's 200 KB step keeps
+//! close to its latency alone. Before the pool was fair, the small step waited behind every
+//! large part queued ahead of it: 15 ms alone became 2.3 s (8 clients) and 10.9 s (32).
+//! Latency is compared as a ratio to the same step alone on the same server, never to a fixed
+//! time. A test binary of its own, so that no other test's server shares the cores.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+#[path = "api/helpers.rs"]
+#[expect(dead_code, reason = "a few of the shared helpers are used")]
+mod helpers;
+
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+use wiremock::MockServer;
+
+use helpers::{request, RunningBinary};
+
+/// A step answered from its `mock_response`, with `bytes` of file content to count.
+fn step_with_context(bytes: usize) -> Vec<u8> {
+    let mut body = request("gpt-4o", "Where is login handled?");
+    body["mock_response"] = json!("Thought: done.\nFinal Answer: in auth.js");
+    let line = "export function login(user) { return check(user.name, user.password); }\n";
+    body["explicit_context"] =
+        json!([{"path": "src/auth.js", "content": line.repeat(bytes / line.len())}]);
+    serde_json::to_vec(&body).unwrap()
+}
+
+async fn timed(client: &reqwest::Client, url: &str, body: &[u8]) -> Duration {
+    let started = Instant::now();
+    let response = client
+        .post(url)
+        .header("content-type", "application/json")
+        .body(body.to_vec())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    let answer: Value = response.json().await.unwrap();
+    assert_eq!(answer["direct_response"], "in auth.js");
+    started.elapsed()
+}
+
+async fn median_of(runs: usize, client: &reqwest::Client, url: &str, body: &[u8]) -> Duration {
+    let mut times = Vec::with_capacity(runs);
+    for _ in 0..runs {
+        times.push(timed(client, url, body).await);
+    }
+    times.sort();
+    times[runs / 2]
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_small_step_keeps_its_latency_while_others_loop_on_large_bodies() {
+    const LOOPERS: usize = 8;
+    let upstream = MockServer::start().await;
+    let server =
+        RunningBinary::start_with(&upstream.uri(), "info", &[("REACTSTEP_WORKERS", "2")]).await;
+    let url = format!("http://127.0.0.1:{}/api/agent/react_step", server.port);
+    let client = reqwest::Client::new();
+    let small = step_with_context(200 * 1024);
+    let large = Arc::new(step_with_context(4_900 * 1024));
+    // Warm: the encoder is loaded and the small step's counts are not yet cached either way.
+    timed(&client, &url, &small).await;
+    let alone = median_of(5, &client, &url, &small).await;
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let large_done = Arc::new(AtomicUsize::new(0));
+    let loopers: Vec<_> = (0..LOOPERS)
+        .map(|_| {
+            let (client, url, large, stop, done) = (
+                client.clone(),
+                url.clone(),
+                large.clone(),
+                stop.clone(),
+                large_done.clone(),
+            );
+            tokio::spawn(async move {
+                while !stop.load(Ordering::Relaxed) {
+                    timed(&client, &url, &large).await;
+                    done.fetch_add(1, Ordering::Relaxed);
+                }
+            })
+        })
+        .collect();
+    // The large bodies are in the pool before the small step is measured: one has finished.
+    while large_done.load(Ordering::Relaxed) == 0 {
+        tokio::task::yield_now().await;
+    }
+    let busy = median_of(5, &client, &url, &small).await;
+    stop.store(true, Ordering::Relaxed);
+    for looper in loopers {
+        looper.await.unwrap();
+    }
+    let ratio = busy.as_secs_f64() / alone.as_secs_f64();
+    eprintln!(
+        "small step alone {alone:?}, beside {LOOPERS} large loops {busy:?}: {ratio:.1}x; {} large steps",
+        large_done.load(Ordering::Relaxed)
+    );
+    assert!(
+        ratio < 10.0,
+        "the small step took {ratio:.1}x its time alone ({alone:?} -> {busy:?})"
+    );
+    server.stop().await;
+}
