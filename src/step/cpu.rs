@@ -245,6 +245,7 @@ fn pool() -> &'static Pool {
 }
 
 #[cfg(test)]
+#[expect(clippy::expect_used, reason = "a test fails loudly")]
 mod tests {
     use super::*;
 
