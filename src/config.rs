@@ -236,6 +236,13 @@ pub struct Config {
     #[arg(long, env = "REACTSTEP_RATE_LIMIT_PER_SESSION", default_value_t = 0)]
     pub rate_limit_per_session: u32,
 
+    /// How many leading bits (1 to 128) of an IPv6 client's address the per-client limit counts
+    /// by: 64 counts a host's whole /64, whose addresses it can rotate through; 128 counts each
+    /// address on its own. IPv4-mapped addresses count as their IPv4 address.
+    #[arg(long, env = "REACTSTEP_RATE_LIMIT_IPV6_PREFIX", default_value_t = 64,
+          value_parser = clap::value_parser!(u8).range(1..=128))]
+    pub rate_limit_ipv6_prefix: u8,
+
     /// Proxies (addresses or ranges, comma-separated) whose `X-Forwarded-For` names the client
     /// for the per-client rate limit; none by default, so the connection's address is used.
     #[arg(long, env = "REACTSTEP_TRUSTED_PROXIES", default_value = "")]
@@ -320,6 +327,7 @@ impl Config {
             shutdown_grace_secs: 30,
             rate_limit_per_client: 0,
             rate_limit_per_session: 0,
+            rate_limit_ipv6_prefix: 64,
             trusted_proxies: Default::default(),
             redis_url: None,
             redis_fail_open: true,

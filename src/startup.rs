@@ -213,7 +213,8 @@ where
 fn rate_limits(config: &Config) -> Result<crate::api::RateLimits, String> {
     let (per_client, per_session) = (config.rate_limit_per_client, config.rate_limit_per_session);
     let Some(url) = &config.redis_url else {
-        return Ok(crate::api::RateLimits::new(per_client, per_session));
+        let limits = crate::api::RateLimits::new(per_client, per_session);
+        return Ok(limits.with_ipv6_prefix(config.rate_limit_ipv6_prefix));
     };
     let settings = crate::api::SharedSettings {
         url: url.0.clone(),
@@ -226,6 +227,7 @@ fn rate_limits(config: &Config) -> Result<crate::api::RateLimits, String> {
         "rate limits are shared through Redis"
     );
     crate::api::RateLimits::shared(per_client, per_session, settings)
+        .map(|limits| limits.with_ipv6_prefix(config.rate_limit_ipv6_prefix))
 }
 
 fn cors(origins: &[String]) -> actix_cors::Cors {

@@ -264,16 +264,20 @@ async fn admit_client(
     state: &AppState,
     request_id: &str,
 ) -> Result<(), ApiError> {
-    let Some(ip) = state.trusted_proxies.client_of(req) else {
+    let Some(client) = state.trusted_proxies.client_of(req) else {
         return Ok(());
     };
-    state.rate_limits.check_client(ip).await.map_err(|refusal| {
-        let echo = Echo {
-            request_id: request_id.to_string(),
-            ..Echo::default()
-        };
-        ApiError::new(rate_limited("client", refusal), echo)
-    })
+    state
+        .rate_limits
+        .check_client(client)
+        .await
+        .map_err(|refusal| {
+            let echo = Echo {
+                request_id: request_id.to_string(),
+                ..Echo::default()
+            };
+            ApiError::new(rate_limited("client", refusal), echo)
+        })
 }
 
 /// The session's rate limit, once the body names a valid session; a refusal echoes it.

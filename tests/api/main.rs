@@ -35,6 +35,7 @@ mod parallel_calls;
 mod prompt_cache;
 mod protocol;
 mod providers;
+mod proxies;
 mod reasoning;
 mod red_team_17;
 mod red_team_providers;

@@ -1,7 +1,6 @@
 //! The buckets of one process, for a service that runs alone (or whose replicas may each admit
 //! the whole limit).
 
-use std::net::IpAddr;
 use std::num::NonZeroU32;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -9,12 +8,14 @@ use std::time::Duration;
 use governor::clock::{Clock, DefaultClock};
 use governor::{DefaultKeyedRateLimiter, Quota};
 
+use super::ClientKey;
+
 /// How often, in checks, buckets that have refilled completely are forgotten, so that the
 /// number of keys held stays bounded by the recent ones.
 const SWEEP_EVERY: u64 = 4096;
 
 pub struct LocalLimits {
-    per_client: Option<DefaultKeyedRateLimiter<IpAddr>>,
+    per_client: Option<DefaultKeyedRateLimiter<ClientKey>>,
     per_session: Option<DefaultKeyedRateLimiter<String>>,
     checks: AtomicU64,
     clock: DefaultClock,
@@ -31,12 +32,12 @@ impl LocalLimits {
         }
     }
 
-    /// `Err(wait)` when the client address is over its limit.
-    pub fn check_client(&self, ip: IpAddr) -> Result<(), Duration> {
+    /// `Err(wait)` when the client is over its limit.
+    pub fn check_client(&self, key: ClientKey) -> Result<(), Duration> {
         self.sweep();
         match &self.per_client {
             Some(limiter) => limiter
-                .check_key(&ip)
+                .check_key(&key)
                 .map_err(|not_until| not_until.wait_time_from(self.clock.now())),
             None => Ok(()),
         }
@@ -76,9 +77,9 @@ mod tests {
     #[test]
     fn a_burst_passes_then_the_rest_waits() {
         let limits = LocalLimits::new(3, 0);
-        let ip: IpAddr = [127, 0, 0, 1].into();
+        let ip = ClientKey::V4([127, 0, 0, 1].into());
         for _ in 0..3 {
-            assert!(limits.check_client(ip).is_ok());
+            assert!(limits.check_client(ip.clone()).is_ok());
         }
         let Err(wait) = limits.check_client(ip) else {
             panic!("the fourth request is over the limit")
@@ -88,7 +89,9 @@ mod tests {
             "{wait:?}"
         );
         assert!(
-            limits.check_client([127, 0, 0, 2].into()).is_ok(),
+            limits
+                .check_client(ClientKey::V4([127, 0, 0, 2].into()))
+                .is_ok(),
             "another client"
         );
         assert!(limits.check_session("s").is_ok(), "session limit off");
