@@ -1,5 +1,6 @@
 //! Scrubbing text before it is cut, shown or logged: a secret in any fragment long enough to
-//! matter, however it is split, and serde's error messages without the value they quote.
+//! matter, however it is split or encoded, and serde's error messages without the value they
+//! quote.
 //!
 //! Fragments are found with the secret's n-grams (n = 8) packed into `u64`s: each window of 8
 //! kept bytes of the text is one integer, looked up in the sorted n-grams of the secret behind a
@@ -7,6 +8,11 @@
 //! collide), linear in the text (one shift and, rarely, one binary search per byte), and its cost
 //! depends on nobody's choice of input, unlike a hash table a crafted key could fill with
 //! collisions. A suffix automaton would find the same runs; this is a third of the code.
+//!
+//! The encodings upstreams were seen to echo a key in are undone on the way, in the same pass:
+//! letters are compared in lower case (so upper case and any mix of cases match), each window is
+//! also looked up in rot13, and when the text holds a `%` it is read a second time with `%XX` as
+//! the byte it encodes (per byte or only here and there, in either case of hex).
 
 /// Fragments shorter than this say too little of a key to matter; longer ones are removed.
 pub const MIN_FRAGMENT: usize = 8;
@@ -41,19 +47,52 @@ fn is_separator(b: u8) -> bool {
 }
 
 /// Removes from `text` every run of [`MIN_FRAGMENT`] or more characters that is a piece of
-/// `secret` (all of `secret` when it is shorter), also when the run is split by separators.
-/// Runs are matched twice: with the separators skipped, and with everything but letters and
-/// digits skipped, so that a key split by dashes or `%2D` is found too. The text spanned by a
-/// match, separators included, becomes [`MARK`]; text holding no such run is returned unchanged.
+/// `secret` (all of `secret` when it is shorter), also when the run is split by separators,
+/// written in another case, in rot13, or percent-encoded. Runs are matched with the separators
+/// skipped, and with everything but letters and digits skipped, so that a key split by dashes
+/// is found too. The text spanned by a match, separators included, becomes [`MARK`]; text
+/// holding no such run is returned unchanged.
 pub fn secret_fragments(secret: &str, text: &str) -> String {
+    // Only a text holding a `%` can hold a percent-encoded piece: the rest are read once a pass.
+    let encoded = memchr::memchr(b'%', text.as_bytes()).is_some();
     let mut spans = Vec::new();
-    spans.extend(matches(secret, text, |b| !is_separator(b)));
-    spans.extend(matches(secret, text, |b| b.is_ascii_alphanumeric()));
+    find(secret, text, |b| !is_separator(b), 1, encoded, &mut spans);
+    // Only for a key with a fragment's worth of letters and digits: one with fewer is found
+    // whole above, and a few letters alone would match everywhere.
+    let alnum = |b: u8| b.is_ascii_alphanumeric();
+    find(secret, text, alnum, MIN_FRAGMENT, encoded, &mut spans);
     if spans.is_empty() {
         return text.to_string();
     }
     spans.sort_unstable();
     replace(text, &merge(spans))
+}
+
+/// The spans of `text` holding a run of the secret's `keep` bytes (when it has `min_kept` of
+/// them), read as is and, when the text is `encoded`, with `%XX` decoded.
+fn find(
+    secret: &str,
+    text: &str,
+    keep: impl Fn(u8) -> bool + Copy,
+    min_kept: usize,
+    encoded: bool,
+    spans: &mut Vec<(usize, usize)>,
+) {
+    // Sized once: a filter's collect grows the vector from nothing, a realloc at every doubling.
+    let mut kept: Vec<u8> = Vec::with_capacity(secret.len());
+    kept.extend(
+        secret
+            .bytes()
+            .filter(|&b| keep(b))
+            .map(|b| b.to_ascii_lowercase()),
+    );
+    let Some(grams) = Grams::new(&kept, text.len()).filter(|_| kept.len() >= min_kept) else {
+        return;
+    };
+    spans.extend(matches::<false>(&grams, text, keep));
+    if encoded {
+        spans.extend(matches::<true>(&grams, text, keep));
+    }
 }
 
 /// The n-grams of a secret's kept bytes, packed and sorted, with a bit per prefilter slot.
@@ -70,6 +109,9 @@ const FILTER_BITS: u32 = 16;
 const FILTER_FROM_BYTES: usize = 1024;
 
 impl Grams {
+    /// The n-grams of `kept` (lower case). Its rot13 is looked up with a second window instead
+    /// of twice the n-grams: a short text (a model name, every step) then costs a sort of half
+    /// as many.
     fn new(kept: &[u8], text_len: usize) -> Option<Self> {
         let n = kept.len().min(MIN_FRAGMENT);
         // No secret, or a text too short to hold a fragment of it.
@@ -103,34 +145,72 @@ fn pack(bytes: &[u8]) -> u64 {
     bytes.iter().fold(0, |acc, &b| acc << 8 | u64::from(b))
 }
 
+/// A lower-case letter 13 places on; any other byte as it is.
+fn rot13(b: u8) -> u8 {
+    match b {
+        b'a'..=b'z' => (b - b'a' + 13) % 26 + b'a',
+        _ => b,
+    }
+}
+
+/// The byte `%XX` at the start of `bytes` encodes, when it is one.
+fn percent_byte(bytes: &[u8]) -> Option<u8> {
+    let hex = |b: u8| char::from(b).to_digit(16);
+    match bytes {
+        [b'%', hi, lo, ..] => Some((hex(*hi)? * 16 + hex(*lo)?) as u8),
+        _ => None,
+    }
+}
+
 /// A multiplicative hash's top bits: every byte of the gram moves them.
 fn slot(gram: u64) -> usize {
     (gram.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - FILTER_BITS)) as usize
 }
 
-/// The byte spans of `text` whose kept bytes are a run of the secret's n-grams, merged.
-fn matches(secret: &str, text: &str, keep: impl Fn(u8) -> bool) -> Vec<(usize, usize)> {
-    // Sized once: a filter's collect grows the vector from nothing, a realloc at every doubling.
-    let mut kept: Vec<u8> = Vec::with_capacity(secret.len());
-    kept.extend(secret.bytes().filter(|&b| keep(b)));
-    let Some(grams) = Grams::new(&kept, text.len()) else {
-        return Vec::new();
-    };
+/// The byte spans of `text` whose kept bytes, in lower case, are a run of the secret's n-grams,
+/// merged; with `DECODE`, `%XX` is read as the byte it encodes and spans its three characters.
+fn matches<const DECODE: bool>(
+    grams: &Grams,
+    text: &str,
+    keep: impl Fn(u8) -> bool,
+) -> Vec<(usize, usize)> {
     let n = grams.n;
     let mask = if n == 8 { u64::MAX } else { (1 << (8 * n)) - 1 };
-    // The text positions of the last n kept bytes, as a ring.
+    // Where in the text the last n kept bytes start, as a ring.
     let mut at = [0usize; MIN_FRAGMENT];
-    let (mut window, mut seen) = (0u64, 0usize);
+    // The window, and the same bytes in rot13: a text holding the secret's rot13 holds its
+    // n-grams there.
+    let (mut window, mut rotated, mut seen) = (0u64, 0u64, 0usize);
     let mut spans: Vec<(usize, usize)> = Vec::new();
-    for (i, b) in text.bytes().enumerate() {
+    let bytes = text.as_bytes();
+    let mut i = 0;
+    while let Some(&raw) = bytes.get(i) {
+        let start = i;
+        let decoded = if DECODE {
+            percent_byte(&bytes[i..])
+        } else {
+            None
+        };
+        let b = match decoded {
+            Some(b) => {
+                i += 3;
+                b
+            }
+            None => {
+                i += 1;
+                raw
+            }
+        };
         if !keep(b) {
             continue;
         }
+        let b = b.to_ascii_lowercase();
         window = (window << 8 | u64::from(b)) & mask;
-        at[seen % n] = i;
+        rotated = (rotated << 8 | u64::from(rot13(b))) & mask;
+        at[seen % n] = start;
         seen += 1;
-        if seen >= n && grams.contains(window) {
-            push_span(&mut spans, (at[seen % n], i + 1));
+        if seen >= n && (grams.contains(window) || grams.contains(rotated)) {
+            push_span(&mut spans, (at[seen % n], i));
         }
     }
     spans
@@ -151,7 +231,7 @@ fn merge(sorted: Vec<(usize, usize)>) -> Vec<(usize, usize)> {
     out
 }
 
-/// Kept bytes are ASCII, so every span starts and ends on a character boundary.
+/// Kept bytes and `%XX` are ASCII, so every span starts and ends on a character boundary.
 fn replace(text: &str, spans: &[(usize, usize)]) -> String {
     let mut out = String::with_capacity(text.len());
     let mut from = 0;
@@ -247,22 +327,61 @@ mod tests {
 
     const KEY: &str = "sk-proj-Qz7Xv3Lm9Wd2Kf8Hn4Tr6Yb1Pc5Gj0";
 
-    fn stripped(text: &str) -> String {
-        text.bytes()
-            .filter(|&b| !is_separator(b))
-            .map(char::from)
-            .collect()
+    /// The text as the scrubber may read it: as is and percent-decoded, each with separators
+    /// or all but letters and digits dropped, in lower case.
+    fn views(text: &str) -> Vec<Vec<u8>> {
+        let decoded = decode(text);
+        let mut out = Vec::new();
+        for bytes in [text.as_bytes(), &decoded[..]] {
+            for keep in [|b: u8| !is_separator(b), |b: u8| b.is_ascii_alphanumeric()] {
+                out.push(
+                    bytes
+                        .iter()
+                        .filter(|&&b| keep(b))
+                        .map(u8::to_ascii_lowercase)
+                        .collect(),
+                );
+            }
+        }
+        out
     }
 
-    /// Whether any piece of `key` of `MIN_FRAGMENT` kept bytes is in `text`'s kept bytes.
+    fn decode(text: &str) -> Vec<u8> {
+        let bytes = text.as_bytes();
+        let (mut out, mut i) = (Vec::new(), 0);
+        while i < bytes.len() {
+            match percent_byte(&bytes[i..]) {
+                Some(b) => {
+                    out.push(b);
+                    i += 3;
+                }
+                None => {
+                    out.push(bytes[i]);
+                    i += 1;
+                }
+            }
+        }
+        out
+    }
+
+    /// Whether any piece of `key` of `MIN_FRAGMENT` kept bytes (all of it when shorter; its
+    /// letters and digits when it has 8), in any case or in rot13, is in any view of `text`: a
+    /// reference the scrubber is checked against, written without it.
     fn holds_fragment(key: &str, text: &str) -> bool {
-        let (key, text) = (stripped(key), stripped(text));
-        let n = key.len().min(MIN_FRAGMENT);
-        n > 0
-            && key
-                .as_bytes()
-                .windows(n)
-                .any(|w| text.as_bytes().windows(n).any(|t| t == w))
+        let texts = views(text);
+        let keys = views(key);
+        let (kept, alnum) = (&keys[0], &keys[1]);
+        let alnum = (alnum.len() >= MIN_FRAGMENT).then_some(alnum);
+        let held = [Some(kept), alnum].into_iter().flatten().any(|key| {
+            let n = key.len().min(MIN_FRAGMENT);
+            let rot: Vec<u8> = key.iter().map(|&b| rot13(b)).collect();
+            n > 0
+                && [key, &rot].iter().any(|key| {
+                    key.windows(n)
+                        .any(|w| texts.iter().any(|t| t.windows(n).any(|t| t == w)))
+                })
+        });
+        held
     }
 
     #[test]
@@ -350,6 +469,28 @@ mod tests {
         }
     }
 
+    fn rot13_any_case(b: u8) -> u8 {
+        match b {
+            b'A'..=b'Z' => rot13(b.to_ascii_lowercase()).to_ascii_uppercase(),
+            _ => rot13(b),
+        }
+    }
+
+    #[test]
+    fn case_rot13_and_percent_encoded_forms_are_removed() {
+        let upper = KEY.to_ascii_uppercase();
+        let lower = KEY.to_ascii_lowercase();
+        let rot: String = KEY.bytes().map(|b| char::from(rot13_any_case(b))).collect();
+        let percent: String = KEY.bytes().map(|b| format!("%{b:02X}")).collect();
+        let percent_lower: String = KEY.bytes().map(|b| format!("%{b:02x}")).collect();
+        let mixed = format!("sk%2dPROJ%2D{}", &KEY[8..]);
+        for form in [upper, lower, rot, percent, percent_lower, mixed] {
+            let text = format!("invalid key '{form}' (see docs)");
+            let out = secret_fragments(KEY, &text);
+            assert_eq!(out, format!("invalid key '{MARK}' (see docs)"), "{form}");
+        }
+    }
+
     fn separator() -> impl Strategy<Value = String> {
         prop_oneof![
             Just(" ".to_string()),
@@ -391,9 +532,44 @@ mod tests {
         #[test]
         fn text_without_fragments_is_unchanged(
             key in "[A-Z0-9]{8,64}",
-            text in "[a-z .,:\"{}\\[\\]\n-]{0,200}",
+            text in "[a-z .,:\"{}\\[\\]\n%-]{0,200}",
         ) {
+            // Lower-case letters hold no piece of an upper-case key unless the key folds onto them.
+            prop_assume!(!holds_fragment(&key, &text));
             prop_assert_eq!(secret_fragments(&key, &text), text);
+        }
+
+        #[test]
+        fn no_piece_survives_any_mix_of_case_rot13_and_percent_encoding(
+            key in "[A-Za-z0-9_-]{8,80}",
+            piece in (0usize..80, 8usize..80),
+            rot in any::<bool>(),
+            forms in proptest::collection::vec(0u8..5, 80),
+            before in "[ a-z]{0,20}",
+            after in "[ a-z%]{0,20}",
+        ) {
+            // A piece of 8 or more characters (the whole key, often), each byte in a form of its
+            // own: as is, upper case, lower case, `%XX` or `%xx`.
+            let start = piece.0 % (key.len() - 7);
+            let end = (start + piece.1).min(key.len());
+            let mut echoed = String::new();
+            for (&b, form) in key.as_bytes()[start..end].iter().zip(&forms) {
+                let b = if rot { rot13_any_case(b) } else { b };
+                match form {
+                    0 => echoed.push(char::from(b)),
+                    1 => echoed.push(char::from(b.to_ascii_uppercase())),
+                    2 => echoed.push(char::from(b.to_ascii_lowercase())),
+                    3 => echoed.push_str(&format!("%{b:02X}")),
+                    _ => echoed.push_str(&format!("%{b:02x}")),
+                }
+            }
+            let text = format!("{before}{echoed}{after}");
+            prop_assert!(holds_fragment(&key, &text), "the reference sees {:?}", text);
+            let out = secret_fragments(&key, &text);
+            prop_assert!(!holds_fragment(&key, &out), "{:?} -> {:?}", text, out);
+            let padded = format!("{}{text}", " ".repeat(FILTER_FROM_BYTES));
+            let out_padded = secret_fragments(&key, &padded);
+            prop_assert_eq!(out_padded.trim_start(), out.trim_start());
         }
     }
 }

@@ -1,9 +1,10 @@
 //! Canaries for the ways an upstream can echo the key other than whole: past the 500-character
 //! cut, split across JSON fields, by spaces, dots or newlines, in `type` and `code`, with its
-//! dashes percent-encoded, in a reply that is not the documented JSON, in a finish reason and in
-//! an error inside a stream. The real binary runs at `trace`; no piece of the key of 8 or more
-//! characters may reach a response or a log line, read as is or with every character but
-//! letters and digits taken out.
+//! dashes or every byte percent-encoded, in upper or lower case, in rot13 and a mix of these, in
+//! a reply that is not the documented JSON, in a finish reason and in an error inside a stream.
+//! The real binary runs at `trace`; no piece of the key of 8 or more characters may reach a
+//! response or a log line, read as is or with every character but letters and digits taken out,
+//! in any case, in rot13 or percent-decoded.
 
 use serde_json::{json, Value};
 use wiremock::matchers::{body_string_contains, method, path};
@@ -16,16 +17,62 @@ use crate::upstream::{openai_reply, OPENAI_PATH};
 pub const CANARY: &str = "sk-proj-Qz7Xv3Lm9Wd2Kf8Hn4Tr6Yb1Pc5Gj0Ae3Ui7Oy";
 
 /// Panics if `text` holds any 8 consecutive characters of the canary, as is or with everything
-/// but letters and digits removed from both.
+/// but letters and digits removed from both; in any case, in rot13, and with `%XX` decoded.
 pub fn assert_no_fragment(what: &str, text: &str) {
     let alnum = |s: &str| -> String { s.chars().filter(char::is_ascii_alphanumeric).collect() };
-    let (key, stripped) = (alnum(CANARY), alnum(text));
-    for (whole, within) in [(CANARY, text), (key.as_str(), stripped.as_str())] {
-        for piece in whole.as_bytes().windows(8) {
-            let piece = std::str::from_utf8(piece).unwrap();
-            assert!(!within.contains(piece), "{what} holds {piece:?}:\n{text}");
+    let decoded = percent_decoded(text);
+    for text in [text, decoded.as_str()] {
+        let (lower, stripped) = (text.to_ascii_lowercase(), alnum(&text.to_ascii_lowercase()));
+        for key in [
+            CANARY.to_ascii_lowercase(),
+            rot13(&CANARY.to_ascii_lowercase()),
+        ] {
+            for (whole, within) in [(key.clone(), &lower), (alnum(&key), &stripped)] {
+                for piece in whole.as_bytes().windows(8) {
+                    let piece = std::str::from_utf8(piece).unwrap();
+                    assert!(!within.contains(piece), "{what} holds {piece:?}:\n{text}");
+                }
+            }
         }
     }
+}
+
+fn rot13(text: &str) -> String {
+    text.chars()
+        .map(|c| match c {
+            'a'..='z' => char::from((c as u8 - b'a' + 13) % 26 + b'a'),
+            'A'..='Z' => char::from((c as u8 - b'A' + 13) % 26 + b'A'),
+            _ => c,
+        })
+        .collect()
+}
+
+fn percent_encoded(text: &str, hex_case: fn(String) -> String) -> String {
+    text.bytes()
+        .map(|b| hex_case(format!("%{b:02X}")))
+        .collect()
+}
+
+fn percent_decoded(text: &str) -> String {
+    let bytes = text.as_bytes();
+    let (mut out, mut i) = (Vec::new(), 0);
+    while i < bytes.len() {
+        let hex = bytes
+            .get(i + 1..i + 3)
+            .and_then(|h| std::str::from_utf8(h).ok())
+            .and_then(|h| u8::from_str_radix(h, 16).ok());
+        match (bytes[i], hex) {
+            (b'%', Some(b)) => {
+                out.push(b);
+                i += 3;
+            }
+            (b, _) => {
+                out.push(b);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
 }
 
 /// A step request for `query` carrying the canary as its key.
@@ -102,6 +149,47 @@ fn cases() -> Vec<(&'static str, u16, String, u16)> {
                 CANARY.replace('-', "%2D")
             )),
             400,
+        ),
+        (
+            "upper-case",
+            401,
+            error_body(&CANARY.to_ascii_uppercase()),
+            401,
+        ),
+        (
+            "lower-case",
+            403,
+            error_body(&CANARY.to_ascii_lowercase()),
+            401,
+        ),
+        (
+            "rot13",
+            400,
+            error_body(&format!("key {} refused", rot13(CANARY))),
+            400,
+        ),
+        (
+            "percent-every-byte",
+            400,
+            error_body(&format!("GET /v1?key={}", percent_encoded(CANARY, |h| h))),
+            400,
+        ),
+        (
+            "percent-lower-hex",
+            503,
+            error_body(&percent_encoded(CANARY, |h| h.to_ascii_lowercase())),
+            502,
+        ),
+        (
+            "mixed-encodings",
+            500,
+            error_body(&format!(
+                "{}{}{}",
+                percent_encoded(&CANARY[..10], |h| h),
+                rot13(&CANARY[10..30]).to_ascii_uppercase(),
+                CANARY[30..].to_ascii_lowercase()
+            )),
+            502,
         ),
         (
             "not-the-documented-json",
