@@ -214,6 +214,9 @@ pub fn step_input(req: ReactStepRequest, how: Conversion) -> Result<StepInput, V
             );
         }
     }
+    if let Some(why) = key_goes_elsewhere(key.as_ref(), provider, base_url.as_deref()) {
+        fail("user_api_keys.llmKey", why);
+    }
     if req.llm_config.tool_mode == Some(ToolMode::Native) {
         if !tools.has_declared() {
             fail(
@@ -314,6 +317,20 @@ fn unknown_fields_warning(
 }
 
 const UNKNOWN_NAME_CHARS: usize = 64;
+
+/// A key whose prefix names its vendor goes to that vendor only: why this call would send it
+/// elsewhere (the key's vendor and the destination, never the key).
+fn key_goes_elsewhere(
+    key: Option<&ApiKey>,
+    provider: Option<Provider>,
+    base_url: Option<&str>,
+) -> Option<String> {
+    let owner = key?.vendor()?;
+    let goes_to = crate::llm::key_vendor::mismatch(owner, provider?, base_url)?;
+    Some(format!(
+        "is a key of {owner} (its prefix says so) and is sent only to {owner}, but this call goes to {goes_to}: send a key of {goes_to}, or send this one to {owner} (llm_config.provider)"
+    ))
+}
 
 /// Messages say which field and why, not what was sent; some are not ours to word (a tool's
 /// schema error quotes the schema), so the request's own key and anything shaped like a key are

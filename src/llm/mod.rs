@@ -8,6 +8,7 @@ mod api_key;
 pub mod bounded;
 mod error;
 mod first_connect;
+pub mod key_vendor;
 mod ollama;
 mod openai;
 mod overflow;

@@ -22,6 +22,7 @@ mod hostile_schemas;
 mod https_upstream;
 mod iterations;
 mod key_secrecy;
+mod key_vendors;
 mod logging;
 mod metrics;
 mod mock_response;
