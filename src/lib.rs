@@ -12,6 +12,7 @@ pub mod metrics;
 pub mod prices;
 pub mod resident;
 pub mod scrub;
+pub mod start_file;
 pub mod startup;
 pub mod step;
 pub mod telemetry;

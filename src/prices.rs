@@ -3,7 +3,6 @@
 //! start-up; a table that is not exactly right stops the service rather than mispricing steps.
 
 use std::collections::HashMap;
-use std::io::Read;
 use std::path::Path;
 
 use serde::de::{MapAccess, Visitor};
@@ -60,21 +59,10 @@ impl Price {
 pub struct Prices(HashMap<String, Price>);
 
 impl Prices {
-    /// Reads and checks the file; the error says what is wrong, to follow the file's name.
+    /// Reads and checks the file; the error says what is wrong, to follow the file's name. A
+    /// FIFO, a device or a directory is refused without waiting on it (`crate::start_file`).
     pub fn load(path: &Path) -> Result<Self, String> {
-        let file = std::fs::File::open(path).map_err(|e| format!("cannot be read: {e}"))?;
-        let mut bytes = Vec::new();
-        // One byte past the cap tells a file at the cap from a larger one, without reading
-        // on into a huge file or an endless device.
-        file.take(MAX_FILE_BYTES + 1)
-            .read_to_end(&mut bytes)
-            .map_err(|e| format!("cannot be read: {e}"))?;
-        if bytes.len() as u64 > MAX_FILE_BYTES {
-            return Err(format!(
-                "is larger than {MAX_FILE_BYTES} bytes; a price table is a few KiB"
-            ));
-        }
-        Self::parse(&bytes)
+        Self::parse(&crate::start_file::read(path, MAX_FILE_BYTES)?)
     }
 
     /// Parses and checks a table.
@@ -334,6 +322,6 @@ mod tests {
         assert!(Prices::load(&path).is_ok_and(|t| t.get("m").is_some()));
         assert!(Prices::load(&dir.path().join("absent.json"))
             .is_err_and(|e| e.starts_with("cannot be read")));
-        assert!(Prices::load(dir.path()).is_err_and(|e| e.starts_with("cannot be read")));
+        assert!(Prices::load(dir.path()).is_err_and(|e| e.starts_with("is a directory")));
     }
 }

@@ -285,6 +285,9 @@ fn provider_headers(
     Ok(all)
 }
 
+/// A CA bundle holds a few hundred KiB at most (all of Mozilla's roots are about 200 KiB).
+const MAX_CA_FILE_BYTES: u64 = 16 * 1024 * 1024;
+
 /// The certificates of the operator's CA file; a file that holds none is a mistake worth
 /// refusing to start over, not a silent fall-back to the web roots.
 fn upstream_roots(path: &std::path::Path) -> std::io::Result<Vec<reqwest::Certificate>> {
@@ -294,7 +297,7 @@ fn upstream_roots(path: &std::path::Path) -> std::io::Result<Vec<reqwest::Certif
             format!("REACTSTEP_UPSTREAM_CA_FILE {}: {what}", path.display()),
         )
     };
-    let pem = std::fs::read(path).map_err(|e| context(e.to_string()))?;
+    let pem = crate::start_file::read(path, MAX_CA_FILE_BYTES).map_err(context)?;
     // reqwest's error says only "builder error"; what went wrong is in its source.
     let roots = reqwest::Certificate::from_pem_bundle(&pem).map_err(|e| {
         let cause = std::error::Error::source(&e).map_or(e.to_string(), ToString::to_string);

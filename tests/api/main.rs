@@ -47,6 +47,7 @@ mod scrubbing;
 mod shared_limits;
 mod shutdown;
 mod small_model_session;
+mod start_files;
 mod stream_upstream;
 mod streaming;
 mod tls;
