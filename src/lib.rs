@@ -1,6 +1,8 @@
 //! reactstep: a stateless HTTP service that performs one ReAct step per request.
 
 pub mod api;
+#[cfg(target_os = "linux")]
+pub(crate) mod beneath;
 pub mod config;
 pub mod driver;
 pub mod heap_trim;

@@ -316,3 +316,104 @@ fn a_task_of_eleven_steps_uses_every_kind_of_tool() {
     assert_eq!(report["tool_usage"]["calculator"], 2);
     assert_eq!(report["error_history"][0]["source"], "calculator");
 }
+
+/// The observations of a JSON report, in order.
+fn observations(report: &Value) -> Vec<&str> {
+    report["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["observation"].as_str().unwrap())
+        .collect()
+}
+
+/// Swaps `path` and `path.alt` atomically: the name is always one or the other.
+fn exchange(path: &Path) {
+    use std::os::unix::ffi::OsStrExt;
+    let a = std::ffi::CString::new(path.as_os_str().as_bytes()).unwrap();
+    let b = std::ffi::CString::new([path.as_os_str().as_bytes(), b".alt"].concat()).unwrap();
+    // SAFETY: both paths are NUL-terminated and outlive the call.
+    let rc = unsafe {
+        libc::renameat2(
+            libc::AT_FDCWD,
+            a.as_ptr(),
+            libc::AT_FDCWD,
+            b.as_ptr(),
+            libc::RENAME_EXCHANGE,
+        )
+    };
+    assert_eq!(rc, 0, "{}", std::io::Error::last_os_error());
+}
+
+#[test]
+fn a_folder_swapped_for_a_link_out_while_the_loop_reads_never_lets_a_read_out() {
+    const READS: usize = 150;
+    let ws = workspace();
+    let outside = tempfile::tempdir().unwrap();
+    std::fs::write(outside.path().join("f"), "TOP-SECRET").unwrap();
+    std::fs::create_dir(ws.path().join("d")).unwrap();
+    std::fs::write(ws.path().join("d/f"), "inside").unwrap();
+    std::os::unix::fs::symlink(outside.path(), ws.path().join("d.alt")).unwrap();
+    // Each read names the file differently, so none is answered from an earlier one.
+    let mut script: Vec<String> = (0..READS)
+        .map(|k| {
+            format!(
+                "Thought: again\nAction: read_file(path=\"{}d/f\")",
+                "./".repeat(k)
+            )
+        })
+        .collect();
+    script.push("Thought: done\nFinal Answer: read".into());
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    let swapped = ws.path().join("d");
+    let (code, report) = std::thread::scope(|s| {
+        s.spawn(|| {
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                exchange(&swapped);
+            }
+        });
+        let ran = json_run(
+            ws.path(),
+            &script.join("\n---\n"),
+            &["--max-iterations", "200"],
+        );
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        ran
+    });
+    assert_eq!(code, 0, "{report}");
+    let seen = observations(&report);
+    assert_eq!(seen.len(), READS);
+    assert!(!report.to_string().contains("TOP-SECRET"), "{report}");
+    let read = seen.iter().filter(|o| **o == "inside").count();
+    let refused = seen.iter().filter(|o| o.contains("symbolic link")).count();
+    assert_eq!(read + refused, READS, "{seen:?}");
+    assert!(
+        read > 0 && refused > 0,
+        "the race never ran: {read} read, {refused} refused"
+    );
+}
+
+#[test]
+fn a_fifo_in_the_workspace_is_an_observation_and_the_loop_goes_on() {
+    use std::os::unix::ffi::OsStrExt;
+    let ws = workspace();
+    let fifo = std::ffi::CString::new(ws.path().join("pipe").as_os_str().as_bytes()).unwrap();
+    // SAFETY: `fifo` is NUL-terminated and outlives the call.
+    assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o600) }, 0);
+    let script = [
+        "Thought: a\nAction: read_file(path=\"pipe\")",
+        "Thought: b\nAction: grep_search(pattern=\"ANSWER\")",
+        "Thought: c\nAction: grep_search(pattern=\"x\", path=\"pipe\")",
+        "Thought: d\nAction: list_directory(path=\".\")",
+        "Thought: e\nFinal Answer: done",
+    ];
+    // With nobody writing, a blocking open of the FIFO would never return: the deadline is
+    // there so that such a regression ends the run instead of the test suite.
+    let (code, report) = json_run(ws.path(), &script.join("\n---\n"), &["--timeout", "120"]);
+    assert_eq!(code, 0, "{report}");
+    let seen = observations(&report);
+    assert!(seen[0].contains("named pipe (FIFO)"), "{seen:?}");
+    assert_eq!(seen[1], "src/answer.rs:1: pub const ANSWER: u32 = 6 * 7;");
+    assert_eq!(seen[2], "no line matches x");
+    assert_eq!(seen[3], "pipe\nsrc/");
+}

@@ -1,65 +1,31 @@
 //! The tools every loop has: reading the workspace (`read_file`, `list_directory`,
-//! `grep_search`, never outside it, symbolic links included), `calculator`, `string_helper`,
-//! and `submit_answer`, which ends the loop.
+//! `grep_search`, never outside it and never through a symbolic link: see `workspace.rs`),
+//! `calculator`, `string_helper`, and `submit_answer`, which ends the loop.
 
-use std::fs;
+use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use serde_json::{json, Map, Value};
 
 use super::registry::{ToolMetadata, ToolOutcome, ToolRegistry};
+use super::workspace::Kind;
+pub use super::workspace::Workspace;
+
+#[cfg(all(test, target_os = "linux"))]
+#[expect(clippy::unwrap_used, reason = "a test fails loudly")]
+mod attacks;
 
 /// The most a read or a listing gives back; the rest is said to be left out.
 const MAX_FILE_BYTES: u64 = 256 * 1024;
 const MAX_ENTRIES: usize = 500;
 const MAX_MATCHES: usize = 100;
+/// A matching line is shown up to this many characters: a minified file's one line is not the
+/// whole file again.
+const MAX_MATCH_CHARS: usize = 500;
 /// A search reads at most this many files, so a huge tree cannot hold the loop.
 const MAX_FILES_SEARCHED: usize = 20_000;
 /// Folders a search does not go into: version control and build output.
 const SKIPPED_DIRS: [&str; 4] = [".git", "target", "node_modules", ".venv"];
-
-/// The workspace's folder, resolved once: every path a tool is given must lead inside it once
-/// every symbolic link in it is resolved.
-#[derive(Debug, Clone)]
-pub struct Workspace {
-    root: PathBuf,
-}
-
-impl Workspace {
-    pub fn new(root: &Path) -> std::io::Result<Self> {
-        Ok(Self {
-            root: root.canonicalize()?,
-        })
-    }
-
-    pub fn root(&self) -> &Path {
-        &self.root
-    }
-
-    /// The real path `relative` names inside the workspace, or why it may not be used. An
-    /// absolute path, a `..` or a symbolic link that leads out is refused.
-    pub fn resolve(&self, relative: &str) -> Result<PathBuf, String> {
-        let real = self
-            .root
-            .join(relative)
-            .canonicalize()
-            .map_err(|e| format!("{relative}: {e}"))?;
-        if !real.starts_with(&self.root) {
-            return Err(format!(
-                "{relative} is outside the workspace, so it is not read"
-            ));
-        }
-        Ok(real)
-    }
-
-    /// The path as the model should write it: relative to the workspace.
-    fn shown(&self, path: &Path) -> String {
-        path.strip_prefix(&self.root)
-            .unwrap_or(path)
-            .display()
-            .to_string()
-    }
-}
 
 fn string_arg<'a>(args: &'a Map<String, Value>, name: &str) -> Result<&'a str, String> {
     args.get(name)
@@ -75,17 +41,10 @@ fn outcome(result: Result<String, String>) -> ToolOutcome {
 }
 
 fn read_file(ws: &Workspace, args: &Map<String, Value>) -> Result<String, String> {
-    let path = ws.resolve(string_arg(args, "path")?)?;
-    let file = fs::File::open(&path).map_err(|e| format!("{}: {e}", ws.shown(&path)))?;
-    let mut bytes = Vec::new();
-    use std::io::Read;
-    file.take(MAX_FILE_BYTES + 1)
-        .read_to_end(&mut bytes)
-        .map_err(|e| format!("{}: {e}", ws.shown(&path)))?;
-    let cut = bytes.len() as u64 > MAX_FILE_BYTES;
-    bytes.truncate(MAX_FILE_BYTES as usize);
+    let path = ws.relative(string_arg(args, "path")?)?;
+    let (bytes, cut) = ws.read(&path, MAX_FILE_BYTES)?;
     if bytes.contains(&0) {
-        return Err(format!("{} is binary", ws.shown(&path)));
+        return Err(format!("{} is binary", Workspace::shown(&path)));
     }
     let mut text = String::from_utf8_lossy(&bytes).into_owned();
     if cut {
@@ -95,17 +54,13 @@ fn read_file(ws: &Workspace, args: &Map<String, Value>) -> Result<String, String
 }
 
 fn list_directory(ws: &Workspace, args: &Map<String, Value>) -> Result<String, String> {
-    let relative = args.get("path").and_then(Value::as_str).unwrap_or(".");
-    let dir = ws.resolve(relative)?;
-    let mut names: Vec<String> = fs::read_dir(&dir)
-        .map_err(|e| format!("{relative}: {e}"))?
-        .filter_map(Result::ok)
-        .map(|entry| {
-            let name = entry.file_name().to_string_lossy().into_owned();
-            match entry.file_type() {
-                Ok(t) if t.is_dir() => format!("{name}/"),
-                _ => name,
-            }
+    let dir = ws.relative(args.get("path").and_then(Value::as_str).unwrap_or("."))?;
+    let mut names: Vec<String> = ws
+        .entries(&dir)?
+        .into_iter()
+        .map(|(name, kind)| match kind {
+            Kind::Folder => format!("{name}/"),
+            _ => name,
         })
         .collect();
     names.sort();
@@ -130,56 +85,96 @@ fn grep_search(ws: &Workspace, args: &Map<String, Value>) -> Result<String, Stri
         .size_limit(1 << 20)
         .build()
         .map_err(|e| format!("the pattern is not a regular expression: {e}"))?;
-    let start = ws.resolve(args.get("path").and_then(Value::as_str).unwrap_or("."))?;
+    let start = ws.relative(args.get("path").and_then(Value::as_str).unwrap_or("."))?;
+    // The start is searched as the one file it names, or else as a folder.
+    let kind = match ws.open_file(&start) {
+        Ok(_) => Kind::File,
+        Err(_) => Kind::Folder,
+    };
+    let mut pending = vec![(start, kind)];
     let mut matches = Vec::new();
-    let mut pending = vec![start];
     let mut searched = 0;
-    while let Some(path) = pending.pop() {
+    while let Some((path, kind)) = pending.pop() {
         if searched == MAX_FILES_SEARCHED {
             matches.push(format!("[stopped after {MAX_FILES_SEARCHED} files]"));
             break;
         }
-        // Links are not followed: a link out of the workspace is not searched.
-        let Ok(meta) = fs::symlink_metadata(&path) else {
-            continue;
-        };
-        if meta.is_dir() {
-            let skipped = path
-                .file_name()
-                .is_some_and(|n| SKIPPED_DIRS.iter().any(|s| n == *s));
-            if !skipped {
-                let mut children: Vec<PathBuf> = fs::read_dir(&path)
-                    .into_iter()
-                    .flatten()
-                    .filter_map(Result::ok)
-                    .map(|e| e.path())
-                    .collect();
-                children.sort_by(|a, b| b.cmp(a));
-                pending.extend(children);
-            }
-            continue;
-        }
-        if !meta.is_file() || meta.len() > MAX_FILE_BYTES {
-            continue;
-        }
-        searched += 1;
-        let Ok(text) = fs::read_to_string(&path) else {
-            continue;
-        };
-        for (n, line) in text.lines().enumerate() {
-            if regex.is_match(line) {
-                matches.push(format!("{}:{}: {}", ws.shown(&path), n + 1, line.trim()));
-                if matches.len() == MAX_MATCHES {
+        match kind {
+            Kind::Folder => pending.extend(children(ws, &path)),
+            Kind::File => {
+                searched += 1;
+                if search_file(ws, &path, &regex, &mut matches) {
                     matches.push(format!("[stopped at {MAX_MATCHES} matches]"));
                     return Ok(matches.join("\n"));
                 }
             }
+            // Links are not followed, and FIFOs and devices are never opened.
+            Kind::Other => {}
         }
     }
     if matches.is_empty() {
         return Ok(format!("no line matches {pattern}"));
     }
     Ok(matches.join("\n"))
+}
+
+/// A folder's entries to search, in reverse name order (the stack pops them in order), less the
+/// folders a search skips. A folder that cannot be opened (swapped for a link) has none.
+fn children(ws: &Workspace, dir: &Path) -> Vec<(PathBuf, Kind)> {
+    let mut children: Vec<(PathBuf, Kind)> = ws
+        .entries(dir)
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|(name, kind)| *kind != Kind::Folder || !SKIPPED_DIRS.contains(&name.as_str()))
+        .map(|(name, kind)| (dir.join(name), kind))
+        .collect();
+    children.sort_by(|a, b| b.0.cmp(&a.0));
+    children
+}
+
+/// Adds the file's matching lines; whether the search is full. A file that is not a regular
+/// one once opened, too large or not text is passed over.
+fn search_file(
+    ws: &Workspace,
+    path: &Path,
+    regex: &regex::Regex,
+    matches: &mut Vec<String>,
+) -> bool {
+    let Ok(opened) = ws.open_file(path) else {
+        return false;
+    };
+    if opened.len > MAX_FILE_BYTES {
+        return false;
+    }
+    let mut text = String::new();
+    if opened
+        .file
+        .take(MAX_FILE_BYTES)
+        .read_to_string(&mut text)
+        .is_err()
+    {
+        return false;
+    }
+    for (n, line) in text.lines().enumerate() {
+        if regex.is_match(line) {
+            let line = line.trim();
+            let shown: String = line.chars().take(MAX_MATCH_CHARS).collect();
+            let more = if shown.len() < line.len() {
+                " […]"
+            } else {
+                ""
+            };
+            matches.push(format!(
+                "{}:{}: {shown}{more}",
+                Workspace::shown(path),
+                n + 1
+            ));
+            if matches.len() == MAX_MATCHES {
+                return true;
+            }
+        }
+    }
+    false
 }
 
 fn string_helper(args: &Map<String, Value>) -> Result<String, String> {
@@ -308,6 +303,8 @@ pub fn register_builtins(registry: &mut ToolRegistry, workspace: Workspace) {
 
 #[cfg(test)]
 mod tests {
+    use std::fs;
+
     use super::*;
 
     fn args(value: Value) -> Map<String, Value> {

@@ -9,6 +9,7 @@ pub mod execution;
 pub mod mcp;
 pub mod registry;
 pub mod run;
+pub mod workspace;
 
 pub use builtin::{register_builtins, Workspace};
 pub use execution::RetryPolicy;

@@ -26,12 +26,29 @@ pub trait Tool: Send + Sync {
     fn call<'a>(&'a self, args: &'a Map<String, Value>) -> BoxFuture<'a, ToolOutcome>;
 }
 
+/// A plain function runs on a thread of its own: whatever it waits on (a slow disk, a file
+/// system that hangs), the loop's deadline and Ctrl-C still reach the loop, which leaves the
+/// thread behind; a thread left behind ends with the process.
 impl<F> Tool for F
 where
-    F: Fn(&Map<String, Value>) -> ToolOutcome + Send + Sync,
+    F: Fn(&Map<String, Value>) -> ToolOutcome + Clone + Send + Sync + 'static,
 {
     fn call<'a>(&'a self, args: &'a Map<String, Value>) -> BoxFuture<'a, ToolOutcome> {
-        Box::pin(std::future::ready(self(args)))
+        let (tool, args) = (self.clone(), args.clone());
+        let (done, outcome) = tokio::sync::oneshot::channel();
+        let spawned = std::thread::Builder::new()
+            .name("reactstep-tool".into())
+            .spawn(move || {
+                let _ = done.send(tool(&args));
+            });
+        Box::pin(async move {
+            if let Err(e) = spawned {
+                return ToolOutcome::Failed(format!("the tool could not start: {e}"));
+            }
+            outcome.await.unwrap_or_else(|_| {
+                ToolOutcome::Failed("the tool stopped without an answer".into())
+            })
+        })
     }
 }
 

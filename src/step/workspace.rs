@@ -6,11 +6,11 @@
 //! segment; paths are relative, without `..` or NUL. The root is opened once at start; the
 //! project's folder is opened beneath it, and the file beneath that, each resolved and opened in
 //! one step by the kernel (`openat2` with `RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS`, see
-//! `workspace/beneath.rs`), so a name swapped for a symbolic link between a check and the open
-//! cannot lead out: no symbolic link is followed, not even one that stays inside. Only a regular
-//! file is read, judged on the opened descriptor; a FIFO is opened non-blocking and refused.
-//! Files over the size limit or that are not UTF-8 text are refused. A refusal is a reason in
-//! the report, never an error of the step.
+//! `src/beneath.rs`, shared with the driver's file tools), so a name swapped for a symbolic link
+//! between a check and the open cannot lead out: no symbolic link is followed, not even one that
+//! stays inside. Only a regular file is read, judged on the opened descriptor; a FIFO is opened
+//! non-blocking and refused. Files over the size limit or that are not UTF-8 text are refused. A
+//! refusal is a reason in the report, never an error of the step.
 //!
 //! Not caught: a hard link inside the project to a file elsewhere on the same filesystem is that
 //! file under another name, and no resolution can tell (see `docs/reliability.md`).
@@ -23,7 +23,7 @@ use std::path::{Component, Path, PathBuf};
 #[expect(clippy::unwrap_used, reason = "a test fails loudly")]
 mod attacks;
 #[cfg(target_os = "linux")]
-mod beneath;
+use crate::beneath;
 
 /// Where pinned items live inside a project's folder.
 pub const PINNED_DIR: &str = ".reactstep/pinned";

@@ -196,3 +196,73 @@ async fn a_loop_with_a_real_model_sends_the_key_and_tells_the_model_a_tool_faile
         "{said}"
     );
 }
+
+/// A gate a blocking tool waits at until the test opens it.
+type Gate = Arc<(std::sync::Mutex<bool>, std::sync::Condvar)>;
+
+/// `block`: a plain-function tool that says it has begun, then blocks its thread (as a read of
+/// a FIFO or a hung network file system would) until the gate opens.
+fn blocking(registry: &mut ToolRegistry) -> (Arc<tokio::sync::Notify>, Gate) {
+    let begun = Arc::new(tokio::sync::Notify::new());
+    let gate: Gate = Arc::default();
+    let (tell, wait) = (begun.clone(), gate.clone());
+    registry.register(
+        "block",
+        move |_: &Map<String, Value>| {
+            tell.notify_one();
+            let (open, opened) = &*wait;
+            let mut open = open.lock().unwrap_or_else(|e| e.into_inner());
+            while !*open {
+                open = opened.wait(open).unwrap_or_else(|e| e.into_inner());
+            }
+            ToolOutcome::Done("let go".into())
+        },
+        ToolMetadata {
+            description: "Blocks.".into(),
+            category: "test".into(),
+            parameters: json!({"type": "object", "properties": {}}),
+            examples: Vec::new(),
+            read_only: false,
+        },
+    );
+    (begun, gate)
+}
+
+fn open(gate: &Gate) {
+    *gate.0.lock().unwrap_or_else(|e| e.into_inner()) = true;
+    gate.1.notify_all();
+}
+
+const BLOCKING: [&str; 2] = [
+    "Thought: wait\nAction: block()",
+    "Thought: done\nFinal Answer: never",
+];
+
+#[tokio::test]
+async fn ctrl_c_reaches_the_loop_while_a_tool_blocks_its_thread() {
+    let app = spawn_app().await;
+    let mut registry = ToolRegistry::default();
+    let (begun, gate) = blocking(&mut registry);
+    let driver = Driver::new(settings(&app.address, &BLOCKING), registry);
+    // Ctrl-C comes once the tool is blocked: the loop (on this one-thread runtime) must hear it.
+    let report = driver
+        .run_until("q", &mut Quiet, async move { begun.notified().await })
+        .await;
+    open(&gate);
+    assert_eq!(report.termination_reason, Termination::Cancelled);
+    assert_eq!(report.iterations, 1, "the step was answered; the tool was cut");
+    assert!(report.steps.is_empty());
+}
+
+#[tokio::test]
+async fn the_deadline_reaches_the_loop_while_a_tool_blocks_its_thread() {
+    let app = spawn_app().await;
+    let mut registry = ToolRegistry::default();
+    let (_begun, gate) = blocking(&mut registry);
+    let mut settings = settings(&app.address, &BLOCKING);
+    settings.timeout = Some(Duration::from_secs(3));
+    let report = Driver::new(settings, registry).run("q", &mut Quiet).await;
+    open(&gate);
+    assert_eq!(report.termination_reason, Termination::Timeout);
+    assert_eq!(report.iterations, 1, "the step was answered; the tool was cut");
+}
