@@ -417,3 +417,47 @@ fn a_fifo_in_the_workspace_is_an_observation_and_the_loop_goes_on() {
     assert_eq!(seen[2], "no line matches x");
     assert_eq!(seen[3], "pipe\nsrc/");
 }
+
+#[test]
+fn huge_observations_are_cut_for_the_service_and_kept_whole_in_the_report() {
+    const BIG: usize = 250 * 1024;
+    let ws = workspace();
+    // 100 files of one 250 KiB matching line: 25 MB of grep output once; 33 reads of 250 KiB:
+    // 8.25 MB of history, over the service's 8 MiB body limit.
+    std::fs::create_dir(ws.path().join("big")).unwrap();
+    for n in 0..100 {
+        let line = format!("NEEDLE {n} {}\n", "x".repeat(BIG));
+        std::fs::write(ws.path().join(format!("big/{n:03}.txt")), line).unwrap();
+    }
+    let mut script = vec!["Thought: find it\nAction: grep_search(pattern=\"NEEDLE\")".to_string()];
+    script.extend(
+        (0..33).map(|n| format!("Thought: read\nAction: read_file(path=\"big/{n:03}.txt\")")),
+    );
+    script.push("Thought: done\nFinal Answer: read them all".into());
+    let (code, report) = json_run(
+        ws.path(),
+        &script.join("\n---\n"),
+        &["--max-iterations", "40"],
+    );
+    assert_eq!(code, 0, "{}", report["answer"]);
+    assert_eq!(report["answer"], "read them all");
+    let seen = observations(&report);
+    assert_eq!(seen.len(), 34);
+    // A matching line is shown in part; the search still finds every file.
+    let found: Vec<&str> = seen[0].lines().collect();
+    assert_eq!(found.len(), 101, "{}", &seen[0][..600]);
+    assert!(found[..100]
+        .iter()
+        .all(|l| l.len() < 1_000 && l.ends_with("[…]")));
+    assert_eq!(found[100], "[stopped at 100 matches]");
+    // The report has every read whole; only what went back to the service was cut.
+    for (n, read) in seen[1..].iter().enumerate() {
+        let file = std::fs::read_to_string(ws.path().join(format!("big/{n:03}.txt"))).unwrap();
+        assert!(
+            *read == file,
+            "read {n} is {} bytes, not {}",
+            read.len(),
+            file.len()
+        );
+    }
+}

@@ -61,6 +61,10 @@ pub struct RunArgs {
     /// Seconds an MCP server may take to start, to list its tools, or to answer one call.
     #[arg(long, default_value_t = 30)]
     pub mcp_timeout: u64,
+    /// The body limit of the service named by --server (its REACTSTEP_MAX_BODY_BYTES), when
+    /// it is not the default: older observations are cut to keep each step under it.
+    #[arg(long, default_value_t = super::run::DEFAULT_MAX_REQUEST_BYTES)]
+    pub server_max_body_bytes: usize,
 }
 
 fn tool_limit(text: &str) -> Result<(String, u32), String> {
@@ -155,11 +159,12 @@ async fn start_mcp_servers(
 
 /// The loop itself, once the tools are in place.
 async fn drive(args: &RunArgs, registry: ToolRegistry) -> Result<RunReport, String> {
-    let server = match &args.server {
-        Some(url) => url.clone(),
+    let (server, max_body) = match &args.server {
+        Some(url) => (url.clone(), args.server_max_body_bytes),
         None => start_service()?,
     };
     let mut settings = LoopSettings::new(&server, &args.model);
+    settings.max_request_bytes = max_body;
     settings.provider = args.provider.clone();
     settings.max_iterations = args.max_iterations;
     settings.timeout = args.timeout.map(Duration::from_secs);
@@ -191,8 +196,8 @@ async fn drive(args: &RunArgs, registry: ToolRegistry) -> Result<RunReport, Stri
         .await)
 }
 
-/// Starts the service on an ephemeral loopback port; its base URL.
-fn start_service() -> Result<String, String> {
+/// Starts the service on an ephemeral loopback port; its base URL and body limit.
+fn start_service() -> Result<(String, usize), String> {
     let mut config = Config::defaults();
     config.bind = ([127, 0, 0, 1], 0).into();
     config.workers = 1;
@@ -200,7 +205,8 @@ fn start_service() -> Result<String, String> {
     let app = Application::build(&config).map_err(|e| format!("the service: {e}"))?;
     let url = format!("http://127.0.0.1:{}", app.port());
     tokio::spawn(app.run_until_stopped());
-    Ok(url)
+    let max_body = usize::try_from(config.max_body_bytes).unwrap_or(usize::MAX);
+    Ok((url, max_body))
 }
 
 /// The scripted outputs: the file split at lines holding only `---`.

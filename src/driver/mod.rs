@@ -7,6 +7,7 @@ pub mod builtin;
 pub mod cli;
 pub mod execution;
 pub mod mcp;
+pub mod observation;
 pub mod registry;
 pub mod run;
 pub mod workspace;

@@ -9,7 +9,11 @@ use serde::Serialize;
 use serde_json::{json, Value};
 
 use super::execution::{Executor, RetryPolicy};
+use super::observation;
 use super::registry::{ToolOutcome, ToolRegistry};
+
+/// The service's default body limit.
+pub const DEFAULT_MAX_REQUEST_BYTES: usize = 8 * 1024 * 1024;
 
 /// Why the loop ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -48,6 +52,9 @@ pub struct LoopSettings {
     /// Calls each tool may make in the loop; a call past its limit is refused.
     pub tool_limits: BTreeMap<String, u32>,
     pub retry: RetryPolicy,
+    /// The service's body limit (`REACTSTEP_MAX_BODY_BYTES`): older observations are cut to
+    /// keep each request under it (see `observation.rs`).
+    pub max_request_bytes: usize,
 }
 
 impl LoopSettings {
@@ -71,6 +78,7 @@ impl LoopSettings {
             stream: false,
             tool_limits: BTreeMap::new(),
             retry: RetryPolicy::default(),
+            max_request_bytes: DEFAULT_MAX_REQUEST_BYTES,
         }
     }
 }
@@ -297,10 +305,12 @@ impl Driver {
         } else {
             "/api/agent/react_step"
         };
+        let bytes = observation::fit(&mut body, s.max_request_bytes);
         let response = self
             .http
             .post(format!("{}{path}", s.server))
-            .json(&body)
+            .header(reqwest::header::CONTENT_TYPE, "application/json")
+            .body(bytes)
             .send()
             .await
             .map_err(|e| format!("the service did not answer: {e}"))?;
@@ -432,8 +442,10 @@ impl Driver {
                 return Next::End(Termination::Custom, "stopped by the caller".into());
             }
             if let Some(turns) = history.as_array_mut() {
+                // The report keeps the whole observation; the service gets what it accepts.
+                let sent = observation::cut(&observation, observation::MAX_SENT_BYTES);
                 turns.push(json!({
-                    "role": "tool_observation", "content": observation,
+                    "role": "tool_observation", "content": sent,
                     "tool_call_id": call["tool_call_id"], "is_error": failed,
                 }));
             }
