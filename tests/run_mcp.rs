@@ -229,3 +229,161 @@ fn a_server_that_hangs_or_dies_mid_loop_is_an_observation_and_the_loop_goes_on()
         "{report}"
     );
 }
+
+/// The official TypeScript SDK, installed beside the filesystem server (which depends on it).
+fn sdk() -> PathBuf {
+    let server = filesystem_server();
+    let sdk = server.ancestors().nth(3).unwrap().join("sdk");
+    assert!(sdk.join("package.json").exists(), "{}", sdk.display());
+    sdk
+}
+
+/// A server on the official SDK that lists 204 tools: `big` and `huge` answer 8 and 20 MiB,
+/// `has space` has a name and `deep` a schema the service refuses, then `tool_000` to
+/// `tool_199`, more than a request may declare.
+const CROWDED_SERVER: &str = r#"
+const sdk = process.argv[2];
+const { Server } = require(`${sdk}/dist/cjs/server/index.js`);
+const { StdioServerTransport } = require(`${sdk}/dist/cjs/server/stdio.js`);
+const { ListToolsRequestSchema, CallToolRequestSchema } = require(`${sdk}/dist/cjs/types.js`);
+const schema = { type: "object", properties: {} };
+let deep = { type: "object" };
+for (let i = 0; i < 40; i++) deep = { type: "object", properties: { a: deep } };
+const tools = [
+  { name: "big", description: "Answers 8 MiB.", inputSchema: schema },
+  { name: "huge", description: "Answers 20 MiB.", inputSchema: schema },
+  { name: "has space", description: "A name the service refuses.", inputSchema: schema },
+  { name: "deep", description: "A schema the service refuses.", inputSchema: deep },
+];
+for (let i = 0; i < 200; i++) {
+  tools.push({ name: `tool_${String(i).padStart(3, "0")}`, description: "One of many.", inputSchema: schema });
+}
+const sizes = { big: 8 * 1024 * 1024, huge: 20 * 1024 * 1024 };
+const server = new Server({ name: "crowded", version: "1.0.0" }, { capabilities: { tools: {} } });
+server.setRequestHandler(ListToolsRequestSchema, async () => ({ tools }));
+server.setRequestHandler(CallToolRequestSchema, async (request) => {
+  const name = request.params.name;
+  const text = name in sizes ? "y".repeat(sizes[name]) : `${name} answered`;
+  return { content: [{ type: "text", text }] };
+});
+server.connect(new StdioServerTransport());
+"#;
+
+#[test]
+fn too_many_tools_refused_ones_and_huge_results_do_not_stop_the_loop() {
+    let sdk = sdk();
+    let ws = workspace();
+    let scripts = tempfile::tempdir().unwrap();
+    let server = scripts.path().join("crowded.js");
+    std::fs::write(&server, CROWDED_SERVER).unwrap();
+    let script = [
+        "Thought: a\nAction: big()",
+        "Thought: b\nAction: huge()",
+        "Thought: c\nAction: tool_000()",
+        "Thought: d\nAction: tool_119()",
+        "Thought: e\nFinal Answer: all answered",
+    ]
+    .join("\n---\n");
+    let mcp = format!("node {} {}", server.display(), sdk.display());
+    let (code, out, err) = run(ws.path(), &script, &["--mcp".into(), mcp]);
+    let report = report(&out, &err);
+    assert_eq!(code, 0, "{}\n{err}", report["answer"]);
+    assert_eq!(report["answer"], "all answered");
+    // Delivered whole to the report (cut only on the way to the service), without a retry.
+    assert_eq!(observation(&report, 0).len(), 8 * 1024 * 1024);
+    assert_eq!(observation(&report, 1).len(), 20 * 1024 * 1024);
+    assert_eq!(observation(&report, 3), "tool_119 answered");
+    assert_eq!(report["error_history"], serde_json::json!([]));
+    // 6 built-in + 122 of the server's = the service's 128; the two it would refuse say why.
+    assert!(
+        err.contains("tool \"has space\" left out, as the service would refuse it: a tool name must start with a letter"),
+        "{err}"
+    );
+    assert!(
+        err.contains("tool \"deep\" left out, as the service would refuse it: "),
+        "{err}"
+    );
+    assert!(
+        err.contains("80 tools left out, past the service's limit of 128 tools in a request (built-in ones included): tool_120, tool_121,"),
+        "{err}"
+    );
+    assert!(err.contains("tool_199\n"), "{err}");
+}
+
+/// Starts `reactstep run` whose first action is the misbehaving server's `hang`, patient with
+/// it for ten minutes; returns once the loop has said it is running it.
+fn hanging(ws: &Path, server: &Path, extra: &[&str]) -> std::process::Child {
+    use std::io::BufRead;
+    let scripts = tempfile::tempdir().unwrap();
+    let file = scripts.path().join("script.txt");
+    std::fs::write(
+        &file,
+        "Thought: wait\nAction: hang()\n---\nThought: x\nFinal Answer: never",
+    )
+    .unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_reactstep"))
+        .args([
+            "run",
+            "q",
+            "--output",
+            "json",
+            "--mcp-timeout",
+            "600",
+            "--mcp",
+        ])
+        .arg(format!("python3 {}", server.display()))
+        .arg("--workspace")
+        .arg(ws)
+        .arg("--mock-responses")
+        .arg(&file)
+        .args(extra)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = std::io::BufReader::new(child.stderr.take().unwrap()).lines();
+    let said = lines.find(|l| l.as_ref().is_ok_and(|l| l.contains("action: hang")));
+    assert!(said.is_some(), "the loop ended before it ran hang");
+    // The rest of stderr is drained, so the child never waits on a full pipe.
+    std::thread::spawn(move || lines.for_each(drop));
+    child
+}
+
+/// The report the child prints once it ends, and its exit code.
+fn ended(mut child: std::process::Child) -> (Option<i32>, Value) {
+    use std::io::Read;
+    let mut out = String::new();
+    child
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut out)
+        .unwrap();
+    let code = child.wait().unwrap().code();
+    (
+        code,
+        serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}")),
+    )
+}
+
+#[test]
+fn a_tool_that_never_answers_is_cut_by_the_deadline_and_by_ctrl_c() {
+    let ws = workspace();
+    let scripts = tempfile::tempdir().unwrap();
+    let server = scripts.path().join("server.py");
+    std::fs::write(&server, MISBEHAVING_SERVER).unwrap();
+
+    let child = hanging(ws.path(), &server, &[]);
+    let pid = libc::pid_t::try_from(child.id()).unwrap();
+    // SAFETY: kill(2) on the child this test started and still owns.
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGINT) }, 0);
+    let (code, report) = ended(child);
+    assert_eq!(code, Some(1), "{report}");
+    assert_eq!(report["termination_reason"], "cancelled");
+    assert_eq!(report["iterations"], 1);
+
+    let (code, report) = ended(hanging(ws.path(), &server, &["--timeout", "2"]));
+    assert_eq!(code, Some(1), "{report}");
+    assert_eq!(report["termination_reason"], "timeout");
+    assert_eq!(report["iterations"], 1);
+}

@@ -25,6 +25,7 @@ pub use client_address::TrustedProxies;
 pub use error::{ApiError, ErrorKind};
 pub use handlers::OPENAPI_YAML;
 pub use rate_limit::{RateLimits, SharedSettings};
+pub use request::{tool_name_refusal, MAX_TOOLS, MAX_TOOL_DESCRIPTION_CHARS};
 
 use crate::llm::LlmClients;
 

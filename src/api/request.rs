@@ -79,6 +79,8 @@ pub struct ReactStepRequest {
 }
 
 pub const MAX_TOOLS: u64 = 128;
+pub const MAX_TOOL_NAME_CHARS: u64 = 64;
+pub const MAX_TOOL_DESCRIPTION_CHARS: u64 = 10_000;
 
 #[derive(Debug, Deserialize, Validate)]
 pub struct ReactDto {
@@ -115,9 +117,12 @@ fn is_tag(tag: &str) -> Result<(), validator::ValidationError> {
 
 #[derive(Debug, Deserialize, Validate)]
 pub struct ToolDto {
-    #[validate(length(min = 1, max = 64), custom(function = "is_tool_name"))]
+    #[validate(
+        length(min = 1, max = "MAX_TOOL_NAME_CHARS"),
+        custom(function = "is_tool_name")
+    )]
     pub name: String,
-    #[validate(length(max = 10_000))]
+    #[validate(length(max = "MAX_TOOL_DESCRIPTION_CHARS"))]
     pub description: Option<String>,
     pub parameters: Option<serde_json::Value>,
     #[serde(rename = "inputSchema")]
@@ -140,6 +145,20 @@ fn is_tool_name(name: &str) -> Result<(), validator::ValidationError> {
                 .into(),
         ))
     }
+}
+
+/// Why a tool of this name would be refused, as `ToolDto` checks it; `None` when it passes. The
+/// loop driver asks before it declares an MCP server's tools.
+pub fn tool_name_refusal(name: &str) -> Option<String> {
+    let chars = name.chars().count() as u64;
+    if !(1..=MAX_TOOL_NAME_CHARS).contains(&chars) {
+        return Some(format!(
+            "a tool name is 1 to {MAX_TOOL_NAME_CHARS} characters"
+        ));
+    }
+    is_tool_name(name)
+        .err()
+        .map(|e| format!("a tool name {}", e.message.unwrap_or_default()))
 }
 
 /// Names every provider's native tool calling accepts: ASCII letters, digits, `_`, `-`, `.`.

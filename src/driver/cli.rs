@@ -8,8 +8,10 @@ use std::time::Duration;
 use clap::{Parser, ValueEnum};
 use serde_json::Value;
 
-use super::mcp::McpServer;
+use super::admission::Admission;
+use super::mcp::{Listed, McpServer};
 use super::{register_builtins, Driver, LoopSettings, RunReport, ToolRegistry, Watcher, Workspace};
+use crate::api::MAX_TOOLS;
 use crate::config::Config;
 use crate::startup::Application;
 
@@ -133,17 +135,18 @@ async fn start_mcp_servers(
     patience: Duration,
 ) -> Result<Vec<McpServer>, String> {
     let mut servers = Vec::new();
+    let mut admission = Admission::of(registry);
     for line in command_lines {
         let started = match McpServer::start(line, patience).await {
             Ok(server) => server
-                .register_tools(registry, patience)
+                .register_tools(registry, &mut admission, patience)
                 .await
-                .map(|names| (server, names)),
+                .map(|listed| (server, listed)),
             Err(why) => Err(why),
         };
         match started {
-            Ok((server, names)) => {
-                eprintln!("MCP server {}: {}", server.name, names.join(", "));
+            Ok((server, listed)) => {
+                tell_listed(&server.name, &listed);
                 servers.push(server);
             }
             Err(why) => {
@@ -155,6 +158,23 @@ async fn start_mcp_servers(
         }
     }
     Ok(servers)
+}
+
+/// Says on stderr which of a server's tools the model may call, and which were left out and why.
+fn tell_listed(server: &str, listed: &Listed) {
+    eprintln!("MCP server {server}: {}", listed.names.join(", "));
+    for (name, why) in &listed.refused {
+        eprintln!(
+            "MCP server {server}: tool {name:?} left out, as the service would refuse it: {why}"
+        );
+    }
+    if !listed.over_the_limit.is_empty() {
+        eprintln!(
+            "MCP server {server}: {} tools left out, past the service's limit of {MAX_TOOLS} tools in a request (built-in ones included): {}",
+            listed.over_the_limit.len(),
+            listed.over_the_limit.join(", ")
+        );
+    }
 }
 
 /// The loop itself, once the tools are in place.

@@ -1,22 +1,46 @@
 //! Tools from MCP servers: each `--mcp` command line is started over stdio with the official SDK
 //! (`rmcp`), its tools are listed into the registry, and calls are forwarded to it. A server that
 //! cannot start, does not answer or dies is an error the caller or the model reads, never a hang.
+//! A tool the service would refuse, or past its count of tools, is left out at start and said
+//! so (`admission.rs`); a large result is read whole (up to [`MAX_MESSAGE_BYTES`]) and cut on
+//! its way back to the service like any observation (`observation.rs`).
 
+use std::process::Stdio;
 use std::time::Duration;
 
 use futures_util::future::BoxFuture;
 use rmcp::model::{CallToolRequestParams, CallToolResult, ContentBlock};
 use rmcp::service::{Peer, RunningService};
-use rmcp::transport::TokioChildProcess;
+use rmcp::transport::async_rw::AsyncRwTransport;
 use rmcp::{RoleClient, ServiceExt};
 use serde_json::{Map, Value};
 
+use super::admission::{Admission, Refusal};
 use super::registry::{Tool, ToolMetadata, ToolOutcome, ToolRegistry};
 
-/// A started MCP server: its name (as it gave it, or its program's) and the running session.
+/// The largest message read from a server: a result this large is delivered (and cut for the
+/// service). The SDK drops a longer line unanswered, so its call ends at `--mcp-timeout`.
+pub const MAX_MESSAGE_BYTES: usize = 64 * 1024 * 1024;
+
+/// How long a server is given to end by itself once its input is closed, before it is killed.
+const GRACE: Duration = Duration::from_secs(1);
+
+/// A started MCP server: its name (as it gave it, or its program's), the running session and
+/// its process.
 pub struct McpServer {
     pub name: String,
     session: RunningService<RoleClient, ()>,
+    child: tokio::process::Child,
+}
+
+/// What listing a server's tools came to: the names registered, and those left out.
+#[derive(Debug, Default)]
+pub struct Listed {
+    pub names: Vec<String>,
+    /// Tools the service would refuse, each with the reason.
+    pub refused: Vec<(String, String)>,
+    /// Tools past the service's count of tools in a request.
+    pub over_the_limit: Vec<String>,
 }
 
 impl McpServer {
@@ -26,11 +50,22 @@ impl McpServer {
         let words = shlex::split(command_line)
             .filter(|w| !w.is_empty())
             .ok_or_else(|| format!("the MCP command line `{command_line}` cannot be read"))?;
-        let mut command = tokio::process::Command::new(&words[0]);
+        let could_not_start = |e: &dyn std::fmt::Display| {
+            format!("the MCP server `{command_line}` could not start: {e}")
+        };
         // Killed when dropped, so no path out of here (a timeout, a panic) leaves it running.
-        command.args(&words[1..]).kill_on_drop(true);
-        let transport = TokioChildProcess::new(command)
-            .map_err(|e| format!("the MCP server `{command_line}` could not start: {e}"))?;
+        let mut child = tokio::process::Command::new(&words[0])
+            .args(&words[1..])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .map_err(|e| could_not_start(&e))?;
+        let (Some(output), Some(input)) = (child.stdout.take(), child.stdin.take()) else {
+            return Err(could_not_start(&"its input and output are not pipes"));
+        };
+        let transport =
+            AsyncRwTransport::new_client(output, input).with_max_line_length(MAX_MESSAGE_BYTES);
         let session = tokio::time::timeout(patience, ().serve(transport))
             .await
             .map_err(|_| {
@@ -39,7 +74,7 @@ impl McpServer {
                     patience.as_secs_f64()
                 )
             })?
-            .map_err(|e| format!("the MCP server `{command_line}` could not start: {e}"))?;
+            .map_err(|e| could_not_start(&e))?;
         let name = session
             .peer_info()
             .and_then(|info| info.server_info.as_ref().map(|s| s.name.clone()))
@@ -47,27 +82,42 @@ impl McpServer {
         Ok(Self {
             name: identifier(&name),
             session,
+            child,
         })
     }
 
-    /// Lists the server's tools into `registry`. A name already taken gets the server's name in
-    /// front (`filesystem_read_file`); the names used, in the server's order.
+    /// Lists the server's tools into `registry`, those `admission` admits. A name already taken
+    /// gets the server's name in front (`filesystem_read_file`); the names, in the server's order.
     pub async fn register_tools(
         &self,
         registry: &mut ToolRegistry,
+        admission: &mut Admission,
         patience: Duration,
-    ) -> Result<Vec<String>, String> {
+    ) -> Result<Listed, String> {
         let tools = tokio::time::timeout(patience, self.session.list_all_tools())
             .await
             .map_err(|_| format!("the MCP server {} did not list its tools", self.name))?
             .map_err(|e| format!("the MCP server {} could not list its tools: {e}", self.name))?;
-        let mut names = Vec::with_capacity(tools.len());
+        let mut listed = Listed::default();
         for tool in tools {
             let name = free_name(registry, &self.name, &tool.name);
+            let schema = Value::Object((*tool.input_schema).clone());
+            let description = tool.description.as_deref().unwrap_or_default();
+            let description = match admission.admit(&name, description, &schema) {
+                Ok(description) => description,
+                Err(Refusal::Full) => {
+                    listed.over_the_limit.push(name);
+                    continue;
+                }
+                Err(Refusal::Refused(why)) => {
+                    listed.refused.push((name, why));
+                    continue;
+                }
+            };
             let metadata = ToolMetadata {
-                description: tool.description.as_deref().unwrap_or_default().to_string(),
+                description,
                 category: format!("mcp:{}", self.name),
-                parameters: Value::Object((*tool.input_schema).clone()),
+                parameters: schema,
                 examples: Vec::new(),
                 read_only: tool
                     .annotations
@@ -82,15 +132,29 @@ impl McpServer {
                 patience,
             };
             registry.register(&name, forwarded, metadata);
-            names.push(name);
+            listed.names.push(name);
         }
-        Ok(names)
+        Ok(listed)
     }
 
-    /// Ends the session: the server's input is closed, then it is stopped if it lingers.
-    pub async fn stop(self) {
-        if let Err(e) = self.session.cancel().await {
-            tracing::debug!(server = %self.name, "the MCP session ended badly: {e}");
+    /// Ends the session: the server's input is closed, and the server is killed if it has not
+    /// ended a moment later. Each wait is bounded, whatever the server is doing.
+    pub async fn stop(mut self) {
+        match self.session.close_with_timeout(GRACE).await {
+            Ok(Some(_)) => {}
+            Ok(None) => tracing::debug!(server = %self.name, "the MCP session did not close"),
+            Err(e) => tracing::debug!(server = %self.name, "the MCP session ended badly: {e}"),
+        }
+        // Closing the session dropped the server's input; the session itself goes now, so
+        // the input is closed even where the close timed out.
+        drop(self.session);
+        if tokio::time::timeout(GRACE, self.child.wait())
+            .await
+            .is_err()
+        {
+            if let Err(e) = self.child.kill().await {
+                tracing::debug!(server = %self.name, "the MCP server could not be killed: {e}");
+            }
         }
     }
 }

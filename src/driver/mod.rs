@@ -2,6 +2,7 @@
 //! tools itself (`reactstep run`, or [`Driver`] from code). It shows plugin authors how the
 //! service is meant to be driven.
 
+pub mod admission;
 mod arithmetic;
 pub mod builtin;
 pub mod cli;

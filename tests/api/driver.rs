@@ -250,7 +250,10 @@ async fn ctrl_c_reaches_the_loop_while_a_tool_blocks_its_thread() {
         .await;
     open(&gate);
     assert_eq!(report.termination_reason, Termination::Cancelled);
-    assert_eq!(report.iterations, 1, "the step was answered; the tool was cut");
+    assert_eq!(
+        report.iterations, 1,
+        "the step was answered; the tool was cut"
+    );
     assert!(report.steps.is_empty());
 }
 
@@ -264,5 +267,8 @@ async fn the_deadline_reaches_the_loop_while_a_tool_blocks_its_thread() {
     let report = Driver::new(settings, registry).run("q", &mut Quiet).await;
     open(&gate);
     assert_eq!(report.termination_reason, Termination::Timeout);
-    assert_eq!(report.iterations, 1, "the step was answered; the tool was cut");
+    assert_eq!(
+        report.iterations, 1,
+        "the step was answered; the tool was cut"
+    );
 }
