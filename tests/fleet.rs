@@ -8,6 +8,9 @@
 //!   back: the limits work again without a restart.
 //! - A replica killed (SIGKILL) under load: HAProxy takes it out, clients see only retryable
 //!   errors or none, and a retry loses no step. A replica stopped (SIGTERM) under load: no errors.
+//! - Ready means ready, failing closed: ready only once Redis has answered (a replica started
+//!   with Redis down answers 503 until it comes up), no 503 once it says so, and none for a
+//!   step admitted before SIGTERM.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 #[path = "support/binary.rs"]
@@ -542,4 +545,200 @@ async fn a_replica_killed_or_stopped_under_load_loses_no_step() {
 
 fn retryable_or_ok(outcome: &Option<(u16, Value)>) -> bool {
     matches!(outcome, Some((200, _))) || retryable(outcome)
+}
+
+/// `/readyz` of a replica: its status and body.
+async fn readyz(client: &reqwest::Client, replica: &RunningBinary) -> (u16, Value) {
+    let url = format!("http://127.0.0.1:{}/readyz", replica.port);
+    let reply = client.get(url).send().await.unwrap();
+    (reply.status().as_u16(), reply.json().await.unwrap())
+}
+
+/// Polls `/readyz` until it says ready; the answers before that are returned.
+async fn until_ready(client: &reqwest::Client, replica: &RunningBinary) -> Vec<(u16, Value)> {
+    let before = std::sync::Mutex::new(Vec::new());
+    eventually("/readyz says ready", Duration::from_secs(30), || async {
+        let answer = readyz(client, replica).await;
+        let ready = answer.0 == 200;
+        if !ready {
+            before.lock().unwrap().push(answer);
+        }
+        ready
+    })
+    .await;
+    before.into_inner().unwrap()
+}
+
+/// A limit high enough never to refuse, so that only Redis's absence could.
+fn fail_closed(url: &str) -> [(&str, &str); 3] {
+    [
+        ("REACTSTEP_REDIS_URL", url),
+        ("REACTSTEP_RATE_LIMIT_PER_SESSION", "1000000"),
+        ("REACTSTEP_REDIS_FAIL_OPEN", "false"),
+    ]
+}
+
+/// `n` steps at once, each its own session; the status of each (0: no HTTP answer).
+async fn burst(client: &reqwest::Client, replica: &RunningBinary, n: usize) -> Vec<(u16, Value)> {
+    let url = step_url(replica);
+    futures_util::future::join_all((0..n).map(|i| {
+        let (client, url) = (client.clone(), url.clone());
+        async move {
+            post(&client, &url, &offline_step(&format!("burst-{i}")))
+                .await
+                .unwrap_or((0, Value::Null))
+        }
+    }))
+    .await
+}
+
+#[tokio::test]
+async fn failing_closed_a_new_replica_is_ready_only_when_it_can_serve_a_burst() {
+    let redis = Redis::start(free_port()).await;
+    let url = redis.url();
+    let mut env = fail_closed(&url).to_vec();
+    // Workers of their own, as in production: each would have opened connections of its own.
+    env.push(("REACTSTEP_WORKERS", "4"));
+    let replica = RunningBinary::start_with(NO_UPSTREAM, "info", &env).await;
+    let client = reqwest::Client::new();
+    until_ready(&client, &replica).await;
+
+    let answers = burst(&client, &replica, 400).await;
+    let refused: Vec<_> = answers
+        .iter()
+        .filter(|(status, _)| *status != 200)
+        .collect();
+    assert!(
+        refused.is_empty(),
+        "{} of 400 steps refused by a replica that said it was ready: {:?}",
+        refused.len(),
+        refused.first()
+    );
+    assert_eq!(unanswered(&client, &replica, "refused").await, 0);
+}
+
+#[tokio::test]
+async fn failing_closed_without_redis_a_replica_is_not_ready_and_says_503_until_redis_comes() {
+    let port = free_port();
+    let url = format!("redis://127.0.0.1:{port}");
+    let replica = RunningBinary::start_with(NO_UPSTREAM, "info", &fail_closed(&url)).await;
+    let client = reqwest::Client::new();
+
+    let (status, body) = readyz(&client, &replica).await;
+    assert_eq!(
+        (status, body),
+        (
+            503,
+            json!({"status": "starting", "waiting_for": "rate_limiter"})
+        )
+    );
+    let reply = client
+        .post(step_url(&replica))
+        .json(&offline_step("early"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(reply.status(), 503);
+    let retry_after: u64 = reply.headers()["retry-after"]
+        .to_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(retry_after >= 1, "{retry_after}");
+    let body: Value = reply.json().await.unwrap();
+    assert_eq!(body["error"]["type"], "rate_limiter_unavailable");
+    assert_eq!(body["error"]["retryable"], true);
+    // Still not ready after that refusal: only Redis answering makes it so.
+    assert_eq!(readyz(&client, &replica).await.0, 503);
+
+    let _redis = Redis::start(port).await;
+    let before = until_ready(&client, &replica).await;
+    assert!(
+        before
+            .iter()
+            .all(|answer| answer.1["waiting_for"] == "rate_limiter"),
+        "{before:?}"
+    );
+    let answers = burst(&client, &replica, 100).await;
+    assert!(
+        answers.iter().all(|(status, _)| *status == 200),
+        "ready, it serves: {:?}",
+        answers.iter().find(|(status, _)| *status != 200)
+    );
+}
+
+#[tokio::test]
+async fn failing_closed_every_step_admitted_before_sigterm_is_answered_200() {
+    let redis = Redis::start(free_port()).await;
+    let url = redis.url();
+    let arrived = Arc::new(AtomicUsize::new(0));
+    let upstream = slow_upstream(Duration::from_millis(100), arrived.clone()).await;
+    let mut env = fail_closed(&url).to_vec();
+    // Several workers: one that has finished its steps stops before the others have.
+    env.push(("REACTSTEP_WORKERS", "4"));
+    let replica = RunningBinary::start_with(&upstream.uri(), "info", &env).await;
+    until_ready(&reqwest::Client::new(), &replica).await;
+    // Every worker checks steps at first, each on connections of its own.
+    let warm = burst(&reqwest::Client::new(), &replica, 64).await;
+    assert!(warm.iter().all(|(status, _)| *status == 200), "{warm:?}");
+
+    // Then two clients: steps that wait on the upstream, and offline steps checked one after
+    // another, so that a check is always in flight while workers stop one by one.
+    let answered = Arc::new(AtomicUsize::new(0));
+    let url = step_url(&replica);
+    let client = |kind: &'static str| {
+        let (url, answered) = (url.clone(), answered.clone());
+        tokio::spawn(async move {
+            let client = reqwest::Client::builder()
+                .pool_max_idle_per_host(1)
+                .build()
+                .unwrap();
+            let mut outcomes = Vec::new();
+            for i in 0.. {
+                let session = format!("{kind}-{i}");
+                let body = match kind {
+                    "slow" => step(&session),
+                    _ => offline_step(&session),
+                };
+                let Some(outcome) = post(&client, &url, &body).await else {
+                    // Refused or closed: the server no longer takes steps.
+                    break;
+                };
+                answered.fetch_add(1, Ordering::SeqCst);
+                outcomes.push(outcome);
+            }
+            outcomes
+        })
+    };
+    let loads: Vec<_> = ["slow", "slow", "slow", "fast", "fast"]
+        .into_iter()
+        .map(client)
+        .collect();
+    eventually("the load is under way", Duration::from_secs(60), || {
+        let going = answered.load(Ordering::SeqCst) >= 100 && arrived.load(Ordering::SeqCst) >= 70;
+        async move { going }
+    })
+    .await;
+    replica.terminate().await;
+    let mut outcomes = Vec::new();
+    for load in loads {
+        outcomes.extend(load.await.unwrap());
+    }
+    let failed: Vec<_> = outcomes
+        .iter()
+        .filter(|(status, _)| *status != 200)
+        .collect();
+    assert!(
+        failed.is_empty(),
+        "{} of {} steps answered other than 200: {:?}",
+        failed.len(),
+        outcomes.len(),
+        failed.first()
+    );
+    let (status, log) = replica.exited().await;
+    assert!(status.success(), "{status}\n{log}");
+    assert!(
+        !log.contains("did not answer"),
+        "the limiter lost Redis during the shutdown:\n{log}"
+    );
 }

@@ -24,13 +24,18 @@ pub async fn healthz() -> HttpResponse {
     }))
 }
 
-/// Ready to serve: the token encoders are loaded.
-pub async fn readyz() -> HttpResponse {
-    if crate::step::tokens::is_warm() {
-        HttpResponse::Ok().json(serde_json::json!({"status": "ready"}))
+/// Ready to serve: the token encoders are loaded, and a rate limiter that fails closed has heard
+/// from Redis (before that, every step would get 503).
+pub async fn readyz(state: web::Data<AppState>) -> HttpResponse {
+    let waiting_for = if !crate::step::tokens::is_warm() {
+        "encoder"
+    } else if !state.rate_limits.ready() {
+        "rate_limiter"
     } else {
-        HttpResponse::ServiceUnavailable().json(serde_json::json!({"status": "starting"}))
-    }
+        return HttpResponse::Ok().json(serde_json::json!({"status": "ready"}));
+    };
+    HttpResponse::ServiceUnavailable()
+        .json(serde_json::json!({"status": "starting", "waiting_for": waiting_for}))
 }
 
 /// Prometheus metrics, as OpenMetrics text.

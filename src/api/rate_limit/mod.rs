@@ -117,6 +117,15 @@ impl RateLimits {
         })
     }
 
+    /// Whether a step can be served: false only while a limiter that fails closed has not yet
+    /// heard from Redis since start.
+    pub fn ready(&self) -> bool {
+        match &self.buckets {
+            Buckets::Local(_) => true,
+            Buckets::Shared { redis, .. } => redis.ready(),
+        }
+    }
+
     pub async fn check_client(&self, client: Client) -> Result<(), Refusal> {
         let key = ClientKey::new(client, self.ipv6_prefix);
         match &self.buckets {
