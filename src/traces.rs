@@ -1,6 +1,8 @@
 //! Traces over OTLP, when `REACTSTEP_OTLP_ENDPOINT` is set: each request's span, with a span per
 //! phase under it (decode, context fit, each upstream attempt, parse), exported in batches over
-//! OTLP/HTTP with protobuf. An incoming W3C `traceparent` is continued.
+//! OTLP/HTTP with protobuf. An incoming W3C `traceparent` is continued, its `tracestate` cut to
+//! what the specification allows (see `propagated`). The export queue holds at most 2,048 spans
+//! (the SDK's default, `OTEL_BSP_MAX_QUEUE_SIZE`); past it new spans are dropped, not queued.
 //!
 //! Off, it costs nothing: no exporter, thread or layer exists, and the phase spans are not made
 //! (each place asks [`on`], one atomic load). On, they are at `trace` level under their own
@@ -32,6 +34,8 @@ use tracing_subscriber::registry::LookupSpan;
 use tracing_subscriber::Layer;
 
 use crate::llm::{ApiKey, LlmError, Provider};
+
+mod propagated;
 
 /// The target of the phase spans: only traces ask for it.
 pub const TARGET: &str = "reactstep::trace";
@@ -146,25 +150,41 @@ where
 }
 
 /// Continues the client's trace: the request's span gets the incoming `traceparent` (and
-/// `tracestate`) as its parent. Only while traces are on.
+/// `tracestate`, bounded as [`propagated`] says) as its parent. Only while traces are on.
 pub fn continue_trace(span: &tracing::Span, headers: &actix_web::http::header::HeaderMap) {
     if !on() {
         return;
     }
-    let parent = TraceContextPropagator::new().extract(&Headers(headers));
+    let values = |name| headers.get_all(name).filter_map(|v| v.to_str().ok());
+    let Some(traceparent) = propagated::traceparent(values("traceparent")) else {
+        return;
+    };
+    let carried = Carried {
+        traceparent,
+        tracestate: propagated::tracestate(values("tracestate")),
+    };
+    let parent = TraceContextPropagator::new().extract(&carried);
     // Fails only for a span no layer exports, which then has no trace to continue.
     let _ = span.set_parent(parent);
 }
 
-struct Headers<'a>(&'a actix_web::http::header::HeaderMap);
+/// The two headers the propagator reads, as bounded.
+struct Carried<'a> {
+    traceparent: &'a str,
+    tracestate: Option<String>,
+}
 
-impl Extractor for Headers<'_> {
+impl Extractor for Carried<'_> {
     fn get(&self, key: &str) -> Option<&str> {
-        self.0.get(key).and_then(|v| v.to_str().ok())
+        match key {
+            "traceparent" => Some(self.traceparent),
+            "tracestate" => self.tracestate.as_deref(),
+            _ => None,
+        }
     }
 
     fn keys(&self) -> Vec<&str> {
-        self.0.keys().map(|k| k.as_str()).collect()
+        vec!["traceparent", "tracestate"]
     }
 }
 

@@ -78,6 +78,21 @@ pub fn request_id_of(req: &HttpRequest, generated: RequestId) -> String {
     request_id(req.headers(), generated)
 }
 
+/// Characters of a path a request's span (its log line, its trace) keeps.
+const MAX_PATH: usize = 256;
+
+/// `text` cut to at most `max` bytes, on a character boundary, with `…` when cut.
+fn at_most(text: &str, max: usize) -> std::borrow::Cow<'_, str> {
+    if text.len() <= max {
+        return text.into();
+    }
+    let end = (0..=max)
+        .rev()
+        .find(|&i| text.is_char_boundary(i))
+        .unwrap_or(0);
+    format!("{}…", &text[..end]).into()
+}
+
 pub struct RequestLog;
 
 impl RootSpanBuilder for RequestLog {
@@ -90,9 +105,10 @@ impl RootSpanBuilder for RequestLog {
         let span = tracing::info_span!(
             "request",
             request_id = %id,
-            // Anything shaped like a key is taken out: a client can put one in either.
-            method = %crate::llm::redact_key_shapes(request.method().as_str()),
-            path = %crate::llm::redact_key_shapes(request.path()),
+            // Anything shaped like a key is taken out: a client can put one in either. Cut,
+            // since the head may be 128 KiB and the span is kept until it is exported.
+            method = %at_most(&crate::llm::redact_key_shapes(request.method().as_str()), 32),
+            path = %at_most(&crate::llm::redact_key_shapes(request.path()), MAX_PATH),
             status = Empty,
             latency_ms = Empty,
             provider = Empty,
@@ -158,5 +174,22 @@ impl RootSpanBuilder for RequestLog {
                 tracing::info!("request answered");
             }
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_long_path_is_cut_on_a_character_boundary() {
+        assert_eq!(at_most("/healthz", MAX_PATH), "/healthz");
+        let long = format!("/{}", "é".repeat(300));
+        let cut = at_most(&long, MAX_PATH);
+        assert!(
+            cut.len() <= MAX_PATH + '…'.len_utf8() && cut.ends_with('…'),
+            "{cut}"
+        );
+        assert!(long.starts_with(cut.trim_end_matches('…')));
     }
 }

@@ -14,6 +14,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 
+use futures_util::StreamExt as _;
 use serde_json::{json, Value};
 use tokio::io::AsyncBufReadExt;
 use wiremock::matchers::{method, path};
@@ -204,6 +205,130 @@ async fn without_the_endpoint_nothing_is_sent_even_where_otel_variables_point() 
     assert_eq!(receiver.requests_text(), "", "something was sent");
 }
 
+/// The `tracestate` of a hostile caller: 400 distinct, valid entries, 100 KB in all.
+fn huge_tracestate() -> String {
+    (0..400)
+        .map(|i| format!("k{i}={}", "v".repeat(250)))
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// A process's resident memory and its peak so far, in KiB, from `/proc/<pid>/status`.
+fn memory_kib(pid: u32) -> (u64, u64) {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let field = |name: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+            .unwrap()
+    };
+    (field("VmRSS:"), field("VmHWM:"))
+}
+
+#[tokio::test]
+async fn a_huge_tracestate_is_cut_to_what_the_spec_allows_and_memory_stays_flat() {
+    const GETS: usize = 4_000;
+    const HOSTILE_TRACE: &str = "5bf92f3577b34da6a3ce929d0e0e4736";
+    const KIND_TRACE: &str = "6bf92f3577b34da6a3ce929d0e0e4736";
+    const KIND_STATE: &str = "congo=t61rcWkgMzE,rojo=00f067aa0ba902b7";
+    let receiver = Receiver::start().await;
+    let endpoint = receiver.endpoint();
+    let server = RunningBinary::start_with(
+        "http://127.0.0.1:9",
+        "info",
+        &[
+            ("REACTSTEP_OTLP_ENDPOINT", endpoint.as_str()),
+            ("REACTSTEP_API_TOKENS", OPERATOR_TOKEN),
+        ],
+    )
+    .await;
+    let pid = server.child.id().unwrap();
+    let client = reqwest::Client::new();
+    let get = |path: &'static str, trace: &str, state: String| {
+        client
+            .get(format!("http://127.0.0.1:{}{path}", server.port))
+            .header("traceparent", traceparent((trace, CALLER_SPAN)))
+            .header("tracestate", state)
+            .send()
+    };
+    // Warm: the connections, the exporter, the allocator's arenas.
+    for _ in 0..100 {
+        assert_eq!(
+            get("/healthz", KIND_TRACE, KIND_STATE.into())
+                .await
+                .unwrap()
+                .status(),
+            200
+        );
+    }
+    let (before, _) = memory_kib(pid);
+
+    let huge = huge_tracestate();
+    assert!(huge.len() > 100_000);
+    let statuses: Vec<u16> = futures_util::stream::iter(0..GETS)
+        .map(|i| {
+            // Unauthenticated both: a health check, and a call refused for want of a token.
+            let path = if i % 2 == 0 {
+                "/healthz"
+            } else {
+                "/api/providers"
+            };
+            let reply = get(path, HOSTILE_TRACE, huge.clone());
+            async move { reply.await.unwrap().status().as_u16() }
+        })
+        .buffer_unordered(16)
+        .collect()
+        .await;
+    assert!(
+        statuses.iter().all(|s| *s == 200 || *s == 401),
+        "{statuses:?}"
+    );
+    let (after, peak) = memory_kib(pid);
+    // Unbounded, each of the 2,048 spans the export queue holds kept its 100 KB: 200 MiB held
+    // (measured: +157 MiB after, +203 MiB at the peak). Bounded, a span is under 4 KiB (its
+    // attributes and at most 512 bytes of tracestate): 8 MiB for a full queue. The peak adds
+    // what 16 requests in flight hold at once (each head read into a buffer of up to 128 KiB,
+    // parsed, logged) and the allocator's slack: measured +31 MiB, under the bound's half.
+    let held_mib = after.saturating_sub(before) / 1024;
+    let peak_mib = peak.saturating_sub(before) / 1024;
+    assert!(
+        held_mib < 32 && peak_mib < 64,
+        "{GETS} GETs with a 100 KB tracestate: RSS {before} -> {after} KiB, peak {peak} KiB"
+    );
+
+    server.terminate().await;
+    let (exit, log) = server.exited().await;
+    assert!(exit.success(), "{exit:?}\n{log}");
+    let spans = receiver.spans();
+    let hostile: Vec<&Span> = spans.iter().filter(|s| s.trace == HOSTILE_TRACE).collect();
+    assert!(
+        !hostile.is_empty(),
+        "the hostile requests' spans were exported"
+    );
+    let sent: Vec<&str> = huge.split(',').collect();
+    for span in &hostile {
+        let members: Vec<&str> = span.state.split(',').collect();
+        assert!(
+            span.state.len() <= 512 && members.len() <= 32 && !span.state.is_empty(),
+            "{} characters in {} entries",
+            span.state.len(),
+            members.len()
+        );
+        assert!(
+            members.iter().all(|m| sent.contains(m)),
+            "whole entries, as sent"
+        );
+    }
+    let kind: Vec<&Span> = spans.iter().filter(|s| s.trace == KIND_TRACE).collect();
+    assert_eq!(kind.len(), 100);
+    assert!(
+        kind.iter().all(|s| s.state == KIND_STATE),
+        "{:?}",
+        kind[0].state
+    );
+}
+
 /// A step request carrying every marker: the key, the question, a file and an earlier turn.
 fn step_body(mock_response: Option<&str>) -> Value {
     let mut body = request("gpt-4o", QUESTION);
@@ -281,6 +406,8 @@ struct Span {
     trace: String,
     id: String,
     parent: String,
+    /// The W3C `tracestate` the span carries.
+    state: String,
     start: u64,
     end: u64,
     attributes: serde_json::Map<String, Value>,
@@ -305,6 +432,7 @@ impl Span {
             trace: text("traceId"),
             id: text("spanId"),
             parent: text("parentSpanId"),
+            state: text("traceState"),
             start: time("startTimeUnixNano"),
             end: time("endTimeUnixNano"),
             attributes,
