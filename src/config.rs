@@ -280,6 +280,11 @@ pub struct Config {
           value_parser = clap::value_parser!(u64).range(1..=3600))]
     pub client_timeout_secs: u64,
 
+    /// Steps in flight at once, past which a step gets 503 `at_capacity`; 0 (the default) means
+    /// as many as the file descriptor limit allows, and a larger figure is cut to that.
+    #[arg(long, env = "REACTSTEP_MAX_STEPS_IN_FLIGHT", default_value_t = 0)]
+    pub max_steps_in_flight: usize,
+
     /// HTTP worker threads; 0 means one per CPU core.
     #[arg(long, env = "REACTSTEP_WORKERS", default_value_t = 0)]
     pub workers: usize,
@@ -334,6 +339,7 @@ impl Config {
             redis_timeout_ms: 250,
             redis_key_prefix: "reactstep:ratelimit:".into(),
             client_timeout_secs: 30,
+            max_steps_in_flight: 0,
             workers: 0,
         }
     }

@@ -4,6 +4,7 @@ pub mod api;
 #[cfg(target_os = "linux")]
 pub(crate) mod beneath;
 pub mod config;
+pub mod descriptors;
 pub mod driver;
 pub mod heap_trim;
 pub mod json;

@@ -53,6 +53,11 @@ impl Application {
             "encoder tables built; their compiled-in source paged out"
         );
         crate::heap_trim::keep_trimming();
+        let workers = match config.workers {
+            0 => std::thread::available_parallelism().map_or(1, |n| usize::from(n).min(512)),
+            n => n,
+        };
+        let descriptors = descriptor_budget(config, workers);
         let listener = TcpListener::bind(config.bind)?;
         let port = listener.local_addr()?.port();
         let memory = crate::memory_budget::MemoryBudget::new(config.memory_budget_bytes());
@@ -101,6 +106,7 @@ impl Application {
                 crate::api::AllowedBaseUrls::parse(&config.allowed_base_urls)
                     .map_err(std::io::Error::other)?,
             ),
+            step_slots: api::admission::StepSlots::new(descriptors.steps),
         });
         if !config.bind.ip().is_loopback() && config.api_tokens.is_none() {
             tracing::warn!(bind = %config.bind, "listening beyond loopback without REACTSTEP_API_TOKENS: anyone who can reach this address can spend the keys sent to it and use the service");
@@ -141,9 +147,9 @@ impl Application {
         };
         let mut server = serve(listener, config, app)?;
         server = server.shutdown_timeout(config.shutdown_grace_secs);
-        if config.workers > 0 {
-            server = server.workers(config.workers);
-        }
+        server = server.workers(workers);
+        // Per worker; past it, connections wait in the listener's queue, holding no descriptor.
+        server = server.max_concurrent_connections(descriptors.connections.div_ceil(workers));
         Ok(Self {
             port,
             server: server.run(),
@@ -205,6 +211,35 @@ where
         })
         .and_then(http)
     })
+}
+
+/// Raises the descriptor limit as far as allowed and sizes steps and connections to it.
+fn descriptor_budget(config: &Config, workers: usize) -> crate::descriptors::Budget {
+    use crate::descriptors::{held, raise_limit, Budget, PER_STEP};
+    let Some((soft, hard)) = raise_limit() else {
+        tracing::info!(
+            "the file descriptor limit cannot be read: steps in flight are not bounded by it"
+        );
+        return Budget::within(u64::MAX, 0, config.max_steps_in_flight);
+    };
+    let held = held(workers, config.upstream_pools);
+    let budget = Budget::within(soft, held, config.max_steps_in_flight);
+    tracing::info!(
+        soft_limit = soft,
+        hard_limit = hard,
+        per_step = PER_STEP,
+        steps_in_flight = budget.steps,
+        connections = budget.connections,
+        "file descriptors: steps in flight and connections bounded to fit the limit"
+    );
+    if config.max_steps_in_flight > budget.steps {
+        tracing::warn!(
+            asked = config.max_steps_in_flight,
+            kept = budget.steps,
+            "REACTSTEP_MAX_STEPS_IN_FLIGHT is more than the file descriptor limit allows: cut"
+        );
+    }
+    budget
 }
 
 /// Browsers on the configured origins may call the API (POST with a JSON body and the

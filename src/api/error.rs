@@ -31,6 +31,10 @@ pub enum ErrorKind {
     /// operator chose to fail closed (`REACTSTEP_REDIS_FAIL_OPEN=false`).
     #[error("the rate limiter is unavailable: retry after 1 s")]
     RateLimiterUnavailable,
+    /// 503 `at_capacity`: as many steps are in flight as the service can hold (bounded by its
+    /// file descriptor limit, or `REACTSTEP_MAX_STEPS_IN_FLIGHT`).
+    #[error("the service is running as many steps as it can ({limit}): retry after 1 s")]
+    AtCapacity { limit: usize },
     /// 503 `overloaded`: the bodies and replies held at once reached the memory budget
     /// (`REACTSTEP_MEMORY_BUDGET_MIB`); retry after 1 s.
     #[error("the service is holding as much request and reply data as its memory budget allows: retry after 1 s")]
@@ -145,6 +149,7 @@ impl ErrorKind {
             Self::RateLimiterUnavailable => {
                 (S::SERVICE_UNAVAILABLE, "rate_limiter_unavailable", true)
             }
+            Self::AtCapacity { .. } => (S::SERVICE_UNAVAILABLE, "at_capacity", true),
             Self::Overloaded => (S::SERVICE_UNAVAILABLE, "overloaded", true),
             Self::NotFound(_) => (S::NOT_FOUND, "not_found", false),
             // A client on a slow link may well make it on another try.
@@ -164,7 +169,9 @@ impl ErrorKind {
     fn retry_after_seconds(&self) -> Option<u64> {
         match self {
             Self::RateLimited { retry_after, .. } => return Some(*retry_after),
-            Self::RateLimiterUnavailable | Self::Overloaded => return Some(1),
+            Self::RateLimiterUnavailable | Self::AtCapacity { .. } | Self::Overloaded => {
+                return Some(1)
+            }
             _ => {}
         }
         let Self::Step(error) = self else {
@@ -331,8 +338,9 @@ impl ApiError {
         if let Some(seconds) = self.kind.retry_after_seconds() {
             response.insert_header((header::RETRY_AFTER, seconds.to_string()));
         }
-        if let ErrorKind::RequestTimeout { .. } = &self.kind {
-            // The rest of a slow body is not worth waiting for.
+        if let ErrorKind::RequestTimeout { .. } | ErrorKind::AtCapacity { .. } = &self.kind {
+            // The rest of a slow body is not worth waiting for; a client refused for capacity
+            // gives its connection (a descriptor) back.
             response.force_close();
         }
         response

@@ -103,6 +103,9 @@ async fn answer_step(
     state: web::Data<AppState>,
     request_id: RequestId,
 ) -> Result<HttpResponse, ApiError> {
+    let Some(_slot) = state.step_slots.take() else {
+        return Err(at_capacity(&req, &state, request_id));
+    };
     // Boxed, and the step's future held only while it runs: a future keeps room for the
     // largest of its states, and reading the body is not the state thousands of steps wait in.
     let (input, echo) = Box::pin(prepare(&req, payload, &state, request_id)).await?;
@@ -134,6 +137,16 @@ async fn answer_step(
         .insert_header(("x-request-id", request_id.as_str()))
         .content_type("application/json")
         .body(body.into_json().await))
+}
+
+/// The refusal of a step when as many are in flight as fit (taken before anything else).
+pub fn at_capacity(req: &HttpRequest, state: &AppState, request_id: RequestId) -> ApiError {
+    let echo = Echo {
+        request_id: request_log::request_id_of(req, request_id),
+        ..Echo::default()
+    };
+    let limit = state.step_slots.limit();
+    ApiError::new(ErrorKind::AtCapacity { limit }, echo)
 }
 
 /// Reads, decodes and validates the body into a step's input, with what an error must echo.

@@ -1,6 +1,7 @@
 //! The HTTP layer: decode and validate requests into domain input, run the step, and map the
 //! outcome (or the failure) to the one response shape the contract describes.
 
+pub mod admission;
 mod base_urls;
 mod body;
 mod client_address;
@@ -53,6 +54,8 @@ pub struct AppState {
     pub stream_heartbeat: std::time::Duration,
     /// The operator's prices, by model; empty without `REACTSTEP_PRICES_FILE`.
     pub prices: crate::prices::Prices,
+    /// Steps in flight, bounded by what the descriptor limit allows.
+    pub step_slots: std::sync::Arc<admission::StepSlots>,
 }
 
 pub fn routes(cfg: &mut web::ServiceConfig) {

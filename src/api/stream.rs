@@ -79,11 +79,16 @@ async fn open_stream(
     state: web::Data<AppState>,
     request_id: RequestId,
 ) -> Result<HttpResponse, ApiError> {
+    let Some(slot) = state.step_slots.take() else {
+        return Err(super::handlers::at_capacity(&req, &state, request_id));
+    };
     let (input, echo) = prepare(&req, payload, &state, request_id).await?;
     let (sender, mut events) = mpsc::channel(BUFFERED_EVENTS);
     let step_state = state.clone();
+    // The place is the step's, which may outlive this handler.
     let job = crate::step::cpu::current();
     let step = crate::step::cpu::scoped(job, async move {
+        let _slot = slot;
         crate::step::run(input, &step_state.llm, Some(sender)).await
     });
     // Traced, the step's spans belong under the request's, which a spawned task would not be in.

@@ -9,6 +9,7 @@ mod context;
 mod corpus;
 mod corpus_stream;
 mod cost;
+mod descriptors;
 mod disconnect;
 mod driver;
 mod errors;

@@ -18,8 +18,39 @@ impl RunningBinary {
 
     /// The same, with more `REACTSTEP_*` variables.
     pub async fn start_with(llm_uri: &str, rust_log: &str, env: &[(&str, &str)]) -> Self {
-        use tokio::io::{AsyncBufReadExt, BufReader};
-        let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_reactstep"))
+        Self::start_command(Self::command(llm_uri, rust_log, env)).await
+    }
+
+    /// The same, allowed at most `descriptors` open files (soft and hard limit, so that the
+    /// service cannot raise it).
+    #[cfg(target_os = "linux")]
+    pub async fn start_with_fd_limit(
+        llm_uri: &str,
+        rust_log: &str,
+        env: &[(&str, &str)],
+        descriptors: u64,
+    ) -> Self {
+        let mut command = Self::command(llm_uri, rust_log, env);
+        let limit = libc::rlimit {
+            rlim_cur: descriptors,
+            rlim_max: descriptors,
+        };
+        // SAFETY: between fork and exec, only setrlimit (async-signal-safe) is called.
+        unsafe {
+            command.pre_exec(move || {
+                if libc::setrlimit(libc::RLIMIT_NOFILE, &limit) == 0 {
+                    Ok(())
+                } else {
+                    Err(std::io::Error::last_os_error())
+                }
+            });
+        }
+        Self::start_command(command).await
+    }
+
+    fn command(llm_uri: &str, rust_log: &str, env: &[(&str, &str)]) -> tokio::process::Command {
+        let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_reactstep"));
+        command
             .env("REACTSTEP_BIND", "127.0.0.1:0")
             .env("REACTSTEP_OPENAI_BASE_URL", format!("{llm_uri}/v1"))
             .env("REACTSTEP_LOG_FORMAT", "json")
@@ -31,9 +62,13 @@ impl RunningBinary {
             .envs(env.iter().copied())
             .stderr(std::process::Stdio::piped())
             .stdout(std::process::Stdio::null())
-            .kill_on_drop(true)
-            .spawn()
-            .expect("the binary starts");
+            .kill_on_drop(true);
+        command
+    }
+
+    async fn start_command(mut command: tokio::process::Command) -> Self {
+        use tokio::io::{AsyncBufReadExt, BufReader};
+        let mut child = command.spawn().expect("the binary starts");
         let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
         let (port_tx, port_rx) = tokio::sync::oneshot::channel();
         let (line_tx, line_rx) = tokio::sync::mpsc::unbounded_channel();
@@ -78,9 +113,14 @@ impl RunningBinary {
 
     /// Waits until the server logs a line containing `text`.
     pub async fn logged(&mut self, text: &str) {
+        self.logged_line(text).await;
+    }
+
+    /// Waits until the server logs a line containing `text`, and returns it.
+    pub async fn logged_line(&mut self, text: &str) -> String {
         while let Some(line) = self.lines.recv().await {
             if line.contains(text) {
-                return;
+                return line;
             }
         }
         panic!("the server ended without logging {text:?}");
