@@ -1,16 +1,17 @@
 //! The attacker's battery, all at once against one server process (the real binary, one HTTP
 //! worker): every request that once crashed, exhausted or stalled the service, or carried the
 //! key away, gets its documented answer within the step deadline; meanwhile `/healthz` keeps
-//! answering (a worker held by an attack would leave it unanswered for the attack's whole
-//! length), and the process's peak memory stays bounded. The focused tests of
+//! answering: while each group of attacks is in flight, at least one `/healthz` is answered (a
+//! worker held by an attack would leave it unanswered for the attack's whole length). That is
+//! an order of events, not a time: a slow machine slows both alike. The process's peak memory
+//! stays bounded. The focused tests of
 //! each row live beside their code and in `tests/api/` (`hostile_schemas`, `redirects`,
 //! `scrubbing`, `disconnect`, `workspace`); this one shows they hold together, under load.
 //!
 //! Rows are numbered as in the hardening issue's table. Row 11 (an API token list that holds no
 //! token) stops start-up, so it is `tests/api/operator.rs`'s, not this running server's.
 //!
-//! A test binary of its own, so that no other test's server competes for the cores while the
-//! health check is timed.
+//! A test binary of its own, so that no other test's server competes for the cores.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 #[path = "support/schema_bombs.rs"]
@@ -20,7 +21,8 @@ mod schema_bombs;
 #[expect(dead_code, reason = "the battery uses a few of the shared helpers")]
 mod helpers;
 
-use std::time::{Duration, Instant};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
 
 use serde_json::{json, Map, Value};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -82,30 +84,35 @@ async fn every_attack_at_once_gets_its_answer_while_the_server_stays_responsive(
     let probe = HealthProbe::start(&battery.base);
     let attacks = async {
         tokio::join!(
-            battery.schema_attacks(),
-            battery.pattern_attacks(),
-            battery.pathological_output(),
-            battery.upstream_attacks(),
-            battery.client_leaves(),
-            battery.workspace_escapes(),
-            battery.slow_and_malformed(),
-            battery.red_team_rows(),
+            window("schema", battery.schema_attacks()),
+            window("pattern", battery.pattern_attacks()),
+            window("pathological output", battery.pathological_output()),
+            window("upstream", battery.upstream_attacks()),
+            window("client leaves", battery.client_leaves()),
+            window("workspace", battery.workspace_escapes()),
+            window("slow and malformed", battery.slow_and_malformed()),
+            window("red team", battery.red_team_rows()),
         )
     };
-    tokio::time::timeout(Duration::from_secs(STEP_TIMEOUT_SECS + 30), attacks)
-        .await
-        .expect("every attack is answered within the step deadline");
-    let slowest = probe.stop().await;
+    let windows: [Window; 8] =
+        tokio::time::timeout(Duration::from_secs(STEP_TIMEOUT_SECS + 30), attacks)
+            .await
+            .expect("every attack is answered within the step deadline")
+            .into();
+    let answered = probe.stop().await;
     let peak = peak_rss_mib(server.child.id().unwrap());
     let log = server.stop().await;
-    eprintln!("slowest /healthz: {slowest:?}; peak RSS: {peak} MiB");
 
-    // Liveness, not speed (benchmarks measure speed): a held worker stalls it for seconds, a
-    // busy machine for milliseconds.
-    assert!(
-        slowest < Duration::from_secs(1),
-        "/healthz once took {slowest:?} while the attacks ran: a worker was held"
-    );
+    // Liveness, not speed (benchmarks measure speed): each group of attacks, from its first
+    // request sent to its last answer read, saw /healthz answered, by the one HTTP worker.
+    for (name, sent, done) in windows {
+        let meanwhile = answered.iter().filter(|a| (sent..done).contains(a)).count();
+        eprintln!("{name}: {meanwhile} /healthz answered meanwhile");
+        assert!(
+            meanwhile > 0,
+            "no /healthz was answered while the {name} attacks ran: a worker was held"
+        );
+    }
     assert!(peak < 384, "the server's peak RSS reached {peak} MiB");
     assert_no_key_piece("the server's log", &log);
     assert!(!log.contains("panicked"), "{log}");
@@ -409,12 +416,30 @@ fn workspace() -> tempfile::TempDir {
     root
 }
 
-/// Asks `/healthz` again and again while the attacks run, and keeps the slowest answer. It runs
-/// on a thread of its own with blocking sockets, so that the test's own work (building
-/// megabytes of attack) cannot delay it and pass for the server's slowness.
+/// Events in the order they happened, across the probe's thread and the attacks: each takes
+/// the next number.
+static EVENTS: AtomicU64 = AtomicU64::new(0);
+
+fn event() -> u64 {
+    EVENTS.fetch_add(1, Ordering::SeqCst)
+}
+
+/// A group of attacks by name, with the event before its first request and after its last
+/// answer.
+type Window = (&'static str, u64, u64);
+
+async fn window(name: &'static str, attacks: impl std::future::Future<Output = ()>) -> Window {
+    let sent = event();
+    attacks.await;
+    (name, sent, event())
+}
+
+/// Asks `/healthz` again and again while the attacks run, and notes the event of each answer.
+/// It runs on a thread of its own with blocking sockets, so that the test's own work (building
+/// megabytes of attack) cannot delay it and pass for the server's.
 struct HealthProbe {
     stop: std::sync::mpsc::Sender<()>,
-    thread: std::thread::JoinHandle<(Duration, u32)>,
+    thread: std::thread::JoinHandle<Vec<u64>>,
 }
 
 impl HealthProbe {
@@ -422,25 +447,22 @@ impl HealthProbe {
         let address = base.trim_start_matches("http://").to_string();
         let (stop, stopped) = std::sync::mpsc::channel();
         let thread = std::thread::spawn(move || {
-            let (mut slowest, mut probes) = (Duration::ZERO, 0);
-            // Paced, not a wait for anything: one probe every 20 ms until told to stop.
-            while stopped.recv_timeout(Duration::from_millis(20)).is_err() {
-                let asked = Instant::now();
+            let mut answered = Vec::new();
+            // Paced, not a wait for anything: one probe every 5 ms until told to stop.
+            while stopped.recv_timeout(Duration::from_millis(5)).is_err() {
                 let answer = health_check(&address);
-                slowest = slowest.max(asked.elapsed());
                 assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
-                probes += 1;
+                answered.push(event());
             }
-            (slowest, probes)
+            answered
         });
         Self { stop, thread }
     }
 
-    async fn stop(self) -> Duration {
+    /// The event of every answer.
+    async fn stop(self) -> Vec<u64> {
         let _ = self.stop.send(());
-        let (slowest, probes) = self.thread.join().unwrap();
-        assert!(probes >= 10, "the probe ran only {probes} times");
-        slowest
+        self.thread.join().unwrap()
     }
 }
 
