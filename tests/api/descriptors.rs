@@ -14,7 +14,7 @@ use hyper::service::service_fn;
 use hyper_util::rt::TokioIo;
 use serde_json::{json, Value};
 
-use crate::helpers::{assert_conforms, request, RunningBinary};
+use crate::helpers::{assert_conforms, request, spawn_app_with, RunningBinary};
 use crate::upstream::openai_reply;
 
 /// An OpenAI-style upstream over plain HTTP/1.1 that counts the calls it gets and answers none
@@ -159,4 +159,52 @@ async fn past_what_the_descriptor_limit_holds_steps_get_503_and_healthz_answers(
     }
     let log = server.stop().await;
     assert!(!log.contains("Too many open files"), "{log}");
+}
+
+#[tokio::test]
+async fn the_operators_bound_refuses_both_endpoints_and_a_finished_step_gives_its_place_back() {
+    let upstream = held_upstream().await;
+    let uri = upstream.uri.clone();
+    let app = spawn_app_with(move |c| {
+        c.max_steps_in_flight = 1;
+        c.openai_base_url = format!("{uri}/v1");
+    })
+    .await;
+    let held = {
+        let (client, url) = (
+            app.client.clone(),
+            format!("{}/api/agent/react_step", app.address),
+        );
+        let body = request("gpt-4o", "held");
+        tokio::spawn(async move { client.post(url).json(&body).send().await.unwrap() })
+    };
+    until("the first step reaches the upstream", || {
+        upstream.arrived.load(Ordering::SeqCst) == 1
+    })
+    .await;
+
+    let refused = app.post_react_step(&request("gpt-4o", "second")).await;
+    assert_eq!(refused.status, 503, "{}", refused.text);
+    assert_eq!(refused.body["error"]["type"], "at_capacity");
+    assert_eq!(refused.headers["retry-after"], "1");
+    assert_eq!(refused.headers["connection"], "close");
+    let streamed = app
+        .send(
+            "POST",
+            "/api/agent/react_step/stream",
+            Some(request("gpt-4o", "streamed").to_string()),
+        )
+        .await;
+    assert_eq!(streamed.status, 503, "{}", streamed.text);
+    assert_eq!(streamed.body["error"]["type"], "at_capacity");
+    assert_eq!(upstream.arrived.load(Ordering::SeqCst), 1);
+
+    upstream.release.send(true).unwrap();
+    assert_eq!(held.await.unwrap().status(), 200);
+    let again = app.post_react_step(&request("gpt-4o", "again")).await;
+    assert_eq!(
+        again.status, 200,
+        "the place was given back: {}",
+        again.text
+    );
 }
