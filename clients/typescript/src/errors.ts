@@ -35,6 +35,7 @@ const STATUS_OF: Record<ErrorType, number> = {
   llm_bad_response: 502,
   invalid_model_output: 502,
   rate_limiter_unavailable: 503,
+  at_capacity: 503,
   overloaded: 503,
   llm_timeout: 504,
 };

@@ -30,7 +30,7 @@ export interface paths {
         };
         /**
          * Readiness
-         * @description Ready to serve once the encoder of current models (`o200k_base`) is loaded, before the port opens. `cl100k_base` (GPT-4 and GPT-3.5 only) is loaded by the first request that needs it.
+         * @description Ready to serve once the encoder of current models (`o200k_base`) is loaded, before the port opens, and, with rate limits shared through Redis that fail closed (`REACTSTEP_REDIS_FAIL_OPEN=false`), once Redis has answered since start; a later Redis outage does not make it not ready (steps then get 503 `rate_limiter_unavailable`). `cl100k_base` (GPT-4 and GPT-3.5 only) is loaded by the first request that needs it.
          */
         get: operations["readyz"];
         put?: never;
@@ -588,7 +588,11 @@ export interface components {
         UserApiKeys: {
             /**
              * @description The user's own provider key: printable ASCII, no spaces. Required for openai and
-             *     anthropic unless `mock_response` is given; optional for ollama.
+             *     anthropic unless `mock_response` is given; optional for ollama. A key whose prefix
+             *     names its vendor (`sk-proj-`, `sk-svcacct-`, `sk-admin-` and OpenAI's legacy form,
+             *     `sk-ant-`, `sk-or-`, `gsk_`, `xai-`, `AIza`) is sent to that vendor only: a call that
+             *     would take it to another vendor's API is a 400 `invalid_request` on this field that
+             *     names both vendors, never the key.
              */
             llmKey?: string | null;
         } | null;
@@ -834,12 +838,12 @@ export interface components {
         };
         ErrorBody: {
             /** @enum {unknown} */
-            type: "invalid_request" | "payload_too_large" | "not_found" | "method_not_allowed" | "context_overflow" | "llm_auth" | "llm_model_not_found" | "llm_request_rejected" | "llm_rate_limited" | "llm_unavailable" | "llm_bad_response" | "invalid_model_output" | "llm_timeout" | "internal_error" | "unauthorized" | "rate_limited" | "request_timeout" | "headers_too_large" | "client_disconnected" | "rate_limiter_unavailable" | "overloaded";
+            type: "invalid_request" | "payload_too_large" | "not_found" | "method_not_allowed" | "context_overflow" | "llm_auth" | "llm_model_not_found" | "llm_request_rejected" | "llm_rate_limited" | "llm_unavailable" | "llm_bad_response" | "invalid_model_output" | "llm_timeout" | "internal_error" | "unauthorized" | "rate_limited" | "request_timeout" | "headers_too_large" | "client_disconnected" | "rate_limiter_unavailable" | "at_capacity" | "overloaded";
             /** @description What went wrong. A provider's own words are passed on with the request's key (every piece of 8 or more characters of it, however split) and anything shaped like a key replaced by [REDACTED], then cut at 500 characters. */
             message: string;
             /** @description Whether sending the same request again can succeed. */
             retryable: boolean;
-            /** @description With llm_rate_limited, rate_limited, rate_limiter_unavailable or overloaded: the Retry-After figure. */
+            /** @description With llm_rate_limited, rate_limited, rate_limiter_unavailable, at_capacity or overloaded: the Retry-After figure. */
             retry_after_seconds?: number;
             /** @description With invalid_model_output: the model's last output, as written. */
             raw_output?: string;
@@ -960,11 +964,14 @@ export interface components {
         /**
          * @description `rate_limiter_unavailable`: the operator shares rate limits across replicas through
          *     Redis, Redis did not answer this request's check, and the operator chose to fail closed
-         *     (`REACTSTEP_REDIS_FAIL_OPEN=false`). `overloaded`: the request bodies and upstream replies
-         *     held at once reached the memory budget (`REACTSTEP_MEMORY_BUDGET_MIB`). Either way
-         *     `retryable` is true and `Retry-After` is 1 s.
+         *     (`REACTSTEP_REDIS_FAIL_OPEN=false`). Or `at_capacity`: as many steps are in flight as the
+         *     service can hold (what its file descriptor limit allows, or
+         *     `REACTSTEP_MAX_STEPS_IN_FLIGHT`); the connection is closed after the answer. Or
+         *     `overloaded`: the request bodies and upstream replies held at once reached the memory
+         *     budget (`REACTSTEP_MEMORY_BUDGET_MIB`). Either way `retryable` is true; `Retry-After` is
+         *     1 s.
          */
-        ServiceUnavailable: {
+        Unavailable: {
             headers: {
                 "Retry-After": components["headers"]["RetryAfter"];
                 [name: string]: unknown;
@@ -1075,7 +1082,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description Still loading. */
+            /** @description Still loading, or waiting for Redis to answer. */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -1084,6 +1091,11 @@ export interface operations {
                     "application/json": {
                         /** @constant */
                         status: "starting";
+                        /**
+                         * @description What the replica still waits for.
+                         * @enum {string}
+                         */
+                        waiting_for?: "encoder" | "rate_limiter";
                     };
                 };
             };
@@ -1194,7 +1206,7 @@ export interface operations {
             431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             502: components["responses"]["BadGateway"];
-            503: components["responses"]["ServiceUnavailable"];
+            503: components["responses"]["Unavailable"];
             504: components["responses"]["GatewayTimeout"];
         };
     };
@@ -1245,7 +1257,7 @@ export interface operations {
             431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             502: components["responses"]["BadGateway"];
-            503: components["responses"]["ServiceUnavailable"];
+            503: components["responses"]["Unavailable"];
             504: components["responses"]["GatewayTimeout"];
         };
     };
