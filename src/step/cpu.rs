@@ -38,8 +38,12 @@ tokio::task_local! {
 
 /// Runs `work` (a request's handling) with its CPU parts classified as `job`, which
 /// [`classify`] may change once the body is read.
-pub async fn scoped<F: std::future::Future>(job: Job, work: F) -> F::Output {
-    JOB.scope(Cell::new(job), work).await
+/// Not an `async fn`: that would hold `work` twice, as its argument and inside the scope.
+pub fn scoped<F: std::future::Future>(
+    job: Job,
+    work: F,
+) -> impl std::future::Future<Output = F::Output> {
+    JOB.scope(Cell::new(job), work)
 }
 
 /// Classifies the CPU parts the current request runs from now on.
