@@ -11,6 +11,9 @@ use std::time::Duration;
 /// How often freed heap is given back.
 pub const PERIOD: Duration = Duration::from_secs(10);
 
+/// Blocks of this size and more get pages of their own, given back the moment they are freed.
+pub const MMAP_THRESHOLD: usize = 128 * 1024;
+
 /// Starts the thread that gives freed heap back every [`PERIOD`]; once per process, however
 /// many servers it builds (the tests build many).
 pub fn keep_trimming() {
@@ -29,6 +32,24 @@ pub fn keep_trimming() {
         }
     });
 }
+
+/// glibc raises its threshold for blocks with pages of their own to the size of each such block
+/// freed (up to 32 MiB), so after one burst of large bodies and replies every later one of that
+/// size is carved from the arenas, where it leaves holes among live blocks that no trim gives
+/// back: 192 answers of 1 MB left 150–187 MiB resident, 91 MiB 100 s later (57 idle). A fixed
+/// threshold keeps large blocks out of the arenas: 66–69 MiB right after the same burst.
+/// Called before start-up allocates much: the encoders' tables go the same way.
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+pub fn fix_mmap_threshold() {
+    // SAFETY: mallopt only sets the allocator's parameter; it fails (returns 0) on a bad value.
+    let set = unsafe { libc::mallopt(libc::M_MMAP_THRESHOLD, MMAP_THRESHOLD as libc::c_int) };
+    if set == 0 {
+        tracing::warn!("the allocator's mmap threshold could not be set");
+    }
+}
+
+#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+pub fn fix_mmap_threshold() {}
 
 /// Releases the free pages of every arena; true when any were released.
 #[cfg(all(target_os = "linux", target_env = "gnu"))]

@@ -45,6 +45,7 @@ impl Application {
             }
             None => crate::prices::Prices::default(),
         };
+        crate::heap_trim::fix_mmap_threshold();
         crate::step::token_cache::configure(config.token_cache_mib);
         crate::step::tokens::warm_up();
         let released = crate::resident::release_compiled_in_data();
