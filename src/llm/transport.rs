@@ -28,7 +28,7 @@ pub struct LlmSettings {
     /// Connection pools the calls are spread over (see [`pools`]).
     pub pools: usize,
     /// What replies are held against while they are read.
-    pub memory: std::sync::Arc<crate::memory_budget::MemoryBudget>,
+    pub memory: Arc<MemoryBudget>,
 }
 
 /// Idle connections each pool keeps to one host. Over HTTP/1.1 every call in flight holds its
