@@ -103,11 +103,17 @@ pub fn default_limit() -> usize {
 
 const DEFAULT_OUTSIDE_A_CONTAINER: usize = 256 * 1024 * 1024;
 
-/// cgroup v2's limit; "max" (none) reads as `None`.
+/// The container's limit: cgroup v2's `memory.max` ("max", none, reads as `None`), else cgroup
+/// v1's `memory.limit_in_bytes` (which says "none" with a number near 2^63).
 fn container_limit() -> Option<usize> {
-    std::fs::read_to_string("/sys/fs/cgroup/memory.max")
-        .ok()
-        .and_then(|text| text.trim().parse::<usize>().ok())
+    let read = |path: &str| {
+        std::fs::read_to_string(path)
+            .ok()
+            .and_then(|text| text.trim().parse::<usize>().ok())
+    };
+    read("/sys/fs/cgroup/memory.max").or_else(|| {
+        read("/sys/fs/cgroup/memory/memory.limit_in_bytes").filter(|&bytes| bytes < 1 << 60)
+    })
 }
 
 #[cfg(test)]
