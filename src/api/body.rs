@@ -45,7 +45,7 @@ pub fn check_content_type(req: &HttpRequest) -> Result<(), ErrorKind> {
 /// Collects the body, refusing it as soon as it is known to exceed `limit` bytes, or when it has
 /// not arrived whole within the client timeout. The deadline is set once, here: a client that
 /// trickles a byte at a time cannot push it back. Its bytes are held against `memory` as they
-/// arrive (all it announced, at once): past the budget, 503 `overloaded`.
+/// arrive: past the budget, 503 `overloaded`.
 pub async fn read(
     req: &HttpRequest,
     payload: web::Payload,
@@ -77,15 +77,17 @@ async fn collect(
     if declared.is_some_and(|len| len > limit) {
         return Err(ErrorKind::PayloadTooLarge { limit });
     }
+    // Room for all it announced, whose pages are taken only as bytes arrive: it is the bytes
+    // received that are held, so announcing 8 MiB and sending a byte holds a byte.
     let room = declared.unwrap_or(0).min(limit) as usize;
-    let mut held = memory.hold(room).map_err(|_| ErrorKind::Overloaded)?;
+    let mut held = memory.hold(0).map_err(|_| ErrorKind::Overloaded)?;
     let mut body = web::BytesMut::with_capacity(room);
     while let Some(chunk) = payload.next().await {
         let chunk = chunk.map_err(unreadable)?;
         if (body.len() + chunk.len()) as u64 > limit {
             return Err(ErrorKind::PayloadTooLarge { limit });
         }
-        held.grow_to((body.len() + chunk.len()).max(body.capacity()))
+        held.grow_to(body.len() + chunk.len())
             .map_err(|_| ErrorKind::Overloaded)?;
         body.extend_from_slice(&chunk);
     }

@@ -337,9 +337,15 @@ fn rate_limited(what: &'static str, refusal: Refusal) -> ErrorKind {
 fn client_digest(req: &HttpRequest, state: &AppState) -> u64 {
     use std::hash::{BuildHasher, Hash, Hasher};
     let mut hasher = foldhash::fast::FixedState::default().build_hasher();
-    let token = req.headers().get(actix_web::http::header::AUTHORIZATION);
+    // The token as `authorized` reads it: spacing does not make one client several.
+    let token = req
+        .headers()
+        .get(actix_web::http::header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .map(str::trim);
     match token.filter(|_| !state.api_tokens.0.is_empty()) {
-        Some(token) => token.as_bytes().hash(&mut hasher),
+        Some(token) => token.hash(&mut hasher),
         None => state.trusted_proxies.client_of(req).hash(&mut hasher),
     }
     hasher.finish()

@@ -7,6 +7,7 @@ use std::fmt;
 use std::marker::PhantomData;
 
 use serde::de::{Deserialize, Deserializer, IgnoredAny, SeqAccess, Visitor};
+use serde_json::{Map, Value};
 
 /// Calls one assistant turn may hold: as many as the parser reads from one output, and as many
 /// as a request's history may carry back, so that what a step returns is a valid next request.
@@ -22,17 +23,115 @@ pub const MAX_BLOCKS: usize = 256;
 /// could carry. Reasoning has the same bound (`MAX_REASONING_BYTES` of the step).
 pub const MAX_TEXT_BYTES: usize = 1024 * 1024;
 
-/// Refuses a reply whose text is past [`MAX_TEXT_BYTES`], before anything is built from it.
-pub fn text_fits(provider: super::Provider, bytes: usize) -> Result<(), super::LlmError> {
+/// Refuses a reply whose text (`what`: "text", "reasoning") is past [`MAX_TEXT_BYTES`], before
+/// anything is built from it.
+pub fn fits(provider: super::Provider, what: &str, bytes: usize) -> Result<(), super::LlmError> {
     if bytes <= MAX_TEXT_BYTES {
         return Ok(());
     }
     Err(super::LlmError::BadResponse {
         provider,
         message: format!(
-            "the model's reply holds more than {MAX_TEXT_BYTES} bytes of text, more than a step can carry back to it"
+            "the model's reply holds more than {MAX_TEXT_BYTES} bytes of {what}, more than a step can carry back to it"
         ),
     })
+}
+
+/// The most a call's arguments may hold, as JSON text, and in values and depth once read: a
+/// call's arguments go back in the next request's history, which holds at most 100,000 values in
+/// all and nests only so deep, and are echoed in its answer.
+pub const MAX_ARGUMENT_BYTES: usize = 1024 * 1024;
+pub const MAX_ARGUMENT_VALUES: usize = 10_000;
+pub const MAX_ARGUMENT_DEPTH: usize = 32;
+
+/// A call's arguments read from their JSON text, or why not: the text itself when it is not an
+/// object, a short note when it is past a bound (never the text: it would be echoed).
+pub fn arguments(text: &str) -> Result<Map<String, Value>, String> {
+    if text.trim().is_empty() {
+        return Ok(Map::new());
+    }
+    if text.len() > MAX_ARGUMENT_BYTES {
+        return Err(format!(
+            "[{} bytes of arguments, more than the {MAX_ARGUMENT_BYTES} a call may hold]",
+            text.len()
+        ));
+    }
+    match serde_json::from_str::<Value>(text) {
+        Ok(Value::Object(map)) => match shape_within(&map) {
+            true => Ok(map),
+            false => Err(format!(
+                "[arguments of more than {MAX_ARGUMENT_VALUES} values or nested more than {MAX_ARGUMENT_DEPTH} deep]"
+            )),
+        },
+        _ => Err(text.to_string()),
+    }
+}
+
+/// Whether `map` holds at most [`MAX_ARGUMENT_VALUES`] values nested at most
+/// [`MAX_ARGUMENT_DEPTH`] deep; walked with a stack of its own.
+fn shape_within(map: &Map<String, Value>) -> bool {
+    let mut stack: Vec<(&Value, usize)> = map.values().map(|v| (v, 1)).collect();
+    let mut values = stack.len();
+    while let Some((value, depth)) = stack.pop() {
+        if depth > MAX_ARGUMENT_DEPTH || values > MAX_ARGUMENT_VALUES {
+            return false;
+        }
+        let children: Box<dyn Iterator<Item = &Value>> = match value {
+            Value::Array(items) => Box::new(items.iter()),
+            Value::Object(fields) => Box::new(fields.values()),
+            _ => continue,
+        };
+        for child in children {
+            values += 1;
+            stack.push((child, depth + 1));
+        }
+    }
+    values <= MAX_ARGUMENT_VALUES
+}
+
+/// The most a reply's text and calls may take as JSON (escapes included) in the turn a step
+/// returns: a quarter of the default body limit, so that the turn goes back whole.
+pub const MAX_TURN_JSON_BYTES: usize = 2 * 1024 * 1024;
+
+/// Refuses a reply whose text and calls, written as JSON, pass [`MAX_TURN_JSON_BYTES`].
+pub fn turn_fits(
+    provider: super::Provider,
+    completion: &super::Completion,
+) -> Result<(), super::LlmError> {
+    let mut bytes = json_len(&completion.text);
+    for call in &completion.calls {
+        bytes += json_len(&call.name)
+            + match &call.arguments {
+                Ok(map) => json_len(map),
+                Err(raw) => json_len(raw),
+            };
+    }
+    if bytes <= MAX_TURN_JSON_BYTES {
+        return Ok(());
+    }
+    Err(super::LlmError::BadResponse {
+        provider,
+        message: format!(
+            "the model's reply takes {bytes} bytes as JSON, more than the {MAX_TURN_JSON_BYTES} a step can carry back to it"
+        ),
+    })
+}
+
+/// Bytes `value` takes as JSON, counted without writing it anywhere.
+fn json_len(value: &impl serde::Serialize) -> usize {
+    struct Count(usize);
+    impl std::io::Write for Count {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0 += buf.len();
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut count = Count(0);
+    let _ = serde_json::to_writer(&mut count, value);
+    count.0
 }
 
 /// The first `N` elements of a JSON array, and how many more there were.
@@ -127,5 +226,51 @@ mod tests {
         for bad in ["", " x", "a b", "é", "a\n", &"a".repeat(257)] {
             assert!(!is_call_id(bad), "{bad:?}");
         }
+    }
+
+    #[test]
+    fn arguments_past_a_bound_are_a_short_note_never_read_whole() {
+        let big = format!("{{\"path\":[{}0]}}", "0,".repeat(MAX_ARGUMENT_BYTES));
+        let note = arguments(&big).unwrap_err();
+        assert!(
+            note.len() < 200 && note.contains("bytes of arguments"),
+            "{note}"
+        );
+        let many = format!("{{\"a\":[{}0]}}", "0,".repeat(MAX_ARGUMENT_VALUES));
+        assert!(arguments(&many).unwrap_err().contains("values"));
+        let deep = format!(
+            "{{\"a\":{}1{}}}",
+            "[".repeat(MAX_ARGUMENT_DEPTH),
+            "]".repeat(MAX_ARGUMENT_DEPTH)
+        );
+        assert!(arguments(&deep).unwrap_err().contains("nested"));
+        let fine = format!(
+            "{{\"a\":{}1{}}}",
+            "[".repeat(MAX_ARGUMENT_DEPTH - 1),
+            "]".repeat(MAX_ARGUMENT_DEPTH - 1)
+        );
+        assert!(arguments(&fine).is_ok());
+        assert_eq!(arguments(" ").unwrap(), Map::new());
+        assert_eq!(
+            arguments("[1]").unwrap_err(),
+            "[1]",
+            "not an object: the text as written"
+        );
+    }
+
+    #[test]
+    fn a_turn_is_measured_as_json_with_its_escapes() {
+        let provider = crate::llm::Provider::OPENAI;
+        let completion = |text: String| crate::llm::Completion {
+            text,
+            finish: crate::llm::FinishReason::Stop,
+            usage: None,
+            calls: Vec::new(),
+            dropped_calls: 0,
+            reasoning: crate::llm::ReasoningState::default(),
+        };
+        // 400 KB of control characters are 2.4 MB once escaped.
+        assert!(turn_fits(provider, &completion("\u{1}".repeat(400_000))).is_err());
+        assert!(turn_fits(provider, &completion("a".repeat(400_000))).is_ok());
     }
 }

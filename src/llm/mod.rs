@@ -216,21 +216,31 @@ pub struct NativeCall {
 }
 
 impl NativeCall {
-    /// Arguments that arrive as a JSON string (OpenAI) or a JSON value (Anthropic).
-    pub fn new(id: Option<String>, name: String, arguments: serde_json::Value) -> Self {
-        let arguments = match arguments {
-            serde_json::Value::Object(map) => Ok(map),
-            serde_json::Value::String(s) if s.trim().is_empty() => Ok(serde_json::Map::new()),
-            serde_json::Value::String(s) => match serde_json::from_str(&s) {
-                Ok(serde_json::Value::Object(map)) => Ok(map),
-                _ => Err(s),
-            },
-            other => Err(other.to_string()),
+    /// Arguments as the reply carries them: the JSON text of an object (Anthropic, Ollama), or
+    /// of a string holding one (OpenAI); empty when there were none.
+    pub fn new(id: Option<String>, name: String, json: &str) -> Self {
+        let arguments = match json.trim_start().as_bytes().first() {
+            Some(b'"') if json.len() <= bounded::MAX_ARGUMENT_BYTES => {
+                match serde_json::from_str::<String>(json) {
+                    Ok(text) => bounded::arguments(&text),
+                    Err(_) => Err(json.to_string()),
+                }
+            }
+            _ => bounded::arguments(json),
         };
         Self {
             id,
             name,
             arguments,
+        }
+    }
+
+    /// Arguments as a stream writes them: the text of an object, in pieces joined.
+    pub fn from_text(id: Option<String>, name: String, text: &str) -> Self {
+        Self {
+            id,
+            name,
+            arguments: bounded::arguments(text),
         }
     }
 }

@@ -94,7 +94,7 @@ impl Sofar {
         let calls = self
             .calls
             .into_values()
-            .map(|c| NativeCall::new(c.id, c.name, serde_json::Value::String(c.arguments)))
+            .map(|c| NativeCall::from_text(c.id, c.name, &c.arguments))
             .collect();
         let reasoning = ReasoningState {
             blocks: self.thinking.into_values().collect(),
@@ -192,6 +192,8 @@ pub struct CompletionStream {
     read: usize,
     /// What was read, held against the memory budget until the stream is done with.
     held: crate::memory_budget::Held,
+    /// Reasoning streamed so far, of any block.
+    reasoning_read: usize,
 }
 
 impl CompletionStream {
@@ -212,6 +214,7 @@ impl CompletionStream {
             timeout,
             read: 0,
             held,
+            reasoning_read: 0,
         }
     }
 
@@ -267,14 +270,15 @@ impl CompletionStream {
                     .map_err(|e| e.into_llm(self.provider, key))?;
                 match piece {
                     Some(Piece::Text(text)) if !text.is_empty() => {
-                        super::bounded::text_fits(
-                            self.provider,
-                            self.sofar.text.len() + text.len(),
-                        )?;
+                        let bytes = self.sofar.text.len() + text.len();
+                        super::bounded::fits(self.provider, "text", bytes)?;
                         self.sofar.text.push_str(&text);
                         self.pending.push_back(Piece::Text(text));
                     }
                     Some(Piece::Reasoning(text)) if !text.is_empty() => {
+                        // Checked as it streams, not once all of it was relayed to the client.
+                        self.reasoning_read += text.len();
+                        super::bounded::fits(self.provider, "reasoning", self.reasoning_read)?;
                         self.pending.push_back(Piece::Reasoning(text));
                     }
                     _ => {}
@@ -286,7 +290,9 @@ impl CompletionStream {
     /// The whole completion, once [`Self::next_piece`] has returned `None`.
     pub fn finish(self) -> Result<Completion, LlmError> {
         let partial = self.framer.is_partial();
-        self.sofar.completion(self.provider, partial)
+        let completion = self.sofar.completion(self.provider, partial)?;
+        super::bounded::turn_fits(self.provider, &completion)?;
+        Ok(completion)
     }
 }
 

@@ -121,7 +121,8 @@ impl LlmClients {
         let completion = api
             .decode(&raw.bytes)
             .map_err(|e| e.into_llm(provider, key))?;
-        super::bounded::text_fits(provider, completion.text.len())?;
+        super::bounded::fits(provider, "text", completion.text.len())?;
+        super::bounded::turn_fits(provider, &completion)?;
         Ok(completion)
     }
 

@@ -306,3 +306,56 @@ async fn a_stream_of_many_calls_keeps_the_first_64() {
     assert_kept_64_with_valid_ids(step, 70);
     returned_history_is_accepted(&app, step).await;
 }
+
+/// One native call to `read_file` whose arguments' JSON text is `arguments`.
+fn one_call_reply(arguments: &str) -> Value {
+    let mut reply = openai_reply("");
+    reply["choices"][0]["finish_reason"] = json!("tool_calls");
+    reply["choices"][0]["message"] = json!({"role": "assistant", "content": "Thought: read.",
+        "tool_calls": [{"id": "call_1", "type": "function",
+            "function": {"name": "read_file", "arguments": arguments}}]});
+    reply
+}
+
+#[tokio::test]
+async fn what_a_model_writes_in_a_call_never_makes_a_history_the_next_step_refuses() {
+    let deep = format!("{{\"path\":{}\"a\"{}}}", "[".repeat(126), "]".repeat(126));
+    let many = format!("{{\"path\":[{}0]}}", "0,".repeat(150_000));
+    let long = format!("{{\"path\":\"{}\"}}", "a".repeat(8_500_000));
+    let controls = format!("{{\"path\":\"{}\"}}", "\u{1}".repeat(1_500_000));
+    let mut wide = openai_reply("");
+    wide["choices"][0]["message"] = json!({"role": "assistant", "content": "Thought: read.",
+        "tool_calls": (0..64).map(|i| json!({"id": format!("call_{i}"), "type": "function",
+            "function": {"name": "read_file", "arguments": json!({"path": "b".repeat(200_000)}).to_string()}}))
+            .collect::<Vec<_>>()});
+    let replies = [
+        ("126 deep", one_call_reply(&deep)),
+        ("150,000 values", one_call_reply(&many)),
+        ("an 8.5 MB string", one_call_reply(&long)),
+        ("1.5 M control characters", one_call_reply(&controls)),
+        ("64 calls of 200 KB", wide),
+    ];
+    for (what, reply) in replies {
+        let app = spawn_app().await;
+        mount(&app.llm, OPENAI_PATH, 200, reply).await;
+        let answer = app.post_react_step(&with_tools("gpt-4o", "native")).await;
+        // A bounded refusal, never an answer a next step cannot carry.
+        assert!(
+            answer.text.len() < 3 * 1024 * 1024,
+            "{what}: {} bytes",
+            answer.text.len()
+        );
+        match answer.status {
+            200 => returned_history_is_accepted(&app, &answer.body).await,
+            502 => {
+                let kind = answer.body["error"]["type"].as_str().unwrap_or_default();
+                assert!(
+                    kind == "invalid_model_output" || kind == "llm_bad_response",
+                    "{what}: {}",
+                    answer.text
+                );
+            }
+            other => panic!("{what}: {other} {}", answer.text),
+        }
+    }
+}

@@ -432,7 +432,10 @@ fn completion(reply: Reply) -> Completion {
         match block {
             Block::Text { text: t } => text.push_str(&t),
             Block::ToolUse { .. } if calls.len() >= MAX_CALLS_PER_TURN => dropped_calls += 1,
-            Block::ToolUse { id, name, input } => calls.push(NativeCall::new(id, name, input)),
+            Block::ToolUse { id, name, input } => {
+                let json = input.as_deref().map_or("", |raw| raw.get());
+                calls.push(NativeCall::new(id, name, json));
+            }
             Block::Thinking {
                 thinking,
                 signature,

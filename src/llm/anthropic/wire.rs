@@ -184,8 +184,11 @@ pub struct Reply {
     pub usage: Option<ReplyUsage>,
 }
 
+/// A content block of a reply. Read through [`BlockFields`], a plain struct: an internally
+/// tagged enum would first copy the whole block into a tree of its own, a tool call's `input` of
+/// millions of values included.
 #[derive(Deserialize)]
-#[serde(tag = "type", rename_all = "snake_case")]
+#[serde(try_from = "BlockFields")]
 pub enum Block {
     Text {
         text: String,
@@ -200,12 +203,51 @@ pub enum Block {
     ToolUse {
         id: Option<String>,
         name: String,
-        #[serde(default)]
-        input: serde_json::Value,
+        /// The arguments' JSON text, unread until its size is checked.
+        input: Option<Box<serde_json::value::RawValue>>,
     },
     /// Block types added later carry nothing for a step.
-    #[serde(other)]
     Other,
+}
+
+/// Every field any block has; the block's `type` says which it must have.
+#[derive(Deserialize)]
+pub struct BlockFields {
+    #[serde(rename = "type")]
+    kind: String,
+    text: Option<String>,
+    thinking: Option<String>,
+    signature: Option<String>,
+    data: Option<String>,
+    id: Option<String>,
+    name: Option<String>,
+    input: Option<Box<serde_json::value::RawValue>>,
+}
+
+impl TryFrom<BlockFields> for Block {
+    type Error = String;
+
+    fn try_from(b: BlockFields) -> Result<Self, String> {
+        let missing = |field: &str| format!("a {} block without its `{field}`", b.kind);
+        Ok(match b.kind.as_str() {
+            "text" => Self::Text {
+                text: b.text.ok_or_else(|| missing("text"))?,
+            },
+            "thinking" => Self::Thinking {
+                thinking: b.thinking.ok_or_else(|| missing("thinking"))?,
+                signature: b.signature.ok_or_else(|| missing("signature"))?,
+            },
+            "redacted_thinking" => Self::RedactedThinking {
+                data: b.data.ok_or_else(|| missing("data"))?,
+            },
+            "tool_use" => Self::ToolUse {
+                id: b.id,
+                name: b.name.ok_or_else(|| missing("name"))?,
+                input: b.input,
+            },
+            _ => Self::Other,
+        })
+    }
 }
 
 #[derive(Deserialize)]

@@ -128,9 +128,14 @@ fn read(reply: Reply, sofar: &mut Sofar) -> Option<Piece> {
         sofar.dropped_calls += message.tool_calls.dropped;
         for call in &message.tool_calls.kept {
             let index = sofar.calls.keys().next_back().map_or(0, |last| last + 1);
-            let arguments = match &call.function.arguments {
-                serde_json::Value::String(s) => s.clone(),
-                other => other.to_string(),
+            let json = call
+                .function
+                .arguments
+                .as_deref()
+                .map_or("", |raw| raw.get());
+            let arguments = match json.trim_start().starts_with('"') {
+                true => serde_json::from_str::<String>(json).unwrap_or_else(|_| json.to_string()),
+                false => json.to_string(),
             };
             if let Some(slot) = sofar.call(index) {
                 *slot = PartialCall {

@@ -83,8 +83,9 @@ pub struct ReplyToolCall {
 #[derive(Deserialize)]
 pub struct ReplyFunction {
     pub name: String,
+    /// The arguments' JSON text (an object, or a string holding one), unread until checked.
     #[serde(default)]
-    pub arguments: serde_json::Value,
+    pub arguments: Option<Box<serde_json::value::RawValue>>,
 }
 
 /// A line of a stream that reports an error instead.

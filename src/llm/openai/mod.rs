@@ -269,7 +269,10 @@ fn completion(reply: Reply) -> Result<Completion, WireError> {
     let calls = tool_calls
         .kept
         .into_iter()
-        .map(|c| NativeCall::new(c.id, c.function.name, c.function.arguments))
+        .map(|c| {
+            let json = c.function.arguments.as_deref().map_or("", |raw| raw.get());
+            NativeCall::new(c.id, c.function.name, json)
+        })
         .collect();
     let reasoning = ReasoningState {
         blocks: Vec::new(),

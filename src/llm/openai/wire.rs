@@ -180,8 +180,9 @@ pub struct ReplyToolCall {
 #[derive(Deserialize)]
 pub struct ReplyFunction {
     pub name: String,
+    /// The arguments' JSON text (a string holding an object), unread until its size is checked.
     #[serde(default)]
-    pub arguments: serde_json::Value,
+    pub arguments: Option<Box<serde_json::value::RawValue>>,
 }
 
 #[derive(Deserialize)]
