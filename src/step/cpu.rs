@@ -6,10 +6,12 @@
 //! counts against the cores until its work is done.
 //!
 //! The cores are shared fairly. A request whose body is large (at least [`LARGE_BODY_BYTES`])
-//! does all its parts in the large lane, which may hold all cores but one, and whose waiting
-//! parts are served client by client in turn; the parts of every other request go first. So a
-//! client looping on 5 MiB bodies cannot hold the pool, and another client's small step waits
-//! for at most the parts already running.
+//! does all its parts in the large lane, which may hold all cores but one; the parts of every
+//! other request go first, but never more than [`SMALL_STREAK_MOST`] in a row while a large part
+//! waits. In each lane waiting parts are served client by client in turn. So a client looping on
+//! 5 MiB bodies cannot hold the pool, clients looping on bodies just under the bound share the
+//! small lane with everyone else one part per turn, and a large request is slowed, never
+//! starved.
 
 use std::cell::Cell;
 use std::collections::{HashMap, VecDeque};
@@ -21,8 +23,10 @@ use tokio::sync::oneshot;
 /// cost more than it saves.
 pub const INLINE_BYTES: usize = 64 * 1024;
 
-/// A request body of at least this many bytes puts its work in the large lane.
-pub const LARGE_BODY_BYTES: usize = 1024 * 1024;
+/// A request body of at least this many bytes puts its work in the large lane. What bounds how
+/// long a small step waits is the cost of one part of each other client's below it: 256 KiB
+/// keeps that to milliseconds, while a typical step (20 KB) is far below it.
+pub const LARGE_BODY_BYTES: usize = 256 * 1024;
 
 /// Whose work a task does, as the request's handler classified it.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -101,10 +105,54 @@ struct Lanes {
     large_running: usize,
     /// Most parts of large requests running at once: all cores but one.
     large_most: usize,
-    small: VecDeque<oneshot::Sender<()>>,
-    /// Large requests' waiting parts by client, and the clients in the order they are served.
-    large: HashMap<u64, VecDeque<oneshot::Sender<()>>>,
-    turns: VecDeque<u64>,
+    small: Turns,
+    large: Turns,
+    /// Cores handed to small parts in a row while large ones waited.
+    small_streak: usize,
+}
+
+/// After this many small parts in a row, a waiting large part goes next: a steady flow of
+/// small requests slows large ones, never starves them.
+const SMALL_STREAK_MOST: usize = 4;
+
+/// Waiting parts by client, the clients served in turn: one part each per round.
+#[derive(Default)]
+struct Turns {
+    waiting: HashMap<u64, VecDeque<oneshot::Sender<()>>>,
+    order: VecDeque<u64>,
+}
+
+impl Turns {
+    fn push(&mut self, client: u64, tx: oneshot::Sender<()>) {
+        let queue = self.waiting.entry(client).or_default();
+        queue.push_back(tx);
+        if queue.len() == 1 {
+            self.order.push_back(client);
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        self.order.is_empty()
+    }
+
+    /// The waiting part of the client whose turn it is; that client goes to the back.
+    fn next(&mut self) -> Option<oneshot::Sender<()>> {
+        while let Some(client) = self.order.pop_front() {
+            let Some(queue) = self.waiting.get_mut(&client) else {
+                continue;
+            };
+            let next = queue.pop_front();
+            if queue.is_empty() {
+                self.waiting.remove(&client);
+            } else {
+                self.order.push_back(client);
+            }
+            if next.is_some() {
+                return next;
+            }
+        }
+        None
+    }
 }
 
 /// A core held by one part; given to the next waiting part when dropped.
@@ -169,14 +217,9 @@ impl Pool {
                 };
             }
             let (tx, rx) = oneshot::channel();
-            if job.large {
-                let queue = lanes.large.entry(job.client).or_default();
-                queue.push_back(tx);
-                if queue.len() == 1 {
-                    lanes.turns.push_back(job.client);
-                }
-            } else {
-                lanes.small.push_back(tx);
+            match job.large {
+                true => lanes.large.push(job.client, tx),
+                false => lanes.small.push(job.client, tx),
             }
             rx
         };
@@ -196,47 +239,39 @@ impl Pool {
         }
     }
 
-    /// Hands a freed core to the next part: a small request's first, else the next client's
-    /// large part while the large lane has room.
+    /// Hands a freed core to the next part: a small request's first, client by client, else the
+    /// next client's large part while the large lane has room; a large part also goes first
+    /// after [`SMALL_STREAK_MOST`] small ones in a row.
     fn release(&self, large: bool) {
         let mut lanes = self.lanes();
         lanes.large_running -= usize::from(large);
-        while let Some(tx) = lanes.small.pop_front() {
-            if tx.send(()).is_ok() {
-                return;
-            }
+        let large_may = lanes.large_running < lanes.large_most && !lanes.large.is_empty();
+        let large_first = large_may && lanes.small_streak >= SMALL_STREAK_MOST;
+        if !large_first && lanes.small.hand_over() {
+            lanes.small_streak += usize::from(large_may);
+            return;
         }
-        while lanes.large_running < lanes.large_most {
-            let Some(tx) = lanes.next_large() else {
-                break;
-            };
-            if tx.send(()).is_ok() {
-                lanes.large_running += 1;
-                return;
-            }
+        if large_may && lanes.large.hand_over() {
+            lanes.large_running += 1;
+            lanes.small_streak = 0;
+            return;
+        }
+        if lanes.small.hand_over() {
+            return;
         }
         lanes.free += 1;
     }
 }
 
-impl Lanes {
-    /// The waiting part of the client whose turn it is; that client goes to the back.
-    fn next_large(&mut self) -> Option<oneshot::Sender<()>> {
-        while let Some(client) = self.turns.pop_front() {
-            let Some(queue) = self.large.get_mut(&client) else {
-                continue;
-            };
-            let next = queue.pop_front();
-            if queue.is_empty() {
-                self.large.remove(&client);
-            } else {
-                self.turns.push_back(client);
-            }
-            if next.is_some() {
-                return next;
+impl Turns {
+    /// Hands the core to the next waiting part still waiting; false when none is.
+    fn hand_over(&mut self) -> bool {
+        while let Some(tx) = self.next() {
+            if tx.send(()).is_ok() {
+                return true;
             }
         }
-        None
+        false
     }
 }
 
@@ -367,5 +402,68 @@ mod tests {
         assert_eq!(pool.lanes().free, 1);
         let mut gone = Box::pin(pool.acquire(large(3)));
         assert!((&mut gone).now_or_never().is_some());
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_steady_flow_of_small_parts_lets_a_large_one_through() {
+        use futures_util::FutureExt;
+        let pool = leaked(2);
+        let mut held = vec![pool.acquire(SMALL).await, pool.acquire(SMALL).await];
+        let mut big = Box::pin(pool.acquire(large(1)));
+        assert!((&mut big).now_or_never().is_none());
+        // Each freed core has a small part waiting for it; the large part still gets its turn.
+        for served_small in 0..2 * SMALL_STREAK_MOST + 2 {
+            let mut small = Box::pin(pool.acquire(Job {
+                client: 7,
+                large: false,
+            }));
+            assert!((&mut small).now_or_never().is_none());
+            drop(held.remove(0));
+            if let Some(slot) = (&mut big).now_or_never() {
+                assert!(
+                    served_small <= SMALL_STREAK_MOST,
+                    "{served_small} small parts first"
+                );
+                drop(slot);
+                return;
+            }
+            held.push(
+                (&mut small)
+                    .now_or_never()
+                    .expect("the small part got the core"),
+            );
+        }
+        panic!("the large part never got a core");
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn small_parts_are_served_client_by_client_too() {
+        use futures_util::FutureExt;
+        let pool = leaked(1);
+        let running = pool.acquire(SMALL).await;
+        let busy = Job {
+            client: 1,
+            large: false,
+        };
+        let mut first = Box::pin(pool.acquire(busy));
+        let mut second = Box::pin(pool.acquire(busy));
+        let mut other = Box::pin(pool.acquire(Job {
+            client: 2,
+            large: false,
+        }));
+        for waiting in [&mut first, &mut second, &mut other] {
+            assert!(waiting.now_or_never().is_none());
+        }
+        drop(running);
+        let one = (&mut first)
+            .now_or_never()
+            .expect("the first client's turn");
+        drop(one);
+        let two = (&mut other)
+            .now_or_never()
+            .expect("then the other client's");
+        assert!((&mut second).now_or_never().is_none());
+        drop(two);
+        assert!((&mut second).now_or_never().is_some());
     }
 }
