@@ -59,6 +59,16 @@ impl MemoryBudget {
         Ok(held)
     }
 
+    /// Holds `bytes` that are already in memory (an answer built): counted whatever the limit,
+    /// so that new work is refused while they wait to be written.
+    pub fn hold_anyway(self: &Arc<Self>, bytes: usize) -> Held {
+        self.held.fetch_add(bytes, Ordering::AcqRel);
+        Held {
+            budget: Arc::clone(self),
+            bytes,
+        }
+    }
+
     fn take(&self, bytes: usize) -> Result<(), Exhausted> {
         self.held
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |held| {

@@ -603,3 +603,82 @@ async fn a_call_whose_arguments_take_15_mib_costs_its_bytes_not_gigabytes() {
         server.stop().await;
     }
 }
+
+/// Sends `body` on a connection that takes 4 KiB of its answer at a time and reads only the
+/// status line: the rest of the answer stays with the server.
+async fn unread_answer(port: u16, body: &[u8]) -> (u16, tokio::net::TcpStream) {
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.set_recv_buffer_size(4096).unwrap();
+    let mut stream = socket
+        .connect(std::net::SocketAddr::from(([127, 0, 0, 1], port)))
+        .await
+        .unwrap();
+    let head = format!(
+        "POST /api/agent/react_step HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n",
+        body.len()
+    );
+    stream.write_all(head.as_bytes()).await.unwrap();
+    stream.write_all(body).await.unwrap();
+    let mut status = [0u8; 12];
+    stream.read_exact(&mut status).await.unwrap();
+    let code = std::str::from_utf8(&status[9..12])
+        .unwrap()
+        .parse()
+        .unwrap();
+    (code, stream)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn answers_a_client_does_not_read_count_against_the_budget_until_written() {
+    let upstream = MockServer::start().await;
+    let server = RunningBinary::start_with(
+        &upstream.uri(),
+        "info",
+        &[
+            ("REACTSTEP_MEMORY_BUDGET_MIB", "40"),
+            ("REACTSTEP_WORKERS", "2"),
+        ],
+    )
+    .await;
+    let mut body = request("gpt-4o", "q");
+    body["mock_response"] = json!("Thought: t\nFinal Answer: done");
+    // An answer echoes the history: 6 MB, more than the kernel's buffers take off the server.
+    body["conversation_history"] = json!([{"role": "user", "content": "words ".repeat(1_000_000)}]);
+    let body = serde_json::to_vec(&body).unwrap();
+    // Each answer waits unread; before, the budget forgot it once it was built, and every such
+    // request was admitted (60 of them held 777 MiB under a budget of 256 MiB).
+    let mut unread = Vec::new();
+    let mut refused = false;
+    for _ in 0..20 {
+        let (status, stream) = unread_answer(server.port, &body).await;
+        unread.push(stream);
+        if status == 503 {
+            refused = true;
+            break;
+        }
+        assert_eq!(status, 200);
+    }
+    assert!(refused, "{} unread answers and no refusal", unread.len());
+    assert!(unread.len() > 1, "the budget holds some answers");
+    drop(unread);
+    // Closed, their answers are dropped and given back: a step is answered again.
+    let client = reqwest::Client::new();
+    let url = format!("http://127.0.0.1:{}/api/agent/react_step", server.port);
+    let mut status = 0;
+    for _ in 0..100 {
+        let response = client
+            .post(&url)
+            .header("content-type", "application/json")
+            .body(body.clone())
+            .send()
+            .await
+            .unwrap();
+        status = response.status().as_u16();
+        if status == 200 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert_eq!(status, 200, "the budget was given back");
+    server.stop().await;
+}

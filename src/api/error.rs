@@ -314,8 +314,10 @@ impl ApiError {
         self.log();
         let this = self.with_history().await;
         let mut head = this.head();
+        let body_held = this.echo.body_held.clone();
+        let json = this.body().into_json().await;
         head.content_type("application/json")
-            .body(this.body().into_json().await)
+            .body(super::held_body::HeldBody::keeping(json, body_held))
     }
 
     /// With the echoed turns decoded (see [`EchoedHistory::resolved`]).

@@ -6,6 +6,7 @@ use tracing_actix_web::RequestId;
 use super::body;
 use super::convert::{self, Conversion, DEFAULT_MAX_ITERATIONS};
 use super::error::{ApiError, Echo, EchoedHistory, ErrorKind};
+use super::held_body::HeldBody;
 use super::rate_limit::Refusal;
 use super::request::ReactStepRequest;
 use super::request_log::{self, TokenCounts};
@@ -133,10 +134,11 @@ async fn answer_step(
         });
     }
     let body = ReactStepResponse::success(output, request_id.clone(), price);
+    let json = body.into_json().await;
     Ok(HttpResponse::Ok()
         .insert_header(("x-request-id", request_id.as_str()))
         .content_type("application/json")
-        .body(body.into_json().await))
+        .body(HeldBody::new(json, &state.memory, echo.body_held)))
 }
 
 /// The refusal of a step when as many are in flight as fit (taken before anything else).

@@ -10,6 +10,7 @@ mod convert;
 mod error;
 mod handlers;
 pub mod headers;
+mod held_body;
 pub mod offline;
 pub mod protocol;
 mod rate_limit;
