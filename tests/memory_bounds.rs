@@ -71,14 +71,26 @@ fn body(mode: &str) -> Value {
     body
 }
 
-fn peak_rss_mib(pid: u32) -> u64 {
+/// A figure of the server's `/proc/<pid>/status`, in MiB: `VmHWM` (peak) or `VmRSS` (now).
+fn status_mib(pid: u32, field: &str) -> u64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
     let kib: u64 = status
         .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
         .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .expect("VmHWM in /proc/<pid>/status");
+        .unwrap_or_else(|| panic!("{field} in /proc/<pid>/status"));
     kib / 1024
+}
+
+fn peak_rss_mib(pid: u32) -> u64 {
+    status_mib(pid, "VmHWM")
+}
+
+/// The server on `upstream`, with two workers and a memory budget of `budget_mib` if given.
+async fn serve(upstream: &MockServer, budget_mib: Option<&str>) -> RunningBinary {
+    let mut env = vec![("REACTSTEP_WORKERS", "2")];
+    env.extend(budget_mib.map(|mib| ("REACTSTEP_MEMORY_BUDGET_MIB", mib)));
+    RunningBinary::start_with(&upstream.uri(), "info", &env).await
 }
 
 /// The step's answer: 200 with the first 64 calls and a warning that names the rest.
@@ -225,15 +237,7 @@ async fn bodies_held_at_once_stop_at_the_budget_and_the_rest_get_503() {
     // What a budget of 64 MiB holds of such bodies: the other connections are refused.
     const HELD: usize = 64 * 1024 * 1024 / BODY;
     let upstream = MockServer::start().await;
-    let server = RunningBinary::start_with(
-        &upstream.uri(),
-        "info",
-        &[
-            ("REACTSTEP_MEMORY_BUDGET_MIB", "64"),
-            ("REACTSTEP_WORKERS", "2"),
-        ],
-    )
-    .await;
+    let server = serve(&upstream, Some("64")).await;
     let pid = server.child.id().unwrap();
     let body = padded_body(BODY);
     let before = peak_rss_mib(pid);
@@ -315,15 +319,7 @@ async fn eight_replies_of_15_mib_stay_under_a_512_mib_container() {
             .respond_with(long_text_reply(15 * 1024 * 1024 + 512 * 1024, stream))
             .mount(&upstream)
             .await;
-        let server = RunningBinary::start_with(
-            &upstream.uri(),
-            "info",
-            &[
-                ("REACTSTEP_MEMORY_BUDGET_MIB", &budget),
-                ("REACTSTEP_WORKERS", "2"),
-            ],
-        )
-        .await;
+        let server = serve(&upstream, Some(&budget)).await;
         let pid = server.child.id().unwrap();
         let path = if stream {
             "/api/agent/react_step/stream"
@@ -378,15 +374,7 @@ async fn eight_replies_of_15_mib_stay_under_a_512_mib_container() {
 async fn a_hundred_streams_of_a_1_mb_mock_response_are_answered_within_the_budget() {
     const CLIENTS: usize = 100;
     let upstream = MockServer::start().await;
-    let server = RunningBinary::start_with(
-        &upstream.uri(),
-        "info",
-        &[
-            ("REACTSTEP_MEMORY_BUDGET_MIB", "32"),
-            ("REACTSTEP_WORKERS", "2"),
-        ],
-    )
-    .await;
+    let server = serve(&upstream, Some("32")).await;
     let pid = server.child.id().unwrap();
     let mut body = request("gpt-4o", "q");
     body["mock_response"] = json!(format!(
@@ -452,13 +440,7 @@ async fn a_hundred_streams_of_a_1_mb_mock_response_are_answered_within_the_budge
 }
 
 fn resident_mib(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    let kib: u64 = status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .expect("VmRSS in /proc/<pid>/status");
-    kib / 1024
+    status_mib(pid, "VmRSS")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -468,8 +450,7 @@ async fn after_bursts_of_large_answers_memory_returns_near_idle() {
         .respond_with(long_text_reply(1_000_000, false))
         .mount(&upstream)
         .await;
-    let server =
-        RunningBinary::start_with(&upstream.uri(), "info", &[("REACTSTEP_WORKERS", "2")]).await;
+    let server = serve(&upstream, None).await;
     let pid = server.child.id().unwrap();
     let url = format!("http://127.0.0.1:{}/api/agent/react_step", server.port);
     let client = reqwest::Client::new();
@@ -631,15 +612,7 @@ async fn unread_answer(port: u16, body: &[u8]) -> (u16, tokio::net::TcpStream) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn answers_a_client_does_not_read_count_against_the_budget_until_written() {
     let upstream = MockServer::start().await;
-    let server = RunningBinary::start_with(
-        &upstream.uri(),
-        "info",
-        &[
-            ("REACTSTEP_MEMORY_BUDGET_MIB", "40"),
-            ("REACTSTEP_WORKERS", "2"),
-        ],
-    )
-    .await;
+    let server = serve(&upstream, Some("40")).await;
     let mut body = request("gpt-4o", "q");
     body["mock_response"] = json!("Thought: t\nFinal Answer: done");
     // An answer echoes the history: 6 MB, more than the kernel's buffers take off the server.
