@@ -587,7 +587,7 @@ async fn a_call_whose_arguments_take_15_mib_costs_its_bytes_not_gigabytes() {
 
 /// Sends `body` on a connection that takes 4 KiB of its answer at a time and reads only the
 /// status line: the rest of the answer stays with the server.
-async fn unread_answer(port: u16, body: &[u8]) -> (u16, tokio::net::TcpStream) {
+async fn unread_answer(port: u16, path: &str, body: &[u8]) -> (u16, tokio::net::TcpStream) {
     let socket = tokio::net::TcpSocket::new_v4().unwrap();
     socket.set_recv_buffer_size(4096).unwrap();
     let mut stream = socket
@@ -595,7 +595,7 @@ async fn unread_answer(port: u16, body: &[u8]) -> (u16, tokio::net::TcpStream) {
         .await
         .unwrap();
     let head = format!(
-        "POST /api/agent/react_step HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n",
+        "POST {path} HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n",
         body.len()
     );
     stream.write_all(head.as_bytes()).await.unwrap();
@@ -611,6 +611,12 @@ async fn unread_answer(port: u16, body: &[u8]) -> (u16, tokio::net::TcpStream) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn answers_a_client_does_not_read_count_against_the_budget_until_written() {
+    for path in ["/api/agent/react_step", "/api/agent/react_step/stream"] {
+        unread_answers_are_counted(path).await;
+    }
+}
+
+async fn unread_answers_are_counted(path: &str) {
     let upstream = MockServer::start().await;
     let server = serve(&upstream, Some("40")).await;
     let mut body = request("gpt-4o", "q");
@@ -623,7 +629,7 @@ async fn answers_a_client_does_not_read_count_against_the_budget_until_written()
     let mut unread = Vec::new();
     let mut refused = false;
     for _ in 0..20 {
-        let (status, stream) = unread_answer(server.port, &body).await;
+        let (status, stream) = unread_answer(server.port, path, &body).await;
         unread.push(stream);
         if status == 503 {
             refused = true;
@@ -631,12 +637,16 @@ async fn answers_a_client_does_not_read_count_against_the_budget_until_written()
         }
         assert_eq!(status, 200);
     }
-    assert!(refused, "{} unread answers and no refusal", unread.len());
+    assert!(
+        refused,
+        "{path}: {} unread answers and no refusal",
+        unread.len()
+    );
     assert!(unread.len() > 1, "the budget holds some answers");
     drop(unread);
     // Closed, their answers are dropped and given back: a step is answered again.
     let client = reqwest::Client::new();
-    let url = format!("http://127.0.0.1:{}/api/agent/react_step", server.port);
+    let url = format!("http://127.0.0.1:{}{path}", server.port);
     let mut status = 0;
     for _ in 0..100 {
         let response = client

@@ -14,7 +14,7 @@ use bytes::Bytes;
 use crate::memory_budget::{Held, MemoryBudget};
 
 /// Below this, an answer is written as plain bytes.
-const COUNTED_FROM: usize = 64 * 1024;
+pub(super) const COUNTED_FROM: usize = 64 * 1024;
 
 pub struct HeldBody {
     bytes: Option<Bytes>,

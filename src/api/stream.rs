@@ -6,7 +6,10 @@
 //! keeps the connection alive while the model thinks. A client that goes away ends the step and its upstream call at once.
 
 use actix_web::{web, HttpRequest, HttpResponse};
+use std::sync::Arc;
+
 use bytes::Bytes;
+use futures_util::StreamExt;
 use tokio::sync::mpsc;
 use tracing_actix_web::RequestId;
 
@@ -14,6 +17,7 @@ use super::error::{ApiError, Echo};
 use super::handlers::prepare;
 use super::response::ReactStepResponse;
 use super::AppState;
+use crate::memory_budget::{Held, MemoryBudget};
 use crate::step::{Live, StepError, StepOutput};
 
 /// Events buffered between the step and the connection.
@@ -55,6 +59,11 @@ struct Connection {
     /// Resolves when the client leaves: the stream ends, and with it the step, even while the
     /// model is quiet and nothing is written that could fail.
     gone: std::pin::Pin<Box<dyn std::future::Future<Output = ()>>>,
+    memory: Arc<MemoryBudget>,
+    /// The terminal event's bytes, counted against the budget until the stream is dropped: the
+    /// connection no longer asks for more once its buffer is full, so a client that does not
+    /// read keeps it (and the body's hold in `echo`) alive.
+    terminal: Option<Held>,
 }
 
 pub async fn react_step_stream(
@@ -111,7 +120,12 @@ async fn open_stream(
             Err(err) => return Err(ApiError::new(err.into(), echo)),
             Ok(output) => {
                 let frame = step_frame(Ok(output), &echo).await;
-                return Ok(event_stream(&echo, futures_util::stream::iter([Ok(frame)])));
+                let kept = (held_frame(&state.memory, &frame), echo.body_held.clone());
+                let frames = futures_util::stream::iter([Ok(frame)]).map(move |f| {
+                    let _kept = &kept;
+                    f
+                });
+                return Ok(event_stream(&echo, frames));
             }
         },
     };
@@ -124,6 +138,8 @@ async fn open_stream(
         early,
         done: false,
         gone: Box::pin(super::client_gone::gone(&req)),
+        memory: state.memory.clone(),
+        terminal: None,
     };
     let frames = futures_util::stream::unfold(connection, |mut c| async move {
         let frame = next_frame(&mut c).await?;
@@ -165,7 +181,9 @@ async fn next_frame(c: &mut Connection) -> Option<Bytes> {
                 None => {
                     c.done = true;
                     let result = c.task.result().await;
-                    return Some(step_frame(result, &c.echo).await);
+                    let frame = step_frame(result, &c.echo).await;
+                    c.terminal = held_frame(&c.memory, &frame);
+                    return Some(frame);
                 }
             },
             _ = c.heartbeat.tick() => return Some(Bytes::from_static(b": heartbeat\n\n")),
@@ -175,6 +193,11 @@ async fn next_frame(c: &mut Connection) -> Option<Bytes> {
             }
         }
     }
+}
+
+/// A large terminal event held against the memory budget (see [`Connection::terminal`]).
+fn held_frame(memory: &Arc<MemoryBudget>, frame: &Bytes) -> Option<Held> {
+    (frame.len() >= super::held_body::COUNTED_FROM).then(|| memory.hold_anyway(frame.len()))
 }
 
 fn delta_frame(delta: Live) -> Option<Bytes> {
