@@ -5,10 +5,11 @@
 //! thing or the other at every instant: a check-then-open reader is caught within a few hundred.
 
 use std::fs;
-use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::symlink;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
+
+use crate::beneath::swaps::{exchange, mkfifo, StopOnDrop};
 
 use serde_json::{json, Map, Value};
 
@@ -37,38 +38,6 @@ fn fixture() -> tempfile::TempDir {
     symlink(outside.join("secret.txt"), ws.join("file.alt")).unwrap();
     mkfifo(&ws.join("p.alt"));
     tmp
-}
-
-fn mkfifo(path: &Path) {
-    let c = std::ffi::CString::new(path.as_os_str().as_bytes()).unwrap();
-    // SAFETY: `c` is NUL-terminated and outlives the call.
-    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
-}
-
-/// Swaps `path` and `path.alt` atomically.
-fn exchange(path: &Path) {
-    let a = std::ffi::CString::new(path.as_os_str().as_bytes()).unwrap();
-    let b = std::ffi::CString::new([path.as_os_str().as_bytes(), b".alt"].concat()).unwrap();
-    // SAFETY: both paths are NUL-terminated and outlive the call.
-    let rc = unsafe {
-        libc::renameat2(
-            libc::AT_FDCWD,
-            a.as_ptr(),
-            libc::AT_FDCWD,
-            b.as_ptr(),
-            libc::RENAME_EXCHANGE,
-        )
-    };
-    assert_eq!(rc, 0, "{}", std::io::Error::last_os_error());
-}
-
-/// Tells the swappers to stop even when an assertion fails, so the scope can join them.
-struct StopOnDrop<'a>(&'a AtomicBool);
-
-impl Drop for StopOnDrop<'_> {
-    fn drop(&mut self) {
-        self.0.store(true, Ordering::Relaxed);
-    }
 }
 
 fn args(value: Value) -> Map<String, Value> {

@@ -8,6 +8,10 @@
 //! with `O_NOFOLLOW`, which gives the same guarantee: no symbolic link is followed and no `..`
 //! is taken, so every step stays beneath the starting directory.
 
+#[cfg(test)]
+#[expect(clippy::unwrap_used, reason = "a test fails loudly")]
+pub(crate) mod swaps;
+
 use std::ffi::{CString, OsStr};
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
