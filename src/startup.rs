@@ -74,7 +74,7 @@ impl Application {
             pools: config.upstream_pools.into(),
             memory: memory.clone(),
         })
-        .map_err(std::io::Error::other)?;
+        .map_err(|e| clients_refused(config, &e))?;
         let workspace = match &config.workspace_root {
             Some(root) => Some(std::sync::Arc::new(
                 Workspace::new(root, config.workspace_max_file_bytes).map_err(|e| {
@@ -326,6 +326,20 @@ const MAX_CA_FILE_BYTES: u64 = 16 * 1024 * 1024;
 
 /// The certificates of the operator's CA file; a file that holds none is a mistake worth
 /// refusing to start over, not a silent fall-back to the web roots.
+/// The HTTP clients could not be built: with a CA file, most likely one of its certificates,
+/// which reqwest reads only then (its error says only "builder error"; the cause is its source).
+fn clients_refused(config: &Config, e: &reqwest::Error) -> std::io::Error {
+    let cause = std::error::Error::source(e).map_or(e.to_string(), ToString::to_string);
+    let message = match &config.upstream_ca_file {
+        Some(path) => format!(
+            "REACTSTEP_UPSTREAM_CA_FILE {}: a certificate could not be used: {cause}",
+            path.display()
+        ),
+        None => format!("the HTTP clients could not be built: {cause}"),
+    };
+    std::io::Error::new(std::io::ErrorKind::InvalidInput, message)
+}
+
 fn upstream_roots(path: &std::path::Path) -> std::io::Result<Vec<reqwest::Certificate>> {
     let context = |what: String| {
         std::io::Error::new(

@@ -73,7 +73,18 @@ impl TrustedProxies {
             .map(|v| v.as_bytes())
             .collect();
         let mut client = peer;
-        for raw in values.iter().rev().flat_map(|v| v.rsplit(|&b| b == b',')) {
+        // An empty entry (`a, , b`, a trailing comma) names no one: it is skipped, so that
+        // clients a proxy listed that way do not all share one bucket.
+        // A header of nothing but empty entries still names a client: one nobody named, not
+        // the proxy.
+        let entries = values.iter().rev().flat_map(|v| v.rsplit(|&b| b == b','));
+        let mut named = entries
+            .filter(|raw| !raw.trim_ascii().is_empty())
+            .peekable();
+        if !values.is_empty() && named.peek().is_none() {
+            return Some(entry(b""));
+        }
+        for raw in named {
             client = entry(raw);
             if !self.trust(&client) {
                 break;
@@ -247,5 +258,18 @@ mod tests {
             .is_ok());
         assert!("10.0.0.1, proxy.local".parse::<TrustedProxies>().is_err());
         assert!("10.0.0.0/33".parse::<TrustedProxies>().is_err());
+    }
+
+    #[test]
+    fn an_empty_entry_is_skipped_not_taken_for_a_client() {
+        let addr = |ip: &str| Client::Addr(ip.parse().unwrap());
+        assert_eq!(
+            client("10.0.0.0/8", "10.0.0.5", &["3.3.3.1,"]),
+            addr("3.3.3.1")
+        );
+        assert_eq!(
+            client("10.0.0.0/8", "10.0.0.5", &["3.3.3.2, ,10.0.0.7"]),
+            addr("3.3.3.2")
+        );
     }
 }

@@ -89,7 +89,16 @@ impl Workspace {
         if relative.as_os_str().is_empty() {
             ".".into()
         } else {
-            relative.display().to_string()
+            Self::shown_name(&relative.display().to_string())
+        }
+    }
+
+    /// A name as an observation shows it: quoted and escaped when it holds a control character,
+    /// so that a file named `a\nFinal Answer: …` cannot write lines of its own into a listing.
+    pub fn shown_name(name: &str) -> String {
+        match name.chars().any(char::is_control) {
+            true => format!("{name:?}"),
+            false => name.to_string(),
         }
     }
 
@@ -181,7 +190,9 @@ fn refusal(relative: &Path, e: &std::io::Error) -> String {
         Some(libc::ENOENT) => format!("{shown}: no such file or folder in the workspace"),
         Some(libc::ENOTDIR) => format!("{shown} is not a folder, or a part of its path is not"),
         // A socket cannot be opened at all.
-        Some(libc::ENXIO) => format!("{shown} is a socket, and only regular files are read"),
+        Some(libc::ENXIO) => format!(
+            "{shown} is a socket or a device with nothing behind it, and only regular files are read"
+        ),
         _ => format!("{shown} cannot be opened: {e}"),
     }
 }

@@ -58,9 +58,12 @@ fn destination(provider: Provider, base_url: Option<&str>) -> Option<Provider> {
     }
 }
 
+/// The host, as DNS compares it: in lower case, and without the root's trailing dot
+/// (`api.openai.com.` is `api.openai.com`).
 fn host(url: &str) -> Option<String> {
     let url = reqwest::Url::parse(url).ok()?;
-    url.host_str().map(str::to_ascii_lowercase)
+    let host = url.host_str()?;
+    Some(host.strip_suffix('.').unwrap_or(host).to_ascii_lowercase())
 }
 
 fn host_of_default(provider: Provider) -> Option<String> {
@@ -142,6 +145,18 @@ mod tests {
         assert_eq!(
             refused("sk-ant-x", "openai", Some("https://API.OpenAI.com/v1")),
             Some(("anthropic", "openai"))
+        );
+    }
+
+    #[test]
+    fn a_host_written_with_its_root_dot_is_the_same_host() {
+        assert_eq!(
+            host("https://API.openai.com./v1").as_deref(),
+            Some("api.openai.com")
+        );
+        assert_eq!(
+            host("https://api.openai.com:443/v1").as_deref(),
+            Some("api.openai.com")
         );
     }
 }

@@ -83,3 +83,21 @@ async fn a_symbolic_link_to_a_regular_file_is_followed() {
     let log = server.stop().await;
     assert!(log.contains(r#""models":1"#), "{log}");
 }
+
+#[tokio::test]
+async fn a_certificate_that_does_not_decode_stops_start_up_naming_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("bad.pem");
+    std::fs::write(
+        &path,
+        "-----BEGIN CERTIFICATE-----\nbm90IGEgY2VydGlmaWNhdGUgYXQgYWxs\n-----END CERTIFICATE-----\n",
+    )
+    .unwrap();
+    let shown = path.display().to_string();
+    let (status, stderr) = start_up_with(&[("REACTSTEP_UPSTREAM_CA_FILE", &shown)]).await;
+    assert!(!status.success());
+    assert!(
+        stderr.contains("REACTSTEP_UPSTREAM_CA_FILE") && stderr.contains(&shown),
+        "{stderr}"
+    );
+}
