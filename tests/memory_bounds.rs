@@ -281,7 +281,18 @@ async fn bodies_held_at_once_stop_at_the_budget_and_the_rest_get_503() {
         let (_, status, text) = answers.recv().await.unwrap();
         assert_eq!(status, 200, "{text}");
     }
-    server.stop().await;
+    // A refusal by design is a WARN line, not an ERROR one for every refused request.
+    let log = server.stop().await;
+    let refusals: Vec<Value> = log
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|l| l["error.type"] == "overloaded" && l["message"] == "request refused")
+        .collect();
+    assert!(!refusals.is_empty(), "the refusals are logged");
+    assert!(
+        refusals.iter().all(|l| l["level"] == "WARN"),
+        "{refusals:?}"
+    );
 }
 
 fn assert_overloaded(text: &str) {

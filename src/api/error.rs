@@ -278,7 +278,15 @@ impl ApiError {
     pub fn log(&self) {
         let (status, kind, _) = self.kind.status();
         tracing::Span::current().record("error_type", kind);
-        if status.is_server_error() {
+        // Load shed on purpose is a refusal, not a failure: under load every refused request
+        // would otherwise be an ERROR line.
+        let shed = matches!(
+            &self.kind,
+            ErrorKind::AtCapacity { .. }
+                | ErrorKind::Overloaded
+                | ErrorKind::Step(StepError::Llm(LlmError::Overloaded { .. }))
+        );
+        if status.is_server_error() && !shed {
             // Display, never Debug: the step's error may hold the model's output. An invalid
             // action's reason quotes what the model wrote (a tool name, an argument): not logged.
             let error: &dyn std::fmt::Display = match &self.kind {
