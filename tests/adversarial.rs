@@ -478,13 +478,7 @@ fn health_check(address: &str) -> String {
 }
 
 fn peak_rss_mib(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    let kib: u64 = status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .expect("VmHWM in /proc/<pid>/status");
-    kib / 1024
+    helpers::binary::status_kib(pid, "VmHWM") / 1024
 }
 
 /// No 8 consecutive characters of the key, also once everything but letters and digits is

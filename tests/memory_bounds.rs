@@ -19,6 +19,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use wiremock::matchers::method;
 use wiremock::{Mock, MockServer, ResponseTemplate};
 
+use helpers::binary::status_kib;
 use helpers::{request, RunningBinary};
 
 /// About 15 MiB of elements, under the 16 MiB reply cap.
@@ -71,19 +72,16 @@ fn body(mode: &str) -> Value {
     body
 }
 
-/// A figure of the server's `/proc/<pid>/status`, in MiB: `VmHWM` (peak) or `VmRSS` (now).
-fn status_mib(pid: u32, field: &str) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    let kib: u64 = status
-        .lines()
-        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .unwrap_or_else(|| panic!("{field} in /proc/<pid>/status"));
-    kib / 1024
+fn peak_rss_mib(pid: u32) -> u64 {
+    status_kib(pid, "VmHWM") / 1024
 }
 
-fn peak_rss_mib(pid: u32) -> u64 {
-    status_mib(pid, "VmHWM")
+/// The step endpoint, streaming or not.
+fn step_path(stream: bool) -> &'static str {
+    match stream {
+        true => "/api/agent/react_step/stream",
+        false => "/api/agent/react_step",
+    }
 }
 
 /// The server on `upstream`, with two workers and a memory budget of `budget_mib` if given.
@@ -115,11 +113,7 @@ async fn a_reply_of_millions_of_tiny_calls_costs_its_bytes_not_gigabytes() {
             .await;
         let server = RunningBinary::start(&upstream.uri(), "info").await;
         let pid = server.child.id().unwrap();
-        let path = if stream {
-            "/api/agent/react_step/stream"
-        } else {
-            "/api/agent/react_step"
-        };
+        let path = step_path(stream);
         let url = format!("http://127.0.0.1:{}{path}", server.port);
         let before = peak_rss_mib(pid);
         let response = client.post(&url).json(&body(mode)).send().await.unwrap();
@@ -332,11 +326,7 @@ async fn eight_replies_of_15_mib_stay_under_a_512_mib_container() {
             .await;
         let server = serve(&upstream, Some(&budget)).await;
         let pid = server.child.id().unwrap();
-        let path = if stream {
-            "/api/agent/react_step/stream"
-        } else {
-            "/api/agent/react_step"
-        };
+        let path = step_path(stream);
         let url = format!("http://127.0.0.1:{}{path}", server.port);
         let client = reqwest::Client::new();
         let answers = futures_util::future::join_all((0..8).map(|_| async {
@@ -451,7 +441,7 @@ async fn a_hundred_streams_of_a_1_mb_mock_response_are_answered_within_the_budge
 }
 
 fn resident_mib(pid: u32) -> u64 {
-    status_mib(pid, "VmRSS")
+    status_kib(pid, "VmRSS") / 1024
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -566,11 +556,7 @@ async fn a_call_whose_arguments_take_15_mib_costs_its_bytes_not_gigabytes() {
         let pid = server.child.id().unwrap();
         let mut request_body = body("native");
         request_body["llm_config"]["modelName"] = json!(model);
-        let path = if shape == "streamed" {
-            "/api/agent/react_step/stream"
-        } else {
-            "/api/agent/react_step"
-        };
+        let path = step_path(shape == "streamed");
         let url = format!("http://127.0.0.1:{}{path}", server.port);
         let before = peak_rss_mib(pid);
         let response = client.post(&url).json(&request_body).send().await.unwrap();

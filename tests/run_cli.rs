@@ -12,6 +12,10 @@ use serde_json::Value;
 mod support_workspace;
 use support_workspace::workspace;
 
+#[path = "support/swap.rs"]
+mod swap;
+use swap::exchange;
+
 /// Runs `reactstep run` on `script` (model outputs separated by `---` lines); the exit code and
 /// what it printed on stdout.
 fn run(ws: &Path, script: &str, extra: &[&str]) -> (i32, String, String) {
@@ -325,24 +329,6 @@ fn observations(report: &Value) -> Vec<&str> {
         .iter()
         .map(|s| s["observation"].as_str().unwrap())
         .collect()
-}
-
-/// Swaps `path` and `path.alt` atomically: the name is always one or the other.
-fn exchange(path: &Path) {
-    use std::os::unix::ffi::OsStrExt;
-    let a = std::ffi::CString::new(path.as_os_str().as_bytes()).unwrap();
-    let b = std::ffi::CString::new([path.as_os_str().as_bytes(), b".alt"].concat()).unwrap();
-    // SAFETY: both paths are NUL-terminated and outlive the call.
-    let rc = unsafe {
-        libc::renameat2(
-            libc::AT_FDCWD,
-            a.as_ptr(),
-            libc::AT_FDCWD,
-            b.as_ptr(),
-            libc::RENAME_EXCHANGE,
-        )
-    };
-    assert_eq!(rc, 0, "{}", std::io::Error::last_os_error());
 }
 
 #[test]

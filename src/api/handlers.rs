@@ -340,30 +340,27 @@ fn client_digest(req: &HttpRequest, state: &AppState) -> u64 {
     use std::hash::{BuildHasher, Hash, Hasher};
     let mut hasher = foldhash::fast::FixedState::default().build_hasher();
     // The token as `authorized` reads it: spacing does not make one client several.
-    let token = req
-        .headers()
-        .get(actix_web::http::header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
-        .map(str::trim);
-    match token.filter(|_| !state.api_tokens.0.is_empty()) {
+    match bearer_token(req).filter(|_| !state.api_tokens.0.is_empty()) {
         Some(token) => token.hash(&mut hasher),
         None => state.trusted_proxies.client_of(req).hash(&mut hasher),
     }
     hasher.finish()
 }
 
+/// The token of `Authorization: Bearer <token>`, trimmed.
+fn bearer_token(req: &HttpRequest) -> Option<&str> {
+    req.headers()
+        .get(actix_web::http::header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .map(str::trim)
+}
+
 fn authorized(req: &HttpRequest, tokens: &crate::config::ApiTokens) -> bool {
     if tokens.0.is_empty() {
         return true;
     }
-    let presented = req
-        .headers()
-        .get(actix_web::http::header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
-        .unwrap_or_default()
-        .trim();
+    let presented = bearer_token(req).unwrap_or_default();
     // Every token is compared in full, so the time taken says nothing about a near miss.
     tokens.0.iter().fold(false, |found, t| {
         found | same_bytes(t.as_bytes(), presented.as_bytes())

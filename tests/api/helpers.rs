@@ -226,7 +226,7 @@ fn validate_at(pointer: &str, body: &Value, what: &str) {
 }
 
 #[path = "../support/binary.rs"]
-mod binary;
+pub mod binary;
 pub use binary::RunningBinary;
 
 /// Runs the binary with `env` on a setting that must stop start-up: it has to exit by itself,

@@ -51,6 +51,9 @@ mod small_model_session;
 mod start_files;
 mod stream_upstream;
 mod streaming;
+#[cfg(target_os = "linux")]
+#[path = "../support/swap.rs"]
+mod swap;
 mod tls;
 mod tool_call_ids;
 mod tools;

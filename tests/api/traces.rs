@@ -215,15 +215,8 @@ fn huge_tracestate() -> String {
 
 /// A process's resident memory and its peak so far, in KiB, from `/proc/<pid>/status`.
 fn memory_kib(pid: u32) -> (u64, u64) {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    let field = |name: &str| {
-        status
-            .lines()
-            .find_map(|l| l.strip_prefix(name))
-            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-            .unwrap()
-    };
-    (field("VmRSS:"), field("VmHWM:"))
+    let field = |name| crate::helpers::binary::status_kib(pid, name);
+    (field("VmRSS"), field("VmHWM"))
 }
 
 #[tokio::test]

@@ -265,7 +265,7 @@ impl Swapper {
         let flag = stop.clone();
         let thread = std::thread::spawn(move || {
             while !flag.load(std::sync::atomic::Ordering::Relaxed) {
-                paths.iter().for_each(|p| exchange(p));
+                paths.iter().for_each(|p| crate::swap::exchange(p));
                 std::thread::yield_now();
             }
         });
@@ -287,23 +287,4 @@ impl Drop for Swapper {
             }
         }
     }
-}
-
-/// `renameat2(RENAME_EXCHANGE)`: the name always exists, as one thing or the other.
-#[cfg(target_os = "linux")]
-fn exchange(path: &std::path::Path) {
-    use std::os::unix::ffi::OsStrExt;
-    let a = std::ffi::CString::new(path.as_os_str().as_bytes()).unwrap();
-    let b = std::ffi::CString::new([path.as_os_str().as_bytes(), b".alt"].concat()).unwrap();
-    // SAFETY: both paths are NUL-terminated and outlive the call.
-    let rc = unsafe {
-        libc::renameat2(
-            libc::AT_FDCWD,
-            a.as_ptr(),
-            libc::AT_FDCWD,
-            b.as_ptr(),
-            libc::RENAME_EXCHANGE,
-        )
-    };
-    assert_eq!(rc, 0, "{}", std::io::Error::last_os_error());
 }

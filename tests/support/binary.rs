@@ -143,3 +143,14 @@ impl RunningBinary {
         (status, self.log.await.unwrap())
     }
 }
+
+/// A figure of a process's `/proc/<pid>/status`, in KiB: `VmRSS` (resident now) or `VmHWM`
+/// (its peak so far).
+pub fn status_kib(pid: u32, field: &str) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or_else(|| panic!("{field} in /proc/{pid}/status"))
+}
