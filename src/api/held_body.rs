@@ -19,32 +19,31 @@ pub(super) const COUNTED_FROM: usize = 64 * 1024;
 pub struct HeldBody {
     bytes: Option<Bytes>,
     len: u64,
-    /// The answer's own bytes, and the request body's, given back once the answer is written.
-    _held: Option<(Option<Held>, Option<Arc<Held>>)>,
+    /// The answer's own bytes, given back once it is written.
+    answer: Option<Held>,
+    /// The request body's hold, kept as long.
+    body: Option<Arc<Held>>,
 }
 
 impl HeldBody {
-    /// `bytes`, with the request body's hold (`body`) kept until they are written.
+    /// `bytes`, counted (with the request body's hold) until they are written when large.
     pub fn new(bytes: Bytes, memory: &Arc<MemoryBudget>, body: Option<Arc<Held>>) -> Self {
-        let len = bytes.len();
-        let held = (len >= COUNTED_FROM).then(|| (Some(memory.hold_anyway(len)), body));
-        Self {
-            bytes: Some(bytes),
-            len: len as u64,
-            _held: held,
+        let mut this = Self::keeping(bytes, body);
+        if this.len >= COUNTED_FROM as u64 {
+            this.answer = Some(memory.hold_anyway(this.len as usize));
         }
+        this
     }
-}
 
-impl HeldBody {
     /// `bytes` (an error's answer, which echoes the request's history), with only the request
-    /// body's hold kept until they are written.
+    /// body's hold kept until they are written when large.
     pub fn keeping(bytes: Bytes, body: Option<Arc<Held>>) -> Self {
         let len = bytes.len();
         Self {
             bytes: Some(bytes),
             len: len as u64,
-            _held: (len >= COUNTED_FROM).then_some((None, body)),
+            answer: None,
+            body: body.filter(|_| len >= COUNTED_FROM),
         }
     }
 }
@@ -64,8 +63,8 @@ impl MessageBody for HeldBody {
     }
 
     fn try_into_bytes(self) -> Result<Bytes, Self> {
-        match (&self._held, &self.bytes) {
-            (None, Some(bytes)) => Ok(bytes.clone()),
+        match (&self.answer, &self.body, &self.bytes) {
+            (None, None, Some(bytes)) => Ok(bytes.clone()),
             _ => Err(self),
         }
     }

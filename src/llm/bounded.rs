@@ -20,19 +20,28 @@ pub const MAX_BLOCKS: usize = 256;
 /// The most text a reply may hold: what a step answers with goes back in the next request's
 /// history, twice over in an answer (the answer and its turn), so a reply far past what any model
 /// writes (128K tokens are about 500 KB) would make answers of tens of MiB that no next request
-/// could carry. Reasoning has the same bound (`MAX_REASONING_BYTES` of the step).
+/// could carry.
 pub const MAX_TEXT_BYTES: usize = 1024 * 1024;
 
-/// Refuses a reply whose text (`what`: "text", "reasoning") is past [`MAX_TEXT_BYTES`], before
+/// The most reasoning a reply may hold: it goes back with the next request
+/// (`reasoning_state`), so it must fit well under the request body limit.
+pub const MAX_REASONING_BYTES: usize = 1024 * 1024;
+
+/// Refuses a reply that holds more than `most` bytes of `what` ("text", "reasoning"), before
 /// anything is built from it.
-pub fn fits(provider: super::Provider, what: &str, bytes: usize) -> Result<(), super::LlmError> {
-    if bytes <= MAX_TEXT_BYTES {
+pub fn fits(
+    provider: super::Provider,
+    what: &str,
+    bytes: usize,
+    most: usize,
+) -> Result<(), super::LlmError> {
+    if bytes <= most {
         return Ok(());
     }
     Err(super::LlmError::BadResponse {
         provider,
         message: format!(
-            "the model's reply holds more than {MAX_TEXT_BYTES} bytes of {what}, more than a step can carry back to it"
+            "the model's reply holds more than {most} bytes of {what}, more than a step can carry back to it"
         ),
     })
 }

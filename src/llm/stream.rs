@@ -271,14 +271,25 @@ impl CompletionStream {
                 match piece {
                     Some(Piece::Text(text)) if !text.is_empty() => {
                         let bytes = self.sofar.text.len() + text.len();
-                        super::bounded::fits(self.provider, "text", bytes)?;
+                        super::bounded::fits(
+                            self.provider,
+                            "text",
+                            bytes,
+                            super::bounded::MAX_TEXT_BYTES,
+                        )?;
                         self.sofar.text.push_str(&text);
                         self.pending.push_back(Piece::Text(text));
                     }
                     Some(Piece::Reasoning(text)) if !text.is_empty() => {
                         // Checked as it streams, not once all of it was relayed to the client.
                         self.reasoning_read += text.len();
-                        super::bounded::fits(self.provider, "reasoning", self.reasoning_read)?;
+                        let most = super::bounded::MAX_REASONING_BYTES;
+                        super::bounded::fits(
+                            self.provider,
+                            "reasoning",
+                            self.reasoning_read,
+                            most,
+                        )?;
                         self.pending.push_back(Piece::Reasoning(text));
                     }
                     _ => {}

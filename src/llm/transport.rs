@@ -121,7 +121,8 @@ impl LlmClients {
         let completion = api
             .decode(&raw.bytes)
             .map_err(|e| e.into_llm(provider, key))?;
-        super::bounded::fits(provider, "text", completion.text.len())?;
+        let most = super::bounded::MAX_TEXT_BYTES;
+        super::bounded::fits(provider, "text", completion.text.len(), most)?;
         super::bounded::turn_fits(provider, &completion)?;
         Ok(completion)
     }

@@ -22,7 +22,7 @@ pub mod workspace;
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
-use crate::llm::bounded::{is_call_id, MAX_CALLS_PER_TURN};
+use crate::llm::bounded::{is_call_id, MAX_CALLS_PER_TURN, MAX_REASONING_BYTES};
 use crate::llm::{
     ApiKey, ChatMessage, ChatRequest, Completion, FinishReason, LlmClients, LlmError, Piece,
     PromptCache, Provider, ReasoningState, Usage,
@@ -1224,10 +1224,6 @@ fn returnable_calls(completion: &mut Completion, warnings: &mut Vec<String>) {
         ));
     }
 }
-
-/// The most reasoning a step hands the client to send back (`reasoning_state`): well under the
-/// request body limit, so the next step's request can carry it.
-const MAX_REASONING_BYTES: usize = 1024 * 1024;
 
 /// A reply whose reasoning must go back with the next request, yet could not fit in one, is no
 /// step the loop can go on from: an honest `llm_bad_response` now, not a 413 one step later.
