@@ -4,6 +4,7 @@ use actix_web::{web, HttpMessage as _, HttpRequest, HttpResponse};
 use tracing_actix_web::RequestId;
 
 use super::body;
+use super::client_address::Client;
 use super::convert::{self, Conversion, DEFAULT_MAX_ITERATIONS};
 use super::error::{ApiError, Echo, EchoedHistory, ErrorKind};
 use super::held_body::HeldBody;
@@ -170,14 +171,16 @@ pub async fn prepare(
     if !authorized(req, &state.api_tokens) {
         return Err(ApiError::new(ErrorKind::Unauthorized, bare_echo()));
     }
-    admit_client(req, state, &request_id).await?;
+    // Who sent it, read once: for its rate limit and its share of the CPU pool.
+    let client = state.trusted_proxies.client_of(req);
+    admit_client(client.clone(), state, &request_id).await?;
     body::check_content_type(req).map_err(|kind| ApiError::new(kind, bare_echo()))?;
     let (bytes, held) = body::read(req, payload, state.max_body_bytes, &state.memory)
         .await
         .map_err(|kind| ApiError::new(kind, bare_echo()))?;
     let body_held = Some(std::sync::Arc::new(held));
     cpu::classify(cpu::Job {
-        client: client_digest(req, state),
+        client: client_digest(req, state, client.as_ref()),
         large: bytes.len() >= cpu::LARGE_BODY_BYTES,
     });
     let large = bytes.len() > cpu::INLINE_BYTES;
@@ -280,11 +283,11 @@ fn off_worker_if<T: Send + 'static>(
 
 /// The client's rate limit, counted before the body is read.
 async fn admit_client(
-    req: &HttpRequest,
+    client: Option<Client>,
     state: &AppState,
     request_id: &str,
 ) -> Result<(), ApiError> {
-    let Some(client) = state.trusted_proxies.client_of(req) else {
+    let Some(client) = client else {
         return Ok(());
     };
     state
@@ -333,16 +336,15 @@ fn rate_limited(what: &'static str, refusal: Refusal) -> ErrorKind {
     }
 }
 
-/// With operator tokens configured, the request must carry one as `Authorization: Bearer`.
 /// Who sent the request, for a fair share of the CPU pool: its bearer token where the operator
 /// asks for one, else its address.
-fn client_digest(req: &HttpRequest, state: &AppState) -> u64 {
+fn client_digest(req: &HttpRequest, state: &AppState, client: Option<&Client>) -> u64 {
     use std::hash::{BuildHasher, Hash, Hasher};
     let mut hasher = foldhash::fast::FixedState::default().build_hasher();
     // The token as `authorized` reads it: spacing does not make one client several.
     match bearer_token(req).filter(|_| !state.api_tokens.0.is_empty()) {
         Some(token) => token.hash(&mut hasher),
-        None => state.trusted_proxies.client_of(req).hash(&mut hasher),
+        None => client.hash(&mut hasher),
     }
     hasher.finish()
 }
@@ -356,6 +358,7 @@ fn bearer_token(req: &HttpRequest) -> Option<&str> {
         .map(str::trim)
 }
 
+/// With operator tokens configured, the request must carry one as `Authorization: Bearer`.
 fn authorized(req: &HttpRequest, tokens: &crate::config::ApiTokens) -> bool {
     if tokens.0.is_empty() {
         return true;
