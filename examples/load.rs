@@ -293,7 +293,7 @@ async fn burst(n: u64, https: Option<Option<u32>>) {
     );
     // With the clients gone, what the service keeps once its heap-trim thread has run twice.
     drop(client);
-    let settled = reactstep::heap_trim::PERIOD * 2 + Duration::from_secs(5);
+    let settled = reactstep::runtime::heap_trim::PERIOD * 2 + Duration::from_secs(5);
     tokio::time::sleep(settled).await;
     println!(
         "  service RSS {} s after the burst: {:.1} MiB",

@@ -229,7 +229,7 @@ fn main() {
         retry: RetryPolicy::default(),
         extra_roots: Vec::new(),
         pools: 1,
-        memory: reactstep::memory_budget::MemoryBudget::unlimited(),
+        memory: reactstep::runtime::memory_budget::MemoryBudget::unlimited(),
     })
     .unwrap();
     reactstep::step::tokens::warm_up();

@@ -4,16 +4,9 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use clap::{Parser, ValueEnum};
+use clap::Parser;
 
-/// How log lines are written.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum LogFormat {
-    /// One JSON object per line, for log collectors.
-    Json,
-    /// Human-readable, coloured lines for a terminal.
-    Pretty,
-}
+pub use crate::telemetry::logs::LogFormat;
 
 /// Operator bearer tokens: parsed from a comma-separated list, never printed.
 #[derive(Clone, Default, PartialEq, Eq)]
@@ -294,7 +287,7 @@ impl Config {
     /// Bytes of bodies and replies the process may hold at once.
     pub fn memory_budget_bytes(&self) -> usize {
         self.memory_budget_mib
-            .map_or_else(crate::memory_budget::default_limit, |mib| {
+            .map_or_else(crate::runtime::memory_budget::default_limit, |mib| {
                 usize::try_from(mib * 1024 * 1024).unwrap_or(usize::MAX)
             })
     }

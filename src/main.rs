@@ -18,7 +18,7 @@ fn main() -> std::io::Result<()> {
 
 async fn serve() -> std::io::Result<()> {
     let config = Config::load();
-    let traces = telemetry::init(config.log_format, config.otlp_endpoint.as_deref())?;
+    let traces = telemetry::logs::init(config.log_format, config.otlp_endpoint.as_deref())?;
     let app = Application::build(&config)?;
     tracing::info!(bind = %config.bind, port = app.port(), "reactstep listening");
     let stopped = app.run_until_stopped().await;

@@ -45,15 +45,15 @@ impl Application {
             }
             None => crate::prices::Prices::default(),
         };
-        crate::heap_trim::fix_mmap_threshold();
+        crate::runtime::heap_trim::fix_mmap_threshold();
         crate::step::token_cache::configure(config.token_cache_mib);
         crate::step::tokens::warm_up();
-        let released = crate::resident::release_compiled_in_data();
+        let released = crate::runtime::resident::release_compiled_in_data();
         tracing::debug!(
             mib = released >> 20,
             "encoder tables built; their compiled-in source paged out"
         );
-        crate::heap_trim::keep_trimming();
+        crate::runtime::heap_trim::keep_trimming();
         let workers = match config.workers {
             0 => std::thread::available_parallelism().map_or(1, |n| usize::from(n).min(512)),
             n => n,
@@ -61,7 +61,7 @@ impl Application {
         let descriptors = descriptor_budget(config, workers);
         let listener = TcpListener::bind(config.bind)?;
         let port = listener.local_addr()?.port();
-        let memory = crate::memory_budget::MemoryBudget::new(config.memory_budget_bytes());
+        let memory = crate::runtime::memory_budget::MemoryBudget::new(config.memory_budget_bytes());
         let llm = LlmClients::new(LlmSettings {
             base_urls: provider_base_urls(config),
             headers: provider_headers(config)?,

@@ -33,7 +33,10 @@ fn memory_freed_between_live_allocations_is_given_back() {
         "without a trim the holes stay resident ({filled} KiB, then {before} KiB)"
     );
 
-    assert!(reactstep::heap_trim::trim(), "some pages were released");
+    assert!(
+        reactstep::runtime::heap_trim::trim(),
+        "some pages were released"
+    );
     let after = resident_kib();
     assert!(
         before - after > 48 * 1024,

@@ -72,7 +72,7 @@ fn llm() -> &'static LlmClients {
             retry: RetryPolicy::default(),
             extra_roots: Vec::new(),
             pools: 1,
-            memory: reactstep::memory_budget::MemoryBudget::unlimited(),
+            memory: reactstep::runtime::memory_budget::MemoryBudget::unlimited(),
         })
         .expect("clients build")
     })

@@ -13,7 +13,7 @@ use super::error::ErrorKind;
 use super::protocol::BodyTimeout;
 use super::response::FieldError;
 use super::unknown_fields::{Noting, Unknown};
-use crate::memory_budget::{Held, MemoryBudget};
+use crate::runtime::memory_budget::{Held, MemoryBudget};
 
 /// A body sent as anything but JSON is refused; one sent without a type is read as JSON.
 pub fn check_content_type(req: &HttpRequest) -> Result<(), ErrorKind> {

@@ -75,7 +75,7 @@ pub struct Echo {
     pub price: Option<crate::prices::Price>,
     /// The body's bytes held against the memory budget: given back when the last echo (the
     /// request's answer, or the stream that answers it) is gone.
-    pub body_held: Option<std::sync::Arc<crate::memory_budget::Held>>,
+    pub body_held: Option<std::sync::Arc<crate::runtime::memory_budget::Held>>,
 }
 
 /// The turns an error answers with. A step that succeeds never needs them, so the turns of a
@@ -103,9 +103,9 @@ impl EchoedHistory {
     /// Decoded ahead of [`Self::turns`], on the CPU pool when the body is large.
     pub async fn resolved(self) -> Self {
         match self {
-            Self::InBody(body) if body.len() > crate::step::cpu::INLINE_BYTES => {
+            Self::InBody(body) if body.len() > crate::runtime::cpu::INLINE_BYTES => {
                 let kept = body.clone();
-                crate::step::cpu::run(move || Self::Turns(turns_in(&body)))
+                crate::runtime::cpu::run(move || Self::Turns(turns_in(&body)))
                     .await
                     .unwrap_or_else(|_| Self::Turns(turns_in(&kept)))
             }

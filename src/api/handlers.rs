@@ -13,8 +13,9 @@ use super::request::ReactStepRequest;
 use super::request_log::{self, TokenCounts};
 use super::response::ReactStepResponse;
 use super::AppState;
+use crate::runtime::cpu;
 use crate::step::history::{timestamp_now, Turn};
-use crate::step::{cpu, StepError, StepInput};
+use crate::step::{StepError, StepInput};
 
 /// The contract, compiled in so that the served spec is always the one the binary implements.
 pub const OPENAPI_YAML: &str = include_str!("../../openapi.yaml");
@@ -44,7 +45,7 @@ pub async fn readyz(state: web::Data<AppState>) -> HttpResponse {
 pub async fn metrics() -> HttpResponse {
     HttpResponse::Ok()
         .content_type("application/openmetrics-text; version=1.0.0; charset=utf-8")
-        .body(crate::metrics::global().render())
+        .body(crate::telemetry::metrics::global().render())
 }
 
 /// Every provider the service speaks to: where the operator sends its calls (the host only) and
@@ -160,8 +161,9 @@ pub async fn prepare(
     request_id: RequestId,
 ) -> Result<(Box<StepInput>, Echo), ApiError> {
     // Not entered: the request's span stays the current one, which the fields below go to.
-    let _decode =
-        crate::traces::phase(|| tracing::trace_span!(target: crate::traces::TARGET, "decode"));
+    let _decode = crate::telemetry::traces::phase(
+        || tracing::trace_span!(target: crate::telemetry::traces::TARGET, "decode"),
+    );
     let request_id = super::request_log::request_id_of(req, request_id);
     let received_at = timestamp_now();
     let bare_echo = || Echo {

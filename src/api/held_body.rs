@@ -11,7 +11,7 @@ use std::task::{Context, Poll};
 use actix_web::body::{BodySize, MessageBody};
 use bytes::Bytes;
 
-use crate::memory_budget::{Held, MemoryBudget};
+use crate::runtime::memory_budget::{Held, MemoryBudget};
 
 /// Below this, an answer is written as plain bytes.
 pub(super) const COUNTED_FROM: usize = 64 * 1024;

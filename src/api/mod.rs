@@ -36,7 +36,7 @@ pub struct AppState {
     pub llm: LlmClients,
     pub max_body_bytes: u64,
     /// What bodies (and, through the LLM clients, replies) are held against.
-    pub memory: std::sync::Arc<crate::memory_budget::MemoryBudget>,
+    pub memory: std::sync::Arc<crate::runtime::memory_budget::MemoryBudget>,
     pub allow_mock_response: bool,
     pub workspace: Option<std::sync::Arc<crate::step::workspace::Workspace>>,
     pub approximation_margin_percent: Option<u32>,

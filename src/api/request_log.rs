@@ -117,7 +117,7 @@ impl RootSpanBuilder for RequestLog {
             completion_tokens = Empty,
             error_type = Empty,
         );
-        crate::traces::continue_trace(&span, request.headers());
+        crate::telemetry::traces::continue_trace(&span, request.headers());
         span
     }
 
@@ -141,9 +141,9 @@ impl RootSpanBuilder for RequestLog {
             .into_iter()
             .find(|known| *known == path)
             .unwrap_or("other");
-        crate::metrics::global()
+        crate::telemetry::metrics::global()
             .requests
-            .get_or_create(&crate::metrics::RequestLabels {
+            .get_or_create(&crate::telemetry::metrics::RequestLabels {
                 endpoint: std::borrow::Cow::Borrowed(endpoint),
                 status,
             })

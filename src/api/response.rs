@@ -233,7 +233,7 @@ impl ReactStepResponse {
     pub fn into_json(self) -> impl std::future::Future<Output = bytes::Bytes> {
         use futures_util::future::Either;
         let text_bytes = self.text_bytes();
-        let small = text_bytes <= crate::step::cpu::INLINE_BYTES;
+        let small = text_bytes <= crate::runtime::cpu::INLINE_BYTES;
         let write = move || {
             let json = crate::json::to_vec_for(&self, text_bytes);
             // Exactly its size: thousands of answers may wait at once to be written.
@@ -243,7 +243,7 @@ impl ReactStepResponse {
             return Either::Left(std::future::ready(write()));
         }
         Either::Right(Box::pin(async move {
-            crate::step::cpu::run(write)
+            crate::runtime::cpu::run(write)
                 .await
                 .unwrap_or_else(|_| bytes::Bytes::from_static(b"{}"))
         }))

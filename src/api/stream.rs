@@ -17,7 +17,7 @@ use super::error::{ApiError, Echo};
 use super::handlers::prepare;
 use super::response::ReactStepResponse;
 use super::AppState;
-use crate::memory_budget::{Held, MemoryBudget};
+use crate::runtime::memory_budget::{Held, MemoryBudget};
 use crate::step::{Live, StepError, StepOutput};
 
 /// Events buffered between the step and the connection.
@@ -72,8 +72,8 @@ pub async fn react_step_stream(
     state: web::Data<AppState>,
     request_id: RequestId,
 ) -> HttpResponse {
-    let opened = crate::step::cpu::scoped(
-        crate::step::cpu::Job::default(),
+    let opened = crate::runtime::cpu::scoped(
+        crate::runtime::cpu::Job::default(),
         open_stream(req, payload, state, request_id),
     );
     match opened.await {
@@ -95,13 +95,13 @@ async fn open_stream(
     let (sender, mut events) = mpsc::channel(BUFFERED_EVENTS);
     let step_state = state.clone();
     // The place is the step's, which may outlive this handler.
-    let job = crate::step::cpu::current();
-    let step = crate::step::cpu::scoped(job, async move {
+    let job = crate::runtime::cpu::current();
+    let step = crate::runtime::cpu::scoped(job, async move {
         let _slot = slot;
         crate::step::run(input, &step_state.llm, Some(sender)).await
     });
     // Traced, the step's spans belong under the request's, which a spawned task would not be in.
-    let task = if crate::traces::on() {
+    let task = if crate::telemetry::traces::on() {
         actix_web::rt::spawn(tracing::Instrument::in_current_span(step))
     } else {
         actix_web::rt::spawn(step)

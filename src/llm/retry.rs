@@ -67,8 +67,8 @@ impl RetryPolicy {
                 });
             }
             let started = std::time::Instant::now();
-            let metrics = crate::metrics::global();
-            let labels = crate::metrics::ProviderLabels {
+            let metrics = crate::telemetry::metrics::global();
+            let labels = crate::telemetry::metrics::ProviderLabels {
                 provider: std::borrow::Cow::Borrowed(provider.name()),
             };
             // In a block: the outcome's room is then not kept through the wait below.

@@ -191,7 +191,7 @@ pub struct CompletionStream {
     /// bound.
     read: usize,
     /// What was read, held against the memory budget until the stream is done with.
-    held: crate::memory_budget::Held,
+    held: crate::runtime::memory_budget::Held,
     /// Reasoning streamed so far, of any block.
     reasoning_read: usize,
 }
@@ -201,7 +201,7 @@ impl CompletionStream {
         provider: Provider,
         response: reqwest::Response,
         timeout: Duration,
-        held: crate::memory_budget::Held,
+        held: crate::runtime::memory_budget::Held,
     ) -> Self {
         let api = provider.api();
         Self {

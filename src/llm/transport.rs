@@ -11,7 +11,7 @@ use reqwest::header::{HeaderName, HeaderValue};
 use super::provider::{Outgoing, ProviderApi, Target};
 use super::{pools, ApiKey, ChatRequest, Completion, CompletionStream, LlmError, Provider};
 use super::{RetryPolicy, WireError};
-use crate::memory_budget::{Held, MemoryBudget};
+use crate::runtime::memory_budget::{Held, MemoryBudget};
 
 /// Where each provider lives and how long a call may take.
 #[derive(Debug, Clone)]
@@ -95,7 +95,13 @@ impl LlmClients {
                 deadline,
                 |timeout, retry| {
                     let once = self.complete_once(provider, request, key, timeout);
-                    crate::traces::upstream_attempt(provider, &request.model, key, retry, once)
+                    crate::telemetry::traces::upstream_attempt(
+                        provider,
+                        &request.model,
+                        key,
+                        retry,
+                        once,
+                    )
                 },
             )
             .await
@@ -146,7 +152,13 @@ impl LlmClients {
                 deadline,
                 |timeout, retry| {
                     let once = self.stream_once(provider, request, key, timeout);
-                    crate::traces::upstream_attempt(provider, &request.model, key, retry, once)
+                    crate::telemetry::traces::upstream_attempt(
+                        provider,
+                        &request.model,
+                        key,
+                        retry,
+                        once,
+                    )
                 },
             )
             .await
@@ -244,10 +256,10 @@ fn builder(http: &reqwest::Client, outgoing: Outgoing) -> reqwest::RequestBuilde
 /// (with IDNA for the host) is about 1 % of a step.
 fn parsed(url: &str) -> Option<reqwest::Url> {
     thread_local! {
-        static URLS: std::cell::RefCell<crate::memo::Memo<Option<reqwest::Url>>> =
-            const { std::cell::RefCell::new(crate::memo::Memo::new()) };
+        static URLS: std::cell::RefCell<crate::runtime::memo::Memo<Option<reqwest::Url>>> =
+            const { std::cell::RefCell::new(crate::runtime::memo::Memo::new()) };
     }
-    crate::memo::remembered(&URLS, &[url], || reqwest::Url::parse(url).ok())
+    crate::runtime::memo::remembered(&URLS, &[url], || reqwest::Url::parse(url).ok())
 }
 
 /// Sends a streaming request: the response, still unread, once its status is a success.
@@ -301,7 +313,7 @@ fn dispatch(
     use futures_util::FutureExt;
     builder.timeout(timeout).send().map(move |sent| {
         let response = sent.map_err(|e| LlmError::from_transport(provider, &e, timeout))?;
-        crate::traces::upstream_status(response.status().as_u16());
+        crate::telemetry::traces::upstream_status(response.status().as_u16());
         Ok(response)
     })
 }

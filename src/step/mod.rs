@@ -4,7 +4,6 @@
 
 pub mod budget;
 pub mod context;
-pub mod cpu;
 pub mod decide;
 pub mod history;
 mod limits;
@@ -27,6 +26,7 @@ use crate::llm::{
     ApiKey, ChatMessage, ChatRequest, Completion, FinishReason, LlmClients, LlmError, Piece,
     PromptCache, Provider, ReasoningState, Usage,
 };
+use crate::runtime::cpu;
 use budget::{Candidates, Overflow};
 use context::{ContextItem, ContextReport, ContextSource, Excluded};
 pub use decide::Call;
@@ -339,7 +339,7 @@ pub async fn run(
     llm: &LlmClients,
     live: Option<LiveSender>,
 ) -> Result<StepOutput, StepError> {
-    let _in_flight = crate::metrics::InFlight::enter();
+    let _in_flight = crate::telemetry::metrics::InFlight::enter();
     let notices = std::mem::take(&mut input.notices);
     let deadline = input.deadline;
     let started = std::time::Instant::now();
@@ -353,11 +353,11 @@ pub async fn run(
     if let Ok(output) = &mut result {
         output.warnings.splice(0..0, notices);
     }
-    let metrics = crate::metrics::global();
+    let metrics = crate::telemetry::metrics::global();
     metrics
         .step_seconds
         .observe(started.elapsed().as_secs_f64());
-    use crate::metrics::Metrics;
+    use crate::telemetry::metrics::Metrics;
     match &result {
         Ok(output) => {
             count_tokens(metrics, output.usage.as_ref());
@@ -385,8 +385,8 @@ pub async fn run(
 }
 
 /// Tokens billed, counted whether the step succeeded or not: failed steps are paid for too.
-fn count_tokens(metrics: &crate::metrics::Metrics, usage: Option<&Usage>) {
-    use crate::metrics::Metrics;
+fn count_tokens(metrics: &crate::telemetry::metrics::Metrics, usage: Option<&Usage>) {
+    use crate::telemetry::metrics::Metrics;
     if let Some(usage) = usage {
         Metrics::count(&metrics.tokens, "prompt", usage.prompt_tokens);
         Metrics::count(&metrics.tokens, "completion", usage.completion_tokens);
@@ -410,7 +410,11 @@ async fn step(
     counter.encoder().load_off_worker().await;
     if !input.dry_run {
         if let Some(action) = decide::command(&input.user_query, &input.tools) {
-            crate::metrics::Metrics::count(&crate::metrics::global().parse_outcomes, "command", 1);
+            crate::telemetry::metrics::Metrics::count(
+                &crate::telemetry::metrics::global().parse_outcomes,
+                "command",
+                1,
+            );
             let budget = input.llm.prompt_budget();
             return Ok(command_step(*input, action, &counter, budget));
         }
@@ -523,8 +527,8 @@ async fn fit_prompt(
     billed: &Billed,
     earlier: Option<ConversationSummary>,
 ) -> Fitting {
-    let traced = crate::traces::phase(|| {
-        tracing::trace_span!(target: crate::traces::TARGET, "context fit",
+    let traced = crate::telemetry::traces::phase(|| {
+        tracing::trace_span!(target: crate::telemetry::traces::TARGET, "context fit",
             budget = i64::from(shape.budget), used = tracing::field::Empty)
     });
     // Tokenising megabytes of context is CPU work: off the async workers, one build per core.
@@ -795,10 +799,10 @@ fn prompt_cache(input: &StepInput, prompt: &budget::Prompt, shape: &Shape) -> Op
 /// out once per worker.
 fn prompt_cache_key(session_id: &str) -> String {
     thread_local! {
-        static KEYS: std::cell::RefCell<crate::memo::Memo<String>> =
-            const { std::cell::RefCell::new(crate::memo::Memo::new()) };
+        static KEYS: std::cell::RefCell<crate::runtime::memo::Memo<String>> =
+            const { std::cell::RefCell::new(crate::runtime::memo::Memo::new()) };
     }
-    crate::memo::remembered(&KEYS, &[session_id], || PromptCache::key_for(session_id))
+    crate::runtime::memo::remembered(&KEYS, &[session_id], || PromptCache::key_for(session_id))
 }
 
 /// How a conversation with the model ended.
@@ -1085,8 +1089,8 @@ fn build_prompt(
 /// The system prompt's head: the same at every step of a loop, so worked out once per worker.
 fn system_head(tools_segment: &str, tags: &parse::Tags, native: bool) -> std::sync::Arc<str> {
     thread_local! {
-        static HEADS: std::cell::RefCell<crate::memo::Memo<std::sync::Arc<str>>> =
-            const { std::cell::RefCell::new(crate::memo::Memo::new()) };
+        static HEADS: std::cell::RefCell<crate::runtime::memo::Memo<std::sync::Arc<str>>> =
+            const { std::cell::RefCell::new(crate::runtime::memo::Memo::new()) };
     }
     let key = [
         tools_segment,
@@ -1096,7 +1100,7 @@ fn system_head(tools_segment: &str, tags: &parse::Tags, native: bool) -> std::sy
         &tags.final_answer,
         if native { "native" } else { "text" },
     ];
-    crate::memo::remembered(&HEADS, &key, || {
+    crate::runtime::memo::remembered(&HEADS, &key, || {
         prompt::system_head(tools_segment, tags, native).into()
     })
 }
@@ -1191,7 +1195,11 @@ async fn converse(
             request.messages.extend(messages);
             ledger.used += tokens;
             repairs_left -= 1;
-            crate::metrics::Metrics::count(&crate::metrics::global().parse_outcomes, "repair", 1);
+            crate::telemetry::metrics::Metrics::count(
+                &crate::telemetry::metrics::global().parse_outcomes,
+                "repair",
+                1,
+            );
             why
         };
         if let Some(live) = live {
@@ -1321,7 +1329,11 @@ fn count_outcome(valid: &Valid, structured: bool) {
         (Valid::Answer(_), true) => "answer",
         (Valid::Answer(_), false) => "unstructured",
     };
-    crate::metrics::Metrics::count(&crate::metrics::global().parse_outcomes, outcome, 1);
+    crate::telemetry::metrics::Metrics::count(
+        &crate::telemetry::metrics::global().parse_outcomes,
+        outcome,
+        1,
+    );
 }
 
 /// What an output says: the step read from it, and whether that step may be proposed.
@@ -1334,8 +1346,9 @@ async fn read_output(
     input: Box<StepInput>,
     completion: Box<Completion>,
 ) -> Result<(Box<StepInput>, Box<Completion>, Option<Reading>), StepError> {
-    let _traced =
-        crate::traces::phase(|| tracing::trace_span!(target: crate::traces::TARGET, "parse"));
+    let _traced = crate::telemetry::traces::phase(
+        || tracing::trace_span!(target: crate::telemetry::traces::TARGET, "parse"),
+    );
     if completion.text.len() <= cpu::INLINE_BYTES && completion.calls.is_empty() {
         let reading = read(&input, &completion);
         return Ok((input, completion, reading));

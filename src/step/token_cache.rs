@@ -97,7 +97,7 @@ impl TokenCache {
             }
             counts.len()
         };
-        crate::metrics::global()
+        crate::telemetry::metrics::global()
             .token_cache_bytes
             .set(i64::try_from(len * ENTRY_BYTES).unwrap_or(i64::MAX));
         Some(counted)
@@ -135,9 +135,9 @@ fn lookups(hit: bool) -> &'static Counter {
     static MISS: OnceLock<Counter> = OnceLock::new();
     let (cell, kind) = if hit { (&HIT, "hit") } else { (&MISS, "miss") };
     cell.get_or_init(|| {
-        crate::metrics::global()
+        crate::telemetry::metrics::global()
             .token_cache_lookups
-            .get_or_create(&crate::metrics::KindLabels {
+            .get_or_create(&crate::telemetry::metrics::KindLabels {
                 kind: std::borrow::Cow::Borrowed(kind),
             })
             .clone()

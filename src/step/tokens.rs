@@ -54,9 +54,9 @@ impl Encoding {
         if self.is_loaded() {
             return;
         }
-        let built = super::cpu::run(move || {
+        let built = crate::runtime::cpu::run(move || {
             let _ = self.tokenizer();
-            crate::resident::release_compiled_in_data();
+            crate::runtime::resident::release_compiled_in_data();
         });
         if let Err(e) = built.await {
             // Counting builds it where it runs instead.

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use serde_json::{Map, Value};
 
 use super::schema_limits;
-use crate::memo::Memo;
+use crate::runtime::memo::Memo;
 
 pub use crate::llm::ToolSpec;
 
@@ -488,7 +488,7 @@ fn remembered_names_in(segment: &str) -> Arc<[String]> {
     thread_local! {
         static NAMES: RefCell<Memo<Arc<[String]>>> = const { RefCell::new(Memo::new()) };
     }
-    crate::memo::remembered(&NAMES, &[segment], || names_in(segment).into())
+    crate::runtime::memo::remembered(&NAMES, &[segment], || names_in(segment).into())
 }
 
 /// The first of [`names_in`], found without reading the rest of the segment.

@@ -199,7 +199,11 @@ impl SharedLimits {
         } else {
             "refused"
         };
-        crate::metrics::Metrics::count(&crate::metrics::global().rate_limiter_unanswered, kind, 1);
+        crate::telemetry::metrics::Metrics::count(
+            &crate::telemetry::metrics::global().rate_limiter_unanswered,
+            kind,
+            1,
+        );
         if self.fail_open {
             Ok(())
         } else {
