@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Instructions per request of the whole release service under callgrind (docs/benchmarks.md,
+# Instructions per request of the whole release service under callgrind (docs/benchmarks-history.md,
 # "A fairer floor…"): the mock upstream of `scripts/load.sh compare` runs outside valgrind; the
 # service answers WARM requests (not counted), its counters are zeroed, then it answers N more
 # at concurrency C, and the instructions of all its threads are divided by N.

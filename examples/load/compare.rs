@@ -14,7 +14,7 @@
 //! The bodies are built here: the typical IDE step (10 turns of history, three source files of
 //! about 5 KB in `explicit_context`, free-text tools, `gpt-4o`, a 16,000-token limit) and a
 //! recorded 10-step loop whose history grows by one assistant turn and one tool observation per
-//! step, as a client sends it back (README, "How a client drives the loop").
+//! step, as a client sends it back (docs/contract.md, "How a client drives the loop").
 //!
 //! The mock upstream and the pass-through are this same binary run with a hidden subcommand
 //! (`mock-upstream`, `pass-through URL`). Every child asks the kernel to kill it when this

@@ -812,7 +812,7 @@ export interface components {
             approximate: boolean;
             /**
              * @description The percent added to every count of text for an approximate model: calibrated per model
-             *     family (see the README), or the operator's REACTSTEP_APPROXIMATION_MARGIN_PERCENT. 0 when
+             *     family (see docs/tokenizer-margin.md), or the operator's REACTSTEP_APPROXIMATION_MARGIN_PERCENT. 0 when
              *     the count is exact.
              */
             approximation_margin_percent: number;
