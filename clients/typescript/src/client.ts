@@ -3,6 +3,7 @@
 import { createParser, type EventSourceMessage } from "eventsource-parser";
 
 import { ReactStepError } from "./errors.js";
+import type { CallOptions, StreamEvent } from "./events.js";
 import { runLoop, type LoopOptions, type LoopResult } from "./loop.js";
 import type {
   ErrorResponse,
@@ -41,23 +42,7 @@ export interface ClientOptions {
   retry?: RetryOptions | boolean;
 }
 
-export interface CallOptions {
-  /** Aborting it stops the request, and the service stops the step and its model call. */
-  signal?: AbortSignal;
-}
-
-/** One server-sent event of a streamed step. Heartbeats and unknown events are skipped. */
-export type StreamEvent =
-  /** A piece of the thought as the model writes it. */
-  | { type: "thought"; delta: string }
-  /** A piece of a final answer as the model writes it. */
-  | { type: "answer"; delta: string }
-  /** The output so far was not a valid step: drop the deltas received; the next try's follow. */
-  | { type: "retry"; reason: string }
-  /** The complete step, as `step()` returns it. The last event. */
-  | { type: "step"; step: StepResponse }
-  /** The step failed after the stream began. The last event. */
-  | { type: "error"; error: ReactStepError };
+export type { CallOptions, StreamEvent } from "./events.js";
 
 interface Retry {
   attempts: number;

@@ -2,7 +2,7 @@
 // model proposed several), answer each call's id with a `tool_observation`, and go on until the
 // model answers, the loop stalls, fails, runs out of steps, or the caller cancels. The
 // termination reasons are those of the Rust driver (`reactstep run`, src/driver/run.rs).
-import type { ReactStepClient } from "./client.js";
+import type { StepSender } from "./events.js";
 import { ReactStepError } from "./errors.js";
 import type {
   ActionDetails,
@@ -108,7 +108,7 @@ export interface LoopResult {
 const DEFAULT_FAILURE_PHRASES = ["i cannot complete", "i can't complete", "unable to complete the task"];
 
 /** Runs the loop on `options.question` to its end, through `client`. */
-export async function runLoop(client: ReactStepClient, options: LoopOptions): Promise<LoopResult> {
+export async function runLoop(client: StepSender, options: LoopOptions): Promise<LoopResult> {
   const loop = new Loop(client, options);
   return loop.run();
 }
@@ -130,7 +130,7 @@ class Loop {
   private lastCall: { key: string; count: number } | undefined;
 
   constructor(
-    private readonly client: ReactStepClient,
+    private readonly client: StepSender,
     private readonly options: LoopOptions,
   ) {
     this.declarations = Object.entries(options.tools).map(([name, tool]) => ({
