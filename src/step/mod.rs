@@ -5,9 +5,12 @@
 pub mod budget;
 pub mod context;
 pub mod decide;
+mod error;
 pub mod history;
+mod input;
 mod limits;
 mod margin;
+mod output;
 pub mod parse;
 pub mod prompt;
 pub mod schema_limits;
@@ -18,291 +21,21 @@ pub mod tools;
 pub mod truncate;
 pub mod workspace;
 
-use serde::Deserialize;
-use serde_json::{Map, Value};
-
 use crate::llm::bounded::{is_call_id, MAX_CALLS_PER_TURN, MAX_REASONING_BYTES};
 use crate::llm::{
-    ApiKey, ChatMessage, ChatRequest, Completion, FinishReason, LlmClients, LlmError, Piece,
-    PromptCache, Provider, ReasoningState, Usage,
+    ChatMessage, ChatRequest, Completion, FinishReason, LlmClients, LlmError, Piece, PromptCache,
+    Provider, ReasoningState, Usage,
 };
 use crate::runtime::cpu;
 use budget::{Candidates, Overflow};
 use context::{ContextItem, ContextReport, ContextSource, Excluded};
 pub use decide::Call;
-use decide::{ReactSettings, Valid};
+use decide::Valid;
+pub use error::StepError;
 use history::{timestamp_now, Role, ToolCall, Turn};
-pub use summary::ConversationSummary;
-use tokens::{Encoding, TokenCounter};
-
-#[derive(Debug, Clone)]
-pub struct LlmConfig {
-    pub provider: Provider,
-    pub model: String,
-    pub token_limit: u32,
-    pub reserved_output_tokens: u32,
-    pub temperature: Option<f64>,
-    pub tokenizer: Option<Encoding>,
-    pub tool_mode: ToolMode,
-    /// The operator-allowed base URL the request named, if any.
-    pub base_url: Option<String>,
-    pub reasoning_effort: Option<crate::llm::ReasoningEffort>,
-    /// The provider's prompt cache is asked for (`llm_config.prompt_cache`, default true).
-    pub prompt_cache: bool,
-}
-
-/// How the model is asked to call a tool.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ToolMode {
-    /// ReAct text: `Action: tool(args)`.
-    #[default]
-    Text,
-    /// The provider's own tool calling (OpenAI `tools`, Anthropic `tool_use`).
-    Native,
-    /// Native when the provider's hosted models call tools reliably and the tools are declared.
-    Auto,
-}
-
-impl ToolMode {
-    pub fn is_native(self, provider: Provider, declared_tools: bool) -> bool {
-        match self {
-            Self::Text => false,
-            Self::Native => true,
-            Self::Auto => declared_tools && provider.capabilities().native_by_default,
-        }
-    }
-}
-
-impl LlmConfig {
-    /// What the prompt may use: the window less what the answer needs, and less the thinking
-    /// budget a provider adds to it.
-    pub fn prompt_budget(&self) -> u32 {
-        let thinking = self.provider.api().output_reserve(self.reasoning_effort);
-        self.token_limit
-            .saturating_sub(self.reserved_output_tokens)
-            .saturating_sub(thinking)
-    }
-}
-
-/// What stands for conversation turns that do not fit.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum HistoryStrategy {
-    /// One line: `[k earlier turns omitted]`.
-    #[default]
-    Omit,
-    /// A summary made with one extra model call (or the client's, while it still covers them).
-    Summarize,
-}
-
-/// Everything a step needs, already validated.
-#[derive(Debug)]
-pub struct StepInput {
-    pub session_id: String,
-    pub user_query: String,
-    pub history: Vec<Turn>,
-    /// Within each source in the client's order; search hits by score.
-    pub context: Vec<ContextItem>,
-    pub unresolved: Vec<Excluded>,
-    pub tools_segment: String,
-    pub llm: LlmConfig,
-    pub key: Option<ApiKey>,
-    pub iterations_left: u32,
-    pub mock_response: Option<String>,
-    /// When the request arrived: the timestamp of the user's turn.
-    pub received_at: String,
-    /// Sources in the order they are served; the rest follow in the default order.
-    pub context_order: Vec<ContextSource>,
-    pub max_observation_tokens: u32,
-    pub history_strategy: HistoryStrategy,
-    pub conversation_summary: Option<ConversationSummary>,
-    pub dry_run: bool,
-    pub project_id: Option<String>,
-    /// Where context named without content may be read from, when the operator allows it.
-    pub workspace: Option<std::sync::Arc<workspace::Workspace>>,
-    /// The operator's margin for models whose tokenizer is not public; `None` keeps the margin
-    /// calibrated for the model's family.
-    pub approximation_margin_percent: Option<u32>,
-    pub react: ReactSettings,
-    /// The tools an action is checked against.
-    pub tools: tools::Catalog,
-    /// When the whole step must be answered (REACTSTEP_STEP_TIMEOUT_SECS after it arrived).
-    pub deadline: tokio::time::Instant,
-    /// What the request itself calls for saying (fields it sent that mean nothing here): the
-    /// first of the answer's warnings.
-    pub notices: Vec<String>,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Termination {
-    Success,
-    MaxIterations,
-}
-
-#[derive(Debug, Clone, PartialEq)]
-pub enum Outcome {
-    Action {
-        tool_name: String,
-        tool_args: Map<String, Value>,
-        raw_action_string: String,
-        /// The call's id: the provider's for a native call, `call_…` of the service's otherwise.
-        tool_call_id: String,
-        /// The turn's further calls, each with its id.
-        parallel: Vec<decide::Call>,
-    },
-    Answer {
-        text: String,
-        termination: Termination,
-    },
-    /// `dry_run`: the prompt that would have been sent.
-    DryRun(PromptPreview),
-}
-
-/// An id for a call the provider gave none (a text-mode call, Ollama): `call_` and 24 letters
-/// and digits, as OpenAI's look.
-fn new_call_id() -> String {
-    let mut id = String::with_capacity(29);
-    id.push_str("call_");
-    id.extend(std::iter::repeat_with(fastrand::alphanumeric).take(24));
-    id
-}
-
-impl From<Valid> for Outcome {
-    fn from(valid: Valid) -> Self {
-        match valid {
-            Valid::Action {
-                tool_name,
-                tool_args,
-                raw_action_string,
-                tool_call_id,
-                parallel,
-            } => Self::Action {
-                tool_name,
-                tool_args,
-                raw_action_string,
-                tool_call_id: tool_call_id.unwrap_or_else(new_call_id),
-                parallel: parallel
-                    .into_iter()
-                    .map(|call| decide::Call {
-                        tool_call_id: Some(call.tool_call_id.unwrap_or_else(new_call_id)),
-                        ..call
-                    })
-                    .collect(),
-            },
-            Valid::Answer(text) => Self::Answer {
-                text,
-                termination: Termination::Success,
-            },
-        }
-    }
-}
-
-/// The exact prompt of a dry run, with the token count of each part.
-#[derive(Debug, Clone, PartialEq)]
-pub struct PromptPreview {
-    pub system: String,
-    pub system_tokens: u32,
-    pub messages: Vec<(ChatMessage, u32)>,
-}
-
-#[derive(Debug)]
-pub struct StepOutput {
-    pub session_id: String,
-    pub thought: String,
-    pub outcome: Outcome,
-    pub updated_history: Vec<Turn>,
-    pub iterations_remaining: u32,
-    pub usage: Option<Usage>,
-    pub warnings: Vec<String>,
-    pub context_report: ContextReport,
-    pub conversation_summary: Option<ConversationSummary>,
-}
-
-#[derive(Debug, thiserror::Error)]
-pub enum StepError {
-    #[error("the mandatory parts of the prompt (instructions, tools, query and latest observation) need {} tokens but the budget (tokenLimit - reservedOutputTokens) is {}", .0.required, .0.budget)]
-    ContextOverflow(Overflow),
-    #[error(transparent)]
-    Llm(#[from] LlmError),
-    #[error("the model returned no usable text (finish reason: {0})")]
-    EmptyOutput(String),
-    #[error("the model's output is not a valid step: {why}")]
-    InvalidOutput { why: String, raw_output: String },
-    #[error("internal error: {0}")]
-    Internal(String),
-    #[error("the step did not finish within its deadline (REACTSTEP_STEP_TIMEOUT_SECS, {} s)", .0.as_secs())]
-    Deadline(std::time::Duration),
-    /// The streaming client disconnected; nobody is left to answer.
-    #[error("the client disconnected")]
-    ClientGone,
-    /// A failure after the provider billed for calls: the error response reports what they
-    /// spent, as a success would.
-    #[error("{error}")]
-    Spent { error: Box<StepError>, usage: Usage },
-    /// A failure after the prompt was fitted: the error response carries its context report.
-    #[error("{error}")]
-    Reported {
-        error: Box<StepError>,
-        report: Box<ContextReport>,
-    },
-}
-
-impl StepError {
-    /// The same failure, carrying `usage` when calls were billed. Nobody reads a disconnected
-    /// client's answer, so that one stays as it is.
-    fn spent(self, usage: Option<Usage>) -> Self {
-        match (self, usage) {
-            (Self::Spent { error, .. }, Some(usage)) => Self::Spent { error, usage },
-            (error, Some(usage)) if !matches!(error, Self::ClientGone) => Self::Spent {
-                error: Box::new(error),
-                usage,
-            },
-            (error, _) => error,
-        }
-    }
-
-    /// The same failure, carrying the report of the prompt it happened with.
-    fn reported(self, report: &ContextReport) -> Self {
-        match self {
-            Self::ClientGone | Self::Reported { .. } => self,
-            Self::Spent { error, usage } => Self::Spent {
-                error: Box::new(error.reported(report)),
-                usage,
-            },
-            error => Self::Reported {
-                error: Box::new(error),
-                report: Box::new(report.clone()),
-            },
-        }
-    }
-
-    /// The failure itself, whatever was spent before it.
-    pub fn cause(&self) -> &StepError {
-        match self {
-            Self::Spent { error, .. } | Self::Reported { error, .. } => error.cause(),
-            other => other,
-        }
-    }
-
-    /// What the step's model calls spent before it failed; `None` when none was billed.
-    pub fn usage(&self) -> Option<Usage> {
-        match self {
-            Self::Spent { usage, .. } => Some(*usage),
-            Self::Reported { error, .. } => error.usage(),
-            _ => None,
-        }
-    }
-
-    /// The report of the prompt the failure happened with, once one was fitted.
-    pub fn report(&self) -> Option<&ContextReport> {
-        match self {
-            Self::Reported { report, .. } => Some(report),
-            Self::Spent { error, .. } => error.report(),
-            _ => None,
-        }
-    }
-}
+pub use input::{ConversationSummary, HistoryStrategy, LlmConfig, StepInput, ToolMode};
+pub use output::{Outcome, PromptPreview, StepOutput, Termination};
+use tokens::TokenCounter;
 
 /// What a streaming client is told while the step runs.
 #[derive(Debug, Clone, PartialEq, Eq)]

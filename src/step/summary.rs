@@ -3,14 +3,12 @@
 //! sends it back, and as long as it covers every omitted turn no call is made again, so memory
 //! carries across a stateless loop at the cost of one call per growth of the omitted part.
 
-use serde::Serialize;
-
 use super::history::Turn;
+use super::input::{ConversationSummary, StepInput};
 use super::parse::Tags;
 use super::prompt::render_turn;
 use super::tokens::{TokenCounter, PER_MESSAGE_OVERHEAD, REPLY_PRIMING};
 use super::truncate;
-use super::StepInput;
 use crate::llm::{ChatMessage, ChatRequest, ChatRole, LlmClients, LlmError, Usage};
 
 /// The most a summary may take of the prompt.
@@ -20,13 +18,6 @@ const INSTRUCTIONS: &str = "You keep the memory of a coding assistant's conversa
 the conversation below for the assistant's own later use: the user's goal, each tool that was \
 called with what it found, decisions made and questions still open. Keep names, paths and \
 numbers exact. Write plain text, no preamble.";
-
-/// A summary and the number of oldest turns it stands for.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct ConversationSummary {
-    pub text: String,
-    pub turns: usize,
-}
 
 /// Tokens held in the prompt for the summary: a share of the budget, at most 400.
 pub fn reserve(budget: u32) -> u32 {

@@ -1,0 +1,95 @@
+//! What a step answers: the thought, the outcome (a tool call, an answer or a dry run's prompt)
+//! and the updated conversation.
+
+use serde_json::{Map, Value};
+
+use super::context::ContextReport;
+use super::decide::{self, Valid};
+use super::history::Turn;
+use super::input::ConversationSummary;
+use crate::llm::{ChatMessage, Usage};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Termination {
+    Success,
+    MaxIterations,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Outcome {
+    Action {
+        tool_name: String,
+        tool_args: Map<String, Value>,
+        raw_action_string: String,
+        /// The call's id: the provider's for a native call, `call_…` of the service's otherwise.
+        tool_call_id: String,
+        /// The turn's further calls, each with its id.
+        parallel: Vec<decide::Call>,
+    },
+    Answer {
+        text: String,
+        termination: Termination,
+    },
+    /// `dry_run`: the prompt that would have been sent.
+    DryRun(PromptPreview),
+}
+
+/// An id for a call the provider gave none (a text-mode call, Ollama): `call_` and 24 letters
+/// and digits, as OpenAI's look.
+fn new_call_id() -> String {
+    let mut id = String::with_capacity(29);
+    id.push_str("call_");
+    id.extend(std::iter::repeat_with(fastrand::alphanumeric).take(24));
+    id
+}
+
+impl From<Valid> for Outcome {
+    fn from(valid: Valid) -> Self {
+        match valid {
+            Valid::Action {
+                tool_name,
+                tool_args,
+                raw_action_string,
+                tool_call_id,
+                parallel,
+            } => Self::Action {
+                tool_name,
+                tool_args,
+                raw_action_string,
+                tool_call_id: tool_call_id.unwrap_or_else(new_call_id),
+                parallel: parallel
+                    .into_iter()
+                    .map(|call| decide::Call {
+                        tool_call_id: Some(call.tool_call_id.unwrap_or_else(new_call_id)),
+                        ..call
+                    })
+                    .collect(),
+            },
+            Valid::Answer(text) => Self::Answer {
+                text,
+                termination: Termination::Success,
+            },
+        }
+    }
+}
+
+/// The exact prompt of a dry run, with the token count of each part.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PromptPreview {
+    pub system: String,
+    pub system_tokens: u32,
+    pub messages: Vec<(ChatMessage, u32)>,
+}
+
+#[derive(Debug)]
+pub struct StepOutput {
+    pub session_id: String,
+    pub thought: String,
+    pub outcome: Outcome,
+    pub updated_history: Vec<Turn>,
+    pub iterations_remaining: u32,
+    pub usage: Option<Usage>,
+    pub warnings: Vec<String>,
+    pub context_report: ContextReport,
+    pub conversation_summary: Option<ConversationSummary>,
+}
