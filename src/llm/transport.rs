@@ -3,15 +3,19 @@
 //! the wire is each provider's ([`ProviderApi`]); how it travels is the same for all.
 
 use std::collections::HashMap;
+use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures_util::future::Either;
 use reqwest::header::{HeaderName, HeaderValue};
+use tracing::Instrument as _;
 
 use super::provider::{Outgoing, ProviderApi, Target};
 use super::{pools, ApiKey, ChatRequest, Completion, CompletionStream, LlmError, Provider};
 use super::{RetryPolicy, WireError};
 use crate::runtime::memory_budget::{Held, MemoryBudget};
+use crate::telemetry::traces;
 
 /// Where each provider lives and how long a call may take.
 #[derive(Debug, Clone)]
@@ -95,13 +99,7 @@ impl LlmClients {
                 deadline,
                 |timeout, retry| {
                     let once = self.complete_once(provider, request, key, timeout);
-                    crate::telemetry::traces::upstream_attempt(
-                        provider,
-                        &request.model,
-                        key,
-                        retry,
-                        once,
-                    )
+                    upstream_attempt(provider, &request.model, key, retry, once)
                 },
             )
             .await
@@ -152,13 +150,7 @@ impl LlmClients {
                 deadline,
                 |timeout, retry| {
                     let once = self.stream_once(provider, request, key, timeout);
-                    crate::telemetry::traces::upstream_attempt(
-                        provider,
-                        &request.model,
-                        key,
-                        retry,
-                        once,
-                    )
+                    upstream_attempt(provider, &request.model, key, retry, once)
                 },
             )
             .await
@@ -313,7 +305,7 @@ fn dispatch(
     use futures_util::FutureExt;
     builder.timeout(timeout).send().map(move |sent| {
         let response = sent.map_err(|e| LlmError::from_transport(provider, &e, timeout))?;
-        crate::telemetry::traces::upstream_status(response.status().as_u16());
+        upstream_status(response.status().as_u16());
         Ok(response)
     })
 }
@@ -381,4 +373,44 @@ async fn read_capped(
         bytes: body.freeze(),
         _held: held,
     })
+}
+
+/// One upstream attempt (`retry` 0 for the first), in a span of its own while traces are on:
+/// provider, model (as the log has it, without the key), attempt and retry numbers, then the
+/// reply's status or the failure's kind. Off, the attempt is returned as it is.
+fn upstream_attempt<'a, T: 'a>(
+    provider: Provider,
+    model: &str,
+    key: Option<&ApiKey>,
+    retry: u32,
+    attempt: impl Future<Output = Result<T, LlmError>> + 'a,
+) -> impl Future<Output = Result<T, LlmError>> + 'a {
+    if !traces::on() {
+        return Either::Left(attempt);
+    }
+    let span = tracing::trace_span!(
+        target: traces::TARGET,
+        "upstream attempt",
+        provider = %provider,
+        model = %super::redact_secrets(model, key),
+        // Signed: a trace keeps only those as numbers.
+        attempt = i64::from(retry) + 1,
+        retry = i64::from(retry),
+        http.response.status_code = tracing::field::Empty,
+        error.type = tracing::field::Empty,
+    );
+    Either::Right(Box::pin(async move {
+        let outcome = attempt.instrument(span.clone()).await;
+        if let Err(err) = &outcome {
+            span.record("error.type", err.kind());
+        }
+        outcome
+    }))
+}
+
+/// The status of the reply an upstream attempt got, on the attempt's span (the current one).
+fn upstream_status(status: u16) {
+    if traces::on() {
+        tracing::Span::current().record("http.response.status_code", i64::from(status));
+    }
 }

@@ -1,6 +1,7 @@
 //! Traces over OTLP, when `REACTSTEP_OTLP_ENDPOINT` is set: each request's span, with a span per
-//! phase under it (decode, context fit, each upstream attempt, parse), exported in batches over
-//! OTLP/HTTP with protobuf. An incoming W3C `traceparent` is continued, its `tracestate` cut to
+//! phase under it (decode, context fit, each upstream attempt, parse: each made where its phase
+//! runs, the upstream attempt's in `llm/transport.rs`), exported in batches over OTLP/HTTP with
+//! protobuf. An incoming W3C `traceparent` is continued, its `tracestate` cut to
 //! what the specification allows (see `propagated`). The export queue holds at most 2,048 spans
 //! (the SDK's default, `OTEL_BSP_MAX_QUEUE_SIZE`); past it new spans are dropped, not queued.
 //!
@@ -9,13 +10,11 @@
 //! target, so the log filter leaves them out of the log.
 //!
 //! Only names and figures go into a span, never a prompt, an output, a file, a header or a key:
-//! the exporter sees the spans named here and the request's (whose fields are scrubbed for the log
+//! the exporter sees the phase spans and the request's (whose fields are scrubbed for the log
 //! line already), and never an event, since a log line may quote an upstream's message.
 
-use std::future::Future;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use futures_util::future::Either;
 use opentelemetry::propagation::{Extractor, TextMapPropagator};
 use opentelemetry::trace::TracerProvider as _;
 use opentelemetry::KeyValue;
@@ -26,14 +25,10 @@ use opentelemetry_sdk::resource::{
 };
 use opentelemetry_sdk::trace::{SdkTracer, SdkTracerProvider};
 use opentelemetry_sdk::Resource;
-use tracing::field::Empty;
-use tracing::Instrument as _;
 use tracing_opentelemetry::OpenTelemetrySpanExt as _;
 use tracing_subscriber::filter::{filter_fn, FilterExt as _, Targets};
 use tracing_subscriber::registry::LookupSpan;
 use tracing_subscriber::Layer;
-
-use crate::llm::{ApiKey, LlmError, Provider};
 
 mod propagated;
 
@@ -185,46 +180,6 @@ impl Extractor for Carried<'_> {
 
     fn keys(&self) -> Vec<&str> {
         vec!["traceparent", "tracestate"]
-    }
-}
-
-/// One upstream attempt (`retry` 0 for the first), in a span of its own while traces are on:
-/// provider, model (as the log has it, without the key), attempt and retry numbers, then the
-/// reply's status or the failure's kind. Off, the attempt is returned as it is.
-pub fn upstream_attempt<'a, T: 'a>(
-    provider: Provider,
-    model: &str,
-    key: Option<&ApiKey>,
-    retry: u32,
-    attempt: impl Future<Output = Result<T, LlmError>> + 'a,
-) -> impl Future<Output = Result<T, LlmError>> + 'a {
-    if !on() {
-        return Either::Left(attempt);
-    }
-    let span = tracing::trace_span!(
-        target: TARGET,
-        "upstream attempt",
-        provider = %provider,
-        model = %crate::llm::redact_secrets(model, key),
-        // Signed: a trace keeps only those as numbers.
-        attempt = i64::from(retry) + 1,
-        retry = i64::from(retry),
-        http.response.status_code = Empty,
-        error.type = Empty,
-    );
-    Either::Right(Box::pin(async move {
-        let outcome = attempt.instrument(span.clone()).await;
-        if let Err(err) = &outcome {
-            span.record("error.type", err.kind());
-        }
-        outcome
-    }))
-}
-
-/// The status of the reply an upstream attempt got, on the attempt's span (the current one).
-pub fn upstream_status(status: u16) {
-    if on() {
-        tracing::Span::current().record("http.response.status_code", i64::from(status));
     }
 }
 
