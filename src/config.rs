@@ -40,6 +40,29 @@ impl std::str::FromStr for ApiTokens {
     }
 }
 
+/// Networks named in a setting: addresses or ranges (`10.0.0.1, 10.1.0.0/16, ::1`),
+/// comma-separated.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Networks(pub Vec<ipnet::IpNet>);
+
+impl std::str::FromStr for Networks {
+    type Err = String;
+
+    fn from_str(list: &str) -> Result<Self, Self::Err> {
+        let mut nets = Vec::new();
+        for item in list.split(',').map(str::trim).filter(|i| !i.is_empty()) {
+            let net = match item.parse::<std::net::IpAddr>() {
+                Ok(ip) => ipnet::IpNet::from(ip),
+                Err(_) => item.parse::<ipnet::IpNet>().map_err(|_| {
+                    format!("{item:?} is neither an IP address nor a range such as 10.0.0.0/8")
+                })?,
+            };
+            nets.push(net);
+        }
+        Ok(Self(nets))
+    }
+}
+
 /// The Redis URL for shared rate limits: it may hold a password, so it is never printed.
 #[derive(Clone, PartialEq, Eq)]
 pub struct RedisUrl(pub String);
@@ -239,7 +262,7 @@ pub struct Config {
     /// Proxies (addresses or ranges, comma-separated) whose `X-Forwarded-For` names the client
     /// for the per-client rate limit; none by default, so the connection's address is used.
     #[arg(long, env = "REACTSTEP_TRUSTED_PROXIES", default_value = "")]
-    pub trusted_proxies: crate::api::TrustedProxies,
+    pub trusted_proxies: Networks,
 
     /// A Redis server (`redis://[:password@]host:port[/db]`; TLS is not built in) holding the
     /// rate limits for every replica that names it; unset, each process keeps its own.
@@ -449,6 +472,13 @@ mod tests {
         assert!(matches!(parse("35"), Ok(Some(35))));
         assert!(parse("201").is_err());
         assert!(parse("-1").is_err());
+    }
+
+    #[test]
+    fn a_list_that_is_not_addresses_is_refused() {
+        assert!("10.0.0.1, 10.1.0.0/16, ::1".parse::<Networks>().is_ok());
+        assert!("10.0.0.1, proxy.local".parse::<Networks>().is_err());
+        assert!("10.0.0.0/33".parse::<Networks>().is_err());
     }
 
     #[test]

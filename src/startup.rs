@@ -100,7 +100,7 @@ impl Application {
             step_timeout: std::time::Duration::from_secs(config.step_timeout_secs),
             api_tokens: config.api_tokens.clone().unwrap_or_default(),
             rate_limits: rate_limits(config).map_err(std::io::Error::other)?,
-            trusted_proxies: config.trusted_proxies.clone(),
+            trusted_proxies: api::TrustedProxies::new(config.trusted_proxies.0.clone()),
             unplaced_providers,
             prices,
             allowed_base_urls: std::sync::Arc::new(

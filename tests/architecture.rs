@@ -46,7 +46,6 @@ const NOT_YET: &[&str] = &[
     "src/step/parse/linear.rs: fn hostile",
     "src/step/parse/mod.rs: fn parse",
     "src/telemetry/metrics.rs: fn new",
-    "src/config.rs (settings) imports from src/api/client_address.rs",
     "circle: src/llm/",
     "circle: src/step/parse/",
     "circle: src/api/rate_limit/",

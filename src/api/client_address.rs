@@ -31,27 +31,13 @@ pub enum Client {
 
 /// The proxies whose `X-Forwarded-For` is believed: addresses or ranges (`10.0.0.0/8`).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct TrustedProxies(pub Vec<IpNet>);
-
-impl std::str::FromStr for TrustedProxies {
-    type Err = String;
-
-    fn from_str(list: &str) -> Result<Self, Self::Err> {
-        let mut nets = Vec::new();
-        for item in list.split(',').map(str::trim).filter(|i| !i.is_empty()) {
-            let net = match item.parse::<IpAddr>() {
-                Ok(ip) => IpNet::from(ip),
-                Err(_) => item.parse::<IpNet>().map_err(|_| {
-                    format!("{item:?} is neither an IP address nor a range such as 10.0.0.0/8")
-                })?,
-            };
-            nets.push(net);
-        }
-        Ok(Self(nets))
-    }
-}
+pub struct TrustedProxies(Vec<IpNet>);
 
 impl TrustedProxies {
+    pub fn new(networks: Vec<IpNet>) -> Self {
+        Self(networks)
+    }
+
     fn trust(&self, client: &Client) -> bool {
         match client {
             Client::Addr(ip) => self.0.iter().any(|net| net.contains(ip)),
@@ -158,7 +144,8 @@ mod tests {
         for value in forwarded {
             req = req.append_header(("x-forwarded-for", *value));
         }
-        let proxies: TrustedProxies = trusted.parse().unwrap();
+        let networks: crate::config::Networks = trusted.parse().unwrap();
+        let proxies = TrustedProxies::new(networks.0);
         proxies.client_of(&req.to_http_request()).unwrap()
     }
 
@@ -249,15 +236,6 @@ mod tests {
         let hops = vec!["10.0.0.9"; 5_000].join(",");
         let chain = format!("7.7.7.7, {hops}");
         assert_eq!(client("10.0.0.0/8", "10.0.0.5", &[&chain]), ip("7.7.7.7"));
-    }
-
-    #[test]
-    fn a_list_that_is_not_addresses_is_refused() {
-        assert!("10.0.0.1, 10.1.0.0/16, ::1"
-            .parse::<TrustedProxies>()
-            .is_ok());
-        assert!("10.0.0.1, proxy.local".parse::<TrustedProxies>().is_err());
-        assert!("10.0.0.0/33".parse::<TrustedProxies>().is_err());
     }
 
     #[test]
