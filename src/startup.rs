@@ -107,7 +107,7 @@ impl Application {
                 crate::api::AllowedBaseUrls::parse(&config.allowed_base_urls)
                     .map_err(std::io::Error::other)?,
             ),
-            step_slots: api::admission::StepSlots::new(descriptors.steps),
+            step_slots: api::StepSlots::new(descriptors.steps),
         });
         if !config.bind.ip().is_loopback() && config.api_tokens.is_none() {
             tracing::warn!(bind = %config.bind, "listening beyond loopback without REACTSTEP_API_TOKENS: anyone who can reach this address can spend the keys sent to it and use the service");

@@ -36,8 +36,8 @@ const LAYERS: &[(&str, &[&str])] = &[
 /// What still breaks a rule while issue 31's moves land, each the start of a finding; a pattern
 /// that no longer matches anything must go, so the list only shrinks.
 const NOT_YET: &[&str] = &[
+    "src/api/admission.rs: fn prepare",
     "src/api/convert.rs: fn step_input",
-    "src/api/handlers.rs: fn prepare",
     "src/driver/builtin.rs: fn register_builtins",
     "src/llm/anthropic/stream.rs: fn event",
     "src/startup.rs: fn build",
@@ -50,7 +50,6 @@ const NOT_YET: &[&str] = &[
     "circle: src/step/parse/",
     "circle: src/api/rate_limit/",
     "circle: src/telemetry/logs/",
-    "circle: src/api/handlers.rs",
 ];
 
 const MOST_CODE_LINES: usize = 700;

@@ -1,88 +1,277 @@
-//! Steps in flight, bounded: each holds descriptors the process has a limit on (see
-//! `descriptors`), so a step over the bound is refused at once with 503 `at_capacity` rather
-//! than left to fail at its upstream connection.
+//! Whether a step is taken on, and its input: the operator's token, the client's and the
+//! session's rate limits, then the body read, decoded and converted into the step's input, with
+//! what an error must echo.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
+use actix_web::{web, HttpRequest};
+use tracing_actix_web::RequestId;
 
-pub struct StepSlots {
-    limit: usize,
-    taken: AtomicUsize,
+use super::body;
+use super::client_address::Client;
+use super::convert::{self, Conversion, DEFAULT_MAX_ITERATIONS};
+use super::error::{ApiError, Echo, EchoedHistory, ErrorKind};
+use super::rate_limit::Refusal;
+use super::request::ReactStepRequest;
+use super::request_log;
+use super::state::AppState;
+use crate::runtime::cpu;
+use crate::step::history::{timestamp_now, Turn};
+use crate::step::{StepError, StepInput};
+
+/// The refusal of a step when as many are in flight as fit (taken before anything else).
+pub fn at_capacity(req: &HttpRequest, state: &AppState, request_id: RequestId) -> ApiError {
+    let echo = Echo {
+        request_id: request_log::request_id_of(req, request_id),
+        ..Echo::default()
+    };
+    let limit = state.step_slots.limit();
+    ApiError::new(ErrorKind::AtCapacity { limit }, echo)
 }
 
-/// A step's place among those in flight, given back when dropped.
-pub struct Slot(Arc<StepSlots>);
+/// Reads, decodes and validates the body into a step's input, with what an error must echo.
+pub async fn prepare(
+    req: &HttpRequest,
+    payload: web::Payload,
+    state: &AppState,
+    request_id: RequestId,
+) -> Result<(Box<StepInput>, Echo), ApiError> {
+    // Not entered: the request's span stays the current one, which the fields below go to.
+    let _decode = crate::telemetry::traces::phase(
+        || tracing::trace_span!(target: crate::telemetry::traces::TARGET, "decode"),
+    );
+    let request_id = super::request_log::request_id_of(req, request_id);
+    let received_at = timestamp_now();
+    let bare_echo = || Echo {
+        request_id: request_id.clone(),
+        ..Echo::default()
+    };
+    if !authorized(req, &state.api_tokens) {
+        return Err(ApiError::new(ErrorKind::Unauthorized, bare_echo()));
+    }
+    // Who sent it, read once: for its rate limit and its share of the CPU pool.
+    let client = state.trusted_proxies.client_of(req);
+    admit_client(client.clone(), state, &request_id).await?;
+    body::check_content_type(req).map_err(|kind| ApiError::new(kind, bare_echo()))?;
+    let (bytes, held) = body::read(req, payload, state.max_body_bytes, &state.memory)
+        .await
+        .map_err(|kind| ApiError::new(kind, bare_echo()))?;
+    let body_held = Some(std::sync::Arc::new(held));
+    cpu::classify(cpu::Job {
+        client: client_digest(req, state, client.as_ref()),
+        large: bytes.len() >= cpu::LARGE_BODY_BYTES,
+    });
+    let large = bytes.len() > cpu::INLINE_BYTES;
+    let decoded = off_worker_if(large, state.step_timeout, {
+        let bytes = bytes.clone();
+        // Boxed, as is the input below: the handler's future keeps room for its largest state
+        // for as long as the step waits on the model.
+        move || {
+            body::decode::<ReactStepRequest>(&bytes).map(|(dto, unknown)| (Box::new(dto), unknown))
+        }
+    })
+    .await
+    .map_err(|e| ApiError::new(e.into(), bare_echo()))?;
+    let (dto, unknown) = decoded.map_err(|(message, fields)| {
+        ApiError::invalid(message, fields, echo_from_raw(&bytes, &request_id))
+    })?;
 
-impl StepSlots {
-    pub fn new(limit: usize) -> Arc<Self> {
-        Arc::new(Self {
-            limit,
-            taken: AtomicUsize::new(0),
+    admit_session(state, dto.session_id.as_deref(), &request_id).await?;
+    let session_id = dto
+        .session_id
+        .clone()
+        .unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
+    let echo = Echo {
+        request_id: request_id.clone(),
+        session_id: convert::session_id_is_valid(&session_id).then(|| session_id.clone()),
+        // Not copied: decoded again from the body if an error needs it.
+        history: if dto.conversation_history.is_empty() {
+            EchoedHistory::None
+        } else {
+            EchoedHistory::InBody(bytes.clone())
+        },
+        iterations_left: Some(dto.max_iterations_left.unwrap_or(DEFAULT_MAX_ITERATIONS)),
+        // Known once the input is checked.
+        price: None,
+        body_held,
+    };
+    let how = Conversion {
+        workspace: state.workspace.clone(),
+        allow_mock_response: state.allow_mock_response,
+        approximation_margin_percent: state.approximation_margin_percent,
+        allowed_base_urls: state.allowed_base_urls.clone(),
+        unplaced_providers: state.unplaced_providers.clone(),
+        step_timeout: state.step_timeout,
+        session_id,
+        received_at,
+        unknown,
+    };
+    // Declared tools mean schemas to compile: bounded, yet not a worker's job.
+    let heavy = large || dto.tools.as_ref().is_some_and(|t| !t.is_empty());
+    let converted = off_worker_if(heavy, state.step_timeout, move || {
+        convert::step_input(*dto, how).map(Box::new)
+    })
+    .await
+    .map_err(|e| ApiError::new(e.into(), echo.clone()))?;
+    match converted {
+        Ok(input) => {
+            // The model name is the client's text: a key pasted into it stays out of the log.
+            let model = crate::llm::redact_secrets(&input.llm.model, input.key.as_ref());
+            request_log::record(
+                &tracing::Span::current(),
+                [
+                    (
+                        "provider",
+                        Some(&tracing::field::display(input.llm.provider)),
+                    ),
+                    ("model", Some(&model.as_str())),
+                ],
+            );
+            let price = state.prices.get(&input.llm.model);
+            Ok((input, Echo { price, ..echo }))
+        }
+        Err(fields) => {
+            let names: Vec<&str> = fields.iter().map(|f| f.field.as_str()).collect();
+            let message = format!("invalid fields: {}", names.join(", "));
+            Err(ApiError::invalid(message, fields, echo))
+        }
+    }
+}
+
+/// Runs `work` here, or on the CPU pool when it is `heavy`, there within `limit` (the step's
+/// timeout: the deadline proper starts only once the input is ready). Not an `async fn`: the
+/// heavy path is boxed, so that the handler's future does not keep room for it (and for a copy
+/// of `work`) while the step waits on the model.
+fn off_worker_if<T: Send + 'static>(
+    heavy: bool,
+    limit: std::time::Duration,
+    work: impl FnOnce() -> T + Send + 'static,
+) -> impl std::future::Future<Output = Result<T, StepError>> {
+    use futures_util::future::Either;
+    if !heavy {
+        return Either::Left(std::future::ready(Ok(work())));
+    }
+    Either::Right(Box::pin(async move {
+        tokio::time::timeout(limit, cpu::run(work))
+            .await
+            .map_err(|_| StepError::Deadline(limit))?
+            .map_err(StepError::Internal)
+    }))
+}
+
+/// The client's rate limit, counted before the body is read.
+async fn admit_client(
+    client: Option<Client>,
+    state: &AppState,
+    request_id: &str,
+) -> Result<(), ApiError> {
+    let Some(client) = client else {
+        return Ok(());
+    };
+    state
+        .rate_limits
+        .check_client(client)
+        .await
+        .map_err(|refusal| {
+            let echo = Echo {
+                request_id: request_id.to_string(),
+                ..Echo::default()
+            };
+            ApiError::new(rate_limited("client", refusal), echo)
         })
-    }
+}
 
-    pub fn limit(&self) -> usize {
-        self.limit
-    }
+/// The session's rate limit, once the body names a valid session; a refusal echoes it.
+async fn admit_session(
+    state: &AppState,
+    session: Option<&str>,
+    request_id: &str,
+) -> Result<(), ApiError> {
+    let Some(session) = session.filter(|s| convert::session_id_is_valid(s)) else {
+        return Ok(());
+    };
+    state
+        .rate_limits
+        .check_session(session)
+        .await
+        .map_err(|refusal| {
+            let echo = Echo {
+                request_id: request_id.to_string(),
+                session_id: Some(session.to_string()),
+                ..Echo::default()
+            };
+            ApiError::new(rate_limited("session", refusal), echo)
+        })
+}
 
-    /// A place, unless all are taken.
-    pub fn take(self: &Arc<Self>) -> Option<Slot> {
-        let taken = self.taken.fetch_add(1, Ordering::AcqRel);
-        if taken >= self.limit {
-            self.taken.fetch_sub(1, Ordering::AcqRel);
-            return None;
-        }
-        Some(Slot(self.clone()))
+fn rate_limited(what: &'static str, refusal: Refusal) -> ErrorKind {
+    match refusal {
+        Refusal::Wait(wait) => ErrorKind::RateLimited {
+            what,
+            retry_after: wait.as_secs_f64().ceil().max(1.0) as u64,
+        },
+        Refusal::Unavailable => ErrorKind::RateLimiterUnavailable,
     }
 }
 
-impl Drop for Slot {
-    fn drop(&mut self) {
-        self.0.taken.fetch_sub(1, Ordering::AcqRel);
+/// Who sent the request, for a fair share of the CPU pool: its bearer token where the operator
+/// asks for one, else its address.
+fn client_digest(req: &HttpRequest, state: &AppState, client: Option<&Client>) -> u64 {
+    use std::hash::{BuildHasher, Hash, Hasher};
+    let mut hasher = foldhash::fast::FixedState::default().build_hasher();
+    // The token as `authorized` reads it: spacing does not make one client several.
+    match bearer_token(req).filter(|_| !state.api_tokens.0.is_empty()) {
+        Some(token) => token.hash(&mut hasher),
+        None => client.hash(&mut hasher),
     }
+    hasher.finish()
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
+/// The token of `Authorization: Bearer <token>`, trimmed.
+fn bearer_token(req: &HttpRequest) -> Option<&str> {
+    req.headers()
+        .get(actix_web::http::header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .map(str::trim)
+}
 
-    #[test]
-    fn places_are_given_back_and_never_more_than_the_limit_taken() {
-        let slots = StepSlots::new(2);
-        let first = slots.take();
-        let second = slots.take();
-        assert!(first.is_some() && second.is_some());
-        assert!(slots.take().is_none());
-        drop(first);
-        let third = slots.take();
-        assert!(third.is_some());
-        assert!(slots.take().is_none());
+/// With operator tokens configured, the request must carry one as `Authorization: Bearer`.
+pub fn authorized(req: &HttpRequest, tokens: &crate::config::ApiTokens) -> bool {
+    if tokens.0.is_empty() {
+        return true;
     }
+    let presented = bearer_token(req).unwrap_or_default();
+    // Every token is compared in full, so the time taken says nothing about a near miss.
+    tokens.0.iter().fold(false, |found, t| {
+        found | same_bytes(t.as_bytes(), presented.as_bytes())
+    })
+}
 
-    #[test]
-    fn racing_threads_never_hold_more_than_the_limit() {
-        let slots = StepSlots::new(8);
-        let most = std::sync::Arc::new(AtomicUsize::new(0));
-        let held = std::sync::Arc::new(AtomicUsize::new(0));
-        let threads: Vec<_> = (0..16)
-            .map(|_| {
-                let (slots, most, held) = (slots.clone(), most.clone(), held.clone());
-                std::thread::spawn(move || {
-                    for _ in 0..2_000 {
-                        if let Some(slot) = slots.take() {
-                            let now = held.fetch_add(1, Ordering::SeqCst) + 1;
-                            most.fetch_max(now, Ordering::SeqCst);
-                            held.fetch_sub(1, Ordering::SeqCst);
-                            drop(slot);
-                        }
-                    }
-                })
-            })
-            .collect();
-        for thread in threads {
-            assert!(thread.join().is_ok());
-        }
-        assert!(most.load(Ordering::SeqCst) <= 8);
-        assert_eq!(slots.taken.load(Ordering::SeqCst), 0);
+fn same_bytes(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+/// For a body that did not decode: whatever session and history it still holds, so that an
+/// error does not lose them.
+fn echo_from_raw(bytes: &[u8], request_id: &str) -> Echo {
+    let raw: serde_json::Value = serde_json::from_slice(bytes).unwrap_or_default();
+    Echo {
+        request_id: request_id.to_string(),
+        session_id: raw
+            .get("session_id")
+            .and_then(|s| s.as_str())
+            .filter(|s| convert::session_id_is_valid(s))
+            .map(str::to_string),
+        history: EchoedHistory::Turns(
+            raw.get("conversation_history")
+                .and_then(|h| serde_json::from_value::<Vec<Turn>>(h.clone()).ok())
+                .filter(|h| convert::history_is_valid(h))
+                .unwrap_or_default(),
+        ),
+        iterations_left: raw
+            .get("max_iterations_left")
+            .and_then(|n| n.as_u64())
+            .and_then(|n| u32::try_from(n).ok()),
+        price: None,
+        body_held: None,
     }
 }

@@ -1,7 +1,7 @@
 //! The HTTP layer: decode and validate requests into domain input, run the step, and map the
 //! outcome (or the failure) to the one response shape the contract describes.
 
-pub mod admission;
+mod admission;
 mod base_urls;
 mod body;
 mod client_address;
@@ -17,6 +17,8 @@ mod rate_limit;
 mod request;
 pub mod request_log;
 mod response;
+mod state;
+mod step_slots;
 mod stream;
 mod unknown_fields;
 
@@ -28,36 +30,8 @@ pub use error::{ApiError, ErrorKind};
 pub use handlers::OPENAPI_YAML;
 pub use rate_limit::{RateLimits, SharedSettings};
 pub use request::{tool_name_refusal, MAX_TOOLS, MAX_TOOL_DESCRIPTION_CHARS};
-
-use crate::llm::LlmClients;
-
-/// What every handler shares: the pooled LLM clients and the request limits.
-pub struct AppState {
-    pub llm: LlmClients,
-    pub max_body_bytes: u64,
-    /// What bodies (and, through the LLM clients, replies) are held against.
-    pub memory: std::sync::Arc<crate::runtime::memory_budget::MemoryBudget>,
-    pub allow_mock_response: bool,
-    pub workspace: Option<std::sync::Arc<crate::step::workspace::Workspace>>,
-    pub approximation_margin_percent: Option<u32>,
-    /// How long one step may take in all.
-    pub step_timeout: std::time::Duration,
-    /// Tokens a client must present; empty means none is asked for.
-    pub api_tokens: crate::config::ApiTokens,
-    pub rate_limits: rate_limit::RateLimits,
-    /// Whose `X-Forwarded-For` names the client for its rate limit.
-    pub trusted_proxies: TrustedProxies,
-    /// Base URLs a request may name for its LLM call.
-    pub allowed_base_urls: std::sync::Arc<base_urls::AllowedBaseUrls>,
-    /// Providers the operator gave no base URL and that have no default (Azure).
-    pub unplaced_providers: std::sync::Arc<[crate::llm::Provider]>,
-    /// Between comment lines on a quiet event stream.
-    pub stream_heartbeat: std::time::Duration,
-    /// The operator's prices, by model; empty without `REACTSTEP_PRICES_FILE`.
-    pub prices: crate::prices::Prices,
-    /// Steps in flight, bounded by what the descriptor limit allows.
-    pub step_slots: std::sync::Arc<admission::StepSlots>,
-}
+pub use state::AppState;
+pub use step_slots::StepSlots;
 
 pub fn routes(cfg: &mut web::ServiceConfig) {
     // Each endpoint takes one method; any other gets 405 with `Allow` naming it. actix-web's own

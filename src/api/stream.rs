@@ -13,10 +13,10 @@ use futures_util::StreamExt;
 use tokio::sync::mpsc;
 use tracing_actix_web::RequestId;
 
+use super::admission::{at_capacity, prepare};
 use super::error::{ApiError, Echo};
-use super::handlers::prepare;
 use super::response::ReactStepResponse;
-use super::AppState;
+use super::state::AppState;
 use crate::runtime::memory_budget::{Held, MemoryBudget};
 use crate::step::{Live, StepError, StepOutput};
 
@@ -89,7 +89,7 @@ async fn open_stream(
     request_id: RequestId,
 ) -> Result<HttpResponse, ApiError> {
     let Some(slot) = state.step_slots.take() else {
-        return Err(super::handlers::at_capacity(&req, &state, request_id));
+        return Err(at_capacity(&req, &state, request_id));
     };
     let (input, echo) = prepare(&req, payload, &state, request_id).await?;
     let (sender, mut events) = mpsc::channel(BUFFERED_EVENTS);
