@@ -14,12 +14,7 @@
 //! A test binary of its own, so that no other test's server competes for the cores.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-#[path = "support/schema_bombs.rs"]
-mod schema_bombs;
-
-#[path = "api/helpers.rs"]
-#[expect(dead_code, reason = "the battery uses a few of the shared helpers")]
-mod helpers;
+mod support;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -30,8 +25,9 @@ use tokio::net::{TcpListener, TcpStream};
 use wiremock::matchers::{body_partial_json, method};
 use wiremock::{Mock, MockServer, ResponseTemplate};
 
-use helpers::{request, RunningBinary, KEY};
-use schema_bombs::{fan_out, ref_chain, ref_cycle};
+use support::binary::RunningBinary;
+use support::requests::{request, KEY};
+use support::schema_bombs::{fan_out, ref_chain, ref_cycle};
 
 /// The server's step deadline in this test, and the guard on every answer.
 const STEP_TIMEOUT_SECS: u64 = 30;
@@ -136,7 +132,7 @@ impl Battery {
         let status = reply.status().as_u16();
         let text = reply.text().await.unwrap();
         let body = serde_json::from_str(&text).unwrap_or(Value::Null);
-        helpers::assert_conforms("post", "/api/agent/react_step", status, &body);
+        support::spec::assert_conforms("post", "/api/agent/react_step", status, &body);
         (status, body, text)
     }
 
@@ -478,7 +474,7 @@ fn health_check(address: &str) -> String {
 }
 
 fn peak_rss_mib(pid: u32) -> u64 {
-    helpers::binary::status_kib(pid, "VmHWM") / 1024
+    support::binary::status_kib(pid, "VmHWM") / 1024
 }
 
 /// No 8 consecutive characters of the key, also once everything but letters and digits is

@@ -6,9 +6,7 @@
 //! time. A test binary of its own, so that no other test's server shares the cores.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-#[path = "api/helpers.rs"]
-#[expect(dead_code, reason = "a few of the shared helpers are used")]
-mod helpers;
+mod support;
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -17,7 +15,8 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Value};
 use wiremock::MockServer;
 
-use helpers::{request, RunningBinary};
+use support::binary::RunningBinary;
+use support::requests::request;
 
 /// The service's bound for the large lane (`step::cpu::LARGE_BODY_BYTES`).
 const LARGE_BODY: usize = 256 * 1024;

@@ -13,24 +13,18 @@
 //!   step admitted before SIGTERM.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-#[path = "support/binary.rs"]
-#[expect(
-    dead_code,
-    reason = "this binary starts servers with settings of its own only"
-)]
-mod binary;
-#[path = "support/system_packages.rs"]
-mod system_packages;
+mod support;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use binary::RunningBinary;
 use futures_util::StreamExt;
 use serde_json::{json, Value};
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
+
+use support::binary::RunningBinary;
 
 /// Where the replicas would send LLM calls when a test needs none (steps use `mock_response`).
 const NO_UPSTREAM: &str = "http://127.0.0.1:9";
@@ -65,7 +59,7 @@ struct Redis {
 
 impl Redis {
     async fn start(port: u16) -> Self {
-        system_packages::require("redis-server", "redis-server");
+        support::system_packages::require("redis-server", "redis-server");
         let mut child = Command::new("redis-server")
             .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
             .args(["--save", "", "--appendonly", "no"])
@@ -121,7 +115,7 @@ struct Backend {
 impl Haproxy {
     /// HAProxy as `deploy/haproxy/haproxy.cfg` configures it, in front of three replicas.
     async fn start(replicas: &[u16; 3]) -> Self {
-        system_packages::require("haproxy", "haproxy");
+        support::system_packages::require("haproxy", "haproxy");
         let (port, stats_port) = (free_port(), free_port());
         let config = concat!(env!("CARGO_MANIFEST_DIR"), "/deploy/haproxy/haproxy.cfg");
         let address = |port: u16| format!("127.0.0.1:{port}");

@@ -10,17 +10,16 @@
 //!   it new work gets 503 `overloaded`.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-#[path = "api/helpers.rs"]
-#[expect(dead_code, reason = "a few of the shared helpers are used")]
-mod helpers;
+mod support;
 
 use serde_json::{json, Value};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use wiremock::matchers::method;
 use wiremock::{Mock, MockServer, ResponseTemplate};
 
-use helpers::binary::status_kib;
-use helpers::{request, RunningBinary};
+use support::binary::status_kib;
+use support::binary::RunningBinary;
+use support::requests::request;
 
 /// About 15 MiB of elements, under the 16 MiB reply cap.
 const EMPTY_ELEMENTS: usize = 5_000_000;
@@ -296,7 +295,7 @@ fn assert_overloaded(text: &str) {
     let body: Value = serde_json::from_str(body).unwrap();
     assert_eq!(body["error"]["type"], "overloaded", "{body}");
     assert_eq!(body["error"]["retryable"], true);
-    helpers::assert_conforms("post", "/api/agent/react_step", 503, &body);
+    support::spec::assert_conforms("post", "/api/agent/react_step", 503, &body);
 }
 
 /// An ordinary reply of `bytes` of text, streamed or whole.

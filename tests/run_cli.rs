@@ -3,18 +3,15 @@
 //! built-in tools running for real in a temporary workspace.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod support;
+
 use std::path::Path;
 use std::process::Command;
 
 use serde_json::Value;
 
-#[path = "support/workspace.rs"]
-mod support_workspace;
-use support_workspace::workspace;
-
-#[path = "support/swap.rs"]
-mod swap;
-use swap::exchange;
+use support::swap::exchange;
+use support::workspace::workspace;
 
 /// Runs `reactstep run` on `script` (model outputs separated by `---` lines); the exit code and
 /// what it printed on stdout.

@@ -4,11 +4,15 @@
 //! cannot start, never answers or dies mid-loop is a clear message or observation, never a hang.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod support;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
 
 use serde_json::Value;
+
+use support::workspace::workspace;
 
 const FILESYSTEM_SERVER: &str = "@modelcontextprotocol/server-filesystem@2026.8.31";
 
@@ -52,10 +56,6 @@ fn filesystem_server() -> &'static Path {
         entry
     })
 }
-
-#[path = "support/workspace.rs"]
-mod support_workspace;
-use support_workspace::workspace;
 
 /// Runs `reactstep run` with `script` as the model's outputs and `extra` flags; the exit code,
 /// stdout and stderr.

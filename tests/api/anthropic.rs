@@ -1,7 +1,8 @@
 use serde_json::json;
 
-use crate::helpers::{request, sorted_keys, spawn_app, spawn_app_with, KEY};
-use crate::upstream::{anthropic_reply, mount, ANTHROPIC_PATH};
+use crate::support::app::{sorted_keys, spawn_app, spawn_app_with};
+use crate::support::requests::{request, KEY};
+use crate::support::upstream::{anthropic_reply, mount, ANTHROPIC_PATH};
 
 #[tokio::test]
 async fn an_action_step_against_anthropic() {
@@ -136,7 +137,7 @@ async fn the_operator_sets_the_approximation_margin() {
 
 /// A dry run's report for `model` on `provider`, with the same question and context.
 async fn dry_run_report(
-    app: &crate::helpers::TestApp,
+    app: &crate::support::app::TestApp,
     provider: &str,
     model: &str,
 ) -> serde_json::Value {

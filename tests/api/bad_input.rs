@@ -3,7 +3,9 @@
 
 use serde_json::{json, Value};
 
-use crate::helpers::{assert_conforms, request, spawn_app, Reply, TestApp, KEY};
+use crate::support::app::{spawn_app, Reply, TestApp};
+use crate::support::requests::{request, KEY};
+use crate::support::spec::assert_conforms;
 
 const PATH: &str = "/api/agent/react_step";
 

@@ -3,8 +3,9 @@
 
 use serde_json::json;
 
-use crate::helpers::{request, spawn_app};
-use crate::upstream::{anthropic_reply, mount, openai_reply, ANTHROPIC_PATH, OPENAI_PATH};
+use crate::support::app::spawn_app;
+use crate::support::requests::request;
+use crate::support::upstream::{anthropic_reply, mount, openai_reply, ANTHROPIC_PATH, OPENAI_PATH};
 
 #[tokio::test]
 async fn openai_cache_hits_and_reasoning_tokens_are_reported() {
@@ -25,7 +26,7 @@ async fn openai_cache_hits_and_reasoning_tokens_are_reported() {
     assert!(cache_reads(&app).await >= 1920);
 }
 
-async fn cache_reads(app: &crate::helpers::TestApp) -> u64 {
+async fn cache_reads(app: &crate::support::app::TestApp) -> u64 {
     let metrics = app.send("GET", "/metrics", None).await.text;
     metrics
         .lines()

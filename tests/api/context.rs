@@ -1,7 +1,8 @@
 use serde_json::json;
 
-use crate::helpers::{report_item, request, spawn_app};
-use crate::upstream::{mount, openai_reply, OPENAI_PATH};
+use crate::support::app::{report_item, spawn_app};
+use crate::support::requests::request;
+use crate::support::upstream::{mount, openai_reply, OPENAI_PATH};
 
 #[tokio::test]
 async fn inline_context_reaches_the_prompt_fenced_and_in_priority_order() {
@@ -329,7 +330,7 @@ async fn context_priority_and_tokenizer_are_honoured() {
 #[tokio::test]
 async fn summarize_makes_one_summary_call_and_the_client_summary_is_reused() {
     let app = spawn_app().await;
-    crate::upstream::mount_sequence(
+    crate::support::upstream::mount_sequence(
         &app.llm,
         OPENAI_PATH,
         vec![

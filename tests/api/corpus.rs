@@ -14,8 +14,9 @@ use tokio::task::JoinSet;
 use wiremock::matchers::{method, path};
 use wiremock::{Mock, ResponseTemplate};
 
-use crate::helpers::{request, spawn_app, TestApp};
-use crate::upstream::{openai_reply, OPENAI_PATH};
+use crate::support::app::{spawn_app, TestApp};
+use crate::support::requests::request;
+use crate::support::upstream::{openai_reply, OPENAI_PATH};
 
 /// The reply to a repair round: an answer no case expects, so a repair is told apart.
 pub const REPAIR_REPLY: &str = "Thought: repaired\nFinal Answer: REPAIR-SENTINEL";

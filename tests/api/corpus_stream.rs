@@ -13,8 +13,8 @@ use wiremock::ResponseTemplate;
 use crate::corpus::{
     for_each_case, load, mount_pair, repair_round, run_plain, Case, Got, REPAIR_REPLY,
 };
-use crate::helpers::spawn_app;
-use crate::stream_upstream::openai_stream;
+use crate::support::app::spawn_app;
+use crate::support::stream_upstream::openai_stream;
 
 const STREAM_PATH: &str = "/api/agent/react_step/stream";
 

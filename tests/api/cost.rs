@@ -7,8 +7,10 @@ use serde_json::{json, Value};
 use wiremock::matchers::path;
 use wiremock::{Mock, ResponseTemplate};
 
-use crate::helpers::{request, spawn_app, spawn_app_with, RunningBinary, TestApp};
-use crate::upstream::{
+use crate::support::app::{spawn_app, spawn_app_with, TestApp};
+use crate::support::binary::RunningBinary;
+use crate::support::requests::request;
+use crate::support::upstream::{
     anthropic_reply, mount, mount_sequence, openai_reply, ANTHROPIC_PATH, OPENAI_PATH,
 };
 
@@ -204,7 +206,7 @@ async fn the_binary_reads_the_table_named_by_the_environment() {
 /// Runs the binary on a price file, which must stop start-up.
 async fn start_up_on(file: &std::path::Path) -> (std::process::ExitStatus, String) {
     let file = file.display().to_string();
-    crate::helpers::start_up_with(&[("REACTSTEP_PRICES_FILE", &file)]).await
+    crate::support::binary::start_up_with(&[("REACTSTEP_PRICES_FILE", &file)]).await
 }
 
 #[tokio::test]

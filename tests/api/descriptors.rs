@@ -14,8 +14,11 @@ use hyper::service::service_fn;
 use hyper_util::rt::TokioIo;
 use serde_json::{json, Value};
 
-use crate::helpers::{assert_conforms, request, spawn_app_with, RunningBinary};
-use crate::upstream::openai_reply;
+use crate::support::app::spawn_app_with;
+use crate::support::binary::RunningBinary;
+use crate::support::requests::request;
+use crate::support::spec::assert_conforms;
+use crate::support::upstream::openai_reply;
 
 /// An OpenAI-style upstream over plain HTTP/1.1 that counts the calls it gets and answers none
 /// until `release` is sent.

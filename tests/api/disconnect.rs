@@ -9,8 +9,9 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc;
 
-use crate::helpers::{request, RunningBinary};
-use crate::upstream::read_request;
+use crate::support::binary::RunningBinary;
+use crate::support::requests::request;
+use crate::support::upstream::read_request;
 
 /// What the mock upstream does with each call once its request has arrived.
 #[derive(Clone, Copy)]

@@ -11,7 +11,7 @@ use reactstep::driver::{
 };
 use serde_json::{json, Map, Value};
 
-use crate::helpers::spawn_app;
+use crate::support::app::spawn_app;
 
 /// A tool failing `failures` times ("temporarily unavailable") before it answers.
 fn flaky(registry: &mut ToolRegistry, failures: u32) -> Arc<AtomicU32> {
@@ -163,7 +163,7 @@ impl wiremock::Respond for InOrder {
 
 #[tokio::test]
 async fn a_loop_with_a_real_model_sends_the_key_and_tells_the_model_a_tool_failed() {
-    use crate::upstream::{openai_reply, OPENAI_PATH};
+    use crate::support::upstream::{openai_reply, OPENAI_PATH};
     use wiremock::matchers::{header, method, path};
     let app = spawn_app().await;
     let replies = SCRIPT.iter().map(|s| openai_reply(s)).collect();

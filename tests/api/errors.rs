@@ -8,8 +8,9 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use wiremock::matchers::{method, path};
 use wiremock::{Mock, ResponseTemplate};
 
-use crate::helpers::{request, spawn_app, spawn_app_with, TestApp, KEY};
-use crate::upstream::{anthropic_reply, mount, openai_reply, ANTHROPIC_PATH, OPENAI_PATH};
+use crate::support::app::{spawn_app, spawn_app_with, TestApp};
+use crate::support::requests::{request, KEY};
+use crate::support::upstream::{anthropic_reply, mount, openai_reply, ANTHROPIC_PATH, OPENAI_PATH};
 
 fn fields(reply: &Value) -> Vec<String> {
     reply["error"]["fields"]
@@ -22,7 +23,7 @@ fn fields(reply: &Value) -> Vec<String> {
         .unwrap_or_default()
 }
 
-async fn post_raw(app: &TestApp, body: &str) -> crate::helpers::Reply {
+async fn post_raw(app: &TestApp, body: &str) -> crate::support::app::Reply {
     app.send("POST", "/api/agent/react_step", Some(body.to_string()))
         .await
 }
@@ -198,7 +199,7 @@ async fn upstream_fails(
     status: u16,
     body: Value,
     headers: &[(&str, &str)],
-) -> (TestApp, crate::helpers::Reply) {
+) -> (TestApp, crate::support::app::Reply) {
     let app = spawn_app().await;
     let mut template = ResponseTemplate::new(status).set_body_json(body);
     for (name, value) in headers {

@@ -10,8 +10,9 @@ use tokio::net::TcpListener;
 use wiremock::matchers::{method, path};
 use wiremock::{Mock, MockServer, ResponseTemplate};
 
-use crate::helpers::{request, spawn_app_with, TestApp};
-use crate::upstream::{anthropic_reply, openai_reply, ANTHROPIC_PATH, OPENAI_PATH};
+use crate::support::app::{spawn_app_with, TestApp};
+use crate::support::requests::request;
+use crate::support::upstream::{anthropic_reply, openai_reply, ANTHROPIC_PATH, OPENAI_PATH};
 
 /// Replies `first` (status, body, headers) `times` times, then the good reply.
 async fn failing_then_ok(at: &str, first: ResponseTemplate, times: u64, ok: Value) -> MockServer {

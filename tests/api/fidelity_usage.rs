@@ -7,9 +7,11 @@ use serde_json::{json, Value};
 use wiremock::matchers::{method, path};
 use wiremock::{Mock, ResponseTemplate};
 
-use crate::helpers::{assert_conforms_to_schema, request, spawn_app, spawn_app_with, TestApp};
-use crate::stream_upstream::openai_stream;
-use crate::upstream::{mount_sequence, openai_reply, OPENAI_PATH};
+use crate::support::app::{spawn_app, spawn_app_with, TestApp};
+use crate::support::requests::request;
+use crate::support::spec::assert_conforms_to_schema;
+use crate::support::stream_upstream::openai_stream;
+use crate::support::upstream::{mount_sequence, openai_reply, OPENAI_PATH};
 
 const GOOD: &str = "Thought: The login code is in auth.js.\nAction: read_file(path=\"auth.js\")";
 

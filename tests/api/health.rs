@@ -1,4 +1,4 @@
-use crate::helpers::spawn_app;
+use crate::support::app::spawn_app;
 
 #[tokio::test]
 async fn healthz_answers_ok() {

@@ -5,8 +5,9 @@
 
 use serde_json::{json, Map, Value};
 
-use crate::helpers::{request, spawn_app, Reply, TestApp};
-use crate::schema_bombs::{fan_out, ref_chain, ref_cycle};
+use crate::support::app::{spawn_app, Reply, TestApp};
+use crate::support::requests::request;
+use crate::support::schema_bombs::{fan_out, ref_chain, ref_cycle};
 
 /// A request with these tools whose `mock_response` calls `tool` with `args`.
 fn calling(tools: Value, tool: &str, args: &str) -> Value {

@@ -1,7 +1,8 @@
 use serde_json::json;
 
-use crate::helpers::{request, spawn_app};
-use crate::upstream::{mount, openai_reply, OPENAI_PATH};
+use crate::support::app::spawn_app;
+use crate::support::requests::request;
+use crate::support::upstream::{mount, openai_reply, OPENAI_PATH};
 
 fn last_step_request() -> serde_json::Value {
     let mut body = request("gpt-4o", "");

@@ -7,9 +7,10 @@ use serde_json::{json, Value};
 use wiremock::matchers::{method, path};
 use wiremock::{Mock, MockServer, ResponseTemplate};
 
-use crate::helpers::{request, RunningBinary, KEY};
-use crate::https_upstream;
-use crate::upstream::{openai_reply, OPENAI_PATH};
+use crate::support::binary::RunningBinary;
+use crate::support::https_upstream;
+use crate::support::requests::{request, KEY};
+use crate::support::upstream::{openai_reply, OPENAI_PATH};
 
 /// An upstream error that quotes the key back, as OpenAI's 401 does.
 fn echoing_the_key() -> Value {

@@ -7,8 +7,9 @@ use serde_json::{json, Value};
 use wiremock::matchers::any;
 use wiremock::{Mock, MockServer, ResponseTemplate};
 
-use crate::helpers::{request, spawn_app_with, TestApp};
-use crate::upstream::openai_reply;
+use crate::support::app::{spawn_app_with, TestApp};
+use crate::support::requests::request;
+use crate::support::upstream::openai_reply;
 
 const OPENROUTER: &str = "sk-or-v1-4f1c9e2a7b3d8e6f0a5c1b9d2e7f3a8c6b4d0e1f";
 const OPENAI_PROJECT: &str = "sk-proj-Qz7Xv3Lm9Wd2Kf8Hn4Tr6Yb1Pc5Gj0Ae3Ui7Oy";

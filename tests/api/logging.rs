@@ -3,8 +3,8 @@
 
 use serde_json::{json, Value};
 
-use crate::helpers::request;
-use crate::upstream::binary_answering;
+use crate::support::requests::request;
+use crate::support::upstream::binary_answering;
 
 const MARKER: &str = "CONTENT-MARKER-7f3a9c";
 

@@ -2,6 +2,11 @@
 //! exact wire format, every response checked against openapi.yaml.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+// The harness the test binaries share; this binary lives in a folder of its own, so it names
+// the file by path.
+#[path = "../support/mod.rs"]
+mod support;
+
 mod anthropic;
 mod bad_input;
 mod cache_usage;
@@ -17,10 +22,7 @@ mod faults;
 mod fidelity;
 mod fidelity_usage;
 mod health;
-mod helpers;
 mod hostile_schemas;
-#[path = "../support/https_upstream.rs"]
-mod https_upstream;
 mod iterations;
 mod key_secrecy;
 mod key_vendors;
@@ -42,22 +44,15 @@ mod reasoning;
 mod red_team_17;
 mod red_team_providers;
 mod redirects;
-#[path = "../support/schema_bombs.rs"]
-mod schema_bombs;
 mod scrubbing;
 mod shared_limits;
 mod shutdown;
 mod small_model_session;
 mod start_files;
-mod stream_upstream;
 mod streaming;
-#[cfg(target_os = "linux")]
-#[path = "../support/swap.rs"]
-mod swap;
 mod tls;
 mod tool_call_ids;
 mod tools;
 mod traces;
-mod upstream;
 mod workflow;
 mod workspace;

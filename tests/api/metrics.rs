@@ -3,8 +3,10 @@
 
 use serde_json::json;
 
-use crate::helpers::{request, spawn_app, RunningBinary};
-use crate::upstream::{binary_answering, held_upstream, mount, openai_reply, OPENAI_PATH};
+use crate::support::app::spawn_app;
+use crate::support::binary::RunningBinary;
+use crate::support::requests::request;
+use crate::support::upstream::{binary_answering, held_upstream, mount, openai_reply, OPENAI_PATH};
 
 /// What the server at `base` says on `GET /metrics`.
 async fn metrics_text(client: &reqwest::Client, base: &str) -> String {

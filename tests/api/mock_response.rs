@@ -1,6 +1,7 @@
 use serde_json::json;
 
-use crate::helpers::{request, spawn_app, spawn_app_with};
+use crate::support::app::{spawn_app, spawn_app_with};
+use crate::support::requests::request;
 
 fn offline(output: &str) -> serde_json::Value {
     let mut body = request("gpt-4o", "Where is login handled?");

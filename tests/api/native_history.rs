@@ -6,8 +6,9 @@
 use serde_json::{json, Value};
 use wiremock::{Mock, Request, Respond, ResponseTemplate};
 
-use crate::helpers::{request, spawn_app};
-use crate::upstream::{anthropic_reply, openai_reply, ANTHROPIC_PATH, OPENAI_PATH};
+use crate::support::app::spawn_app;
+use crate::support::requests::request;
+use crate::support::upstream::{anthropic_reply, openai_reply, ANTHROPIC_PATH, OPENAI_PATH};
 
 /// OpenAI's rule: a `tool` message answers a call of the assistant message before it, and every
 /// call is answered before any other message.
@@ -260,11 +261,12 @@ impl Respond for StrictLoop {
 
 #[tokio::test]
 async fn a_native_loop_round_trips_its_ids_plain_and_streamed() {
-    let openai_call = crate::upstream::openai_tool_reply(None, "read_file", "{\"path\":\"a.js\"}");
+    let openai_call =
+        crate::support::upstream::openai_tool_reply(None, "read_file", "{\"path\":\"a.js\"}");
     let anthropic_call =
-        crate::upstream::anthropic_tool_reply("", "read_file", json!({"path": "a.js"}));
+        crate::support::upstream::anthropic_tool_reply("", "read_file", json!({"path": "a.js"}));
     let streamed_answer =
-        crate::stream_upstream::openai_stream(&["Final Answer: ", "done"], "stop");
+        crate::support::stream_upstream::openai_stream(&["Final Answer: ", "done"], "stop");
     for (model, anthropic, first, second, stream) in [
         (
             "gpt-4o",

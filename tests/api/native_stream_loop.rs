@@ -6,10 +6,11 @@
 use serde_json::{json, Value};
 use wiremock::{Mock, Request, Respond, ResponseTemplate};
 
-use crate::helpers::{request, spawn_app};
 use crate::native_history::pairing_refusal;
 use crate::streaming::post_stream;
-use crate::upstream::{ANTHROPIC_PATH, OPENAI_PATH};
+use crate::support::app::spawn_app;
+use crate::support::requests::request;
+use crate::support::upstream::{ANTHROPIC_PATH, OPENAI_PATH};
 
 /// The calls the model makes at each step (none at the last: it answers).
 fn calls_at(step: usize) -> Vec<(String, String)> {

@@ -3,8 +3,9 @@
 
 use serde_json::{json, Value};
 
-use crate::helpers::{request, spawn_app};
-use crate::upstream::{
+use crate::support::app::spawn_app;
+use crate::support::requests::request;
+use crate::support::upstream::{
     anthropic_tool_reply, mount, mount_sequence, ollama_reply, openai_reply, openai_tool_reply,
     ANTHROPIC_PATH, OLLAMA_PATH, OPENAI_PATH,
 };

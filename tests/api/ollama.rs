@@ -2,8 +2,11 @@
 
 use serde_json::json;
 
-use crate::helpers::{request, spawn_app};
-use crate::upstream::{compatible_reply, mount, ollama_reply, COMPATIBLE_PATH, OLLAMA_PATH};
+use crate::support::app::spawn_app;
+use crate::support::requests::request;
+use crate::support::upstream::{
+    compatible_reply, mount, ollama_reply, COMPATIBLE_PATH, OLLAMA_PATH,
+};
 
 fn local_request(provider: &str, query: &str) -> serde_json::Value {
     let mut body = request("llama3.1:8b", query);
@@ -183,9 +186,9 @@ async fn a_timed_out_attempt_is_not_repeated_on_a_local_server() {
     for (provider, path, expected_calls) in [
         ("ollama", OLLAMA_PATH, 1),
         ("openai_compatible", COMPATIBLE_PATH, 1),
-        ("openai", crate::upstream::OPENAI_PATH, 2),
+        ("openai", crate::support::upstream::OPENAI_PATH, 2),
     ] {
-        let app = crate::helpers::spawn_app_with(|c| {
+        let app = crate::support::app::spawn_app_with(|c| {
             c.llm_timeout_secs = 1;
             c.retries = 1;
         })
@@ -199,7 +202,7 @@ async fn a_timed_out_attempt_is_not_repeated_on_a_local_server() {
             .mount(&app.llm)
             .await;
         let mut body = local_request(provider, "q");
-        body["user_api_keys"] = json!({"llmKey": crate::helpers::KEY});
+        body["user_api_keys"] = json!({"llmKey": crate::support::requests::KEY});
         let reply = app.post_react_step(&body).await;
         assert_eq!(reply.status, 504, "{provider}: {}", reply.text);
         assert_eq!(reply.body["error"]["type"], "llm_timeout", "{provider}");
@@ -255,7 +258,7 @@ fn digits_request() -> serde_json::Value {
     body
 }
 
-async fn used_by_the_service(app: &crate::helpers::TestApp, body: &serde_json::Value) -> u64 {
+async fn used_by_the_service(app: &crate::support::app::TestApp, body: &serde_json::Value) -> u64 {
     let mut dry = body.clone();
     dry["dry_run"] = json!(true);
     let reply = app.post_react_step(&dry).await;
@@ -327,7 +330,7 @@ async fn a_second_refusal_is_a_422_with_the_report_never_a_400() {
 #[tokio::test]
 async fn an_exact_count_refused_as_too_long_is_a_422_at_once() {
     let app = spawn_app().await;
-    wiremock::Mock::given(wiremock::matchers::path(crate::upstream::OPENAI_PATH))
+    wiremock::Mock::given(wiremock::matchers::path(crate::support::upstream::OPENAI_PATH))
         .respond_with(wiremock::ResponseTemplate::new(400).set_body_json(json!({"error": {
             "message": "This model's maximum context length is 4096 tokens. However, your messages resulted in 5210 tokens. Please reduce the length of the messages.",
             "type": "invalid_request_error", "param": "messages", "code": "context_length_exceeded"}})))

@@ -1,7 +1,8 @@
 use serde_json::json;
 
-use crate::helpers::{request, sorted_keys, spawn_app, KEY};
-use crate::upstream::{mount, openai_reply, OPENAI_PATH};
+use crate::support::app::{sorted_keys, spawn_app};
+use crate::support::requests::{request, KEY};
+use crate::support::upstream::{mount, openai_reply, OPENAI_PATH};
 
 #[tokio::test]
 async fn an_action_step_proposes_the_tool_call() {

@@ -4,8 +4,10 @@
 use serde_json::{json, Value};
 use wiremock::MockServer;
 
-use crate::helpers::{assert_conforms, request, spawn_app, spawn_app_with};
-use crate::upstream::{mount, openai_reply, OPENAI_PATH};
+use crate::support::app::{spawn_app, spawn_app_with};
+use crate::support::requests::request;
+use crate::support::spec::assert_conforms;
+use crate::support::upstream::{mount, openai_reply, OPENAI_PATH};
 
 const TOKEN: &str = "operator-token-0123456789";
 
@@ -209,7 +211,7 @@ async fn rate_limits_per_client_and_per_session_answer_429_with_retry_after() {
 async fn a_token_list_that_holds_no_token_stops_start_up() {
     for empty in ["", ",", "   ", " , "] {
         let (status, stderr) =
-            crate::helpers::start_up_with(&[("REACTSTEP_API_TOKENS", empty)]).await;
+            crate::support::binary::start_up_with(&[("REACTSTEP_API_TOKENS", empty)]).await;
         assert!(!status.success(), "{empty:?}");
         assert!(
             stderr.contains("api-tokens") && stderr.contains("holds no token"),

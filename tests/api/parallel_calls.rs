@@ -3,8 +3,9 @@
 
 use serde_json::{json, Value};
 
-use crate::helpers::{request, spawn_app};
-use crate::upstream::{anthropic_reply, mount, openai_reply, ANTHROPIC_PATH, OPENAI_PATH};
+use crate::support::app::spawn_app;
+use crate::support::requests::request;
+use crate::support::upstream::{anthropic_reply, mount, openai_reply, ANTHROPIC_PATH, OPENAI_PATH};
 
 fn with_tools(model: &str, mode: &str) -> Value {
     let mut body = request(model, "Compare a.js and b.js");
@@ -188,7 +189,7 @@ fn many_calls(n: usize) -> Vec<Value> {
 
 /// The step's answer, then its history sent back as the next step's (with the calls' results):
 /// what the service returned, it must accept.
-async fn returned_history_is_accepted(app: &crate::helpers::TestApp, reply: &Value) {
+async fn returned_history_is_accepted(app: &crate::support::app::TestApp, reply: &Value) {
     let mut history = reply["updated_conversation_history"]
         .as_array()
         .unwrap()

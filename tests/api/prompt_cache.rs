@@ -21,8 +21,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use serde_json::{json, Value};
 use wiremock::{Mock, Request, Respond, ResponseTemplate};
 
-use crate::helpers::{request, spawn_app, TestApp};
-use crate::upstream::{
+use crate::support::app::{spawn_app, TestApp};
+use crate::support::requests::request;
+use crate::support::upstream::{
     anthropic_reply, anthropic_tool_reply, openai_reply, openai_tool_reply, ANTHROPIC_PATH,
     OPENAI_PATH,
 };

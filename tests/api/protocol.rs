@@ -9,7 +9,9 @@ use serde_json::Value;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-use crate::helpers::{assert_conforms, request, spawn_app_with, TestApp};
+use crate::support::app::{spawn_app_with, TestApp};
+use crate::support::requests::request;
+use crate::support::spec::assert_conforms;
 
 const STEP: &str = "/api/agent/react_step";
 const GUARD: Duration = Duration::from_secs(20);

@@ -5,8 +5,9 @@
 use serde_json::{json, Value};
 use wiremock::{Mock, Request, Respond, ResponseTemplate};
 
-use crate::helpers::{request, spawn_app, TestApp, KEY};
 use crate::streaming::post_stream;
+use crate::support::app::{spawn_app, TestApp};
+use crate::support::requests::{request, KEY};
 
 /// Which wire format a provider speaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -511,7 +512,7 @@ async fn every_provider_is_tried_again_after_a_server_error() {
 
 #[tokio::test]
 async fn azure_without_a_base_url_anywhere_is_a_400() {
-    let app = crate::helpers::spawn_app_with(|c| {
+    let app = crate::support::app::spawn_app_with(|c| {
         c.base_urls.remove("azure");
     })
     .await;
@@ -531,7 +532,7 @@ async fn azure_without_a_base_url_anywhere_is_a_400() {
 
 #[tokio::test]
 async fn a_host_pattern_admits_any_azure_resource_and_nothing_else() {
-    let app = crate::helpers::spawn_app_with(|c| {
+    let app = crate::support::app::spawn_app_with(|c| {
         c.base_urls.remove("azure");
         c.allowed_base_urls = vec!["https://*.openai.azure.com".into()];
     })
@@ -605,7 +606,7 @@ async fn the_provider_list_names_every_provider_and_no_secret() {
     assert_eq!(ollama["capabilities"]["requires_key"], false);
     assert_eq!(ollama["capabilities"]["native_by_default"], false);
 
-    let guarded = crate::helpers::spawn_app_with(|c| {
+    let guarded = crate::support::app::spawn_app_with(|c| {
         c.api_tokens = Some("operator-token-0123456789".parse().unwrap());
     })
     .await;
@@ -617,7 +618,7 @@ async fn the_provider_list_names_every_provider_and_no_secret() {
 
 #[tokio::test]
 async fn openrouter_gets_the_operators_attribution_headers() {
-    let app = crate::helpers::spawn_app_with(|c| {
+    let app = crate::support::app::spawn_app_with(|c| {
         c.read_provider_variables(|name| match name {
             "REACTSTEP_OPENROUTER_REFERER" => Some("https://editor.example".into()),
             "REACTSTEP_OPENROUTER_TITLE" => Some("Example Editor".into()),
@@ -684,7 +685,7 @@ async fn a_vendor_slash_model_id_implies_openrouter_only_with_an_openrouter_key(
 
 #[tokio::test]
 async fn azure_takes_the_deployments_form_for_a_base_ending_in_openai() {
-    let app = crate::helpers::spawn_app_with(|c| {
+    let app = crate::support::app::spawn_app_with(|c| {
         let v1 = c.base_urls["azure"].clone();
         let resource = v1.replace("/azure/openai/v1", "/contoso/openai");
         c.base_urls.insert("azure".into(), resource);

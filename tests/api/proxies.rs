@@ -5,7 +5,8 @@
 
 use serde_json::{json, Value};
 
-use crate::helpers::{request, spawn_app_with, TestApp};
+use crate::support::app::{spawn_app_with, TestApp};
+use crate::support::requests::request;
 
 const LIMIT: u32 = 3;
 

@@ -8,9 +8,10 @@ use std::sync::{Arc, Mutex};
 use serde_json::{json, Value};
 use wiremock::{Mock, Request, Respond, ResponseTemplate};
 
-use crate::helpers::{request, spawn_app, TestApp};
 use crate::streaming::post_stream;
-use crate::upstream::{anthropic_reply, openai_reply, ANTHROPIC_PATH, OPENAI_PATH};
+use crate::support::app::{spawn_app, TestApp};
+use crate::support::requests::request;
+use crate::support::upstream::{anthropic_reply, openai_reply, ANTHROPIC_PATH, OPENAI_PATH};
 
 const THINKING: &str = "The bug report names a.js; I should read it before guessing.";
 const SIGNATURE: &str = "EqQBCgIYAhIM1gbcDa9GJwZA2b3hGgxBdjrkzLoky3dl1pkiMOYds";

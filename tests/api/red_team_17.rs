@@ -7,10 +7,11 @@ use serde_json::{json, Value};
 use wiremock::matchers::path;
 use wiremock::{Mock, ResponseTemplate};
 
-use crate::helpers::{request, spawn_app, TestApp};
 use crate::reasoning::native;
 use crate::streaming::post_stream;
-use crate::upstream::{anthropic_reply, openai_reply, ANTHROPIC_PATH, OPENAI_PATH};
+use crate::support::app::{spawn_app, TestApp};
+use crate::support::requests::request;
+use crate::support::upstream::{anthropic_reply, openai_reply, ANTHROPIC_PATH, OPENAI_PATH};
 
 const COUNT_PATH: &str = "/v1/messages/count_tokens";
 const SIGNATURE: &str = "EqQBCgIYAhIM1gbcDa9GJwZA2b3hGgxBdjrkzLoky3dl1pkiMOYds";

@@ -13,9 +13,10 @@ use wiremock::matchers::path;
 use wiremock::{Mock, Request, Respond, ResponseTemplate};
 
 use crate::anthropic::near_the_limit;
-use crate::helpers::{request, spawn_app, spawn_app_with, TestApp, KEY};
-use crate::stream_upstream::{serve, Ending};
-use crate::upstream::{anthropic_reply, mount, ANTHROPIC_PATH, OPENAI_PATH};
+use crate::support::app::{spawn_app, spawn_app_with, TestApp};
+use crate::support::requests::{request, KEY};
+use crate::support::stream_upstream::{serve, Ending};
+use crate::support::upstream::{anthropic_reply, mount, ANTHROPIC_PATH, OPENAI_PATH};
 
 const COUNT_PATH: &str = "/v1/messages/count_tokens";
 
@@ -141,7 +142,7 @@ async fn refusals_naming_zero_or_fewer_tokens_than_ours_are_answered_at_once() {
 #[tokio::test]
 async fn a_refusal_with_a_huge_llama_cpp_field_is_a_422_not_a_crash() {
     let app = spawn_app().await;
-    Mock::given(path(crate::upstream::COMPATIBLE_PATH))
+    Mock::given(path(crate::support::upstream::COMPATIBLE_PATH))
         .respond_with(ResponseTemplate::new(400).set_body_json(json!({"error": {
             "code": 400,
             "message": "the request exceeds the available context size (2048 tokens), try increasing it",
@@ -416,7 +417,8 @@ async fn ollama_lines_split_mid_character_and_error_lines_with_the_key() {
         .windows(4)
         .position(|w| w == "\u{1F600}".as_bytes())
         .unwrap();
-    let pieces = crate::stream_upstream::cut_at(&bytes, &[emoji + 1, emoji + 2, emoji + 3]);
+    let pieces =
+        crate::support::stream_upstream::cut_at(&bytes, &[emoji + 1, emoji + 2, emoji + 3]);
     let uri = serve(200, pieces, Ending::Complete).await.uri;
     let app = spawn_app_with(move |c| c.ollama_base_url = uri).await;
     let mut body = request("llama3.1:8b", "q");
@@ -793,7 +795,7 @@ async fn the_provider_list_shows_only_hosts_and_honours_the_token() {
         assert!(!text.contains(secret), "{secret} in {text}");
     }
     let body: Value = serde_json::from_str(&text).unwrap();
-    crate::helpers::assert_conforms("get", "/api/providers", 200, &body);
+    crate::support::spec::assert_conforms("get", "/api/providers", 200, &body);
     let host = |name: &str| {
         body["providers"]
             .as_array()
@@ -950,7 +952,7 @@ async fn one_hostile_refusal_does_not_drop_the_other_steps_in_flight() {
     Mock::given(path(OPENAI_PATH))
         .respond_with(
             ResponseTemplate::new(200)
-                .set_body_json(crate::upstream::openai_reply(
+                .set_body_json(crate::support::upstream::openai_reply(
                     "Thought: t\nFinal Answer: slow",
                 ))
                 .set_delay(Duration::from_secs(2)),

@@ -4,8 +4,10 @@
 use wiremock::matchers::any;
 use wiremock::{Mock, MockServer, ResponseTemplate};
 
-use crate::helpers::{assert_conforms, request, spawn_app, TestApp};
-use crate::upstream::{anthropic_reply, openai_reply, ANTHROPIC_PATH, OPENAI_PATH};
+use crate::support::app::{spawn_app, TestApp};
+use crate::support::requests::request;
+use crate::support::spec::assert_conforms;
+use crate::support::upstream::{anthropic_reply, openai_reply, ANTHROPIC_PATH, OPENAI_PATH};
 
 const TARGET_TEXT: &str = "REDIRECT-TARGET-SPEAKING";
 
@@ -81,7 +83,7 @@ async fn no_redirect_is_followed_for_any_provider_or_status() {
 async fn the_anthropic_reply_shape_is_not_what_stops_a_redirect() {
     // The control: the same upstream answering 200 is used, so the 502 above is the redirect's.
     let app = spawn_app().await;
-    crate::upstream::mount(
+    crate::support::upstream::mount(
         &app.llm,
         ANTHROPIC_PATH,
         200,

@@ -10,8 +10,9 @@ use serde_json::{json, Value};
 use wiremock::matchers::{body_string_contains, method, path};
 use wiremock::{Mock, MockServer, ResponseTemplate};
 
-use crate::helpers::{request, RunningBinary};
-use crate::upstream::{openai_reply, OPENAI_PATH};
+use crate::support::binary::RunningBinary;
+use crate::support::requests::request;
+use crate::support::upstream::{openai_reply, OPENAI_PATH};
 
 /// Mixed case and digits, so no log figure or word can hold a piece of it by chance.
 pub const CANARY: &str = "sk-proj-Qz7Xv3Lm9Wd2Kf8Hn4Tr6Yb1Pc5Gj0Ae3Ui7Oy";

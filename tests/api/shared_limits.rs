@@ -8,7 +8,9 @@ use std::time::Duration;
 use reactstep::config::RedisUrl;
 use serde_json::{json, Value};
 
-use crate::helpers::{request, spawn_app_with, start_up_with, RunningBinary, TestApp};
+use crate::support::app::{spawn_app_with, TestApp};
+use crate::support::binary::{start_up_with, RunningBinary};
+use crate::support::requests::request;
 
 const PASSWORD: &str = "redis-password-7d1f9a";
 
@@ -36,13 +38,13 @@ async fn app_with_redis(url: String, fail_open: bool) -> TestApp {
 }
 
 /// Answers within a bound however the limiter behaves: a hang is a failure, not a stuck suite.
-async fn post(app: &TestApp, body: &Value) -> crate::helpers::Reply {
+async fn post(app: &TestApp, body: &Value) -> crate::support::app::Reply {
     tokio::time::timeout(Duration::from_secs(30), app.post_react_step(body))
         .await
         .expect("the service answers although Redis does not")
 }
 
-fn assert_unavailable(reply: &crate::helpers::Reply, session: &str) {
+fn assert_unavailable(reply: &crate::support::app::Reply, session: &str) {
     assert_eq!(reply.status, 503, "{}", reply.text);
     assert_eq!(reply.body["error"]["type"], "rate_limiter_unavailable");
     assert_eq!(reply.body["error"]["retryable"], true);

@@ -3,8 +3,9 @@
 
 use serde_json::Value;
 
-use crate::helpers::{request, RunningBinary};
-use crate::upstream::held_upstream;
+use crate::support::binary::RunningBinary;
+use crate::support::requests::request;
+use crate::support::upstream::held_upstream;
 
 #[tokio::test]
 async fn sigterm_lets_the_step_in_flight_finish_then_exits() {

@@ -8,9 +8,10 @@ use serde_json::{json, Value};
 use wiremock::matchers::{method, path};
 use wiremock::{Mock, ResponseTemplate};
 
-use crate::helpers::{request, spawn_app, Reply, TestApp};
-use crate::stream_upstream::openai_stream;
-use crate::upstream::{openai_reply, OPENAI_PATH};
+use crate::support::app::{spawn_app, Reply, TestApp};
+use crate::support::requests::request;
+use crate::support::stream_upstream::openai_stream;
+use crate::support::upstream::{openai_reply, OPENAI_PATH};
 
 const STREAM_PATH: &str = "/api/agent/react_step/stream";
 

@@ -6,7 +6,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::helpers::{start_up_with, RunningBinary};
+use crate::support::binary::{start_up_with, RunningBinary};
 
 fn fifo(dir: &Path) -> PathBuf {
     let path = dir.join("fifo");

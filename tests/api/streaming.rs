@@ -5,10 +5,10 @@
 use reactstep::llm::sse::SseDecoder;
 use serde_json::{json, Value};
 
-use crate::helpers::{
-    assert_conforms, assert_conforms_to_schema, request, spawn_app, spawn_app_with, TestApp,
-};
-use crate::stream_upstream::{cut_at, openai_stream, serve, Ending, StreamingUpstream};
+use crate::support::app::{spawn_app, spawn_app_with, TestApp};
+use crate::support::requests::request;
+use crate::support::spec::{assert_conforms, assert_conforms_to_schema};
+use crate::support::stream_upstream::{cut_at, openai_stream, serve, Ending, StreamingUpstream};
 
 const STREAM_PATH: &str = "/api/agent/react_step/stream";
 

@@ -7,9 +7,10 @@ use std::io::Write;
 
 use reactstep::config::Config;
 
-use crate::helpers::{request, spawn_app_with, TestApp};
-use crate::https_upstream::{self, HttpsUpstream};
-use crate::upstream::openai_reply;
+use crate::support::app::{spawn_app_with, TestApp};
+use crate::support::https_upstream::{self, HttpsUpstream};
+use crate::support::requests::request;
+use crate::support::upstream::openai_reply;
 
 fn answer() -> (u16, String) {
     let reply = openai_reply("Thought: It is known.\nFinal Answer: reached over TLS");

@@ -2,8 +2,9 @@
 
 use serde_json::{json, Value};
 
-use crate::helpers::{request, spawn_app};
-use crate::upstream::{mount, mount_sequence, openai_reply, OPENAI_PATH};
+use crate::support::app::spawn_app;
+use crate::support::requests::request;
+use crate::support::upstream::{mount, mount_sequence, openai_reply, OPENAI_PATH};
 
 fn tools() -> Value {
     json!([

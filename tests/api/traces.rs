@@ -20,8 +20,9 @@ use tokio::io::AsyncBufReadExt;
 use wiremock::matchers::{method, path};
 use wiremock::{Mock, MockServer, ResponseTemplate};
 
-use crate::helpers::{request, RunningBinary};
-use crate::upstream::{openai_reply, OPENAI_PATH};
+use crate::support::binary::RunningBinary;
+use crate::support::requests::request;
+use crate::support::upstream::{openai_reply, OPENAI_PATH};
 
 /// Exact versions, so that every run decodes with the same classes.
 const RECEIVER_PACKAGES: [&str; 2] = ["opentelemetry-proto==1.45.2", "protobuf==7.36.2"];
@@ -215,7 +216,7 @@ fn huge_tracestate() -> String {
 
 /// A process's resident memory and its peak so far, in KiB, from `/proc/<pid>/status`.
 fn memory_kib(pid: u32) -> (u64, u64) {
-    let field = |name| crate::helpers::binary::status_kib(pid, name);
+    let field = |name| crate::support::binary::status_kib(pid, name);
     (field("VmRSS"), field("VmHWM"))
 }
 

@@ -2,8 +2,9 @@
 
 use serde_json::json;
 
-use crate::helpers::{request, spawn_app};
-use crate::upstream::{mount_sequence, openai_reply, OPENAI_PATH};
+use crate::support::app::spawn_app;
+use crate::support::requests::request;
+use crate::support::upstream::{mount_sequence, openai_reply, OPENAI_PATH};
 
 #[tokio::test]
 async fn the_seed_four_step_workflow_runs_end_to_end() {

@@ -7,7 +7,8 @@ use std::os::unix::fs::symlink;
 
 use serde_json::{json, Value};
 
-use crate::helpers::{report_item, request, spawn_app_with, TestApp};
+use crate::support::app::{report_item, spawn_app_with, TestApp};
+use crate::support::requests::request;
 
 const PROJECT: &str = "proj-1";
 const SECRET: &str = "TOP-SECRET-HOST-FILE";
@@ -174,7 +175,7 @@ async fn a_project_id_that_is_not_a_plain_name_reads_nothing() {
 #[tokio::test]
 async fn without_a_workspace_root_nothing_is_read_from_disk() {
     let root = workspace();
-    let app = crate::helpers::spawn_app().await;
+    let app = crate::support::app::spawn_app().await;
     let reply = app.post_react_step(&dry_run(&["src/auth.js"])).await;
     let (fate, reason) = reason_for(&reply.body, "src/auth.js");
     assert_eq!(fate, "unresolved");
@@ -265,7 +266,7 @@ impl Swapper {
         let flag = stop.clone();
         let thread = std::thread::spawn(move || {
             while !flag.load(std::sync::atomic::Ordering::Relaxed) {
-                paths.iter().for_each(|p| crate::swap::exchange(p));
+                paths.iter().for_each(|p| crate::support::swap::exchange(p));
                 std::thread::yield_now();
             }
         });

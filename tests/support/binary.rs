@@ -154,3 +154,23 @@ pub fn status_kib(pid: u32, field: &str) -> u64 {
         .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
         .unwrap_or_else(|| panic!("{field} in /proc/{pid}/status"))
 }
+
+/// Runs the binary with `env` on a setting that must stop start-up: it has to exit by itself,
+/// so a server that started anyway fails the test at the guard. Its exit status and stderr.
+pub async fn start_up_with(env: &[(&str, &str)]) -> (std::process::ExitStatus, String) {
+    let run = tokio::process::Command::new(env!("CARGO_BIN_EXE_reactstep"))
+        .envs(env.iter().copied())
+        .env("REACTSTEP_BIND", "127.0.0.1:0")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .output();
+    let output = tokio::time::timeout(std::time::Duration::from_secs(30), run)
+        .await
+        .unwrap_or_else(|_| panic!("{env:?}: the server started"))
+        .unwrap();
+    (
+        output.status,
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}

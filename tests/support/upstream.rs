@@ -181,9 +181,9 @@ pub async fn read_request(socket: &mut tokio::net::TcpStream) {
 
 /// The binary in a process of its own (its log at `info`), its model a mock OpenAI upstream
 /// that always answers `output`. The mock is returned too: it must outlive the server's calls.
-pub async fn binary_answering(output: &str) -> (MockServer, crate::helpers::RunningBinary) {
+pub async fn binary_answering(output: &str) -> (MockServer, super::binary::RunningBinary) {
     let llm = MockServer::start().await;
     mount(&llm, OPENAI_PATH, 200, openai_reply(output)).await;
-    let server = crate::helpers::RunningBinary::start(&llm.uri(), "info").await;
+    let server = super::binary::RunningBinary::start(&llm.uri(), "info").await;
     (llm, server)
 }

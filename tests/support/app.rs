@@ -1,15 +1,12 @@
-//! Starts the real server on a loopback port with a wiremock server standing in for every LLM
-//! provider, and checks every response body against the schema `openapi.yaml` documents for its
-//! path, method and status, so that the spec cannot drift from the code.
-
-use std::sync::OnceLock;
+//! The real server started in the test's process on a loopback port, with a wiremock server
+//! standing in for every LLM provider; every JSON reply is checked against `openapi.yaml`.
 
 use reactstep::config::Config;
 use reactstep::startup::Application;
 use serde_json::Value;
 use wiremock::MockServer;
 
-pub const KEY: &str = "sk-test-SECRET-key-0123456789";
+use super::spec::assert_conforms;
 
 /// Where each provider without a flag of its own answers in the tests (under the mock's URI).
 pub const MOCK_BASES: &[(&str, &str)] = &[
@@ -124,24 +121,6 @@ impl TestApp {
     }
 }
 
-/// A minimal valid request for a model; tests change what they examine.
-pub fn request(model: &str, query: &str) -> Value {
-    serde_json::json!({
-        "project_id": "4b1e6f0e-0000-4000-8000-000000000001",
-        "session_id": "5c2f7a1f-0000-4000-8000-000000000002",
-        "user_query": query,
-        "conversation_history": [],
-        "explicit_context_paths": [],
-        "pinned_item_ids_to_include": [],
-        "implicit_context": {"last_focused_file_path": null},
-        "vector_search_results_to_include": [],
-        "available_tools_prompt_segment": "You have access to: code_search(query), read_file(path)",
-        "llm_config": {"modelName": model, "tokenLimit": 8192, "reservedOutputTokens": 1000, "temperature": 0.2},
-        "user_api_keys": {"llmKey": KEY},
-        "max_iterations_left": 3
-    })
-}
-
 /// The `context_report` entry for an item or turn id.
 pub fn report_item<'a>(body: &'a Value, id: &str) -> &'a Value {
     body["context_report"]["items"]
@@ -162,89 +141,4 @@ pub fn sorted_keys(body: &Value) -> Vec<&str> {
         .collect();
     keys.sort_unstable();
     keys
-}
-
-fn spec() -> &'static Value {
-    static SPEC: OnceLock<Value> = OnceLock::new();
-    SPEC.get_or_init(|| {
-        let yaml =
-            std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/openapi.yaml")).unwrap();
-        serde_yaml::from_str(&yaml).expect("openapi.yaml is valid YAML")
-    })
-}
-
-fn escape(segment: &str) -> String {
-    segment.replace('~', "~0").replace('/', "~1")
-}
-
-/// Panics unless `body` matches the schema the spec gives for this path, method and status.
-/// Paths the spec does not list answer with its documented error shape.
-pub fn assert_conforms(method: &str, path: &str, status: u16, body: &Value) {
-    let spec = spec();
-    let method = method.to_ascii_lowercase();
-    let pointer = match spec["paths"].get(path) {
-        Some(item) if item.get(&method).is_some() => {
-            let response = item[&method]["responses"]
-                .get(status.to_string())
-                .unwrap_or_else(|| {
-                    panic!(
-                        "{method} {path} answered {status}, which openapi.yaml does not document"
-                    )
-                });
-            let base = match response.get("$ref").and_then(Value::as_str) {
-                Some(r) => r.to_string(),
-                None => format!("#/paths/{}/{method}/responses/{status}", escape(path)),
-            };
-            format!("{base}/content/application~1json/schema")
-        }
-        _ => "#/components/schemas/ErrorResponse".to_string(),
-    };
-    validate_at(&pointer, body, &format!("{method} {path} {status}"));
-}
-
-/// Validates the data of a streamed event against a schema of `components/schemas`.
-pub fn assert_conforms_to_schema(name: &str, body: &Value) {
-    validate_at(&format!("#/components/schemas/{name}"), body, name);
-}
-
-fn validate_at(pointer: &str, body: &Value, what: &str) {
-    let spec = spec();
-    let mut root = spec.clone();
-    root["$ref"] = Value::String(pointer.to_string());
-    let validator = jsonschema::draft202012::options()
-        .build(&root)
-        .unwrap_or_else(|e| panic!("schema {pointer} does not compile: {e}"));
-    let errors: Vec<String> = validator
-        .iter_errors(body)
-        .map(|e| format!("{} at {}", e, e.instance_path))
-        .collect();
-    assert!(
-        errors.is_empty(),
-        "{what} does not conform to {pointer}:\n{}\nbody: {body:#}",
-        errors.join("\n")
-    );
-}
-
-#[path = "../support/binary.rs"]
-pub mod binary;
-pub use binary::RunningBinary;
-
-/// Runs the binary with `env` on a setting that must stop start-up: it has to exit by itself,
-/// so a server that started anyway fails the test at the guard. Its exit status and stderr.
-pub async fn start_up_with(env: &[(&str, &str)]) -> (std::process::ExitStatus, String) {
-    let run = tokio::process::Command::new(env!("CARGO_BIN_EXE_reactstep"))
-        .envs(env.iter().copied())
-        .env("REACTSTEP_BIND", "127.0.0.1:0")
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
-        .kill_on_drop(true)
-        .output();
-    let output = tokio::time::timeout(std::time::Duration::from_secs(30), run)
-        .await
-        .unwrap_or_else(|_| panic!("{env:?}: the server started"))
-        .unwrap();
-    (
-        output.status,
-        String::from_utf8_lossy(&output.stderr).into_owned(),
-    )
 }

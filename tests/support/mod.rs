@@ -1,0 +1,28 @@
+//! The harness every test binary shares (`mod support;`; the `api` binary names this file by
+//! path). One definition of each helper:
+//!
+//! - `app`: the real server in the test's process, its mock LLM, and requests to it;
+//! - `requests`: the request bodies the tests send;
+//! - `spec`: every reply checked against `openapi.yaml`;
+//! - `upstream`: replies in each provider's exact wire format, and mocks that serve them;
+//! - `stream_upstream`: an upstream that streams exactly as a test scripts it;
+//! - `binary`: the real `reactstep` binary as a child process;
+//! - `https_upstream`, `schema_bombs`, `swap`, `system_packages`, `workspace`: what a few tests
+//!   need (an HTTPS upstream, hostile tool schemas, an atomic name exchange, programs from the
+//!   system's packages, a workspace for `reactstep run`).
+
+// Each test binary compiles all of the harness but uses only part of it.
+#![allow(dead_code)]
+
+pub mod app;
+pub mod binary;
+pub mod https_upstream;
+pub mod requests;
+pub mod schema_bombs;
+pub mod spec;
+pub mod stream_upstream;
+#[cfg(target_os = "linux")]
+pub mod swap;
+pub mod system_packages;
+pub mod upstream;
+pub mod workspace;
