@@ -25,7 +25,7 @@ use tokio::net::{TcpListener, TcpStream};
 use wiremock::matchers::{body_partial_json, method};
 use wiremock::{Mock, MockServer, ResponseTemplate};
 
-use support::binary::RunningBinary;
+use support::binary::{peak_rss_mib, RunningBinary};
 use support::requests::{request, KEY};
 use support::schema_bombs::{fan_out, ref_chain, ref_cycle};
 
@@ -471,10 +471,6 @@ fn health_check(address: &str) -> String {
     let mut answer = String::new();
     socket.read_to_string(&mut answer).unwrap();
     answer
-}
-
-fn peak_rss_mib(pid: u32) -> u64 {
-    support::binary::status_kib(pid, "VmHWM") / 1024
 }
 
 /// No 8 consecutive characters of the key, also once everything but letters and digits is

@@ -17,8 +17,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use wiremock::matchers::method;
 use wiremock::{Mock, MockServer, ResponseTemplate};
 
-use support::binary::status_kib;
-use support::binary::RunningBinary;
+use support::binary::{peak_rss_mib, status_kib, RunningBinary};
 use support::requests::request;
 
 /// About 15 MiB of elements, under the 16 MiB reply cap.
@@ -69,10 +68,6 @@ fn body(mode: &str) -> Value {
     body["tools"] = json!([{"name": "read_file", "description": "Read a file.",
         "parameters": {"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]}}]);
     body
-}
-
-fn peak_rss_mib(pid: u32) -> u64 {
-    status_kib(pid, "VmHWM") / 1024
 }
 
 /// The step endpoint, streaming or not.

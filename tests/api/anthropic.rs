@@ -1,8 +1,8 @@
 use serde_json::json;
 
 use crate::support::app::{sorted_keys, spawn_app, spawn_app_with};
-use crate::support::requests::{request, KEY};
-use crate::support::upstream::{anthropic_reply, mount, ANTHROPIC_PATH};
+use crate::support::requests::{near_the_limit, request, KEY};
+use crate::support::upstream::{anthropic_reply, mount, ANTHROPIC_PATH, COUNT_PATH};
 
 #[tokio::test]
 async fn an_action_step_against_anthropic() {
@@ -185,8 +185,6 @@ async fn the_operator_margin_replaces_the_calibrated_one() {
     assert_eq!(exact["approximation_margin_percent"], 0);
 }
 
-const COUNT_PATH: &str = "/v1/messages/count_tokens";
-
 /// Anthropic's count endpoint: checks the request as the API does (no output settings, its
 /// headers) and answers the counts given, one per call.
 struct Counter {
@@ -214,24 +212,6 @@ impl wiremock::Respond for Counter {
         wiremock::ResponseTemplate::new(200)
             .set_body_json(json!({"input_tokens": self.counts[call.min(self.counts.len() - 1)]}))
     }
-}
-
-/// A Claude request whose context fits the budget by a raw count but not with Claude's margin.
-pub fn near_the_limit() -> serde_json::Value {
-    let mut body = request("claude-sonnet-4-5", "What does Login do?");
-    body["llm_config"]["tokenLimit"] = json!(3000);
-    body["llm_config"]["reservedOutputTokens"] = json!(500);
-    let file = |name: &str| {
-        json!({"path": format!("src/{name}.rs"),
-               "content": format!("pub fn {name}(user: &User) -> Session {{\n    Session::start(user)\n}}\n").repeat(24)})
-    };
-    body["explicit_context"] = json!([
-        file("login"),
-        file("logout"),
-        file("refresh"),
-        file("revoke")
-    ]);
-    body
 }
 
 fn included(body: &serde_json::Value) -> usize {

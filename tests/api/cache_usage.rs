@@ -71,7 +71,8 @@ async fn anthropic_cache_reads_and_writes_are_reported_plain_and_streamed() {
         .mount(&streamed_app.llm)
         .await;
     let streamed =
-        crate::streaming::post_stream(&streamed_app, &request("claude-sonnet-4-5", "q")).await;
+        crate::support::stream::post_stream(&streamed_app, &request("claude-sonnet-4-5", "q"))
+            .await;
     let (name, step) = streamed.terminal();
     assert_eq!(name, "step");
     assert_eq!(step["usage"]["cached_prompt_tokens"], 3000);

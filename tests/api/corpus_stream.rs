@@ -10,13 +10,12 @@ use reactstep::llm::sse::SseDecoder;
 use serde_json::Value;
 use wiremock::ResponseTemplate;
 
-use crate::corpus::{
+use crate::support::app::spawn_app;
+use crate::support::corpus::{
     for_each_case, load, mount_pair, repair_round, run_plain, Case, Got, REPAIR_REPLY,
 };
-use crate::support::app::spawn_app;
+use crate::support::stream::STREAM_PATH;
 use crate::support::stream_upstream::openai_stream;
-
-const STREAM_PATH: &str = "/api/agent/react_step/stream";
 
 /// Markup of a tool call that never belongs in a streamed thought.
 const CALL_MARKUP: [&str; 14] = [
@@ -162,7 +161,7 @@ fn disagreements(plain: &Got, plain_decision: &Value, streamed: &Streamed) -> Ve
     // The final decision.
     match name.as_str() {
         "step" => {
-            let decision = crate::corpus::decision(data);
+            let decision = crate::support::corpus::decision(data);
             if decision != *plain_decision {
                 out.push(format!(
                     "step decision {decision} != plain {plain_decision}"

@@ -95,7 +95,8 @@ async fn an_anthropic_step_with_cache_reads_and_writes_is_priced_plain_and_strea
         .mount(&streamed_app.llm)
         .await;
     let streamed =
-        crate::streaming::post_stream(&streamed_app, &request("claude-sonnet-4-5", "q")).await;
+        crate::support::stream::post_stream(&streamed_app, &request("claude-sonnet-4-5", "q"))
+            .await;
     let (name, step) = streamed.terminal();
     assert_eq!(name, "step", "{step}");
     assert_eq!(step["usage"]["prompt_tokens"], 3512);

@@ -9,7 +9,7 @@ use wiremock::matchers::{method, path};
 use wiremock::{Mock, ResponseTemplate};
 
 use crate::support::app::{spawn_app, spawn_app_with, TestApp};
-use crate::support::requests::{request, KEY};
+use crate::support::requests::{kept_history, request, KEY};
 use crate::support::upstream::{anthropic_reply, mount, openai_reply, ANTHROPIC_PATH, OPENAI_PATH};
 
 fn fields(reply: &Value) -> Vec<String> {
@@ -115,20 +115,6 @@ async fn history_turns_are_validated() {
     let reply = app.post_react_step(&body).await;
     assert_eq!(reply.status, 400);
     assert_eq!(fields(&reply.body), ["conversation_history[0].role"]);
-}
-
-/// Turns as a client keeps them: escapes and characters beyond ASCII, a call and its result,
-/// fields of the client's own. `padding` more bytes in the first turn.
-pub fn kept_history(padding: usize) -> Value {
-    json!([
-        {"role": "user", "content": format!("find \"login\" — é 😀\n\ttab {}", "x".repeat(padding)),
-         "timestamp": "2026-11-24T01:02:03.456Z", "client_id": "c-1"},
-        {"role": "assistant", "content": "I will search.",
-         "toolCall": {"id": "call_1", "name": "code_search", "parameters": {"query": "login", "limit": 3}},
-         "meta": {"a": [1, 2, {"b": null}], "s": "\u{1}\\"}},
-        {"role": "tool_observation", "content": "src/auth.js:1", "tool_call_id": "call_1",
-         "toolResult": {"success": true, "result": ["src/auth.js", 1.5]}}
-    ])
 }
 
 #[tokio::test]

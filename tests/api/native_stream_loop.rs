@@ -6,10 +6,10 @@
 use serde_json::{json, Value};
 use wiremock::{Mock, Request, Respond, ResponseTemplate};
 
-use crate::native_history::pairing_refusal;
-use crate::streaming::post_stream;
 use crate::support::app::spawn_app;
+use crate::support::provider_rules::pairing_refusal;
 use crate::support::requests::request;
+use crate::support::stream::post_stream;
 use crate::support::upstream::{ANTHROPIC_PATH, OPENAI_PATH};
 
 /// The calls the model makes at each step (none at the last: it answers).

@@ -160,7 +160,7 @@ async fn a_stream_without_usage_is_counted_by_the_service_and_marked_approximate
         .mount(&app.llm)
         .await;
     let streamed =
-        crate::streaming::post_stream(&app, &local_request("openai_compatible", "q")).await;
+        crate::support::stream::post_stream(&app, &local_request("openai_compatible", "q")).await;
     let (name, step) = streamed.terminal();
     assert_eq!(name, "step", "{step}");
     assert_eq!(step["direct_response"], "in auth.js");
@@ -355,7 +355,7 @@ async fn an_event_stream_with_no_event_is_an_empty_reply_not_a_truncated_one() {
         .mount(&app.llm)
         .await;
     let streamed =
-        crate::streaming::post_stream(&app, &local_request("openai_compatible", "q")).await;
+        crate::support::stream::post_stream(&app, &local_request("openai_compatible", "q")).await;
     let (name, error) = streamed.terminal();
     assert_eq!(name, "error", "{error}");
     assert_eq!(error["error"]["type"], "llm_bad_response");
@@ -380,7 +380,7 @@ async fn a_stream_that_never_ends_a_line_is_cut_off_at_the_reply_cap() {
         )
         .mount(&app.llm)
         .await;
-    let streamed = crate::streaming::post_stream(&app, &local_request("ollama", "q")).await;
+    let streamed = crate::support::stream::post_stream(&app, &local_request("ollama", "q")).await;
     let (name, error) = streamed.terminal();
     assert_eq!(name, "error");
     assert_eq!(error["error"]["type"], "llm_bad_response");

@@ -301,7 +301,7 @@ async fn a_stream_of_many_calls_keeps_the_first_64() {
         )
         .mount(&app.llm)
         .await;
-    let streamed = crate::streaming::post_stream(&app, &with_tools("gpt-4o", "native")).await;
+    let streamed = crate::support::stream::post_stream(&app, &with_tools("gpt-4o", "native")).await;
     let (name, step) = streamed.terminal();
     assert_eq!(name, "step", "{step}");
     assert_kept_64_with_valid_ids(step, 70);

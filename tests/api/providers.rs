@@ -5,9 +5,9 @@
 use serde_json::{json, Value};
 use wiremock::{Mock, Request, Respond, ResponseTemplate};
 
-use crate::streaming::post_stream;
 use crate::support::app::{spawn_app, TestApp};
 use crate::support::requests::{request, KEY};
+use crate::support::stream::post_stream;
 
 /// Which wire format a provider speaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

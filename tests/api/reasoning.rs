@@ -8,9 +8,9 @@ use std::sync::{Arc, Mutex};
 use serde_json::{json, Value};
 use wiremock::{Mock, Request, Respond, ResponseTemplate};
 
-use crate::streaming::post_stream;
 use crate::support::app::{spawn_app, TestApp};
-use crate::support::requests::request;
+use crate::support::requests::{native_reasoning, request};
+use crate::support::stream::post_stream;
 use crate::support::upstream::{anthropic_reply, openai_reply, ANTHROPIC_PATH, OPENAI_PATH};
 
 const THINKING: &str = "The bug report names a.js; I should read it before guessing.";
@@ -101,17 +101,6 @@ impl Respond for StrictAnthropic {
     }
 }
 
-/// A native-mode request with one tool and the given reasoning effort.
-pub fn native(model: &str, effort: &str) -> Value {
-    let mut body = request(model, "Why does a.js throw?");
-    body["llm_config"]["tool_mode"] = json!("native");
-    body["llm_config"]["reasoning_effort"] = json!(effort);
-    body["llm_config"]["tokenLimit"] = json!(200_000);
-    body["tools"] = json!([{"name": "read_file", "description": "Read a file.",
-        "parameters": {"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]}}]);
-    body
-}
-
 async fn mount_anthropic(app: &TestApp, replies: Vec<Value>) {
     Mock::given(wiremock::matchers::path(ANTHROPIC_PATH))
         .respond_with(StrictAnthropic {
@@ -143,7 +132,7 @@ async fn anthropic_thinking_is_the_thought_and_its_blocks_go_back_untouched() {
         ],
     )
     .await;
-    let mut body = native("claude-sonnet-4-5", "medium");
+    let mut body = native_reasoning("claude-sonnet-4-5", "medium");
     body["react"] = json!({"require_action": true});
     let first = app.post_react_step(&body).await;
     assert_eq!(first.status, 200, "{}", first.body);
@@ -181,7 +170,7 @@ async fn anthropic_thinking_is_the_thought_and_its_blocks_go_back_untouched() {
     );
     assert_eq!(sent[0]["max_tokens"], 1000 + 8192);
 
-    let mut next = native("claude-sonnet-4-5", "medium");
+    let mut next = native_reasoning("claude-sonnet-4-5", "medium");
     next["user_query"] = json!("");
     next["conversation_history"] = answer_after_observation(&first.body);
     let second = app.post_react_step(&next).await;
@@ -206,7 +195,7 @@ async fn a_tampered_or_dropped_thinking_block_is_the_providers_refusal_and_the_h
     let call = json!([{"type": "tool_use", "id": "toolu_01", "name": "read_file", "input": {"path": "a.js"}}]);
     mount_anthropic(&app, vec![thinking_reply(call)]).await;
     let first = app
-        .post_react_step(&native("claude-sonnet-4-5", "low"))
+        .post_react_step(&native_reasoning("claude-sonnet-4-5", "low"))
         .await;
     assert_eq!(first.status, 200, "{}", first.body);
     let history = answer_after_observation(&first.body);
@@ -218,7 +207,7 @@ async fn a_tampered_or_dropped_thinking_block_is_the_providers_refusal_and_the_h
         } else {
             turn.as_object_mut().unwrap().remove("reasoning_state");
         }
-        let mut next = native("claude-sonnet-4-5", "low");
+        let mut next = native_reasoning("claude-sonnet-4-5", "low");
         next["user_query"] = json!("");
         next["conversation_history"] = changed.clone();
         let reply = app.post_react_step(&next).await;
@@ -240,7 +229,7 @@ async fn a_reasoning_state_the_service_does_not_know_is_refused_before_any_call(
         json!({"signature": "x"}),
         json!("opaque-string"),
     ] {
-        let mut body = native("claude-sonnet-4-5", "low");
+        let mut body = native_reasoning("claude-sonnet-4-5", "low");
         body["conversation_history"] = json!([
             {"role": "user", "content": "hi"},
             {"role": "assistant", "content": "hello", "reasoning_state": state}
@@ -256,7 +245,7 @@ async fn a_reasoning_state_the_service_does_not_know_is_refused_before_any_call(
             reply.body
         );
     }
-    let mut body = native("claude-sonnet-4-5", "extreme");
+    let mut body = native_reasoning("claude-sonnet-4-5", "extreme");
     body["conversation_history"] = json!([]);
     let reply = app.post_react_step(&body).await;
     assert_eq!(reply.status, 400, "{}", reply.body);
@@ -270,7 +259,7 @@ async fn a_reasoning_state_the_service_does_not_know_is_refused_before_any_call(
 #[tokio::test]
 async fn a_thinking_budget_that_leaves_no_room_for_the_prompt_is_a_context_overflow() {
     let app = spawn_app().await;
-    let mut body = native("claude-sonnet-4-5", "high");
+    let mut body = native_reasoning("claude-sonnet-4-5", "high");
     body["llm_config"]["tokenLimit"] = json!(16_000);
     let reply = app.post_react_step(&body).await;
     assert_eq!(reply.status, 422, "{}", reply.body);
@@ -307,7 +296,7 @@ async fn anthropic_thinking_streams_as_thought_and_its_signature_is_kept() {
         .respond_with(ResponseTemplate::new(200).set_body_raw(sse, "text/event-stream"))
         .mount(&app.llm)
         .await;
-    let streamed = post_stream(&app, &native("claude-sonnet-4-5", "minimal")).await;
+    let streamed = post_stream(&app, &native_reasoning("claude-sonnet-4-5", "minimal")).await;
     assert_eq!(streamed.status, 200);
     let thought = streamed.joined("thought");
     assert!(thought.starts_with(THINKING), "{thought}");
@@ -393,7 +382,7 @@ async fn deepseek_reasoning_content_is_the_thought_and_goes_back_on_the_tool_tur
         })
         .mount(&app.llm)
         .await;
-    let mut body = native("deepseek-chat", "high");
+    let mut body = native_reasoning("deepseek-chat", "high");
     body["llm_config"]["provider"] = json!("deepseek");
     let first = app.post_react_step(&body).await;
     assert_eq!(first.status, 200, "{}", first.body);

@@ -7,13 +7,13 @@ use serde_json::{json, Value};
 use wiremock::matchers::path;
 use wiremock::{Mock, ResponseTemplate};
 
-use crate::reasoning::native;
-use crate::streaming::post_stream;
 use crate::support::app::{spawn_app, TestApp};
-use crate::support::requests::request;
-use crate::support::upstream::{anthropic_reply, openai_reply, ANTHROPIC_PATH, OPENAI_PATH};
+use crate::support::requests::{native_reasoning, near_the_limit, request};
+use crate::support::stream::post_stream;
+use crate::support::upstream::{
+    anthropic_reply, openai_reply, ANTHROPIC_PATH, COUNT_PATH, OPENAI_PATH,
+};
 
-const COUNT_PATH: &str = "/v1/messages/count_tokens";
 const SIGNATURE: &str = "EqQBCgIYAhIM1gbcDa9GJwZA2b3hGgxBdjrkzLoky3dl1pkiMOYds";
 
 /// Anthropic's structural rules on a Messages body (what the real API refuses with a 400):
@@ -158,7 +158,7 @@ async fn red_team_17_a_thinking_only_assistant_turn_never_carries_the_marker() {
         .respond_with(ResponseTemplate::new(200).set_body_json(anthropic_reply("Final Answer: ok")))
         .mount(&app.llm)
         .await;
-    let mut body = native("claude-sonnet-4-5", "low");
+    let mut body = native_reasoning("claude-sonnet-4-5", "low");
     body["user_query"] = json!("go on");
     body["conversation_history"] = json!([
         long_user_turn(),
@@ -203,7 +203,7 @@ async fn red_team_17_a_streamed_thinking_block_without_its_signature_is_not_kept
     ];
     events.extend(stop("tool_use"));
     mount_sse(&app, &events).await;
-    let streamed = post_stream(&app, &native("claude-sonnet-4-5", "minimal")).await;
+    let streamed = post_stream(&app, &native_reasoning("claude-sonnet-4-5", "minimal")).await;
     let (name, data) = streamed.terminal();
     if name == "error" {
         assert_eq!(data["error"]["type"], "llm_bad_response", "{data}");
@@ -260,7 +260,7 @@ async fn red_team_17_thinking_deltas_for_a_block_never_started_are_not_streamed_
         ]);
         events.extend(stop("end_turn"));
         mount_sse(&app, &events).await;
-        let streamed = post_stream(&app, &native("claude-sonnet-4-5", "minimal")).await;
+        let streamed = post_stream(&app, &native_reasoning("claude-sonnet-4-5", "minimal")).await;
         let (name, data) = streamed.terminal().clone();
         if name == "error" {
             assert_eq!(data["error"]["type"], "llm_bad_response", "{label}: {data}");
@@ -288,7 +288,7 @@ async fn red_team_17_a_signature_delta_without_a_thinking_block_is_not_a_crash()
     ];
     events.extend(stop("end_turn"));
     mount_sse(&app, &events).await;
-    let streamed = post_stream(&app, &native("claude-sonnet-4-5", "minimal")).await;
+    let streamed = post_stream(&app, &native_reasoning("claude-sonnet-4-5", "minimal")).await;
     let (name, data) = streamed.terminal();
     if name == "step" {
         assert!(
@@ -322,7 +322,7 @@ async fn red_team_17_count_tokens_with_thinking_on_carries_no_forced_tool_choice
             "stop_reason": "tool_use", "usage": {"input_tokens": 10, "output_tokens": 5}})))
         .mount(&app.llm)
         .await;
-    let mut body = crate::anthropic::near_the_limit();
+    let mut body = near_the_limit();
     body["llm_config"]["tool_mode"] = json!("native");
     body["llm_config"]["reasoning_effort"] = json!("minimal");
     body["llm_config"]["tokenLimit"] = json!(3000 + 1024 + 150);
@@ -388,7 +388,7 @@ async fn red_team_17_megabytes_of_reasoning_content_do_not_break_the_loop() {
         .respond_with(ResponseTemplate::new(200).set_body_json(openai_reply("Final Answer: done")))
         .mount(&app.llm)
         .await;
-    let mut body = native("deepseek-chat", "high");
+    let mut body = native_reasoning("deepseek-chat", "high");
     body["llm_config"]["provider"] = json!("deepseek");
     body["llm_config"]["tokenLimit"] = json!(64_000);
     let first = app.post_react_step(&body).await;
@@ -429,7 +429,7 @@ async fn red_team_17_an_enormous_thinking_block_sent_back_stays_inside_the_budge
         .await;
     let huge =
         "The session store is keyed by the token hash and expires entries lazily. ".repeat(40_000);
-    let mut body = native("claude-sonnet-4-5", "low");
+    let mut body = native_reasoning("claude-sonnet-4-5", "low");
     body["llm_config"]["tokenLimit"] = json!(32_000);
     body["user_query"] = json!("and now?");
     body["conversation_history"] = json!([
@@ -474,7 +474,7 @@ async fn red_team_17_many_thinking_blocks_sent_back_are_answered_within_the_dead
     let blocks: Vec<Value> = (0..150_000)
         .map(|_| json!({"type": "redacted_thinking", "data": "EmwK"}))
         .collect();
-    let mut body = native("claude-sonnet-4-5", "low");
+    let mut body = native_reasoning("claude-sonnet-4-5", "low");
     body["llm_config"]["tokenLimit"] = json!(32_000);
     body["user_query"] = json!("");
     body["conversation_history"] = json!([

@@ -12,13 +12,10 @@ use serde_json::{json, Value};
 use wiremock::matchers::path;
 use wiremock::{Mock, Request, Respond, ResponseTemplate};
 
-use crate::anthropic::near_the_limit;
 use crate::support::app::{spawn_app, spawn_app_with, TestApp};
-use crate::support::requests::{request, KEY};
+use crate::support::requests::{near_the_limit, request, KEY};
 use crate::support::stream_upstream::{serve, Ending};
-use crate::support::upstream::{anthropic_reply, mount, ANTHROPIC_PATH, OPENAI_PATH};
-
-const COUNT_PATH: &str = "/v1/messages/count_tokens";
+use crate::support::upstream::{anthropic_reply, mount, ANTHROPIC_PATH, COUNT_PATH, OPENAI_PATH};
 
 /// Posts a step and returns its status and body, or why the server gave no answer at all (a
 /// panic in a worker drops the connection).

@@ -10,10 +10,9 @@ use wiremock::{Mock, ResponseTemplate};
 
 use crate::support::app::{spawn_app, Reply, TestApp};
 use crate::support::requests::request;
+use crate::support::stream::STREAM_PATH;
 use crate::support::stream_upstream::openai_stream;
 use crate::support::upstream::{openai_reply, OPENAI_PATH};
-
-const STREAM_PATH: &str = "/api/agent/react_step/stream";
 
 /// Each reply bills 100 prompt and 10 completion tokens, so sums show how many were paid.
 fn billed(content: &str, finish: &str) -> Value {

@@ -155,6 +155,11 @@ pub fn status_kib(pid: u32, field: &str) -> u64 {
         .unwrap_or_else(|| panic!("{field} in /proc/{pid}/status"))
 }
 
+/// A process's peak resident memory so far, in MiB.
+pub fn peak_rss_mib(pid: u32) -> u64 {
+    status_kib(pid, "VmHWM") / 1024
+}
+
 /// Runs the binary with `env` on a setting that must stop start-up: it has to exit by itself,
 /// so a server that started anyway fails the test at the guard. Its exit status and stderr.
 pub async fn start_up_with(env: &[(&str, &str)]) -> (std::process::ExitStatus, String) {

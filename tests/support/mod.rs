@@ -2,11 +2,14 @@
 //! path). One definition of each helper:
 //!
 //! - `app`: the real server in the test's process, its mock LLM, and requests to it;
-//! - `requests`: the request bodies the tests send;
+//! - `requests`: the request bodies the tests send, and the key they carry;
 //! - `spec`: every reply checked against `openapi.yaml`;
+//! - `stream`: a streamed step read as a client reads it;
 //! - `upstream`: replies in each provider's exact wire format, and mocks that serve them;
+//! - `provider_rules`: what the providers' real APIs refuse, for mocks that refuse it too;
 //! - `stream_upstream`: an upstream that streams exactly as a test scripts it;
 //! - `binary`: the real `reactstep` binary as a child process;
+//! - `corpus`: the model-output corpus and how one case runs through the server;
 //! - `https_upstream`, `schema_bombs`, `swap`, `system_packages`, `workspace`: what a few tests
 //!   need (an HTTPS upstream, hostile tool schemas, an atomic name exchange, programs from the
 //!   system's packages, a workspace for `reactstep run`).
@@ -16,10 +19,13 @@
 
 pub mod app;
 pub mod binary;
+pub mod corpus;
 pub mod https_upstream;
+pub mod provider_rules;
 pub mod requests;
 pub mod schema_bombs;
 pub mod spec;
+pub mod stream;
 pub mod stream_upstream;
 #[cfg(target_os = "linux")]
 pub mod swap;

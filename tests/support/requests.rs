@@ -1,6 +1,6 @@
 //! The request bodies the tests send, and the key they carry.
 
-use serde_json::Value;
+use serde_json::{json, Value};
 
 pub const KEY: &str = "sk-test-SECRET-key-0123456789";
 
@@ -20,4 +20,47 @@ pub fn request(model: &str, query: &str) -> Value {
         "user_api_keys": {"llmKey": KEY},
         "max_iterations_left": 3
     })
+}
+
+/// A native-mode request with one tool and the given reasoning effort.
+pub fn native_reasoning(model: &str, effort: &str) -> Value {
+    let mut body = request(model, "Why does a.js throw?");
+    body["llm_config"]["tool_mode"] = json!("native");
+    body["llm_config"]["reasoning_effort"] = json!(effort);
+    body["llm_config"]["tokenLimit"] = json!(200_000);
+    body["tools"] = json!([{"name": "read_file", "description": "Read a file.",
+        "parameters": {"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]}}]);
+    body
+}
+
+/// A Claude request whose context fits the budget by a raw count but not with Claude's margin.
+pub fn near_the_limit() -> Value {
+    let mut body = request("claude-sonnet-4-5", "What does Login do?");
+    body["llm_config"]["tokenLimit"] = json!(3000);
+    body["llm_config"]["reservedOutputTokens"] = json!(500);
+    let file = |name: &str| {
+        json!({"path": format!("src/{name}.rs"),
+               "content": format!("pub fn {name}(user: &User) -> Session {{\n    Session::start(user)\n}}\n").repeat(24)})
+    };
+    body["explicit_context"] = json!([
+        file("login"),
+        file("logout"),
+        file("refresh"),
+        file("revoke")
+    ]);
+    body
+}
+
+/// Turns as a client keeps them: escapes and characters beyond ASCII, a call and its result,
+/// fields of the client's own. `padding` more bytes in the first turn.
+pub fn kept_history(padding: usize) -> Value {
+    json!([
+        {"role": "user", "content": format!("find \"login\" — é 😀\n\ttab {}", "x".repeat(padding)),
+         "timestamp": "2026-11-24T01:02:03.456Z", "client_id": "c-1"},
+        {"role": "assistant", "content": "I will search.",
+         "toolCall": {"id": "call_1", "name": "code_search", "parameters": {"query": "login", "limit": 3}},
+         "meta": {"a": [1, 2, {"b": null}], "s": "\u{1}\\"}},
+        {"role": "tool_observation", "content": "src/auth.js:1", "tool_call_id": "call_1",
+         "toolResult": {"success": true, "result": ["src/auth.js", 1.5]}}
+    ])
 }

@@ -9,6 +9,8 @@ use wiremock::{Mock, MockServer, ResponseTemplate};
 
 pub const OPENAI_PATH: &str = "/v1/chat/completions";
 pub const ANTHROPIC_PATH: &str = "/v1/messages";
+/// Anthropic's token count of a prompt, beside its messages.
+pub const COUNT_PATH: &str = "/v1/messages/count_tokens";
 pub const OLLAMA_PATH: &str = "/ollama/api/chat";
 /// Where the tests' `openai_compatible` server (vLLM, llama.cpp) answers.
 pub const COMPATIBLE_PATH: &str = "/compat/v1/chat/completions";

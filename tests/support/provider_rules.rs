@@ -1,0 +1,92 @@
+//! What the providers' real APIs refuse in a request body, for the mocks that refuse it too.
+
+use serde_json::{json, Value};
+use wiremock::ResponseTemplate;
+
+/// OpenAI's rule: a `tool` message answers a call of the assistant message before it, and every
+/// call is answered before any other message.
+fn openai_pairing(messages: &[Value]) -> Result<(), String> {
+    let mut open: Vec<String> = Vec::new();
+    for m in messages {
+        let role = m["role"].as_str().unwrap_or_default();
+        if role == "tool" {
+            let id = m["tool_call_id"].as_str().unwrap_or_default();
+            let Some(at) = open.iter().position(|o| o == id) else {
+                return Err(format!("messages with role 'tool' must be a response to a preceding message with 'tool_calls' ({id})"));
+            };
+            open.remove(at);
+            continue;
+        }
+        if !open.is_empty() {
+            return Err(format!("an assistant message with 'tool_calls' must be followed by tool messages responding to each 'tool_call_id': {open:?}"));
+        }
+        for call in m["tool_calls"].as_array().into_iter().flatten() {
+            open.push(call["id"].as_str().unwrap_or_default().to_string());
+            if !call["function"]["arguments"].is_string() {
+                return Err("arguments must be a JSON string".into());
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Anthropic's rule: roles alternate from a user message, and each `tool_use` is answered by a
+/// `tool_result` at the start of the next user message.
+fn anthropic_pairing(messages: &[Value]) -> Result<(), String> {
+    let mut expected = "user";
+    let mut open: Vec<String> = Vec::new();
+    for m in messages {
+        let role = m["role"].as_str().unwrap_or_default();
+        if role != expected {
+            return Err(format!("messages: roles must alternate, got {role}"));
+        }
+        expected = if role == "user" { "assistant" } else { "user" };
+        let blocks = m["content"].as_array().cloned().unwrap_or_default();
+        if role == "user" {
+            let results: Vec<&str> = blocks
+                .iter()
+                .take_while(|b| b["type"] == "tool_result")
+                .map(|b| b["tool_use_id"].as_str().unwrap_or_default())
+                .collect();
+            let mut wanted = std::mem::take(&mut open);
+            wanted.sort();
+            let mut got: Vec<String> = results.iter().map(|s| s.to_string()).collect();
+            got.sort();
+            if wanted != got {
+                return Err(format!("tool_use ids were found without tool_result blocks immediately after: {wanted:?} vs {got:?}"));
+            }
+            if blocks
+                .iter()
+                .skip(results.len())
+                .any(|b| b["type"] == "tool_result")
+            {
+                return Err("tool_result blocks must come first".into());
+            }
+        } else {
+            for b in &blocks {
+                if b["type"] == "tool_use" {
+                    open.push(b["id"].as_str().unwrap_or_default().to_string());
+                }
+                if b["type"] == "text" && b["text"].as_str().is_some_and(str::is_empty) {
+                    return Err("text content blocks must be non-empty".into());
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The refusal the provider's API answers a request whose calls and results do not pair, if
+/// they do not.
+pub fn pairing_refusal(anthropic: bool, body: &Value) -> Option<ResponseTemplate> {
+    let messages = body["messages"].as_array().cloned().unwrap_or_default();
+    let checked = if anthropic {
+        anthropic_pairing(&messages)
+    } else {
+        openai_pairing(&messages)
+    };
+    checked.err().map(|why| {
+        ResponseTemplate::new(400)
+            .set_body_json(json!({"error": {"message": why, "type": "invalid_request_error"}}))
+    })
+}
