@@ -11,7 +11,7 @@ use tokio::sync::mpsc;
 
 use crate::support::binary::RunningBinary;
 use crate::support::requests::request;
-use crate::support::upstream::read_request;
+use crate::support::upstream::read_request_or_close;
 
 /// What the mock upstream does with each call once its request has arrived.
 #[derive(Clone, Copy)]
@@ -46,8 +46,14 @@ async fn upstream(mode: Upstream) -> (String, mpsc::UnboundedReceiver<Seen>) {
 }
 
 async fn serve(mut socket: TcpStream, mode: Upstream, seen: mpsc::UnboundedSender<Seen>) {
-    read_request(&mut socket).await;
+    let whole = read_request_or_close(&mut socket).await;
     let _ = seen.send(Seen::Arrived);
+    if !whole {
+        // The service noticed the client leave while it was still sending this call: the call
+        // arrived and was dropped, which is what every case waits for.
+        let _ = seen.send(Seen::Closed);
+        return;
+    }
     let reply: &[u8] = match mode {
         Upstream::Hold => b"",
         Upstream::RateLimited => b"HTTP/1.1 429 Too Many Requests\r\nretry-after: 25\r\ncontent-type: application/json\r\ncontent-length: 51\r\nconnection: close\r\n\r\n{\"error\":{\"message\":\"slow down\",\"type\":\"requests\"}}",

@@ -162,11 +162,22 @@ pub async fn held_upstream(
 
 /// Reads one request with a Content-Length body from a plain HTTP/1.1 connection.
 pub async fn read_request(socket: &mut tokio::net::TcpStream) {
+    assert!(
+        read_request_or_close(socket).await,
+        "the service closed before its request was complete"
+    );
+}
+
+/// Reads one request as `read_request` does; false when the service closes the connection
+/// before the request is complete (a step stopped while its call was being sent).
+pub async fn read_request_or_close(socket: &mut tokio::net::TcpStream) -> bool {
     let mut data = Vec::new();
     let mut buf = [0u8; 8192];
     loop {
-        let n = socket.read(&mut buf).await.unwrap();
-        assert!(n > 0, "the service closed before its request was complete");
+        let n = socket.read(&mut buf).await.unwrap_or(0);
+        if n == 0 {
+            return false;
+        }
         data.extend_from_slice(&buf[..n]);
         let text = String::from_utf8_lossy(&data).to_ascii_lowercase();
         if let Some(end) = text.find("\r\n\r\n") {
@@ -175,7 +186,7 @@ pub async fn read_request(socket: &mut tokio::net::TcpStream) {
                 .find_map(|l| l.strip_prefix("content-length:"))
                 .map_or(0, |v| v.trim().parse().unwrap());
             if data.len() >= end + 4 + length {
-                return;
+                return true;
             }
         }
     }
