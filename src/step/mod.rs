@@ -264,6 +264,51 @@ async fn fit_prompt(
         tracing::trace_span!(target: crate::telemetry::traces::TARGET, "context fit",
             budget = i64::from(shape.budget), used = tracing::field::Empty)
     });
+    let (input, fitted) = fit_messages(input, counter, shape, keep_context).await?;
+    let fitted = match fitted {
+        Ok(fitted) => fitted,
+        Err(o) => {
+            let overflow = Overflow {
+                budget: shape.budget,
+                required: o.required + shape.tools_tokens,
+            };
+            return Ok((input, Err(StepError::ContextOverflow(overflow))));
+        }
+    };
+    let mut warnings = budget_warnings(&fitted, &input.unresolved);
+    let omitted = Omitted {
+        turns: fitted.omitted_turns,
+        room: fitted.omission_room(),
+        reserve: shape.omission_reserve,
+        earlier,
+    };
+    let summarized = summarize_omitted(llm, &input, counter, omitted, billed, &mut warnings);
+    let (summary_usage, conversation_summary) = summarized.await;
+    let mut prompt = fitted.finish(
+        counter,
+        conversation_summary.as_ref().map(|s| s.text.as_str()),
+        counter.encoding(),
+    );
+    prompt.report.budget = shape.budget;
+    prompt.report.used += shape.tools_tokens;
+    traced.record("used", i64::from(prompt.report.used));
+    let built = Built {
+        prompt,
+        warnings,
+        summary_usage,
+        conversation_summary,
+    };
+    Ok((input, Ok(built)))
+}
+
+/// Reads the workspace and fits the prompt's messages into the shape's budget, on the CPU pool
+/// unless the request is small.
+async fn fit_messages(
+    input: Box<StepInput>,
+    counter: &TokenCounter,
+    shape: &Shape,
+    keep_context: bool,
+) -> Result<(Box<StepInput>, Result<budget::Fitted, Overflow>), StepError> {
     // Tokenising megabytes of context is CPU work: off the async workers, one build per core.
     // Each thread that tokenises keeps its own regex cache (hundreds of KiB), so thousands of
     // steps in flight must not mean thousands of threads.
@@ -284,65 +329,57 @@ async fn fit_prompt(
     };
     // A small request without a workspace to read builds in microseconds once its counts are
     // cached: the hop to the CPU pool (two thread wake-ups) would cost more than the build.
-    let (input, fitted) = if inline_build(&input_size) {
+    Ok(if inline_build(&input_size) {
         build()
     } else {
         cpu::run(build).await.map_err(StepError::Internal)?
-    };
-    let fitted = match fitted {
-        Ok(fitted) => fitted,
-        Err(o) => {
-            let overflow = Overflow {
-                budget: shape.budget,
-                required: o.required + shape.tools_tokens,
-            };
-            return Ok((input, Err(StepError::ContextOverflow(overflow))));
-        }
-    };
-    let mut warnings = budget_warnings(&fitted, &input.unresolved);
-    let mut summary_usage = None;
-    let mut conversation_summary = earlier;
-    let summarize = conversation_summary.is_none()
-        && fitted.omission_room() > 0
+    })
+}
+
+/// The turns a fitted prompt left out, and what may stand for them.
+struct Omitted {
+    turns: usize,
+    /// The room the prompt kept for what stands for them.
+    room: u32,
+    reserve: u32,
+    /// The summary made by an earlier fit of this step, if any.
+    earlier: Option<ConversationSummary>,
+}
+
+/// The summary that stands for the omitted turns, and what making it billed, when the request
+/// asks for one (`history_strategy: "summarize"`); when none can be made the turns are marked,
+/// with a warning.
+async fn summarize_omitted(
+    llm: &LlmClients,
+    input: &StepInput,
+    counter: &TokenCounter,
+    omitted: Omitted,
+    billed: &Billed,
+    warnings: &mut Vec<String>,
+) -> (Option<Usage>, Option<ConversationSummary>) {
+    let summarize = omitted.earlier.is_none()
+        && omitted.room > 0
         && input.history_strategy == HistoryStrategy::Summarize;
-    if summarize {
-        if input.mock_response.is_some() || input.dry_run {
-            warnings.push("history_strategy summarize makes a model call; with mock_response or dry_run the omitted turns are marked instead".into());
-        } else {
-            // Boxed, like the streaming calls below: a future holds room for its largest state,
-            // and thousands of plain steps wait on the upstream at once.
-            let summarize = summary::summarize(
-                llm,
-                &input,
-                counter,
-                fitted.omitted_turns,
-                shape.omission_reserve,
-            );
-            match Box::pin(summarize).await {
-                Ok((made, usage)) => {
-                    summary_usage = usage;
-                    billed.add(usage);
-                    conversation_summary = Some(made);
-                }
-                Err(e) => warnings.push(format!("the earlier conversation could not be summarised ({e}); the omitted turns are marked instead")),
-            }
+    if !summarize {
+        return (None, omitted.earlier);
+    }
+    if input.mock_response.is_some() || input.dry_run {
+        warnings.push("history_strategy summarize makes a model call; with mock_response or dry_run the omitted turns are marked instead".into());
+        return (None, None);
+    }
+    // Boxed, like the streaming calls below: a future holds room for its largest state,
+    // and thousands of plain steps wait on the upstream at once.
+    let summarize = summary::summarize(llm, input, counter, omitted.turns, omitted.reserve);
+    match Box::pin(summarize).await {
+        Ok((made, usage)) => {
+            billed.add(usage);
+            (usage, Some(made))
+        }
+        Err(e) => {
+            warnings.push(format!("the earlier conversation could not be summarised ({e}); the omitted turns are marked instead"));
+            (None, None)
         }
     }
-    let mut prompt = fitted.finish(
-        counter,
-        conversation_summary.as_ref().map(|s| s.text.as_str()),
-        counter.encoding(),
-    );
-    prompt.report.budget = shape.budget;
-    prompt.report.used += shape.tools_tokens;
-    traced.record("used", i64::from(prompt.report.used));
-    let built = Built {
-        prompt,
-        warnings,
-        summary_usage,
-        conversation_summary,
-    };
-    Ok((input, Ok(built)))
 }
 
 /// For a provider that counts prompts itself, when the approximate count came within its margin
