@@ -1,6 +1,6 @@
 //! Provider clients behind one entry point. The types here are provider-neutral: a
 //! [`ChatRequest`] in, a [`Completion`] out. Each provider is a [`ProviderApi`] in a module of its
-//! own (its typed wire structs, quirks and their tests), registered once in `provider.rs`; the
+//! own (its typed wire structs, quirks and their tests), registered once in `registry.rs`; the
 //! transport that sends, retries and classifies is shared (`transport.rs`).
 
 mod anthropic;
@@ -15,6 +15,7 @@ mod overflow;
 mod pools;
 mod provider;
 mod reasoning;
+mod registry;
 mod retry;
 pub mod sse;
 mod stream;
@@ -24,8 +25,9 @@ use serde::Serialize;
 
 pub use api_key::{redact_key_shapes, redact_secrets, ApiKey, RawApiKey};
 pub use error::{scrub_upstream, LlmError, WireError};
-pub use provider::{Capabilities, Counting, Provider, ProviderApi};
+pub use provider::{Capabilities, Counting, ProviderApi};
 pub use reasoning::{ReasoningEffort, ReasoningState, ThinkingBlock};
+pub use registry::Provider;
 pub use retry::RetryPolicy;
 pub use stream::{CompletionStream, Piece};
 pub use transport::{LlmClients, LlmSettings};

@@ -1,6 +1,6 @@
 //! OpenAI-compatible vendors, one entry each: where the vendor lives, which model names are its,
 //! how it takes the key, and what its models do differently. A new vendor is an entry here and
-//! a line in the registry (`provider.rs`); docs/adding-a-provider.md has the whole list.
+//! a line in the registry (`registry.rs`); docs/adding-a-provider.md has the whole list.
 
 use super::{all, none, openai_reasoning, ChatCompletions, PathForm, Quirks};
 use crate::llm::provider::{Capabilities, Counting, KeyHeader, Temperature};
