@@ -1,0 +1,196 @@
+//! What a provider is asked: one chat completion in provider-neutral terms (the model, the
+//! system prompt, the conversation, the tools and the settings), which each provider writes in
+//! its own wire format.
+
+use super::reasoning::{ReasoningEffort, ReasoningState};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ChatRole {
+    User,
+    Assistant,
+    /// A tool's result answering a call (native tool calling only).
+    Tool,
+}
+
+impl ChatRole {
+    /// The role's name on OpenAI's wire (and in a dry run's prompt).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::User => "user",
+            Self::Assistant => "assistant",
+            Self::Tool => "tool",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct ChatMessage {
+    pub role: ChatRole,
+    pub content: String,
+    /// On an assistant message in native mode: the calls it made, in the provider's structure.
+    pub calls: Vec<ToolUse>,
+    /// On a tool message: the id of the call it answers.
+    pub answers: Option<String>,
+    /// On a tool message: the tool failed.
+    pub is_error: bool,
+    /// On an assistant message: its reasoning as the provider gave it, to go back untouched.
+    pub reasoning: Option<ReasoningState>,
+    /// Where in `content` what is new in this step begins (the prompt's last message): the
+    /// place before it is the end of what a provider may cache.
+    pub new_from: Option<usize>,
+}
+
+/// A call an earlier assistant turn made, sent back as the provider's own structure.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolUse {
+    pub id: String,
+    pub name: String,
+    pub arguments: serde_json::Map<String, serde_json::Value>,
+}
+
+impl ChatMessage {
+    /// A message of text alone.
+    pub fn text(role: ChatRole, content: String) -> Self {
+        Self {
+            role,
+            content,
+            calls: Vec::new(),
+            answers: None,
+            is_error: false,
+            reasoning: None,
+            new_from: None,
+        }
+    }
+
+    /// Whether the message is text alone (neighbours of that kind may be merged).
+    pub fn is_plain(&self) -> bool {
+        self.calls.is_empty()
+            && self.answers.is_none()
+            && self.role != ChatRole::Tool
+            && self.reasoning.is_none()
+    }
+
+    /// What the budget counts for the message: its text, then each call as its name and JSON
+    /// arguments (the structure's own framing is within the margin of a few tokens).
+    /// Reasoning sent back is counted as its text (redacted blocks as their data), which errs
+    /// on the side of room: providers drop most of it from earlier turns.
+    pub fn counted_text(&self) -> std::borrow::Cow<'_, str> {
+        if self.calls.is_empty() && self.reasoning.is_none() {
+            return self.content.as_str().into();
+        }
+        let mut text = String::new();
+        for part in self
+            .reasoning
+            .iter()
+            .flat_map(ReasoningState::counted_parts)
+        {
+            text.push_str(part);
+            text.push('\n');
+        }
+        text.push_str(&self.content);
+        for call in &self.calls {
+            text.push('\n');
+            text.push_str(&call.name);
+            text.push_str(&serde_json::Value::Object(call.arguments.clone()).to_string());
+        }
+        text.into()
+    }
+}
+
+/// What joins neighbours of one role merged into one message; a provider that sends a message
+/// as blocks leaves it out where it splits one (`ChatMessage::new_from`).
+pub const MESSAGE_JOIN: &str = "\n\n";
+
+/// One chat completion, in provider-neutral terms.
+#[derive(Debug, Clone)]
+pub struct ChatRequest {
+    pub model: String,
+    pub system: String,
+    pub messages: Vec<ChatMessage>,
+    pub max_output_tokens: u32,
+    pub temperature: Option<f64>,
+    /// Stop sequences wanted; a provider drops them for models that reject them.
+    pub stop: Vec<String>,
+    /// Tools offered through the provider's own tool calling (empty in text mode).
+    pub tools: Vec<ToolSpec>,
+    /// With tools: the model must call one.
+    pub require_tool: bool,
+    /// With tools: the model may call several in one turn.
+    pub parallel_tool_calls: bool,
+    /// Instead of the operator's base URL for the provider (already checked against the
+    /// operator's allowlist).
+    pub base_url: Option<String>,
+    /// The model's context window (`tokenLimit`), for servers that must be told it (Ollama).
+    pub context_window: Option<u32>,
+    /// How hard a reasoning model is asked to think; `None`: the provider's default.
+    pub reasoning_effort: Option<ReasoningEffort>,
+    /// The provider's prompt cache is asked for (`llm_config.prompt_cache`, on by default).
+    pub prompt_cache: Option<PromptCache>,
+}
+
+impl ChatRequest {
+    /// About how many bytes of text the request carries: what its body is sized for.
+    pub fn text_bytes(&self) -> usize {
+        self.system.len()
+            + self
+                .messages
+                .iter()
+                .map(|m| m.content.len() + m.calls.len() * 256)
+                .sum::<usize>()
+            + self.tools.len() * 512
+    }
+}
+
+/// What a provider needs to cache the prompt's stable part.
+#[derive(Debug, Clone)]
+pub struct PromptCache {
+    /// The same for every step of a session and saying nothing of its id (OpenAI's
+    /// `prompt_cache_key`).
+    pub key: String,
+    /// Tokens of the tools and the system prompt.
+    pub system_tokens: u32,
+    /// Tokens of everything before what is new in the step (`ChatMessage::new_from`).
+    pub prefix_tokens: u32,
+}
+
+impl PromptCache {
+    /// The key for a session: a SHA-256 of its id, so the provider learns nothing of it.
+    pub fn key_for(session_id: &str) -> String {
+        use sha2::{Digest, Sha256};
+        const HEX: &[u8; 16] = b"0123456789abcdef";
+        let mut hasher = Sha256::new();
+        hasher.update(b"reactstep-prompt-cache:");
+        hasher.update(session_id.as_bytes());
+        let mut key = String::with_capacity(3 + 32);
+        key.push_str("rs-");
+        for b in hasher.finalize().iter().take(16) {
+            key.push(char::from(HEX[usize::from(b >> 4)]));
+            key.push(char::from(HEX[usize::from(b & 0xf)]));
+        }
+        key
+    }
+}
+
+/// A tool as the client declared it: a name, what it does, and a JSON Schema for its arguments.
+#[derive(Debug, Clone)]
+pub struct ToolSpec {
+    pub name: String,
+    pub description: String,
+    pub parameters: serde_json::Value,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::PromptCache;
+    use sha2::{Digest, Sha256};
+
+    #[test]
+    fn a_prompt_cache_key_is_the_first_half_of_the_sessions_digest_in_hex() {
+        for session in ["", "s-1", "é😀 \"x\"", &"long".repeat(100)] {
+            let digest = Sha256::digest(format!("reactstep-prompt-cache:{session}"));
+            let hex: String = digest.iter().take(16).map(|b| format!("{b:02x}")).collect();
+            assert_eq!(PromptCache::key_for(session), format!("rs-{hex}"));
+        }
+        assert_ne!(PromptCache::key_for("a"), PromptCache::key_for("b"));
+    }
+}
