@@ -8,7 +8,7 @@ use std::time::Duration;
 use governor::clock::{Clock, DefaultClock};
 use governor::{DefaultKeyedRateLimiter, Quota};
 
-use super::ClientKey;
+use super::client_key::ClientKey;
 
 /// How often, in checks, buckets that have refilled completely are forgotten, so that the
 /// number of keys held stays bounded by the recent ones.

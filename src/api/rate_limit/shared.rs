@@ -19,7 +19,7 @@ use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::Script;
 use tokio::runtime::Handle;
 
-use super::Refusal;
+use super::refusal::Refusal;
 
 /// How long Redis is left alone after a failure.
 const BACKOFF: Duration = Duration::from_secs(1);
