@@ -13,6 +13,7 @@ use tracing_subscriber::fmt::time::{FormatTime, SystemTime};
 use tracing_subscriber::fmt::{FmtContext, FormatEvent, FormattedFields};
 use tracing_subscriber::registry::{LookupSpan, SpanRef};
 
+use super::entries::Entries;
 use super::SpanJson;
 
 /// The event formatter of JSON logs; `timestamps: false` only in tests.
@@ -84,39 +85,6 @@ fn write_span<S: for<'a> LookupSpan<'a>>(out: &mut Vec<u8>, span: &SpanRef<'_, S
     let mut object = super::span_fields::write_object(out, recorded);
     object.str_entry(out, "name", span.metadata().name());
     out.push(b'}');
-}
-
-/// An object being written: a comma before each entry but the first.
-pub(super) struct Entries {
-    empty: bool,
-}
-
-impl Entries {
-    pub(super) fn open(out: &mut Vec<u8>) -> Self {
-        out.push(b'{');
-        Self { empty: true }
-    }
-
-    pub(super) fn key(&mut self, out: &mut Vec<u8>, key: &str) {
-        if !std::mem::take(&mut self.empty) {
-            out.push(b',');
-        }
-        crate::json::write_str(out, key);
-        out.push(b':');
-    }
-
-    pub(super) fn str_entry(&mut self, out: &mut Vec<u8>, key: &str, value: &str) {
-        self.key(out, key);
-        crate::json::write_str(out, value);
-    }
-
-    /// Numbers, booleans and formatted text: serde_json's own bytes, as the format writes them.
-    fn entry<T: serde::Serialize + ?Sized>(&mut self, out: &mut Vec<u8>, key: &str, value: &T) {
-        self.key(out, key);
-        if serde_json::to_writer(&mut *out, value).is_err() {
-            out.extend_from_slice(b"null");
-        }
-    }
 }
 
 /// The event's own fields, flattened into the line as tracing-serde's map visitor writes them.

@@ -8,6 +8,7 @@ use tracing_subscriber::{EnvFilter, Layer as _};
 
 use crate::telemetry::traces::Traces;
 
+mod entries;
 mod json_line;
 mod span_fields;
 pub use json_line::JsonLine;

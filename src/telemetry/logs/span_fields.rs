@@ -15,7 +15,7 @@ use tracing_subscriber::field::RecordFields;
 use tracing_subscriber::fmt::format::Writer;
 use tracing_subscriber::fmt::{FormatFields, FormattedFields};
 
-use super::json_line::Entries;
+use super::entries::Entries;
 
 /// A span's fields as entries in the order recorded (see the module).
 #[derive(Debug, Default, Clone, Copy)]
