@@ -23,7 +23,7 @@ use crate::step::{ConversationSummary, LlmConfig, StepInput, ToolMode};
 /// `max_iterations_left` when the client does not send it.
 pub const DEFAULT_MAX_ITERATIONS: u32 = 10;
 /// `max_observation_tokens` when the client does not send it (the ReAct requirements' figure).
-pub const DEFAULT_MAX_OBSERVATION_TOKENS: u32 = 2000;
+const DEFAULT_MAX_OBSERVATION_TOKENS: u32 = 2000;
 
 pub struct Conversion {
     pub workspace: Option<std::sync::Arc<crate::step::workspace::Workspace>>,
@@ -425,7 +425,7 @@ fn catalog(tools: Vec<ToolDto>, segment: &str, fail: &mut impl FnMut(&str, Strin
 /// value costs 100 to 200 bytes once decoded and is held several times while a step runs (the
 /// request, the history it returns, its echo on an error): 2 MB of nested objects would
 /// otherwise cost hundreds of MiB. A real history's results are text, or JSON far smaller.
-pub const MAX_HISTORY_JSON_VALUES: usize = 100_000;
+const MAX_HISTORY_JSON_VALUES: usize = 100_000;
 
 /// Whether a session id passes validation (1 to 256 characters): only then is it echoed, since
 /// a value that failed validation is never repeated (a key pasted there would be).

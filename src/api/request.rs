@@ -14,8 +14,8 @@ use crate::step::{HistoryStrategy, ToolMode};
 
 /// Upper bounds that keep one request's work bounded whatever the body limit is. File contents
 /// are bounded by the body limit (`REACTSTEP_MAX_BODY_BYTES`) alone.
-pub const MAX_TEXT_CHARS: u64 = 1_000_000;
-pub const MAX_HISTORY_TURNS: u64 = 10_000;
+const MAX_TEXT_CHARS: u64 = 1_000_000;
+const MAX_HISTORY_TURNS: u64 = 10_000;
 pub const MAX_CONTEXT_ITEMS: u64 = 1_000;
 
 #[derive(Debug, Deserialize, Validate)]
@@ -79,7 +79,7 @@ pub struct ReactStepRequest {
 }
 
 pub const MAX_TOOLS: u64 = 128;
-pub const MAX_TOOL_NAME_CHARS: u64 = 64;
+const MAX_TOOL_NAME_CHARS: u64 = 64;
 pub const MAX_TOOL_DESCRIPTION_CHARS: u64 = 10_000;
 
 #[derive(Debug, Deserialize, Validate)]

@@ -12,7 +12,7 @@ use serde::de::value::CowStrDeserializer;
 use serde::de::{DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 
 /// Names kept; the rest are counted.
-pub const NAMED: usize = 8;
+const NAMED: usize = 8;
 
 /// The unknown top-level fields of one body: the first [`NAMED`] names, and how many in all.
 #[derive(Debug, Default)]

@@ -20,7 +20,7 @@ use super::registry::{Tool, ToolMetadata, ToolOutcome, ToolRegistry};
 
 /// The largest message read from a server: a result this large is delivered (and cut for the
 /// service). The SDK drops a longer line unanswered, so its call ends at `--mcp-timeout`.
-pub const MAX_MESSAGE_BYTES: usize = 64 * 1024 * 1024;
+const MAX_MESSAGE_BYTES: usize = 64 * 1024 * 1024;
 
 /// How long a server is given to end by itself once its input is closed, before it is killed.
 const GRACE: Duration = Duration::from_secs(1);

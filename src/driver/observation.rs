@@ -13,7 +13,7 @@ use serde_json::Value;
 /// shows the model of the latest one by default.
 pub const MAX_SENT_BYTES: usize = 64 * 1024;
 /// What is left of an older observation when the history must shrink to fit the body limit.
-pub const OLDER_BYTES: usize = 1024;
+const OLDER_BYTES: usize = 1024;
 
 /// `text` when it is at most `max` bytes; else its first `max` bytes (at a character boundary)
 /// and a line that says how much was cut and where the whole is.
