@@ -1,14 +1,13 @@
 use serde_json::json;
 
-use crate::support::app::{sorted_keys, spawn_app, spawn_app_with};
+use crate::support::app::{sorted_keys, spawn_app, spawn_app_answering, spawn_app_with};
 use crate::support::requests::{near_the_limit, request, KEY};
 use crate::support::upstream::{anthropic_reply, mount, ANTHROPIC_PATH, COUNT_PATH};
 
 #[tokio::test]
 async fn an_action_step_against_anthropic() {
-    let app = spawn_app().await;
     let output = "Thought: I should read the login component.\nAction: read_file(path=\"src/components/Login.tsx\")";
-    mount(&app.llm, ANTHROPIC_PATH, 200, anthropic_reply(output)).await;
+    let app = spawn_app_answering(ANTHROPIC_PATH, 200, anthropic_reply(output)).await;
 
     let reply = app
         .post_react_step(&request("claude-sonnet-4-5", "What does Login do?"))
@@ -30,9 +29,7 @@ async fn an_action_step_against_anthropic() {
 
 #[tokio::test]
 async fn the_anthropic_call_uses_its_own_headers_and_fields() {
-    let app = spawn_app().await;
-    mount(
-        &app.llm,
+    let app = spawn_app_answering(
         ANTHROPIC_PATH,
         200,
         anthropic_reply("Thought: t\nFinal Answer: done"),

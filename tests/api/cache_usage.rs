@@ -3,18 +3,17 @@
 
 use serde_json::json;
 
-use crate::support::app::spawn_app;
+use crate::support::app::{spawn_app, spawn_app_answering};
 use crate::support::requests::request;
-use crate::support::upstream::{anthropic_reply, mount, openai_reply, ANTHROPIC_PATH, OPENAI_PATH};
+use crate::support::upstream::{anthropic_reply, openai_reply, ANTHROPIC_PATH, OPENAI_PATH};
 
 #[tokio::test]
 async fn openai_cache_hits_and_reasoning_tokens_are_reported() {
-    let app = spawn_app().await;
     let mut reply = openai_reply("Final Answer: ok");
     reply["usage"] = json!({"prompt_tokens": 2006, "completion_tokens": 300, "total_tokens": 2306,
         "prompt_tokens_details": {"cached_tokens": 1920, "audio_tokens": 0},
         "completion_tokens_details": {"reasoning_tokens": 256, "audio_tokens": 0}});
-    mount(&app.llm, OPENAI_PATH, 200, reply).await;
+    let app = spawn_app_answering(OPENAI_PATH, 200, reply).await;
     let step = app.post_react_step(&request("gpt-4o", "q")).await;
     assert_eq!(step.status, 200, "{}", step.text);
     assert_eq!(
@@ -37,11 +36,10 @@ async fn cache_reads(app: &crate::support::app::TestApp) -> u64 {
 
 #[tokio::test]
 async fn anthropic_cache_reads_and_writes_are_reported_plain_and_streamed() {
-    let app = spawn_app().await;
     let mut reply = anthropic_reply("Final Answer: ok");
     reply["usage"] = json!({"input_tokens": 12, "output_tokens": 20,
         "cache_read_input_tokens": 3000, "cache_creation_input_tokens": 500});
-    mount(&app.llm, ANTHROPIC_PATH, 200, reply).await;
+    let app = spawn_app_answering(ANTHROPIC_PATH, 200, reply).await;
     let step = app
         .post_react_step(&request("claude-sonnet-4-5", "q"))
         .await;

@@ -1,14 +1,14 @@
 use serde_json::json;
 
-use crate::support::app::{report_item, spawn_app};
+use crate::support::app::{
+    report_item, spawn_app, spawn_app_answering, spawn_app_answering_in_turn,
+};
 use crate::support::requests::request;
-use crate::support::upstream::{mount, openai_reply, OPENAI_PATH};
+use crate::support::upstream::{openai_reply, OPENAI_PATH};
 
 #[tokio::test]
 async fn inline_context_reaches_the_prompt_fenced_and_in_priority_order() {
-    let app = spawn_app().await;
-    mount(
-        &app.llm,
+    let app = spawn_app_answering(
         OPENAI_PATH,
         200,
         openai_reply("Thought: t\nFinal Answer: a"),
@@ -77,9 +77,7 @@ async fn inline_context_reaches_the_prompt_fenced_and_in_priority_order() {
 
 #[tokio::test]
 async fn a_tight_budget_keeps_the_newest_turns_first_and_says_so() {
-    let app = spawn_app().await;
-    mount(
-        &app.llm,
+    let app = spawn_app_answering(
         OPENAI_PATH,
         200,
         openai_reply("Thought: t\nFinal Answer: a"),
@@ -329,9 +327,7 @@ async fn context_priority_and_tokenizer_are_honoured() {
 
 #[tokio::test]
 async fn summarize_makes_one_summary_call_and_the_client_summary_is_reused() {
-    let app = spawn_app().await;
-    crate::support::upstream::mount_sequence(
-        &app.llm,
+    let app = spawn_app_answering_in_turn(
         OPENAI_PATH,
         vec![
             openai_reply("The user wants auth explained; code_search found login() in auth.js."),

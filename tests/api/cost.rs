@@ -7,7 +7,7 @@ use serde_json::{json, Value};
 use wiremock::matchers::path;
 use wiremock::{Mock, ResponseTemplate};
 
-use crate::support::app::{spawn_app, spawn_app_with, TestApp};
+use crate::support::app::{spawn_app_answering, spawn_app_with, TestApp};
 use crate::support::binary::RunningBinary;
 use crate::support::requests::request;
 use crate::support::upstream::{
@@ -117,8 +117,7 @@ async fn a_model_not_in_the_table_and_a_service_without_one_report_no_cost() {
         step.text
     );
 
-    let bare = spawn_app().await;
-    mount(&bare.llm, OPENAI_PATH, 200, openai_cached_reply()).await;
+    let bare = spawn_app_answering(OPENAI_PATH, 200, openai_cached_reply()).await;
     let step = bare.post_react_step(&request("gpt-4o", "q")).await;
     assert_eq!(step.status, 200, "{}", step.text);
     assert_eq!(step.body["usage"]["cached_prompt_tokens"], 1920);

@@ -8,7 +8,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use wiremock::matchers::{method, path};
 use wiremock::{Mock, ResponseTemplate};
 
-use crate::support::app::{spawn_app, spawn_app_with, TestApp};
+use crate::support::app::{spawn_app, spawn_app_answering, spawn_app_with, TestApp};
 use crate::support::requests::{kept_history, request, KEY};
 use crate::support::upstream::{anthropic_reply, mount, openai_reply, ANTHROPIC_PATH, OPENAI_PATH};
 
@@ -123,12 +123,7 @@ async fn a_failed_step_echoes_the_history_exactly_as_it_was_sent() {
     // that is done on the CPU pool.
     for padding in [0, 100_000] {
         let upstream = json!({"error": {"message": "The model `gpt-4o` does not exist or you do not have access to it.", "type": "invalid_request_error", "param": null, "code": "model_not_found"}});
-        let app = spawn_app().await;
-        Mock::given(method("POST"))
-            .and(path(OPENAI_PATH))
-            .respond_with(ResponseTemplate::new(404).set_body_json(upstream))
-            .mount(&app.llm)
-            .await;
+        let app = spawn_app_answering(OPENAI_PATH, 404, upstream).await;
         let mut body = request("gpt-4o", "hi");
         body["conversation_history"] = kept_history(padding);
         body["client_extra"] = json!({"ignored": true});
@@ -279,9 +274,8 @@ async fn anything_shaped_like_a_key_is_scrubbed_from_upstream_messages() {
 
 #[tokio::test]
 async fn anthropic_overload_529_is_a_502() {
-    let app = spawn_app().await;
     let upstream = json!({"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}, "request_id": "req_011CSHoEeqs5C35K2UUqR7Fy"});
-    mount(&app.llm, ANTHROPIC_PATH, 529, upstream).await;
+    let app = spawn_app_answering(ANTHROPIC_PATH, 529, upstream).await;
     let reply = app
         .post_react_step(&request("claude-sonnet-4-5", "hi"))
         .await;
@@ -304,8 +298,7 @@ async fn an_unreadable_reply_is_a_502_bad_response() {
 
 #[tokio::test]
 async fn an_empty_output_is_a_502_bad_response() {
-    let app = spawn_app().await;
-    mount(&app.llm, ANTHROPIC_PATH, 200, anthropic_reply("")).await;
+    let app = spawn_app_answering(ANTHROPIC_PATH, 200, anthropic_reply("")).await;
     let reply = app
         .post_react_step(&request("claude-sonnet-4-5", "hi"))
         .await;

@@ -3,9 +3,9 @@
 
 use serde_json::{json, Value};
 
-use crate::support::app::spawn_app;
+use crate::support::app::{spawn_app, spawn_app_answering};
 use crate::support::requests::request;
-use crate::support::upstream::{mount, openai_reply, OPENAI_PATH};
+use crate::support::upstream::{openai_reply, OPENAI_PATH};
 
 fn tools() -> Value {
     json!([
@@ -49,9 +49,7 @@ async fn proposed(body: &Value) -> Value {
 
 #[tokio::test]
 async fn the_prompt_example_is_a_tool_of_the_request() {
-    let app = spawn_app().await;
-    mount(
-        &app.llm,
+    let app = spawn_app_answering(
         OPENAI_PATH,
         200,
         openai_reply("Thought: t\nFinal Answer: a"),

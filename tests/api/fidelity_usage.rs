@@ -7,7 +7,7 @@ use serde_json::{json, Value};
 use wiremock::matchers::{method, path};
 use wiremock::{Mock, ResponseTemplate};
 
-use crate::support::app::{spawn_app, spawn_app_with, TestApp};
+use crate::support::app::{spawn_app, spawn_app_answering_in_turn, spawn_app_with, TestApp};
 use crate::support::requests::request;
 use crate::support::spec::assert_conforms_to_schema;
 use crate::support::stream_upstream::openai_stream;
@@ -51,10 +51,8 @@ async fn feedback_sent(app: &TestApp, n: usize) -> String {
 
 #[tokio::test]
 async fn an_invalid_output_after_a_repair_round_reports_both_calls() {
-    let app = spawn_app().await;
     let bad = "Thought: Delete it.\nAction: delete_everything(path=\"/\")";
-    mount_sequence(
-        &app.llm,
+    let app = spawn_app_answering_in_turn(
         OPENAI_PATH,
         vec![reply(bad, "stop", 400, 30), reply(bad, "stop", 470, 31)],
     )
@@ -108,8 +106,7 @@ async fn a_first_call_that_fails_reports_no_usage() {
 
 #[tokio::test]
 async fn an_empty_output_reports_its_usage() {
-    let app = spawn_app().await;
-    mount_sequence(&app.llm, OPENAI_PATH, vec![reply("  ", "stop", 300, 1)]).await;
+    let app = spawn_app_answering_in_turn(OPENAI_PATH, vec![reply("  ", "stop", 300, 1)]).await;
 
     let reply = app.post_react_step(&request("gpt-4o", "Where?")).await;
 
@@ -120,10 +117,8 @@ async fn an_empty_output_reports_its_usage() {
 
 #[tokio::test]
 async fn a_reply_cut_mid_action_is_repaired_and_both_calls_are_counted() {
-    let app = spawn_app().await;
     let cut = "Thought: I will read the login code.\nAction: read_file(path=\"src/au";
-    mount_sequence(
-        &app.llm,
+    let app = spawn_app_answering_in_turn(
         OPENAI_PATH,
         vec![
             reply(cut, "length", 400, 1000),
@@ -154,10 +149,8 @@ async fn a_reply_cut_mid_action_is_repaired_and_both_calls_are_counted() {
 
 #[tokio::test]
 async fn prose_cut_at_the_limit_is_not_taken_as_the_answer() {
-    let app = spawn_app().await;
     let cut = "The login code lives in auth.js, where the function";
-    mount_sequence(
-        &app.llm,
+    let app = spawn_app_answering_in_turn(
         OPENAI_PATH,
         vec![
             reply(cut, "length", 400, 1000),
@@ -179,13 +172,8 @@ async fn prose_cut_at_the_limit_is_not_taken_as_the_answer() {
 
 #[tokio::test]
 async fn a_cut_reply_holding_a_complete_action_is_proposed_with_a_warning() {
-    let app = spawn_app().await;
-    mount_sequence(
-        &app.llm,
-        OPENAI_PATH,
-        vec![reply(GOOD, "length", 400, 1000)],
-    )
-    .await;
+    let app =
+        spawn_app_answering_in_turn(OPENAI_PATH, vec![reply(GOOD, "length", 400, 1000)]).await;
 
     let reply = app.post_react_step(&request("gpt-4o", "Where?")).await;
 
@@ -202,9 +190,7 @@ async fn a_cut_reply_holding_a_complete_action_is_proposed_with_a_warning() {
 
 #[tokio::test]
 async fn a_thought_only_reply_gets_a_repair_round() {
-    let app = spawn_app().await;
-    mount_sequence(
-        &app.llm,
+    let app = spawn_app_answering_in_turn(
         OPENAI_PATH,
         vec![
             reply("Thought: I should look at the login code.", "stop", 400, 12),
@@ -225,10 +211,8 @@ async fn a_thought_only_reply_gets_a_repair_round() {
 
 #[tokio::test]
 async fn a_thought_only_reply_twice_is_an_invalid_output() {
-    let app = spawn_app().await;
     let thought = "Thought: I should look at the login code.";
-    mount_sequence(
-        &app.llm,
+    let app = spawn_app_answering_in_turn(
         OPENAI_PATH,
         vec![
             reply(thought, "stop", 400, 12),
@@ -247,9 +231,8 @@ async fn a_thought_only_reply_twice_is_an_invalid_output() {
 
 #[tokio::test]
 async fn plain_prose_is_still_a_direct_response() {
-    let app = spawn_app().await;
     let prose = "The login code is in auth.js.";
-    mount_sequence(&app.llm, OPENAI_PATH, vec![reply(prose, "stop", 400, 9)]).await;
+    let app = spawn_app_answering_in_turn(OPENAI_PATH, vec![reply(prose, "stop", 400, 9)]).await;
 
     let reply = app.post_react_step(&request("gpt-4o", "Where?")).await;
 

@@ -1,8 +1,8 @@
 use serde_json::json;
 
-use crate::support::app::spawn_app;
+use crate::support::app::{spawn_app, spawn_app_answering};
 use crate::support::requests::request;
-use crate::support::upstream::{mount, openai_reply, OPENAI_PATH};
+use crate::support::upstream::{openai_reply, OPENAI_PATH};
 
 fn last_step_request() -> serde_json::Value {
     let mut body = request("gpt-4o", "");
@@ -17,9 +17,7 @@ fn last_step_request() -> serde_json::Value {
 
 #[tokio::test]
 async fn an_action_on_the_last_step_becomes_a_summary_answer() {
-    let app = spawn_app().await;
-    mount(
-        &app.llm,
+    let app = spawn_app_answering(
         OPENAI_PATH,
         200,
         openai_reply("Thought: I should read auth.js.\nAction: read_file(path=\"auth.js\")"),
@@ -58,9 +56,7 @@ async fn an_action_on_the_last_step_becomes_a_summary_answer() {
 
 #[tokio::test]
 async fn earlier_steps_are_not_told_to_stop() {
-    let app = spawn_app().await;
-    mount(
-        &app.llm,
+    let app = spawn_app_answering(
         OPENAI_PATH,
         200,
         openai_reply("Thought: t\nAction: read_file(path=\"auth.js\")"),

@@ -3,10 +3,10 @@
 
 use serde_json::json;
 
-use crate::support::app::spawn_app;
+use crate::support::app::spawn_app_answering;
 use crate::support::binary::RunningBinary;
 use crate::support::requests::request;
-use crate::support::upstream::{binary_answering, held_upstream, mount, openai_reply, OPENAI_PATH};
+use crate::support::upstream::{binary_answering, held_upstream, openai_reply, OPENAI_PATH};
 
 /// What the server at `base` says on `GET /metrics`.
 async fn metrics_text(client: &reqwest::Client, base: &str) -> String {
@@ -31,9 +31,7 @@ fn sample(text: &str, prefix: &str) -> f64 {
 
 #[tokio::test]
 async fn steps_move_the_metrics() {
-    let app = spawn_app().await;
-    mount(
-        &app.llm,
+    let app = spawn_app_answering(
         OPENAI_PATH,
         200,
         openai_reply("Thought: t\nFinal Answer: a"),

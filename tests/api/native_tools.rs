@@ -3,11 +3,11 @@
 
 use serde_json::{json, Value};
 
-use crate::support::app::spawn_app;
+use crate::support::app::{spawn_app, spawn_app_answering, spawn_app_answering_in_turn};
 use crate::support::requests::request;
 use crate::support::upstream::{
-    anthropic_tool_reply, mount, mount_sequence, ollama_reply, openai_reply, openai_tool_reply,
-    ANTHROPIC_PATH, OLLAMA_PATH, OPENAI_PATH,
+    anthropic_tool_reply, mount, ollama_reply, openai_reply, openai_tool_reply, ANTHROPIC_PATH,
+    OLLAMA_PATH, OPENAI_PATH,
 };
 
 fn native(model: &str, mode: &str) -> Value {
@@ -23,9 +23,7 @@ fn native(model: &str, mode: &str) -> Value {
 
 #[tokio::test]
 async fn openai_native_calls_give_the_same_response_shape() {
-    let app = spawn_app().await;
-    mount(
-        &app.llm,
+    let app = spawn_app_answering(
         OPENAI_PATH,
         200,
         openai_tool_reply(
@@ -128,9 +126,7 @@ async fn anthropic_tool_use_blocks_are_actions() {
 
 #[tokio::test]
 async fn a_native_call_with_bad_arguments_is_repaired() {
-    let app = spawn_app().await;
-    mount_sequence(
-        &app.llm,
+    let app = spawn_app_answering_in_turn(
         OPENAI_PATH,
         vec![
             openai_tool_reply(None, "read_file", "{\"path\": 7}"),
@@ -155,9 +151,7 @@ async fn a_native_call_with_bad_arguments_is_repaired() {
 
 #[tokio::test]
 async fn arguments_that_are_not_json_end_in_invalid_model_output() {
-    let app = spawn_app().await;
-    mount(
-        &app.llm,
+    let app = spawn_app_answering(
         OPENAI_PATH,
         200,
         openai_tool_reply(None, "read_file", "{\"path\": "),
@@ -173,9 +167,7 @@ async fn arguments_that_are_not_json_end_in_invalid_model_output() {
 
 #[tokio::test]
 async fn a_text_answer_in_native_mode_is_parsed_as_text() {
-    let app = spawn_app().await;
-    mount(
-        &app.llm,
+    let app = spawn_app_answering(
         OPENAI_PATH,
         200,
         openai_reply("Thought: No file needed.\nFinal Answer: In auth.js."),
@@ -188,9 +180,7 @@ async fn a_text_answer_in_native_mode_is_parsed_as_text() {
 
 #[tokio::test]
 async fn auto_mode_stays_with_text_for_compatible_servers() {
-    let app = spawn_app().await;
-    mount(
-        &app.llm,
+    let app = spawn_app_answering(
         OLLAMA_PATH,
         200,
         ollama_reply("Thought: t\nAction: read_file(path=\"a.js\")"),

@@ -2,7 +2,7 @@
 
 use serde_json::json;
 
-use crate::support::app::spawn_app;
+use crate::support::app::{spawn_app, spawn_app_answering};
 use crate::support::requests::request;
 use crate::support::upstream::{
     compatible_reply, mount, ollama_reply, COMPATIBLE_PATH, OLLAMA_PATH,
@@ -17,9 +17,8 @@ fn local_request(provider: &str, query: &str) -> serde_json::Value {
 
 #[tokio::test]
 async fn an_action_step_against_ollama_sets_the_context_window() {
-    let app = spawn_app().await;
     let output = "Thought: Let me search.\nAction: code_search(query=\"session middleware\")";
-    mount(&app.llm, OLLAMA_PATH, 200, ollama_reply(output)).await;
+    let app = spawn_app_answering(OLLAMA_PATH, 200, ollama_reply(output)).await;
 
     let reply = app
         .post_react_step(&local_request("ollama", "Where are sessions checked?"))
@@ -54,9 +53,8 @@ async fn an_action_step_against_ollama_sets_the_context_window() {
 
 #[tokio::test]
 async fn an_action_step_against_an_openai_compatible_server() {
-    let app = spawn_app().await;
     let output = "Thought: Let me search.\nAction: code_search(query=\"session middleware\")";
-    mount(&app.llm, COMPATIBLE_PATH, 200, compatible_reply(output)).await;
+    let app = spawn_app_answering(COMPATIBLE_PATH, 200, compatible_reply(output)).await;
 
     let reply = app
         .post_react_step(&local_request("openai_compatible", "Where?"))
@@ -79,9 +77,8 @@ async fn an_action_step_against_an_openai_compatible_server() {
 
 #[tokio::test]
 async fn a_final_answer_from_a_thinking_local_model() {
-    let app = spawn_app().await;
     let output = "<think>\nThe user asks what 2+2 is. Trivial.\n</think>\n\nFinal Answer: 4";
-    mount(&app.llm, OLLAMA_PATH, 200, ollama_reply(output)).await;
+    let app = spawn_app_answering(OLLAMA_PATH, 200, ollama_reply(output)).await;
 
     let reply = app
         .post_react_step(&local_request("ollama", "What is 2+2?"))
@@ -329,13 +326,14 @@ async fn a_second_refusal_is_a_422_with_the_report_never_a_400() {
 
 #[tokio::test]
 async fn an_exact_count_refused_as_too_long_is_a_422_at_once() {
-    let app = spawn_app().await;
-    wiremock::Mock::given(wiremock::matchers::path(crate::support::upstream::OPENAI_PATH))
-        .respond_with(wiremock::ResponseTemplate::new(400).set_body_json(json!({"error": {
+    let app = spawn_app_answering(
+        crate::support::upstream::OPENAI_PATH,
+        400,
+        json!({"error": {
             "message": "This model's maximum context length is 4096 tokens. However, your messages resulted in 5210 tokens. Please reduce the length of the messages.",
-            "type": "invalid_request_error", "param": "messages", "code": "context_length_exceeded"}})))
-        .mount(&app.llm)
-        .await;
+            "type": "invalid_request_error", "param": "messages", "code": "context_length_exceeded"}}),
+    )
+    .await;
     let reply = app.post_react_step(&request("gpt-4o", "q")).await;
     assert_eq!(reply.status, 422, "{}", reply.text);
     assert_eq!(reply.body["error"]["type"], "context_overflow");

@@ -1,14 +1,13 @@
 use serde_json::json;
 
-use crate::support::app::{sorted_keys, spawn_app};
+use crate::support::app::{sorted_keys, spawn_app_answering};
 use crate::support::requests::{request, KEY};
-use crate::support::upstream::{mount, openai_reply, OPENAI_PATH};
+use crate::support::upstream::{openai_reply, OPENAI_PATH};
 
 #[tokio::test]
 async fn an_action_step_proposes_the_tool_call() {
-    let app = spawn_app().await;
     let output = "Thought: I need to search for authentication code to understand the implementation.\nAction: code_search(query=\"authentication login\")";
-    mount(&app.llm, OPENAI_PATH, 200, openai_reply(output)).await;
+    let app = spawn_app_answering(OPENAI_PATH, 200, openai_reply(output)).await;
 
     let reply = app
         .post_react_step(&request("gpt-4o", "How do I implement authentication?"))
@@ -65,9 +64,7 @@ async fn an_action_step_proposes_the_tool_call() {
 
 #[tokio::test]
 async fn the_upstream_call_carries_model_messages_key_cap_temperature_and_stop() {
-    let app = spawn_app().await;
-    mount(
-        &app.llm,
+    let app = spawn_app_answering(
         OPENAI_PATH,
         200,
         openai_reply("Thought: t\nFinal Answer: a"),
@@ -119,9 +116,8 @@ async fn the_upstream_call_carries_model_messages_key_cap_temperature_and_stop()
 
 #[tokio::test]
 async fn a_final_answer_step_is_a_direct_response() {
-    let app = spawn_app().await;
     let output = "Thought: The context shows it.\nFinal Answer: Authentication is implemented in auth.js with login().";
-    mount(&app.llm, OPENAI_PATH, 200, openai_reply(output)).await;
+    let app = spawn_app_answering(OPENAI_PATH, 200, openai_reply(output)).await;
 
     let reply = app
         .post_react_step(&request("gpt-4.1", "How is authentication implemented?"))
@@ -150,9 +146,7 @@ async fn a_final_answer_step_is_a_direct_response() {
 
 #[tokio::test]
 async fn reasoning_models_get_their_own_parameters() {
-    let app = spawn_app().await;
-    mount(
-        &app.llm,
+    let app = spawn_app_answering(
         OPENAI_PATH,
         200,
         openai_reply("Thought: t\nFinal Answer: a"),
@@ -177,10 +171,9 @@ async fn reasoning_models_get_their_own_parameters() {
 
 #[tokio::test]
 async fn an_answer_cut_at_the_cap_is_asked_again_never_returned_half() {
-    let app = spawn_app().await;
     let mut reply = openai_reply("Thought: I will answer.\nFinal Answer: The first part of a long");
     reply["choices"][0]["finish_reason"] = json!("length");
-    mount(&app.llm, OPENAI_PATH, 200, reply).await;
+    let app = spawn_app_answering(OPENAI_PATH, 200, reply).await;
 
     let reply = app
         .post_react_step(&request("gpt-4o", "Explain everything."))
@@ -195,12 +188,11 @@ async fn an_answer_cut_at_the_cap_is_asked_again_never_returned_half() {
 
 #[tokio::test]
 async fn a_complete_action_cut_after_it_is_proposed_with_a_warning() {
-    let app = spawn_app().await;
     let mut reply = openai_reply(
         "Thought: Read it.\nAction: read_file(path=\"a.rs\")\nObservation: the file sa",
     );
     reply["choices"][0]["finish_reason"] = json!("length");
-    mount(&app.llm, OPENAI_PATH, 200, reply).await;
+    let app = spawn_app_answering(OPENAI_PATH, 200, reply).await;
 
     let reply = app
         .post_react_step(&request("gpt-4o", "Explain everything."))

@@ -3,7 +3,7 @@
 
 use serde_json::{json, Value};
 
-use crate::support::app::spawn_app;
+use crate::support::app::{spawn_app, spawn_app_answering};
 use crate::support::requests::request;
 use crate::support::upstream::{anthropic_reply, mount, openai_reply, ANTHROPIC_PATH, OPENAI_PATH};
 
@@ -28,8 +28,7 @@ fn two_openai_calls() -> Value {
 
 #[tokio::test]
 async fn two_native_calls_are_both_proposed_with_their_ids() {
-    let app = spawn_app().await;
-    mount(&app.llm, OPENAI_PATH, 200, two_openai_calls()).await;
+    let app = spawn_app_answering(OPENAI_PATH, 200, two_openai_calls()).await;
     let reply = app.post_react_step(&with_tools("gpt-4o", "native")).await;
     assert_eq!(reply.status, 200, "{}", reply.text);
     let all = reply.body["parallel_actions"].as_array().unwrap();
@@ -54,9 +53,8 @@ async fn two_native_calls_are_both_proposed_with_their_ids() {
 
 #[tokio::test]
 async fn a_pythonic_list_is_several_calls_and_a_bad_one_is_left_out() {
-    let app = spawn_app().await;
     let output = "Thought: read them.\n[read_file(path='a.js'), read_file(path='b.js'), delete_file(path='c.js')]";
-    mount(&app.llm, OPENAI_PATH, 200, openai_reply(output)).await;
+    let app = spawn_app_answering(OPENAI_PATH, 200, openai_reply(output)).await;
     let reply = app.post_react_step(&with_tools("gpt-4o", "text")).await;
     assert_eq!(reply.status, 200, "{}", reply.text);
     let all = reply.body["parallel_actions"].as_array().unwrap();
@@ -72,9 +70,8 @@ async fn a_pythonic_list_is_several_calls_and_a_bad_one_is_left_out() {
 
 #[tokio::test]
 async fn one_call_has_no_parallel_actions() {
-    let app = spawn_app().await;
     let output = "Thought: read it.\nAction: read_file(path=\"a.js\")";
-    mount(&app.llm, OPENAI_PATH, 200, openai_reply(output)).await;
+    let app = spawn_app_answering(OPENAI_PATH, 200, openai_reply(output)).await;
     let reply = app.post_react_step(&with_tools("gpt-4o", "text")).await;
     assert_eq!(reply.status, 200, "{}", reply.text);
     assert!(reply.body.get("parallel_actions").is_none());
@@ -85,8 +82,7 @@ async fn one_call_has_no_parallel_actions() {
 
 #[tokio::test]
 async fn with_parallel_calls_off_the_providers_are_told_and_only_the_first_is_proposed() {
-    let app = spawn_app().await;
-    mount(&app.llm, OPENAI_PATH, 200, two_openai_calls()).await;
+    let app = spawn_app_answering(OPENAI_PATH, 200, two_openai_calls()).await;
     let mut body = with_tools("gpt-4o", "native");
     body["llm_config"]["parallel_tool_calls"] = json!(false);
     let reply = app.post_react_step(&body).await;
@@ -118,9 +114,7 @@ async fn with_parallel_calls_off_the_providers_are_told_and_only_the_first_is_pr
 
 #[tokio::test]
 async fn a_parallel_turn_answered_by_two_observations_goes_back_whole() {
-    let app = spawn_app().await;
-    mount(
-        &app.llm,
+    let app = spawn_app_answering(
         OPENAI_PATH,
         200,
         openai_reply("Final Answer: a.js is longer"),
@@ -233,12 +227,11 @@ fn assert_kept_64_with_valid_ids(body: &Value, made: usize) {
 
 #[tokio::test]
 async fn calls_past_a_turns_bound_and_bad_ids_never_make_a_history_the_next_step_refuses() {
-    let app = spawn_app().await;
     let mut reply = openai_reply("");
     reply["choices"][0]["finish_reason"] = json!("tool_calls");
     reply["choices"][0]["message"] =
         json!({"role": "assistant", "content": "Thought: read all.", "tool_calls": many_calls(65)});
-    mount(&app.llm, OPENAI_PATH, 200, reply).await;
+    let app = spawn_app_answering(OPENAI_PATH, 200, reply).await;
     let reply = app.post_react_step(&with_tools("gpt-4o", "native")).await;
     assert_eq!(reply.status, 200, "{}", reply.text);
     assert_kept_64_with_valid_ids(&reply.body, 65);
@@ -247,7 +240,6 @@ async fn calls_past_a_turns_bound_and_bad_ids_never_make_a_history_the_next_step
 
 #[tokio::test]
 async fn an_anthropic_reply_of_many_tool_uses_keeps_the_first_64() {
-    let app = spawn_app().await;
     let mut reply = anthropic_reply("Thought: read all.");
     let content = reply["content"].as_array_mut().unwrap();
     for call in many_calls(100) {
@@ -258,7 +250,7 @@ async fn an_anthropic_reply_of_many_tool_uses_keeps_the_first_64() {
         );
     }
     reply["stop_reason"] = json!("tool_use");
-    mount(&app.llm, ANTHROPIC_PATH, 200, reply).await;
+    let app = spawn_app_answering(ANTHROPIC_PATH, 200, reply).await;
     let reply = app
         .post_react_step(&with_tools("claude-sonnet-4-5", "native"))
         .await;
@@ -337,8 +329,7 @@ async fn what_a_model_writes_in_a_call_never_makes_a_history_the_next_step_refus
         ("64 calls of 200 KB", wide),
     ];
     for (what, reply) in replies {
-        let app = spawn_app().await;
-        mount(&app.llm, OPENAI_PATH, 200, reply).await;
+        let app = spawn_app_answering(OPENAI_PATH, 200, reply).await;
         let answer = app.post_react_step(&with_tools("gpt-4o", "native")).await;
         // A bounded refusal, never an answer a next step cannot carry.
         assert!(

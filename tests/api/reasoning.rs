@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use serde_json::{json, Value};
 use wiremock::{Mock, Request, Respond, ResponseTemplate};
 
-use crate::support::app::{spawn_app, TestApp};
+use crate::support::app::{spawn_app, spawn_app_answering, TestApp};
 use crate::support::requests::{native_reasoning, request};
 use crate::support::stream::post_stream;
 use crate::support::upstream::{anthropic_reply, openai_reply, ANTHROPIC_PATH, OPENAI_PATH};
@@ -323,11 +323,7 @@ async fn anthropic_thinking_streams_as_thought_and_its_signature_is_kept() {
 
 #[tokio::test]
 async fn openai_reasoning_models_get_the_effort_and_chat_models_a_warning() {
-    let app = spawn_app().await;
-    Mock::given(wiremock::matchers::path(OPENAI_PATH))
-        .respond_with(ResponseTemplate::new(200).set_body_json(openai_reply("Final Answer: ok")))
-        .mount(&app.llm)
-        .await;
+    let app = spawn_app_answering(OPENAI_PATH, 200, openai_reply("Final Answer: ok")).await;
     for (model, sent_effort) in [("o3-mini", Some("high")), ("gpt-4o", None)] {
         let mut body = request(model, "hi");
         body["llm_config"]["reasoning_effort"] = json!("high");
@@ -399,13 +395,9 @@ async fn deepseek_reasoning_content_is_the_thought_and_goes_back_on_the_tool_tur
 
 #[tokio::test]
 async fn compatible_servers_get_the_effort_and_their_reasoning_is_not_echoed() {
-    let app = spawn_app().await;
     let mut reply = openai_reply("Final Answer: 4");
     reply["choices"][0]["message"]["reasoning_content"] = json!("2 + 2 is 4.");
-    Mock::given(wiremock::matchers::path("/compat/v1/chat/completions"))
-        .respond_with(ResponseTemplate::new(200).set_body_json(reply))
-        .mount(&app.llm)
-        .await;
+    let app = spawn_app_answering("/compat/v1/chat/completions", 200, reply).await;
     let mut body = request("qwen3-32b", "2+2?");
     body["llm_config"]["provider"] = json!("openai_compatible");
     body["llm_config"]["reasoning_effort"] = json!("low");

@@ -7,7 +7,7 @@ use serde_json::{json, Value};
 use wiremock::matchers::path;
 use wiremock::{Mock, ResponseTemplate};
 
-use crate::support::app::{spawn_app, TestApp};
+use crate::support::app::{spawn_app, spawn_app_answering, TestApp};
 use crate::support::requests::{native_reasoning, near_the_limit, request};
 use crate::support::stream::post_stream;
 use crate::support::upstream::{
@@ -117,13 +117,8 @@ async fn red_team_17_an_empty_assistant_turn_gets_no_cache_marker_and_no_empty_b
     // block before it: here an assistant turn whose content is empty. `Content::blocks_mut`
     // turns `Text("")` into an empty text block and marks it.
     for empty in ["", " \n"] {
-        let app = spawn_app().await;
-        Mock::given(path(ANTHROPIC_PATH))
-            .respond_with(
-                ResponseTemplate::new(200).set_body_json(anthropic_reply("Final Answer: ok")),
-            )
-            .mount(&app.llm)
-            .await;
+        let app =
+            spawn_app_answering(ANTHROPIC_PATH, 200, anthropic_reply("Final Answer: ok")).await;
         let mut body = request("claude-sonnet-4-5", "And the logout handler?");
         body["llm_config"]["tokenLimit"] = json!(200_000);
         body["conversation_history"] =
@@ -153,11 +148,7 @@ async fn red_team_17_an_empty_assistant_turn_gets_no_cache_marker_and_no_empty_b
 async fn red_team_17_a_thinking_only_assistant_turn_never_carries_the_marker() {
     // Thinking on, an assistant turn with only its thinking blocks (no text, no call) just
     // before the step's tail: the breakpoint must skip it, and there are at most 4 markers.
-    let app = spawn_app().await;
-    Mock::given(path(ANTHROPIC_PATH))
-        .respond_with(ResponseTemplate::new(200).set_body_json(anthropic_reply("Final Answer: ok")))
-        .mount(&app.llm)
-        .await;
+    let app = spawn_app_answering(ANTHROPIC_PATH, 200, anthropic_reply("Final Answer: ok")).await;
     let mut body = native_reasoning("claude-sonnet-4-5", "low");
     body["user_query"] = json!("go on");
     body["conversation_history"] = json!([
@@ -422,11 +413,7 @@ async fn red_team_17_megabytes_of_reasoning_content_do_not_break_the_loop() {
 async fn red_team_17_an_enormous_thinking_block_sent_back_stays_inside_the_budget() {
     // A reasoning_state of 3 MB of thinking on an early turn, thinking on: the prompt must still
     // fit (context_report.used <= budget) and what goes upstream must be of that size.
-    let app = spawn_app().await;
-    Mock::given(path(ANTHROPIC_PATH))
-        .respond_with(ResponseTemplate::new(200).set_body_json(anthropic_reply("Final Answer: ok")))
-        .mount(&app.llm)
-        .await;
+    let app = spawn_app_answering(ANTHROPIC_PATH, 200, anthropic_reply("Final Answer: ok")).await;
     let huge =
         "The session store is keyed by the token hash and expires entries lazily. ".repeat(40_000);
     let mut body = native_reasoning("claude-sonnet-4-5", "low");
@@ -466,11 +453,7 @@ async fn red_team_17_an_enormous_thinking_block_sent_back_stays_inside_the_budge
 #[tokio::test]
 async fn red_team_17_many_thinking_blocks_sent_back_are_answered_within_the_deadline() {
     // 150,000 redacted blocks on one turn: counted as almost nothing, sent as megabytes.
-    let app = spawn_app().await;
-    Mock::given(path(ANTHROPIC_PATH))
-        .respond_with(ResponseTemplate::new(200).set_body_json(anthropic_reply("Final Answer: ok")))
-        .mount(&app.llm)
-        .await;
+    let app = spawn_app_answering(ANTHROPIC_PATH, 200, anthropic_reply("Final Answer: ok")).await;
     let blocks: Vec<Value> = (0..150_000)
         .map(|_| json!({"type": "redacted_thinking", "data": "EmwK"}))
         .collect();

@@ -12,7 +12,7 @@ use serde_json::{json, Value};
 use wiremock::matchers::path;
 use wiremock::{Mock, Request, Respond, ResponseTemplate};
 
-use crate::support::app::{spawn_app, spawn_app_with, TestApp};
+use crate::support::app::{spawn_app, spawn_app_answering, spawn_app_with, TestApp};
 use crate::support::requests::{near_the_limit, request, KEY};
 use crate::support::stream_upstream::{serve, Ending};
 use crate::support::upstream::{anthropic_reply, mount, ANTHROPIC_PATH, COUNT_PATH, OPENAI_PATH};
@@ -138,15 +138,16 @@ async fn refusals_naming_zero_or_fewer_tokens_than_ours_are_answered_at_once() {
 
 #[tokio::test]
 async fn a_refusal_with_a_huge_llama_cpp_field_is_a_422_not_a_crash() {
-    let app = spawn_app().await;
-    Mock::given(path(crate::support::upstream::COMPATIBLE_PATH))
-        .respond_with(ResponseTemplate::new(400).set_body_json(json!({"error": {
+    let app = spawn_app_answering(
+        crate::support::upstream::COMPATIBLE_PATH,
+        400,
+        json!({"error": {
             "code": 400,
             "message": "the request exceeds the available context size (2048 tokens), try increasing it",
             "type": "exceed_context_size_error",
-            "n_prompt_tokens": u64::MAX, "n_ctx": 2048}})))
-        .mount(&app.llm)
-        .await;
+            "n_prompt_tokens": u64::MAX, "n_ctx": 2048}}),
+    )
+    .await;
     let mut body = request("llama3.1:8b", "q");
     body["llm_config"]["provider"] = json!("openai_compatible");
     let (status, reply) = step(&app, &body).await.unwrap_or_else(|e| panic!("{e}"));

@@ -4,7 +4,7 @@
 use wiremock::matchers::any;
 use wiremock::{Mock, MockServer, ResponseTemplate};
 
-use crate::support::app::{spawn_app, TestApp};
+use crate::support::app::{spawn_app, spawn_app_answering, TestApp};
 use crate::support::requests::request;
 use crate::support::spec::assert_conforms;
 use crate::support::upstream::{anthropic_reply, openai_reply, ANTHROPIC_PATH, OPENAI_PATH};
@@ -82,9 +82,7 @@ async fn no_redirect_is_followed_for_any_provider_or_status() {
 #[tokio::test]
 async fn the_anthropic_reply_shape_is_not_what_stops_a_redirect() {
     // The control: the same upstream answering 200 is used, so the 502 above is the redirect's.
-    let app = spawn_app().await;
-    crate::support::upstream::mount(
-        &app.llm,
+    let app = spawn_app_answering(
         ANTHROPIC_PATH,
         200,
         anthropic_reply("Thought: t\nFinal Answer: fine"),

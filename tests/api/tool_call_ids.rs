@@ -3,7 +3,7 @@
 
 use serde_json::{json, Value};
 
-use crate::support::app::spawn_app;
+use crate::support::app::{spawn_app, spawn_app_answering};
 use crate::support::requests::request;
 use crate::support::upstream::{
     anthropic_tool_reply, mount, openai_reply, openai_tool_reply, ANTHROPIC_PATH, OPENAI_PATH,
@@ -23,9 +23,8 @@ fn is_service_id(id: &str) -> bool {
 
 #[tokio::test]
 async fn a_text_call_gets_an_id_of_the_services_kept_in_the_history() {
-    let app = spawn_app().await;
     let output = "Thought: search\nAction: code_search(query=\"login\")";
-    mount(&app.llm, OPENAI_PATH, 200, openai_reply(output)).await;
+    let app = spawn_app_answering(OPENAI_PATH, 200, openai_reply(output)).await;
     let mut ids = Vec::new();
     for _ in 0..2 {
         let reply = app.post_react_step(&request("gpt-4o", "q")).await;
@@ -77,14 +76,7 @@ async fn a_native_call_keeps_the_providers_id() {
 
 #[tokio::test]
 async fn an_observation_names_the_call_it_answers_and_may_say_it_failed() {
-    let app = spawn_app().await;
-    mount(
-        &app.llm,
-        OPENAI_PATH,
-        200,
-        openai_reply("Final Answer: done"),
-    )
-    .await;
+    let app = spawn_app_answering(OPENAI_PATH, 200, openai_reply("Final Answer: done")).await;
     let mut body = request("gpt-4o", "");
     body["conversation_history"] = json!([
         {"role": "user", "content": "Read a.js"},

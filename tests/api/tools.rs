@@ -2,9 +2,9 @@
 
 use serde_json::{json, Value};
 
-use crate::support::app::spawn_app;
+use crate::support::app::{spawn_app, spawn_app_answering, spawn_app_answering_in_turn};
 use crate::support::requests::request;
-use crate::support::upstream::{mount, mount_sequence, openai_reply, OPENAI_PATH};
+use crate::support::upstream::{openai_reply, OPENAI_PATH};
 
 fn tools() -> Value {
     json!([
@@ -32,9 +32,7 @@ fn last_user_message(upstream: &Value) -> &str {
 
 #[tokio::test]
 async fn declared_tools_are_listed_and_positional_arguments_named() {
-    let app = spawn_app().await;
-    mount(
-        &app.llm,
+    let app = spawn_app_answering(
         OPENAI_PATH,
         200,
         openai_reply("Thought: Open the handler.\nAction: read_file(\"src/auth.js\", 10)"),
@@ -61,9 +59,7 @@ async fn declared_tools_are_listed_and_positional_arguments_named() {
 
 #[tokio::test]
 async fn an_unknown_tool_gets_a_repair_round() {
-    let app = spawn_app().await;
-    mount_sequence(
-        &app.llm,
+    let app = spawn_app_answering_in_turn(
         OPENAI_PATH,
         vec![
             openai_reply("Thought: Delete it.\nAction: delete_file(path=\"a.js\")"),
@@ -101,9 +97,8 @@ async fn an_unknown_tool_gets_a_repair_round() {
 
 #[tokio::test]
 async fn an_action_still_invalid_after_repair_is_a_502_with_the_raw_output() {
-    let app = spawn_app().await;
     let bad = "Thought: Search.\nAction: code_search(query=3)";
-    mount(&app.llm, OPENAI_PATH, 200, openai_reply(bad)).await;
+    let app = spawn_app_answering(OPENAI_PATH, 200, openai_reply(bad)).await;
     let reply = app.post_react_step(&with_tools("Find login")).await;
     assert_eq!(reply.status, 502, "{}", reply.text);
     assert_eq!(reply.body["status"], "error");
@@ -124,9 +119,7 @@ async fn an_action_still_invalid_after_repair_is_a_502_with_the_raw_output() {
 
 #[tokio::test]
 async fn max_repair_attempts_zero_fails_at_once() {
-    let app = spawn_app().await;
-    mount(
-        &app.llm,
+    let app = spawn_app_answering(
         OPENAI_PATH,
         200,
         openai_reply("Thought: t\nAction: read_file(path=42)"),
@@ -145,9 +138,7 @@ async fn max_repair_attempts_zero_fails_at_once() {
 
 #[tokio::test]
 async fn an_unreadable_call_is_repaired_too() {
-    let app = spawn_app().await;
-    mount_sequence(
-        &app.llm,
+    let app = spawn_app_answering_in_turn(
         OPENAI_PATH,
         vec![
             openai_reply("Thought: t\nAction: read_file(path=\"a.js\""),
@@ -207,9 +198,7 @@ async fn a_command_for_a_declared_tool_needs_no_model() {
 
 #[tokio::test]
 async fn other_slash_queries_go_to_the_model() {
-    let app = spawn_app().await;
-    mount(
-        &app.llm,
+    let app = spawn_app_answering(
         OPENAI_PATH,
         200,
         openai_reply("Thought: t\nFinal Answer: Help text."),
@@ -223,9 +212,7 @@ async fn other_slash_queries_go_to_the_model() {
 
 #[tokio::test]
 async fn custom_tags_shape_the_prompt_the_stop_and_the_parse() {
-    let app = spawn_app().await;
-    mount(
-        &app.llm,
+    let app = spawn_app_answering(
         OPENAI_PATH,
         200,
         openai_reply("Reasoning: Look at auth.\nTool: read_file(path=\"auth.js\")"),

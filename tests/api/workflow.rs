@@ -2,15 +2,13 @@
 
 use serde_json::json;
 
-use crate::support::app::spawn_app;
+use crate::support::app::spawn_app_answering_in_turn;
 use crate::support::requests::request;
-use crate::support::upstream::{mount_sequence, openai_reply, OPENAI_PATH};
+use crate::support::upstream::{openai_reply, OPENAI_PATH};
 
 #[tokio::test]
 async fn the_seed_four_step_workflow_runs_end_to_end() {
-    let app = spawn_app().await;
-    mount_sequence(
-        &app.llm,
+    let app = spawn_app_answering_in_turn(
         OPENAI_PATH,
         vec![
             openai_reply("Thought: I need to search for authentication code.\nAction: code_search(query=\"authentication\")"),

@@ -7,6 +7,7 @@ use serde_json::Value;
 use wiremock::MockServer;
 
 use super::spec::assert_conforms;
+use super::upstream::{mount, mount_sequence};
 
 /// Where each provider without a flag of its own answers in the tests (under the mock's URI).
 pub const MOCK_BASES: &[(&str, &str)] = &[
@@ -63,6 +64,21 @@ pub async fn spawn_app_with(tweak: impl FnOnce(&mut Config)) -> TestApp {
         client: reqwest::Client::new(),
         llm,
     }
+}
+
+/// The app, its mock answering every POST to `at` with `status` and `body`: the set-up of a
+/// test whose upstream says one thing.
+pub async fn spawn_app_answering(at: &str, status: u16, body: Value) -> TestApp {
+    let app = spawn_app().await;
+    mount(&app.llm, at, status, body).await;
+    app
+}
+
+/// The app, its mock answering the POSTs to `at` with `replies` in turn, one per call.
+pub async fn spawn_app_answering_in_turn(at: &str, replies: Vec<Value>) -> TestApp {
+    let app = spawn_app().await;
+    mount_sequence(&app.llm, at, replies).await;
+    app
 }
 
 impl TestApp {
