@@ -5,7 +5,7 @@
 use serde_json::{json, Value};
 use wiremock::{Mock, Request, Respond, ResponseTemplate};
 
-use crate::support::app::{spawn_app, TestApp};
+use crate::support::app::{spawn_app, spawn_app_with, TestApp};
 use crate::support::requests::{request, KEY};
 use crate::support::stream::post_stream;
 
@@ -757,4 +757,75 @@ async fn an_unknown_provider_is_a_400_that_lists_the_known_ones() {
         !message.contains("bedrock"),
         "the value sent is not repeated: {message}"
     );
+}
+
+#[tokio::test]
+async fn the_provider_list_shows_only_hosts_and_honours_the_token() {
+    let app = spawn_app_with(|c| {
+        c.openai_base_url =
+            "https://proxyuser:proxy-PASSWORD-123@gateway.internal:8443/t/SECRET-PATH-TOKEN/v1"
+                .into();
+        c.base_urls.insert(
+            "groq".into(),
+            "https://gw.internal/v1?api_key=SECRET-QUERY-KEY#frag".into(),
+        );
+        c.read_provider_variables(|name| match name {
+            "REACTSTEP_OPENROUTER_REFERER" => Some("https://SECRET-REFERER.example".into()),
+            "REACTSTEP_OPENROUTER_TITLE" => Some("SECRET-TITLE".into()),
+            _ => None,
+        });
+        c.api_tokens = Some("operator-token-0123456789".parse().unwrap());
+    })
+    .await;
+    let get = |auth: Option<&str>, path: &str| {
+        let mut r = reqwest::Client::new().get(format!("{}{path}", app.address));
+        if let Some(a) = auth {
+            r = r.header("authorization", a);
+        }
+        r.send()
+    };
+    for auth in [
+        None,
+        Some("Bearer operator-token-012345678"),
+        Some("Bearer operator-token-01234567890"),
+        Some("Basic b3BlcmF0b3ItdG9rZW4tMDEyMzQ1Njc4OQ=="),
+        Some("operator-token-0123456789"),
+        Some("Bearer "),
+    ] {
+        let reply = get(auth, "/api/providers").await.unwrap();
+        assert_eq!(reply.status(), 401, "{auth:?}");
+    }
+    let reply = get(None, "/api/providers?token=operator-token-0123456789")
+        .await
+        .unwrap();
+    assert_eq!(reply.status(), 401);
+    let reply = get(Some("Bearer operator-token-0123456789"), "/api/providers")
+        .await
+        .unwrap();
+    assert_eq!(reply.status(), 200);
+    let text = reply.text().await.unwrap();
+    for secret in [
+        "proxyuser",
+        "PASSWORD",
+        "SECRET",
+        "8443",
+        "/t/",
+        "api_key",
+        "frag",
+    ] {
+        assert!(!text.contains(secret), "{secret} in {text}");
+    }
+    let body: Value = serde_json::from_str(&text).unwrap();
+    crate::support::spec::assert_conforms("get", "/api/providers", 200, &body);
+    let host = |name: &str| {
+        body["providers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["name"] == name)
+            .unwrap()["base_url_host"]
+            .clone()
+    };
+    assert_eq!(host("openai"), "gateway.internal");
+    assert_eq!(host("groq"), "gw.internal");
 }

@@ -6,15 +6,17 @@
 use std::sync::{Arc, Mutex};
 
 use serde_json::{json, Value};
+use wiremock::matchers::path;
 use wiremock::{Mock, Request, Respond, ResponseTemplate};
 
 use crate::support::app::{spawn_app, spawn_app_answering, TestApp};
-use crate::support::requests::{native_reasoning, request};
+use crate::support::requests::{native_reasoning, near_the_limit, request};
 use crate::support::stream::post_stream;
-use crate::support::upstream::{anthropic_reply, openai_reply, ANTHROPIC_PATH, OPENAI_PATH};
+use crate::support::upstream::{
+    anthropic_reply, openai_reply, ANTHROPIC_PATH, COUNT_PATH, OPENAI_PATH, SIGNATURE,
+};
 
 const THINKING: &str = "The bug report names a.js; I should read it before guessing.";
-const SIGNATURE: &str = "EqQBCgIYAhIM1gbcDa9GJwZA2b3hGgxBdjrkzLoky3dl1pkiMOYds";
 const REDACTED: &str = "EmwKAhgBEgy3va3pzix/LafPsn4aDFIT2Xlxh0L5L8rLVyIwxtE3rAFBa8cr3qpP";
 
 /// Anthropic's rules with thinking on, as the API enforces them.
@@ -412,4 +414,61 @@ async fn compatible_servers_get_the_effort_and_their_reasoning_is_not_echoed() {
     assert_eq!(app.post_react_step(&next).await.status, 200);
     let sent = app.upstream_bodies().await.pop().unwrap();
     assert!(!sent.to_string().contains("reasoning_content"), "{sent}");
+}
+
+#[tokio::test]
+async fn red_team_17_count_tokens_with_thinking_on_carries_no_forced_tool_choice() {
+    // `adjust` (forced tool choice → auto with thinking on) runs on the message request only;
+    // the count_tokens request near the limit is built before it, with `thinking` and
+    // `tool_choice: any` together, which Anthropic refuses, so the exact count never works.
+    let app = spawn_app().await;
+    Mock::given(path(COUNT_PATH))
+        .respond_with(ResponseTemplate::new(200).set_body_json(json!({"input_tokens": 1500})))
+        .mount(&app.llm)
+        .await;
+    Mock::given(path(ANTHROPIC_PATH))
+        .respond_with(ResponseTemplate::new(200).set_body_json(json!({
+            "id": "msg_1", "type": "message", "role": "assistant", "model": "claude-sonnet-4-5",
+            "content": [{"type": "thinking", "thinking": "hm", "signature": SIGNATURE},
+                        {"type": "tool_use", "id": "toolu_1", "name": "read_file", "input": {"path": "a.js"}}],
+            "stop_reason": "tool_use", "usage": {"input_tokens": 10, "output_tokens": 5}})))
+        .mount(&app.llm)
+        .await;
+    let mut body = near_the_limit();
+    body["llm_config"]["tool_mode"] = json!("native");
+    body["llm_config"]["reasoning_effort"] = json!("minimal");
+    body["llm_config"]["tokenLimit"] = json!(3000 + 1024 + 150);
+    body["require_action"] = json!(true);
+    body["tools"] = json!([{"name": "read_file", "description": "Read a file.",
+        "parameters": {"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]}}]);
+    let reply = app.post_react_step(&body).await;
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    let requests = app.llm.received_requests().await.unwrap();
+    let counts: Vec<Value> = requests
+        .iter()
+        .filter(|r| r.url.path() == COUNT_PATH)
+        .map(|r| serde_json::from_slice(&r.body).unwrap())
+        .collect();
+    assert!(
+        !counts.is_empty(),
+        "no count was asked for: adjust the sizes"
+    );
+    for sent in requests
+        .iter()
+        .map(|r| serde_json::from_slice::<Value>(&r.body).unwrap())
+    {
+        if sent.get("thinking").is_none() {
+            continue;
+        }
+        let kind = sent["tool_choice"]["type"].as_str().unwrap_or("auto");
+        assert!(
+            kind == "auto" || kind == "none",
+            "thinking with a forced tool choice ({kind}) was sent: {}",
+            json!({"thinking": sent["thinking"], "tool_choice": sent["tool_choice"]})
+        );
+        assert!(
+            sent.get("temperature").is_none_or(|t| t == 1.0),
+            "temperature with thinking"
+        );
+    }
 }

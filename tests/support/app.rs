@@ -158,3 +158,31 @@ pub fn sorted_keys(body: &Value) -> Vec<&str> {
     keys.sort_unstable();
     keys
 }
+
+/// Posts a step and returns its status and body, or why the server gave no answer at all (a
+/// panic in a worker drops the connection).
+pub async fn try_post(app: &TestApp, route: &str, body: &Value) -> Result<(u16, Value), String> {
+    let response = reqwest::Client::builder()
+        .timeout(std::time::Duration::from_secs(60))
+        .build()
+        .unwrap()
+        .post(format!("{}{route}", app.address))
+        .json(body)
+        .send()
+        .await
+        .map_err(|e| format!("no answer: {e:?}"))?;
+    let status = response.status().as_u16();
+    let text = response
+        .text()
+        .await
+        .map_err(|e| format!("the answer broke off: {e:?}"))?;
+    Ok((
+        status,
+        serde_json::from_str(&text).unwrap_or(Value::String(text)),
+    ))
+}
+
+/// Posts a step: its status and body, or why the server gave no answer at all.
+pub async fn try_step(app: &TestApp, body: &Value) -> Result<(u16, Value), String> {
+    try_post(app, "/api/agent/react_step", body).await
+}

@@ -90,3 +90,61 @@ pub fn pairing_refusal(anthropic: bool, body: &Value) -> Option<ResponseTemplate
             .set_body_json(json!({"error": {"message": why, "type": "invalid_request_error"}}))
     })
 }
+
+/// Anthropic's structural rules on a Messages body (what the real API refuses with a 400):
+/// non-empty content in every message, no empty or whitespace-only text block, at most four
+/// `cache_control` markers, none on a thinking block or an empty text block.
+pub fn anthropic_structure(body: &Value) -> Result<(), String> {
+    let text = body.to_string();
+    let markers = text.matches("cache_control").count();
+    if markers > 4 {
+        return Err(format!("{markers} cache_control markers (at most 4)"));
+    }
+    for (i, m) in body["messages"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+        .iter()
+        .enumerate()
+    {
+        match &m["content"] {
+            Value::String(s) if s.trim().is_empty() => {
+                return Err(format!(
+                    "messages.{i}: all messages must have non-empty content"
+                ))
+            }
+            Value::Array(blocks) => {
+                if blocks.is_empty() {
+                    return Err(format!("messages.{i}: empty content"));
+                }
+                for (j, b) in blocks.iter().enumerate() {
+                    let marked = b.get("cache_control").is_some();
+                    match b["type"].as_str() {
+                        Some("text")
+                            if b["text"].as_str().unwrap_or_default().trim().is_empty() =>
+                        {
+                            return Err(format!(
+                                "messages.{i}.content.{j}: text content blocks must be non-empty (marked: {marked})"
+                            ));
+                        }
+                        Some("thinking" | "redacted_thinking") if marked => {
+                            return Err(format!(
+                                "messages.{i}.content.{j}: cache_control on a thinking block"
+                            ))
+                        }
+                        Some("thinking")
+                            if b["signature"].as_str().unwrap_or_default().is_empty() =>
+                        {
+                            return Err(format!(
+                                "messages.{i}.content.{j}.signature: Field required / invalid"
+                            ));
+                        }
+                        _ => {}
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}

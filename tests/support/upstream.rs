@@ -12,6 +12,8 @@ pub const ANTHROPIC_PATH: &str = "/v1/messages";
 /// Anthropic's token count of a prompt, beside its messages.
 pub const COUNT_PATH: &str = "/v1/messages/count_tokens";
 pub const OLLAMA_PATH: &str = "/ollama/api/chat";
+/// The signature on the thinking blocks of the tests' Anthropic replies.
+pub const SIGNATURE: &str = "EqQBCgIYAhIM1gbcDa9GJwZA2b3hGgxBdjrkzLoky3dl1pkiMOYds";
 /// Where the tests' `openai_compatible` server (vLLM, llama.cpp) answers.
 pub const COMPATIBLE_PATH: &str = "/compat/v1/chat/completions";
 
