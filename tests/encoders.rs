@@ -3,20 +3,12 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use reactstep::config::Config;
-use reactstep::startup::Application;
+mod support;
+
 use reactstep::step::tokens::Encoding;
 use serde_json::{json, Value};
 
-async fn start() -> String {
-    let mut config = Config::defaults();
-    config.bind = "127.0.0.1:0".parse().unwrap();
-    config.workers = 1;
-    let app = Application::build(&config).expect("the app builds");
-    let address = format!("http://127.0.0.1:{}", app.port());
-    tokio::spawn(app.run_until_stopped());
-    address
-}
+use support::app::spawn_app;
 
 /// An offline step (`mock_response`) whose prompt counts differently in the two encodings:
 /// the digit runs and the Cyrillic and CJK text are split differently by them.
@@ -55,7 +47,8 @@ async fn used_tokens(client: &reqwest::Client, address: &str, model: &str) -> (u
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_legacy_encoder_is_built_by_its_first_requests_and_counts_the_same_for_all() {
-    let address = start().await;
+    let app = spawn_app().await;
+    let address = app.address.clone();
     let client = reqwest::Client::new();
     let ready = client
         .get(format!("{address}/readyz"))
