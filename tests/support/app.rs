@@ -159,8 +159,8 @@ pub fn sorted_keys(body: &Value) -> Vec<&str> {
     keys
 }
 
-/// Posts a step and returns its status and body, or why the server gave no answer at all (a
-/// panic in a worker drops the connection).
+/// Posts `body` to `route`: the status and the body (a string where it is not JSON), or why the
+/// server gave no answer at all (a panic in a worker drops the connection).
 pub async fn try_post(app: &TestApp, route: &str, body: &Value) -> Result<(u16, Value), String> {
     let response = reqwest::Client::builder()
         .timeout(std::time::Duration::from_secs(60))
@@ -182,7 +182,7 @@ pub async fn try_post(app: &TestApp, route: &str, body: &Value) -> Result<(u16, 
     ))
 }
 
-/// Posts a step: its status and body, or why the server gave no answer at all.
+/// The same for a step.
 pub async fn try_step(app: &TestApp, body: &Value) -> Result<(u16, Value), String> {
     try_post(app, "/api/agent/react_step", body).await
 }
