@@ -41,7 +41,6 @@ const NOT_YET: &[&str] = &[
     "src/driver/builtin.rs: fn register_builtins",
     "src/llm/anthropic/stream.rs: fn event",
     "src/startup.rs: fn build",
-    "src/step/mod.rs: ",
     "src/step/parse/action.rs: fn action",
     "src/step/parse/linear.rs: fn hostile",
     "src/step/parse/mod.rs: fn parse",

@@ -1,0 +1,70 @@
+//! The chat request for a fitted prompt, and what the provider needs to cache its stable part.
+
+use super::budget;
+use super::fit::Shape;
+use super::input::StepInput;
+use super::prompt;
+use crate::llm::{ChatMessage, ChatRequest, PromptCache};
+
+/// The chat request for a fitted prompt's system text and messages.
+pub(super) fn chat_request(
+    input: &StepInput,
+    system: String,
+    messages: Vec<ChatMessage>,
+    shape: &Shape,
+    prompt_cache: Option<PromptCache>,
+) -> ChatRequest {
+    ChatRequest {
+        model: input.llm.model.clone(),
+        system,
+        messages,
+        max_output_tokens: input.llm.reserved_output_tokens,
+        temperature: input.llm.temperature,
+        stop: vec![prompt::observation_stop(&input.react.tags)],
+        tools: shape.native_tools.clone(),
+        require_tool: input.react.require_action,
+        parallel_tool_calls: input.react.parallel_tool_calls,
+        base_url: input.llm.base_url.clone(),
+        context_window: Some(input.llm.token_limit),
+        reasoning_effort: input.llm.reasoning_effort,
+        prompt_cache,
+    }
+}
+
+/// What the provider needs to cache the prompt's stable part, unless the request turned caching
+/// off. The tool definitions come before the system prompt in what providers cache.
+pub(super) fn prompt_cache(
+    input: &StepInput,
+    prompt: &budget::Prompt,
+    shape: &Shape,
+) -> Option<PromptCache> {
+    input.llm.prompt_cache.then(|| PromptCache {
+        key: prompt_cache_key(&input.session_id),
+        system_tokens: shape.tools_tokens + prompt.system_tokens,
+        prefix_tokens: shape.tools_tokens + prompt.prefix_tokens,
+    })
+}
+
+/// The session's cache key (a SHA-256 of its id), the same at every step of a loop, so worked
+/// out once per worker.
+fn prompt_cache_key(session_id: &str) -> String {
+    thread_local! {
+        static KEYS: std::cell::RefCell<crate::runtime::memo::Memo<String>> =
+            const { std::cell::RefCell::new(crate::runtime::memo::Memo::new()) };
+    }
+    crate::runtime::memo::remembered(&KEYS, &[session_id], || PromptCache::key_for(session_id))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_remembered_cache_key_is_the_sessions_own() {
+        for _ in 0..2 {
+            for session in ["s-1", "s-2", "", "s-1 "] {
+                assert_eq!(prompt_cache_key(session), PromptCache::key_for(session));
+            }
+        }
+    }
+}

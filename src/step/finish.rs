@@ -1,0 +1,176 @@
+//! The step's answer: from a valid output, from a `/tool` command, or a dry run's prompt; and
+//! the conversation it hands back.
+
+use super::context::ContextReport;
+use super::converse::Ledger;
+use super::decide::Valid;
+use super::fit::Built;
+use super::history::{timestamp_now, Role, ToolCall, Turn};
+use super::input::StepInput;
+use super::limits;
+use super::output::{Outcome, PromptPreview, StepOutput, Termination};
+use super::parse;
+use super::tokens::TokenCounter;
+use crate::llm::ReasoningState;
+
+/// The prompt a dry run shows, and no call.
+pub(super) fn dry_run(input: Box<StepInput>, built: Built, counter: &TokenCounter) -> StepOutput {
+    let prompt = built.prompt;
+    let preview = PromptPreview {
+        system_tokens: prompt.system_tokens,
+        messages: prompt
+            .messages
+            .iter()
+            .map(|m| (m.clone(), counter.count_message(&m.counted_text())))
+            .collect(),
+        system: prompt.system,
+    };
+    StepOutput {
+        session_id: input.session_id,
+        thought: String::new(),
+        outcome: Outcome::DryRun(preview),
+        updated_history: input.history,
+        iterations_remaining: input.iterations_left,
+        usage: None,
+        warnings: built.warnings,
+        context_report: prompt.report,
+        conversation_summary: built.conversation_summary,
+    }
+}
+
+/// The step's answer from a valid output.
+pub(super) fn finish_step(
+    mut input: Box<StepInput>,
+    built: Built,
+    (parsed, valid): (parse::Parsed, Valid),
+    ledger: Ledger<'_>,
+) -> StepOutput {
+    let Ledger {
+        usage,
+        mut warnings,
+        reasoning,
+        ..
+    } = ledger;
+    warnings.extend(parsed.warnings);
+    let outcome = match valid {
+        Valid::Action { .. } if input.iterations_left == 1 => {
+            warnings.push(
+                "the model proposed a tool call on its last step; a summary was returned instead"
+                    .into(),
+            );
+            Outcome::Answer {
+                text: limits::summary(&input.history, &parsed.thought),
+                termination: Termination::MaxIterations,
+            }
+        }
+        valid => Outcome::from(valid),
+    };
+    let mut updated_history = updated_history(&mut input, &parsed.thought, &outcome);
+    let thought = with_reasoning(&reasoning, parsed.thought);
+    if let Some(turn) = updated_history.last_mut().filter(|_| !reasoning.is_empty()) {
+        turn.reasoning_state = Some(reasoning);
+    }
+    StepOutput {
+        session_id: input.session_id,
+        thought,
+        outcome,
+        updated_history,
+        iterations_remaining: input.iterations_left - 1,
+        usage,
+        warnings,
+        context_report: built.prompt.report,
+        conversation_summary: built.conversation_summary,
+    }
+}
+
+/// The step's thought: what the model reasoned (thinking, `reasoning_content`), then what it
+/// wrote as its thought when that says more.
+fn with_reasoning(reasoning: &ReasoningState, written: String) -> String {
+    let reasoned = reasoning.text();
+    if reasoned.is_empty() || reasoned.trim() == written.trim() {
+        return written;
+    }
+    if written.trim().is_empty() {
+        return reasoned;
+    }
+    format!("{reasoned}\n\n{}", written.trim())
+}
+
+/// A `/tool …` query that names a known tool: proposed as it is, without a prompt or a model.
+pub(super) fn command_step(
+    mut input: StepInput,
+    action: Valid,
+    counter: &TokenCounter,
+    budget: u32,
+) -> StepOutput {
+    let outcome = Outcome::from(action);
+    let updated_history = updated_history(&mut input, "", &outcome);
+    StepOutput {
+        session_id: input.session_id,
+        thought: String::new(),
+        outcome,
+        updated_history,
+        iterations_remaining: input.iterations_left - 1,
+        usage: None,
+        warnings: vec![
+            "the query is a command for a known tool: it was proposed as written, without a model call".into(),
+        ],
+        context_report: ContextReport {
+            budget,
+            used: 0,
+            tokenizer: counter.encoding(),
+            counter: counter.name(),
+            approximate: counter.is_approximate(),
+            approximation_margin_percent: counter.margin_percent(),
+            items: Vec::new(),
+        },
+        conversation_summary: None,
+    }
+}
+
+/// The input history, the user's turn (when there was a query) and the assistant's turn.
+/// The input's history is taken, not copied: the step needs it no more.
+fn updated_history(input: &mut StepInput, thought: &str, outcome: &Outcome) -> Vec<Turn> {
+    let mut turns = std::mem::take(&mut input.history);
+    if !input.user_query.trim().is_empty() {
+        turns.push(Turn::new(
+            Role::User,
+            input.user_query.clone(),
+            input.received_at.clone(),
+        ));
+    }
+    let mut assistant = Turn::new(Role::Assistant, thought.to_string(), timestamp_now());
+    match outcome {
+        Outcome::Action {
+            tool_name,
+            tool_args,
+            tool_call_id,
+            parallel,
+            ..
+        } => {
+            let first = ToolCall {
+                id: Some(tool_call_id.clone()),
+                name: tool_name.clone(),
+                parameters: tool_args.clone(),
+            };
+            if !parallel.is_empty() {
+                assistant.tool_calls.push(first.clone());
+                assistant
+                    .tool_calls
+                    .extend(parallel.iter().map(|c| ToolCall {
+                        id: c.tool_call_id.clone(),
+                        name: c.tool_name.clone(),
+                        parameters: c.tool_args.clone(),
+                    }));
+            }
+            assistant.tool_call = Some(first);
+        }
+        Outcome::DryRun(_) => {}
+        Outcome::Answer { text, .. } => {
+            assistant.content = text.clone();
+            assistant.thought = Some(thought.to_string()).filter(|t| !t.is_empty());
+        }
+    }
+    turns.push(assistant);
+    turns
+}

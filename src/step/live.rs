@@ -1,0 +1,107 @@
+//! What a streaming client is told while the step runs: the model's reply (or the client's
+//! `mock_response`) streamed as thought and answer text as it forms.
+
+use super::error::StepError;
+use super::input::StepInput;
+use super::parse;
+use crate::llm::{ChatRequest, Completion, LlmClients, Piece};
+
+/// What a streaming client is told while the step runs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Live {
+    /// The provider accepted the call: from here on, failures arrive inside the stream.
+    Started,
+    Thought(String),
+    Answer(String),
+    /// The output streamed so far was not a valid step (the reason): it is discarded, and a
+    /// repair round's output streams next.
+    Retry(String),
+}
+
+pub type LiveSender = tokio::sync::mpsc::Sender<Live>;
+
+/// Bytes per piece when a `mock_response` is streamed, as a model's tokens arrive; a long one
+/// comes in at most [`MOCK_PIECES`] pieces, so that 1 MB is not 125,000 events (500 such streams
+/// at once once spent the step deadline on events alone).
+const MOCK_PIECE_BYTES: usize = 8;
+const MOCK_PIECES: usize = 256;
+
+/// The call with the answer streamed: thought and answer text go to the client as they form.
+pub(super) async fn stream_call(
+    llm: &LlmClients,
+    input: &StepInput,
+    request: &ChatRequest,
+    live: &LiveSender,
+) -> Result<Completion, StepError> {
+    let key = input.key.as_ref();
+    let mut stream = llm
+        .stream(input.llm.provider, request, key, input.deadline)
+        .await?;
+    tell(live, Live::Started).await?;
+    let mut parser = parse::live::LiveParser::new(&input.react.tags);
+    // Reasoning streams as thought; the written thought follows it after a blank line, as the
+    // step's `thought` joins them.
+    let mut reasoned = false;
+    while let Some(piece) = stream.next_piece(key).await? {
+        match piece {
+            Piece::Reasoning(text) => {
+                reasoned = true;
+                tell(live, Live::Thought(text)).await?;
+            }
+            Piece::Text(text) => {
+                for delta in parser.push(&text) {
+                    if std::mem::take(&mut reasoned)
+                        && matches!(delta, parse::live::LiveDelta::Thought(_))
+                    {
+                        tell(live, Live::Thought("\n\n".into())).await?;
+                    }
+                    tell(live, delta.into()).await?;
+                }
+            }
+        }
+    }
+    for delta in parser.finish() {
+        tell(live, delta.into()).await?;
+    }
+    Ok(stream.finish()?)
+}
+
+/// A `mock_response` streamed in small pieces, as a model would write it.
+pub(super) async fn stream_mock(
+    text: &str,
+    live: &LiveSender,
+    tags: &parse::Tags,
+) -> Result<(), StepError> {
+    tell(live, Live::Started).await?;
+    let mut parser = parse::live::LiveParser::new(tags);
+    let mut rest = text;
+    let piece = MOCK_PIECE_BYTES.max(text.len().div_ceil(MOCK_PIECES));
+    while !rest.is_empty() {
+        let mut cut = piece.min(rest.len());
+        while !rest.is_char_boundary(cut) {
+            cut += 1;
+        }
+        for delta in parser.push(&rest[..cut]) {
+            tell(live, delta.into()).await?;
+        }
+        rest = &rest[cut..];
+    }
+    for delta in parser.finish() {
+        tell(live, delta.into()).await?;
+    }
+    Ok(())
+}
+
+/// Sends to the streaming client; a client that has gone away ends the step.
+pub(super) async fn tell(live: &LiveSender, event: Live) -> Result<(), StepError> {
+    live.send(event).await.map_err(|_| StepError::ClientGone)
+}
+
+impl From<parse::live::LiveDelta> for Live {
+    fn from(delta: parse::live::LiveDelta) -> Self {
+        match delta {
+            parse::live::LiveDelta::Thought(t) => Self::Thought(t),
+            parse::live::LiveDelta::Answer(a) => Self::Answer(a),
+        }
+    }
+}

@@ -1,0 +1,174 @@
+//! Reading the model's reply: what it may carry back, why it ended, the step parsed from it
+//! and whether that step may be proposed.
+
+use super::decide::{self, Valid};
+use super::error::StepError;
+use super::input::StepInput;
+use super::parse;
+use crate::llm::bounded::{is_call_id, MAX_CALLS_PER_TURN, MAX_REASONING_BYTES};
+use crate::llm::{Completion, FinishReason, LlmError, Provider};
+use crate::runtime::cpu;
+
+/// What a step returns is a valid next request: the calls past what a turn may hold were
+/// dropped when the reply was read, and an id no provider could take back is replaced by one of
+/// the service's (a step never answers with a history its next request would be refused for).
+pub(super) fn returnable_calls(completion: &mut Completion, warnings: &mut Vec<String>) {
+    if completion.dropped_calls > 0 {
+        warnings.push(format!(
+            "the model made {} tool calls; a turn holds at most {MAX_CALLS_PER_TURN}, so the first {MAX_CALLS_PER_TURN} are kept and the other {} dropped",
+            MAX_CALLS_PER_TURN + completion.dropped_calls,
+            completion.dropped_calls
+        ));
+    }
+    let mut replaced = 0;
+    for call in &mut completion.calls {
+        if call.id.as_deref().is_some_and(|id| !is_call_id(id)) {
+            call.id = None;
+            replaced += 1;
+        }
+    }
+    if replaced > 0 {
+        warnings.push(format!(
+            "{replaced} tool call id(s) from the provider were not 1 to 256 printable ASCII characters and were replaced by the service's own"
+        ));
+    }
+}
+
+/// A reply whose reasoning must go back with the next request, yet could not fit in one, is no
+/// step the loop can go on from: an honest `llm_bad_response` now, not a 413 one step later.
+pub(super) fn carriable(completion: &Completion, provider: Provider) -> Result<(), StepError> {
+    let bytes = completion.reasoning.counted_len();
+    if bytes <= MAX_REASONING_BYTES {
+        return Ok(());
+    }
+    Err(StepError::Llm(LlmError::BadResponse {
+        provider,
+        message: format!(
+            "the model's reasoning is {bytes} bytes, more than the {MAX_REASONING_BYTES} a step can carry back to it"
+        ),
+    }))
+}
+
+/// The verdict, with two outputs that read as a direct response yet are no answer turned into
+/// repair rounds: a reply cut at the output limit before it held a complete action or answer
+/// (its tail is missing, so taking it as the answer would hand the user half a sentence), and a
+/// reply that is only a thought (the model stopped before deciding anything). A cut-off reply
+/// that holds a complete action keeps its verdict, with the cut-short warning.
+pub(super) fn shortfall(
+    parsed: &parse::Parsed,
+    verdict: Result<(Valid, Vec<String>), String>,
+    cut_off: bool,
+    tags: &parse::Tags,
+) -> Result<(Valid, Vec<String>), String> {
+    // An answer is the last thing written, so a cut one is cut inside; an action whose input
+    // was left open is whatever the parser closed, not what the model meant.
+    let cut_inside = match &verdict {
+        Ok((Valid::Answer(_), _)) => true,
+        Ok((
+            Valid::Action {
+                raw_action_string, ..
+            },
+            _,
+        )) => parsed.open_ended || parse::left_open(raw_action_string),
+        Err(_) => true,
+    };
+    if cut_off && (cut_inside || !parsed.structured) {
+        return Err(format!(
+            "the previous answer was cut off at the output limit (reservedOutputTokens) before it held a complete '{}:' or '{}:'; answer again, shorter",
+            tags.action, tags.final_answer
+        ));
+    }
+    let thought_only = !parsed.structured
+        && !parsed.thought.trim().is_empty()
+        && matches!(&parsed.decision, parse::Decision::Answer(a) if a.trim() == parsed.thought.trim());
+    if thought_only {
+        return Err(format!(
+            "the output held only a '{}:', with no '{}:' and no '{}:'; decide: call a tool or answer",
+            tags.thought, tags.action, tags.final_answer
+        ));
+    }
+    verdict
+}
+
+pub(super) fn count_outcome(valid: &Valid, structured: bool) {
+    let outcome = match (valid, structured) {
+        (Valid::Action { .. }, _) => "action",
+        (Valid::Answer(_), true) => "answer",
+        (Valid::Answer(_), false) => "unstructured",
+    };
+    crate::telemetry::metrics::Metrics::count(
+        &crate::telemetry::metrics::global().parse_outcomes,
+        outcome,
+        1,
+    );
+}
+
+/// What an output says: the step read from it, and whether that step may be proposed.
+pub(super) type Reading = (parse::Parsed, Result<(Valid, Vec<String>), String>);
+
+/// Parses and judges an output: linear in its size, yet megabytes of it (or a native call's
+/// arguments checked against a schema) would hold a worker for milliseconds, so those are read
+/// on the CPU pool. The input goes along and comes back, as the work must own what it reads.
+pub(super) async fn read_output(
+    input: Box<StepInput>,
+    completion: Box<Completion>,
+) -> Result<(Box<StepInput>, Box<Completion>, Option<Reading>), StepError> {
+    let _traced = crate::telemetry::traces::phase(
+        || tracing::trace_span!(target: crate::telemetry::traces::TARGET, "parse"),
+    );
+    if completion.text.len() <= cpu::INLINE_BYTES && completion.calls.is_empty() {
+        let reading = read(&input, &completion);
+        return Ok((input, completion, reading));
+    }
+    cpu::run(move || {
+        let reading = read(&input, &completion);
+        (input, completion, reading)
+    })
+    .await
+    .map_err(StepError::Internal)
+}
+
+fn read(input: &StepInput, completion: &Completion) -> Option<Reading> {
+    let tags = &input.react.tags;
+    let parsed = decide::native_parsed(&completion.text, &completion.calls, tags)
+        .or_else(|| parse::parse(&completion.text, tags))?;
+    let verdict = decide::judge(&parsed, &input.tools, &input.react);
+    Some((parsed, verdict))
+}
+
+/// The model's output as written: its text, then any native calls.
+pub(super) fn raw_output(completion: &Completion) -> String {
+    let mut out = completion.text.clone();
+    for call in &completion.calls {
+        if !out.is_empty() {
+            out.push('\n');
+        }
+        out.push_str(&decide::render_native(call));
+    }
+    out
+}
+
+/// Longest finish reason passed on: providers' are single words.
+const MAX_FINISH_REASON_CHARS: usize = 64;
+
+/// The provider's reason for ending the output, with a warning when it was cut short. An
+/// unknown reason is the upstream's text, so it is scrubbed like its error messages: it reaches
+/// the response, the warnings and, through an empty-output error, the log.
+pub(super) fn finish_reason(
+    finish: &FinishReason,
+    key: Option<&crate::llm::ApiKey>,
+    warnings: &mut Vec<String>,
+) -> String {
+    match finish {
+        FinishReason::Stop => "stop".to_string(),
+        FinishReason::Length => {
+            warnings.push("the output reached reservedOutputTokens and may be cut short".into());
+            "length".to_string()
+        }
+        FinishReason::Other(other) => {
+            let other = crate::llm::scrub_upstream(other, key, MAX_FINISH_REASON_CHARS);
+            warnings.push(format!("the provider ended the output early: {other}"));
+            other
+        }
+    }
+}

@@ -1,0 +1,91 @@
+//! What the step's model calls billed: their sum, the service's own count when a provider
+//! reports none, and the check of the approximate count against the provider's.
+
+use super::tokens::TokenCounter;
+use crate::llm::{Completion, Usage};
+
+/// The usage of the calls a step has made so far, where the deadline that stops the step
+/// cannot drop it.
+#[derive(Default)]
+pub(super) struct Billed(std::sync::Mutex<Option<Usage>>);
+
+impl Billed {
+    pub(super) fn add(&self, usage: Option<Usage>) {
+        if let Ok(mut sum) = self.0.lock() {
+            *sum = add_usage(*sum, usage);
+        }
+    }
+
+    pub(super) fn get(&self) -> Option<Usage> {
+        self.0.lock().ok().and_then(|sum| *sum)
+    }
+}
+
+/// An approximate count that came out below the provider's own count of the same prompt means
+/// the margin is too small for this model: the client is told, and the operator too.
+pub(super) fn margin_check(
+    counter: &TokenCounter,
+    used: u32,
+    usage: Option<&Usage>,
+) -> Option<String> {
+    let upstream = usage?.prompt_tokens;
+    if !counter.is_approximate() || upstream <= u64::from(used) {
+        return None;
+    }
+    tracing::warn!(
+        counted = used,
+        upstream,
+        "the provider counted more prompt tokens than the approximate count; raise REACTSTEP_APPROXIMATION_MARGIN_PERCENT"
+    );
+    Some(format!(
+        "the provider counted {upstream} prompt tokens where the approximate count was {used}: this model's prompts may need a larger margin"
+    ))
+}
+
+/// The usage of a call the provider reported none for: the prompt as counted against the budget
+/// and the output as the same counter reads it, marked approximate.
+pub(super) fn own_count(counter: &TokenCounter, prompt: u32, completion: &Completion) -> Usage {
+    let calls: u32 = completion
+        .calls
+        .iter()
+        .map(|c| {
+            let arguments = match &c.arguments {
+                Ok(map) => serde_json::Value::Object(map.clone()).to_string(),
+                Err(text) => text.clone(),
+            };
+            counter.count(&c.name) + counter.count(&arguments)
+        })
+        .sum();
+    Usage {
+        prompt_tokens: prompt.into(),
+        completion_tokens: u64::from(counter.count(&completion.text) + calls),
+        approximate: true,
+        ..Usage::default()
+    }
+}
+
+/// A sum of figures either call may have left out.
+fn add_some(a: Option<u64>, b: Option<u64>) -> Option<u64> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.saturating_add(b)),
+        (a, b) => a.or(b),
+    }
+}
+
+/// Both calls of a step are billed to the user: report their sum.
+pub(super) fn add_usage(a: Option<Usage>, b: Option<Usage>) -> Option<Usage> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(Usage {
+            prompt_tokens: a.prompt_tokens.saturating_add(b.prompt_tokens),
+            completion_tokens: a.completion_tokens.saturating_add(b.completion_tokens),
+            approximate: a.approximate || b.approximate,
+            cached_prompt_tokens: add_some(a.cached_prompt_tokens, b.cached_prompt_tokens),
+            cache_creation_prompt_tokens: add_some(
+                a.cache_creation_prompt_tokens,
+                b.cache_creation_prompt_tokens,
+            ),
+            reasoning_tokens: add_some(a.reasoning_tokens, b.reasoning_tokens),
+        }),
+        (a, b) => a.or(b),
+    }
+}
