@@ -30,79 +30,102 @@ pub fn action(text: &str, found: &[Found], d: usize, tags: &Tags) -> Decision {
     let open =
         name_end + text[name_end..].len() - text[name_end..].trim_start_matches([' ', '\t']).len();
     let input_follows = found.get(d + 1).is_some_and(|f| f.tag == Tag::ActionInput);
-    let (tool_args, end) = match text.as_bytes().get(open) {
+    let read = match text.as_bytes().get(open) {
         // With the input on the next line, what follows the name is a description of it.
-        _ if input_follows => {
-            let input = section(text, found, d + 1);
-            let end = found.get(d + 2).map_or(text.len(), |f| f.line_start);
-            match super::action_input::read(input, tool_name) {
-                Ok(args) => (args, end),
-                Err(why) => return unreadable(&why, end),
-            }
-        }
-        Some(b'(') => {
-            let Some(close) = closing_bracket(text, open) else {
-                return unreadable("the call's parenthesis is not closed", text.len());
-            };
-            match parse_args(&text[open + 1..close - 1]) {
-                Ok(args) => (args, close),
-                Err(why) => return unreadable(&why, close),
-            }
-        }
-        Some(b'[') => {
-            let Some(close) = square_close(text, open) else {
-                return unreadable("the action's bracket is not closed", text.len());
-            };
-            let input = text[open + 1..close - 1].trim();
-            (single_input(Value::String(input.to_string())), close)
-        }
-        _ => {
-            let rest = text[open..line_end].trim().trim_matches('`');
-            // `Action: read_file {"path": "a.py"}`: the object on the same line.
-            if rest.starts_with('{') {
-                return match super::action_input::read(rest, tool_name) {
-                    Ok(tool_args) => Decision::Action {
-                        tool_name: tool_name.to_string(),
-                        tool_args,
-                        raw_action_string: clean_raw(&text[line_start..line_end]),
-                    },
-                    Err(why) => unreadable(&why, line_end),
-                };
-            }
-            // `Action: read_file src/app.py` gives one input; words after a name
-            // (`search files for *.rs`, `run_command to list the files`) are a sentence.
-            if rest.contains(char::is_whitespace) {
-                return unreadable(
-                    &format!("after the tool name comes a sentence, not its input: write {tool_name}(arguments)"),
-                    line_end,
-                );
-            }
-            if rest.is_empty() {
-                // `Action: run-tests` with its JSON input on the next line.
-                if let Some((args, end)) = object_below(text, line_end, found.get(d + 1)) {
-                    return match args {
-                        Ok(tool_args) => Decision::Action {
-                            tool_name: tool_name.to_string(),
-                            tool_args,
-                            raw_action_string: clean_raw(&text[line_start..end]),
-                        },
-                        Err(why) => unreadable(&why, end),
-                    };
-                }
-            }
-            let args = if rest.is_empty() {
-                Map::new()
-            } else {
-                single_input(Value::String(rest.to_string()))
-            };
-            (args, line_end)
-        }
+        _ if input_follows => input_below(text, found, d, tool_name),
+        Some(b'(') => call_args(text, open),
+        Some(b'[') => bracket_input(text, open),
+        _ => rest_of_line(text, open, line_end, found.get(d + 1), tool_name),
     };
-    Decision::Action {
-        tool_name: tool_name.to_string(),
-        tool_args,
-        raw_action_string: clean_raw(&text[line_start..end]),
+    match read {
+        Ok((tool_args, end)) => Decision::Action {
+            tool_name: tool_name.to_string(),
+            tool_args,
+            raw_action_string: clean_raw(&text[line_start..end]),
+        },
+        Err((why, end)) => Decision::Unreadable {
+            why,
+            raw_action_string: clean_raw(&text[line_start..end]),
+        },
     }
+}
+
+/// An action's arguments and where they end, or why they cannot be read and where the action
+/// ends.
+type Read = Result<(Map<String, Value>, usize), (String, usize)>;
+
+/// LangChain's `Action Input:` after the name, up to the tag after it.
+fn input_below(text: &str, found: &[Found], d: usize, tool_name: &str) -> Read {
+    let input = section(text, found, d + 1);
+    let end = found.get(d + 2).map_or(text.len(), |f| f.line_start);
+    match super::action_input::read(input, tool_name) {
+        Ok(args) => Ok((args, end)),
+        Err(why) => Err((why, end)),
+    }
+}
+
+/// `tool(args…)`: the arguments in the parentheses that open at `open`.
+fn call_args(text: &str, open: usize) -> Read {
+    let Some(close) = closing_bracket(text, open) else {
+        return Err(("the call's parenthesis is not closed".into(), text.len()));
+    };
+    match parse_args(&text[open + 1..close - 1]) {
+        Ok(args) => Ok((args, close)),
+        Err(why) => Err((why, close)),
+    }
+}
+
+/// `Tool[input]`: the paper's one input, in the brackets that open at `open`.
+fn bracket_input(text: &str, open: usize) -> Read {
+    let Some(close) = square_close(text, open) else {
+        return Err(("the action's bracket is not closed".into(), text.len()));
+    };
+    let input = text[open + 1..close - 1].trim();
+    Ok((single_input(Value::String(input.to_string())), close))
+}
+
+/// What follows a bare tool name on its line (from `open`): an object, one input, or nothing,
+/// when the object may be on the lines below.
+fn rest_of_line(
+    text: &str,
+    open: usize,
+    line_end: usize,
+    next: Option<&Found>,
+    tool_name: &str,
+) -> Read {
+    let rest = text[open..line_end].trim().trim_matches('`');
+    // `Action: read_file {"path": "a.py"}`: the object on the same line.
+    if rest.starts_with('{') {
+        return match super::action_input::read(rest, tool_name) {
+            Ok(tool_args) => Ok((tool_args, line_end)),
+            Err(why) => Err((why, line_end)),
+        };
+    }
+    // `Action: read_file src/app.py` gives one input; words after a name
+    // (`search files for *.rs`, `run_command to list the files`) are a sentence.
+    if rest.contains(char::is_whitespace) {
+        return Err((
+            format!(
+                "after the tool name comes a sentence, not its input: write {tool_name}(arguments)"
+            ),
+            line_end,
+        ));
+    }
+    if rest.is_empty() {
+        // `Action: run-tests` with its JSON input on the next line.
+        if let Some((args, end)) = object_below(text, line_end, next) {
+            return match args {
+                Ok(tool_args) => Ok((tool_args, end)),
+                Err(why) => Err((why, end)),
+            };
+        }
+    }
+    let args = if rest.is_empty() {
+        Map::new()
+    } else {
+        single_input(Value::String(rest.to_string()))
+    };
+    Ok((args, line_end))
 }
 
 /// Where the action itself starts: past spaces, a fence line, inline-code marks, quotes and

@@ -9,8 +9,20 @@ use super::{parse, work, Tags};
 
 /// Output shapes built to be slow, each made `bytes` long.
 fn hostile(bytes: usize) -> Vec<(&'static str, String)> {
+    [
+        brackets(bytes),
+        tags(bytes),
+        dialects(bytes),
+        long_runs(bytes),
+    ]
+    .into_iter()
+    .flatten()
+    .collect()
+}
+
+/// Brackets and quotes that never close, one on each line.
+fn brackets(bytes: usize) -> Vec<(&'static str, String)> {
     let lines = |unit: &str| unit.repeat(bytes / unit.len() + 1);
-    let half = bytes / 2;
     vec![
         ("unclosed { lines", lines("{ x\n")),
         ("unclosed [ lines", lines("[ x\n")),
@@ -24,6 +36,13 @@ fn hostile(bytes: usize) -> Vec<(&'static str, String)> {
             let k = bytes / 7;
             format!("{}{}", "{\"a\":\n".repeat(k), "}".repeat(k))
         }),
+    ]
+}
+
+/// The answer format's tags and what wraps them, repeated or never closed.
+fn tags(bytes: usize) -> Vec<(&'static str, String)> {
+    let lines = |unit: &str| unit.repeat(bytes / unit.len() + 1);
+    vec![
         ("Action: with an unclosed call", lines("Action: f(\n")),
         ("Action: with an unclosed object", lines("Action: {\n")),
         ("Action: with an unclosed bracket", lines("Action: S[\n")),
@@ -39,6 +58,13 @@ fn hostile(bytes: usize) -> Vec<(&'static str, String)> {
         ),
         ("code fences", lines("```json\n")),
         ("Observation lines", lines("Observation: x\n")),
+    ]
+}
+
+/// Calls and answers as models write them, repeated or never closed.
+fn dialects(bytes: usize) -> Vec<(&'static str, String)> {
+    let lines = |unit: &str| unit.repeat(bytes / unit.len() + 1);
+    vec![
         ("tool_call blocks never closed", lines("<tool_call>{\"a\n")),
         (
             "GLM argument keys",
@@ -76,6 +102,14 @@ fn hostile(bytes: usize) -> Vec<(&'static str, String)> {
             "DeepSeek calls",
             lines("<｜tool▁call▁begin｜>f<｜tool▁sep｜>{\"a"),
         ),
+    ]
+}
+
+/// Long runs of one thing: lines, brackets, characters.
+fn long_runs(bytes: usize) -> Vec<(&'static str, String)> {
+    let lines = |unit: &str| unit.repeat(bytes / unit.len() + 1);
+    let half = bytes / 2;
+    vec![
         ("Thought lines", lines("Thought: a\n")),
         ("deep brackets in a call", {
             let open = "[".repeat(half);

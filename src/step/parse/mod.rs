@@ -77,74 +77,27 @@ pub fn parse(raw: &str, tags: &Tags) -> Option<Parsed> {
         return Some(parsed);
     }
     let mut warnings = Vec::new();
-    let cut = ending::cut_invented_turn(raw);
-    let (think, whole) = split_think(cut, tags);
-    let text = ending::strip(whole, &tags.observation);
-    let text = ending::strip(unfence(text), &tags.observation);
-    let stripped =
-        text.trim_end().len() < whole.trim_end().len() && !whole.trim_end().ends_with("```");
-    if stripped || !raw.trim_end().ends_with(cut.trim_end()) {
-        warnings.push(format!(
-            "the output ended with an end-of-turn token or the start of an '{}' tag the server left; it was dropped",
-            tags.observation
-        ));
-    }
+    let (think, text) = cleaned(raw, tags, &mut warnings);
     let (text, found) = before_observation(text, tags, &mut warnings);
-    let decisive: Vec<usize> = found
-        .iter()
-        .enumerate()
-        .filter(|(i, f)| match f.tag {
-            Tag::FinalAnswer => true,
-            // `Action: None` (LangChain's models saying they need no tool) decides nothing.
-            Tag::Action => !is_no_action(section(text, &found, *i)),
-            _ => false,
-        })
-        .map(|(i, _)| i)
-        .collect();
-    let limit = decisive
-        .first()
-        .map_or(text.len(), |&d| found[d].line_start);
-
-    let block = deciding_block(text, limit, &found);
+    let decisive = decisive(text, &found);
+    let read = decisions(
+        text,
+        &found,
+        &decisive,
+        think.as_deref(),
+        tags,
+        &mut warnings,
+    );
     let closed_at_end = text
         .trim_end()
         .ends_with([')', ']', '}', '>', '"', '\'', '`']);
-    let reaches_end;
-    let (thought, mut calls, others) = if let Some(block) = block {
-        // A cut in a later call leaves the first one whole.
-        reaches_end = block.end >= text.trim_end().len() && block.calls.len() == 1;
-        warnings.extend(
-            block
-                .read_as
-                .map(|how| format!("the call was read from {how}")),
-        );
-        let thought = match block.thought {
-            Some(t) => t,
-            None => thought_before(
-                text,
-                &found,
-                block.start,
-                think.as_deref(),
-                tags,
-                &mut warnings,
-            ),
-        };
-        (thought, block.calls, decisive.len())
-    } else if let Some(&d) = decisive.first() {
-        let thought = thought_before(text, &found, limit, think.as_deref(), tags, &mut warnings);
-        reaches_end = found[d + 1..].iter().all(|f| f.tag == Tag::ActionInput);
-        match found[d].tag {
-            Tag::Action => {
-                let (calls, used) = actions(text, &found, &decisive, tags);
-                (thought, calls, decisive.len() - used)
-            }
-            _ => {
-                let action_follows = decisive[1..].iter().any(|&i| found[i].tag == Tag::Action);
-                let decision = answer(section(text, &found, d), tags, action_follows);
-                (thought, vec![decision], decisive.len() - 1)
-            }
-        }
-    } else {
+    let Some(Decisions {
+        thought,
+        mut calls,
+        others,
+        reaches_end,
+    }) = read
+    else {
         return fallback(text, &found, think, tags, warnings);
     };
     if others > 0 {
@@ -161,6 +114,106 @@ pub fn parse(raw: &str, tags: &Tags) -> Option<Parsed> {
         structured: true,
         open_ended: reaches_end && !closed_at_end,
         call_ids: Vec::new(),
+    })
+}
+
+/// The `<think>` text, and the rest of the output without an invented turn, an end-of-turn
+/// token or a fence around everything.
+fn cleaned<'r>(raw: &'r str, tags: &Tags, warnings: &mut Vec<String>) -> (Option<String>, &'r str) {
+    let cut = ending::cut_invented_turn(raw);
+    let (think, whole) = split_think(cut, tags);
+    let text = ending::strip(whole, &tags.observation);
+    let text = ending::strip(unfence(text), &tags.observation);
+    let stripped =
+        text.trim_end().len() < whole.trim_end().len() && !whole.trim_end().ends_with("```");
+    if stripped || !raw.trim_end().ends_with(cut.trim_end()) {
+        warnings.push(format!(
+            "the output ended with an end-of-turn token or the start of an '{}' tag the server left; it was dropped",
+            tags.observation
+        ));
+    }
+    (think, text)
+}
+
+/// The tags that decide the step: final answers, and actions that name a tool.
+fn decisive(text: &str, found: &[Found]) -> Vec<usize> {
+    found
+        .iter()
+        .enumerate()
+        .filter(|(i, f)| match f.tag {
+            Tag::FinalAnswer => true,
+            // `Action: None` (LangChain's models saying they need no tool) decides nothing.
+            Tag::Action => !is_no_action(section(text, found, *i)),
+            _ => false,
+        })
+        .map(|(i, _)| i)
+        .collect()
+}
+
+/// What the output decides, read from a block or the tags.
+struct Decisions {
+    thought: String,
+    /// Never empty: the first is the decision.
+    calls: Vec<Decision>,
+    /// The decisive tags left out.
+    others: usize,
+    /// The decision runs to the end of the output.
+    reaches_end: bool,
+}
+
+/// The step's decisions, from the block that decides it or else from the first decisive tag;
+/// `None` when neither is there (the output is taken as a direct response).
+fn decisions(
+    text: &str,
+    found: &[Found],
+    decisive: &[usize],
+    think: Option<&str>,
+    tags: &Tags,
+    warnings: &mut Vec<String>,
+) -> Option<Decisions> {
+    let limit = decisive
+        .first()
+        .map_or(text.len(), |&d| found[d].line_start);
+
+    let block = deciding_block(text, limit, found);
+    if let Some(block) = block {
+        // A cut in a later call leaves the first one whole.
+        let reaches_end = block.end >= text.trim_end().len() && block.calls.len() == 1;
+        warnings.extend(
+            block
+                .read_as
+                .map(|how| format!("the call was read from {how}")),
+        );
+        let thought = match block.thought {
+            Some(t) => t,
+            None => thought_before(text, found, block.start, think, tags, warnings),
+        };
+        return Some(Decisions {
+            thought,
+            calls: block.calls,
+            others: decisive.len(),
+            reaches_end,
+        });
+    }
+    let &d = decisive.first()?;
+    let thought = thought_before(text, found, limit, think, tags, warnings);
+    let reaches_end = found[d + 1..].iter().all(|f| f.tag == Tag::ActionInput);
+    let (calls, others) = match found[d].tag {
+        Tag::Action => {
+            let (calls, used) = actions(text, found, decisive, tags);
+            (calls, decisive.len() - used)
+        }
+        _ => {
+            let action_follows = decisive[1..].iter().any(|&i| found[i].tag == Tag::Action);
+            let decision = answer(section(text, found, d), tags, action_follows);
+            (vec![decision], decisive.len() - 1)
+        }
+    };
+    Some(Decisions {
+        thought,
+        calls,
+        others,
+        reaches_end,
     })
 }
 
