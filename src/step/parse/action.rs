@@ -5,9 +5,11 @@
 
 use serde_json::{Map, Value};
 
-use super::args::{closing_bracket, parse_args, python_literal};
-use super::tags::{Found, Tag, Tags};
-use super::{json, section, work, Decision};
+use super::args::{closing_bracket, parse_args, python_literal, single_input};
+use super::decision::Decision;
+use super::fence::unfence;
+use super::tags::{section, Found, Tag, Tags};
+use super::{json, work};
 
 /// The action of tag `d`.
 pub fn action(text: &str, found: &[Found], d: usize, tags: &Tags) -> Decision {
@@ -178,7 +180,7 @@ type Arguments = Result<Map<String, Value>, String>;
 fn object_below(text: &str, line_end: usize, next: Option<&Found>) -> Option<(Arguments, usize)> {
     let end = next.map_or(text.len(), |f| f.line_start);
     let below = text.get(line_end..end)?.trim();
-    let object = super::unfence(below).trim();
+    let object = unfence(below).trim();
     object
         .starts_with('{')
         .then(|| (super::action_input::read(object, ""), end))
@@ -204,12 +206,6 @@ fn json_action(
         },
         _ => unreadable("the action's JSON object is not valid JSON", end),
     }
-}
-
-pub fn single_input(value: Value) -> Map<String, Value> {
-    let mut map = Map::new();
-    map.insert("input".into(), value);
-    map
 }
 
 /// Index just past the `]` that closes the `[` at `open`. Quotes do not count here: the paper's

@@ -6,9 +6,11 @@
 
 use serde_json::{Map, Value};
 
-use super::action::single_input;
-use super::args::{closing_bracket, is_windows_path, parse_args, python_literal, string_end};
-use super::{unfence, work};
+use super::args::{
+    closing_bracket, is_windows_path, parse_args, python_literal, single_input, string_end,
+};
+use super::fence::unfence;
+use super::work;
 
 /// The arguments `input` gives the tool `tool`, or why it cannot be read: an object that is
 /// neither JSON nor a Python dict, or one cut inside a string, is no text to pass on.

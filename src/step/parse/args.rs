@@ -501,6 +501,13 @@ fn unescape(s: &str) -> String {
     out
 }
 
+/// One input, not named by the model: `{"input": value}`.
+pub fn single_input(value: Value) -> Map<String, Value> {
+    let mut map = Map::new();
+    map.insert("input".into(), value);
+    map
+}
+
 #[cfg(test)]
 mod tests {
 

@@ -5,7 +5,8 @@
 
 use serde_json::{Map, Value};
 
-use super::{work, Decision, Parsed};
+use super::decision::{Decision, Parsed};
+use super::work;
 
 const CHANNEL: &str = "<|channel|>";
 const MESSAGE: &str = "<|message|>";

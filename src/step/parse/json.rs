@@ -5,7 +5,8 @@
 use serde_json::{Map, Value};
 
 use super::args::Closer;
-use super::{work, Decision};
+use super::decision::Decision;
+use super::work;
 
 /// A JSON action in the text: where it starts (its fence included) and what it says.
 #[derive(Debug)]

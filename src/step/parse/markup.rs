@@ -10,10 +10,8 @@ use aho_corasick::{AhoCorasick, MatchKind};
 use serde_json::{Map, Value};
 
 use super::args::{closing_bracket, parse_args, python_literal};
-use super::{json, work, Decision};
-
-/// More calls than any turn makes are not read: each would be echoed back in the response.
-pub const MAX_CALLS: usize = crate::llm::bounded::MAX_CALLS_PER_TURN;
+use super::decision::{Decision, MAX_CALLS};
+use super::{json, work};
 
 /// Calls found in markup, and where the markup starts.
 #[derive(Debug)]

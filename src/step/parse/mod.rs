@@ -9,7 +9,9 @@
 mod action;
 mod action_input;
 mod args;
+mod decision;
 mod ending;
+mod fence;
 mod harmony;
 mod json;
 #[cfg(test)]
@@ -28,46 +30,15 @@ use serde_json::{Map, Value};
 
 pub use action_input::left_open;
 pub use args::{parse_args, python_literal};
+pub use decision::{Decision, Parsed};
 pub use json::is_final_answer_name;
 pub use tags::Tags;
 pub use thought::thought_warnings;
 
 use action::action;
-use tags::{Found, Tag};
-
-#[derive(Debug, Clone, PartialEq)]
-pub enum Decision {
-    Action {
-        tool_name: String,
-        tool_args: Map<String, Value>,
-        raw_action_string: String,
-    },
-    Answer(String),
-    /// An action was written but cannot be read: an unclosed call, no tool name, broken JSON.
-    Unreadable {
-        why: String,
-        raw_action_string: String,
-    },
-}
-
-#[derive(Debug, Clone, PartialEq)]
-pub struct Parsed {
-    pub thought: String,
-    pub decision: Decision,
-    /// Further calls the model wrote in the same turn, in order (a pythonic list, several
-    /// markup blocks): the first is the decision.
-    pub also: Vec<Decision>,
-    pub warnings: Vec<String>,
-    /// False when nothing in the output had the answer format (the direct-response fallback).
-    pub structured: bool,
-    /// Whether the decision runs to the end of the output without a mark that closes it (a
-    /// plain-text input, markup whose closing tag never came): cut at the output limit, such
-    /// a decision may be cut inside.
-    pub open_ended: bool,
-    /// The provider's ids of native calls: the decision's first, then `also`'s in order (empty
-    /// for text, which has none).
-    pub call_ids: Vec<Option<String>>,
-}
+use decision::MAX_CALLS;
+use fence::unfence;
+use tags::{section, Found, Tag};
 
 /// `None` when the model wrote nothing usable at all.
 pub fn parse(raw: &str, tags: &Tags) -> Option<Parsed> {
@@ -262,7 +233,7 @@ fn actions(text: &str, found: &[Found], decisive: &[usize], tags: &Tags) -> (Vec
             .iter()
             .any(|f| matches!(f.tag, Tag::Observation | Tag::FinalAnswer));
         // Each call may read to the end of the output: the bound keeps the work linear.
-        if found[d].tag != Tag::Action || interrupted || calls.len() >= markup::MAX_CALLS {
+        if found[d].tag != Tag::Action || interrupted || calls.len() >= MAX_CALLS {
             return (calls, used);
         }
         let body = section(text, found, d);
@@ -561,12 +532,6 @@ fn fallback(
     })
 }
 
-/// The text of tag `i`, up to the next tag.
-fn section<'t>(text: &'t str, found: &[Found], i: usize) -> &'t str {
-    let end = found.get(i + 1).map_or(text.len(), |next| next.line_start);
-    text[found[i].text_start..end].trim()
-}
-
 /// The thought that precedes the decision at `limit`: the thought tag's text, else the untagged
 /// text before the decision, else the `<think>` text.
 fn thought_before(
@@ -674,27 +639,6 @@ fn split_think<'r>(raw: &'r str, tags: &Tags) -> (Option<String>, &'r str) {
         return (Some(inner.trim().to_string()), &raw[end + close.len()..]);
     }
     (None, raw)
-}
-
-/// The inside of a code fence that wraps the whole output.
-fn unfence(text: &str) -> &str {
-    let t = text.trim();
-    let Some(rest) = t.strip_prefix("```") else {
-        return text;
-    };
-    let Some(body) = rest.strip_suffix("```") else {
-        return text;
-    };
-    // Two fenced blocks with prose between them are not one fence around everything.
-    if body.contains("\n```") {
-        return text;
-    }
-    match body.find('\n') {
-        // Gemma's ```tool_code fence is its call, read as markup.
-        Some(nl) if body[..nl].trim() == "tool_code" => text,
-        Some(nl) => &body[nl + 1..],
-        None => text,
-    }
 }
 
 #[cfg(test)]

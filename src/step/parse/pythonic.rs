@@ -4,8 +4,8 @@
 //! one action, in the order written.
 
 use super::args::{closing_bracket, parse_args, Closer};
-use super::markup::MAX_CALLS;
-use super::{work, Decision};
+use super::decision::{Decision, MAX_CALLS};
+use super::work;
 
 const PYTHON_START: &str = "<|python_start|>";
 

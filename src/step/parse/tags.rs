@@ -221,6 +221,12 @@ pub fn opens_block(line: &str) -> bool {
         || super::markup::opener_at(line).is_some()
 }
 
+/// The text of tag `i`, up to the next tag.
+pub fn section<'t>(text: &'t str, found: &[Found], i: usize) -> &'t str {
+    let end = found.get(i + 1).map_or(text.len(), |next| next.line_start);
+    text[found[i].text_start..end].trim()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
