@@ -6,7 +6,7 @@
 use std::sync::OnceLock;
 
 use reactstep::llm::{LlmClients, LlmSettings, RetryPolicy};
-use reactstep::step::{Outcome, StepError};
+use reactstep::step::{Outcome, StepError, StepErrorKind};
 
 /// How far an input went.
 #[derive(Debug, PartialEq)]
@@ -42,7 +42,10 @@ pub fn check(data: &[u8]) -> Reached {
             let body = reactstep::api::offline::response_body(output).expect("a response renders");
             let _: serde_json::Value = serde_json::from_str(&body).expect("the response is JSON");
         }
-        Err(StepError::Internal(why)) => panic!("an internal error: {why}"),
+        Err(StepError {
+            kind: StepErrorKind::Internal(why),
+            ..
+        }) => panic!("an internal error: {why}"),
         Err(_) => {}
     }
     Reached::Step

@@ -15,7 +15,7 @@ use super::request_log;
 use super::state::AppState;
 use crate::runtime::cpu;
 use crate::step::history::{timestamp_now, Turn};
-use crate::step::{StepError, StepInput};
+use crate::step::{StepError, StepErrorKind, StepInput};
 
 /// The refusal of a step when as many are in flight as fit (taken before anything else).
 pub fn at_capacity(req: &HttpRequest, state: &AppState, request_id: RequestId) -> ApiError {
@@ -152,8 +152,8 @@ fn off_worker_if<T: Send + 'static>(
     Either::Right(Box::pin(async move {
         tokio::time::timeout(limit, cpu::run(work))
             .await
-            .map_err(|_| StepError::Deadline(limit))?
-            .map_err(StepError::Internal)
+            .map_err(|_| StepErrorKind::Deadline(limit))?
+            .map_err(|why| StepErrorKind::Internal(why).into())
     }))
 }
 

@@ -8,7 +8,7 @@ use actix_web::{HttpResponse, ResponseError};
 use super::response::{ErrorBody, FieldError, ReactStepResponse, Status, UsageDto};
 use crate::llm::LlmError;
 use crate::step::history::Turn;
-use crate::step::StepError;
+use crate::step::{StepError, StepErrorKind};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ErrorKind {
@@ -160,7 +160,7 @@ impl ErrorKind {
                 false,
             ),
             Self::MethodNotAllowed { .. } => (S::METHOD_NOT_ALLOWED, "method_not_allowed", false),
-            Self::Step(error) => step_status(error.cause()),
+            Self::Step(error) => step_status(&error.kind),
         }
     }
 
@@ -177,9 +177,9 @@ impl ErrorKind {
         let Self::Step(error) = self else {
             return None;
         };
-        match error.cause() {
-            StepError::Llm(LlmError::Overloaded { .. }) => Some(1),
-            StepError::Llm(LlmError::RateLimited {
+        match &error.kind {
+            StepErrorKind::Llm(LlmError::Overloaded { .. }) => Some(1),
+            StepErrorKind::Llm(LlmError::RateLimited {
                 retry_after,
                 retryable: true,
                 ..
@@ -195,7 +195,7 @@ impl ErrorKind {
     /// Internal failures keep their detail in the log, not in the response.
     fn public_message(&self) -> String {
         match self {
-            Self::Step(error) if matches!(error.cause(), StepError::Internal(_)) => {
+            Self::Step(error) if matches!(error.kind, StepErrorKind::Internal(_)) => {
                 "an internal error occurred; the request id identifies it in the service's logs"
                     .into()
             }
@@ -253,10 +253,13 @@ impl ApiError {
             // What the step's calls spent before it failed: billed all the same.
             usage: self
                 .step_error()
-                .and_then(StepError::usage)
+                .and_then(|error| error.usage.as_deref().copied())
                 .map(|usage| UsageDto::new(usage, self.echo.price)),
             warnings: Vec::new(),
-            context_report: self.step_error().and_then(StepError::report).cloned(),
+            context_report: self
+                .step_error()
+                .and_then(|error| error.context_report.as_deref())
+                .cloned(),
             conversation_summary: None,
             prompt: None,
             error: Some(ErrorBody {
@@ -265,8 +268,10 @@ impl ApiError {
                 retryable,
                 retry_after_seconds: self.kind.retry_after_seconds(),
                 fields,
-                raw_output: match self.step_error().map(StepError::cause) {
-                    Some(StepError::InvalidOutput { raw_output, .. }) => Some(raw_output.clone()),
+                raw_output: match self.step_error().map(|error| &error.kind) {
+                    Some(StepErrorKind::InvalidOutput { raw_output, .. }) => {
+                        Some(raw_output.clone())
+                    }
                     _ => None,
                 },
             }),
@@ -284,14 +289,20 @@ impl ApiError {
             &self.kind,
             ErrorKind::AtCapacity { .. }
                 | ErrorKind::Overloaded
-                | ErrorKind::Step(StepError::Llm(LlmError::Overloaded { .. }))
+                // A bare overload: one that met a fitted prompt carries its report, and is
+                // logged as a failure.
+                | ErrorKind::Step(StepError {
+                    kind: StepErrorKind::Llm(LlmError::Overloaded { .. }),
+                    usage: None,
+                    context_report: None,
+                })
         );
         if status.is_server_error() && !shed {
             // Display, never Debug: the step's error may hold the model's output. An invalid
             // action's reason quotes what the model wrote (a tool name, an argument): not logged.
             let error: &dyn std::fmt::Display = match &self.kind {
                 ErrorKind::Step(step)
-                    if matches!(step.cause(), StepError::InvalidOutput { .. }) =>
+                    if matches!(step.kind, StepErrorKind::InvalidOutput { .. }) =>
                 {
                     &"the model's action stayed invalid after the repair rounds"
                 }
@@ -358,20 +369,18 @@ impl ApiError {
 }
 
 /// The status, the `error.type` and whether retrying can help, for a step's failure.
-fn step_status(error: &StepError) -> (StatusCode, &'static str, bool) {
+fn step_status(error: &StepErrorKind) -> (StatusCode, &'static str, bool) {
     use StatusCode as S;
     match error {
-        StepError::ContextOverflow(_) => (S::UNPROCESSABLE_ENTITY, "context_overflow", false),
-        StepError::EmptyOutput(_) => (S::BAD_GATEWAY, "llm_bad_response", true),
+        StepErrorKind::ContextOverflow(_) => (S::UNPROCESSABLE_ENTITY, "context_overflow", false),
+        StepErrorKind::EmptyOutput(_) => (S::BAD_GATEWAY, "llm_bad_response", true),
         // Another sample of the model may well be valid.
-        StepError::InvalidOutput { .. } => (S::BAD_GATEWAY, "invalid_model_output", true),
-        StepError::Internal(_) => (S::INTERNAL_SERVER_ERROR, "internal_error", true),
-        StepError::Deadline(_) => (S::GATEWAY_TIMEOUT, "llm_timeout", true),
+        StepErrorKind::InvalidOutput { .. } => (S::BAD_GATEWAY, "invalid_model_output", true),
+        StepErrorKind::Internal(_) => (S::INTERNAL_SERVER_ERROR, "internal_error", true),
+        StepErrorKind::Deadline(_) => (S::GATEWAY_TIMEOUT, "llm_timeout", true),
         // Never sent: the client is gone. Logged as what it is.
-        StepError::ClientGone => (S::BAD_REQUEST, "client_disconnected", false),
-        // `cause` looks through it; kept for a match without a wildcard.
-        StepError::Spent { error, .. } | StepError::Reported { error, .. } => step_status(error),
-        StepError::Llm(e) => {
+        StepErrorKind::ClientGone => (S::BAD_REQUEST, "client_disconnected", false),
+        StepErrorKind::Llm(e) => {
             let retryable = e.is_retryable();
             match e {
                 LlmError::Auth { .. } => (S::UNAUTHORIZED, "llm_auth", retryable),

@@ -10,7 +10,7 @@ use super::request_log::TokenCounts;
 use super::response::ReactStepResponse;
 use super::state::AppState;
 use crate::runtime::cpu;
-use crate::step::StepError;
+use crate::step::{StepError, StepErrorKind};
 
 /// The contract, compiled in so that the served spec is always the one the binary implements.
 pub const OPENAPI_YAML: &str = include_str!("../../openapi.yaml");
@@ -115,7 +115,10 @@ async fn answer_step(
             .map(Box::new)
     };
     let Some(result) = result else {
-        return Err(ApiError::new(StepError::ClientGone.into(), echo));
+        return Err(ApiError::new(
+            StepError::from(StepErrorKind::ClientGone).into(),
+            echo,
+        ));
     };
     let output = match *result {
         Ok(output) => output,

@@ -18,7 +18,7 @@ use super::error::{ApiError, Echo};
 use super::response::ReactStepResponse;
 use super::state::AppState;
 use crate::runtime::memory_budget::{Held, MemoryBudget};
-use crate::step::{Live, StepError, StepOutput};
+use crate::step::{Live, StepError, StepErrorKind, StepOutput};
 
 /// Events buffered between the step and the connection.
 const BUFFERED_EVENTS: usize = 64;
@@ -32,10 +32,10 @@ struct StepTask(Option<actix_web::rt::task::JoinHandle<StepResult>>);
 impl StepTask {
     async fn result(&mut self) -> StepResult {
         match self.0.take() {
-            Some(handle) => handle
-                .await
-                .unwrap_or_else(|e| Err(StepError::Internal(format!("the step task failed: {e}")))),
-            None => Err(StepError::Internal("the step was already answered".into())),
+            Some(handle) => handle.await.unwrap_or_else(|e| {
+                Err(StepErrorKind::Internal(format!("the step task failed: {e}")).into())
+            }),
+            None => Err(StepErrorKind::Internal("the step was already answered".into()).into()),
         }
     }
 }
@@ -111,7 +111,10 @@ async fn open_stream(
     // Before the provider accepts the call, an error is still an ordinary HTTP error.
     let Some(first) = super::client_gone::unless_gone(&req, std::pin::pin!(events.recv())).await
     else {
-        return Err(ApiError::new(StepError::ClientGone.into(), echo));
+        return Err(ApiError::new(
+            StepError::from(StepErrorKind::ClientGone).into(),
+            echo,
+        ));
     };
     let early = match first {
         Some(Live::Started) => None,

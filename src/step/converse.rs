@@ -4,7 +4,7 @@
 
 use super::chat_request::{chat_request, prompt_cache};
 use super::decide::{self, Valid};
-use super::error::StepError;
+use super::error::{StepError, StepErrorKind};
 use super::fit::{Built, Shape};
 use super::input::StepInput;
 use super::live::{stream_call, stream_mock, tell, Live, LiveSender};
@@ -112,7 +112,10 @@ async fn converse(
         // Boxed at once, and what is read from it kept in the block below: a local that is
         // borrowed keeps its room in the future through every later call.
         let mut completion = Box::new(match call_model(&input, llm, live, &request).await {
-            Err(StepError::Llm(refused @ LlmError::ContextTooLong { .. })) if first => {
+            Err(StepError {
+                kind: StepErrorKind::Llm(refused @ LlmError::ContextTooLong { .. }),
+                ..
+            }) if first => {
                 return Ok(Talk::TooLong(input, refused));
             }
             called => called?,
@@ -136,7 +139,7 @@ async fn converse(
             let cut_off = completion.finish == FinishReason::Length;
             let (back, completion, reading) = read_output(input, completion).await?;
             input = back;
-            let (parsed, verdict) = reading.ok_or(StepError::EmptyOutput(finish))?;
+            let (parsed, verdict) = reading.ok_or(StepErrorKind::EmptyOutput(finish))?;
             let raw_output = raw_output(&completion);
             let why = match shortfall(&parsed, verdict, cut_off, &input.react.tags) {
                 Ok((valid, thought_warnings)) => {
@@ -153,7 +156,7 @@ async fn converse(
                 .then(|| repair_round(counter, &raw_output, &why, room, &input.react.tags))
                 .flatten();
             let Some((messages, tokens)) = repair else {
-                return Err(StepError::InvalidOutput { why, raw_output });
+                return Err(StepErrorKind::InvalidOutput { why, raw_output }.into());
             };
             ledger.warnings.push(format!(
                 "the model's output was not a valid step ({why}); it was asked again"

@@ -4,8 +4,22 @@ use super::budget::Overflow;
 use super::context::ContextReport;
 use crate::llm::{LlmError, Usage};
 
+/// A step's failure: what went wrong, and what the error response reports beside it.
 #[derive(Debug, thiserror::Error)]
-pub enum StepError {
+#[error("{kind}")]
+pub struct StepError {
+    pub kind: StepErrorKind,
+    /// What the step's model calls spent before it failed, reported as a success would:
+    /// `None` when none was billed. Boxed, as the report is: most failures carry neither, and
+    /// every `Result` that may hold this error makes room for it.
+    pub usage: Option<Box<Usage>>,
+    /// The report of the prompt the failure happened with, once one was fitted.
+    pub context_report: Option<Box<ContextReport>>,
+}
+
+/// What went wrong in a step.
+#[derive(Debug, thiserror::Error)]
+pub enum StepErrorKind {
     #[error("the mandatory parts of the prompt (instructions, tools, query and latest observation) need {} tokens but the budget (tokenLimit - reservedOutputTokens) is {}", .0.required, .0.budget)]
     ContextOverflow(Overflow),
     #[error(transparent)]
@@ -21,70 +35,40 @@ pub enum StepError {
     /// The streaming client disconnected; nobody is left to answer.
     #[error("the client disconnected")]
     ClientGone,
-    /// A failure after the provider billed for calls: the error response reports what they
-    /// spent, as a success would.
-    #[error("{error}")]
-    Spent { error: Box<StepError>, usage: Usage },
-    /// A failure after the prompt was fitted: the error response carries its context report.
-    #[error("{error}")]
-    Reported {
-        error: Box<StepError>,
-        report: Box<ContextReport>,
-    },
+}
+
+impl From<StepErrorKind> for StepError {
+    fn from(kind: StepErrorKind) -> Self {
+        Self {
+            kind,
+            usage: None,
+            context_report: None,
+        }
+    }
+}
+
+impl From<LlmError> for StepError {
+    fn from(error: LlmError) -> Self {
+        StepErrorKind::Llm(error).into()
+    }
 }
 
 impl StepError {
     /// The same failure, carrying `usage` when calls were billed. Nobody reads a disconnected
     /// client's answer, so that one stays as it is.
-    pub(super) fn spent(self, usage: Option<Usage>) -> Self {
-        match (self, usage) {
-            (Self::Spent { error, .. }, Some(usage)) => Self::Spent { error, usage },
-            (error, Some(usage)) if !matches!(error, Self::ClientGone) => Self::Spent {
-                error: Box::new(error),
-                usage,
-            },
-            (error, _) => error,
+    pub(super) fn spent(mut self, usage: Option<Usage>) -> Self {
+        if let Some(usage) = usage.filter(|_| !matches!(self.kind, StepErrorKind::ClientGone)) {
+            self.usage = Some(Box::new(usage));
         }
+        self
     }
 
-    /// The same failure, carrying the report of the prompt it happened with.
-    pub(super) fn reported(self, report: &ContextReport) -> Self {
-        match self {
-            Self::ClientGone | Self::Reported { .. } => self,
-            Self::Spent { error, usage } => Self::Spent {
-                error: Box::new(error.reported(report)),
-                usage,
-            },
-            error => Self::Reported {
-                error: Box::new(error),
-                report: Box::new(report.clone()),
-            },
+    /// The same failure, carrying the report of the prompt it happened with (the first one it
+    /// was given).
+    pub(super) fn reported(mut self, report: &ContextReport) -> Self {
+        if self.context_report.is_none() && !matches!(self.kind, StepErrorKind::ClientGone) {
+            self.context_report = Some(Box::new(report.clone()));
         }
-    }
-
-    /// The failure itself, whatever was spent before it.
-    pub fn cause(&self) -> &StepError {
-        match self {
-            Self::Spent { error, .. } | Self::Reported { error, .. } => error.cause(),
-            other => other,
-        }
-    }
-
-    /// What the step's model calls spent before it failed; `None` when none was billed.
-    pub fn usage(&self) -> Option<Usage> {
-        match self {
-            Self::Spent { usage, .. } => Some(*usage),
-            Self::Reported { error, .. } => error.usage(),
-            _ => None,
-        }
-    }
-
-    /// The report of the prompt the failure happened with, once one was fitted.
-    pub fn report(&self) -> Option<&ContextReport> {
-        match self {
-            Self::Reported { report, .. } => Some(report),
-            Self::Spent { error, .. } => error.report(),
-            _ => None,
-        }
+        self
     }
 }

@@ -4,7 +4,7 @@
 
 use super::budget::{self, Candidates, Overflow};
 use super::context::{self, ContextItem, ContextSource, Excluded};
-use super::error::StepError;
+use super::error::{StepError, StepErrorKind};
 use super::input::{ConversationSummary, HistoryStrategy, StepInput};
 use super::tokens::TokenCounter;
 use super::usage::Billed;
@@ -44,10 +44,11 @@ impl Shape {
         // Tool definitions sent beside the messages take their share of the budget first.
         let tools_tokens = native_tools_tokens(counter, &native_tools);
         let Some(messages_budget) = budget.checked_sub(tools_tokens) else {
-            return Err(StepError::ContextOverflow(Overflow {
+            return Err(StepErrorKind::ContextOverflow(Overflow {
                 budget,
                 required: tools_tokens,
-            }));
+            })
+            .into());
         };
         Ok(Self {
             native_tools,
@@ -94,7 +95,7 @@ pub(super) async fn fit_prompt(
                 budget: shape.budget,
                 required: o.required + shape.tools_tokens,
             };
-            return Ok((input, Err(StepError::ContextOverflow(overflow))));
+            return Ok((input, Err(StepErrorKind::ContextOverflow(overflow).into())));
         }
     };
     let mut warnings = budget_warnings(&fitted, &input.unresolved);
@@ -154,7 +155,7 @@ async fn fit_messages(
     Ok(if inline_build(&input_size) {
         build()
     } else {
-        cpu::run(build).await.map_err(StepError::Internal)?
+        cpu::run(build).await.map_err(StepErrorKind::Internal)?
     })
 }
 

@@ -1,7 +1,7 @@
 //! What a streaming client is told while the step runs: the model's reply (or the client's
 //! `mock_response`) streamed as thought and answer text as it forms.
 
-use super::error::StepError;
+use super::error::{StepError, StepErrorKind};
 use super::input::StepInput;
 use super::parse;
 use crate::llm::{ChatRequest, Completion, LlmClients, Piece};
@@ -94,7 +94,9 @@ pub(super) async fn stream_mock(
 
 /// Sends to the streaming client; a client that has gone away ends the step.
 pub(super) async fn tell(live: &LiveSender, event: Live) -> Result<(), StepError> {
-    live.send(event).await.map_err(|_| StepError::ClientGone)
+    live.send(event)
+        .await
+        .map_err(|_| StepErrorKind::ClientGone.into())
 }
 
 impl From<parse::live::LiveDelta> for Live {

@@ -38,7 +38,7 @@ mod usage;
 pub mod workspace;
 
 pub use decide::Call;
-pub use error::StepError;
+pub use error::{StepError, StepErrorKind};
 pub use input::{ConversationSummary, HistoryStrategy, LlmConfig, StepInput, ToolMode};
 pub use live::{Live, LiveSender};
 pub use output::{Outcome, PromptPreview, StepOutput, Termination};
@@ -76,7 +76,9 @@ pub async fn run(
     let billed = Billed::default();
     let mut result = tokio::time::timeout_at(deadline, step(input, llm, live, &billed))
         .await
-        .unwrap_or_else(|_| Err(StepError::Deadline(budget).spent(billed.get())));
+        .unwrap_or_else(|_| {
+            Err(StepError::from(StepErrorKind::Deadline(budget)).spent(billed.get()))
+        });
     if let Ok(output) = &mut result {
         output.warnings.splice(0..0, notices);
     }
@@ -102,10 +104,10 @@ pub async fn run(
             }
         }
         Err(error) => {
-            if matches!(error.cause(), StepError::InvalidOutput { .. }) {
+            if matches!(error.kind, StepErrorKind::InvalidOutput { .. }) {
                 Metrics::count(&metrics.parse_outcomes, "invalid", 1);
             }
-            count_tokens(metrics, error.usage().as_ref());
+            count_tokens(metrics, error.usage.as_deref());
         }
     }
     result

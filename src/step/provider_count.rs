@@ -148,7 +148,7 @@ impl Refusal<'_> {
     /// The refusal as the step's error: 422 `context_overflow`, with the report of the prompt
     /// that was refused.
     fn into_error(self) -> StepError {
-        StepError::Llm(self.refused)
+        StepError::from(self.refused)
             .spent(self.ledger.usage)
             .reported(&self.built.prompt.report)
     }

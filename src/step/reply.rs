@@ -2,7 +2,7 @@
 //! and whether that step may be proposed.
 
 use super::decide::{self, Valid};
-use super::error::StepError;
+use super::error::{StepError, StepErrorKind};
 use super::input::StepInput;
 use super::parse;
 use crate::llm::bounded::{is_call_id, MAX_CALLS_PER_TURN, MAX_REASONING_BYTES};
@@ -41,7 +41,7 @@ pub(super) fn carriable(completion: &Completion, provider: Provider) -> Result<(
     if bytes <= MAX_REASONING_BYTES {
         return Ok(());
     }
-    Err(StepError::Llm(LlmError::BadResponse {
+    Err(StepError::from(LlmError::BadResponse {
         provider,
         message: format!(
             "the model's reasoning is {bytes} bytes, more than the {MAX_REASONING_BYTES} a step can carry back to it"
@@ -125,7 +125,7 @@ pub(super) async fn read_output(
         (input, completion, reading)
     })
     .await
-    .map_err(StepError::Internal)
+    .map_err(|why| StepErrorKind::Internal(why).into())
 }
 
 fn read(input: &StepInput, completion: &Completion) -> Option<Reading> {
