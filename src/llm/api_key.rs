@@ -36,11 +36,6 @@ impl ApiKey {
     pub fn redact_from(&self, text: &str) -> String {
         crate::scrub::secret_fragments(self.expose(), text)
     }
-
-    /// The provider whose key this is, when its prefix says so (`sk-ant-`, `sk-or-` …).
-    pub fn vendor(&self) -> Option<super::Provider> {
-        super::key_vendor::vendor_of(self.expose())
-    }
 }
 
 impl fmt::Debug for ApiKey {

@@ -3,8 +3,9 @@
 
 use serde::Serialize;
 
-use super::bounded;
+use super::bounded::{self, MAX_TURN_JSON_BYTES};
 use super::reasoning::ReasoningState;
+use super::WireError;
 
 /// A call the model made through the provider's tool calling.
 #[derive(Debug, Clone, PartialEq)]
@@ -92,4 +93,61 @@ pub struct Completion {
     pub dropped_calls: usize,
     /// What the model reasoned, where the provider returns it.
     pub reasoning: ReasoningState,
+}
+
+impl Completion {
+    /// Refuses a reply whose text and calls, written as JSON, pass [`MAX_TURN_JSON_BYTES`].
+    pub fn fits_a_turn(&self) -> Result<(), WireError> {
+        let mut bytes = json_len(&self.text);
+        for call in &self.calls {
+            bytes += json_len(&call.name)
+                + match &call.arguments {
+                    Ok(map) => json_len(map),
+                    Err(raw) => json_len(raw),
+                };
+        }
+        if bytes <= MAX_TURN_JSON_BYTES {
+            return Ok(());
+        }
+        Err(WireError::Shape(format!(
+            "the model's reply takes {bytes} bytes as JSON, more than the {MAX_TURN_JSON_BYTES} a step can carry back to it"
+        )))
+    }
+}
+
+/// Bytes `value` takes as JSON, counted without writing it anywhere.
+fn json_len(value: &impl Serialize) -> usize {
+    struct Count(usize);
+    impl std::io::Write for Count {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0 += buf.len();
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut count = Count(0);
+    let _ = serde_json::to_writer(&mut count, value);
+    count.0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_turn_is_measured_as_json_with_its_escapes() {
+        let completion = |text: String| Completion {
+            text,
+            finish: FinishReason::Stop,
+            usage: None,
+            calls: Vec::new(),
+            dropped_calls: 0,
+            reasoning: ReasoningState::default(),
+        };
+        // 400 KB of control characters are 2.4 MB once escaped.
+        assert!(completion("\u{1}".repeat(400_000)).fits_a_turn().is_err());
+        assert!(completion("a".repeat(400_000)).fits_a_turn().is_ok());
+    }
 }

@@ -7,7 +7,7 @@ use reqwest::header::HeaderMap;
 use reqwest::StatusCode;
 use serde_json::Value;
 
-use super::{ApiKey, Provider};
+use super::{ApiKey, Provider, WireError};
 
 /// Upstream error messages are passed on, but never at unbounded length.
 const MAX_UPSTREAM_MESSAGE_CHARS: usize = 500;
@@ -72,28 +72,9 @@ pub enum LlmError {
     },
 }
 
-/// What a provider's request building or decoding found wrong, before the transport names the
-/// provider and scrubs the key.
-#[derive(Debug)]
-pub enum WireError {
-    /// The reply or an event is not the shape the provider documents.
-    Shape(String),
-    /// The provider reported an error inside a stream that had started with 200: its raw data.
-    InStream(String),
-    /// The key cannot be sent in a header (it is checked as printable ASCII, so this is rare).
-    KeyNotHeader,
-}
-
 impl WireError {
-    /// A body or event that did not decode as `what`.
-    pub fn json(what: &str, err: &serde_json::Error) -> Self {
-        // Without the value serde would quote: a reply can hold anything, the key included.
-        Self::Shape(format!(
-            "{what} is not the documented JSON ({})",
-            crate::scrub::json_error(err)
-        ))
-    }
-
+    /// The error as the transport reports it: naming the provider, with the key scrubbed from
+    /// what the provider said.
     pub(crate) fn into_llm(self, provider: Provider, key: Option<&ApiKey>) -> LlmError {
         match self {
             Self::Shape(message) => LlmError::BadResponse { provider, message },

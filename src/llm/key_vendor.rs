@@ -7,7 +7,7 @@
 //! LiteLLM and many servers use it), a generic destination (Ollama, an OpenAI-compatible server)
 //! may be a proxy that takes any key, and a request's own base URL is judged by its host.
 
-use super::Provider;
+use super::{ApiKey, Provider};
 
 /// Prefixes, by the provider (its registry name) whose keys they begin.
 const PREFIXES: &[(&str, &str)] = &[
@@ -27,6 +27,13 @@ const OPENAI_LEGACY_MARK: &str = "T3BlbkFJ";
 
 /// Destinations that may be anyone's server: a key of any vendor can be right there.
 const GENERIC: &[&str] = &["ollama", "openai_compatible"];
+
+impl ApiKey {
+    /// The provider whose key this is, when its prefix says so (`sk-ant-`, `sk-or-` …).
+    pub fn vendor(&self) -> Option<Provider> {
+        vendor_of(self.expose())
+    }
+}
 
 /// The provider whose key this is, when its shape says so.
 pub fn vendor_of(key: &str) -> Option<Provider> {

@@ -8,7 +8,7 @@
 
 use std::fmt;
 
-use super::stream::StreamDecoder;
+use super::stream_events::StreamDecoder;
 use super::{ApiKey, ChatRequest, Completion, WireError};
 
 /// What a provider can do, and how the service treats it.

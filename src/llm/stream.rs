@@ -3,119 +3,13 @@
 //! provider's [`StreamDecoder`]. A stream that ends before the provider said it was done is an
 //! error, never a silently partial answer.
 
-use std::collections::BTreeMap;
 use std::time::Duration;
 
-use super::bounded::{MAX_BLOCKS, MAX_CALLS_PER_TURN};
+use super::bounded::MAX_REPLY_BYTES;
 use super::provider::Framing;
 use super::sse::SseDecoder;
-use super::transport::MAX_REPLY_BYTES;
-use super::{
-    ApiKey, Completion, FinishReason, LlmError, NativeCall, Provider, ReasoningState,
-    ThinkingBlock, Usage, WireError,
-};
-
-/// What the events of a stream add up to so far.
-#[derive(Debug, Default)]
-pub struct Sofar {
-    pub text: String,
-    /// Tool calls by index: name and the argument fragments joined.
-    pub calls: BTreeMap<u64, PartialCall>,
-    /// Calls past [`MAX_CALLS_PER_TURN`], counted and never built.
-    pub dropped_calls: usize,
-    pub usage: Option<Usage>,
-    pub finish: Option<FinishReason>,
-    /// The provider said the reply is complete.
-    pub done: bool,
-    /// Events read, of any kind.
-    pub events: u64,
-    /// Reasoning text of an OpenAI-compatible server, joined.
-    pub reasoning_content: String,
-    /// Anthropic's thinking blocks by index, as their pieces arrive.
-    pub thinking: BTreeMap<u64, ThinkingBlock>,
-}
-
-/// A piece of what the model writes, as it arrives.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Piece {
-    /// Text of the reply.
-    Text(String),
-    /// Reasoning the model did before it (thinking, `reasoning_content`).
-    Reasoning(String),
-}
-
-/// A tool call whose pieces are still arriving.
-#[derive(Debug, Default)]
-pub struct PartialCall {
-    pub id: Option<String>,
-    pub name: String,
-    pub arguments: String,
-}
-
-impl Sofar {
-    /// The call at `index`, a new one while the turn has room for it; `None` (and the call
-    /// counted as dropped) past [`MAX_CALLS_PER_TURN`].
-    pub fn call(&mut self, index: u64) -> Option<&mut PartialCall> {
-        if !self.calls.contains_key(&index) && self.calls.len() >= MAX_CALLS_PER_TURN {
-            self.dropped_calls += 1;
-            return None;
-        }
-        Some(self.calls.entry(index).or_default())
-    }
-
-    /// Starts the thinking block at `index`. Each must go back whole, so one past
-    /// [`MAX_BLOCKS`] is an error, not dropped.
-    pub fn thinking_block(&mut self, index: u64, block: ThinkingBlock) -> Result<(), WireError> {
-        if !self.thinking.contains_key(&index) && self.thinking.len() >= MAX_BLOCKS {
-            return Err(WireError::Shape(format!(
-                "the reply holds more than {MAX_BLOCKS} thinking blocks"
-            )));
-        }
-        self.thinking.insert(index, block);
-        Ok(())
-    }
-
-    /// `partial`: the stream ended inside an event.
-    fn completion(self, provider: Provider, partial: bool) -> Result<Completion, LlmError> {
-        if self.events == 0 && !partial {
-            return Err(LlmError::EmptyReply { provider });
-        }
-        if !self.done {
-            return Err(LlmError::BadResponse {
-                provider,
-                message: "the stream ended before the model finished (truncated)".into(),
-            });
-        }
-        Ok(self.into_completion())
-    }
-
-    /// What the pieces add up to, whole or not.
-    pub(super) fn into_completion(self) -> Completion {
-        let calls = self
-            .calls
-            .into_values()
-            .map(|c| NativeCall::from_text(c.id, c.name, &c.arguments))
-            .collect();
-        let reasoning = ReasoningState {
-            blocks: self.thinking.into_values().collect(),
-            reasoning_content: Some(self.reasoning_content).filter(|r| !r.is_empty()),
-        };
-        Completion {
-            text: self.text,
-            finish: self.finish.unwrap_or(FinishReason::Stop),
-            usage: self.usage,
-            calls,
-            dropped_calls: self.dropped_calls,
-            reasoning,
-        }
-    }
-}
-
-/// What one provider's stream events mean.
-pub trait StreamDecoder: Send {
-    /// Reads one event's data into `sofar`; returns the text or reasoning it adds, if any.
-    fn event(&mut self, data: &str, sofar: &mut Sofar) -> Result<Option<Piece>, WireError>;
-}
+use super::stream_events::{Piece, Sofar, StreamDecoder};
+use super::{ApiKey, Completion, LlmError, Provider};
 
 /// Splits the bytes of a stream into the data of its events.
 enum Framer {
@@ -271,12 +165,8 @@ impl CompletionStream {
                 match piece {
                     Some(Piece::Text(text)) if !text.is_empty() => {
                         let bytes = self.sofar.text.len() + text.len();
-                        super::bounded::fits(
-                            self.provider,
-                            "text",
-                            bytes,
-                            super::bounded::MAX_TEXT_BYTES,
-                        )?;
+                        super::bounded::fits("text", bytes, super::bounded::MAX_TEXT_BYTES)
+                            .map_err(|e| e.into_llm(self.provider, key))?;
                         self.sofar.text.push_str(&text);
                         self.pending.push_back(Piece::Text(text));
                     }
@@ -284,12 +174,8 @@ impl CompletionStream {
                         // Checked as it streams, not once all of it was relayed to the client.
                         self.reasoning_read += text.len();
                         let most = super::bounded::MAX_REASONING_BYTES;
-                        super::bounded::fits(
-                            self.provider,
-                            "reasoning",
-                            self.reasoning_read,
-                            most,
-                        )?;
+                        super::bounded::fits("reasoning", self.reasoning_read, most)
+                            .map_err(|e| e.into_llm(self.provider, key))?;
                         self.pending.push_back(Piece::Reasoning(text));
                     }
                     _ => {}
@@ -301,10 +187,27 @@ impl CompletionStream {
     /// The whole completion, once [`Self::next_piece`] has returned `None`.
     pub fn finish(self) -> Result<Completion, LlmError> {
         let partial = self.framer.is_partial();
-        let completion = self.sofar.completion(self.provider, partial)?;
-        super::bounded::turn_fits(self.provider, &completion)?;
+        let completion = whole(self.sofar, self.provider, partial)?;
+        completion
+            .fits_a_turn()
+            .map_err(|e| e.into_llm(self.provider, None))?;
         Ok(completion)
     }
+}
+
+/// What the stream said, once it has ended: an error unless the provider said it was done.
+/// `partial`: the stream ended inside an event.
+fn whole(sofar: Sofar, provider: Provider, partial: bool) -> Result<Completion, LlmError> {
+    if sofar.events == 0 && !partial {
+        return Err(LlmError::EmptyReply { provider });
+    }
+    if !sofar.done {
+        return Err(LlmError::BadResponse {
+            provider,
+            message: "the stream ended before the model finished (truncated)".into(),
+        });
+    }
+    Ok(sofar.into_completion())
 }
 
 #[cfg(test)]

@@ -11,6 +11,7 @@ use futures_util::future::Either;
 use reqwest::header::{HeaderName, HeaderValue};
 use tracing::Instrument as _;
 
+use super::bounded::MAX_REPLY_BYTES;
 use super::provider::{Outgoing, ProviderApi, Target};
 use super::{pools, ApiKey, ChatRequest, Completion, CompletionStream, LlmError, Provider};
 use super::{RetryPolicy, WireError};
@@ -126,8 +127,9 @@ impl LlmClients {
             .decode(&raw.bytes)
             .map_err(|e| e.into_llm(provider, key))?;
         let most = super::bounded::MAX_TEXT_BYTES;
-        super::bounded::fits(provider, "text", completion.text.len(), most)?;
-        super::bounded::turn_fits(provider, &completion)?;
+        super::bounded::fits("text", completion.text.len(), most)
+            .and_then(|()| completion.fits_a_turn())
+            .map_err(|e| e.into_llm(provider, key))?;
         Ok(completion)
     }
 
@@ -325,10 +327,6 @@ async fn failure(
         Err(unread) => unread,
     }
 }
-
-/// No reply of a chat API comes near this, streamed or not; a body that does is refused, not
-/// held in memory.
-pub(super) const MAX_REPLY_BYTES: usize = 16 * 1024 * 1024;
 
 /// A reply's bytes, held against the memory budget for as long as they live.
 pub(super) struct HeldBytes {

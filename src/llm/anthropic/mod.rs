@@ -8,15 +8,14 @@ use super::bounded::{MAX_BLOCKS, MAX_CALLS_PER_TURN};
 use super::provider::{
     Capabilities, Counting, KeyHeader, Outgoing, ProviderApi, Target, Temperature,
 };
-use super::stream::StreamDecoder;
+use super::stream_events::StreamDecoder;
 use super::ChatRole;
 use super::{
-    ApiKey, ChatRequest, Completion, FinishReason, NativeCall, ReasoningState, ThinkingBlock,
-    Usage, WireError,
+    ApiKey, ChatRequest, Completion, NativeCall, ReasoningState, ThinkingBlock, Usage, WireError,
 };
 use wire::{
-    Block, Body, Content, Message, OutBlock, Reply, System, SystemBlock, Thinking, Tool,
-    ToolChoice, EPHEMERAL,
+    finish, signed, Block, Body, Content, Message, OutBlock, Reply, System, SystemBlock, Thinking,
+    Tool, ToolChoice, EPHEMERAL,
 };
 
 const API_VERSION: &str = "2023-06-01";
@@ -398,31 +397,6 @@ fn tool_choice(request: &ChatRequest) -> Option<ToolChoice> {
     })
 }
 
-/// A thinking block goes back to Anthropic with its signature, or is refused there: one that
-/// came without it is a drifted reply, not something to hand the client.
-pub(super) fn signed<'a>(
-    blocks: impl IntoIterator<Item = &'a ThinkingBlock>,
-) -> Result<(), WireError> {
-    let unsigned = blocks.into_iter().any(
-        |b| matches!(b, ThinkingBlock::Thinking { signature, .. } if signature.trim().is_empty()),
-    );
-    if unsigned {
-        return Err(WireError::Shape(
-            "a thinking block came without its signature".into(),
-        ));
-    }
-    Ok(())
-}
-
-/// The stop reason as the service reads it.
-fn finish(reason: Option<&str>) -> FinishReason {
-    match reason {
-        Some("end_turn" | "stop_sequence" | "tool_use") | None => FinishReason::Stop,
-        Some("max_tokens") => FinishReason::Length,
-        Some(other) => FinishReason::Other(other.to_string()),
-    }
-}
-
 fn completion(reply: Reply) -> Completion {
     let mut text = String::new();
     let mut calls = Vec::new();
@@ -464,6 +438,7 @@ fn completion(reply: Reply) -> Completion {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::llm::FinishReason;
 
     #[test]
     fn text_blocks_are_joined_and_other_blocks_skipped() {

@@ -1,8 +1,7 @@
 //! Anthropic streams: `message_start` … `content_block_*` … `message_delta`, `message_stop`.
 
-use super::finish;
-use super::wire::{BlockDelta, Event, StartBlock};
-use crate::llm::stream::{PartialCall, Piece, Sofar, StreamDecoder};
+use super::wire::{finish, signed, BlockDelta, Event, StartBlock};
+use crate::llm::stream_events::{PartialCall, Piece, Sofar, StreamDecoder};
 use crate::llm::{ThinkingBlock, Usage, WireError};
 
 pub struct EventDecoder;
@@ -81,7 +80,7 @@ impl StreamDecoder for EventDecoder {
                 }
             }
             Event::MessageStop => {
-                super::signed(sofar.thinking.values())?;
+                signed(sofar.thinking.values())?;
                 sofar.done = true;
             }
             Event::Error => return Err(WireError::InStream(data.to_string())),

@@ -4,7 +4,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::llm::Usage;
+use crate::llm::{FinishReason, ThinkingBlock, Usage, WireError};
 
 #[derive(Serialize)]
 pub struct Body<'a> {
@@ -354,4 +354,27 @@ pub struct MessageDeltaBody {
 #[derive(Deserialize)]
 pub struct DeltaUsage {
     pub output_tokens: u64,
+}
+
+/// A thinking block goes back to Anthropic with its signature, or is refused there: one that
+/// came without it is a drifted reply, not something to hand the client.
+pub fn signed<'a>(blocks: impl IntoIterator<Item = &'a ThinkingBlock>) -> Result<(), WireError> {
+    let unsigned = blocks.into_iter().any(
+        |b| matches!(b, ThinkingBlock::Thinking { signature, .. } if signature.trim().is_empty()),
+    );
+    if unsigned {
+        return Err(WireError::Shape(
+            "a thinking block came without its signature".into(),
+        ));
+    }
+    Ok(())
+}
+
+/// The stop reason as the service reads it.
+pub fn finish(reason: Option<&str>) -> FinishReason {
+    match reason {
+        Some("end_turn" | "stop_sequence" | "tool_use") | None => FinishReason::Stop,
+        Some("max_tokens") => FinishReason::Length,
+        Some(other) => FinishReason::Other(other.to_string()),
+    }
 }

@@ -8,7 +8,7 @@ mod wire;
 use super::provider::{
     Capabilities, Counting, Framing, KeyHeader, Outgoing, ProviderApi, Target, Temperature,
 };
-use super::stream::{PartialCall, Piece, Sofar, StreamDecoder};
+use super::stream_events::{PartialCall, Piece, Sofar, StreamDecoder};
 use super::{ApiKey, ChatRequest, Completion, FinishReason, Usage, WireError};
 use wire::{Body, ErrorLine, Message, Options, OutCall, OutFunction, Reply};
 

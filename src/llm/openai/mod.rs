@@ -10,11 +10,9 @@ pub(super) mod wire;
 use super::provider::{
     Capabilities, Counting, Framing, KeyHeader, Outgoing, ProviderApi, Target, Temperature,
 };
-use super::stream::StreamDecoder;
-use super::{
-    ApiKey, ChatRequest, Completion, FinishReason, NativeCall, ReasoningState, Usage, WireError,
-};
-use wire::{Body, Message, Reply, StreamOptions};
+use super::stream_events::StreamDecoder;
+use super::{ApiKey, ChatRequest, Completion, NativeCall, ReasoningState, Usage, WireError};
+use wire::{finish, Body, Message, Reply, StreamOptions};
 
 /// A server speaking Chat Completions.
 #[derive(Debug)]
@@ -251,15 +249,6 @@ impl ChatCompletions {
     }
 }
 
-/// The finish reason as the service reads it.
-fn finish(reason: Option<&str>) -> FinishReason {
-    match reason {
-        Some("stop" | "tool_calls" | "function_call") | None => FinishReason::Stop,
-        Some("length") => FinishReason::Length,
-        Some(other) => FinishReason::Other(other.to_string()),
-    }
-}
-
 fn completion(reply: Reply) -> Result<Completion, WireError> {
     let Some(choice) = reply.choices.kept.into_iter().next() else {
         return Err(WireError::Shape("the reply has no choices".into()));
@@ -299,6 +288,7 @@ fn completion(reply: Reply) -> Result<Completion, WireError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::llm::FinishReason;
     use crate::llm::{ChatMessage, ChatRole};
 
     pub(super) fn request(model: &str) -> ChatRequest {

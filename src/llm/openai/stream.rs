@@ -1,8 +1,7 @@
 //! Chat Completions streams: `data: {chat.completion.chunk}` … `data: [DONE]`.
 
-use super::finish;
-use super::wire::Chunk;
-use crate::llm::stream::{Piece, Sofar, StreamDecoder};
+use super::wire::{finish, Chunk};
+use crate::llm::stream_events::{Piece, Sofar, StreamDecoder};
 use crate::llm::{Usage, WireError};
 
 pub struct ChunkDecoder;

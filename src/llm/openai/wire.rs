@@ -5,7 +5,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::llm::bounded::{Bounded, MAX_CALLS_PER_TURN};
-use crate::llm::{nonzero, Usage};
+use crate::llm::{nonzero, FinishReason, Usage};
 
 #[derive(Serialize)]
 pub struct Body<'a> {
@@ -254,4 +254,13 @@ pub struct DeltaCall {
 pub struct DeltaFunction {
     pub name: Option<String>,
     pub arguments: Option<String>,
+}
+
+/// The finish reason as the service reads it.
+pub fn finish(reason: Option<&str>) -> FinishReason {
+    match reason {
+        Some("stop" | "tool_calls" | "function_call") | None => FinishReason::Stop,
+        Some("length") => FinishReason::Length,
+        Some(other) => FinishReason::Other(other.to_string()),
+    }
 }

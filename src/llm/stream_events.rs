@@ -1,0 +1,98 @@
+//! A streamed reply's events as a provider reads them: its [`StreamDecoder`] adds each event to
+//! what the stream has said so far ([`Sofar`]) and returns the [`Piece`] of text or reasoning it
+//! brings. The bytes are framed into events, and the pieces relayed, by `stream.rs`.
+
+use std::collections::BTreeMap;
+
+use super::bounded::{MAX_BLOCKS, MAX_CALLS_PER_TURN};
+use super::{
+    Completion, FinishReason, NativeCall, ReasoningState, ThinkingBlock, Usage, WireError,
+};
+
+/// What the events of a stream add up to so far.
+#[derive(Debug, Default)]
+pub struct Sofar {
+    pub text: String,
+    /// Tool calls by index: name and the argument fragments joined.
+    pub calls: BTreeMap<u64, PartialCall>,
+    /// Calls past [`MAX_CALLS_PER_TURN`], counted and never built.
+    pub dropped_calls: usize,
+    pub usage: Option<Usage>,
+    pub finish: Option<FinishReason>,
+    /// The provider said the reply is complete.
+    pub done: bool,
+    /// Events read, of any kind.
+    pub events: u64,
+    /// Reasoning text of an OpenAI-compatible server, joined.
+    pub reasoning_content: String,
+    /// Anthropic's thinking blocks by index, as their pieces arrive.
+    pub thinking: BTreeMap<u64, ThinkingBlock>,
+}
+
+/// A piece of what the model writes, as it arrives.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Piece {
+    /// Text of the reply.
+    Text(String),
+    /// Reasoning the model did before it (thinking, `reasoning_content`).
+    Reasoning(String),
+}
+
+/// A tool call whose pieces are still arriving.
+#[derive(Debug, Default)]
+pub struct PartialCall {
+    pub id: Option<String>,
+    pub name: String,
+    pub arguments: String,
+}
+
+impl Sofar {
+    /// The call at `index`, a new one while the turn has room for it; `None` (and the call
+    /// counted as dropped) past [`MAX_CALLS_PER_TURN`].
+    pub fn call(&mut self, index: u64) -> Option<&mut PartialCall> {
+        if !self.calls.contains_key(&index) && self.calls.len() >= MAX_CALLS_PER_TURN {
+            self.dropped_calls += 1;
+            return None;
+        }
+        Some(self.calls.entry(index).or_default())
+    }
+
+    /// Starts the thinking block at `index`. Each must go back whole, so one past
+    /// [`MAX_BLOCKS`] is an error, not dropped.
+    pub fn thinking_block(&mut self, index: u64, block: ThinkingBlock) -> Result<(), WireError> {
+        if !self.thinking.contains_key(&index) && self.thinking.len() >= MAX_BLOCKS {
+            return Err(WireError::Shape(format!(
+                "the reply holds more than {MAX_BLOCKS} thinking blocks"
+            )));
+        }
+        self.thinking.insert(index, block);
+        Ok(())
+    }
+
+    /// What the pieces add up to, whole or not.
+    pub fn into_completion(self) -> Completion {
+        let calls = self
+            .calls
+            .into_values()
+            .map(|c| NativeCall::from_text(c.id, c.name, &c.arguments))
+            .collect();
+        let reasoning = ReasoningState {
+            blocks: self.thinking.into_values().collect(),
+            reasoning_content: Some(self.reasoning_content).filter(|r| !r.is_empty()),
+        };
+        Completion {
+            text: self.text,
+            finish: self.finish.unwrap_or(FinishReason::Stop),
+            usage: self.usage,
+            calls,
+            dropped_calls: self.dropped_calls,
+            reasoning,
+        }
+    }
+}
+
+/// What one provider's stream events mean.
+pub trait StreamDecoder: Send {
+    /// Reads one event's data into `sofar`; returns the text or reasoning it adds, if any.
+    fn event(&mut self, data: &str, sofar: &mut Sofar) -> Result<Option<Piece>, WireError>;
+}
