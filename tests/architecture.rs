@@ -39,7 +39,6 @@ const NOT_YET: &[&str] = &[
     "src/api/admission.rs: fn prepare",
     "src/api/convert.rs: fn step_input",
     "src/driver/builtin.rs: fn register_builtins",
-    "src/llm/anthropic/stream.rs: fn event",
     "src/startup.rs: fn build",
     "src/telemetry/metrics.rs: fn new",
 ];

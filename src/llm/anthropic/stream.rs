@@ -41,36 +41,7 @@ impl StreamDecoder for EventDecoder {
             } => {
                 sofar.thinking_block(index, ThinkingBlock::RedactedThinking { data })?;
             }
-            Event::ContentBlockDelta { index, delta } => match delta {
-                BlockDelta::TextDelta { text } => return Ok(Some(Piece::Text(text))),
-                BlockDelta::ThinkingDelta { thinking } => {
-                    // Thinking for no thinking block would stream as thought yet be kept nowhere.
-                    let Some(ThinkingBlock::Thinking {
-                        thinking: sofar, ..
-                    }) = sofar.thinking.get_mut(&index)
-                    else {
-                        return Err(WireError::Shape(
-                            "thinking arrived for a block that is not a thinking block".into(),
-                        ));
-                    };
-                    sofar.push_str(&thinking);
-                    return Ok(Some(Piece::Reasoning(thinking)));
-                }
-                BlockDelta::SignatureDelta { signature } => {
-                    if let Some(ThinkingBlock::Thinking {
-                        signature: sofar, ..
-                    }) = sofar.thinking.get_mut(&index)
-                    {
-                        sofar.push_str(&signature);
-                    }
-                }
-                BlockDelta::InputJsonDelta { partial_json } => {
-                    if let Some(call) = sofar.calls.get_mut(&index) {
-                        call.arguments.push_str(&partial_json);
-                    }
-                }
-                BlockDelta::Other => {}
-            },
+            Event::ContentBlockDelta { index, delta } => return block_delta(index, delta, sofar),
             Event::MessageDelta { delta, usage } => {
                 if delta.stop_reason.is_some() {
                     sofar.finish = Some(finish(delta.stop_reason.as_deref()));
@@ -88,6 +59,46 @@ impl StreamDecoder for EventDecoder {
         }
         Ok(None)
     }
+}
+
+/// A piece of a content block: text and thinking are returned as they stream; a signature or a
+/// call's arguments are added to their block.
+fn block_delta(
+    index: u64,
+    delta: BlockDelta,
+    sofar: &mut Sofar,
+) -> Result<Option<Piece>, WireError> {
+    match delta {
+        BlockDelta::TextDelta { text } => return Ok(Some(Piece::Text(text))),
+        BlockDelta::ThinkingDelta { thinking } => {
+            // Thinking for no thinking block would stream as thought yet be kept nowhere.
+            let Some(ThinkingBlock::Thinking {
+                thinking: sofar, ..
+            }) = sofar.thinking.get_mut(&index)
+            else {
+                return Err(WireError::Shape(
+                    "thinking arrived for a block that is not a thinking block".into(),
+                ));
+            };
+            sofar.push_str(&thinking);
+            return Ok(Some(Piece::Reasoning(thinking)));
+        }
+        BlockDelta::SignatureDelta { signature } => {
+            if let Some(ThinkingBlock::Thinking {
+                signature: sofar, ..
+            }) = sofar.thinking.get_mut(&index)
+            {
+                sofar.push_str(&signature);
+            }
+        }
+        BlockDelta::InputJsonDelta { partial_json } => {
+            if let Some(call) = sofar.calls.get_mut(&index) {
+                call.arguments.push_str(&partial_json);
+            }
+        }
+        BlockDelta::Other => {}
+    }
+    Ok(None)
 }
 
 #[cfg(test)]
