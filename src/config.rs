@@ -375,7 +375,7 @@ impl Config {
             if let Some(url) = var(&provider.base_url_variable()).filter(|_| !flagged) {
                 self.base_urls.insert(provider.name().to_string(), url);
             }
-            for (_, variable) in provider.api().configured_headers() {
+            for (_, variable) in provider.facts().configured_headers {
                 if let Some(value) = var(variable) {
                     self.provider_variables.insert(variable.to_string(), value);
                 }

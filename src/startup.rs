@@ -305,7 +305,7 @@ fn provider_headers(
     let mut all = std::collections::HashMap::new();
     for provider in Provider::all() {
         let mut headers = Vec::new();
-        for (header, variable) in provider.api().configured_headers() {
+        for (header, variable) in provider.facts().configured_headers {
             let Some(value) = config.provider_variables.get(*variable) else {
                 continue;
             };

@@ -66,7 +66,7 @@ pub async fn providers(
                 "name": p.name(),
                 "base_url_host": host,
                 "capabilities": p.capabilities(),
-                "model_prefixes": p.api().model_prefixes(),
+                "model_prefixes": p.facts().model_prefixes,
             })
         })
         .collect();

@@ -1,5 +1,5 @@
 //! The vendor a key's own prefix names, and where such a key may go. Most vendors' keys say
-//! whose they are (`sk-ant-`, `sk-or-`, `gsk_` …); such a key sent to another vendor is a
+//! whose they are (`sk-ant-`, `sk-or-`, `gsk_` …: each provider's `key_prefixes`); such a key sent to another vendor is a
 //! mistake at best (a wrong provider, a model name inferred wrongly) and hands the user's secret
 //! to a third party at worst, so the step is refused before any call.
 //!
@@ -8,18 +8,6 @@
 //! may be a proxy that takes any key, and a request's own base URL is judged by its host.
 
 use super::{ApiKey, Provider};
-
-/// Prefixes, by the provider (its registry name) whose keys they begin.
-const PREFIXES: &[(&str, &str)] = &[
-    ("sk-ant-", "anthropic"),
-    ("sk-or-", "openrouter"),
-    ("sk-proj-", "openai"),
-    ("sk-svcacct-", "openai"),
-    ("sk-admin-", "openai"),
-    ("gsk_", "groq"),
-    ("xai-", "xai"),
-    ("AIza", "gemini"),
-];
 
 /// What OpenAI's legacy user keys hold after `sk-` and 20 characters: "OpenAI" in base64.
 /// Other vendors' `sk-` + 48 keys (Moonshot's) lack it.
@@ -37,17 +25,15 @@ impl ApiKey {
 
 /// The provider whose key this is, when its shape says so.
 pub fn vendor_of(key: &str) -> Option<Provider> {
-    let by_prefix = PREFIXES
-        .iter()
-        .find(|(prefix, _)| key.starts_with(prefix))
-        .map(|(_, name)| *name);
+    let by_prefix = Provider::all().find(|p| {
+        let prefixes = p.facts().key_prefixes;
+        prefixes.iter().any(|prefix| key.starts_with(prefix))
+    });
     let legacy_openai = key.len() == 51
         && key.starts_with("sk-")
         && key.bytes().skip(3).all(|b| b.is_ascii_alphanumeric())
         && key.get(23..31) == Some(OPENAI_LEGACY_MARK);
-    by_prefix
-        .or(legacy_openai.then_some("openai"))
-        .and_then(Provider::named)
+    by_prefix.or(legacy_openai.then_some(Provider::OPENAI))
 }
 
 /// The vendor a call reaches: with a base URL of the request's own, the vendor whose API lives
@@ -74,7 +60,7 @@ fn host(url: &str) -> Option<String> {
 }
 
 fn host_of_default(provider: Provider) -> Option<String> {
-    host(provider.api().default_base_url())
+    host(provider.facts().default_base_url)
 }
 
 /// Where a key of `owner` would go against its shape: the destination, when it is certainly

@@ -1,7 +1,8 @@
 //! The one trait every wire format implements, and what it works with.
 //!
 //! A provider is a [`ProviderApi`]: it builds the HTTP request for a [`ChatRequest`], decodes the
-//! reply and the stream's events, and says what it can do ([`Capabilities`]). All of that is
+//! reply and the stream's events, and holds its static [`Facts`] (its name, where it lives, which
+//! model names and keys are its, and what it can do: [`Capabilities`]). All of that is
 //! synchronous; sending, retrying, the deadline and the body cap are the shared transport's
 //! (`transport.rs`), so the futures stay unboxed. The providers are listed once, in the registry
 //! (`registry.rs`); an OpenAI-compatible vendor is one entry in `openai/presets.rs`.
@@ -149,21 +150,32 @@ pub enum Framing {
     JsonLines,
 }
 
+/// What is true of a provider whatever the request: who it is, where it lives, which model names
+/// and keys are its, and what it can do. One value per provider; what is the same for every
+/// provider of a wire format (the stream's framing, the token counter) is the wire format's
+/// ([`ProviderApi`]'s methods).
+#[derive(Debug)]
+pub struct Facts {
+    /// The name requests use in `llm_config.provider` (and the `<NAME>` of its
+    /// `REACTSTEP_<NAME>_BASE_URL`).
+    pub name: &'static str,
+    /// Where the provider lives when the operator configured nothing else; empty where there is
+    /// no such place (a request must then name its own).
+    pub default_base_url: &'static str,
+    /// Lower-case prefixes of the model names that imply this provider.
+    pub model_prefixes: &'static [&'static str],
+    /// How the provider's own keys begin, where they say whose they are (`sk-ant-`): such a key
+    /// is never sent to another vendor.
+    pub key_prefixes: &'static [&'static str],
+    /// Environment variables whose values become headers on every call (header, variable).
+    pub configured_headers: &'static [(&'static str, &'static str)],
+    pub capabilities: Capabilities,
+}
+
 /// One provider's wire format and behaviour.
 pub trait ProviderApi: Sync + fmt::Debug {
-    /// The name requests use in `llm_config.provider`.
-    fn name(&self) -> &'static str;
-    fn capabilities(&self) -> Capabilities;
-    /// Where the provider lives when the operator configured nothing else.
-    fn default_base_url(&self) -> &'static str;
-    /// Lower-case prefixes of the model names that imply this provider.
-    fn model_prefixes(&self) -> &'static [&'static str] {
-        &[]
-    }
-    /// Environment variables whose values become headers on every call (name, variable).
-    fn configured_headers(&self) -> &'static [(&'static str, &'static str)] {
-        &[]
-    }
+    /// The provider's static facts.
+    fn facts(&self) -> &Facts;
     /// The request for one completion, streamed or not.
     fn build(
         &self,

@@ -3,7 +3,7 @@
 
 use std::fmt;
 
-use super::provider::{Capabilities, ProviderApi};
+use super::provider::{Capabilities, Facts, ProviderApi};
 
 /// A provider, by its entry in the registry: cheap to copy, compared by name.
 #[derive(Clone, Copy)]
@@ -18,12 +18,17 @@ impl Provider {
         self.0
     }
 
+    /// Its static facts: name, default base URL, model and key prefixes, headers, capabilities.
+    pub fn facts(self) -> &'static Facts {
+        self.0.facts()
+    }
+
     pub fn name(self) -> &'static str {
-        self.0.name()
+        self.facts().name
     }
 
     pub fn capabilities(self) -> Capabilities {
-        self.0.capabilities()
+        self.facts().capabilities
     }
 
     /// Whether this provider refuses a call without a key (local servers ignore it).
@@ -51,11 +56,20 @@ impl Provider {
     pub fn infer(model: &str, key: Option<&str>) -> Option<Self> {
         let m = model.to_ascii_lowercase();
         let routed = m.contains('/');
-        if routed && (m != model || !key.is_some_and(|k| k.starts_with(OPENROUTER_KEY_PREFIX))) {
+        let router_key = |k: &str| {
+            let prefixes = super::openai::presets::OPENROUTER.facts.key_prefixes;
+            prefixes.iter().any(|prefix| k.starts_with(prefix))
+        };
+        if routed && (m != model || !key.is_some_and(router_key)) {
             return None;
         }
         all()
-            .flat_map(|p| p.0.model_prefixes().iter().map(move |prefix| (p, *prefix)))
+            .flat_map(|p| {
+                p.facts()
+                    .model_prefixes
+                    .iter()
+                    .map(move |prefix| (p, *prefix))
+            })
             .filter(|(_, prefix)| m.starts_with(prefix))
             .filter(|(_, prefix)| prefix.contains('/') == routed)
             .filter(|(_, prefix)| !m.contains(':') || prefix.contains(':'))
@@ -68,9 +82,6 @@ impl Provider {
         format!("REACTSTEP_{}_BASE_URL", self.name().to_ascii_uppercase())
     }
 }
-
-/// How OpenRouter's keys begin.
-const OPENROUTER_KEY_PREFIX: &str = "sk-or-";
 
 fn all() -> impl Iterator<Item = Provider> {
     REGISTRY.iter().map(|api| Provider(*api))

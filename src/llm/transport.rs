@@ -79,7 +79,7 @@ impl LlmClients {
         self.settings
             .base_urls
             .get(provider.name())
-            .map_or(provider.api().default_base_url(), String::as_str)
+            .map_or(provider.facts().default_base_url, String::as_str)
     }
 
     /// One completion, retried as the policy allows, never past `deadline`. The span names no

@@ -6,7 +6,7 @@ mod wire;
 
 use super::bounded::{MAX_BLOCKS, MAX_CALLS_PER_TURN};
 use super::provider::{
-    Capabilities, Counting, KeyHeader, Outgoing, ProviderApi, Target, Temperature,
+    Capabilities, Counting, Facts, KeyHeader, Outgoing, ProviderApi, Target, Temperature,
 };
 use super::stream_events::StreamDecoder;
 use super::ChatRole;
@@ -25,31 +25,28 @@ pub struct Anthropic;
 
 pub const ANTHROPIC: Anthropic = Anthropic;
 
+const FACTS: Facts = Facts {
+    name: "anthropic",
+    default_base_url: "https://api.anthropic.com",
+    model_prefixes: &["claude-"],
+    key_prefixes: &["sk-ant-"],
+    configured_headers: &[],
+    capabilities: Capabilities {
+        native_tools: true,
+        native_by_default: true,
+        parallel_tool_calls: true,
+        prompt_caching: true,
+        reasoning: true,
+        counting: Counting::Margin,
+        requires_key: true,
+        retry_timeouts: true,
+        max_temperature: Temperature(10),
+    },
+};
+
 impl ProviderApi for Anthropic {
-    fn name(&self) -> &'static str {
-        "anthropic"
-    }
-
-    fn capabilities(&self) -> Capabilities {
-        Capabilities {
-            native_tools: true,
-            native_by_default: true,
-            parallel_tool_calls: true,
-            prompt_caching: true,
-            reasoning: true,
-            counting: Counting::Margin,
-            requires_key: true,
-            retry_timeouts: true,
-            max_temperature: Temperature(10),
-        }
-    }
-
-    fn default_base_url(&self) -> &'static str {
-        "https://api.anthropic.com"
-    }
-
-    fn model_prefixes(&self) -> &'static [&'static str] {
-        &["claude-"]
+    fn facts(&self) -> &Facts {
+        &FACTS
     }
 
     fn build(

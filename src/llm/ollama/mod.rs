@@ -6,7 +6,7 @@
 mod wire;
 
 use super::provider::{
-    Capabilities, Counting, Framing, KeyHeader, Outgoing, ProviderApi, Target, Temperature,
+    Capabilities, Counting, Facts, Framing, KeyHeader, Outgoing, ProviderApi, Target, Temperature,
 };
 use super::stream_events::{PartialCall, Piece, Sofar, StreamDecoder};
 use super::{ApiKey, ChatRequest, Completion, FinishReason, Usage, WireError};
@@ -17,27 +17,28 @@ pub struct Ollama;
 
 pub const OLLAMA: Ollama = Ollama;
 
+const FACTS: Facts = Facts {
+    name: "ollama",
+    default_base_url: "http://127.0.0.1:11434",
+    model_prefixes: &[],
+    key_prefixes: &[],
+    configured_headers: &[],
+    capabilities: Capabilities {
+        native_tools: true,
+        native_by_default: false,
+        parallel_tool_calls: true,
+        prompt_caching: false,
+        reasoning: true,
+        counting: Counting::Margin,
+        requires_key: false,
+        retry_timeouts: false,
+        max_temperature: Temperature(20),
+    },
+};
+
 impl ProviderApi for Ollama {
-    fn name(&self) -> &'static str {
-        "ollama"
-    }
-
-    fn capabilities(&self) -> Capabilities {
-        Capabilities {
-            native_tools: true,
-            native_by_default: false,
-            parallel_tool_calls: true,
-            prompt_caching: false,
-            reasoning: true,
-            counting: Counting::Margin,
-            requires_key: false,
-            retry_timeouts: false,
-            max_temperature: Temperature(20),
-        }
-    }
-
-    fn default_base_url(&self) -> &'static str {
-        "http://127.0.0.1:11434"
+    fn facts(&self) -> &Facts {
+        &FACTS
     }
 
     fn build(

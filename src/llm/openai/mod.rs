@@ -8,7 +8,7 @@ mod stream;
 pub(super) mod wire;
 
 use super::provider::{
-    Capabilities, Counting, Framing, KeyHeader, Outgoing, ProviderApi, Target, Temperature,
+    Capabilities, Counting, Facts, Framing, KeyHeader, Outgoing, ProviderApi, Target, Temperature,
 };
 use super::stream_events::StreamDecoder;
 use super::{ApiKey, ChatRequest, Completion, NativeCall, ReasoningState, Usage, WireError};
@@ -17,13 +17,8 @@ use wire::{finish, Body, Message, Reply, StreamOptions};
 /// A server speaking Chat Completions.
 #[derive(Debug)]
 pub struct ChatCompletions {
-    pub name: &'static str,
-    pub default_base_url: &'static str,
-    pub model_prefixes: &'static [&'static str],
+    pub facts: Facts,
     pub key_header: KeyHeader,
-    /// Headers from the operator's environment: (header, variable).
-    pub configured_headers: &'static [(&'static str, &'static str)],
-    pub capabilities: Capabilities,
     pub quirks: Quirks,
 }
 
@@ -99,22 +94,25 @@ pub fn openai_reasoning(model: &str) -> bool {
 }
 
 pub const OPENAI: ChatCompletions = ChatCompletions {
-    name: "openai",
-    default_base_url: "https://api.openai.com/v1",
-    model_prefixes: &["gpt-", "chatgpt-", "o1", "o3", "o4", "ft:gpt-"],
-    key_header: KeyHeader::Bearer,
-    configured_headers: &[],
-    capabilities: Capabilities {
-        native_tools: true,
-        native_by_default: true,
-        parallel_tool_calls: true,
-        prompt_caching: true,
-        reasoning: true,
-        counting: Counting::OpenAiTokenizer,
-        requires_key: true,
-        retry_timeouts: true,
-        max_temperature: Temperature(20),
+    facts: Facts {
+        name: "openai",
+        default_base_url: "https://api.openai.com/v1",
+        model_prefixes: &["gpt-", "chatgpt-", "o1", "o3", "o4", "ft:gpt-"],
+        key_prefixes: &["sk-proj-", "sk-svcacct-", "sk-admin-"],
+        configured_headers: &[],
+        capabilities: Capabilities {
+            native_tools: true,
+            native_by_default: true,
+            parallel_tool_calls: true,
+            prompt_caching: true,
+            reasoning: true,
+            counting: Counting::OpenAiTokenizer,
+            requires_key: true,
+            retry_timeouts: true,
+            max_temperature: Temperature(20),
+        },
     },
+    key_header: KeyHeader::Bearer,
     quirks: Quirks {
         reasoning_model: openai_reasoning,
         rejects_stop: none,
@@ -127,24 +125,8 @@ pub const OPENAI: ChatCompletions = ChatCompletions {
 };
 
 impl ProviderApi for ChatCompletions {
-    fn name(&self) -> &'static str {
-        self.name
-    }
-
-    fn capabilities(&self) -> Capabilities {
-        self.capabilities
-    }
-
-    fn default_base_url(&self) -> &'static str {
-        self.default_base_url
-    }
-
-    fn model_prefixes(&self) -> &'static [&'static str] {
-        self.model_prefixes
-    }
-
-    fn configured_headers(&self) -> &'static [(&'static str, &'static str)] {
-        self.configured_headers
+    fn facts(&self) -> &Facts {
+        &self.facts
     }
 
     fn build(
@@ -191,7 +173,7 @@ impl ProviderApi for ChatCompletions {
                 vec![format!(
                     "reasoning_effort \"{}\" was not sent: {} takes none for {}",
                     effort.as_str(),
-                    self.name,
+                    self.facts.name,
                     request.model
                 )]
             }
@@ -369,7 +351,7 @@ mod tests {
         r.require_tool = true;
         for api in [&OPENAI, &presets::OPENAI_COMPATIBLE] {
             let v = serde_json::to_value(api.body(&r)).unwrap_or_default();
-            assert_eq!(v["tool_choice"], "required", "{}", api.name);
+            assert_eq!(v["tool_choice"], "required", "{}", api.facts.name);
         }
     }
 

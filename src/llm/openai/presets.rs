@@ -3,7 +3,7 @@
 //! a line in the registry (`registry.rs`); docs/adding-a-provider.md has the whole list.
 
 use super::{all, none, openai_reasoning, ChatCompletions, PathForm, Quirks};
-use crate::llm::provider::{Capabilities, Counting, KeyHeader, Temperature};
+use crate::llm::provider::{Capabilities, Counting, Facts, KeyHeader, Temperature};
 
 /// A hosted vendor whose models call tools reliably.
 const HOSTED: Capabilities = Capabilities {
@@ -30,16 +30,19 @@ const PLAIN: Quirks = Quirks {
 };
 
 pub const GEMINI: ChatCompletions = ChatCompletions {
-    name: "gemini",
-    default_base_url: "https://generativelanguage.googleapis.com/v1beta/openai",
-    model_prefixes: &["gemini-"],
-    key_header: KeyHeader::Bearer,
-    configured_headers: &[],
-    capabilities: Capabilities {
-        prompt_caching: true,
-        reasoning: true,
-        ..HOSTED
+    facts: Facts {
+        name: "gemini",
+        default_base_url: "https://generativelanguage.googleapis.com/v1beta/openai",
+        model_prefixes: &["gemini-"],
+        key_prefixes: &["AIza"],
+        configured_headers: &[],
+        capabilities: Capabilities {
+            prompt_caching: true,
+            reasoning: true,
+            ..HOSTED
+        },
     },
+    key_header: KeyHeader::Bearer,
     quirks: Quirks {
         takes_reasoning_effort: all,
         ..PLAIN
@@ -47,33 +50,36 @@ pub const GEMINI: ChatCompletions = ChatCompletions {
 };
 
 pub const OPENROUTER: ChatCompletions = ChatCompletions {
-    name: "openrouter",
-    default_base_url: "https://openrouter.ai/api/v1",
-    // OpenRouter names every model `vendor/model`; these are the vendors it routes to most.
-    model_prefixes: &[
-        "openai/",
-        "anthropic/",
-        "google/",
-        "meta-llama/",
-        "mistralai/",
-        "deepseek/",
-        "qwen/",
-        "x-ai/",
-        "moonshotai/",
-        "z-ai/",
-        "openrouter/",
-    ],
-    key_header: KeyHeader::Bearer,
-    configured_headers: &[
-        ("http-referer", "REACTSTEP_OPENROUTER_REFERER"),
-        ("x-title", "REACTSTEP_OPENROUTER_TITLE"),
-    ],
-    capabilities: Capabilities {
-        counting: Counting::ByModelVendor,
-        prompt_caching: true,
-        reasoning: true,
-        ..HOSTED
+    facts: Facts {
+        name: "openrouter",
+        default_base_url: "https://openrouter.ai/api/v1",
+        // OpenRouter names every model `vendor/model`; these are the vendors it routes to most.
+        model_prefixes: &[
+            "openai/",
+            "anthropic/",
+            "google/",
+            "meta-llama/",
+            "mistralai/",
+            "deepseek/",
+            "qwen/",
+            "x-ai/",
+            "moonshotai/",
+            "z-ai/",
+            "openrouter/",
+        ],
+        key_prefixes: &["sk-or-"],
+        configured_headers: &[
+            ("http-referer", "REACTSTEP_OPENROUTER_REFERER"),
+            ("x-title", "REACTSTEP_OPENROUTER_TITLE"),
+        ],
+        capabilities: Capabilities {
+            counting: Counting::ByModelVendor,
+            prompt_caching: true,
+            reasoning: true,
+            ..HOSTED
+        },
     },
+    key_header: KeyHeader::Bearer,
     quirks: Quirks {
         // `openai/o3` keeps OpenAI's rules through the router.
         reasoning_model: |m| m.strip_prefix("openai/").is_some_and(openai_reasoning),
@@ -84,17 +90,20 @@ pub const OPENROUTER: ChatCompletions = ChatCompletions {
 };
 
 pub const DEEPSEEK: ChatCompletions = ChatCompletions {
-    name: "deepseek",
-    default_base_url: "https://api.deepseek.com/v1",
-    model_prefixes: &["deepseek-"],
-    key_header: KeyHeader::Bearer,
-    configured_headers: &[],
-    capabilities: Capabilities {
-        // deepseek-reasoner answers without parallel calls; its cache is automatic.
-        prompt_caching: true,
-        reasoning: true,
-        ..HOSTED
+    facts: Facts {
+        name: "deepseek",
+        default_base_url: "https://api.deepseek.com/v1",
+        model_prefixes: &["deepseek-"],
+        key_prefixes: &[],
+        configured_headers: &[],
+        capabilities: Capabilities {
+            // deepseek-reasoner answers without parallel calls; its cache is automatic.
+            prompt_caching: true,
+            reasoning: true,
+            ..HOSTED
+        },
     },
+    key_header: KeyHeader::Bearer,
     quirks: Quirks {
         echoes_reasoning_content: true,
         ..PLAIN
@@ -102,35 +111,41 @@ pub const DEEPSEEK: ChatCompletions = ChatCompletions {
 };
 
 pub const MISTRAL: ChatCompletions = ChatCompletions {
-    name: "mistral",
-    default_base_url: "https://api.mistral.ai/v1",
-    model_prefixes: &[
-        "mistral-",
-        "codestral-",
-        "magistral-",
-        "devstral-",
-        "ministral-",
-        "pixtral-",
-        "open-mistral-",
-        "open-mixtral-",
-    ],
-    key_header: KeyHeader::Bearer,
-    configured_headers: &[],
-    capabilities: Capabilities {
-        max_temperature: Temperature(15),
-        ..HOSTED
+    facts: Facts {
+        name: "mistral",
+        default_base_url: "https://api.mistral.ai/v1",
+        model_prefixes: &[
+            "mistral-",
+            "codestral-",
+            "magistral-",
+            "devstral-",
+            "ministral-",
+            "pixtral-",
+            "open-mistral-",
+            "open-mixtral-",
+        ],
+        key_prefixes: &[],
+        configured_headers: &[],
+        capabilities: Capabilities {
+            max_temperature: Temperature(15),
+            ..HOSTED
+        },
     },
+    key_header: KeyHeader::Bearer,
     quirks: PLAIN,
 };
 
 pub const GROQ: ChatCompletions = ChatCompletions {
-    name: "groq",
-    default_base_url: "https://api.groq.com/openai/v1",
-    // Groq serves other vendors' open models under their own names: no prefix is Groq's alone.
-    model_prefixes: &[],
+    facts: Facts {
+        name: "groq",
+        default_base_url: "https://api.groq.com/openai/v1",
+        // Groq serves other vendors' open models under their own names: no prefix is Groq's alone.
+        model_prefixes: &[],
+        key_prefixes: &["gsk_"],
+        configured_headers: &[],
+        capabilities: HOSTED,
+    },
     key_header: KeyHeader::Bearer,
-    configured_headers: &[],
-    capabilities: HOSTED,
     quirks: PLAIN,
 };
 
@@ -144,16 +159,19 @@ fn grok_reasoning(model: &str) -> bool {
 }
 
 pub const XAI: ChatCompletions = ChatCompletions {
-    name: "xai",
-    default_base_url: "https://api.x.ai/v1",
-    model_prefixes: &["grok-"],
-    key_header: KeyHeader::Bearer,
-    configured_headers: &[],
-    capabilities: Capabilities {
-        prompt_caching: true,
-        reasoning: true,
-        ..HOSTED
+    facts: Facts {
+        name: "xai",
+        default_base_url: "https://api.x.ai/v1",
+        model_prefixes: &["grok-"],
+        key_prefixes: &["xai-"],
+        configured_headers: &[],
+        capabilities: Capabilities {
+            prompt_caching: true,
+            reasoning: true,
+            ..HOSTED
+        },
     },
+    key_header: KeyHeader::Bearer,
     quirks: Quirks {
         rejects_stop: grok_reasoning,
         // grok-4 reasons but refuses the parameter; grok-3-mini takes it.
@@ -166,17 +184,20 @@ pub const XAI: ChatCompletions = ChatCompletions {
 /// one is a 400); the operator sets `REACTSTEP_AZURE_BASE_URL`, or allows
 /// `https://*.openai.azure.com` for requests to name theirs. `modelName` is the deployment.
 pub const AZURE: ChatCompletions = ChatCompletions {
-    name: "azure",
-    default_base_url: "",
-    model_prefixes: &[],
-    key_header: KeyHeader::Named("api-key"),
-    configured_headers: &[],
-    capabilities: Capabilities {
-        counting: Counting::OpenAiTokenizer,
-        prompt_caching: true,
-        reasoning: true,
-        ..HOSTED
+    facts: Facts {
+        name: "azure",
+        default_base_url: "",
+        model_prefixes: &[],
+        key_prefixes: &[],
+        configured_headers: &[],
+        capabilities: Capabilities {
+            counting: Counting::OpenAiTokenizer,
+            prompt_caching: true,
+            reasoning: true,
+            ..HOSTED
+        },
     },
+    key_header: KeyHeader::Named("api-key"),
     quirks: Quirks {
         reasoning_model: openai_reasoning,
         takes_reasoning_effort: openai_reasoning,
@@ -188,18 +209,21 @@ pub const AZURE: ChatCompletions = ChatCompletions {
 
 /// Any other OpenAI-compatible server: vLLM, llama.cpp's server, LM Studio, SGLang.
 pub const OPENAI_COMPATIBLE: ChatCompletions = ChatCompletions {
-    name: "openai_compatible",
-    default_base_url: "http://127.0.0.1:8000/v1",
-    model_prefixes: &[],
-    key_header: KeyHeader::Bearer,
-    configured_headers: &[],
-    capabilities: Capabilities {
-        native_by_default: false,
-        parallel_tool_calls: false,
-        requires_key: false,
-        retry_timeouts: false,
-        ..HOSTED
+    facts: Facts {
+        name: "openai_compatible",
+        default_base_url: "http://127.0.0.1:8000/v1",
+        model_prefixes: &[],
+        key_prefixes: &[],
+        configured_headers: &[],
+        capabilities: Capabilities {
+            native_by_default: false,
+            parallel_tool_calls: false,
+            requires_key: false,
+            retry_timeouts: false,
+            ..HOSTED
+        },
     },
+    key_header: KeyHeader::Bearer,
     // vLLM and SGLang take it; servers that do not know it leave it aside.
     quirks: Quirks {
         takes_reasoning_effort: all,
