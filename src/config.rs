@@ -99,7 +99,7 @@ pub struct Config {
     #[arg(
         long,
         env = "REACTSTEP_OPENAI_BASE_URL",
-        default_value = "https://api.openai.com/v1"
+        default_value = crate::llm::Provider::OPENAI.facts().default_base_url
     )]
     pub openai_base_url: String,
 
@@ -107,7 +107,7 @@ pub struct Config {
     #[arg(
         long,
         env = "REACTSTEP_ANTHROPIC_BASE_URL",
-        default_value = "https://api.anthropic.com"
+        default_value = crate::llm::Provider::ANTHROPIC.facts().default_base_url
     )]
     pub anthropic_base_url: String,
 
@@ -116,7 +116,7 @@ pub struct Config {
     #[arg(
         long,
         env = "REACTSTEP_OLLAMA_BASE_URL",
-        default_value = "http://127.0.0.1:11434"
+        default_value = crate::llm::Provider::OLLAMA.facts().default_base_url
     )]
     pub ollama_base_url: String,
 
@@ -319,9 +319,12 @@ impl Config {
     pub fn defaults() -> Self {
         Self {
             bind: SocketAddr::from(([127, 0, 0, 1], 8080)),
-            openai_base_url: "https://api.openai.com/v1".into(),
-            anthropic_base_url: "https://api.anthropic.com".into(),
-            ollama_base_url: "http://127.0.0.1:11434".into(),
+            openai_base_url: crate::llm::Provider::OPENAI.facts().default_base_url.into(),
+            anthropic_base_url: crate::llm::Provider::ANTHROPIC
+                .facts()
+                .default_base_url
+                .into(),
+            ollama_base_url: crate::llm::Provider::OLLAMA.facts().default_base_url.into(),
             base_urls: Default::default(),
             provider_variables: Default::default(),
             upstream_ca_file: None,
