@@ -92,18 +92,10 @@ impl LlmClients {
         key: Option<&ApiKey>,
         deadline: tokio::time::Instant,
     ) -> Result<Completion, LlmError> {
-        let policy = self.settings.retry;
-        policy
-            .run(
-                provider,
-                self.settings.timeout,
-                deadline,
-                |timeout, retry| {
-                    let once = self.complete_once(provider, request, key, timeout);
-                    upstream_attempt(provider, &request.model, key, retry, once)
-                },
-            )
-            .await
+        self.retried(provider, request, key, deadline, |timeout| {
+            self.complete_once(provider, request, key, timeout)
+        })
+        .await
     }
 
     async fn complete_once(
@@ -144,18 +136,32 @@ impl LlmClients {
         key: Option<&ApiKey>,
         deadline: tokio::time::Instant,
     ) -> Result<CompletionStream, LlmError> {
-        let policy = self.settings.retry;
-        policy
-            .run(
-                provider,
-                self.settings.timeout,
-                deadline,
-                |timeout, retry| {
-                    let once = self.stream_once(provider, request, key, timeout);
-                    upstream_attempt(provider, &request.model, key, retry, once)
-                },
-            )
-            .await
+        self.retried(provider, request, key, deadline, |timeout| {
+            self.stream_once(provider, request, key, timeout)
+        })
+        .await
+    }
+
+    /// One attempt (`once`, given the time it may take), retried as the policy allows and never
+    /// past `deadline`, each attempt in a span of its own: a plain call and the opening of a
+    /// stream alike.
+    fn retried<'a, T: 'a, Attempt>(
+        &'a self,
+        provider: Provider,
+        request: &'a ChatRequest,
+        key: Option<&'a ApiKey>,
+        deadline: tokio::time::Instant,
+        mut once: impl FnMut(Duration) -> Attempt + 'a,
+    ) -> impl Future<Output = Result<T, LlmError>> + 'a
+    where
+        Attempt: Future<Output = Result<T, LlmError>> + 'a,
+    {
+        let per_attempt = self.settings.timeout;
+        self.settings
+            .retry
+            .run(provider, per_attempt, deadline, move |timeout, retry| {
+                upstream_attempt(provider, &request.model, key, retry, once(timeout))
+            })
     }
 
     async fn stream_once(
