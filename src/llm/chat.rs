@@ -129,6 +129,34 @@ pub struct ChatRequest {
 }
 
 impl ChatRequest {
+    /// A request for `model`: the system prompt and the conversation, the answer capped at
+    /// `max_output_tokens`, and the rest as a provider takes it when nothing is said (no
+    /// temperature, stop sequences or tools; several calls a turn allowed; the operator's base
+    /// URL; no context window; the provider's own reasoning effort; no prompt cache). The others
+    /// are set by name: `ChatRequest { tools, ..ChatRequest::new(…) }`.
+    pub fn new(
+        model: String,
+        system: String,
+        messages: Vec<ChatMessage>,
+        max_output_tokens: u32,
+    ) -> Self {
+        Self {
+            model,
+            system,
+            messages,
+            max_output_tokens,
+            temperature: None,
+            stop: Vec::new(),
+            tools: Vec::new(),
+            require_tool: false,
+            parallel_tool_calls: true,
+            base_url: None,
+            context_window: None,
+            reasoning_effort: None,
+            prompt_cache: None,
+        }
+    }
+
     /// About how many bytes of text the request carries: what its body is sized for.
     pub fn text_bytes(&self) -> usize {
         self.system.len()

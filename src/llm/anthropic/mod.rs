@@ -486,28 +486,18 @@ mod tests {
             "Observation: 40 lines\n\nWhat now?".into(),
         );
         history.new_from = Some("Observation: 40 lines\n\n".len());
+        let messages = vec![
+            crate::llm::ChatMessage::text(ChatRole::User, "Why?".into()),
+            crate::llm::ChatMessage::text(ChatRole::Assistant, "Thought: look".into()),
+            history,
+        ];
         ChatRequest {
-            model: "claude-sonnet-4-5".into(),
-            system: "sys".into(),
-            messages: vec![
-                crate::llm::ChatMessage::text(ChatRole::User, "Why?".into()),
-                crate::llm::ChatMessage::text(ChatRole::Assistant, "Thought: look".into()),
-                history,
-            ],
-            max_output_tokens: 100,
-            temperature: None,
-            stop: Vec::new(),
-            tools: Vec::new(),
-            require_tool: false,
-            parallel_tool_calls: true,
-            base_url: None,
-            context_window: None,
-            reasoning_effort: None,
             prompt_cache: Some(crate::llm::PromptCache {
                 key: "k".into(),
                 system_tokens,
                 prefix_tokens,
             }),
+            ..ChatRequest::new("claude-sonnet-4-5".into(), "sys".into(), messages, 100)
         }
     }
 

@@ -193,20 +193,12 @@ mod tests {
     use crate::llm::{ChatMessage, ChatRole};
 
     fn request() -> ChatRequest {
+        let messages = vec![ChatMessage::text(ChatRole::User, "hi".into())];
         ChatRequest {
-            model: "qwen2.5-coder:7b".into(),
-            system: "sys".into(),
-            messages: vec![ChatMessage::text(ChatRole::User, "hi".into())],
-            max_output_tokens: 300,
             temperature: Some(0.1),
             stop: vec!["\nObservation:".into()],
-            tools: Vec::new(),
-            require_tool: false,
-            parallel_tool_calls: true,
-            base_url: None,
             context_window: Some(16000),
-            reasoning_effort: None,
-            prompt_cache: None,
+            ..ChatRequest::new("qwen2.5-coder:7b".into(), "sys".into(), messages, 300)
         }
     }
 

@@ -274,20 +274,11 @@ mod tests {
     use crate::llm::{ChatMessage, ChatRole};
 
     pub(super) fn request(model: &str) -> ChatRequest {
+        let messages = vec![ChatMessage::text(ChatRole::User, "hi".into())];
         ChatRequest {
-            model: model.into(),
-            system: "sys".into(),
-            messages: vec![ChatMessage::text(ChatRole::User, "hi".into())],
-            max_output_tokens: 100,
             temperature: Some(0.2),
             stop: vec!["\nObservation:".into()],
-            tools: Vec::new(),
-            require_tool: false,
-            parallel_tool_calls: true,
-            base_url: None,
-            context_window: None,
-            reasoning_effort: None,
-            prompt_cache: None,
+            ..ChatRequest::new(model.into(), "sys".into(), messages, 100)
         }
     }
 
