@@ -57,21 +57,18 @@ pub async fn summarize(
             transcript = cut.text;
         }
     }
+    let messages = vec![ChatMessage::text(ChatRole::User, transcript)];
+    // No tools, and no reasoning effort: a summary needs no deliberation.
     let request = ChatRequest {
-        model: input.llm.model.clone(),
-        system: INSTRUCTIONS.to_string(),
-        messages: vec![ChatMessage::text(ChatRole::User, transcript)],
-        max_output_tokens: max_output,
         temperature: input.llm.temperature,
-        stop: Vec::new(),
-        tools: Vec::new(),
-        require_tool: false,
-        parallel_tool_calls: false,
         base_url: input.llm.base_url.clone(),
         context_window: Some(input.llm.token_limit),
-        // A summary needs no deliberation: the provider's default.
-        reasoning_effort: None,
-        prompt_cache: None,
+        ..ChatRequest::new(
+            input.llm.model.clone(),
+            INSTRUCTIONS.to_string(),
+            messages,
+            max_output,
+        )
     };
     let completion = llm
         .complete(
