@@ -1,0 +1,170 @@
+//! The context: the sources' order, and the candidate items from the explicit files, the pinned
+//! items, the last focused file and the search hits.
+
+use std::collections::HashSet;
+
+use crate::api::request::ReactStepRequest;
+use crate::step::context::{dedupe, ContextItem, ContextSource, Excluded, Fate};
+
+/// `context_priority`: each source at most once.
+pub fn priority(
+    order: Option<Vec<ContextSource>>,
+    fail: &mut impl FnMut(&str, String),
+) -> Vec<ContextSource> {
+    let order = order.unwrap_or_default();
+    if order
+        .iter()
+        .enumerate()
+        .any(|(i, s)| order[..i].contains(s))
+    {
+        fail(
+            "context_priority",
+            "must name each source at most once".into(),
+        );
+    }
+    order
+}
+
+/// The request's context, taken from it: the candidate items and those named without content.
+pub fn items(req: &mut ReactStepRequest) -> (Vec<ContextItem>, Vec<Excluded>) {
+    context_items(
+        std::mem::take(&mut req.explicit_context_paths),
+        std::mem::take(&mut req.explicit_context)
+            .into_iter()
+            .map(|f| (f.path, f.content)),
+        std::mem::take(&mut req.pinned_item_ids_to_include),
+        std::mem::take(&mut req.pinned_items)
+            .into_iter()
+            .map(|p| (p.id, p.content, p.path)),
+        req.implicit_context.take().map(|c| {
+            (
+                c.last_focused_file_path,
+                c.last_focused_file_content,
+                c.cursor_line,
+            )
+        }),
+        std::mem::take(&mut req.vector_search_results_to_include)
+            .into_iter()
+            .map(|v| SearchHit {
+                path: v.path,
+                content: v.content,
+                score: v.score,
+                lines: v.start_line.zip(v.end_line),
+            }),
+    )
+}
+
+struct SearchHit {
+    path: Option<String>,
+    content: String,
+    score: Option<f64>,
+    lines: Option<(u32, u32)>,
+}
+
+/// The candidate items in priority order (explicit, pinned, implicit, search hits by score), and
+/// the ones named without content.
+fn context_items(
+    explicit_paths: Vec<String>,
+    explicit: impl Iterator<Item = (String, String)>,
+    pinned_ids: Vec<String>,
+    pinned: impl Iterator<Item = (String, String, Option<String>)>,
+    implicit: Option<(Option<String>, Option<String>, Option<u32>)>,
+    hits: impl Iterator<Item = SearchHit>,
+) -> (Vec<ContextItem>, Vec<Excluded>) {
+    let mut items = Vec::new();
+    let mut unresolved = Vec::new();
+    let item = |source, id: String, path: Option<String>, content| ContextItem {
+        source,
+        id,
+        path,
+        content,
+        score: None,
+        lines: None,
+        cursor_line: None,
+    };
+
+    let explicit = explicit.map(|(p, c)| item(ContextSource::Explicit, p.clone(), Some(p), c));
+    named_items(
+        ContextSource::Explicit,
+        explicit_paths,
+        explicit.collect(),
+        &mut items,
+        &mut unresolved,
+    );
+    let pinned = pinned.map(|(i, c, p)| item(ContextSource::Pinned, i, p, c));
+    named_items(
+        ContextSource::Pinned,
+        pinned_ids,
+        pinned.collect(),
+        &mut items,
+        &mut unresolved,
+    );
+
+    match implicit {
+        Some((path, Some(content), cursor_line)) => {
+            let id = path.clone().unwrap_or_else(|| "(last focused file)".into());
+            items.push(ContextItem {
+                cursor_line,
+                ..item(ContextSource::Implicit, id, path, content)
+            });
+        }
+        Some((Some(path), None, cursor_line)) => unresolved.push(Excluded {
+            cursor_line,
+            ..missing(ContextSource::Implicit, path)
+        }),
+        _ => {}
+    }
+
+    let mut hits: Vec<SearchHit> = hits.collect();
+    hits.sort_by(|a, b| {
+        b.score
+            .unwrap_or(f64::MIN)
+            .total_cmp(&a.score.unwrap_or(f64::MIN))
+    });
+    for (i, hit) in hits.into_iter().enumerate() {
+        let id = hit
+            .path
+            .clone()
+            .unwrap_or_else(|| format!("search result {}", i + 1));
+        items.push(ContextItem {
+            source: ContextSource::VectorSearch,
+            id,
+            path: hit.path,
+            content: hit.content,
+            score: hit.score,
+            lines: hit.lines,
+            cursor_line: None,
+        });
+    }
+    let (items, duplicates) = dedupe(items);
+    unresolved.extend(duplicates);
+    (items, unresolved)
+}
+
+/// One source's items: a name sent without content is unresolved, and an id sent twice is kept
+/// once (the first).
+fn named_items(
+    source: ContextSource,
+    names: Vec<String>,
+    given: Vec<ContextItem>,
+    items: &mut Vec<ContextItem>,
+    unresolved: &mut Vec<Excluded>,
+) {
+    for name in names {
+        if !given.iter().any(|g| g.id == name) {
+            unresolved.push(missing(source, name));
+        }
+    }
+    let mut seen = HashSet::new();
+    items.extend(given.into_iter().filter(|g| seen.insert(g.id.clone())));
+}
+
+fn missing(source: ContextSource, id: String) -> Excluded {
+    Excluded {
+        source,
+        id,
+        fate: Fate::Unresolved,
+        cursor_line: None,
+        reason: "named without content; this server has no workspace to read it from, so send its content inline".into(),
+    }
+}
