@@ -13,7 +13,9 @@ use super::rate_limit::Refusal;
 use super::request::ReactStepRequest;
 use super::request_log;
 use super::state::AppState;
+use super::unknown_fields::Unknown;
 use crate::runtime::cpu;
+use crate::runtime::memory_budget::Held;
 use crate::step::history::{timestamp_now, Turn};
 use crate::step::{StepError, StepErrorKind, StepInput};
 
@@ -40,39 +42,9 @@ pub async fn prepare(
     );
     let request_id = super::request_log::request_id_of(req, request_id);
     let received_at = timestamp_now();
-    let bare_echo = || Echo {
-        request_id: request_id.clone(),
-        ..Echo::default()
-    };
-    if !authorized(req, &state.api_tokens) {
-        return Err(ApiError::new(ErrorKind::Unauthorized, bare_echo()));
-    }
-    // Who sent it, read once: for its rate limit and its share of the CPU pool.
-    let client = state.trusted_proxies.client_of(req);
-    admit_client(client.clone(), state, &request_id).await?;
-    body::check_content_type(req).map_err(|kind| ApiError::new(kind, bare_echo()))?;
-    let (bytes, held) = body::read(req, payload, state.max_body_bytes, &state.memory)
-        .await
-        .map_err(|kind| ApiError::new(kind, bare_echo()))?;
-    let body_held = Some(std::sync::Arc::new(held));
-    cpu::classify(cpu::Job {
-        client: client_digest(req, state, client.as_ref()),
-        large: bytes.len() >= cpu::LARGE_BODY_BYTES,
-    });
+    let (bytes, held) = admit_body(req, payload, state, &request_id).await?;
     let large = bytes.len() > cpu::INLINE_BYTES;
-    let decoded = off_worker_if(large, state.step_timeout, {
-        let bytes = bytes.clone();
-        // Boxed, as is the input below: the handler's future keeps room for its largest state
-        // for as long as the step waits on the model.
-        move || {
-            body::decode::<ReactStepRequest>(&bytes).map(|(dto, unknown)| (Box::new(dto), unknown))
-        }
-    })
-    .await
-    .map_err(|e| ApiError::new(e.into(), bare_echo()))?;
-    let (dto, unknown) = decoded.map_err(|(message, fields)| {
-        ApiError::invalid(message, fields, echo_from_raw(&bytes, &request_id))
-    })?;
+    let (dto, unknown) = decode(&bytes, large, state, &request_id).await?;
 
     admit_session(state, dto.session_id.as_deref(), &request_id).await?;
     let session_id = dto
@@ -91,7 +63,7 @@ pub async fn prepare(
         iterations_left: Some(dto.max_iterations_left.unwrap_or(DEFAULT_MAX_ITERATIONS)),
         // Known once the input is checked.
         price: None,
-        body_held,
+        body_held: Some(std::sync::Arc::new(held)),
     };
     let how = Conversion {
         workspace: state.workspace.clone(),
@@ -113,27 +85,91 @@ pub async fn prepare(
     .map_err(|e| ApiError::new(e.into(), echo.clone()))?;
     match converted {
         Ok(input) => {
-            // The model name is the client's text: a key pasted into it stays out of the log.
-            let model = crate::llm::redact_secrets(&input.llm.model, input.key.as_ref());
-            request_log::record(
-                &tracing::Span::current(),
-                [
-                    (
-                        "provider",
-                        Some(&tracing::field::display(input.llm.provider)),
-                    ),
-                    ("model", Some(&model.as_str())),
-                ],
-            );
+            record_model(&input);
             let price = state.prices.get(&input.llm.model);
             Ok((input, Echo { price, ..echo }))
         }
-        Err(fields) => {
-            let names: Vec<&str> = fields.iter().map(|f| f.field.as_str()).collect();
-            let message = format!("invalid fields: {}", names.join(", "));
-            Err(ApiError::invalid(message, fields, echo))
-        }
+        Err(fields) => Err(ApiError::invalid(
+            convert::invalid_fields(&fields),
+            fields,
+            echo,
+        )),
     }
+}
+
+/// The request's admission up to its body: the operator's token, the client's rate limit, the
+/// content type, then the body read whole (and held against the memory budget), by which the
+/// request takes its place on the CPU pool.
+async fn admit_body(
+    req: &HttpRequest,
+    payload: web::Payload,
+    state: &AppState,
+    request_id: &str,
+) -> Result<(web::Bytes, Held), ApiError> {
+    let bare_echo = || Echo {
+        request_id: request_id.to_string(),
+        ..Echo::default()
+    };
+    if !authorized(req, &state.api_tokens) {
+        return Err(ApiError::new(ErrorKind::Unauthorized, bare_echo()));
+    }
+    // Who sent it, read once: for its rate limit and its share of the CPU pool.
+    let client = state.trusted_proxies.client_of(req);
+    admit_client(client.clone(), state, request_id).await?;
+    body::check_content_type(req).map_err(|kind| ApiError::new(kind, bare_echo()))?;
+    let (bytes, held) = body::read(req, payload, state.max_body_bytes, &state.memory)
+        .await
+        .map_err(|kind| ApiError::new(kind, bare_echo()))?;
+    cpu::classify(cpu::Job {
+        client: client_digest(req, state, client.as_ref()),
+        large: bytes.len() >= cpu::LARGE_BODY_BYTES,
+    });
+    Ok((bytes, held))
+}
+
+/// The body decoded (on the CPU pool when it is `large`), with its fields the contract does not
+/// name; a body that does not decode echoes what it still holds.
+async fn decode(
+    bytes: &web::Bytes,
+    large: bool,
+    state: &AppState,
+    request_id: &str,
+) -> Result<(Box<ReactStepRequest>, Unknown), ApiError> {
+    let decoded = off_worker_if(large, state.step_timeout, {
+        let bytes = bytes.clone();
+        // Boxed, as is the input below: the handler's future keeps room for its largest state
+        // for as long as the step waits on the model.
+        move || {
+            body::decode::<ReactStepRequest>(&bytes).map(|(dto, unknown)| (Box::new(dto), unknown))
+        }
+    })
+    .await
+    .map_err(|e| {
+        let echo = Echo {
+            request_id: request_id.to_string(),
+            ..Echo::default()
+        };
+        ApiError::new(e.into(), echo)
+    })?;
+    decoded.map_err(|(message, fields)| {
+        ApiError::invalid(message, fields, echo_from_raw(bytes, request_id))
+    })
+}
+
+/// The request's log line names the provider and the model.
+fn record_model(input: &StepInput) {
+    // The model name is the client's text: a key pasted into it stays out of the log.
+    let model = crate::llm::redact_secrets(&input.llm.model, input.key.as_ref());
+    request_log::record(
+        &tracing::Span::current(),
+        [
+            (
+                "provider",
+                Some(&tracing::field::display(input.llm.provider)),
+            ),
+            ("model", Some(&model.as_str())),
+        ],
+    );
 }
 
 /// Runs `work` here, or on the CPU pool when it is `heavy`, there within `limit` (the step's

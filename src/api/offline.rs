@@ -31,10 +31,7 @@ pub fn step_input(body: &[u8]) -> Result<Box<StepInput>, String> {
     };
     convert::step_input(request, how)
         .map(Box::new)
-        .map_err(|fields| {
-            let names: Vec<&str> = fields.iter().map(|f| f.field.as_str()).collect();
-            format!("invalid fields: {}", names.join(", "))
-        })
+        .map_err(|fields| convert::invalid_fields(&fields))
 }
 
 /// The body of the 200 response for a step's output.

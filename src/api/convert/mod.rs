@@ -103,6 +103,12 @@ pub fn step_input(
     Ok(assemble(req, how, checked))
 }
 
+/// The message of the 400 that names the fields at fault.
+pub fn invalid_fields(fields: &[FieldError]) -> String {
+    let names: Vec<&str> = fields.iter().map(|f| f.field.as_str()).collect();
+    format!("invalid fields: {}", names.join(", "))
+}
+
 /// What the validators made of the request's parts.
 struct Checked {
     provider: Provider,
