@@ -32,28 +32,8 @@ pub struct Application {
 impl Application {
     pub fn build(config: &Config) -> std::io::Result<Self> {
         // First, so that a wrong table stops start-up before anything slow is done.
-        let prices = match &config.prices_file {
-            Some(path) => {
-                let prices = crate::prices::Prices::load(path).map_err(|e| {
-                    std::io::Error::new(
-                        std::io::ErrorKind::InvalidData,
-                        format!("REACTSTEP_PRICES_FILE {} {e}", path.display()),
-                    )
-                })?;
-                tracing::info!(models = prices.len(), "price table loaded");
-                prices
-            }
-            None => crate::prices::Prices::default(),
-        };
-        crate::runtime::heap_trim::fix_mmap_threshold();
-        crate::step::token_cache::configure(config.token_cache_mib);
-        crate::step::tokens::warm_up();
-        let released = crate::runtime::resident::release_compiled_in_data();
-        tracing::debug!(
-            mib = released >> 20,
-            "encoder tables built; their compiled-in source paged out"
-        );
-        crate::runtime::heap_trim::keep_trimming();
+        let prices = prices(config)?;
+        warm_up(config);
         let workers = match config.workers {
             0 => std::thread::available_parallelism().map_or(1, |n| usize::from(n).min(512)),
             n => n,
@@ -61,54 +41,7 @@ impl Application {
         let descriptors = descriptor_budget(config, workers);
         let listener = TcpListener::bind(config.bind)?;
         let port = listener.local_addr()?.port();
-        let memory = crate::runtime::memory_budget::MemoryBudget::new(config.memory_budget_bytes());
-        let llm = LlmClients::new(LlmSettings {
-            base_urls: provider_base_urls(config),
-            headers: provider_headers(config)?,
-            timeout: config.llm_timeout(),
-            retry: config.retry_policy(),
-            extra_roots: match &config.upstream_ca_file {
-                Some(path) => upstream_roots(path)?,
-                None => Vec::new(),
-            },
-            pools: config.upstream_pools.into(),
-            memory: memory.clone(),
-        })
-        .map_err(|e| clients_refused(config, &e))?;
-        let workspace = match &config.workspace_root {
-            Some(root) => Some(std::sync::Arc::new(
-                Workspace::new(root, config.workspace_max_file_bytes).map_err(|e| {
-                    std::io::Error::new(
-                        e.kind(),
-                        format!("REACTSTEP_WORKSPACE_ROOT {}: {e}", root.display()),
-                    )
-                })?,
-            )),
-            None => None,
-        };
-        let unplaced_providers = Provider::all()
-            .filter(|p| llm.base_url(*p).trim().is_empty())
-            .collect();
-        let state = web::Data::new(AppState {
-            llm,
-            max_body_bytes: config.max_body_bytes,
-            memory,
-            allow_mock_response: config.allow_mock_response,
-            workspace,
-            approximation_margin_percent: config.approximation_margin_percent,
-            stream_heartbeat: std::time::Duration::from_secs(config.stream_heartbeat_secs),
-            step_timeout: std::time::Duration::from_secs(config.step_timeout_secs),
-            api_tokens: config.api_tokens.clone().unwrap_or_default(),
-            rate_limits: rate_limits(config).map_err(std::io::Error::other)?,
-            trusted_proxies: api::TrustedProxies::new(config.trusted_proxies.0.clone()),
-            unplaced_providers,
-            prices,
-            allowed_base_urls: std::sync::Arc::new(
-                crate::api::AllowedBaseUrls::parse(&config.allowed_base_urls)
-                    .map_err(std::io::Error::other)?,
-            ),
-            step_slots: api::StepSlots::new(descriptors.steps),
-        });
+        let state = web::Data::new(app_state(config, prices, descriptors.steps)?);
         if !config.bind.ip().is_loopback() && config.api_tokens.is_none() {
             tracing::warn!(bind = %config.bind, "listening beyond loopback without REACTSTEP_API_TOKENS: anyone who can reach this address can spend the keys sent to it and use the service");
         }
@@ -164,6 +97,92 @@ impl Application {
     pub async fn run_until_stopped(self) -> std::io::Result<()> {
         self.server.await
     }
+}
+
+/// The operator's price table, if one is named: a table that is not exactly right stops
+/// start-up.
+fn prices(config: &Config) -> std::io::Result<crate::prices::Prices> {
+    let Some(path) = &config.prices_file else {
+        return Ok(crate::prices::Prices::default());
+    };
+    let prices = crate::prices::Prices::load(path).map_err(|e| {
+        std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!("REACTSTEP_PRICES_FILE {} {e}", path.display()),
+        )
+    })?;
+    tracing::info!(models = prices.len(), "price table loaded");
+    Ok(prices)
+}
+
+/// The heap's settings, the token-count cache and the token encoders, made ready before the
+/// first request.
+fn warm_up(config: &Config) {
+    crate::runtime::heap_trim::fix_mmap_threshold();
+    crate::step::token_cache::configure(config.token_cache_mib);
+    crate::step::tokens::warm_up();
+    let released = crate::runtime::resident::release_compiled_in_data();
+    tracing::debug!(
+        mib = released >> 20,
+        "encoder tables built; their compiled-in source paged out"
+    );
+    crate::runtime::heap_trim::keep_trimming();
+}
+
+/// What every handler shares: the LLM clients, the workspace, the limits and the prices.
+fn app_state(
+    config: &Config,
+    prices: crate::prices::Prices,
+    steps_in_flight: usize,
+) -> std::io::Result<AppState> {
+    let memory = crate::runtime::memory_budget::MemoryBudget::new(config.memory_budget_bytes());
+    let llm = LlmClients::new(LlmSettings {
+        base_urls: provider_base_urls(config),
+        headers: provider_headers(config)?,
+        timeout: config.llm_timeout(),
+        retry: config.retry_policy(),
+        extra_roots: match &config.upstream_ca_file {
+            Some(path) => upstream_roots(path)?,
+            None => Vec::new(),
+        },
+        pools: config.upstream_pools.into(),
+        memory: memory.clone(),
+    })
+    .map_err(|e| clients_refused(config, &e))?;
+    let workspace = match &config.workspace_root {
+        Some(root) => Some(std::sync::Arc::new(
+            Workspace::new(root, config.workspace_max_file_bytes).map_err(|e| {
+                std::io::Error::new(
+                    e.kind(),
+                    format!("REACTSTEP_WORKSPACE_ROOT {}: {e}", root.display()),
+                )
+            })?,
+        )),
+        None => None,
+    };
+    let unplaced_providers = Provider::all()
+        .filter(|p| llm.base_url(*p).trim().is_empty())
+        .collect();
+    Ok(AppState {
+        llm,
+        max_body_bytes: config.max_body_bytes,
+        memory,
+        allow_mock_response: config.allow_mock_response,
+        workspace,
+        approximation_margin_percent: config.approximation_margin_percent,
+        stream_heartbeat: std::time::Duration::from_secs(config.stream_heartbeat_secs),
+        step_timeout: std::time::Duration::from_secs(config.step_timeout_secs),
+        api_tokens: config.api_tokens.clone().unwrap_or_default(),
+        rate_limits: rate_limits(config).map_err(std::io::Error::other)?,
+        trusted_proxies: api::TrustedProxies::new(config.trusted_proxies.0.clone()),
+        unplaced_providers,
+        prices,
+        allowed_base_urls: std::sync::Arc::new(
+            crate::api::AllowedBaseUrls::parse(&config.allowed_base_urls)
+                .map_err(std::io::Error::other)?,
+        ),
+        step_slots: api::StepSlots::new(steps_in_flight),
+    })
 }
 
 /// The server, built from its parts as actix-web's `HttpServer::listen` builds it (same
@@ -243,9 +262,7 @@ fn descriptor_budget(config: &Config, workers: usize) -> crate::descriptors::Bud
     budget
 }
 
-/// Browsers on the configured origins may call the API (POST with a JSON body and the
-/// operator's bearer token); nothing is allowed when none is configured.
-/// In this process, or in Redis with `REACTSTEP_REDIS_URL`.
+/// The rate limits: in this process, or in Redis with `REACTSTEP_REDIS_URL`.
 fn rate_limits(config: &Config) -> Result<crate::api::RateLimits, String> {
     let (per_client, per_session) = (config.rate_limit_per_client, config.rate_limit_per_session);
     let Some(url) = &config.redis_url else {
@@ -266,6 +283,8 @@ fn rate_limits(config: &Config) -> Result<crate::api::RateLimits, String> {
         .map(|limits| limits.with_ipv6_prefix(config.rate_limit_ipv6_prefix))
 }
 
+/// Browsers on the configured origins may call the API (POST with a JSON body and the
+/// operator's bearer token); nothing is allowed when none is configured.
 fn cors(origins: &[String]) -> actix_cors::Cors {
     origins
         .iter()
@@ -324,8 +343,6 @@ fn provider_headers(
 /// A CA bundle holds a few hundred KiB at most (all of Mozilla's roots are about 200 KiB).
 const MAX_CA_FILE_BYTES: u64 = 16 * 1024 * 1024;
 
-/// The certificates of the operator's CA file; a file that holds none is a mistake worth
-/// refusing to start over, not a silent fall-back to the web roots.
 /// The HTTP clients could not be built: with a CA file, most likely one of its certificates,
 /// which reqwest reads only then (its error says only "builder error"; the cause is its source).
 fn clients_refused(config: &Config, e: &reqwest::Error) -> std::io::Error {
@@ -340,6 +357,8 @@ fn clients_refused(config: &Config, e: &reqwest::Error) -> std::io::Error {
     std::io::Error::new(std::io::ErrorKind::InvalidInput, message)
 }
 
+/// The certificates of the operator's CA file; a file that holds none is a mistake worth
+/// refusing to start over, not a silent fall-back to the web roots.
 fn upstream_roots(path: &std::path::Path) -> std::io::Result<Vec<reqwest::Certificate>> {
     let context = |what: String| {
         std::io::Error::new(
