@@ -64,94 +64,88 @@ fn latency() -> Histogram {
 
 impl Metrics {
     fn new() -> Self {
-        let mut registry = Registry::with_prefix("reactstep");
-        let requests = Family::<RequestLabels, Counter>::default();
-        let steps_in_flight = Gauge::default();
-        let step_seconds = latency();
-        let upstream_seconds = Family::<ProviderLabels, Histogram>::new_with_constructor(latency);
-        let retries = Family::<ProviderLabels, Counter>::default();
-        let tokens = Family::<KindLabels, Counter>::default();
-        let prompt_cache_tokens = Family::<KindLabels, Counter>::default();
-        let parse_outcomes = Family::<KindLabels, Counter>::default();
-        let context_items = Family::<KindLabels, Counter>::default();
-        let token_cache_lookups = Family::<KindLabels, Counter>::default();
-        let token_cache_bytes = Gauge::default();
-        let rate_limiter_unanswered = Family::<KindLabels, Counter>::default();
+        let mut metrics = Self {
+            registry: Registry::with_prefix("reactstep"),
+            requests: Family::<RequestLabels, Counter>::default(),
+            steps_in_flight: Gauge::default(),
+            step_seconds: latency(),
+            upstream_seconds: Family::<ProviderLabels, Histogram>::new_with_constructor(latency),
+            retries: Family::<ProviderLabels, Counter>::default(),
+            tokens: Family::<KindLabels, Counter>::default(),
+            prompt_cache_tokens: Family::<KindLabels, Counter>::default(),
+            parse_outcomes: Family::<KindLabels, Counter>::default(),
+            context_items: Family::<KindLabels, Counter>::default(),
+            token_cache_lookups: Family::<KindLabels, Counter>::default(),
+            token_cache_bytes: Gauge::default(),
+            rate_limiter_unanswered: Family::<KindLabels, Counter>::default(),
+        };
+        metrics.register();
+        metrics
+    }
+
+    /// Every family in the registry, in the order `/metrics` lists them.
+    fn register(&mut self) {
+        let registry = &mut self.registry;
         registry.register(
             "rate_limiter_unanswered",
             "Rate-limit checks the shared limiter (Redis) did not answer, by what became of the request (admitted, refused)",
-            rate_limiter_unanswered.clone(),
+            self.rate_limiter_unanswered.clone(),
         );
         registry.register(
             "token_cache_lookups",
             "Token counts asked of the cache, by kind (hit, miss)",
-            token_cache_lookups.clone(),
+            self.token_cache_lookups.clone(),
         );
         registry.register(
             "token_cache_bytes",
             "Bytes the token-count cache's entries take",
-            token_cache_bytes.clone(),
+            self.token_cache_bytes.clone(),
         );
         registry.register(
             "requests",
             "HTTP requests answered, by endpoint and status",
-            requests.clone(),
+            self.requests.clone(),
         );
         registry.register(
             "steps_in_flight",
             "Steps begun and not yet answered",
-            steps_in_flight.clone(),
+            self.steps_in_flight.clone(),
         );
         registry.register(
             "step_seconds",
             "Time to answer a step, from request to response",
-            step_seconds.clone(),
+            self.step_seconds.clone(),
         );
         registry.register(
             "upstream_seconds",
             "Time of one upstream attempt, by provider",
-            upstream_seconds.clone(),
+            self.upstream_seconds.clone(),
         );
         registry.register(
             "upstream_retries",
             "Upstream attempts retried, by provider",
-            retries.clone(),
+            self.retries.clone(),
         );
         registry.register(
             "tokens",
             "Tokens the providers reported, prompt and completion",
-            tokens.clone(),
+            self.tokens.clone(),
         );
         registry.register(
             "prompt_cache_tokens",
             "Prompt tokens the providers reported read from (read) or written to (write) their caches",
-            prompt_cache_tokens.clone(),
+            self.prompt_cache_tokens.clone(),
         );
         registry.register(
             "parse_outcomes",
             "What model outputs were read as",
-            parse_outcomes.clone(),
+            self.parse_outcomes.clone(),
         );
         registry.register(
             "context_items",
             "Context items and turns by their fate in the prompt",
-            context_items.clone(),
+            self.context_items.clone(),
         );
-        Self {
-            registry,
-            requests,
-            steps_in_flight,
-            step_seconds,
-            upstream_seconds,
-            retries,
-            tokens,
-            prompt_cache_tokens,
-            parse_outcomes,
-            context_items,
-            token_cache_lookups,
-            token_cache_bytes,
-            rate_limiter_unanswered,
-        }
     }
 
     pub fn count(family: &Family<KindLabels, Counter>, kind: &'static str, by: u64) {
