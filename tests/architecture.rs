@@ -36,7 +36,6 @@ const LAYERS: &[(&str, &[&str])] = &[
 /// What still breaks a rule while issue 31's moves land, each the start of a finding; a pattern
 /// that no longer matches anything must go, so the list only shrinks.
 const NOT_YET: &[&str] = &[
-    "src/driver/builtin.rs: fn register_builtins",
 ];
 
 const MOST_CODE_LINES: usize = 700;

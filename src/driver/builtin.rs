@@ -220,6 +220,12 @@ fn object(properties: Value, required: &[&str]) -> Value {
 
 /// Registers the built-in tools, the workspace's confined to `workspace`.
 pub fn register_builtins(registry: &mut ToolRegistry, workspace: Workspace) {
+    register_workspace_tools(registry, workspace);
+    register_plain_tools(registry);
+}
+
+/// The tools that read the workspace: a file, a folder's listing, a search of its lines.
+fn register_workspace_tools(registry: &mut ToolRegistry, workspace: Workspace) {
     let ws = workspace.clone();
     registry.register(
         "read_file",
@@ -256,6 +262,10 @@ pub fn register_builtins(registry: &mut ToolRegistry, workspace: Workspace) {
             true,
         ),
     );
+}
+
+/// The tools that need nothing but their arguments: arithmetic, text, and the final answer.
+fn register_plain_tools(registry: &mut ToolRegistry) {
     registry.register(
         "calculator",
         |a: &Map<String, Value>| {
