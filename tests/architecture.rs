@@ -33,11 +33,6 @@ const LAYERS: &[(&str, &[&str])] = &[
     ("loop driver", &["driver"]),
 ];
 
-/// What still breaks a rule while issue 31's moves land, each the start of a finding; a pattern
-/// that no longer matches anything must go, so the list only shrinks.
-const NOT_YET: &[&str] = &[
-];
-
 const MOST_CODE_LINES: usize = 700;
 const MOST_FUNCTION_LINES: usize = 80;
 const MOST_ORCHESTRATOR_LINES: usize = 500;
@@ -547,25 +542,10 @@ fn every_top_level_module_has_a_layer() {
 #[test]
 fn the_layout_keeps_its_rules() {
     let found = findings(&sources());
-    let new: Vec<&String> = found
-        .iter()
-        .filter(|f| !NOT_YET.iter().any(|known| f.starts_with(known)))
-        .collect();
     assert!(
-        new.is_empty(),
+        found.is_empty(),
         "the layout breaks its rules (docs/architecture.md):\n{}",
-        new.iter()
-            .map(|f| f.as_str())
-            .collect::<Vec<_>>()
-            .join("\n")
-    );
-    let mended: Vec<&&str> = NOT_YET
-        .iter()
-        .filter(|known| !found.iter().any(|f| f.starts_with(**known)))
-        .collect();
-    assert!(
-        mended.is_empty(),
-        "these keep the rules now; take them out of NOT_YET: {mended:?}"
+        found.join("\n")
     );
 }
 
