@@ -594,3 +594,88 @@ fn the_checker_sees_circles_back_edges_and_long_functions() {
     assert!(!found.iter().any(|f| f.contains("summary")), "{found:?}");
     assert_eq!(found.len(), 3, "{found:?}");
 }
+
+/// The paths of the repository that the README and the guides name outside code blocks, with
+/// the file and line that names each. The benchmarks' history is left out: it tells the past.
+fn named_paths() -> Vec<(String, String)> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut guides = vec![root.join("README.md")];
+    for entry in std::fs::read_dir(root.join("docs")).unwrap() {
+        let path = entry.unwrap().path();
+        let history = path.ends_with("benchmarks-history.md");
+        if path.extension().is_some_and(|e| e == "md") && !history {
+            guides.push(path);
+        }
+    }
+    let mut named = Vec::new();
+    for guide in guides {
+        let text = std::fs::read_to_string(&guide).unwrap();
+        let mut in_code = false;
+        for (n, line) in text.lines().enumerate() {
+            if line.trim_start().starts_with("```") {
+                in_code = !in_code;
+                continue;
+            }
+            if in_code {
+                continue;
+            }
+            let at = format!("{}:{}", guide.display(), n + 1);
+            named.extend(paths_in(line).into_iter().map(|p| (p, at.clone())));
+        }
+    }
+    named
+}
+
+/// `src/…`, `tests/…` and the other top folders' paths in a line of prose, as written.
+fn paths_in(line: &str) -> Vec<String> {
+    const TOPS: &[&str] = &[
+        "src/",
+        "tests/",
+        "benches/",
+        "examples/",
+        "scripts/",
+        "clients/",
+        "deploy/",
+        "fuzz/",
+        "docs/",
+    ];
+    let is_path_char = |c: char| c.is_ascii_alphanumeric() || "_./-<>{}*".contains(c);
+    let mut found = Vec::new();
+    for (i, _) in line.char_indices() {
+        let before = line[..i].chars().next_back();
+        if before.is_some_and(|c| is_path_char(c) || c == '/') {
+            continue;
+        }
+        if let Some(top) = TOPS.iter().find(|top| line[i..].starts_with(**top)) {
+            let path: String = line[i + top.len()..]
+                .chars()
+                .take_while(|c| is_path_char(*c))
+                .collect();
+            let path = format!("{top}{}", path.trim_end_matches(['.', ',', ':']));
+            if !path.contains(['<', '{', '*']) {
+                found.push(path);
+            }
+        }
+    }
+    found
+}
+
+#[test]
+fn the_guides_name_only_files_that_exist() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let named = named_paths();
+    assert!(
+        named.iter().any(|(p, _)| p == "src/llm/registry.rs"),
+        "adding-a-provider.md names the registry: the scan reads the guides"
+    );
+    let missing: Vec<String> = named
+        .iter()
+        .filter(|(path, _)| !root.join(path).exists())
+        .map(|(path, at)| format!("{at}: {path}"))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "the guides name files that do not exist:\n{}",
+        missing.join("\n")
+    );
+}
