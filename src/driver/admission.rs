@@ -1,7 +1,7 @@
 //! Which tools a loop may declare, judged as the service will judge the request: at most
 //! `MAX_TOOLS` in all, a name it accepts, a description of at most `MAX_TOOL_DESCRIPTION_CHARS`
 //! characters, and a parameters schema that compiles within the cost bounds, alone and with the
-//! others (`step/schema_limits.rs`). An MCP server's tools are admitted one by one before the
+//! others (`step/tools/schema_limits.rs`). An MCP server's tools are admitted one by one before the
 //! first step, so a tool the service would refuse is left out at start, with the reason,
 //! instead of failing every step with 400.
 
@@ -9,7 +9,7 @@ use serde_json::Value;
 
 use super::registry::ToolRegistry;
 use crate::api::{tool_name_refusal, MAX_TOOLS, MAX_TOOL_DESCRIPTION_CHARS};
-use crate::step::schema_limits::Totals;
+use crate::step::tools::schema_limits::Totals;
 use crate::step::tools::{Catalog, ToolSpec};
 
 /// Why a tool is left out.

@@ -28,7 +28,6 @@ pub mod parse;
 pub mod prompt;
 mod provider_count;
 mod reply;
-pub mod schema_limits;
 mod summary;
 pub mod token_cache;
 pub mod tokens;

@@ -491,7 +491,7 @@ fn remembered_names_in(segment: &str) -> Arc<[String]> {
     crate::runtime::memo::remembered(&NAMES, &[segment], || names_in(segment).into())
 }
 
-/// The first of [`names_in`], found without reading the rest of the segment.
+/// The first of `names_in`, found without reading the rest of the segment.
 pub fn first_name_in(segment: &str) -> Option<&str> {
     line_names(segment)
         .next()
