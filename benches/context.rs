@@ -7,11 +7,11 @@ use std::hint::black_box;
 
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion};
 use reactstep::llm::Provider;
-use reactstep::step::budget::{fit, marker_reserve, Candidates, DEFAULT_ORDER};
+use reactstep::step::context::budget::{fit, marker_reserve, Candidates, DEFAULT_ORDER};
+use reactstep::step::context::prompt::system_head;
+use reactstep::step::context::tokens::TokenCounter;
 use reactstep::step::context::{ContextItem, ContextSource};
 use reactstep::step::history::{Role, Turn};
-use reactstep::step::prompt::system_head;
-use reactstep::step::tokens::TokenCounter;
 
 /// Realistic source text of about `bytes` bytes.
 fn code(bytes: usize, seed: usize) -> String {
@@ -138,7 +138,7 @@ fn bench_case(c: &mut Criterion, name: &str, case: &Case) {
 }
 
 fn clear_cache() {
-    if let Some(cache) = reactstep::step::token_cache::global() {
+    if let Some(cache) = reactstep::step::context::token_cache::global() {
         cache.clear();
     }
 }

@@ -78,11 +78,13 @@ fn earlier() -> Vec<Value> {
 /// growing by a call and a 1.5 KB observation.
 mod context {
     use reactstep::llm::Provider;
-    use reactstep::step::budget::{fit, marker_reserve, Candidates, Prompt, DEFAULT_ORDER};
+    use reactstep::step::context::budget::{
+        fit, marker_reserve, Candidates, Prompt, DEFAULT_ORDER,
+    };
+    use reactstep::step::context::prompt::system_head;
+    use reactstep::step::context::tokens::TokenCounter;
     use reactstep::step::context::{ContextItem, ContextSource};
     use reactstep::step::history::{Role, Turn};
-    use reactstep::step::prompt::system_head;
-    use reactstep::step::tokens::TokenCounter;
 
     /// The benchmark's source text.
     fn code(bytes: usize, seed: usize) -> String {
@@ -191,11 +193,11 @@ fn measured_context_phase(steps: &context::Loop, step: usize) -> usize {
 }
 
 fn context_phase(step: usize, rounds: usize) {
-    reactstep::step::tokens::warm_up();
+    reactstep::step::context::tokens::warm_up();
     let steps = context::Loop::new();
     let mut used = 0;
     for _ in 0..rounds {
-        if let Some(cache) = reactstep::step::token_cache::global() {
+        if let Some(cache) = reactstep::step::context::token_cache::global() {
             cache.clear();
         }
         for k in 0..step - 1 {
@@ -232,7 +234,7 @@ fn main() {
         memory: reactstep::runtime::memory_budget::MemoryBudget::unlimited(),
     })
     .unwrap();
-    reactstep::step::tokens::warm_up();
+    reactstep::step::context::tokens::warm_up();
     let bodies: Vec<Vec<u8>> = match mode {
         "loop" => {
             let mut history = earlier();

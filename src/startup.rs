@@ -21,7 +21,7 @@ use tracing_actix_web::TracingLogger;
 use crate::api::{self, AppState};
 use crate::config::Config;
 use crate::llm::{LlmClients, LlmSettings, Provider};
-use crate::step::workspace::Workspace;
+use crate::step::context::workspace::Workspace;
 use reqwest::header::{HeaderName, HeaderValue};
 
 pub struct Application {
@@ -119,8 +119,8 @@ fn prices(config: &Config) -> std::io::Result<crate::prices::Prices> {
 /// first request.
 fn warm_up(config: &Config) {
     crate::runtime::heap_trim::fix_mmap_threshold();
-    crate::step::token_cache::configure(config.token_cache_mib);
-    crate::step::tokens::warm_up();
+    crate::step::context::token_cache::configure(config.token_cache_mib);
+    crate::step::context::tokens::warm_up();
     let released = crate::runtime::resident::release_compiled_in_data();
     tracing::debug!(
         mib = released >> 20,

@@ -4,11 +4,11 @@
 
 use proptest::prelude::*;
 use reactstep::llm::Provider;
-use reactstep::step::budget::{fit, marker_reserve, Candidates, DEFAULT_ORDER};
+use reactstep::step::context::budget::{fit, marker_reserve, Candidates, DEFAULT_ORDER};
+use reactstep::step::context::prompt::system_head;
+use reactstep::step::context::tokens::{TokenCounter, PER_MESSAGE_OVERHEAD, REPLY_PRIMING};
 use reactstep::step::context::{ContextItem, ContextSource};
 use reactstep::step::history::{Role, Turn};
-use reactstep::step::prompt::system_head;
-use reactstep::step::tokens::{TokenCounter, PER_MESSAGE_OVERHEAD, REPLY_PRIMING};
 
 /// Code-like text, arbitrary Unicode, and long unbroken runs.
 fn text(max: usize) -> impl Strategy<Value = String> {
@@ -95,7 +95,7 @@ proptest! {
             omission_reserve: reserve,
             tags: &reactstep::step::parse::Tags::default(),
             native: false,
-            notice: last_step.then_some(reactstep::step::prompt::LAST_STEP),
+            notice: last_step.then_some(reactstep::step::context::prompt::LAST_STEP),
         };
         match fit(&counter, budget, &candidates) {
             Ok(fitted) => {

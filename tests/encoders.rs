@@ -5,7 +5,7 @@
 
 mod support;
 
-use reactstep::step::tokens::Encoding;
+use reactstep::step::context::tokens::Encoding;
 use serde_json::{json, Value};
 
 use support::app::spawn_app;

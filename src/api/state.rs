@@ -15,7 +15,7 @@ pub struct AppState {
     /// What bodies (and, through the LLM clients, replies) are held against.
     pub memory: Arc<crate::runtime::memory_budget::MemoryBudget>,
     pub allow_mock_response: bool,
-    pub workspace: Option<Arc<crate::step::workspace::Workspace>>,
+    pub workspace: Option<Arc<crate::step::context::workspace::Workspace>>,
     pub approximation_margin_percent: Option<u32>,
     /// How long one step may take in all.
     pub step_timeout: std::time::Duration,

@@ -1,6 +1,6 @@
 //! Opening a path beneath a directory descriptor, resolved and opened in one step, so that
 //! nothing the path names can be swapped between a check and the open. The service's workspace
-//! (`step/workspace.rs`) and the driver's file tools (`driver/workspace.rs`) both open through it.
+//! (`step/context/workspace.rs`) and the driver's file tools (`driver/workspace.rs`) both open through it.
 //!
 //! `openat2(2)` with `RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS` does it in
 //! the kernel. Where it is missing (kernels before 5.6: `ENOSYS`) or a seccomp filter refuses it

@@ -86,9 +86,11 @@ not a mapping line";
     #[test]
     #[cfg(target_os = "linux")]
     fn the_encoders_still_count_after_their_tables_are_paged_out() {
-        crate::step::tokens::warm_up();
-        let counter =
-            crate::step::tokens::TokenCounter::for_model(crate::llm::Provider::OPENAI, "gpt-4o");
+        crate::step::context::tokens::warm_up();
+        let counter = crate::step::context::tokens::TokenCounter::for_model(
+            crate::llm::Provider::OPENAI,
+            "gpt-4o",
+        );
         let before = counter.count("fn main() { println!(\"hello\"); }");
         assert!(
             release_compiled_in_data() > 0,

@@ -1,9 +1,9 @@
 //! The chat request for a fitted prompt, and what the provider needs to cache its stable part.
 
-use super::budget;
+use super::context::budget;
+use super::context::prompt;
 use super::fit::Shape;
 use super::input::StepInput;
-use super::prompt;
 use crate::llm::{ChatMessage, ChatRequest, PromptCache};
 
 /// The chat request for a fitted prompt's system text and messages.

@@ -3,17 +3,18 @@
 //! are left.
 
 use super::chat_request::{chat_request, prompt_cache};
+use super::context::tokens::{self, TokenCounter};
+use super::context::truncate;
 use super::decide::{self, Valid};
 use super::error::{StepError, StepErrorKind};
 use super::fit::{Built, Shape};
 use super::input::StepInput;
 use super::live::{stream_call, stream_mock, tell, Live, LiveSender};
+use super::parse;
 use super::reply::{
     carriable, count_outcome, finish_reason, raw_output, read_output, returnable_calls, shortfall,
 };
-use super::tokens::{self, TokenCounter};
 use super::usage::{add_usage, margin_check, own_count, Billed};
-use super::{parse, truncate};
 use crate::llm::{
     ChatMessage, ChatRequest, Completion, FinishReason, LlmClients, LlmError, ReasoningState, Usage,
 };

@@ -5,8 +5,8 @@
 
 use serde_json::{Map, Value};
 
+use super::context::prompt::{ARGUMENT_PLACEHOLDER, TOOL_PLACEHOLDER, VALUE_PLACEHOLDER};
 use super::parse::{self, thought_warnings, Decision, Parsed, Tags};
-use super::prompt::{ARGUMENT_PLACEHOLDER, TOOL_PLACEHOLDER, VALUE_PLACEHOLDER};
 use super::tools::{type_name_of, Catalog};
 use crate::llm::{ChatMessage, ChatRole, NativeCall};
 

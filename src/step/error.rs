@@ -1,6 +1,6 @@
 //! How a step fails, with what it spent and the prompt it failed with.
 
-use super::budget::Overflow;
+use super::context::budget::Overflow;
 use super::context::ContextReport;
 use crate::llm::{LlmError, Usage};
 

@@ -1,6 +1,7 @@
 //! The step's answer: from a valid output, from a `/tool` command, or a dry run's prompt; and
 //! the conversation it hands back.
 
+use super::context::tokens::TokenCounter;
 use super::context::ContextReport;
 use super::converse::Ledger;
 use super::decide::Valid;
@@ -10,7 +11,6 @@ use super::input::StepInput;
 use super::limits;
 use super::output::{Outcome, PromptPreview, StepOutput, Termination};
 use super::parse;
-use super::tokens::TokenCounter;
 use crate::llm::ReasoningState;
 
 /// The prompt a dry run shows, and no call.

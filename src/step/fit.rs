@@ -2,13 +2,14 @@
 //! (on the CPU pool unless the request is small, reading the workspace first), the summary that
 //! stands for omitted turns, and the warnings about what was left out.
 
-use super::budget::{self, Candidates, Overflow};
+use super::context::budget::{self, Candidates, Overflow};
+use super::context::tokens::TokenCounter;
 use super::context::{self, ContextItem, ContextSource, Excluded};
+use super::context::{prompt, summary, workspace};
 use super::error::{StepError, StepErrorKind};
 use super::input::{ConversationSummary, HistoryStrategy, StepInput};
-use super::tokens::TokenCounter;
+use super::parse;
 use super::usage::Billed;
-use super::{parse, prompt, summary, workspace};
 use crate::llm::{LlmClients, Usage};
 use crate::runtime::cpu;
 

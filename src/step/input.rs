@@ -2,11 +2,12 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::context::tokens::Encoding;
+use super::context::workspace;
 use super::context::{ContextItem, ContextSource, Excluded};
 use super::decide::ReactSettings;
 use super::history::Turn;
-use super::tokens::Encoding;
-use super::{tools, workspace};
+use super::tools;
 use crate::llm::{ApiKey, Provider};
 
 #[derive(Debug, Clone)]

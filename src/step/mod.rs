@@ -3,14 +3,14 @@
 //! return the thought, the decision and the updated conversation.
 //!
 //! The phases, each in its own file: the request arrives as a [`StepInput`] (`input.rs`); the
-//! prompt is fitted into the budget (`fit.rs`, with `summary.rs` for omitted turns) and, for a
-//! model whose tokenizer is not public, checked against the provider's own count
-//! (`provider_count.rs`); the model is called with it (`chat_request.rs`, `converse.rs`, with
-//! `live.rs` streaming to the client and `reply.rs` reading what came back), and what the calls
-//! billed is summed (`usage.rs`); the answer is a [`StepOutput`] (`finish.rs`, `output.rs`) or a
-//! [`StepError`] (`error.rs`).
+//! prompt is fitted into the budget (`fit.rs`, from what `context/` builds: the items, the token
+//! counts, the prompt's text, the summary of omitted turns) and, for a model whose tokenizer is
+//! not public, checked against the provider's own count (`provider_count.rs`); the model is
+//! called with it (`chat_request.rs`, `converse.rs`, with `live.rs` streaming to the client and
+//! `reply.rs` reading what came back: `parse/` reads the output, `decide.rs` judges it against
+//! the tools of `tools/`), and what the calls billed is summed (`usage.rs`); the answer is a
+//! [`StepOutput`] (`finish.rs`, `output.rs`) or a [`StepError`] (`error.rs`).
 
-pub mod budget;
 mod chat_request;
 pub mod context;
 mod converse;
@@ -22,19 +22,12 @@ pub mod history;
 mod input;
 mod limits;
 mod live;
-mod margin;
 mod output;
 pub mod parse;
-pub mod prompt;
 mod provider_count;
 mod reply;
-mod summary;
-pub mod token_cache;
-pub mod tokens;
 pub mod tools;
-pub mod truncate;
 mod usage;
-pub mod workspace;
 
 pub use decide::Call;
 pub use error::{StepError, StepErrorKind};
@@ -43,11 +36,11 @@ pub use live::{Live, LiveSender};
 pub use output::{Outcome, PromptPreview, StepOutput, Termination};
 
 use crate::llm::{LlmClients, Usage};
+use context::tokens::TokenCounter;
 use converse::{converse_once, Conversed};
 use finish::{command_step, dry_run, finish_step};
 use fit::{fit_prompt, Shape};
 use provider_count::{exact_count, refit, Refusal};
-use tokens::TokenCounter;
 use usage::Billed;
 
 /// One step, answered by its deadline whatever the upstream does.

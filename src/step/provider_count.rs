@@ -3,6 +3,7 @@
 //! a refusal as too long that says the prompt's size.
 
 use super::chat_request::{chat_request, prompt_cache};
+use super::context::tokens::TokenCounter;
 use super::converse::{converse_once, Conversed, Ledger};
 use super::decide::Valid;
 use super::error::StepError;
@@ -10,7 +11,6 @@ use super::fit::{fit_prompt, Built, Shape};
 use super::input::StepInput;
 use super::live::LiveSender;
 use super::parse;
-use super::tokens::TokenCounter;
 use super::usage::Billed;
 use crate::llm::{LlmClients, LlmError};
 

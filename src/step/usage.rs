@@ -1,7 +1,7 @@
 //! What the step's model calls billed: their sum, the service's own count when a provider
 //! reports none, and the check of the approximate count against the provider's.
 
-use super::tokens::TokenCounter;
+use super::context::tokens::TokenCounter;
 use crate::llm::{Completion, Usage};
 
 /// The usage of the calls a step has made so far, where the deadline that stops the step

@@ -27,7 +27,7 @@ pub const DEFAULT_MAX_ITERATIONS: u32 = 10;
 const DEFAULT_MAX_OBSERVATION_TOKENS: u32 = 2000;
 
 pub struct Conversion {
-    pub workspace: Option<std::sync::Arc<crate::step::workspace::Workspace>>,
+    pub workspace: Option<std::sync::Arc<crate::step::context::workspace::Workspace>>,
     pub allow_mock_response: bool,
     pub approximation_margin_percent: Option<u32>,
     pub allowed_base_urls: std::sync::Arc<super::base_urls::AllowedBaseUrls>,

@@ -3,10 +3,10 @@
 
 use serde_json::Value;
 
-use super::history::{write_call, Role, Turn};
-use super::parse::Tags;
-use super::tools::first_name_in;
 use crate::llm::{ChatMessage, ChatRole, ToolUse};
+use crate::step::history::{write_call, Role, Turn};
+use crate::step::parse::Tags;
+use crate::step::tools::first_name_in;
 
 /// The stop sequence that keeps the model from writing the tool's result itself.
 pub fn observation_stop(tags: &Tags) -> String {

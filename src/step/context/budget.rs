@@ -11,9 +11,7 @@
 //! pre-token crosses, so its count is the sum of its parts; an item too large to fit is never
 //! tokenised in full.
 
-use super::context::{ContextItem, ContextReport, ContextSource, Excluded, Fate, ReportItem};
-use super::history::{Role, Turn};
-use super::parse::Tags;
+use super::items::{ContextItem, ContextReport, ContextSource, Excluded, Fate, ReportItem};
 use super::prompt::{
     chat_messages, render_native, render_turn, step_tail, Costed, CONTEXT_HEADING, FILLER_FIRST,
     FILLER_LAST, JOIN,
@@ -21,6 +19,8 @@ use super::prompt::{
 use super::tokens::{TokenCounter, PER_MESSAGE_OVERHEAD, REPLY_PRIMING};
 use super::truncate::{self, Frame};
 use crate::llm::ChatMessage;
+use crate::step::history::{Role, Turn};
+use crate::step::parse::Tags;
 
 /// The default order in which sources get what the mandatory parts leave.
 pub const DEFAULT_ORDER: [ContextSource; 5] = [

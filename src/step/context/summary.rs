@@ -3,13 +3,13 @@
 //! sends it back, and as long as it covers every omitted turn no call is made again, so memory
 //! carries across a stateless loop at the cost of one call per growth of the omitted part.
 
-use super::history::Turn;
-use super::input::{ConversationSummary, StepInput};
-use super::parse::Tags;
 use super::prompt::render_turn;
 use super::tokens::{TokenCounter, PER_MESSAGE_OVERHEAD, REPLY_PRIMING};
 use super::truncate;
 use crate::llm::{ChatMessage, ChatRequest, ChatRole, LlmClients, LlmError, Usage};
+use crate::step::history::Turn;
+use crate::step::input::{ConversationSummary, StepInput};
+use crate::step::parse::Tags;
 
 /// The most a summary may take of the prompt.
 const SUMMARY_MAX_TOKENS: u32 = 400;

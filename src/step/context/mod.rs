@@ -1,0 +1,16 @@
+//! What builds the prompt's context: the items the client sends and their report, the token
+//! counts (with their cache and the margin for tokenizers that are not public), the fit into the
+//! budget with truncation, the prompt's text, the summary of omitted turns, and the workspace
+//! that items named without content are read from.
+
+pub mod budget;
+mod items;
+mod margin;
+pub mod prompt;
+pub(super) mod summary;
+pub mod token_cache;
+pub mod tokens;
+pub(super) mod truncate;
+pub mod workspace;
+
+pub use items::{dedupe, ContextItem, ContextReport, ContextSource, Excluded, Fate, ReportItem};
