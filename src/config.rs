@@ -2,6 +2,7 @@
 //! with defaults in code so that `cargo run --release` needs no configuration at all.
 
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::Duration;
 
 use clap::Parser;
@@ -396,6 +397,21 @@ impl Config {
         }
     }
 
+    /// How long one step may take in all.
+    pub fn step_timeout(&self) -> Duration {
+        Duration::from_secs(self.step_timeout_secs)
+    }
+
+    /// Between comment lines on a quiet event stream.
+    pub fn stream_heartbeat(&self) -> Duration {
+        Duration::from_secs(self.stream_heartbeat_secs)
+    }
+
+    /// How long one rate-limit check may wait for Redis.
+    pub fn redis_timeout(&self) -> Duration {
+        Duration::from_millis(self.redis_timeout_ms)
+    }
+
     pub fn llm_timeout(&self) -> Duration {
         Duration::from_secs(self.llm_timeout_secs)
     }
@@ -415,10 +431,7 @@ impl Config {
     /// whole step, with room to spare. Past it, nothing legitimate is under way, yet actix would
     /// wait on a later request's head (it times only the first) for as long as it trickles in.
     pub fn connection_quiet_limit(&self) -> Duration {
-        self.head_timeout()
-            + self.client_timeout()
-            + Duration::from_secs(self.step_timeout_secs)
-            + Duration::from_secs(5)
+        self.head_timeout() + self.client_timeout() + self.step_timeout() + Duration::from_secs(5)
     }
 
     pub fn retry_policy(&self) -> crate::llm::RetryPolicy {
@@ -426,6 +439,50 @@ impl Config {
             retries: self.retries,
             base: Duration::from_millis(self.retry_base_ms),
             cap: Duration::from_millis(self.retry_cap_ms),
+        }
+    }
+}
+
+/// What every request is served under, made once at start-up from the flags and shared (by
+/// `Arc`) by the handlers and each request's conversion: its limits and switches, the workspace,
+/// durations as `Duration`. What start-up alone reads (the listener, the upstream clients, the
+/// rate limits) it builds from the flags themselves.
+#[derive(Debug)]
+pub struct Settings {
+    /// Largest request body accepted, in bytes; larger bodies get 413.
+    pub max_body_bytes: u64,
+    /// How long a request's body may take to arrive, from when it is first read.
+    pub client_timeout: Duration,
+    /// Whether requests may carry `mock_response`.
+    pub allow_mock_response: bool,
+    /// Where context named without content may be read from, when the operator allows it.
+    pub workspace: Option<Arc<crate::step::context::workspace::Workspace>>,
+    /// The operator's margin for models whose tokenizer is not public; `None` keeps the margin
+    /// calibrated for the model's family.
+    pub approximation_margin_percent: Option<u32>,
+    /// How long one step may take in all.
+    pub step_timeout: Duration,
+    /// Between comment lines on a quiet event stream.
+    pub stream_heartbeat: Duration,
+    /// Tokens a client must present; empty means none is asked for.
+    pub api_tokens: ApiTokens,
+}
+
+impl Settings {
+    /// The settings of `config`, with the workspace start-up opened at `REACTSTEP_WORKSPACE_ROOT`.
+    pub fn new(
+        config: &Config,
+        workspace: Option<Arc<crate::step::context::workspace::Workspace>>,
+    ) -> Self {
+        Self {
+            max_body_bytes: config.max_body_bytes,
+            client_timeout: config.client_timeout(),
+            allow_mock_response: config.allow_mock_response,
+            workspace,
+            approximation_margin_percent: config.approximation_margin_percent,
+            step_timeout: config.step_timeout(),
+            stream_heartbeat: config.stream_heartbeat(),
+            api_tokens: config.api_tokens.clone().unwrap_or_default(),
         }
     }
 }

@@ -19,7 +19,7 @@ use actix_web::{web, App};
 use tracing_actix_web::TracingLogger;
 
 use crate::api::{self, AppState};
-use crate::config::Config;
+use crate::config::{Config, Settings};
 use crate::llm::{LlmClients, LlmSettings, Provider};
 use crate::step::context::workspace::Workspace;
 use reqwest::header::{HeaderName, HeaderValue};
@@ -51,7 +51,6 @@ impl Application {
             .map(|o| o.trim().to_string())
             .filter(|o| !o.is_empty())
             .collect();
-        let body_timeout = api::protocol::BodyTimeout(config.client_timeout());
         let app = move || {
             App::new()
                 .wrap(actix_web::middleware::Condition::new(
@@ -75,7 +74,6 @@ impl Application {
                     }
                 })
                 .app_data(state.clone())
-                .app_data(body_timeout)
                 .configure(api::routes)
                 .default_service(api::default_service())
         };
@@ -160,27 +158,21 @@ fn app_state(
         )),
         None => None,
     };
-    let unplaced_providers = Provider::all()
+    let unplaced = Provider::all()
         .filter(|p| llm.base_url(*p).trim().is_empty())
         .collect();
     Ok(AppState {
+        settings: std::sync::Arc::new(Settings::new(config, workspace)),
         llm,
-        max_body_bytes: config.max_body_bytes,
         memory,
-        allow_mock_response: config.allow_mock_response,
-        workspace,
-        approximation_margin_percent: config.approximation_margin_percent,
-        stream_heartbeat: std::time::Duration::from_secs(config.stream_heartbeat_secs),
-        step_timeout: std::time::Duration::from_secs(config.step_timeout_secs),
-        api_tokens: config.api_tokens.clone().unwrap_or_default(),
         rate_limits: rate_limits(config).map_err(std::io::Error::other)?,
         trusted_proxies: api::TrustedProxies::new(config.trusted_proxies.0.clone()),
-        unplaced_providers,
         prices,
-        allowed_base_urls: std::sync::Arc::new(
-            crate::api::AllowedBaseUrls::parse(&config.allowed_base_urls)
+        destinations: std::sync::Arc::new(api::Destinations {
+            allowed: api::AllowedBaseUrls::parse(&config.allowed_base_urls)
                 .map_err(std::io::Error::other)?,
-        ),
+            unplaced,
+        }),
         step_slots: api::StepSlots::new(steps_in_flight),
     })
 }
@@ -272,7 +264,7 @@ fn rate_limits(config: &Config) -> Result<crate::api::RateLimits, String> {
     let settings = crate::api::SharedSettings {
         url: url.0.clone(),
         fail_open: config.redis_fail_open,
-        timeout: std::time::Duration::from_millis(config.redis_timeout_ms),
+        timeout: config.redis_timeout(),
         key_prefix: config.redis_key_prefix.clone(),
     };
     tracing::info!(

@@ -66,19 +66,15 @@ pub async fn prepare(
         body_held: Some(std::sync::Arc::new(held)),
     };
     let how = Conversion {
-        workspace: state.workspace.clone(),
-        allow_mock_response: state.allow_mock_response,
-        approximation_margin_percent: state.approximation_margin_percent,
-        allowed_base_urls: state.allowed_base_urls.clone(),
-        unplaced_providers: state.unplaced_providers.clone(),
-        step_timeout: state.step_timeout,
+        settings: state.settings.clone(),
+        destinations: state.destinations.clone(),
         session_id,
         received_at,
         unknown,
     };
     // Declared tools mean schemas to compile: bounded, yet not a worker's job.
     let heavy = large || dto.tools.as_ref().is_some_and(|t| !t.is_empty());
-    let converted = off_worker_if(heavy, state.step_timeout, move || {
+    let converted = off_worker_if(heavy, state.settings.step_timeout, move || {
         convert::step_input(*dto, how).map(Box::new)
     })
     .await
@@ -110,14 +106,15 @@ async fn admit_body(
         request_id: request_id.to_string(),
         ..Echo::default()
     };
-    if !authorized(req, &state.api_tokens) {
+    if !authorized(req, &state.settings.api_tokens) {
         return Err(ApiError::new(ErrorKind::Unauthorized, bare_echo()));
     }
     // Who sent it, read once: for its rate limit and its share of the CPU pool.
     let client = state.trusted_proxies.client_of(req);
     admit_client(client.clone(), state, request_id).await?;
     body::check_content_type(req).map_err(|kind| ApiError::new(kind, bare_echo()))?;
-    let (bytes, held) = body::read(req, payload, state.max_body_bytes, &state.memory)
+    let (limit, timeout) = (state.settings.max_body_bytes, state.settings.client_timeout);
+    let (bytes, held) = body::read(req, payload, limit, timeout, &state.memory)
         .await
         .map_err(|kind| ApiError::new(kind, bare_echo()))?;
     cpu::classify(cpu::Job {
@@ -135,7 +132,7 @@ async fn decode(
     state: &AppState,
     request_id: &str,
 ) -> Result<(Box<ReactStepRequest>, Unknown), ApiError> {
-    let decoded = off_worker_if(large, state.step_timeout, {
+    let decoded = off_worker_if(large, state.settings.step_timeout, {
         let bytes = bytes.clone();
         // Boxed, as is the input below: the handler's future keeps room for its largest state
         // for as long as the step waits on the model.
@@ -254,7 +251,7 @@ fn client_digest(req: &HttpRequest, state: &AppState, client: Option<&Client>) -
     use std::hash::{BuildHasher, Hash, Hasher};
     let mut hasher = foldhash::fast::FixedState::default().build_hasher();
     // The token as `authorized` reads it: spacing does not make one client several.
-    match bearer_token(req).filter(|_| !state.api_tokens.0.is_empty()) {
+    match bearer_token(req).filter(|_| !state.settings.api_tokens.0.is_empty()) {
         Some(token) => token.hash(&mut hasher),
         None => client.hash(&mut hasher),
     }

@@ -6,6 +6,17 @@
 
 use reqwest::Url;
 
+use crate::llm::Provider;
+
+/// Where a request may send its LLM call, made once at start-up: the base URLs it may name, and
+/// the providers it must name one for (the operator gave them none and they have no default,
+/// as Azure).
+#[derive(Debug, Default)]
+pub struct Destinations {
+    pub allowed: AllowedBaseUrls,
+    pub unplaced: Vec<Provider>,
+}
+
 #[derive(Debug, Default, Clone)]
 pub struct AllowedBaseUrls {
     exact: Vec<String>,

@@ -10,7 +10,6 @@ use futures_util::StreamExt;
 use serde::de::DeserializeOwned;
 
 use super::error::ErrorKind;
-use super::protocol::BodyTimeout;
 use super::response::FieldError;
 use super::unknown_fields::{Noting, Unknown};
 use crate::runtime::memory_budget::{Held, MemoryBudget};
@@ -50,11 +49,9 @@ pub async fn read(
     req: &HttpRequest,
     payload: web::Payload,
     limit: u64,
+    timeout: Duration,
     memory: &Arc<MemoryBudget>,
 ) -> Result<(web::Bytes, Held), ErrorKind> {
-    let timeout = req
-        .app_data::<BodyTimeout>()
-        .map_or(Duration::from_secs(30), |t| t.0);
     tokio::time::timeout(timeout, collect(req, payload, limit, memory))
         .await
         .unwrap_or(Err(ErrorKind::RequestTimeout {

@@ -50,7 +50,7 @@ pub async fn providers(
     id: RequestId,
     state: web::Data<AppState>,
 ) -> Result<HttpResponse, ApiError> {
-    if !authorized(&req, &state.api_tokens) {
+    if !authorized(&req, &state.settings.api_tokens) {
         let echo = Echo {
             request_id: super::request_log::request_id_of(&req, id),
             ..Echo::default()

@@ -24,7 +24,7 @@ mod unknown_fields;
 
 use actix_web::{guard, web};
 
-pub use base_urls::AllowedBaseUrls;
+pub use base_urls::{AllowedBaseUrls, Destinations};
 pub use client_address::TrustedProxies;
 pub use error::{ApiError, ErrorKind};
 pub use handlers::OPENAPI_YAML;

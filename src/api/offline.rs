@@ -2,12 +2,12 @@
 //! decoded, validated and converted into a step's input as the handlers do, and a step's
 //! output rendered as the response body. Nothing here reaches a network or the disk.
 
-use std::sync::Arc;
-use std::time::Duration;
+use std::sync::{Arc, OnceLock};
 
 use super::convert::{self, Conversion};
 use super::request::ReactStepRequest;
 use super::response::ReactStepResponse;
+use crate::config::{Config, Settings};
 use crate::step::history::timestamp_now;
 use crate::step::{StepInput, StepOutput};
 
@@ -16,12 +16,8 @@ pub fn step_input(body: &[u8]) -> Result<Box<StepInput>, String> {
     let (request, unknown): (ReactStepRequest, _) =
         super::body::decode(body).map_err(|(message, _)| message)?;
     let how = Conversion {
-        workspace: None,
-        allow_mock_response: true,
-        approximation_margin_percent: None,
-        allowed_base_urls: Arc::default(),
-        unplaced_providers: Arc::from([]),
-        step_timeout: Duration::from_secs(120),
+        settings: defaults(),
+        destinations: Arc::default(),
         session_id: request
             .session_id
             .clone()
@@ -32,6 +28,15 @@ pub fn step_input(body: &[u8]) -> Result<Box<StepInput>, String> {
     convert::step_input(request, how)
         .map(Box::new)
         .map_err(|fields| convert::invalid_fields(&fields))
+}
+
+/// The settings of a service started with no flags and no environment (no workspace, mock
+/// responses allowed), made once; no base URL is allowed and none required.
+fn defaults() -> Arc<Settings> {
+    static DEFAULTS: OnceLock<Arc<Settings>> = OnceLock::new();
+    DEFAULTS
+        .get_or_init(|| Arc::new(Settings::new(&Config::defaults(), None)))
+        .clone()
 }
 
 /// The body of the 200 response for a step's output.

@@ -34,11 +34,6 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
 use super::error::{ApiError, Echo, ErrorKind};
 
-/// How long a request body may take to arrive, from when the handler starts reading it (app
-/// data; `body::read` falls back to 30 s without it).
-#[derive(Debug, Clone, Copy)]
-pub struct BodyTimeout(pub Duration);
-
 /// A connection's socket, with the dispatcher's bare error heads replaced as they are written,
 /// and closed when it has been quiet too long.
 pub struct Conn<T = TcpStream> {

@@ -132,7 +132,7 @@ async fn open_stream(
             }
         },
     };
-    let every = state.stream_heartbeat;
+    let every = state.settings.stream_heartbeat;
     let connection = Connection {
         events,
         task,

@@ -2,7 +2,7 @@
 //! the temperature), `mock_response`, `user_api_keys`, and where the call goes (its base URL,
 //! and whether the key may go there).
 
-use crate::api::base_urls::AllowedBaseUrls;
+use crate::api::base_urls::Destinations;
 use crate::api::request::{LlmConfigDto, ReactStepRequest, UserApiKeys};
 use crate::llm::{ApiKey, Provider};
 
@@ -96,15 +96,14 @@ pub fn destination(
     cfg: &LlmConfigDto,
     provider: Option<Provider>,
     key: Option<&ApiKey>,
-    unplaced_providers: &[Provider],
-    allowed_base_urls: &AllowedBaseUrls,
+    destinations: &Destinations,
     fail: &mut impl FnMut(&str, String),
 ) -> Option<String> {
     let base_url = cfg
         .base_url
         .as_deref()
         .map(|u| u.trim().trim_end_matches('/').to_string());
-    let unplaced = provider.filter(|p| unplaced_providers.contains(p));
+    let unplaced = provider.filter(|p| destinations.unplaced.contains(p));
     if let (Some(p), None) = (unplaced, &base_url) {
         fail(
             "llm_config.base_url",
@@ -115,7 +114,7 @@ pub fn destination(
         );
     }
     if let Some(url) = &base_url {
-        if !allowed_base_urls.allows(url) {
+        if !destinations.allowed.allows(url) {
             fail(
                 "llm_config.base_url",
                 "is not one of this server's allowed base URLs (REACTSTEP_ALLOWED_BASE_URLS)"

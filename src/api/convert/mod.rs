@@ -13,6 +13,7 @@ mod tools;
 
 use super::request::ReactStepRequest;
 use super::response::FieldError;
+use crate::config::Settings;
 use crate::llm::{ApiKey, Provider};
 use crate::step::context::{ContextItem, ContextSource, Excluded};
 use crate::step::decide::ReactSettings;
@@ -26,15 +27,11 @@ pub const DEFAULT_MAX_ITERATIONS: u32 = 10;
 /// `max_observation_tokens` when the client does not send it (the ReAct requirements' figure).
 const DEFAULT_MAX_OBSERVATION_TOKENS: u32 = 2000;
 
+/// What a request is converted with: the server's settings and destinations, shared by every
+/// request, and what is the request's own.
 pub struct Conversion {
-    pub workspace: Option<std::sync::Arc<crate::step::context::workspace::Workspace>>,
-    pub allow_mock_response: bool,
-    pub approximation_margin_percent: Option<u32>,
-    pub allowed_base_urls: std::sync::Arc<super::base_urls::AllowedBaseUrls>,
-    /// Providers that need the request's base URL: the operator set none.
-    pub unplaced_providers: std::sync::Arc<[Provider]>,
-    /// How long the whole step may take.
-    pub step_timeout: std::time::Duration,
+    pub settings: std::sync::Arc<Settings>,
+    pub destinations: std::sync::Arc<super::base_urls::Destinations>,
     pub session_id: String,
     pub received_at: String,
     /// The body's top-level fields the contract does not name.
@@ -62,7 +59,7 @@ pub fn step_input(
     let provider = llm::model(&req, &mut fail);
     llm::mock_response(
         req.mock_response.as_deref(),
-        how.allow_mock_response,
+        how.settings.allow_mock_response,
         &mut fail,
     );
     let mocked = req.mock_response.is_some();
@@ -81,8 +78,7 @@ pub fn step_input(
         &req.llm_config,
         provider,
         key.as_ref(),
-        &how.unplaced_providers,
-        &how.allowed_base_urls,
+        &how.destinations,
         &mut fail,
     );
     tools::tool_mode(req.llm_config.tool_mode, &tools, &mut fail);
@@ -167,11 +163,11 @@ fn assemble(req: ReactStepRequest, how: Conversion, checked: Checked) -> StepInp
         }),
         dry_run: req.dry_run,
         project_id: req.project_id,
-        workspace: how.workspace,
-        approximation_margin_percent: how.approximation_margin_percent,
+        workspace: how.settings.workspace.clone(),
+        approximation_margin_percent: how.settings.approximation_margin_percent,
         react,
         tools,
-        deadline: tokio::time::Instant::now() + how.step_timeout,
+        deadline: tokio::time::Instant::now() + how.settings.step_timeout,
         notices: unknown_fields_warning(&how.unknown, key.as_ref())
             .into_iter()
             .collect(),
