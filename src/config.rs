@@ -316,52 +316,15 @@ impl Config {
             })
     }
 
-    /// The defaults, as `reactstep` with no flags and no environment would use them.
+    /// The defaults, as `reactstep` with no flags and no environment would use them: read from
+    /// the flags' definitions above, the one place they are written.
     pub fn defaults() -> Self {
-        Self {
-            bind: SocketAddr::from(([127, 0, 0, 1], 8080)),
-            openai_base_url: crate::llm::Provider::OPENAI.facts().default_base_url.into(),
-            anthropic_base_url: crate::llm::Provider::ANTHROPIC
-                .facts()
-                .default_base_url
-                .into(),
-            ollama_base_url: crate::llm::Provider::OLLAMA.facts().default_base_url.into(),
-            base_urls: Default::default(),
-            provider_variables: Default::default(),
-            upstream_ca_file: None,
-            upstream_pools: 4,
-            llm_timeout_secs: 60,
-            max_body_bytes: 8 * 1024 * 1024,
-            memory_budget_mib: None,
-            log_format: LogFormat::Json,
-            otlp_endpoint: None,
-            allow_mock_response: true,
-            workspace_root: None,
-            workspace_max_file_bytes: 1024 * 1024,
-            approximation_margin_percent: None,
-            step_timeout_secs: 120,
-            retries: 3,
-            retry_base_ms: 500,
-            retry_cap_ms: 8000,
-            stream_heartbeat_secs: 15,
-            token_cache_mib: 64,
-            prices_file: None,
-            api_tokens: None,
-            allowed_base_urls: Vec::new(),
-            cors_origins: Vec::new(),
-            shutdown_grace_secs: 30,
-            rate_limit_per_client: 0,
-            rate_limit_per_session: 0,
-            rate_limit_ipv6_prefix: 64,
-            trusted_proxies: Default::default(),
-            redis_url: None,
-            redis_fail_open: true,
-            redis_timeout_ms: 250,
-            redis_key_prefix: "reactstep:ratelimit:".into(),
-            client_timeout_secs: 30,
-            max_steps_in_flight: 0,
-            workers: 0,
-        }
+        use clap::{CommandFactory, FromArgMatches};
+        let no_environment = Self::command().mut_args(|arg| arg.env(None));
+        no_environment
+            .try_get_matches_from(["reactstep"])
+            .and_then(|matches| Self::from_arg_matches(&matches))
+            .unwrap_or_else(|e| panic!("the flags' defaults do not parse: {e}"))
     }
 
     /// The flags and the environment, with every provider's variables read.

@@ -257,9 +257,13 @@ fn descriptor_budget(config: &Config, workers: usize) -> crate::descriptors::Bud
 /// The rate limits: in this process, or in Redis with `REACTSTEP_REDIS_URL`.
 fn rate_limits(config: &Config) -> Result<crate::api::RateLimits, String> {
     let (per_client, per_session) = (config.rate_limit_per_client, config.rate_limit_per_session);
+    let ipv6_prefix = config.rate_limit_ipv6_prefix;
     let Some(url) = &config.redis_url else {
-        let limits = crate::api::RateLimits::new(per_client, per_session);
-        return Ok(limits.with_ipv6_prefix(config.rate_limit_ipv6_prefix));
+        return Ok(crate::api::RateLimits::new(
+            per_client,
+            per_session,
+            ipv6_prefix,
+        ));
     };
     let settings = crate::api::SharedSettings {
         url: url.0.clone(),
@@ -271,8 +275,7 @@ fn rate_limits(config: &Config) -> Result<crate::api::RateLimits, String> {
         fail_open = config.redis_fail_open,
         "rate limits are shared through Redis"
     );
-    crate::api::RateLimits::shared(per_client, per_session, settings)
-        .map(|limits| limits.with_ipv6_prefix(config.rate_limit_ipv6_prefix))
+    crate::api::RateLimits::shared(per_client, per_session, ipv6_prefix, settings)
 }
 
 /// Browsers on the configured origins may call the API (POST with a JSON body and the

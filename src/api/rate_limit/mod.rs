@@ -21,9 +21,6 @@ use client_key::ClientKey;
 pub use refusal::Refusal;
 pub use shared::SharedSettings;
 
-/// The network an IPv6 client is given: a /64 is the smallest a site is assigned.
-const DEFAULT_IPV6_PREFIX: u8 = 64;
-
 pub struct RateLimits {
     buckets: Buckets,
     ipv6_prefix: u8,
@@ -41,25 +38,21 @@ enum Buckets {
 }
 
 impl RateLimits {
-    /// Limits in requests per minute, held in this process; 0 turns a limit off.
-    pub fn new(per_client_per_minute: u32, per_session_per_minute: u32) -> Self {
+    /// Limits in requests per minute, held in this process; 0 turns a limit off. IPv6 clients
+    /// count by their first `ipv6_prefix` bits (1 to 128).
+    pub fn new(per_client_per_minute: u32, per_session_per_minute: u32, ipv6_prefix: u8) -> Self {
         let local = local::LocalLimits::new(per_client_per_minute, per_session_per_minute);
         Self {
             buckets: Buckets::Local(local),
-            ipv6_prefix: DEFAULT_IPV6_PREFIX,
+            ipv6_prefix,
         }
-    }
-
-    /// IPv6 clients count by their first `bits` bits (1 to 128).
-    pub fn with_ipv6_prefix(mut self, bits: u8) -> Self {
-        self.ipv6_prefix = bits;
-        self
     }
 
     /// The same limits, held in Redis for every replica that names it.
     pub fn shared(
         per_client_per_minute: u32,
         per_session_per_minute: u32,
+        ipv6_prefix: u8,
         settings: SharedSettings,
     ) -> Result<Self, String> {
         Ok(Self {
@@ -68,7 +61,7 @@ impl RateLimits {
                 per_client_per_minute,
                 per_session_per_minute,
             },
-            ipv6_prefix: DEFAULT_IPV6_PREFIX,
+            ipv6_prefix,
         })
     }
 
