@@ -16,7 +16,7 @@ use super::state::AppState;
 use super::unknown_fields::Unknown;
 use crate::runtime::cpu;
 use crate::runtime::memory_budget::Held;
-use crate::step::history::{timestamp_now, Turn};
+use crate::step::{timestamp_now, Turn};
 use crate::step::{StepError, StepErrorKind, StepInput};
 
 /// The refusal of a step when as many are in flight as fit (taken before anything else).

@@ -7,7 +7,7 @@ use actix_web::{HttpResponse, ResponseError};
 
 use super::response::{ErrorBody, FieldError, ReactStepResponse, Status, UsageDto};
 use crate::llm::LlmError;
-use crate::step::history::Turn;
+use crate::step::Turn;
 use crate::step::{StepError, StepErrorKind};
 
 #[derive(Debug, thiserror::Error)]

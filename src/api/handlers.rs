@@ -25,7 +25,7 @@ pub async fn healthz() -> HttpResponse {
 /// Ready to serve: the token encoders are loaded, and a rate limiter that fails closed has heard
 /// from Redis (before that, every step would get 503).
 pub async fn readyz(state: web::Data<AppState>) -> HttpResponse {
-    let waiting_for = if !crate::step::context::tokens::is_warm() {
+    let waiting_for = if !crate::step::encoders_warm() {
         "encoder"
     } else if !state.rate_limits.ready() {
         "rate_limiter"

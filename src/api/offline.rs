@@ -8,7 +8,7 @@ use super::convert::{self, Conversion};
 use super::request::ReactStepRequest;
 use super::response::ReactStepResponse;
 use crate::config::{Config, Settings};
-use crate::step::history::timestamp_now;
+use crate::step::timestamp_now;
 use crate::step::{StepInput, StepOutput};
 
 /// The step's input from a request body, or why the service would answer 400.

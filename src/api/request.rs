@@ -7,9 +7,7 @@ use serde::Deserialize;
 use validator::Validate;
 
 use crate::llm::{Provider, RawApiKey};
-use crate::step::context::tokens::Encoding;
-use crate::step::context::ContextSource;
-use crate::step::history::Turn;
+use crate::step::{ContextSource, Encoding, Turn};
 use crate::step::{HistoryStrategy, ToolMode};
 
 /// Upper bounds that keep one request's work bounded whatever the body limit is. File contents

@@ -6,8 +6,7 @@ use serde_json::{Map, Value};
 
 use crate::llm::Usage;
 use crate::prices::Price;
-use crate::step::context::ContextReport;
-use crate::step::history::Turn;
+use crate::step::{ContextReport, Turn};
 use crate::step::{ConversationSummary, Outcome, PromptPreview, StepOutput, Termination};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -263,7 +262,7 @@ fn turn_bytes(turn: &Turn) -> usize {
 fn value_bytes<'a>(values: impl Iterator<Item = &'a Value>) -> usize {
     const PER_NODE: usize = 8;
     let mut bytes = 0;
-    crate::step::history::walk_json(values, |value| {
+    crate::step::walk_json(values, |value| {
         bytes += PER_NODE
             + match value {
                 Value::String(s) => s.len(),

@@ -29,11 +29,18 @@ mod reply;
 pub mod tools;
 mod usage;
 
-pub use decide::Call;
+// The step's surface for the edge: what a request becomes (the input and its parts), what it
+// answers, and how it fails. The edge names nothing deeper (tests/architecture.rs).
+pub use context::tokens::{is_warm as encoders_warm, Encoding};
+pub use context::{dedupe, ContextItem, ContextReport, ContextSource, Excluded, Fate};
+pub use decide::{Call, ReactSettings};
 pub use error::{StepError, StepErrorKind};
+pub use history::{json_values, timestamp_now, walk_json, Turn};
 pub use input::{ConversationSummary, HistoryStrategy, LlmConfig, StepInput, ToolMode};
 pub use live::{Live, LiveSender};
 pub use output::{Outcome, PromptPreview, StepOutput, Termination};
+pub use parse::Tags;
+pub use tools::{Catalog, ToolSpec};
 
 use crate::llm::{LlmClients, Usage};
 use context::tokens::TokenCounter;

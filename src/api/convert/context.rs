@@ -4,7 +4,7 @@
 use std::collections::HashSet;
 
 use crate::api::request::ReactStepRequest;
-use crate::step::context::{dedupe, ContextItem, ContextSource, Excluded, Fate};
+use crate::step::{dedupe, ContextItem, ContextSource, Excluded, Fate};
 
 /// `context_priority`: each source at most once.
 pub fn priority(

@@ -2,7 +2,7 @@
 //! and call ids); also whether a session id or a history may be echoed in an error.
 
 use crate::llm::bounded::{is_call_id, MAX_CALLS_PER_TURN};
-use crate::step::history::{self, Turn};
+use crate::step::{json_values, Turn};
 
 /// `user_query`, unless the history carries the conversation, and every turn of the history.
 pub fn check(user_query: &str, turns: &[Turn], fail: &mut impl FnMut(&str, String)) {
@@ -15,7 +15,7 @@ pub fn check(user_query: &str, turns: &[Turn], fail: &mut impl FnMut(&str, Strin
     for (i, turn) in turns.iter().enumerate() {
         check_turn(i, turn, fail);
     }
-    if history::json_values(turns, MAX_HISTORY_JSON_VALUES) > MAX_HISTORY_JSON_VALUES {
+    if json_values(turns, MAX_HISTORY_JSON_VALUES) > MAX_HISTORY_JSON_VALUES {
         fail(
             "conversation_history",
             format!("holds more than {MAX_HISTORY_JSON_VALUES} JSON values in its tool calls, results and other fields"),
@@ -38,7 +38,7 @@ pub fn session_id_is_valid(id: &str) -> bool {
 /// Whether every turn is valid: only then is the history echoed in an error response, which
 /// must itself conform to the contract.
 pub fn history_is_valid(turns: &[Turn]) -> bool {
-    if history::json_values(turns, MAX_HISTORY_JSON_VALUES) > MAX_HISTORY_JSON_VALUES {
+    if json_values(turns, MAX_HISTORY_JSON_VALUES) > MAX_HISTORY_JSON_VALUES {
         return false;
     }
     let mut valid = true;

@@ -15,9 +15,7 @@ use super::request::ReactStepRequest;
 use super::response::FieldError;
 use crate::config::Settings;
 use crate::llm::{ApiKey, Provider};
-use crate::step::context::{ContextItem, ContextSource, Excluded};
-use crate::step::decide::ReactSettings;
-use crate::step::tools::Catalog;
+use crate::step::{Catalog, ContextItem, ContextSource, Excluded, ReactSettings};
 use crate::step::{ConversationSummary, LlmConfig, StepInput};
 
 pub use conversation::{history_is_valid, session_id_is_valid};

@@ -2,10 +2,8 @@
 //! into a catalog, and what native tool calling asks of them.
 
 use crate::api::request::{is_native_tool_name, ReactDto, ToolDto};
-use crate::step::decide::ReactSettings;
-use crate::step::parse::Tags;
-use crate::step::tools::{Catalog, ToolSpec};
 use crate::step::ToolMode;
+use crate::step::{Catalog, ReactSettings, Tags, ToolSpec};
 
 /// The `react` object with its defaults; tags must differ from each other.
 pub fn react_settings(
