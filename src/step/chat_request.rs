@@ -14,11 +14,8 @@ pub(super) fn chat_request(
     shape: &Shape,
     prompt_cache: Option<PromptCache>,
 ) -> ChatRequest {
+    let model = input.llm.model.clone();
     ChatRequest {
-        model: input.llm.model.clone(),
-        system,
-        messages,
-        max_output_tokens: input.llm.reserved_output_tokens,
         temperature: input.llm.temperature,
         stop: vec![prompt::observation_stop(&input.react.tags)],
         tools: shape.native_tools.clone(),
@@ -28,6 +25,7 @@ pub(super) fn chat_request(
         context_window: Some(input.llm.token_limit),
         reasoning_effort: input.llm.reasoning_effort,
         prompt_cache,
+        ..ChatRequest::new(model, system, messages, input.llm.reserved_output_tokens)
     }
 }
 
