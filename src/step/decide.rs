@@ -41,11 +41,9 @@ impl Default for ReactSettings {
 #[derive(Debug, Clone, PartialEq)]
 pub enum Valid {
     Action {
-        tool_name: String,
-        tool_args: Map<String, Value>,
-        raw_action_string: String,
-        /// The provider's id for a native call; a text call gets one of the service's.
-        tool_call_id: Option<String>,
+        /// The turn's first call. Its id is the provider's for a native call; a text call gets
+        /// one of the service's.
+        call: Call,
         /// The turn's further calls, each checked as the first was.
         parallel: Vec<Call>,
     },
@@ -98,10 +96,10 @@ pub fn judge(
             let parallel = further_calls(parsed, catalog, settings, &mut warnings);
             Ok((
                 Valid::Action {
-                    tool_name: call.tool_name,
-                    tool_args: call.tool_args,
-                    raw_action_string: call.raw_action_string,
-                    tool_call_id: parsed.call_ids.first().cloned().flatten(),
+                    call: Call {
+                        tool_call_id: parsed.call_ids.first().cloned().flatten(),
+                        ..call
+                    },
                     parallel,
                 },
                 warnings,
@@ -386,10 +384,12 @@ pub fn command(query: &str, catalog: &Catalog) -> Option<Valid> {
     };
     let tool_args = catalog.check(name, args).ok()?;
     Some(Valid::Action {
-        tool_name: name.to_string(),
-        tool_args,
-        raw_action_string: query.trim().to_string(),
-        tool_call_id: None,
+        call: Call {
+            tool_name: name.to_string(),
+            tool_args,
+            raw_action_string: query.trim().to_string(),
+            tool_call_id: None,
+        },
         parallel: Vec::new(),
     })
 }
@@ -433,25 +433,24 @@ mod tests {
             return None;
         };
         Some(Valid::Action {
-            tool_name: name.into(),
-            tool_args,
-            raw_action_string: String::new(),
-            tool_call_id: None,
+            call: Call {
+                tool_name: name.into(),
+                tool_args,
+                raw_action_string: String::new(),
+                tool_call_id: None,
+            },
             parallel: Vec::new(),
         })
     }
 
     fn strip_raw(v: Option<Valid>) -> Option<Valid> {
         v.map(|v| match v {
-            Valid::Action {
-                tool_name,
-                tool_args,
-                ..
-            } => Valid::Action {
-                tool_name,
-                tool_args,
-                raw_action_string: String::new(),
-                tool_call_id: None,
+            Valid::Action { call, .. } => Valid::Action {
+                call: Call {
+                    raw_action_string: String::new(),
+                    tool_call_id: None,
+                    ..call
+                },
                 parallel: Vec::new(),
             },
             other => other,

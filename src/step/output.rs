@@ -46,17 +46,11 @@ fn new_call_id() -> String {
 impl From<Valid> for Outcome {
     fn from(valid: Valid) -> Self {
         match valid {
-            Valid::Action {
-                tool_name,
-                tool_args,
-                raw_action_string,
-                tool_call_id,
-                parallel,
-            } => Self::Action {
-                tool_name,
-                tool_args,
-                raw_action_string,
-                tool_call_id: tool_call_id.unwrap_or_else(new_call_id),
+            Valid::Action { call, parallel } => Self::Action {
+                tool_name: call.tool_name,
+                tool_args: call.tool_args,
+                raw_action_string: call.raw_action_string,
+                tool_call_id: call.tool_call_id.unwrap_or_else(new_call_id),
                 parallel: parallel
                     .into_iter()
                     .map(|call| decide::Call {

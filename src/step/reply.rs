@@ -64,12 +64,9 @@ pub(super) fn shortfall(
     // was left open is whatever the parser closed, not what the model meant.
     let cut_inside = match &verdict {
         Ok((Valid::Answer(_), _)) => true,
-        Ok((
-            Valid::Action {
-                raw_action_string, ..
-            },
-            _,
-        )) => parsed.open_ended || parse::left_open(raw_action_string),
+        Ok((Valid::Action { call, .. }, _)) => {
+            parsed.open_ended || parse::left_open(&call.raw_action_string)
+        }
         Err(_) => true,
     };
     if cut_off && (cut_inside || !parsed.structured) {
