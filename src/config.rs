@@ -418,11 +418,8 @@ pub struct Settings {
     pub client_timeout: Duration,
     /// Whether requests may carry `mock_response`.
     pub allow_mock_response: bool,
-    /// Where context named without content may be read from, when the operator allows it.
-    pub workspace: Option<Arc<crate::step::context::workspace::Workspace>>,
-    /// The operator's margin for models whose tokenizer is not public; `None` keeps the margin
-    /// calibrated for the model's family.
-    pub approximation_margin_percent: Option<u32>,
+    /// What every step is given: the workspace, the approximation margin.
+    pub step: Arc<crate::step::StepSettings>,
     /// How long one step may take in all.
     pub step_timeout: Duration,
     /// Between comment lines on a quiet event stream.
@@ -435,14 +432,16 @@ impl Settings {
     /// The settings of `config`, with the workspace start-up opened at `REACTSTEP_WORKSPACE_ROOT`.
     pub fn new(
         config: &Config,
-        workspace: Option<Arc<crate::step::context::workspace::Workspace>>,
+        workspace: Option<crate::step::context::workspace::Workspace>,
     ) -> Self {
         Self {
             max_body_bytes: config.max_body_bytes,
             client_timeout: config.client_timeout(),
             allow_mock_response: config.allow_mock_response,
-            workspace,
-            approximation_margin_percent: config.approximation_margin_percent,
+            step: Arc::new(crate::step::StepSettings {
+                workspace,
+                approximation_margin_percent: config.approximation_margin_percent,
+            }),
             step_timeout: config.step_timeout(),
             stream_heartbeat: config.stream_heartbeat(),
             api_tokens: config.api_tokens.clone().unwrap_or_default(),

@@ -148,14 +148,14 @@ fn app_state(
     })
     .map_err(|e| clients_refused(config, &e))?;
     let workspace = match &config.workspace_root {
-        Some(root) => Some(std::sync::Arc::new(
+        Some(root) => Some(
             Workspace::new(root, config.workspace_max_file_bytes).map_err(|e| {
                 std::io::Error::new(
                     e.kind(),
                     format!("REACTSTEP_WORKSPACE_ROOT {}: {e}", root.display()),
                 )
             })?,
-        )),
+        ),
         None => None,
     };
     let unplaced = Provider::all()

@@ -218,7 +218,7 @@ impl PromptInput {
         let history: usize = input.history.iter().map(|t| t.content.len()).sum();
         Self {
             bytes: context + history + input.tools_segment.len() + input.user_query.len(),
-            reads_files: input.workspace.is_some(),
+            reads_files: input.settings.workspace.is_some() && !input.workspace_read,
         }
     }
 }
@@ -247,9 +247,12 @@ fn build_prompt(
     counter: TokenCounter,
     how: BuildHow,
 ) -> (Box<StepInput>, Result<budget::Fitted, budget::Overflow>) {
-    // Taken: a second fit must not read the files again.
-    if let Some(ws) = input.workspace.take() {
-        resolve_from_workspace(&ws, &mut input);
+    // Once: a second fit must not read the files again.
+    if !std::mem::replace(&mut input.workspace_read, true) {
+        let settings = input.settings.clone();
+        if let Some(ws) = &settings.workspace {
+            resolve_from_workspace(ws, &mut input);
+        }
     }
     let head = system_head(&input.tools_segment, &input.react.tags, how.native);
     let candidates = Candidates {

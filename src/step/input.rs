@@ -94,11 +94,11 @@ pub struct StepInput {
     pub conversation_summary: Option<ConversationSummary>,
     pub dry_run: bool,
     pub project_id: Option<String>,
-    /// Where context named without content may be read from, when the operator allows it.
-    pub workspace: Option<std::sync::Arc<workspace::Workspace>>,
-    /// The operator's margin for models whose tokenizer is not public; `None` keeps the margin
-    /// calibrated for the model's family.
-    pub approximation_margin_percent: Option<u32>,
+    /// What the operator set for every step, shared by every step's input.
+    pub settings: std::sync::Arc<StepSettings>,
+    /// Whether the workspace's files were read into the context: a second fit of the prompt
+    /// does not read them again.
+    pub workspace_read: bool,
     pub react: ReactSettings,
     /// The tools an action is checked against.
     pub tools: tools::Catalog,
@@ -107,6 +107,16 @@ pub struct StepInput {
     /// What the request itself calls for saying (fields it sent that mean nothing here): the
     /// first of the answer's warnings.
     pub notices: Vec<String>,
+}
+
+/// What the operator set for every step, made once at start-up.
+#[derive(Debug, Default)]
+pub struct StepSettings {
+    /// Where context named without content may be read from, when the operator allows it.
+    pub workspace: Option<workspace::Workspace>,
+    /// The operator's margin for models whose tokenizer is not public; `None` keeps the margin
+    /// calibrated for the model's family.
+    pub approximation_margin_percent: Option<u32>,
 }
 
 /// A summary of the oldest turns (`history_strategy: "summarize"`) and the number of them it

@@ -36,7 +36,9 @@ pub use context::{dedupe, ContextItem, ContextReport, ContextSource, Excluded, F
 pub use decide::{Call, ReactSettings};
 pub use error::{StepError, StepErrorKind};
 pub use history::{json_values, timestamp_now, walk_json, Turn};
-pub use input::{ConversationSummary, HistoryStrategy, LlmConfig, StepInput, ToolMode};
+pub use input::{
+    ConversationSummary, HistoryStrategy, LlmConfig, StepInput, StepSettings, ToolMode,
+};
 pub use live::{Live, LiveSender};
 pub use output::{Outcome, PromptPreview, StepOutput, Termination};
 pub use parse::Tags;
@@ -182,7 +184,7 @@ async fn step(
 /// The counter for the request's model, with the operator's margin when one is set.
 fn counter_for(input: &StepInput) -> TokenCounter {
     let counter = TokenCounter::new(input.llm.provider, &input.llm.model, input.llm.tokenizer);
-    match input.approximation_margin_percent {
+    match input.settings.approximation_margin_percent {
         Some(percent) => counter.with_approximation_margin(percent),
         None => counter,
     }
