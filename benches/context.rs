@@ -96,6 +96,7 @@ fn bench_case(c: &mut Criterion, name: &str, case: &Case) {
         omission_reserve: marker_reserve(&counter),
         tags: &reactstep::step::parse::Tags::default(),
         native: false,
+        state_origin: None,
         notice: None,
     };
     let prompt =
@@ -187,6 +188,7 @@ fn loop_steps(c: &mut Criterion) {
             omission_reserve: marker_reserve(&counter),
             tags: &tags,
             native: false,
+            state_origin: None,
             notice: None,
         };
         fit(&counter, 16_000, black_box(&candidates))

@@ -95,6 +95,7 @@ proptest! {
             omission_reserve: reserve,
             tags: &reactstep::step::parse::Tags::default(),
             native: false,
+            state_origin: None,
             notice: last_step.then_some(reactstep::step::context::prompt::LAST_STEP),
         };
         match fit(&counter, budget, &candidates) {

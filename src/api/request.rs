@@ -241,6 +241,12 @@ pub struct LlmConfigDto {
     pub reasoning_effort: Option<crate::llm::ReasoningEffort>,
     /// Whether the provider's prompt cache is asked for (default true).
     pub prompt_cache: Option<bool>,
+    /// How long the provider keeps the cached prompt, in its own values.
+    pub prompt_cache_ttl: Option<crate::llm::CacheTtl>,
+    /// Which of the provider's APIs the call speaks (default `chat`).
+    pub api: Option<crate::llm::WireApi>,
+    /// Tools are sent strict where the provider has it (default false).
+    pub strict_tools: Option<bool>,
     /// Where to send the call instead of the operator's default for the provider; only URLs the
     /// operator allows.
     #[validate(length(min = 1, max = 2048))]

@@ -126,6 +126,9 @@ pub struct ChatRequest {
     pub reasoning_effort: Option<ReasoningEffort>,
     /// The provider's prompt cache is asked for (`llm_config.prompt_cache`, on by default).
     pub prompt_cache: Option<PromptCache>,
+    /// Tools are sent strict where the provider has it (`llm_config.strict_tools`): their
+    /// arguments are constrained to the schema.
+    pub strict_tools: bool,
 }
 
 impl ChatRequest {
@@ -154,6 +157,7 @@ impl ChatRequest {
             context_window: None,
             reasoning_effort: None,
             prompt_cache: None,
+            strict_tools: false,
         }
     }
 
@@ -179,6 +183,35 @@ pub struct PromptCache {
     pub system_tokens: u32,
     /// Tokens of everything before what is new in the step (`ChatMessage::new_from`).
     pub prefix_tokens: u32,
+    /// How long the provider keeps it (`llm_config.prompt_cache_ttl`); `None`: its default.
+    pub ttl: Option<CacheTtl>,
+}
+
+/// `llm_config.prompt_cache_ttl`: the provider's own cache lifetimes. Anthropic has `5m` and
+/// `1h` (its cache-control `ttl`), OpenAI `in_memory` and `24h` (its
+/// `prompt_cache_retention`); each provider says which it takes (`ProviderApi::cache_ttls`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize, serde::Serialize)]
+pub enum CacheTtl {
+    #[serde(rename = "5m")]
+    FiveMinutes,
+    #[serde(rename = "1h")]
+    OneHour,
+    #[serde(rename = "in_memory")]
+    InMemory,
+    #[serde(rename = "24h")]
+    OneDay,
+}
+
+impl CacheTtl {
+    /// The value as the provider spells it (and the request did).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::FiveMinutes => "5m",
+            Self::OneHour => "1h",
+            Self::InMemory => "in_memory",
+            Self::OneDay => "24h",
+        }
+    }
 }
 
 impl PromptCache {

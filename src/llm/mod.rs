@@ -27,13 +27,15 @@ mod transport;
 mod wire_error;
 
 pub use api_key::{redact_key_shapes, redact_secrets, ApiKey, RawApiKey};
-pub use chat::{ChatMessage, ChatRequest, ChatRole, PromptCache, ToolSpec, ToolUse, MESSAGE_JOIN};
+pub use chat::{
+    CacheTtl, ChatMessage, ChatRequest, ChatRole, PromptCache, ToolSpec, ToolUse, MESSAGE_JOIN,
+};
 pub(crate) use completion::nonzero;
 pub use completion::{Completion, FinishReason, NativeCall, Usage};
 pub use error::{scrub_upstream, LlmError};
 pub use provider::{Capabilities, Counting, ProviderApi};
-pub use reasoning::{ReasoningEffort, ReasoningState, ThinkingBlock};
-pub use registry::Provider;
+pub use reasoning::{CallSignature, ReasoningEffort, ReasoningState, StateOrigin, ThinkingBlock};
+pub use registry::{Provider, WireApi};
 pub use retry::RetryPolicy;
 pub use stream::CompletionStream;
 pub use stream_events::Piece;

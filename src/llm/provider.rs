@@ -196,6 +196,15 @@ pub trait ProviderApi: Sync + fmt::Debug {
     fn output_reserve(&self, _effort: Option<super::ReasoningEffort>) -> u32 {
         0
     }
+    /// The prompt cache lifetimes the provider takes (`llm_config.prompt_cache_ttl`); any other
+    /// is refused before the call.
+    fn cache_ttls(&self) -> &'static [super::CacheTtl] {
+        &[]
+    }
+    /// The wire format: `chat` for every provider but the Responses API's.
+    fn wire_api(&self) -> super::WireApi {
+        super::WireApi::Chat
+    }
     /// A fresh decoder for the events of one streamed reply.
     fn stream_decoder(&self) -> Box<dyn StreamDecoder>;
     fn framing(&self) -> Framing {

@@ -1,7 +1,9 @@
-//! Reasoning models: how hard the model is asked to think, and what of its thinking must travel
-//! with the conversation. Anthropic's thinking blocks (signed, some redacted) and the
-//! `reasoning_content` of OpenAI-compatible servers come back in an opaque state the client keeps
-//! on the assistant turn and sends back untouched.
+//! Reasoning models: how hard the model is asked to think, and what of its state must travel
+//! with the conversation. Anthropic's thinking blocks (signed, some redacted), the
+//! `reasoning_content` of OpenAI-compatible servers, Gemini's thought signatures and the Responses
+//! API's output items come back in an opaque state the client keeps on the assistant turn and
+//! sends back untouched. The state names the provider, wire and model that made it: it is only
+//! valid there.
 
 use serde::{Deserialize, Serialize};
 
@@ -52,6 +54,35 @@ pub struct ReasoningState {
     /// The `reasoning_content` of an OpenAI-compatible server (DeepSeek, vLLM, Qwen).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reasoning_content: Option<String>,
+    /// Gemini's thought signatures, by the call they came with (only the first call of a
+    /// parallel set has one).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub thought_signatures: Vec<CallSignature>,
+    /// The Responses API's output items of the turn (reasoning with its encrypted content,
+    /// messages with their `phase`, function calls), in order and as they came: they go back
+    /// as they are.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub items: Vec<serde_json::Value>,
+    /// Who made the state: it goes back only to the same provider, wire and model.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub origin: Option<StateOrigin>,
+}
+
+/// A thought signature and the call it came with.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct CallSignature {
+    pub call_id: String,
+    pub signature: String,
+}
+
+/// The provider, wire (`chat`, `responses`) and model a state was made by.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct StateOrigin {
+    pub provider: String,
+    pub api: String,
+    pub model: String,
 }
 
 /// A thinking block as Anthropic sends it and wants it back.
@@ -63,11 +94,24 @@ pub enum ThinkingBlock {
 }
 
 impl ReasoningState {
+    /// Whether there is nothing to send back (an origin alone is nothing).
     pub fn is_empty(&self) -> bool {
-        self.blocks.is_empty() && self.reasoning_content.as_deref().is_none_or(str::is_empty)
+        self.blocks.is_empty()
+            && self.reasoning_content.as_deref().is_none_or(str::is_empty)
+            && self.thought_signatures.is_empty()
+            && self.items.is_empty()
     }
 
-    /// The reasoning a person can read: the thinking blocks' text, or the reasoning content.
+    /// The signature that came with call `id`, if any.
+    pub fn signature_of(&self, id: &str) -> Option<&str> {
+        self.thought_signatures
+            .iter()
+            .find(|s| s.call_id == id)
+            .map(|s| s.signature.as_str())
+    }
+
+    /// The reasoning a person can read: the thinking blocks' text, or the reasoning content, or
+    /// the summaries of the Responses API's reasoning items.
     pub fn text(&self) -> String {
         let thinking: Vec<&str> = self
             .blocks
@@ -78,6 +122,15 @@ impl ReasoningState {
             })
             .filter(|t| !t.is_empty())
             .collect();
+        if thinking.is_empty() && self.reasoning_content.is_none() {
+            let summaries: Vec<&str> = self
+                .reasoning_items()
+                .flat_map(summary_texts)
+                .map(str::trim)
+                .filter(|t| !t.is_empty())
+                .collect();
+            return summaries.join("\n\n");
+        }
         if thinking.is_empty() {
             return self
                 .reasoning_content
@@ -90,19 +143,40 @@ impl ReasoningState {
     }
 
     /// The texts that go back with a turn and take room in the prompt: each block's thinking
-    /// (a redacted block's data), then the reasoning content.
+    /// (a redacted block's data), the reasoning content, the signatures, and each reasoning
+    /// item's summary and encrypted content (a message's or call's text is the turn's own).
     pub fn counted_parts(&self) -> impl Iterator<Item = &str> {
         let blocks = self.blocks.iter().map(|b| match b {
             ThinkingBlock::Thinking { thinking, .. } => thinking.as_str(),
             ThinkingBlock::RedactedThinking { data } => data.as_str(),
         });
-        blocks.chain(self.reasoning_content.as_deref())
+        let signatures = self.thought_signatures.iter().map(|s| s.signature.as_str());
+        blocks
+            .chain(self.reasoning_content.as_deref())
+            .chain(signatures)
+            .chain(self.reasoning_items().flat_map(reasoning_item_texts))
+    }
+
+    /// The Responses API's reasoning items among the state's items.
+    fn reasoning_items(&self) -> impl Iterator<Item = &serde_json::Value> {
+        self.items.iter().filter(|i| i["type"] == "reasoning")
     }
 
     /// The bytes of what goes back with a turn.
     pub fn counted_len(&self) -> usize {
         self.counted_parts().map(str::len).sum()
     }
+}
+
+/// The readable summary of a Responses reasoning item.
+fn summary_texts(item: &serde_json::Value) -> impl Iterator<Item = &str> {
+    let parts = item["summary"].as_array().map(Vec::as_slice).unwrap_or(&[]);
+    parts.iter().filter_map(|p| p["text"].as_str())
+}
+
+/// What of a Responses reasoning item takes room when it goes back.
+fn reasoning_item_texts(item: &serde_json::Value) -> impl Iterator<Item = &str> {
+    summary_texts(item).chain(item["encrypted_content"].as_str())
 }
 
 #[cfg(test)]

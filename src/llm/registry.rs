@@ -77,9 +77,43 @@ impl Provider {
             .map(|(p, _)| p)
     }
 
+    /// The provider speaking `api`: itself for `chat`; its Responses API wire, where it serves
+    /// one, for `responses`.
+    pub fn with_api(self, api: WireApi) -> Option<Self> {
+        match api {
+            WireApi::Chat => Some(self),
+            WireApi::Responses => None,
+        }
+    }
+
+    /// The wire format it speaks.
+    pub fn wire_api(self) -> WireApi {
+        self.0.wire_api()
+    }
+
     /// The environment variable that overrides the provider's base URL.
     pub fn base_url_variable(self) -> String {
         format!("REACTSTEP_{}_BASE_URL", self.name().to_ascii_uppercase())
+    }
+}
+
+/// `llm_config.api`: which of a provider's wire formats a call speaks.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Deserialize, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WireApi {
+    /// Chat Completions (or the provider's only API: Anthropic Messages, Ollama's chat).
+    #[default]
+    Chat,
+    /// OpenAI's Responses API, used statelessly.
+    Responses,
+}
+
+impl WireApi {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Chat => "chat",
+            Self::Responses => "responses",
+        }
     }
 }
 

@@ -79,6 +79,7 @@ impl Sofar {
         let reasoning = ReasoningState {
             blocks: self.thinking.into_values().collect(),
             reasoning_content: Some(self.reasoning_content).filter(|r| !r.is_empty()),
+            ..ReasoningState::default()
         };
         Completion {
             text: self.text,

@@ -25,6 +25,7 @@ pub(super) fn chat_request(
         context_window: Some(input.llm.token_limit),
         reasoning_effort: input.llm.reasoning_effort,
         prompt_cache,
+        strict_tools: input.llm.strict_tools,
         ..ChatRequest::new(model, system, messages, input.llm.reserved_output_tokens)
     }
 }
@@ -40,6 +41,7 @@ pub(super) fn prompt_cache(
         key: prompt_cache_key(&input.session_id),
         system_tokens: shape.tools_tokens + prompt.system_tokens,
         prefix_tokens: shape.tools_tokens + prompt.prefix_tokens,
+        ttl: input.llm.prompt_cache_ttl,
     })
 }
 

@@ -68,7 +68,9 @@ pub(super) fn finish_step(
     let mut updated_history = updated_history(&mut input, &parsed.thought, &outcome);
     let thought = with_reasoning(&reasoning, parsed.thought);
     if let Some(turn) = updated_history.last_mut().filter(|_| !reasoning.is_empty()) {
-        turn.reasoning_state = Some(reasoning);
+        let mut state = reasoning;
+        state.origin = Some(input.llm.state_origin());
+        turn.reasoning_state = Some(state);
     }
     StepOutput {
         session_id: input.session_id,

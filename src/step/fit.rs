@@ -100,6 +100,7 @@ pub(super) async fn fit_prompt(
         }
     };
     let mut warnings = budget_warnings(&fitted, &input.unresolved);
+    warnings.extend(foreign_states(&input));
     let omitted = Omitted {
         turns: fitted.omitted_turns,
         room: fitted.omission_room(),
@@ -255,6 +256,7 @@ fn build_prompt(
         }
     }
     let head = system_head(&input.tools_segment, &input.react.tags, how.native);
+    let origin = input.llm.state_origin();
     let candidates = Candidates {
         head: &head,
         items: &input.context,
@@ -267,6 +269,7 @@ fn build_prompt(
         tags: &input.react.tags,
         native: how.native,
         notice: (input.iterations_left == 1).then_some(prompt::LAST_STEP),
+        state_origin: Some(&origin),
     };
     let fitted = budget::fit(&counter, how.messages_budget, &candidates);
     // The prompt now holds what fitted; unless it may be fitted again, the step need not keep
@@ -351,6 +354,25 @@ fn resolve_from_workspace(ws: &workspace::Workspace, input: &mut StepInput) {
     input.context = items;
     still.extend(duplicates);
     input.unresolved = still;
+}
+
+/// A warning for each history turn whose state another provider, wire or model made: it is not
+/// sent (it would be refused, or mislead), and the turn goes as its text and calls.
+fn foreign_states(input: &StepInput) -> Vec<String> {
+    let here = input.llm.state_origin();
+    input
+        .history
+        .iter()
+        .enumerate()
+        .filter_map(|(i, turn)| {
+            let state = turn.reasoning_state.as_ref()?;
+            let from = state.origin.as_ref().filter(|_| !budget::belongs(state, Some(&here)))?;
+            Some(format!(
+                "conversation_history[{i}]: its reasoning_state was made by {} ({} API, model {}), not by this step's {} ({} API, model {}): it was not sent",
+                from.provider, from.api, from.model, here.provider, here.api, here.model
+            ))
+        })
+        .collect()
 }
 
 fn budget_warnings(fitted: &budget::Fitted, excluded: &[Excluded]) -> Vec<String> {

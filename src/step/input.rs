@@ -24,6 +24,10 @@ pub struct LlmConfig {
     pub reasoning_effort: Option<crate::llm::ReasoningEffort>,
     /// The provider's prompt cache is asked for (`llm_config.prompt_cache`, default true).
     pub prompt_cache: bool,
+    /// How long the provider keeps it (`llm_config.prompt_cache_ttl`).
+    pub prompt_cache_ttl: Option<crate::llm::CacheTtl>,
+    /// Tools are sent strict where the provider has it (`llm_config.strict_tools`).
+    pub strict_tools: bool,
 }
 
 /// How the model is asked to call a tool.
@@ -50,6 +54,15 @@ impl ToolMode {
 }
 
 impl LlmConfig {
+    /// What a state made by this call records as its origin.
+    pub fn state_origin(&self) -> crate::llm::StateOrigin {
+        crate::llm::StateOrigin {
+            provider: self.provider.name().to_string(),
+            api: self.provider.wire_api().as_str().to_string(),
+            model: self.model.clone(),
+        }
+    }
+
     /// What the prompt may use: the window less what the answer needs, and less the thinking
     /// budget a provider adds to it.
     pub fn prompt_budget(&self) -> u32 {

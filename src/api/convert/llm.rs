@@ -34,7 +34,9 @@ pub fn model(req: &ReactStepRequest, fail: &mut impl FnMut(&str, String)) -> Opt
             "is an Azure deployment name here: 1 to 64 ASCII letters, digits, '-', '_' and '.', not only dots".into(),
         );
     }
+    let provider = provider.and_then(|p| wire(cfg, p, fail));
     if let Some(p) = provider {
+        cache_ttl(cfg, p, fail);
         let most = p.capabilities().max_temperature.value();
         // Beyond 2 the field's own range check has said so already.
         if cfg.temperature.is_some_and(|t| t > most && t <= 2.0) {
@@ -45,6 +47,59 @@ pub fn model(req: &ReactStepRequest, fail: &mut impl FnMut(&str, String)) -> Opt
         }
     }
     provider
+}
+
+/// The provider speaking the API the request asked for (`llm_config.api`), where it has it.
+fn wire(cfg: &LlmConfigDto, p: Provider, fail: &mut impl FnMut(&str, String)) -> Option<Provider> {
+    let api = cfg.api.unwrap_or_default();
+    let speaking = p.with_api(api);
+    if speaking.is_none() {
+        let serving: Vec<&str> = Provider::all()
+            .filter(|q| q.with_api(api).is_some())
+            .map(Provider::name)
+            .collect();
+        fail(
+            "llm_config.api",
+            format!(
+                "provider {p} does not serve the {} API here; those that do: {}",
+                api.as_str(),
+                if serving.is_empty() {
+                    "none yet".to_string()
+                } else {
+                    serving.join(", ")
+                }
+            ),
+        );
+    }
+    speaking
+}
+
+/// A prompt cache lifetime the provider has.
+fn cache_ttl(cfg: &LlmConfigDto, p: Provider, fail: &mut impl FnMut(&str, String)) {
+    let Some(ttl) = cfg.prompt_cache_ttl else {
+        return;
+    };
+    let takes = p.api().cache_ttls();
+    if !takes.contains(&ttl) {
+        let values: Vec<String> = takes
+            .iter()
+            .map(|t| format!("\"{}\"", t.as_str()))
+            .collect();
+        fail(
+            "llm_config.prompt_cache_ttl",
+            match values.is_empty() {
+                true => format!(
+                    "\"{}\" is not a lifetime provider {p} has: it takes none",
+                    ttl.as_str()
+                ),
+                false => format!(
+                    "\"{}\" is not a lifetime provider {p} has: it takes {}",
+                    ttl.as_str(),
+                    values.join(" or ")
+                ),
+            },
+        );
+    }
 }
 
 /// The model's output given by the client: only where the operator allows it, and not empty.

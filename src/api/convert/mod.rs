@@ -149,6 +149,8 @@ fn assemble(req: ReactStepRequest, how: Conversion, checked: Checked) -> StepInp
             base_url,
             reasoning_effort: req.llm_config.reasoning_effort,
             prompt_cache: req.llm_config.prompt_cache.unwrap_or(true),
+            prompt_cache_ttl: req.llm_config.prompt_cache_ttl,
+            strict_tools: req.llm_config.strict_tools.unwrap_or(false),
         },
         context_order: order,
         max_observation_tokens: req

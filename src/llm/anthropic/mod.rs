@@ -496,6 +496,7 @@ mod tests {
                 key: "k".into(),
                 system_tokens,
                 prefix_tokens,
+                ttl: None,
             }),
             ..ChatRequest::new("claude-sonnet-4-5".into(), "sys".into(), messages, 100)
         }

@@ -251,6 +251,7 @@ fn completion(reply: Reply) -> Result<Completion, WireError> {
             .reasoning_content
             .or(message.reasoning)
             .filter(|r| !r.is_empty()),
+        ..ReasoningState::default()
     };
     let text = message
         .content

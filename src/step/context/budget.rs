@@ -18,7 +18,7 @@ use super::prompt::{
 };
 use super::tokens::{TokenCounter, PER_MESSAGE_OVERHEAD, REPLY_PRIMING};
 use super::truncate::{self, Frame};
-use crate::llm::ChatMessage;
+use crate::llm::{ChatMessage, ReasoningState, StateOrigin};
 use crate::step::history::{Role, Turn};
 use crate::step::parse::Tags;
 
@@ -55,16 +55,36 @@ pub struct Candidates<'a> {
     pub native: bool,
     /// Told after what is new in the step (the last-step notice).
     pub notice: Option<&'a str>,
+    /// Who this step's call goes to: a turn's state made elsewhere is not sent (`None`: every
+    /// state is).
+    pub state_origin: Option<&'a StateOrigin>,
 }
 
 impl Candidates<'_> {
     /// A history turn as the message sent for it.
     fn render(&self, turn: &Turn) -> ChatMessage {
-        if self.native {
+        let mut message = if self.native {
             render_native(turn, self.tags)
         } else {
             render_turn(turn, self.tags)
+        };
+        if turn
+            .reasoning_state
+            .as_ref()
+            .is_some_and(|s| !belongs(s, self.state_origin))
+        {
+            message.reasoning = None;
         }
+        message
+    }
+}
+
+/// Whether a turn's state may go to the call `to`: a state that names no origin (made before
+/// origins were recorded) goes wherever it went then.
+pub fn belongs(state: &ReasoningState, to: Option<&StateOrigin>) -> bool {
+    match (&state.origin, to) {
+        (Some(from), Some(to)) => from == to,
+        _ => true,
     }
 }
 
@@ -712,6 +732,7 @@ mod tests {
             omission_reserve: marker_reserve(&counter),
             tags: &Tags::default(),
             native: false,
+            state_origin: None,
             notice: None,
         };
         fit(&counter, budget, &c).map(|f| f.finish(&counter, None, "o200k_base"))
@@ -790,6 +811,7 @@ mod tests {
             omission_reserve: marker_reserve(&counter),
             tags: &Tags::default(),
             native: false,
+            state_origin: None,
             notice: None,
         };
         let p = fit(&counter, 700, &c)
@@ -819,6 +841,7 @@ mod tests {
             omission_reserve: marker_reserve(&counter),
             tags: &Tags::default(),
             native: false,
+            state_origin: None,
             notice: None,
         };
         let p = fit(&counter, 2000, &c)
@@ -848,6 +871,7 @@ mod tests {
             omission_reserve: 120,
             tags: &Tags::default(),
             native: false,
+            state_origin: None,
             notice: None,
         };
         let fitted = fit(&counter, 500, &c).unwrap_or_else(|e| panic!("{e:?}"));
@@ -918,6 +942,7 @@ mod tests {
             omission_reserve: 30,
             tags,
             native: false,
+            state_origin: None,
             notice: None,
         }
     }
