@@ -93,6 +93,9 @@ pub struct Completion {
     pub dropped_calls: usize,
     /// What the model reasoned, where the provider returns it.
     pub reasoning: ReasoningState,
+    /// The text is only a preamble the model marked as such (a Responses `commentary` message)
+    /// and it neither called a tool nor marked an answer final: not a step to take.
+    pub preamble_only: bool,
 }
 
 impl Completion {
@@ -145,6 +148,7 @@ mod tests {
             calls: Vec::new(),
             dropped_calls: 0,
             reasoning: ReasoningState::default(),
+            preamble_only: false,
         };
         // 400 KB of control characters are 2.4 MB once escaped.
         assert!(completion("\u{1}".repeat(400_000)).fits_a_turn().is_err());

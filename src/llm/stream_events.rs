@@ -88,6 +88,7 @@ impl Sofar {
             calls,
             dropped_calls: self.dropped_calls,
             reasoning,
+            preamble_only: false,
         }
     }
 }

@@ -197,6 +197,7 @@ async fn call_model(
                 calls: Vec::new(),
                 dropped_calls: 0,
                 reasoning: ReasoningState::default(),
+                preamble_only: false,
             }
         }
         (None, None) => {

@@ -129,9 +129,15 @@ fn read(input: &StepInput, completion: &Completion) -> Option<Reading> {
     let tags = &input.react.tags;
     let parsed = decide::native_parsed(&completion.text, &completion.calls, tags)
         .or_else(|| parse::parse(&completion.text, tags))?;
-    let verdict = decide::judge(&parsed, &input.tools, &input.react);
+    let verdict = match completion.preamble_only && completion.calls.is_empty() {
+        true => Err(PREAMBLE_ONLY.to_string()),
+        false => decide::judge(&parsed, &input.tools, &input.react),
+    };
     Some((parsed, verdict))
 }
+
+/// Why a reply of a preamble alone is no step: the model said it is not its answer.
+pub(super) const PREAMBLE_ONLY: &str = "the model wrote a preamble it marked as commentary and stopped before a tool call or a final answer";
 
 /// The model's output as written: its text, then any native calls.
 pub(super) fn raw_output(completion: &Completion) -> String {

@@ -428,6 +428,7 @@ fn completion(reply: Reply) -> Completion {
         usage: reply.usage.map(Usage::from),
         calls,
         dropped_calls,
+        preamble_only: false,
         reasoning,
     }
 }

@@ -265,6 +265,7 @@ fn completion(reply: Reply) -> Result<Completion, WireError> {
         calls,
         dropped_calls: tool_calls.dropped,
         reasoning,
+        preamble_only: false,
     })
 }
 
