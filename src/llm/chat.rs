@@ -38,6 +38,11 @@ pub struct ChatMessage {
     /// Where in `content` what is new in this step begins (the prompt's last message): the
     /// place before it is the end of what a provider may cache.
     pub new_from: Option<usize>,
+    /// On a user message right after tool results (native tool calling): it belongs to the
+    /// turn those results continue, not to a new one. Each wire keeps it inside the turn
+    /// (Anthropic: a text block after the `tool_result` blocks of that user message; Chat
+    /// Completions, Ollama and Responses: appended to the last tool result's content).
+    pub in_turn: bool,
 }
 
 /// A call an earlier assistant turn made, sent back as the provider's own structure.
@@ -59,6 +64,7 @@ impl ChatMessage {
             is_error: false,
             reasoning: None,
             new_from: None,
+            in_turn: false,
         }
     }
 
