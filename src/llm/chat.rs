@@ -103,6 +103,33 @@ impl ChatMessage {
     }
 }
 
+/// The messages as a wire sends them that keeps text inside a turn in its last tool result:
+/// a user message that continues the turn of the results before it (`in_turn`) is not sent on
+/// its own, but comes as the text to append to the last of them.
+pub fn in_turn_folded(messages: &[ChatMessage]) -> Vec<(&ChatMessage, Option<&str>)> {
+    let mut out: Vec<(&ChatMessage, Option<&str>)> = Vec::with_capacity(messages.len());
+    for m in messages {
+        if m.in_turn && m.role == ChatRole::User {
+            if let Some((last, appended @ None)) = out.last_mut() {
+                if last.role == ChatRole::Tool {
+                    *appended = Some(&m.content);
+                    continue;
+                }
+            }
+        }
+        out.push((m, None));
+    }
+    out
+}
+
+/// A tool result's text with what continues its turn after it.
+pub fn with_appended<'a>(content: &'a str, appended: Option<&str>) -> std::borrow::Cow<'a, str> {
+    match appended {
+        Some(more) => [content, MESSAGE_JOIN, more].concat().into(),
+        None => content.into(),
+    }
+}
+
 /// What joins neighbours of one role merged into one message; a provider that sends a message
 /// as blocks leaves it out where it splits one (`ChatMessage::new_from`).
 pub const MESSAGE_JOIN: &str = "\n\n";
@@ -248,7 +275,28 @@ pub struct ToolSpec {
 
 #[cfg(test)]
 mod tests {
-    use super::PromptCache;
+    use super::{in_turn_folded, ChatMessage, ChatRole, PromptCache};
+
+    #[test]
+    fn text_inside_a_turn_goes_with_the_last_result_and_a_new_turn_stays_one() {
+        let mut result = ChatMessage::text(ChatRole::Tool, "42 lines".into());
+        result.answers = Some("c1".into());
+        let mut inside = ChatMessage::text(ChatRole::User, "focused file".into());
+        inside.in_turn = true;
+        let asked = ChatMessage::text(ChatRole::User, "and now?".into());
+        let messages = [result.clone(), inside.clone(), asked.clone()];
+        let folded = in_turn_folded(&messages);
+        assert_eq!(folded.len(), 2);
+        assert_eq!(folded[0], (&result, Some("focused file")));
+        assert_eq!(folded[1], (&asked, None));
+        // Only right after a result: anywhere else it is a user message like any other.
+        let messages = [asked.clone(), inside.clone()];
+        assert_eq!(in_turn_folded(&messages).len(), 2);
+        // And only one: a second has no result right before it.
+        let messages = [result.clone(), inside.clone(), inside.clone()];
+        assert_eq!(in_turn_folded(&messages).len(), 2);
+    }
+
     use sha2::{Digest, Sha256};
 
     #[test]

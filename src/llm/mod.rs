@@ -28,7 +28,8 @@ mod wire_error;
 
 pub use api_key::{redact_key_shapes, redact_secrets, ApiKey, RawApiKey};
 pub use chat::{
-    CacheTtl, ChatMessage, ChatRequest, ChatRole, PromptCache, ToolSpec, ToolUse, MESSAGE_JOIN,
+    in_turn_folded, with_appended, CacheTtl, ChatMessage, ChatRequest, ChatRole, PromptCache,
+    ToolSpec, ToolUse, MESSAGE_JOIN,
 };
 pub(crate) use completion::nonzero;
 pub use completion::{Completion, FinishReason, NativeCall, Usage};

@@ -25,6 +25,11 @@ pub(super) struct Shape {
 }
 
 impl Shape {
+    /// Whether the tools go through the provider's own tool calling.
+    pub(super) fn native(&self) -> bool {
+        self.native
+    }
+
     pub(super) fn of(input: &StepInput, counter: &TokenCounter) -> Result<Self, StepError> {
         let budget = input.llm.prompt_budget();
         let omission_reserve = match input.history_strategy {

@@ -3,7 +3,8 @@
 //! return the thought, the decision and the updated conversation.
 //!
 //! The phases, each in its own file: the request arrives as a [`StepInput`] (`input.rs`); the
-//! prompt is fitted into the budget (`fit.rs`, from what `context/` builds: the items, the token
+//! prompt is fitted into the budget (`fit.rs`; a native loop's step keeps to the turn the task
+//! began, `one_turn.rs`; from what `context/` builds: the items, the token
 //! counts, the prompt's text, the summary of omitted turns) and, for a model whose tokenizer is
 //! not public, checked against the provider's own count (`provider_count.rs`); the model is
 //! called with it (`chat_request.rs`, `converse.rs`, with `live.rs` streaming to the client and
@@ -22,6 +23,7 @@ pub mod history;
 mod input;
 mod limits;
 mod live;
+mod one_turn;
 mod output;
 pub mod parse;
 mod provider_count;
@@ -156,6 +158,10 @@ async fn step(
     // reports its size): the context is kept for a second fit.
     let keep_context = counter.is_approximate() && !input.dry_run;
     let shape = Shape::of(&input, &counter)?;
+    let mut input = input;
+    if shape.native() {
+        one_turn::keep_one_turn(&mut input);
+    }
     let fitting = fit_prompt(input, &counter, &shape, keep_context, llm, billed, None);
     let (input, built) = fitting.await?;
     let built = built?;

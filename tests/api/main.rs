@@ -39,6 +39,7 @@ mod native_history;
 mod native_stream_loop;
 mod native_tools;
 mod ollama;
+mod one_turn;
 mod openai;
 mod operator;
 mod parallel_calls;

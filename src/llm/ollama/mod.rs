@@ -86,13 +86,14 @@ pub fn api_root(base: &str) -> &str {
 fn body(request: &ChatRequest, stream: bool) -> Body<'_> {
     let system = Message {
         role: "system",
-        content: &request.system,
+        content: request.system.as_str().into(),
         tool_calls: Vec::new(),
     };
     // A tool's result is a `tool` message; Ollama pairs results with calls by order.
-    let turns = request.messages.iter().map(|m| Message {
+    let folded = crate::llm::in_turn_folded(&request.messages);
+    let turns = folded.into_iter().map(|(m, more)| Message {
         role: m.role.as_str(),
-        content: &m.content,
+        content: crate::llm::with_appended(&m.content, more),
         tool_calls: m
             .calls
             .iter()

@@ -36,7 +36,7 @@ pub struct Options<'a> {
 #[derive(Serialize)]
 pub struct Message<'a> {
     pub role: &'static str,
-    pub content: &'a str,
+    pub content: std::borrow::Cow<'a, str>,
     /// An assistant's earlier calls, their arguments as objects.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub tool_calls: Vec<OutCall<'a>>,

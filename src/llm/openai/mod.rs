@@ -201,7 +201,10 @@ impl ChatCompletions {
             &request.system,
         );
         let echo = self.quirks.echoes_reasoning_content;
-        let turns = request.messages.iter().map(|m| Message::of(m, echo));
+        let folded = crate::llm::in_turn_folded(&request.messages);
+        let turns = folded
+            .into_iter()
+            .map(|(m, more)| Message::of(m, more, echo));
         let takes_stop = !reasoning && !(self.quirks.rejects_stop)(&request.model);
         let has_tools = !request.tools.is_empty();
         let tool_choice = match (has_tools, request.require_tool) {

@@ -99,11 +99,24 @@ impl<'a> Message<'a> {
 
     /// A message of the conversation: an assistant's calls as `tool_calls`, a tool's result as
     /// a `tool` message naming the call (a failure said in its text: the API has no flag).
-    pub fn of(m: &'a crate::llm::ChatMessage, echo_reasoning: bool) -> Self {
+    /// `appended`: what continues the turn after a tool's result (`ChatMessage::in_turn`).
+    pub fn of(
+        m: &'a crate::llm::ChatMessage,
+        appended: Option<&str>,
+        echo_reasoning: bool,
+    ) -> Self {
         let content: Option<std::borrow::Cow<'a, str>> = match (m.is_error, m.content.is_empty()) {
             (true, _) => Some(format!("[the tool failed] {}", m.content).into()),
             (false, true) if !m.calls.is_empty() => None,
             (false, _) => Some(m.content.as_str().into()),
+        };
+        let content = match (content, appended) {
+            (Some(text), Some(more)) => Some(
+                crate::llm::with_appended(&text, Some(more))
+                    .into_owned()
+                    .into(),
+            ),
+            (content, _) => content,
         };
         Self {
             role: m.role.as_str(),

@@ -162,6 +162,8 @@ pub fn step_tail(context: &[&str], query: &str, notice: Option<&str>) -> Option<
     (!text.is_empty()).then(|| {
         let mut message = user(text);
         message.new_from = Some(0);
+        // Without a query it asks nothing new: it may continue a turn (`continue_the_turn`).
+        message.in_turn = query.is_empty();
         Costed {
             message,
             tokens: None,
@@ -280,9 +282,13 @@ fn user(content: String) -> ChatMessage {
 /// are merged (Anthropic requires alternation and some local servers do too), the list starts
 /// with a user turn and ends with one, so no provider reads the last turn as a prefill.
 pub fn chat_messages(history: Vec<Costed>, query: Option<Costed>, native: bool) -> Vec<Costed> {
+    let has_tail = query.is_some();
     let mut all: Vec<Costed> = history.into_iter().chain(query).collect();
     if native {
         all = paired(all);
+    }
+    if has_tail {
+        continue_the_turn(&mut all, native);
     }
     let mut messages: Vec<Costed> = Vec::with_capacity(all.len() + 2);
     for next in all {
@@ -319,6 +325,17 @@ pub fn chat_messages(history: Vec<Costed>, query: Option<Costed>, native: bool) 
         messages.push(Costed::unknown(user(FILLER_LAST.into())));
     }
     messages
+}
+
+/// In a native loop, what is new in a step that follows tool results, when the user asks
+/// nothing new (the context that changes, the last-step notice), belongs to the turn those
+/// results continue: every provider counts a turn from the last user message, and drops the
+/// turn's reasoning at a new one. Each wire keeps it inside the turn (`ChatMessage::in_turn`).
+/// The tail says whether it asks nothing new (`step_tail`).
+fn continue_the_turn(all: &mut [Costed], native: bool) {
+    if let [.., before, tail] = all {
+        tail.message.in_turn &= native && before.message.role == ChatRole::Tool;
+    }
 }
 
 /// Native calls and results as both APIs require them: every call has an id, and is answered
