@@ -176,6 +176,7 @@ mod context {
                 omission_reserve: marker_reserve(&self.counter),
                 tags: &self.tags,
                 native: false,
+                state_origin: None,
                 notice: None,
             };
             fit(&self.counter, 16_000, &candidates).unwrap().finish(

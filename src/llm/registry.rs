@@ -4,6 +4,7 @@
 use std::fmt;
 
 use super::provider::{Capabilities, Facts, ProviderApi};
+use super::wire_api::WireApi;
 
 /// A provider, by its entry in the registry: cheap to copy, compared by name.
 #[derive(Clone, Copy)]
@@ -94,26 +95,6 @@ impl Provider {
     /// The environment variable that overrides the provider's base URL.
     pub fn base_url_variable(self) -> String {
         format!("REACTSTEP_{}_BASE_URL", self.name().to_ascii_uppercase())
-    }
-}
-
-/// `llm_config.api`: which of a provider's wire formats a call speaks.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Deserialize, serde::Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum WireApi {
-    /// Chat Completions (or the provider's only API: Anthropic Messages, Ollama's chat).
-    #[default]
-    Chat,
-    /// OpenAI's Responses API, used statelessly.
-    Responses,
-}
-
-impl WireApi {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Chat => "chat",
-            Self::Responses => "responses",
-        }
     }
 }
 

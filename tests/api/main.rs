@@ -45,6 +45,7 @@ mod operator;
 mod parallel_calls;
 mod prompt_cache;
 mod protocol;
+mod provider_settings;
 mod providers;
 mod proxies;
 mod reasoning;

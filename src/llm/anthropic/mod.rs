@@ -2,6 +2,7 @@
 //! a required `max_tokens`, `stop_sequences`, and content returned as typed blocks.
 
 mod stream;
+mod thinking;
 mod wire;
 
 use super::bounded::{MAX_BLOCKS, MAX_CALLS_PER_TURN};
@@ -13,9 +14,10 @@ use super::ChatRole;
 use super::{
     ApiKey, ChatRequest, Completion, NativeCall, ReasoningState, ThinkingBlock, Usage, WireError,
 };
+use thinking::thinking;
 use wire::{
-    finish, signed, Block, Body, Content, Message, OutBlock, Reply, System, SystemBlock, Thinking,
-    Tool, ToolChoice, EPHEMERAL,
+    finish, signed, Block, Body, CacheControl, Content, Message, OutBlock, Reply, System,
+    SystemBlock, Tool, ToolChoice, EPHEMERAL,
 };
 
 const API_VERSION: &str = "2023-06-01";
@@ -109,6 +111,13 @@ impl ProviderApi for Anthropic {
         Box::new(stream::EventDecoder)
     }
 
+    fn cache_ttls(&self) -> &'static [crate::llm::CacheTtl] {
+        &[
+            crate::llm::CacheTtl::FiveMinutes,
+            crate::llm::CacheTtl::OneHour,
+        ]
+    }
+
     fn counter_name(&self) -> Option<&'static str> {
         Some("anthropic_count_tokens")
     }
@@ -149,15 +158,6 @@ impl ProviderApi for Anthropic {
     }
 }
 
-/// The thinking the request's reasoning effort asks for, if any.
-fn thinking(request: &ChatRequest) -> Option<Thinking> {
-    let budget_tokens = request.reasoning_effort?.thinking_budget()?;
-    Some(Thinking {
-        kind: "enabled",
-        budget_tokens,
-    })
-}
-
 /// The system prompt, with a cache breakpoint after it (and the tools before it) when that part
 /// is long enough for the model to cache.
 fn system(request: &ChatRequest, min_cacheable: u32) -> System<'_> {
@@ -171,7 +171,7 @@ fn system(request: &ChatRequest, min_cacheable: u32) -> System<'_> {
     System::Blocks([SystemBlock {
         kind: "text",
         text: &request.system,
-        cache_control: EPHEMERAL,
+        cache_control: cache_control(request),
     }])
 }
 
@@ -197,13 +197,19 @@ fn body(request: &ChatRequest, breakpoints: bool) -> Body<'_> {
     } else {
         u32::MAX
     };
-    let thinking = thinking(request);
+    let (thinking, output_config) = thinking(request).unzip();
     let breakpoint = request
         .prompt_cache
         .as_ref()
-        .is_some_and(|c| c.prefix_tokens >= min_cacheable);
+        .filter(|c| c.prefix_tokens >= min_cacheable)
+        .map(|_| cache_control(request));
     // The thinking budget comes on top of the room the answer was given.
-    let thinking_tokens = thinking.map_or(0, |t| t.budget_tokens);
+    // Adaptive thinking has no budget of its own: it gets the room the effort's budget would.
+    let thinking_tokens = request
+        .reasoning_effort
+        .filter(|_| thinking.is_some())
+        .and_then(|e| e.thinking_budget())
+        .unwrap_or(0);
     Body {
         model: &request.model,
         max_tokens: request.max_output_tokens.saturating_add(thinking_tokens),
@@ -218,10 +224,12 @@ fn body(request: &ChatRequest, breakpoints: bool) -> Body<'_> {
                 name: &t.name,
                 description: &t.description,
                 input_schema: &t.parameters,
+                strict: request.strict_tools,
             })
             .collect(),
         tool_choice: tool_choice(request),
         thinking,
+        output_config: output_config.flatten(),
         stream: false,
     }
 }
@@ -235,10 +243,12 @@ fn body(request: &ChatRequest, breakpoints: bool) -> Body<'_> {
 fn messages(
     chat: &[crate::llm::ChatMessage],
     thinking: bool,
-    breakpoint: bool,
+    breakpoint: Option<CacheControl>,
 ) -> Vec<Message<'_>> {
     let mut out: Vec<Message<'_>> = Vec::with_capacity(chat.len());
-    let mut marked = !breakpoint;
+    let mut marked = breakpoint.is_none();
+    let control = breakpoint.unwrap_or(EPHEMERAL);
+    let breakpoint = breakpoint.is_some();
     for m in chat {
         let thought = m
             .reasoning
@@ -278,7 +288,7 @@ fn messages(
                 push_user_text(&mut out, before, breakpoint);
                 if let Some(new) = new {
                     // What came before is what the next step sends again.
-                    marked = marked || mark_last(&mut out);
+                    marked = marked || mark_last(&mut out, control);
                     push_user_text(&mut out, new, breakpoint);
                 }
             }
@@ -291,7 +301,7 @@ fn messages(
         }
     }
     if !marked {
-        mark_last(&mut out);
+        mark_last(&mut out, control);
     }
     out
 }
@@ -357,14 +367,23 @@ fn push_user_text<'a>(out: &mut Vec<Message<'a>>, text: &'a str, blocks: bool) {
 }
 
 /// Puts a cache breakpoint on the conversation's last block; whether there was one to mark.
-fn mark_last(out: &mut [Message<'_>]) -> bool {
+fn mark_last(out: &mut [Message<'_>], control: CacheControl) -> bool {
     let Some(last) = out.last_mut() else {
         return false;
     };
     last.content
         .blocks_mut()
         .last_mut()
-        .is_some_and(OutBlock::mark)
+        .is_some_and(|block| block.mark(control))
+}
+
+/// The breakpoints' cache control, with the lifetime the request asked for.
+fn cache_control(request: &ChatRequest) -> CacheControl {
+    let ttl = request.prompt_cache.as_ref().and_then(|c| c.ttl);
+    CacheControl {
+        ttl: ttl.map(crate::llm::CacheTtl::as_str),
+        ..EPHEMERAL
+    }
 }
 
 fn thinking_block(block: &ThinkingBlock) -> OutBlock<'_> {

@@ -22,16 +22,26 @@ pub struct Body<'a> {
     pub tool_choice: Option<ToolChoice>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub thinking: Option<Thinking>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub output_config: Option<OutputConfig>,
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub stream: bool,
 }
 
-/// Extended thinking: `budget_tokens` of the reply's `max_tokens` may go to thinking.
-#[derive(Serialize, Clone, Copy)]
+/// Thinking: `enabled` with the `budget_tokens` of the reply's `max_tokens` that may go to it,
+/// or `adaptive` (the model decides, guided by `output_config.effort`).
+#[derive(Serialize, Clone, Copy, Debug)]
 pub struct Thinking {
     #[serde(rename = "type")]
     pub kind: &'static str,
-    pub budget_tokens: u32,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub budget_tokens: Option<u32>,
+}
+
+/// `output_config`: the effort adaptive thinking is guided by.
+#[derive(Serialize, Clone, Copy, Debug)]
+pub struct OutputConfig {
+    pub effort: &'static str,
 }
 
 /// `POST /v1/messages/count_tokens`: the prompt's parts, without the output settings.
@@ -64,14 +74,20 @@ pub struct SystemBlock<'a> {
     pub cache_control: CacheControl,
 }
 
-/// A cache breakpoint: what comes before it, tools first, is cached.
+/// A cache breakpoint: what comes before it, tools first, is cached, for `ttl` (`5m`, the
+/// API's default, when it is left out; or `1h`).
 #[derive(Serialize, Clone, Copy, Debug, PartialEq, Eq)]
 pub struct CacheControl {
     #[serde(rename = "type")]
     pub kind: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ttl: Option<&'static str>,
 }
 
-pub const EPHEMERAL: CacheControl = CacheControl { kind: "ephemeral" };
+pub const EPHEMERAL: CacheControl = CacheControl {
+    kind: "ephemeral",
+    ttl: None,
+};
 
 #[derive(Deserialize)]
 pub struct Counted {
@@ -92,6 +108,9 @@ pub struct Tool<'a> {
     #[serde(skip_serializing_if = "str::is_empty")]
     pub description: &'a str,
     pub input_schema: &'a serde_json::Value,
+    /// The call's input is constrained to the schema (`llm_config.strict_tools`).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub strict: bool,
 }
 
 #[derive(Serialize)]
@@ -162,14 +181,14 @@ pub enum OutBlock<'a> {
 
 impl OutBlock<'_> {
     /// Puts a cache breakpoint after the block; thinking blocks take none (the API refuses it).
-    pub fn mark(&mut self) -> bool {
+    pub fn mark(&mut self, control: CacheControl) -> bool {
         match self {
             // Nor does an empty text block (the API refuses the marker there).
             Self::Text { text, .. } if text.trim().is_empty() => false,
             Self::Text { cache_control, .. }
             | Self::ToolUse { cache_control, .. }
             | Self::ToolResult { cache_control, .. } => {
-                *cache_control = Some(EPHEMERAL);
+                *cache_control = Some(control);
                 true
             }
             Self::Thinking { .. } | Self::RedactedThinking { .. } => false,

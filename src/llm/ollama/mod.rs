@@ -41,6 +41,10 @@ impl ProviderApi for Ollama {
         &FACTS
     }
 
+    fn adjust(&self, request: &mut ChatRequest) -> Vec<String> {
+        super::openai::strict_warnings(request, false, FACTS.name)
+    }
+
     fn build(
         &self,
         target: &Target<'_>,
@@ -109,7 +113,7 @@ fn body(request: &ChatRequest, stream: bool) -> Body<'_> {
         model: &request.model,
         messages: std::iter::once(system).chain(turns).collect(),
         stream,
-        tools: super::openai::wire::function_tools(&request.tools),
+        tools: super::openai::wire::function_tools(&request.tools, false),
         think: request
             .reasoning_effort
             .map(|e| e != crate::llm::ReasoningEffort::None),

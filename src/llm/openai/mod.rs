@@ -41,6 +41,9 @@ pub struct Quirks {
     /// `prompt_cache_key` is sent to route a session's steps to the same cache (OpenAI's own;
     /// servers that validate strictly refuse fields they do not know).
     pub takes_prompt_cache_key: bool,
+    /// Tools may be sent `strict: true` (OpenAI's own and Azure's): their arguments are then
+    /// constrained to a schema in OpenAI's strict subset.
+    pub strict_tools: bool,
     /// Where the completions endpoint is under the base URL.
     pub path: PathForm,
 }
@@ -120,6 +123,7 @@ pub const OPENAI: ChatCompletions = ChatCompletions {
         takes_reasoning_effort: openai_reasoning,
         echoes_reasoning_content: false,
         takes_prompt_cache_key: true,
+        strict_tools: true,
         path: PathForm::ChatCompletions,
     },
 };
@@ -166,19 +170,29 @@ impl ProviderApi for ChatCompletions {
         Framing::Sse
     }
 
+    /// OpenAI's own lifetimes (`prompt_cache_retention`), where the server takes its cache key.
+    fn cache_ttls(&self) -> &'static [crate::llm::CacheTtl] {
+        match self.quirks.takes_prompt_cache_key {
+            true => &[crate::llm::CacheTtl::InMemory, crate::llm::CacheTtl::OneDay],
+            false => &[],
+        }
+    }
+
     fn adjust(&self, request: &mut ChatRequest) -> Vec<String> {
+        let mut warnings = strict_warnings(request, self.quirks.strict_tools, self.facts.name);
         match request.reasoning_effort {
             Some(effort) if !(self.quirks.takes_reasoning_effort)(&request.model) => {
                 request.reasoning_effort = None;
-                vec![format!(
+                warnings.push(format!(
                     "reasoning_effort \"{}\" was not sent: {} takes none for {}",
                     effort.as_str(),
                     self.facts.name,
                     request.model
-                )]
+                ));
             }
-            _ => Vec::new(),
+            _ => {}
         }
+        warnings
     }
 }
 
@@ -219,7 +233,7 @@ impl ChatCompletions {
             max_completion_tokens: reasoning.then_some(request.max_output_tokens),
             temperature: if reasoning { None } else { request.temperature },
             stop: (takes_stop && !request.stop.is_empty()).then_some(&request.stop[..]),
-            tools: wire::function_tools(&request.tools),
+            tools: wire::function_tools(&request.tools, request.strict_tools),
             tool_choice,
             parallel_tool_calls: (has_tools && !request.parallel_tool_calls).then_some(false),
             reasoning_effort: request.reasoning_effort.map(|e| e.as_str()),
@@ -228,10 +242,41 @@ impl ChatCompletions {
                 .as_ref()
                 .filter(|_| self.quirks.takes_prompt_cache_key)
                 .map(|c| c.key.as_str()),
+            prompt_cache_retention: request
+                .prompt_cache
+                .as_ref()
+                .and_then(|c| c.ttl)
+                .filter(|_| self.quirks.takes_prompt_cache_key)
+                .map(crate::llm::CacheTtl::as_str),
             stream: false,
             stream_options: None,
         }
     }
+}
+
+/// What `strict_tools` comes to on a server: nothing where it has no strict tools (the flag is
+/// turned off), and each tool whose schema is outside OpenAI's strict subset sent non-strict.
+pub(super) fn strict_warnings(request: &mut ChatRequest, takes: bool, name: &str) -> Vec<String> {
+    if !request.strict_tools || request.tools.is_empty() {
+        return Vec::new();
+    }
+    if !takes {
+        request.strict_tools = false;
+        return vec![format!(
+            "strict_tools: {name} has no strict tool calling here; the tools were sent as declared"
+        )];
+    }
+    request
+        .tools
+        .iter()
+        .filter_map(|t| {
+            let why = crate::llm::strict_schema::openai_strict_misfit(&t.parameters)?;
+            Some(format!(
+                "strict_tools: tool {} was sent non-strict: its schema is outside OpenAI's strict subset ({why})",
+                t.name
+            ))
+        })
+        .collect()
 }
 
 fn completion(reply: Reply) -> Result<Completion, WireError> {

@@ -26,6 +26,7 @@ const PLAIN: Quirks = Quirks {
     takes_reasoning_effort: none,
     echoes_reasoning_content: false,
     takes_prompt_cache_key: false,
+    strict_tools: false,
     path: PathForm::ChatCompletions,
 };
 
@@ -202,6 +203,7 @@ pub const AZURE: ChatCompletions = ChatCompletions {
         reasoning_model: openai_reasoning,
         takes_reasoning_effort: openai_reasoning,
         explicit_auto_tool_choice: false,
+        strict_tools: true,
         path: PathForm::Azure,
         ..PLAIN
     },

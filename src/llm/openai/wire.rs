@@ -5,6 +5,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::llm::bounded::{Bounded, MAX_CALLS_PER_TURN};
+use crate::llm::strict_schema::openai_strict_misfit;
 use crate::llm::{nonzero, FinishReason, Usage};
 
 #[derive(Serialize)]
@@ -30,6 +31,8 @@ pub struct Body<'a> {
     pub reasoning_effort: Option<&'static str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub prompt_cache_key: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub prompt_cache_retention: Option<&'static str>,
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub stream: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -48,8 +51,9 @@ pub struct Tool<'a> {
     pub function: Function<'a>,
 }
 
-/// The tools in the `{"type": "function", "function": {…}}` form (also Ollama's).
-pub fn function_tools(specs: &[crate::llm::ToolSpec]) -> Vec<Tool<'_>> {
+/// The tools in the `{"type": "function", "function": {…}}` form (also Ollama's); with
+/// `strict`, each whose schema fits OpenAI's strict subset is marked strict.
+pub fn function_tools(specs: &[crate::llm::ToolSpec], strict: bool) -> Vec<Tool<'_>> {
     specs
         .iter()
         .map(|t| Tool {
@@ -58,6 +62,7 @@ pub fn function_tools(specs: &[crate::llm::ToolSpec]) -> Vec<Tool<'_>> {
                 name: &t.name,
                 description: &t.description,
                 parameters: &t.parameters,
+                strict: (strict && openai_strict_misfit(&t.parameters).is_none()).then_some(true),
             },
         })
         .collect()
@@ -69,6 +74,8 @@ pub struct Function<'a> {
     #[serde(skip_serializing_if = "str::is_empty")]
     pub description: &'a str,
     pub parameters: &'a serde_json::Value,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub strict: Option<bool>,
 }
 
 #[derive(Serialize)]
