@@ -159,7 +159,8 @@ async fn anthropic_thinking_is_the_thought_and_its_blocks_go_back_untouched() {
         turn["reasoning_state"],
         json!({"blocks": [
             {"type": "thinking", "thinking": THINKING, "signature": SIGNATURE},
-            {"type": "redacted_thinking", "data": REDACTED}]})
+            {"type": "redacted_thinking", "data": REDACTED}],
+            "origin": {"provider": "anthropic", "api": "chat", "model": "claude-sonnet-4-5"}})
     );
     assert!(
         !turn["content"].as_str().unwrap().contains(THINKING),
@@ -192,7 +193,7 @@ async fn anthropic_thinking_is_the_thought_and_its_blocks_go_back_untouched() {
 }
 
 #[tokio::test]
-async fn a_tampered_or_dropped_thinking_block_is_the_providers_refusal_and_the_history_survives() {
+async fn a_tampered_thinking_block_is_the_providers_refusal_and_the_history_survives() {
     let app = spawn_app().await;
     let call = json!([{"type": "tool_use", "id": "toolu_01", "name": "read_file", "input": {"path": "a.js"}}]);
     mount_anthropic(&app, vec![thinking_reply(call)]).await;
@@ -200,26 +201,106 @@ async fn a_tampered_or_dropped_thinking_block_is_the_providers_refusal_and_the_h
         .post_react_step(&native_reasoning("claude-sonnet-4-5", "low"))
         .await;
     assert_eq!(first.status, 200, "{}", first.body);
+    let mut changed = answer_after_observation(&first.body);
+    changed[1]["reasoning_state"]["blocks"][0]["signature"] = json!("forged");
+    let mut next = native_reasoning("claude-sonnet-4-5", "low");
+    next["user_query"] = json!("");
+    next["conversation_history"] = changed.clone();
+    let reply = app.post_react_step(&next).await;
+    assert_eq!(reply.status, 400, "{}", reply.body);
+    assert_eq!(reply.body["error"]["retryable"], false);
+    assert_eq!(
+        reply.body["updated_conversation_history"], changed,
+        "nothing is lost"
+    );
+}
+
+/// A turn whose thinking is not there (the client dropped it, or another provider or model
+/// made the call) cannot go to Anthropic with thinking on: the step asks without thinking, says
+/// so, and the loop goes on. Without that rule the mock, like the API, refuses.
+#[tokio::test]
+async fn a_call_without_its_thinking_continues_the_loop_without_thinking() {
+    let app = spawn_app().await;
+    let call = json!([{"type": "tool_use", "id": "toolu_01", "name": "read_file", "input": {"path": "a.js"}}]);
+    mount_anthropic(
+        &app,
+        vec![thinking_reply(call), anthropic_reply("Final Answer: done")],
+    )
+    .await;
+    let first = app
+        .post_react_step(&native_reasoning("claude-sonnet-4-5", "low"))
+        .await;
+    assert_eq!(first.status, 200, "{}", first.body);
+    let mut dropped = answer_after_observation(&first.body);
+    dropped[1]
+        .as_object_mut()
+        .unwrap()
+        .remove("reasoning_state");
+    let mut next = native_reasoning("claude-sonnet-4-5", "low");
+    next["user_query"] = json!("");
+    next["conversation_history"] = dropped.clone();
+    let reply = app.post_react_step(&next).await;
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    assert_eq!(reply.body["status"], "direct_response_provided");
+    let warnings = reply.body["warnings"].to_string();
+    assert!(
+        warnings.contains("thinking was not asked for in this step"),
+        "{warnings}"
+    );
+    let sent = app.upstream_bodies().await;
+    assert!(sent[1].get("thinking").is_none(), "{}", sent[1]);
+}
+
+/// A state goes back only to the provider, API and model that made it: a loop that moves from
+/// one Claude model to another sends the earlier turn without it, names the turn in a warning,
+/// and keeps the state in the history it returns.
+#[tokio::test]
+async fn a_state_made_by_another_model_is_not_sent_and_is_kept() {
+    let app = spawn_app().await;
+    let call = json!([{"type": "tool_use", "id": "toolu_01", "name": "read_file", "input": {"path": "a.js"}}]);
+    mount_anthropic(
+        &app,
+        vec![thinking_reply(call), anthropic_reply("Final Answer: done")],
+    )
+    .await;
+    let first = app
+        .post_react_step(&native_reasoning("claude-sonnet-4-5", "low"))
+        .await;
+    assert_eq!(first.status, 200, "{}", first.body);
     let history = answer_after_observation(&first.body);
-    for change in ["tamper", "drop"] {
-        let mut changed = history.clone();
-        let turn = &mut changed[1];
-        if change == "tamper" {
-            turn["reasoning_state"]["blocks"][0]["signature"] = json!("forged");
-        } else {
-            turn.as_object_mut().unwrap().remove("reasoning_state");
-        }
-        let mut next = native_reasoning("claude-sonnet-4-5", "low");
-        next["user_query"] = json!("");
-        next["conversation_history"] = changed.clone();
-        let reply = app.post_react_step(&next).await;
-        assert_eq!(reply.status, 400, "{change}: {}", reply.body);
-        assert_eq!(reply.body["error"]["retryable"], false, "{change}");
-        assert_eq!(
-            reply.body["updated_conversation_history"], changed,
-            "{change}: nothing is lost"
-        );
-    }
+    assert_eq!(
+        history[1]["reasoning_state"]["origin"],
+        json!({"provider": "anthropic", "api": "chat", "model": "claude-sonnet-4-5"})
+    );
+    let mut next = native_reasoning("claude-opus-4-7", "low");
+    next["user_query"] = json!("");
+    next["conversation_history"] = history.clone();
+    let reply = app.post_react_step(&next).await;
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    let warnings = reply.body["warnings"].to_string();
+    assert!(
+        warnings.contains("conversation_history[1]: its reasoning_state was made by anthropic (chat API, model claude-sonnet-4-5), not by this step's anthropic (chat API, model claude-opus-4-7)"),
+        "{warnings}"
+    );
+    let sent = app.upstream_bodies().await;
+    assert!(!sent[1].to_string().contains(SIGNATURE), "{}", sent[1]);
+    let returned = &reply.body["updated_conversation_history"];
+    assert_eq!(
+        returned[1], history[1],
+        "the state is kept for its own model"
+    );
+    // Back on the model that made it, it goes back again, and no warning is given.
+    mount_anthropic(&app, vec![anthropic_reply("Final Answer: done")]).await;
+    let mut again = native_reasoning("claude-sonnet-4-5", "low");
+    again["user_query"] = json!("");
+    again["conversation_history"] = history;
+    let reply = app.post_react_step(&again).await;
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    assert!(!reply.body["warnings"]
+        .to_string()
+        .contains("reasoning_state"));
+    let sent = app.upstream_bodies().await;
+    assert!(sent.last().unwrap().to_string().contains(SIGNATURE));
 }
 
 #[tokio::test]

@@ -87,6 +87,14 @@ impl ProviderApi for Anthropic {
         if thinking(request).is_none() {
             return warnings;
         }
+        if thinking::last_call_unthought(&request.messages) {
+            request.reasoning_effort = None;
+            warnings.push(
+                "thinking was not asked for in this step: the turn's last tool call went back without Claude's thinking (another provider or model made it, or its reasoning_state was not sent), and Anthropic refuses thinking on such a turn"
+                    .to_string(),
+            );
+            return warnings;
+        }
         if request.require_tool && !request.tools.is_empty() {
             request.require_tool = false;
             warnings.push(

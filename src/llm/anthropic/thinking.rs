@@ -4,7 +4,7 @@
 //! 4.6 and refused from Opus 4.7 and the Claude 5 family on).
 
 use super::wire::{OutputConfig, Thinking};
-use crate::llm::{ChatRequest, ReasoningEffort};
+use crate::llm::{ChatMessage, ChatRequest, ChatRole, ReasoningEffort};
 
 /// The thinking the request's reasoning effort asks for, if any, and its effort setting.
 pub fn thinking(request: &ChatRequest) -> Option<(Thinking, Option<OutputConfig>)> {
@@ -27,6 +27,18 @@ pub fn thinking(request: &ChatRequest) -> Option<(Thinking, Option<OutputConfig>
         budget_tokens: Some(budget_tokens),
     };
     Some((thinking, None))
+}
+
+/// Whether the conversation's last tool call went back without Claude's thinking before it:
+/// another provider or model made it, its state was not sent (made elsewhere) or the client
+/// kept none. Anthropic refuses thinking on such a turn ("a final assistant message must start
+/// with a thinking block").
+pub fn last_call_unthought(messages: &[ChatMessage]) -> bool {
+    let last_call = messages
+        .iter()
+        .rev()
+        .find(|m| m.role == ChatRole::Assistant && !m.calls.is_empty());
+    last_call.is_some_and(|m| m.reasoning.as_ref().is_none_or(|r| r.blocks.is_empty()))
 }
 
 /// `output_config.effort` for a reasoning effort (Anthropic has no `minimal`).
