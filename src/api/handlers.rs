@@ -67,10 +67,21 @@ pub async fn providers(
                 "base_url_host": host,
                 "capabilities": p.capabilities(),
                 "model_prefixes": p.facts().model_prefixes,
+                "apis": apis(p),
             })
         })
         .collect();
     Ok(HttpResponse::Ok().json(serde_json::json!({ "providers": providers })))
+}
+
+/// The values of `llm_config.api` the provider takes.
+fn apis(p: crate::llm::Provider) -> Vec<&'static str> {
+    use crate::llm::WireApi;
+    [WireApi::Chat, WireApi::Responses]
+        .into_iter()
+        .filter(|api| p.with_api(*api).is_some())
+        .map(WireApi::as_str)
+        .collect()
 }
 
 pub async fn openapi() -> HttpResponse {

@@ -99,9 +99,10 @@ pub struct Completion {
 }
 
 impl Completion {
-    /// Refuses a reply whose text and calls, written as JSON, pass [`MAX_TURN_JSON_BYTES`].
+    /// Refuses a reply whose text, calls and output items (the Responses API's, which go back
+    /// with the turn), written as JSON, pass [`MAX_TURN_JSON_BYTES`].
     pub fn fits_a_turn(&self) -> Result<(), WireError> {
-        let mut bytes = json_len(&self.text);
+        let mut bytes = json_len(&self.text) + json_len(&self.reasoning.items);
         for call in &self.calls {
             bytes += json_len(&call.name)
                 + match &call.arguments {

@@ -19,6 +19,7 @@ mod pools;
 mod provider;
 mod reasoning;
 mod registry;
+mod responses;
 mod retry;
 pub mod sse;
 mod stream;

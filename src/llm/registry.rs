@@ -83,7 +83,7 @@ impl Provider {
     pub fn with_api(self, api: WireApi) -> Option<Self> {
         match api {
             WireApi::Chat => Some(self),
-            WireApi::Responses => None,
+            WireApi::Responses => super::responses::of(self.name()).map(|r| Self(r)),
         }
     }
 

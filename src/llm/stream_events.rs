@@ -27,6 +27,10 @@ pub struct Sofar {
     pub reasoning_content: String,
     /// Anthropic's thinking blocks by index, as their pieces arrive.
     pub thinking: BTreeMap<u64, ThinkingBlock>,
+    /// The Responses API's output items, whole, in order.
+    pub items: Vec<serde_json::Value>,
+    /// The reply is a preamble alone (see [`Completion::preamble_only`]).
+    pub preamble_only: bool,
 }
 
 /// A piece of what the model writes, as it arrives.
@@ -79,6 +83,7 @@ impl Sofar {
         let reasoning = ReasoningState {
             blocks: self.thinking.into_values().collect(),
             reasoning_content: Some(self.reasoning_content).filter(|r| !r.is_empty()),
+            items: self.items,
             ..ReasoningState::default()
         };
         Completion {
@@ -88,7 +93,7 @@ impl Sofar {
             calls,
             dropped_calls: self.dropped_calls,
             reasoning,
-            preamble_only: false,
+            preamble_only: self.preamble_only,
         }
     }
 }

@@ -194,6 +194,8 @@ export interface components {
                 base_url_host: string | null;
                 /** @description Lower-case `modelName` prefixes that imply this provider. */
                 model_prefixes: string[];
+                /** @description The values of `llm_config.api` the provider takes here (`chat` always; `responses` where it serves OpenAI's Responses API). */
+                apis: ("chat" | "responses")[];
                 capabilities: {
                     /** @description `tool_mode: native` is possible. */
                     native_tools: boolean;

@@ -1,0 +1,141 @@
+//! The conversation as the Responses API's `input` items. An assistant turn whose state holds the
+//! reply's own output items goes back as those items, verbatim and in order (reasoning with its
+//! encrypted content, messages with their `phase`, calls); any other turn is rebuilt from its
+//! text and calls. A user message that continues a turn of tool results goes inside the last
+//! result, so the turn (and the reasoning it keeps) is not ended.
+
+use std::borrow::Cow;
+
+use super::wire::Input;
+use crate::llm::{ChatMessage, ChatRole, MESSAGE_JOIN};
+
+/// The `input` items for the conversation.
+pub fn items(messages: &[ChatMessage]) -> Vec<Input<'_>> {
+    let mut input = Vec::with_capacity(messages.len() + 1);
+    for m in messages {
+        match m.role {
+            ChatRole::User if m.in_turn => match input.last_mut() {
+                Some(Input::FunctionCallOutput { output, .. }) => {
+                    let joined = output.to_mut();
+                    joined.push_str(MESSAGE_JOIN);
+                    joined.push_str(&m.content);
+                }
+                _ => input.push(text("user", m)),
+            },
+            ChatRole::User => input.push(text("user", m)),
+            ChatRole::Tool => input.push(Input::FunctionCallOutput {
+                kind: "function_call_output",
+                call_id: m.answers.as_deref().unwrap_or_default(),
+                output: match m.is_error {
+                    true => format!("[the tool failed] {}", m.content).into(),
+                    false => m.content.as_str().into(),
+                },
+            }),
+            ChatRole::Assistant => match own_items(m) {
+                Some(items) => input.extend(items.iter().map(Input::Verbatim)),
+                None => assistant(m, &mut input),
+            },
+        }
+    }
+    input
+}
+
+fn text<'a>(role: &'static str, m: &'a ChatMessage) -> Input<'a> {
+    Input::Message {
+        role,
+        content: Cow::Borrowed(&m.content),
+    }
+}
+
+/// The turn's own output items, when they are the turn: its calls are their function calls,
+/// with the same ids in the same order.
+fn own_items(m: &ChatMessage) -> Option<&[serde_json::Value]> {
+    let items = &m.reasoning.as_ref()?.items;
+    if items.is_empty() {
+        return None;
+    }
+    let item_calls = items
+        .iter()
+        .filter(|i| i["type"] == "function_call")
+        .map(|i| i["call_id"].as_str());
+    let calls = m.calls.iter().map(|c| Some(c.id.as_str()));
+    item_calls.eq(calls).then_some(items.as_slice())
+}
+
+/// A turn rebuilt: its text as an assistant message, then one function call item per call.
+fn assistant<'a>(m: &'a ChatMessage, input: &mut Vec<Input<'a>>) {
+    if !m.content.is_empty() || m.calls.is_empty() {
+        input.push(text("assistant", m));
+    }
+    input.extend(m.calls.iter().map(|c| Input::FunctionCall {
+        kind: "function_call",
+        call_id: &c.id,
+        name: &c.name,
+        arguments: serde_json::Value::Object(c.arguments.clone()).to_string(),
+    }));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::llm::{ReasoningState, ToolUse};
+    use serde_json::json;
+
+    fn call(id: &str) -> ToolUse {
+        ToolUse {
+            id: id.into(),
+            name: "read_file".into(),
+            arguments: serde_json::Map::from_iter([("path".into(), json!("a.js"))]),
+        }
+    }
+
+    fn written(messages: &[ChatMessage]) -> serde_json::Value {
+        serde_json::to_value(items(messages)).unwrap_or_default()
+    }
+
+    #[test]
+    fn a_turn_with_its_own_items_goes_back_as_them_and_results_keep_the_turn() {
+        let own = vec![
+            json!({"type": "reasoning", "id": "rs_1", "encrypted_content": "e", "summary": []}),
+            json!({"type": "function_call", "id": "fc_1", "call_id": "call_1", "name": "read_file", "arguments": "{}"}),
+        ];
+        let mut turn = ChatMessage::text(ChatRole::Assistant, "Thought".into());
+        turn.calls = vec![call("call_1")];
+        turn.reasoning = Some(ReasoningState {
+            items: own.clone(),
+            ..ReasoningState::default()
+        });
+        let mut result = ChatMessage::text(ChatRole::Tool, "contents".into());
+        result.answers = Some("call_1".into());
+        let mut more = ChatMessage::text(ChatRole::User, "go on".into());
+        more.in_turn = true;
+        let user = ChatMessage::text(ChatRole::User, "task".into());
+        let v = written(&[user, turn.clone(), result, more]);
+        assert_eq!(v[0], json!({"role": "user", "content": "task"}));
+        assert_eq!(v[1], own[0]);
+        assert_eq!(v[2], own[1]);
+        assert_eq!(
+            v[3],
+            json!({"type": "function_call_output", "call_id": "call_1", "output": "contents\n\ngo on"})
+        );
+        // Ids that are not the items' own: the turn is rebuilt.
+        turn.calls = vec![call("call_9")];
+        let v = written(&[turn]);
+        assert_eq!(v[0], json!({"role": "assistant", "content": "Thought"}));
+        assert_eq!(v[1]["type"], "function_call");
+        assert_eq!(v[1]["call_id"], "call_9");
+        assert_eq!(v[1]["arguments"], "{\"path\":\"a.js\"}");
+    }
+
+    #[test]
+    fn a_failed_tool_says_so_and_an_in_turn_message_without_results_is_a_user_message() {
+        let mut failed = ChatMessage::text(ChatRole::Tool, "no such file".into());
+        failed.answers = Some("c".into());
+        failed.is_error = true;
+        let mut alone = ChatMessage::text(ChatRole::User, "hi".into());
+        alone.in_turn = true;
+        let v = written(&[alone, failed]);
+        assert_eq!(v[0], json!({"role": "user", "content": "hi"}));
+        assert_eq!(v[1]["output"], "[the tool failed] no such file");
+    }
+}

@@ -1,0 +1,164 @@
+//! Responses API streams: named events (`response.created`, `response.output_item.added`, the
+//! deltas, `response.output_item.done`, `response.completed`), each with its `type` in its data.
+//! Text and reasoning summaries stream as they come; each output item is taken whole from its
+//! `.done` event (the `.added` copy may lack the encrypted content), and the reply ends with
+//! `response.completed` (or `response.incomplete`). An event of another type is skipped.
+
+use serde::Deserialize;
+use serde_json::value::RawValue;
+
+use super::wire::{finish, Incomplete, Output, ReplyUsage};
+use crate::llm::bounded::{MAX_BLOCKS, MAX_CALLS_PER_TURN};
+use crate::llm::stream_events::{Piece, Sofar, StreamDecoder};
+use crate::llm::{Usage, WireError};
+
+/// The output items of the stream so far.
+#[derive(Default)]
+pub struct EventDecoder {
+    output: Output,
+    items: usize,
+}
+
+/// What the service reads of an event.
+#[derive(Deserialize)]
+struct Event {
+    #[serde(rename = "type")]
+    kind: String,
+    delta: Option<String>,
+    item: Option<Box<RawValue>>,
+    response: Option<Final>,
+}
+
+/// The response a `response.completed`, `.incomplete` or `.failed` event carries.
+#[derive(Deserialize)]
+struct Final {
+    status: Option<String>,
+    incomplete_details: Option<Incomplete>,
+    usage: Option<ReplyUsage>,
+    error: Option<Box<RawValue>>,
+}
+
+impl StreamDecoder for EventDecoder {
+    fn event(&mut self, data: &str, sofar: &mut Sofar) -> Result<Option<Piece>, WireError> {
+        let event: Event =
+            serde_json::from_str(data).map_err(|e| WireError::json("a stream event", &e))?;
+        match event.kind.as_str() {
+            "response.output_text.delta" | "response.refusal.delta" => {
+                Ok(event.delta.map(Piece::Text))
+            }
+            "response.reasoning_summary_text.delta" => Ok(event.delta.map(Piece::Reasoning)),
+            "response.output_item.done" => {
+                let item = event.item.ok_or_else(|| missing("item"))?;
+                self.items += 1;
+                if self.items > MAX_BLOCKS {
+                    return Err(WireError::Shape(format!(
+                        "the reply holds more than {MAX_BLOCKS} output items, more than a step can carry back"
+                    )));
+                }
+                self.output.push(item.get())?;
+                Ok(None)
+            }
+            "response.completed" | "response.incomplete" => {
+                let response = event.response.ok_or_else(|| missing("response"))?;
+                self.end(response, sofar);
+                Ok(None)
+            }
+            "response.failed" => {
+                let error = event.response.and_then(|r| r.error);
+                let error = error.as_deref().map_or("null", RawValue::get);
+                Err(WireError::InStream(format!("{{\"error\":{error}}}")))
+            }
+            "error" => Err(WireError::InStream(data.to_string())),
+            _ => Ok(None),
+        }
+    }
+}
+
+impl EventDecoder {
+    /// The reply is over: its usage, why it ended, and its items whole.
+    fn end(&mut self, response: Final, sofar: &mut Sofar) {
+        sofar.usage = response.usage.map(Usage::from);
+        sofar.finish = Some(finish(
+            response.status.as_deref(),
+            response.incomplete_details.as_ref(),
+        ));
+        let mut output = std::mem::take(&mut self.output);
+        sofar.preamble_only = output.preamble_only();
+        for (index, (id, name, arguments)) in output.calls.drain(..).enumerate() {
+            if index >= MAX_CALLS_PER_TURN {
+                sofar.dropped_calls += 1;
+                continue;
+            }
+            if let Some(call) = sofar.call(index as u64) {
+                call.id = id;
+                call.name = name;
+                call.arguments = arguments;
+            }
+        }
+        sofar.items = output.items;
+        sofar.done = true;
+    }
+}
+
+fn missing(what: &str) -> WireError {
+    WireError::Shape(format!("a stream event has no {what}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn read(events: &[serde_json::Value]) -> Result<(Sofar, Vec<Piece>), WireError> {
+        let mut decoder = EventDecoder::default();
+        let mut sofar = Sofar::default();
+        let mut pieces = Vec::new();
+        for e in events {
+            pieces.extend(decoder.event(&e.to_string(), &mut sofar)?);
+        }
+        Ok((sofar, pieces))
+    }
+
+    #[test]
+    fn items_come_whole_from_their_done_event_and_the_end_is_read() {
+        let reasoning = json!({"type": "reasoning", "id": "rs_1", "encrypted_content": "SECRET", "summary": [{"type": "summary_text", "text": "hm"}]});
+        let call = json!({"type": "function_call", "id": "fc_1", "call_id": "call_1", "name": "read_file", "arguments": "{\"path\":\"a\"}", "status": "completed"});
+        let (sofar, pieces) = read(&[
+            json!({"type": "response.created", "response": {"status": "in_progress"}}),
+            json!({"type": "response.output_item.added", "output_index": 0, "item": {"type": "reasoning", "id": "rs_1", "summary": []}}),
+            json!({"type": "response.reasoning_summary_text.delta", "delta": "hm"}),
+            json!({"type": "response.output_item.done", "output_index": 0, "item": reasoning}),
+            json!({"type": "response.output_item.added", "output_index": 1, "item": {"type": "function_call", "id": "fc_1", "call_id": "call_1", "name": "read_file", "arguments": ""}}),
+            json!({"type": "response.function_call_arguments.delta", "output_index": 1, "delta": "{\"path\""}),
+            json!({"type": "response.output_item.done", "output_index": 1, "item": call}),
+            json!({"type": "response.something_new", "x": 1}),
+            json!({"type": "response.completed", "response": {"status": "completed", "usage": {"input_tokens": 9, "output_tokens": 4, "input_tokens_details": {"cached_tokens": 8}, "output_tokens_details": {"reasoning_tokens": 3}}}}),
+        ])
+        .unwrap_or_else(|e| panic!("{e:?}"));
+        assert_eq!(pieces, [Piece::Reasoning("hm".into())]);
+        assert!(sofar.done && !sofar.preamble_only);
+        assert_eq!(sofar.items, [reasoning, call]);
+        assert_eq!(sofar.calls[&0].id.as_deref(), Some("call_1"));
+        assert_eq!(sofar.calls[&0].arguments, "{\"path\":\"a\"}");
+        let usage = sofar.usage.unwrap_or_default();
+        assert_eq!(usage.cached_prompt_tokens, Some(8));
+        assert_eq!(usage.reasoning_tokens, Some(3));
+    }
+
+    #[test]
+    fn a_failed_response_and_an_error_event_are_in_stream_errors() {
+        for event in [
+            json!({"type": "response.failed", "response": {"status": "failed", "error": {"code": "server_error", "message": "boom"}}}),
+            json!({"type": "error", "code": "server_error", "message": "boom"}),
+        ] {
+            match read(&[event]) {
+                Err(WireError::InStream(data)) => assert!(data.contains("boom"), "{data}"),
+                other => panic!("{:?}", other.map(|_| ())),
+            }
+        }
+        assert!(matches!(
+            read(&[json!({"type": 7})]),
+            Err(WireError::Shape(_))
+        ));
+    }
+}
