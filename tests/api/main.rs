@@ -50,6 +50,7 @@ mod providers;
 mod proxies;
 mod reasoning;
 mod redirects;
+mod responses;
 mod scrubbing;
 mod session_privacy;
 mod shared_limits;

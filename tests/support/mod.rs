@@ -7,6 +7,8 @@
 //! - `stream`: a streamed step read as a client reads it;
 //! - `upstream`: replies in each provider's exact wire format, and mocks that serve them;
 //! - `provider_rules`: what the providers' real APIs refuse, for mocks that refuse it too;
+//! - `responses_upstream`: a model behind OpenAI's Responses API that checks what a stateless
+//!   caller must send back;
 //! - `stream_upstream`: an upstream that streams exactly as a test scripts it;
 //! - `binary`: the real `reactstep` binary as a child process;
 //! - `corpus`: the model-output corpus and how one case runs through the server;
@@ -23,6 +25,7 @@ pub mod corpus;
 pub mod https_upstream;
 pub mod provider_rules;
 pub mod requests;
+pub mod responses_upstream;
 pub mod schema_bombs;
 pub mod spec;
 pub mod stream;

@@ -1,0 +1,409 @@
+//! OpenAI's Responses API (`llm_config.api: "responses"`), used statelessly: loops of five steps
+//! and more through the real server, plain, streamed, in text mode and with parallel calls, each
+//! of which completes only because every turn's output items go back as they came (the mock
+//! refuses a request otherwise, as the real API does). Also: the reused prefix of `input`, a
+//! commentary before a call, a commentary alone, usage, errors, and who serves the API.
+
+use serde_json::{json, Value};
+use wiremock::matchers::path;
+use wiremock::{Mock, ResponseTemplate};
+
+use crate::support::app::{spawn_app, TestApp};
+use crate::support::requests::request;
+use crate::support::responses_upstream::{ResponsesModel, Scripted};
+use crate::support::stream::post_stream;
+use crate::support::upstream::OPENAI_PATH;
+
+const RESPONSES_PATH: &str = "/v1/responses";
+
+#[derive(Clone, Copy, PartialEq)]
+enum Mode {
+    Native,
+    Streamed,
+    Text,
+}
+
+fn read(path: &str) -> (String, Value) {
+    ("read_file".into(), json!({ "path": path }))
+}
+
+fn body(mode: Mode) -> Value {
+    // A long task, as a real one with its context is: the prefix measure compares what is
+    // reused with what is new in each step.
+    let task = format!(
+        "Read the files one by one and say what they do. {}",
+        "The service handles logins, sessions and their expiry. ".repeat(80)
+    );
+    let mut body = request("gpt-5", &task);
+    body["llm_config"]["provider"] = json!("openai");
+    body["llm_config"]["api"] = json!("responses");
+    body["llm_config"]["tokenLimit"] = json!(64_000);
+    body["llm_config"]["tool_mode"] = json!(if mode == Mode::Text { "text" } else { "native" });
+    body["llm_config"]
+        .as_object_mut()
+        .unwrap()
+        .remove("temperature");
+    body["max_iterations_left"] = json!(10);
+    body["tools"] = json!([{"name": "read_file", "description": "Read a file.",
+        "parameters": {"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]}}]);
+    body
+}
+
+async fn model(app: &TestApp, script: Vec<Scripted>) {
+    Mock::given(path(RESPONSES_PATH))
+        .respond_with(ResponsesModel::new(script))
+        .mount(&app.llm)
+        .await;
+}
+
+/// One step through the service: its reply body and status.
+async fn step(app: &TestApp, body: &Value, mode: Mode) -> (u16, Value) {
+    if mode != Mode::Streamed {
+        let reply = app.post_react_step(body).await;
+        return (reply.status, reply.body);
+    }
+    let streamed = post_stream(app, body).await;
+    let (name, event) = streamed.terminal();
+    let status = match name.as_str() {
+        "step" => 200,
+        _ => event["error"]["status"].as_u64().unwrap_or(500) as u16,
+    };
+    (status, event.clone())
+}
+
+/// The proposed calls of a step.
+fn actions(step: &Value) -> Vec<Value> {
+    match step["parallel_actions"].as_array() {
+        Some(all) => all.clone(),
+        None => vec![step["action_details"].clone()],
+    }
+}
+
+/// The next request: the step's history, each call answered by its id.
+fn answered(mut body: Value, step: &Value) -> Value {
+    let mut history = step["updated_conversation_history"].clone();
+    let turns = history.as_array_mut().unwrap();
+    for action in actions(step) {
+        let mut turn = json!({"role": "tool_observation",
+            "content": format!("contents of {}", action["tool_args"]["path"].as_str().unwrap())});
+        if action["tool_call_id"].is_string() {
+            turn["tool_call_id"] = action["tool_call_id"].clone();
+        }
+        turns.push(turn);
+    }
+    body["conversation_history"] = history;
+    body["user_query"] = json!("");
+    body
+}
+
+/// Runs the loop to its answer; returns every step's reply.
+async fn run_loop(app: &TestApp, mode: Mode, steps: usize) -> Vec<Value> {
+    let mut body = body(mode);
+    let mut replies = Vec::new();
+    for n in 1..=steps {
+        let (status, reply) = step(app, &body, mode).await;
+        assert_eq!(status, 200, "step {n}: {reply}");
+        replies.push(reply.clone());
+        if reply["status"] == "direct_response_provided" {
+            assert_eq!(n, steps, "the loop ended early");
+            return replies;
+        }
+        assert_eq!(reply["status"], "action_proposed", "step {n}: {reply}");
+        body = answered(body, &reply);
+    }
+    panic!("the loop did not end in {steps} steps");
+}
+
+/// The share of each request's `input` (as sent) that is the previous request's prefix.
+fn reused(sent: &[Value]) -> Vec<f64> {
+    let inputs: Vec<String> = sent.iter().map(|b| b["input"].to_string()).collect();
+    inputs
+        .windows(2)
+        .map(|pair| {
+            let shared = pair[0]
+                .bytes()
+                .zip(pair[1].bytes())
+                .take_while(|(a, b)| a == b)
+                .count();
+            shared as f64 / pair[1].len() as f64
+        })
+        .collect()
+}
+
+/// What every request of a loop must be, and the prefix it reuses.
+async fn check_requests(app: &TestApp, steps: usize) -> Vec<Value> {
+    let sent = app.upstream_bodies().await;
+    assert_eq!(sent.len(), steps, "one call a step");
+    for (i, body) in sent.iter().enumerate() {
+        assert_eq!(body["store"], false, "request {}", i + 1);
+        assert_eq!(body["include"], json!(["reasoning.encrypted_content"]));
+    }
+    // Every turn's items went back: one reasoning item for each step before the last.
+    let last = sent[steps - 1]["input"].as_array().unwrap();
+    let reasoning = last.iter().filter(|i| i["type"] == "reasoning").count();
+    assert_eq!(reasoning, steps - 1, "{last:?}");
+    let ratios = reused(&sent);
+    eprintln!("input reused between steps: {ratios:?}");
+    let average = ratios.iter().sum::<f64>() / ratios.len() as f64;
+    assert!(
+        average >= 0.90,
+        "on average {average:.3} of each step's input is the previous one's prefix: {ratios:?}"
+    );
+    sent
+}
+
+fn native_script() -> Vec<Scripted> {
+    vec![
+        Scripted::Calls(Some("I will read a.js first.".into()), vec![read("a.js")]),
+        Scripted::Calls(None, vec![read("b.js")]),
+        Scripted::Calls(Some("Now c.js.".into()), vec![read("c.js")]),
+        Scripted::Calls(None, vec![read("d.js")]),
+        Scripted::Answer("All four files read.".into()),
+    ]
+}
+
+#[tokio::test]
+async fn a_native_loop_of_five_steps_carries_its_state_back() {
+    let app = spawn_app().await;
+    model(&app, native_script()).await;
+    let replies = run_loop(&app, Mode::Native, 5).await;
+    assert_eq!(replies[4]["direct_response"], "All four files read.");
+    // A commentary before a call is the action's thought, after the reasoning's summary.
+    let thought = replies[0]["thought"].as_str().unwrap();
+    assert!(thought.contains("I will read a.js first."), "{thought}");
+    assert!(thought.contains("Reasoning 1."), "{thought}");
+    assert_eq!(replies[0]["action_details"]["tool_call_id"], "call_1_0");
+    let state = &replies[0]["updated_conversation_history"]
+        .as_array()
+        .unwrap()
+        .last()
+        .unwrap()["reasoning_state"];
+    assert_eq!(state["origin"]["api"], "responses");
+    assert_eq!(state["items"][0]["type"], "reasoning");
+    assert_eq!(state["items"][1]["phase"], "commentary");
+    let usage = &replies[0]["usage"];
+    assert_eq!(usage["prompt_tokens"], 1001);
+    assert_eq!(usage["cached_prompt_tokens"], 896);
+    assert_eq!(usage["reasoning_tokens"], 40);
+    let sent = check_requests(&app, 5).await;
+    assert_eq!(sent[0]["tool_choice"], Value::Null);
+    assert_eq!(sent[0]["tools"][0]["name"], "read_file");
+    assert!(sent[0]["instructions"].as_str().unwrap().len() > 100);
+    // The fifth request holds the items the model wrote, as it wrote them.
+    let input = sent[4]["input"].as_array().unwrap();
+    let state = &replies[0]["updated_conversation_history"]
+        .as_array()
+        .unwrap()
+        .last()
+        .unwrap()["reasoning_state"]["items"];
+    assert_eq!(input[1..4], state.as_array().unwrap()[..]);
+}
+
+#[tokio::test]
+async fn a_streamed_loop_of_five_steps_carries_its_state_back() {
+    let app = spawn_app().await;
+    model(&app, native_script()).await;
+    let replies = run_loop(&app, Mode::Streamed, 5).await;
+    assert_eq!(replies[4]["direct_response"], "All four files read.");
+    assert!(replies[2]["thought"]
+        .as_str()
+        .unwrap()
+        .contains("Now c.js."));
+    let sent = check_requests(&app, 5).await;
+    assert!(sent.iter().all(|b| b["stream"] == true));
+}
+
+#[tokio::test]
+async fn a_text_mode_loop_of_five_steps_carries_its_state_back() {
+    let app = spawn_app().await;
+    let action = |f: &str| {
+        Scripted::Text(format!(
+            "Thought: Read {f}.\nAction: read_file(path=\"{f}\")"
+        ))
+    };
+    model(
+        &app,
+        vec![
+            action("a.js"),
+            action("b.js"),
+            action("c.js"),
+            action("d.js"),
+            Scripted::Text("Thought: Done.\nFinal Answer: All four files read.".into()),
+        ],
+    )
+    .await;
+    let replies = run_loop(&app, Mode::Text, 5).await;
+    assert_eq!(replies[4]["direct_response"], "All four files read.");
+    assert_eq!(replies[1]["action_details"]["tool_args"]["path"], "b.js");
+    let sent = check_requests(&app, 5).await;
+    assert!(sent.iter().all(|b| b.get("tools").is_none()));
+}
+
+#[tokio::test]
+async fn a_loop_with_parallel_calls_answers_each_by_its_id() {
+    let app = spawn_app().await;
+    model(
+        &app,
+        vec![
+            Scripted::Calls(None, vec![read("a.js"), read("b.js")]),
+            Scripted::Calls(None, vec![read("c.js")]),
+            Scripted::Calls(Some("Two more.".into()), vec![read("d.js"), read("e.js")]),
+            Scripted::Calls(None, vec![read("f.js")]),
+            Scripted::Answer("Six files read.".into()),
+        ],
+    )
+    .await;
+    let replies = run_loop(&app, Mode::Native, 5).await;
+    let ids: Vec<&Value> = replies[2]["parallel_actions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| &a["tool_call_id"])
+        .collect();
+    assert_eq!(ids, [&json!("call_3_0"), &json!("call_3_1")]);
+    let sent = check_requests(&app, 5).await;
+    assert!(sent.iter().all(|b| b.get("parallel_tool_calls").is_none()));
+}
+
+/// The second step's request, after a first step whose state the client changed.
+async fn second_step_with(change: impl FnOnce(&mut Value)) -> (u16, Value) {
+    let app = spawn_app().await;
+    model(&app, native_script()).await;
+    let first = body(Mode::Native);
+    let (_, reply) = step(&app, &first, Mode::Native).await;
+    let mut next = answered(first, &reply);
+    let history = next["conversation_history"].as_array_mut().unwrap();
+    let turn = history
+        .iter_mut()
+        .find(|t| t["reasoning_state"].is_object())
+        .unwrap();
+    change(&mut turn["reasoning_state"]);
+    step(&app, &next, Mode::Native).await
+}
+
+#[tokio::test]
+async fn an_altered_or_dropped_item_gets_the_apis_refusal_through() {
+    let (status, reply) = second_step_with(|state| {
+        let content = state["items"][0]["encrypted_content"].as_str().unwrap();
+        let altered = format!("{}00", &content[..content.len() - 2]);
+        state["items"][0]["encrypted_content"] = json!(altered);
+    })
+    .await;
+    assert_eq!(status, 400, "{reply}");
+    assert_eq!(reply["error"]["type"], "llm_request_rejected");
+    let message = reply["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("The encrypted content for item rs_1 could not be verified."),
+        "{message}"
+    );
+    // Without the reasoning item, the call it came with is refused.
+    let (status, reply) = second_step_with(|state| {
+        state["items"].as_array_mut().unwrap().remove(0);
+    })
+    .await;
+    assert_eq!(status, 400, "{reply}");
+    let message = reply["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("Item 'fc_1_0' of type 'function_call' was provided without its required 'reasoning' item: 'rs_1'."),
+        "{message}"
+    );
+    // A message without its phase.
+    let (status, reply) = second_step_with(|state| {
+        state["items"][1].as_object_mut().unwrap().remove("phase");
+    })
+    .await;
+    assert_eq!(status, 400, "{reply}");
+    assert!(reply["error"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("'msg_1' of type 'message' was provided without its 'phase'"));
+}
+
+#[tokio::test]
+async fn a_commentary_alone_is_no_answer_and_the_step_asks_again() {
+    let app = spawn_app().await;
+    model(
+        &app,
+        vec![
+            Scripted::Preamble("Let me look at the files first.".into()),
+            Scripted::Answer("Nothing to read.".into()),
+        ],
+    )
+    .await;
+    let (status, reply) = step(&app, &body(Mode::Native), Mode::Native).await;
+    assert_eq!(status, 200, "{reply}");
+    assert_eq!(reply["status"], "direct_response_provided");
+    assert_eq!(reply["direct_response"], "Nothing to read.");
+    let warnings = reply["warnings"].to_string();
+    assert!(
+        warnings.contains("commentary") && warnings.contains("asked again"),
+        "{warnings}"
+    );
+    assert_eq!(app.upstream_bodies().await.len(), 2);
+}
+
+#[tokio::test]
+async fn upstream_errors_map_as_they_do_on_the_chat_wire() {
+    let error = |status: u16, kind: &str, code: &str| {
+        ResponseTemplate::new(status).set_body_json(json!({"error": {
+            "message": format!("upstream says {status}"), "type": kind, "param": null, "code": code}}))
+    };
+    for (status, kind, code) in [
+        (400, "invalid_request_error", "invalid_value"),
+        (401, "invalid_request_error", "invalid_api_key"),
+        (404, "invalid_request_error", "model_not_found"),
+        (429, "rate_limit_exceeded", "rate_limit_exceeded"),
+        (429, "insufficient_quota", "insufficient_quota"),
+        (500, "server_error", "server_error"),
+        (503, "server_error", "server_error"),
+    ] {
+        let app = spawn_app().await;
+        for at in [RESPONSES_PATH, OPENAI_PATH] {
+            Mock::given(path(at))
+                .respond_with(error(status, kind, code))
+                .mount(&app.llm)
+                .await;
+        }
+        let responses = app.post_react_step(&body(Mode::Native)).await;
+        let mut chat = body(Mode::Native);
+        chat["llm_config"]["api"] = json!("chat");
+        let chat = app.post_react_step(&chat).await;
+        assert_ne!(responses.status, 200, "{status}");
+        assert_eq!(responses.status, chat.status, "{status} {code}");
+        assert_eq!(
+            responses.body["error"]["type"], chat.body["error"]["type"],
+            "{status} {code}"
+        );
+        assert_eq!(
+            responses.body["error"]["retryable"], chat.body["error"]["retryable"],
+            "{status} {code}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn only_the_providers_that_serve_it_take_the_api() {
+    let app = spawn_app().await;
+    let mut body = body(Mode::Native);
+    body["llm_config"]["provider"] = json!("anthropic");
+    body["llm_config"]["modelName"] = json!("claude-sonnet-4-5");
+    let reply = app.post_react_step(&body).await;
+    assert_eq!(reply.status, 400);
+    let fields = &reply.body["error"]["fields"];
+    assert_eq!(fields[0]["field"], "llm_config.api", "{fields}");
+    assert!(fields[0]["message"].as_str().unwrap().contains("openai"));
+    let listed = app.send("GET", "/api/providers", None).await;
+    let apis = |name: &str| {
+        listed.body["providers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["name"] == name)
+            .unwrap()["apis"]
+            .clone()
+    };
+    assert_eq!(apis("openai"), json!(["chat", "responses"]));
+    assert_eq!(apis("azure"), json!(["chat", "responses"]));
+    assert_eq!(apis("anthropic"), json!(["chat"]));
+    assert_eq!(apis("gemini"), json!(["chat"]));
+}
