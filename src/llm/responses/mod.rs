@@ -135,7 +135,9 @@ impl Responses {
             max_output_tokens: request.max_output_tokens,
             temperature: if reasoning { None } else { request.temperature },
             store: false,
-            include: match reasoning {
+            // xAI's reasoning models are those that refuse `stop` (its preset marks no model as
+            // taking OpenAI's reasoning parameters): their reasoning must travel too.
+            include: match reasoning || (quirks.rejects_stop)(&request.model) {
                 true => vec!["reasoning.encrypted_content"],
                 false => Vec::new(),
             },
@@ -250,6 +252,12 @@ mod tests {
         // A provider without the lifetime sends none (the request was refused before).
         assert!(json_of(&XAI_RESPONSES, &r)
             .get("prompt_cache_retention")
+            .is_none());
+        // xAI's reasoning models get their reasoning back too; its others need none.
+        let grok = json_of(&XAI_RESPONSES, &request("grok-4"));
+        assert_eq!(grok["include"], json!(["reasoning.encrypted_content"]));
+        assert!(json_of(&XAI_RESPONSES, &request("grok-3"))
+            .get("include")
             .is_none());
     }
 
