@@ -33,6 +33,10 @@ pub const MAX_TEXT_BYTES: usize = 1024 * 1024;
 /// (`reasoning_state`), so it must fit well under the request body limit.
 pub const MAX_REASONING_BYTES: usize = 1024 * 1024;
 
+/// The most one thought signature may hold. A signature is opaque and goes back whole (Gemini's
+/// are a few KB of base64); one far past that is no signature a step could carry back.
+pub const MAX_SIGNATURE_BYTES: usize = 64 * 1024;
+
 /// Refuses a reply that holds more than `most` bytes of `what` ("text", "reasoning"), before
 /// anything is built from it.
 pub fn fits(what: &str, bytes: usize, most: usize) -> Result<(), WireError> {

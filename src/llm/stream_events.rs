@@ -6,7 +6,8 @@ use std::collections::BTreeMap;
 
 use super::bounded::{MAX_BLOCKS, MAX_CALLS_PER_TURN};
 use super::{
-    Completion, FinishReason, NativeCall, ReasoningState, ThinkingBlock, Usage, WireError,
+    CallSignature, Completion, FinishReason, NativeCall, ReasoningState, ThinkingBlock, Usage,
+    WireError,
 };
 
 /// What the events of a stream add up to so far.
@@ -31,6 +32,8 @@ pub struct Sofar {
     pub items: Vec<serde_json::Value>,
     /// The reply is a preamble alone (see [`Completion::preamble_only`]).
     pub preamble_only: bool,
+    /// Gemini's thought signatures by the index of the call they came with.
+    pub signatures: BTreeMap<u64, String>,
 }
 
 /// A piece of what the model writes, as it arrives.
@@ -75,6 +78,17 @@ impl Sofar {
 
     /// What the pieces add up to, whole or not.
     pub fn into_completion(self) -> Completion {
+        let mut signatures = self.signatures;
+        let thought_signatures = self
+            .calls
+            .iter()
+            .filter_map(|(index, c)| {
+                Some(CallSignature {
+                    call_id: c.id.clone()?,
+                    signature: signatures.remove(index)?,
+                })
+            })
+            .collect();
         let calls = self
             .calls
             .into_values()
@@ -84,6 +98,7 @@ impl Sofar {
             blocks: self.thinking.into_values().collect(),
             reasoning_content: Some(self.reasoning_content).filter(|r| !r.is_empty()),
             items: self.items,
+            thought_signatures,
             ..ReasoningState::default()
         };
         Completion {

@@ -11,8 +11,10 @@ use super::provider::{
     Capabilities, Counting, Facts, Framing, KeyHeader, Outgoing, ProviderApi, Target, Temperature,
 };
 use super::stream_events::StreamDecoder;
-use super::{ApiKey, ChatRequest, Completion, NativeCall, ReasoningState, Usage, WireError};
-use wire::{finish, Body, Message, Reply, StreamOptions};
+use super::{
+    ApiKey, CallSignature, ChatRequest, Completion, NativeCall, ReasoningState, Usage, WireError,
+};
+use wire::{finish, Body, ExtraContent, Message, Reply, StreamOptions};
 
 /// A server speaking Chat Completions.
 #[derive(Debug)]
@@ -44,6 +46,10 @@ pub struct Quirks {
     /// Tools may be sent `strict: true` (OpenAI's own and Azure's): their arguments are then
     /// constrained to a schema in OpenAI's strict subset.
     pub strict_tools: bool,
+    /// The calls of an assistant message go back with their thought signatures
+    /// (`extra_content.google.thought_signature`), and the first call of a message without one
+    /// with the documented stand-in: Gemini 3 refuses the turn's calls without them.
+    pub signs_tool_calls: bool,
     /// Where the completions endpoint is under the base URL.
     pub path: PathForm,
 }
@@ -124,6 +130,7 @@ pub const OPENAI: ChatCompletions = ChatCompletions {
         echoes_reasoning_content: false,
         takes_prompt_cache_key: true,
         strict_tools: true,
+        signs_tool_calls: false,
         path: PathForm::ChatCompletions,
     },
 };
@@ -215,10 +222,12 @@ impl ChatCompletions {
             &request.system,
         );
         let echo = self.quirks.echoes_reasoning_content;
+        let signs = self.quirks.signs_tool_calls;
         let folded = crate::llm::in_turn_folded(&request.messages);
-        let turns = folded
-            .into_iter()
-            .map(|(m, more)| Message::of(m, more, echo));
+        let turns = folded.into_iter().map(|(m, more)| match signs {
+            true => Message::of(m, more, echo).signed(m),
+            false => Message::of(m, more, echo),
+        });
         let takes_stop = !reasoning && !(self.quirks.rejects_stop)(&request.model);
         let has_tools = !request.tools.is_empty();
         let tool_choice = match (has_tools, request.require_tool) {
@@ -285,20 +294,23 @@ fn completion(reply: Reply) -> Result<Completion, WireError> {
     };
     let mut message = choice.message;
     let tool_calls = message.tool_calls.take().unwrap_or_default();
-    let calls = tool_calls
-        .kept
-        .into_iter()
-        .map(|c| {
-            let json = c.function.arguments.as_deref().map_or("", |raw| raw.get());
-            NativeCall::new(c.id, c.function.name, json)
-        })
-        .collect();
+    let mut thought_signatures = Vec::new();
+    let mut calls = Vec::with_capacity(tool_calls.kept.len());
+    for c in tool_calls.kept {
+        let signature = c.extra_content.map(ExtraContent::signature).transpose()?;
+        if let (Some(call_id), Some(signature)) = (c.id.clone(), signature.flatten()) {
+            thought_signatures.push(CallSignature { call_id, signature });
+        }
+        let json = c.function.arguments.as_deref().map_or("", |raw| raw.get());
+        calls.push(NativeCall::new(c.id, c.function.name, json));
+    }
     let reasoning = ReasoningState {
         blocks: Vec::new(),
         reasoning_content: message
             .reasoning_content
             .or(message.reasoning)
             .filter(|r| !r.is_empty()),
+        thought_signatures,
         ..ReasoningState::default()
     };
     let text = message
@@ -424,6 +436,89 @@ mod tests {
                 matches!(OPENAI.decode(body.as_bytes()), Err(WireError::Shape(_))),
                 "{body}"
             );
+        }
+    }
+
+    #[test]
+    fn thought_signatures_are_read_by_call_and_an_oversize_one_is_refused() {
+        let reply = |signature: &str| {
+            format!(
+                r#"{{"choices":[{{"index":0,"message":{{"role":"assistant","content":null,"tool_calls":[
+                {{"id":"c1","type":"function","function":{{"name":"a","arguments":"{{}}"}},"extra_content":{{"google":{{"thought_signature":"{signature}"}}}}}},
+                {{"id":"c2","type":"function","function":{{"name":"b","arguments":"{{}}"}}}}]}},
+              "finish_reason":"tool_calls"}}]}}"#
+            )
+        };
+        let done = presets::GEMINI
+            .decode(reply("Q2lnbmVk").as_bytes())
+            .unwrap_or_else(|e| panic!("{e:?}"));
+        assert_eq!(done.reasoning.signature_of("c1"), Some("Q2lnbmVk"));
+        assert_eq!(done.reasoning.signature_of("c2"), None);
+        assert_eq!(done.reasoning.thought_signatures.len(), 1);
+        let huge = "A".repeat(crate::llm::bounded::MAX_SIGNATURE_BYTES + 1);
+        assert!(matches!(
+            presets::GEMINI.decode(reply(&huge).as_bytes()),
+            Err(WireError::Shape(m)) if m.contains("thought signature")
+        ));
+    }
+
+    fn with_calls(model: &str, ids: &[&str], signed: &[(&str, &str)]) -> ChatRequest {
+        let mut r = request(model);
+        let mut turn = crate::llm::ChatMessage::text(ChatRole::Assistant, String::new());
+        turn.calls = ids
+            .iter()
+            .map(|id| crate::llm::ToolUse {
+                id: (*id).into(),
+                name: "read_file".into(),
+                arguments: serde_json::Map::new(),
+            })
+            .collect();
+        if !signed.is_empty() {
+            turn.reasoning = Some(ReasoningState {
+                thought_signatures: signed
+                    .iter()
+                    .map(|(id, s)| CallSignature {
+                        call_id: (*id).into(),
+                        signature: (*s).into(),
+                    })
+                    .collect(),
+                ..ReasoningState::default()
+            });
+        }
+        r.messages.push(turn);
+        r
+    }
+
+    fn signatures(api: &ChatCompletions, r: &ChatRequest) -> Vec<serde_json::Value> {
+        let v = serde_json::to_value(api.body(r)).unwrap_or_default();
+        v["messages"][2]["tool_calls"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
+            .iter()
+            .map(|c| c.get("extra_content").cloned().unwrap_or_default())
+            .collect()
+    }
+
+    #[test]
+    fn gemini_gets_each_calls_signature_back_and_the_stand_in_where_there_is_none() {
+        let signed = with_calls("gemini-3-pro-preview", &["c1", "c2"], &[("c1", "sig1")]);
+        let sent = signatures(&presets::GEMINI, &signed);
+        assert_eq!(sent[0]["google"]["thought_signature"], "sig1");
+        assert!(
+            sent[1].is_null(),
+            "only the first of a parallel set: {sent:?}"
+        );
+        let unsigned = with_calls("gemini-3-pro-preview", &["c1", "c2"], &[]);
+        let sent = signatures(&presets::GEMINI, &unsigned);
+        assert_eq!(
+            sent[0]["google"]["thought_signature"],
+            "skip_thought_signature_validator"
+        );
+        assert!(sent[1].is_null());
+        for api in [&OPENAI, &presets::OPENROUTER, &presets::OPENAI_COMPATIBLE] {
+            let sent = signatures(api, &signed);
+            assert!(sent.iter().all(serde_json::Value::is_null), "{sent:?}");
         }
     }
 

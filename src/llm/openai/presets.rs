@@ -27,6 +27,7 @@ const PLAIN: Quirks = Quirks {
     echoes_reasoning_content: false,
     takes_prompt_cache_key: false,
     strict_tools: false,
+    signs_tool_calls: false,
     path: PathForm::ChatCompletions,
 };
 
@@ -46,6 +47,7 @@ pub const GEMINI: ChatCompletions = ChatCompletions {
     key_header: KeyHeader::Bearer,
     quirks: Quirks {
         takes_reasoning_effort: all,
+        signs_tool_calls: true,
         ..PLAIN
     },
 };

@@ -1,6 +1,6 @@
 //! Chat Completions streams: `data: {chat.completion.chunk}` … `data: [DONE]`.
 
-use super::wire::{finish, Chunk};
+use super::wire::{finish, Chunk, ExtraContent};
 use crate::llm::stream_events::{Piece, Sofar, StreamDecoder};
 use crate::llm::{Usage, WireError};
 
@@ -41,12 +41,14 @@ impl StreamDecoder for ChunkDecoder {
                 .index
                 .or(next)
                 .ok_or_else(|| WireError::Shape("a tool call's index is out of range".into()))?;
+            let signature = call.extra_content.map(ExtraContent::signature);
             let Some(entry) = sofar.call(index) else {
                 continue;
             };
             if entry.id.is_none() {
                 entry.id = call.id;
             }
+
             if let Some(function) = call.function {
                 entry
                     .name
@@ -54,6 +56,9 @@ impl StreamDecoder for ChunkDecoder {
                 entry
                     .arguments
                     .push_str(function.arguments.as_deref().unwrap_or_default());
+            }
+            if let Some(signature) = signature.transpose()?.flatten() {
+                sofar.signatures.entry(index).or_insert(signature);
             }
         }
         let reasoning = delta.reasoning_content.or(delta.reasoning);
@@ -128,6 +133,24 @@ mod tests {
             ]
         );
         assert_eq!(sofar.reasoning_content, "2+2 is 4");
+    }
+
+    #[test]
+    fn a_calls_thought_signature_is_read_from_its_first_piece() {
+        let (sofar, _) = read(&[
+            r#"{"choices":[{"delta":{"tool_calls":[{"index":0,"id":"c1","type":"function","function":{"name":"a","arguments":""},"extra_content":{"google":{"thought_signature":"U2ln"}}}]}}]}"#,
+            r#"{"choices":[{"delta":{"tool_calls":[{"index":0,"function":{"arguments":"{}"}}]}}]}"#,
+            r#"{"choices":[{"delta":{"tool_calls":[{"index":1,"id":"c2","type":"function","function":{"name":"b","arguments":"{}"}}]}}]}"#,
+        ])
+        .unwrap_or_else(|e| panic!("{e:?}"));
+        let done = sofar.into_completion();
+        assert_eq!(done.reasoning.signature_of("c1"), Some("U2ln"));
+        assert_eq!(done.reasoning.thought_signatures.len(), 1);
+        let huge = "A".repeat(crate::llm::bounded::MAX_SIGNATURE_BYTES + 1);
+        let event = format!(
+            r#"{{"choices":[{{"delta":{{"tool_calls":[{{"index":0,"id":"c1","function":{{"name":"a"}},"extra_content":{{"google":{{"thought_signature":"{huge}"}}}}}}]}}}}]}}"#
+        );
+        assert!(matches!(read(&[&event]), Err(WireError::Shape(_))));
     }
 
     #[test]

@@ -4,9 +4,9 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::llm::bounded::{Bounded, MAX_CALLS_PER_TURN};
+use crate::llm::bounded::{fits, Bounded, MAX_CALLS_PER_TURN, MAX_SIGNATURE_BYTES};
 use crate::llm::strict_schema::openai_strict_misfit;
-use crate::llm::{nonzero, FinishReason, Usage};
+use crate::llm::{nonzero, FinishReason, Usage, WireError};
 
 #[derive(Serialize)]
 pub struct Body<'a> {
@@ -138,6 +138,7 @@ impl<'a> Message<'a> {
                         name: &c.name,
                         arguments: serde_json::Value::Object(c.arguments.clone()).to_string(),
                     },
+                    extra_content: None,
                 })
                 .collect(),
             tool_call_id: m.answers.as_deref(),
@@ -150,6 +151,25 @@ impl<'a> Message<'a> {
     }
 }
 
+impl<'a> Message<'a> {
+    /// Gemini's thought signatures back on the calls they came with (it refuses a call of the
+    /// current turn without one). The first call of a message that has none, history Gemini did
+    /// not write (another provider's turns, a client's own, a state another model made), gets
+    /// the documented stand-in instead.
+    pub fn signed(mut self, m: &'a crate::llm::ChatMessage) -> Self {
+        let state = m.reasoning.as_ref();
+        for (i, (out, call)) in self.tool_calls.iter_mut().zip(&m.calls).enumerate() {
+            let own = state.and_then(|r| r.signature_of(&call.id));
+            out.extra_content =
+                own.or((i == 0).then_some(SKIP_SIGNATURE))
+                    .map(|thought_signature| OutExtra {
+                        google: OutGoogle { thought_signature },
+                    });
+        }
+        self
+    }
+}
+
 /// An earlier call, as an assistant message carries it.
 #[derive(Serialize)]
 pub struct OutCall<'a> {
@@ -157,6 +177,20 @@ pub struct OutCall<'a> {
     #[serde(rename = "type")]
     pub kind: &'static str,
     pub function: OutFunction<'a>,
+    /// Gemini's thought signature for the call (only for servers that take it back).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub extra_content: Option<OutExtra<'a>>,
+}
+
+/// `{"google": {"thought_signature": …}}`.
+#[derive(Serialize)]
+pub struct OutExtra<'a> {
+    pub google: OutGoogle<'a>,
+}
+
+#[derive(Serialize)]
+pub struct OutGoogle<'a> {
+    pub thought_signature: &'a str,
 }
 
 #[derive(Serialize)]
@@ -195,7 +229,37 @@ pub struct ReplyMessage {
 pub struct ReplyToolCall {
     pub id: Option<String>,
     pub function: ReplyFunction,
+    /// Gemini's thought signature, on the first call of a reply.
+    pub extra_content: Option<ExtraContent>,
 }
+
+/// A vendor's additions to a tool call: Gemini puts its thought signature in
+/// `extra_content.google.thought_signature`, on the call it came with, and wants it back there.
+#[derive(Deserialize)]
+pub struct ExtraContent {
+    pub google: Option<Google>,
+}
+
+#[derive(Deserialize)]
+pub struct Google {
+    pub thought_signature: Option<String>,
+}
+
+impl ExtraContent {
+    /// The thought signature it holds, refused past [`MAX_SIGNATURE_BYTES`] (it is opaque text
+    /// the next request carries back whole, so it is never cut).
+    pub fn signature(self) -> Result<Option<String>, WireError> {
+        let signature = self.google.and_then(|g| g.thought_signature);
+        let signature = signature.filter(|s| !s.is_empty());
+        let bytes = signature.as_ref().map_or(0, String::len);
+        fits("thought signature", bytes, MAX_SIGNATURE_BYTES)?;
+        Ok(signature)
+    }
+}
+
+/// The text that stands in for a thought signature on a call Gemini did not make (another
+/// provider's turns, a client's own, or a state another model made), as Google documents it.
+pub const SKIP_SIGNATURE: &str = "skip_thought_signature_validator";
 
 #[derive(Deserialize)]
 pub struct ReplyFunction {
@@ -268,6 +332,8 @@ pub struct DeltaCall {
     /// Sent with a call's first piece.
     pub id: Option<String>,
     pub function: Option<DeltaFunction>,
+    /// Gemini's thought signature, with the first piece of the reply's first call.
+    pub extra_content: Option<ExtraContent>,
 }
 
 #[derive(Deserialize)]
