@@ -242,9 +242,10 @@ impl LlmError {
 
 /// The message and code of an error body in any of the shapes providers use:
 /// OpenAI `{"error":{message,code}}`, Anthropic `{"type":"error","error":{type,message}}`,
-/// and old vLLM's flat `{"object":"error","message",code}`. `code` may be a string or a number.
+/// and old vLLM's flat `{"object":"error","message",code}`, each also wrapped in an array (as
+/// Gemini's OpenAI-compatible endpoint sends them). `code` may be a string or a number.
 fn upstream_message(body: &[u8]) -> (String, Option<String>) {
-    let Ok(value) = serde_json::from_slice::<Value>(body) else {
+    let Ok(mut value) = serde_json::from_slice::<Value>(body) else {
         let text = String::from_utf8_lossy(body);
         let text = text.trim();
         return (
@@ -256,6 +257,10 @@ fn upstream_message(body: &[u8]) -> (String, Option<String>) {
             None,
         );
     };
+    if let Value::Array(items) = &mut value {
+        let first = items.drain(..).next();
+        value = first.unwrap_or_default();
+    }
     let inner = value
         .get("error")
         .filter(|e| e.is_object())

@@ -23,6 +23,7 @@ mod disconnect;
 mod driver;
 mod errors;
 mod faults;
+mod gemini_signatures;
 mod health;
 mod hostile_counts;
 mod hostile_schemas;

@@ -6,6 +6,7 @@
 //! - `spec`: every reply checked against `openapi.yaml`;
 //! - `stream`: a streamed step read as a client reads it;
 //! - `upstream`: replies in each provider's exact wire format, and mocks that serve them;
+//! - `gemini_upstream`: Gemini 3 as strict about thought signatures as Google is;
 //! - `provider_rules`: what the providers' real APIs refuse, for mocks that refuse it too;
 //! - `responses_upstream`: a model behind OpenAI's Responses API that checks what a stateless
 //!   caller must send back;
@@ -22,6 +23,7 @@
 pub mod app;
 pub mod binary;
 pub mod corpus;
+pub mod gemini_upstream;
 pub mod https_upstream;
 pub mod provider_rules;
 pub mod requests;
