@@ -115,6 +115,7 @@ static REGISTRY: &[&dyn ProviderApi] = &[
     &super::openai::presets::GROQ,
     &super::openai::presets::XAI,
     &super::openai::presets::AZURE,
+    &super::openai::presets::BEDROCK,
     &super::openai::presets::OPENAI_COMPATIBLE,
 ];
 

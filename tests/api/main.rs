@@ -10,6 +10,7 @@ mod support;
 mod anthropic;
 mod bad_input;
 mod base_url_allow_list;
+mod bedrock;
 mod billed_usage;
 mod cache_markers;
 mod cache_usage;

@@ -105,6 +105,13 @@ const CASES: &[Case] = &[
         key: KeyIn::Header("api-key"),
     },
     Case {
+        provider: "bedrock",
+        model: "openai.gpt-oss-120b-1:0",
+        path: "/bedrock/openai/v1/chat/completions",
+        wire: Wire::ChatCompletions,
+        key: KeyIn::Bearer,
+    },
+    Case {
         provider: "openai_compatible",
         model: "Qwen/Qwen2.5-Coder-7B-Instruct",
         path: "/compat/v1/chat/completions",
@@ -740,7 +747,7 @@ async fn an_azure_deployment_name_cannot_climb_out_of_its_path() {
 async fn an_unknown_provider_is_a_400_that_lists_the_known_ones() {
     let app = spawn_app().await;
     let mut body = request("gpt-4o", "q");
-    body["llm_config"]["provider"] = json!("bedrock");
+    body["llm_config"]["provider"] = json!("vertex");
     let reply = app.post_react_step(&body).await;
     assert_eq!(reply.status, 400, "{}", reply.text);
     assert_eq!(
@@ -754,7 +761,7 @@ async fn an_unknown_provider_is_a_400_that_lists_the_known_ones() {
         assert!(message.contains(name), "{message}");
     }
     assert!(
-        !message.contains("bedrock"),
+        !message.contains("vertex"),
         "the value sent is not repeated: {message}"
     );
 }

@@ -18,6 +18,7 @@ pub const MOCK_BASES: &[(&str, &str)] = &[
     ("groq", "/groq/openai/v1"),
     ("xai", "/xai/v1"),
     ("azure", "/azure/openai/v1"),
+    ("bedrock", "/bedrock/openai/v1"),
     ("openai_compatible", "/compat/v1"),
 ];
 

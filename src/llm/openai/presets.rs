@@ -211,6 +211,46 @@ pub const AZURE: ChatCompletions = ChatCompletions {
     },
 };
 
+/// OpenAI's open-weight models as Amazon Bedrock names them (`openai.gpt-oss-120b-1:0`): they
+/// take `reasoning_effort`; Bedrock's other models on this endpoint are not documented to.
+fn bedrock_reasoning_effort(model: &str) -> bool {
+    let m = model.to_ascii_lowercase();
+    // A cross-Region inference profile puts a geography first (`us.openai.gpt-oss-…`).
+    let m = m
+        .split_once('.')
+        .map_or(m.as_str(), |(head, rest)| match head {
+            "us" | "eu" | "apac" | "global" | "jp" | "au" | "ca" | "us-gov" => rest,
+            _ => m.as_str(),
+        });
+    m.starts_with("openai.gpt-oss")
+}
+
+/// Amazon Bedrock's OpenAI-compatible Chat Completions, on the Bedrock Runtime endpoint of a
+/// Region (`https://bedrock-runtime.<region>.amazonaws.com/openai/v1`), with a Bedrock API key
+/// as the bearer token. The default is us-east-1, AWS's first Region; an operator whose users
+/// work elsewhere sets `REACTSTEP_BEDROCK_BASE_URL` (a short-term key works only in the Region
+/// that made it). Model ids are Bedrock's own (`openai.gpt-oss-120b-1:0`): no name is inferred.
+pub const BEDROCK: ChatCompletions = ChatCompletions {
+    facts: Facts {
+        name: "bedrock",
+        default_base_url: "https://bedrock-runtime.us-east-1.amazonaws.com/openai/v1",
+        model_prefixes: &[],
+        // Long-term keys are `ABSK` + base64 ("BedrockAPIKey-…"); short-term ones are a
+        // presigned URL behind `bedrock-api-key-`.
+        key_prefixes: &["ABSK", "bedrock-api-key-"],
+        configured_headers: &[],
+        capabilities: Capabilities {
+            reasoning: true,
+            ..HOSTED
+        },
+    },
+    key_header: KeyHeader::Bearer,
+    quirks: Quirks {
+        takes_reasoning_effort: bedrock_reasoning_effort,
+        ..PLAIN
+    },
+};
+
 /// Any other OpenAI-compatible server: vLLM, llama.cpp's server, LM Studio, SGLang.
 pub const OPENAI_COMPATIBLE: ChatCompletions = ChatCompletions {
     facts: Facts {
@@ -253,6 +293,25 @@ mod tests {
         assert!(!stop("grok-3-mini"));
         assert!(stop("grok-4-fast-non-reasoning"));
         assert!(stop("grok-3"));
+    }
+
+    #[test]
+    fn bedrock_sends_reasoning_effort_only_to_gpt_oss() {
+        for model in [
+            "openai.gpt-oss-120b-1:0",
+            "openai.gpt-oss-20b-1:0",
+            "us.openai.gpt-oss-120b-1:0",
+        ] {
+            assert!(bedrock_reasoning_effort(model), "{model}");
+        }
+        for model in [
+            "deepseek.v3-v1:0",
+            "qwen.qwen3-32b-v1:0",
+            "us.anthropic.claude-sonnet-4-5-20250929-v1:0",
+            "mistral.gpt-oss-lookalike",
+        ] {
+            assert!(!bedrock_reasoning_effort(model), "{model}");
+        }
     }
 
     #[test]

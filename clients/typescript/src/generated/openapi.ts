@@ -514,9 +514,14 @@ export interface components {
              *     llama.cpp, LM Studio) at `REACTSTEP_OPENAI_COMPATIBLE_BASE_URL`; `azure` needs
              *     `REACTSTEP_AZURE_BASE_URL` or a `base_url` the operator allows (400 otherwise), and
              *     `modelName` is the deployment. Neither `ollama` nor `openai_compatible` needs a key.
+             *     `bedrock` is Amazon Bedrock's OpenAI-compatible Chat Completions
+             *     (`https://bedrock-runtime.<region>.amazonaws.com/openai/v1`, us-east-1 unless the
+             *     operator sets `REACTSTEP_BEDROCK_BASE_URL`) with a Bedrock API key (`ABSK…` or
+             *     `bedrock-api-key-…`) as `llmKey`; `modelName` is Bedrock's model id
+             *     (`openai.gpt-oss-120b-1:0`), never inferred.
              * @enum {unknown}
              */
-            provider?: "openai" | "anthropic" | "ollama" | "gemini" | "openrouter" | "deepseek" | "mistral" | "groq" | "xai" | "azure" | "openai_compatible" | null;
+            provider?: "openai" | "anthropic" | "ollama" | "gemini" | "openrouter" | "deepseek" | "mistral" | "groq" | "xai" | "azure" | "bedrock" | "openai_compatible" | null;
             /**
              * @description The tiktoken encoding to count with, instead of the model's default (o200k_base for
              *     gpt-4o, gpt-4.1, gpt-5 and the o-series; cl100k_base for gpt-4 and gpt-3.5;
