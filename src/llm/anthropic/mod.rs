@@ -184,7 +184,8 @@ fn system(request: &ChatRequest, min_cacheable: u32) -> System<'_> {
 }
 
 /// The fewest tokens a prompt prefix needs for the model to cache it (a shorter one is sent
-/// without a breakpoint: the API would not cache it anyway).
+/// without a breakpoint: the API would not cache it anyway). A family not listed gets 1,024:
+/// a breakpoint on a prefix too short to cache costs nothing, one left out loses the cache.
 fn min_cacheable(model: &str) -> u32 {
     let m = model.to_ascii_lowercase();
     if ["opus-4-5", "opus-4-6", "haiku-4-5"]
@@ -192,10 +193,30 @@ fn min_cacheable(model: &str) -> u32 {
         .any(|p| m.contains(p))
     {
         4096
-    } else if m.contains("haiku") {
+    } else if m.contains("opus-4-7") || m.contains("haiku") {
         2048
     } else {
+        // Sonnet 4.x (4.6 included), Opus 4 and 4.1, and the families after these.
         1024
+    }
+}
+
+#[cfg(test)]
+mod min_cacheable_tests {
+    #[test]
+    fn each_family_has_its_documented_least_cacheable_prefix() {
+        for (model, least) in [
+            ("claude-opus-4-7", 2048),
+            ("claude-opus-4-6", 4096),
+            ("claude-opus-4-5-20251101", 4096),
+            ("claude-haiku-4-5", 4096),
+            ("claude-3-5-haiku-20241022", 2048),
+            ("claude-sonnet-4-6", 1024),
+            ("claude-sonnet-4-5-20250929", 1024),
+            ("claude-opus-4-1-20250805", 1024),
+        ] {
+            assert_eq!(super::min_cacheable(model), least, "{model}");
+        }
     }
 }
 

@@ -95,11 +95,23 @@ pub fn all(_model: &str) -> bool {
     true
 }
 
-/// OpenAI's reasoning models (o-series, gpt-5, but not gpt-5-chat).
+/// OpenAI's reasoning models: the o-series and every gpt-5 (`gpt-5.1`, `gpt-5.2`,
+/// `gpt-5.1-codex`, `gpt-5-mini` …), but not the chat models (`gpt-5-chat-latest`,
+/// `gpt-5.1-chat-latest`), which take `temperature` and no `reasoning_effort`.
 pub fn openai_reasoning(model: &str) -> bool {
     let m = model.to_ascii_lowercase();
     let m = m.strip_prefix("ft:").unwrap_or(&m);
-    ["o1", "o3", "o4", "gpt-5"].iter().any(|p| m.starts_with(p)) && !m.starts_with("gpt-5-chat")
+    ["o1", "o3", "o4", "gpt-5"].iter().any(|p| m.starts_with(p)) && !gpt5_chat(m)
+}
+
+/// `gpt-5-chat…` or `gpt-5.N-chat…`.
+fn gpt5_chat(m: &str) -> bool {
+    m.strip_prefix("gpt-5").is_some_and(|rest| {
+        let rest = rest.strip_prefix('.').map_or(rest, |minor| {
+            minor.trim_start_matches(|c: char| c.is_ascii_digit())
+        });
+        rest.starts_with("-chat")
+    })
 }
 
 pub const OPENAI: ChatCompletions = ChatCompletions {
@@ -367,6 +379,57 @@ mod tests {
             for absent in ["max_tokens", "temperature", "stop"] {
                 assert!(v.get(absent).is_none(), "{model} must not get {absent}");
             }
+        }
+    }
+
+    #[test]
+    fn gpt_5_point_releases_are_reasoning_models_and_their_chat_models_are_not() {
+        for model in [
+            "gpt-5.1",
+            "gpt-5.2",
+            "gpt-5.1-codex",
+            "gpt-5.1-codex-max",
+            "gpt-5.2-pro",
+            "gpt-5-nano",
+            "ft:gpt-5.1-2025-11-13:org::abc",
+            "o3-pro",
+        ] {
+            assert!(openai_reasoning(model), "{model}");
+            assert!(OPENAI.adjust(&mut effort(model)).is_empty(), "{model}");
+        }
+        for model in [
+            "gpt-5-chat-latest",
+            "gpt-5.1-chat-latest",
+            "gpt-5.2-chat-latest",
+            "gpt-4.1",
+            "gpt-4o",
+        ] {
+            assert!(!openai_reasoning(model), "{model}");
+            let v = json(&OPENAI, model);
+            assert_eq!(v["temperature"], 0.2, "{model}");
+            assert_eq!(OPENAI.adjust(&mut effort(model)).len(), 1, "{model}");
+        }
+    }
+
+    fn effort(model: &str) -> ChatRequest {
+        ChatRequest {
+            reasoning_effort: Some(crate::llm::ReasoningEffort::Low),
+            ..request(model)
+        }
+    }
+
+    #[test]
+    fn gemini_3_models_take_reasoning_effort() {
+        for model in [
+            "gemini-3-pro-preview",
+            "gemini-3-flash-preview",
+            "gemini-2.5-pro",
+        ] {
+            let mut r = effort(model);
+            assert!(presets::GEMINI.adjust(&mut r).is_empty(), "{model}");
+            let v = serde_json::to_value(presets::GEMINI.body(&r)).unwrap_or_default();
+            assert_eq!(v["reasoning_effort"], "low", "{model}");
+            assert_eq!(v["max_tokens"], 100, "{model}");
         }
     }
 

@@ -498,7 +498,7 @@ export interface components {
              *     `tokenLimit`. The prompt gets `tokenLimit - reservedOutputTokens`.
              */
             reservedOutputTokens: number;
-            /** @description At most 1 for Anthropic and 1.5 for Mistral (400 otherwise). Not sent to OpenAI reasoning models (o-series, gpt-5), which reject it. */
+            /** @description At most 1 for Anthropic and 1.5 for Mistral (400 otherwise). Not sent to OpenAI reasoning models (o-series, gpt-5 and gpt-5.x, not their -chat models), which reject it. */
             temperature?: number | null;
             /**
              * @description Which API the call goes to; `GET /api/providers` lists them with what each can do.
