@@ -178,7 +178,6 @@ mod context {
                 native: false,
                 state_origin: None,
                 notice: None,
-                state_origin: None,
             };
             fit(&self.counter, 16_000, &candidates).unwrap().finish(
                 &self.counter,

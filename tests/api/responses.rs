@@ -404,6 +404,7 @@ async fn only_the_providers_that_serve_it_take_the_api() {
     };
     assert_eq!(apis("openai"), json!(["chat", "responses"]));
     assert_eq!(apis("azure"), json!(["chat", "responses"]));
+    assert_eq!(apis("bedrock"), json!(["chat", "responses"]));
     assert_eq!(apis("anthropic"), json!(["chat"]));
     assert_eq!(apis("gemini"), json!(["chat"]));
 }

@@ -41,6 +41,12 @@ pub static XAI_RESPONSES: Responses = Responses {
     cache_ttls: &[],
 };
 
+/// Amazon Bedrock's OpenAI-compatible endpoint (`…/openai/v1`) serves it too.
+pub static BEDROCK_RESPONSES: Responses = Responses {
+    chat: &presets::BEDROCK,
+    cache_ttls: &[],
+};
+
 pub static OPENAI_COMPATIBLE_RESPONSES: Responses = Responses {
     chat: &presets::OPENAI_COMPATIBLE,
     cache_ttls: &[],
@@ -52,8 +58,8 @@ pub fn of(name: &str) -> Option<&'static Responses> {
         &OPENAI_RESPONSES,
         &AZURE_RESPONSES,
         &XAI_RESPONSES,
+        &BEDROCK_RESPONSES,
         &OPENAI_COMPATIBLE_RESPONSES,
-        // One line per provider that serves it (Bedrock's `…/openai/v1` next).
     ]
     .into_iter()
     .find(|r| r.chat.facts.name == name)
@@ -144,7 +150,7 @@ impl Responses {
             reasoning: request
                 .reasoning_effort
                 .map(|e| wire::Reasoning { effort: e.as_str() }),
-            tools: wire::tools(&request.tools),
+            tools: wire::tools(&request.tools, request.strict_tools),
             tool_choice: (has_tools && request.require_tool).then_some("required"),
             parallel_tool_calls: (has_tools && !request.parallel_tool_calls).then_some(false),
             prompt_cache_key: cache

@@ -54,9 +54,13 @@ pub struct Tool<'a> {
     #[serde(skip_serializing_if = "str::is_empty")]
     pub description: &'a str,
     pub parameters: &'a serde_json::Value,
+    /// Sent only as `true`, for a schema in OpenAI's strict subset (`llm_config.strict_tools`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub strict: Option<bool>,
 }
 
-pub fn tools(specs: &[crate::llm::ToolSpec]) -> Vec<Tool<'_>> {
+/// The tools; with `strict`, each whose schema fits OpenAI's strict subset is marked strict.
+pub fn tools(specs: &[crate::llm::ToolSpec], strict: bool) -> Vec<Tool<'_>> {
     specs
         .iter()
         .map(|t| Tool {
@@ -64,6 +68,9 @@ pub fn tools(specs: &[crate::llm::ToolSpec]) -> Vec<Tool<'_>> {
             name: &t.name,
             description: &t.description,
             parameters: &t.parameters,
+            strict: (strict
+                && crate::llm::strict_schema::openai_strict_misfit(&t.parameters).is_none())
+            .then_some(true),
         })
         .collect()
 }
