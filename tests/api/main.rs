@@ -37,6 +37,7 @@ mod logging;
 mod metrics;
 mod mock_response;
 mod model_inference;
+mod model_switch;
 mod native_history;
 mod native_stream_loop;
 mod native_tools;
