@@ -230,7 +230,12 @@ export interface components {
             session_id?: string | null;
             /**
              * @description The user's question. Empty (`""`) when the client is sending a tool observation; it
-             *     must not be empty when `conversation_history` is.
+             *     must not be empty when `conversation_history` is. A native loop is one turn: in a
+             *     native step whose history ends with tool results, a query that repeats the latest
+             *     user turn (a client that sends the task with every step) is not sent again and not
+             *     added to `updated_conversation_history` a second time, and what is new in the step
+             *     (the focused file, search hits, the last-step notice) goes inside the turn, after the
+             *     last result. Any other query is a new user turn.
              */
             user_query: string;
             /**
@@ -452,6 +457,33 @@ export interface components {
                 data: string;
             })[];
             reasoning_content?: string;
+            /**
+             * @description Gemini 3's thought signatures, each with the id of the call it came with (only the
+             *     first call of a parallel set has one). They go back on those calls to Gemini, which
+             *     refuses a follow-up whose calls lack them (400).
+             */
+            thought_signatures?: {
+                call_id: string;
+                signature: string;
+            }[];
+            /**
+             * @description The Responses API's output items of the turn, in order and as they came: reasoning
+             *     items (with `encrypted_content`), assistant messages (with their `phase`) and function
+             *     calls. They go back to the Responses API as they are, in place of the turn's text and
+             *     calls.
+             */
+            items?: Record<string, unknown>[];
+            /**
+             * @description Who made the state. It goes back only to the same provider, API and model; a step
+             *     to another sends the turn without it, with a warning naming the turn. A state
+             *     without an origin (from before origins were recorded) is sent as before.
+             */
+            origin?: {
+                provider: string;
+                /** @enum {unknown} */
+                api: "chat" | "responses";
+                model: string;
+            };
         };
         ToolCall: {
             /** @description The call's id (`action_details.tool_call_id` of the step that proposed it). */
@@ -569,10 +601,13 @@ export interface components {
              * @description How hard a reasoning model thinks. OpenAI-style providers get `reasoning_effort`
              *     (for the models that take it: OpenAI's and Azure's reasoning models, Gemini,
              *     OpenRouter, grok-3-mini, OpenAI-compatible servers; for the others it is left out
-             *     with a warning). Anthropic gets extended thinking, `thinking: {type: "enabled",
-             *     budget_tokens}` with 1024 (`minimal`), 2048 (`low`), 8192 (`medium`) or 16384
-             *     (`high`) tokens (`none`: no thinking); `max_tokens` is `reservedOutputTokens` plus
-             *     the budget, so the prompt's budget shrinks by it too. With thinking on, a forced
+             *     with a warning). Anthropic's Claude 4.6 and later (Opus 4.7 and the Claude 5 family
+             *     take nothing else) get adaptive thinking, `thinking: {type: "adaptive"}` with
+             *     `output_config: {effort}` (`low` for `minimal` and `low`, `medium`, `high`); older
+             *     Claude models get extended thinking, `thinking: {type: "enabled", budget_tokens}`
+             *     with 1024 (`minimal`), 2048 (`low`), 8192 (`medium`) or 16384 (`high`) tokens
+             *     (`none`: no thinking on either). `max_tokens` is `reservedOutputTokens` plus that
+             *     budget in both forms, so the prompt's budget shrinks by it too. With thinking on, a forced
              *     tool choice becomes `auto` and a `temperature` other than 1 is not sent, each with a
              *     warning. Ollama gets `think: true` (`false` for `none`). The model's reasoning
              *     (thinking text, `reasoning_content`) becomes the start of the step's `thought` and
@@ -580,6 +615,34 @@ export interface components {
              *     `reasoning_state`.
              */
             reasoning_effort?: ("none" | "minimal" | "low" | "medium" | "high") | null;
+            /**
+             * @description Which of the provider's APIs the call speaks. `chat`: Chat Completions (Anthropic's
+             *     Messages and Ollama's chat for those providers). `responses`: OpenAI's Responses API,
+             *     used statelessly (`store: false`), for the providers `GET /api/providers` marks as
+             *     serving it; any other provider is a 400 naming this field.
+             * @default chat
+             * @enum {unknown}
+             */
+            api?: "chat" | "responses" | null;
+            /**
+             * @description Send native tools strict where the provider has it, so that a call's arguments always
+             *     match the schema: OpenAI-style providers get `strict: true` on a tool whose schema
+             *     fits OpenAI's strict subset (every property required, `additionalProperties: false`
+             *     on every object, no unsupported keywords; a tool that does not fit goes non-strict
+             *     with a warning), Anthropic gets `strict: true`. Other providers are sent no flag, with
+             *     a warning. The step still checks every action against the schema.
+             * @default false
+             */
+            strict_tools?: boolean | null;
+            /**
+             * @description How long the provider keeps the cached prompt, in its own values: Anthropic `5m` (its
+             *     default; cache writes cost 1.25× input) or `1h` (writes cost 2×), sent as the
+             *     breakpoints' `ttl`; OpenAI `in_memory` (its default) or `24h`, sent as
+             *     `prompt_cache_retention`. A value the provider does not have is a 400 naming this
+             *     field. Without `prompt_cache` it sends nothing.
+             * @enum {unknown}
+             */
+            prompt_cache_ttl?: "5m" | "1h" | "in_memory" | "24h" | null;
             /**
              * @description Ask the provider to cache the prompt's stable part. Anthropic gets `cache_control:
              *     {type: "ephemeral"}` breakpoints, at most two: after the tools and system prompt,
