@@ -87,6 +87,10 @@ fn answered(event: &Value) -> Value {
 /// Runs the scripted loop to its answer; returns the last history sent.
 async fn run_loop(app: &TestApp, streamed: bool) -> Value {
     let mut body = native_request(MODEL);
+    // A file the user keeps in context, as a real loop has: the prefix measure compares what is
+    // reused with what is new in each step.
+    body["explicit_context"] = json!([{"path": "src/app.js",
+        "content": "export function handler(request) { return route(request); }\n".repeat(60)}]);
     for n in 1..=7 {
         let (status, event) = step(app, &body, streamed).await;
         assert_eq!(status, 200, "step {n}: {event}");
@@ -158,6 +162,31 @@ async fn the_loop_completes_with_signatures_round_tripping(streamed: bool) {
         }
     }
     assert!(signature_refusal(&stripped).is_some());
+    assert_prefix_kept(&app.upstream_bodies().await);
+}
+
+/// Each request repeats the one before it as its prefix, signatures included (the provider's
+/// cache reuses it): on average at least 90 % of each is the previous one's.
+fn assert_prefix_kept(bodies: &[Value]) {
+    // In the order the provider caches it: the tools, then the messages (the system prompt first).
+    let texts: Vec<String> = bodies
+        .iter()
+        .map(|b| format!("{}{}", b["tools"], b["messages"]))
+        .collect();
+    let ratios: Vec<f64> = texts
+        .windows(2)
+        .map(|w| {
+            let shared = w[0].bytes().zip(w[1].bytes()).take_while(|(a, b)| a == b).count();
+            shared as f64 / w[1].len() as f64
+        })
+        .collect();
+    let average = ratios.iter().sum::<f64>() / ratios.len() as f64;
+    assert!(average >= 0.9, "prefix kept: {ratios:?}");
+    // And nothing before the last result changed: only what is new in a step is new.
+    for (i, w) in texts.windows(2).enumerate() {
+        let last_result = w[0].rfind("\"role\":\"tool\"").unwrap_or(0);
+        assert!(w[1].starts_with(&w[0][..last_result]), "step {}: the history sent changed", i + 2);
+    }
 }
 
 #[tokio::test]
