@@ -246,6 +246,7 @@ impl ApiError {
             action_details: None,
             parallel_actions: Vec::new(),
             direct_response: None,
+            direct_response_json: None,
             updated_conversation_history: self.echo.history.turns(),
             iterations_remaining: self.echo.iterations_left,
             status: Status::Error,

@@ -95,6 +95,8 @@ pub struct ReactDto {
     pub min_thought_chars: Option<u32>,
     /// The step must end in a tool call: a direct answer is invalid.
     pub require_action: Option<bool>,
+    /// A JSON Schema the final answer must match.
+    pub final_answer_schema: Option<serde_json::Value>,
 }
 
 /// A tag is words: letters, digits, spaces, `_` and `-`, starting with a letter.

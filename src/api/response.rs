@@ -132,6 +132,9 @@ pub struct ReactStepResponse {
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub parallel_actions: Vec<ActionDetails>,
     pub direct_response: Option<String>,
+    /// The final answer as the JSON value `react.final_answer_schema` asked for.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub direct_response_json: Option<serde_json::Value>,
     pub updated_conversation_history: Vec<Turn>,
     pub iterations_remaining: Option<u32>,
     pub status: Status,
@@ -190,6 +193,7 @@ impl ReactStepResponse {
             action_details,
             parallel_actions,
             direct_response,
+            direct_response_json: output.answer_json,
             updated_conversation_history: output.updated_history,
             iterations_remaining: Some(output.iterations_remaining),
             status,

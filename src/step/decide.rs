@@ -5,6 +5,7 @@
 
 use serde_json::{Map, Value};
 
+use super::answer_schema::{AnswerSchema, FINAL_ANSWER_TOOL};
 use super::context::prompt::{ARGUMENT_PLACEHOLDER, TOOL_PLACEHOLDER, VALUE_PLACEHOLDER};
 use super::parse::{self, thought_warnings, Decision, Parsed, Tags};
 use super::tools::{type_name_of, Catalog};
@@ -22,6 +23,8 @@ pub struct ReactSettings {
     pub require_action: bool,
     /// Several calls of one turn are all proposed (`llm_config.parallel_tool_calls`).
     pub parallel_tool_calls: bool,
+    /// The final answer must be JSON matching this schema (`react.final_answer_schema`).
+    pub final_answer: Option<std::sync::Arc<AnswerSchema>>,
 }
 
 impl Default for ReactSettings {
@@ -33,6 +36,7 @@ impl Default for ReactSettings {
             max_repair_attempts: 1,
             require_action: false,
             parallel_tool_calls: true,
+            final_answer: None,
         }
     }
 }
@@ -79,7 +83,19 @@ pub fn judge(
             "the answer repeats the service's own instructions; write the answer to the question"
                 .to_string(),
         ),
-        Decision::Answer(text) => Ok((Valid::Answer(text.clone()), Vec::new())),
+        Decision::Answer(text) => match &settings.final_answer {
+            Some(schema) => Ok((Valid::Answer(schema.read(text)?.to_string()), Vec::new())),
+            None => Ok((Valid::Answer(text.clone()), Vec::new())),
+        },
+        Decision::Action {
+            tool_name,
+            tool_args,
+            ..
+        } if answers_by_tool(tool_name, catalog, settings) => {
+            let schema = settings.final_answer.as_deref();
+            let value = schema.map(|s| s.read_call(tool_args)).transpose()?;
+            Ok((Valid::Answer(value.unwrap_or_default().to_string()), Vec::new()))
+        }
         Decision::Action {
             tool_name,
             tool_args,
@@ -106,6 +122,12 @@ pub fn judge(
             ))
         }
     }
+}
+
+/// Whether a call is the final answer given through the `final_answer` tool (offered with a
+/// final answer schema, unless the client declared a tool of that name itself).
+fn answers_by_tool(tool_name: &str, catalog: &Catalog, settings: &ReactSettings) -> bool {
+    settings.final_answer.is_some() && tool_name == FINAL_ANSWER_TOOL && !catalog.has(tool_name)
 }
 
 /// A call checked against its tool: its name resolved to the declared one (with a warning when

@@ -12,6 +12,7 @@ use super::limits;
 use super::output::{Outcome, PromptPreview, StepOutput, Termination};
 use super::parse;
 use crate::llm::ReasoningState;
+use serde_json::Value;
 
 /// The prompt a dry run shows, and no call.
 pub(super) fn dry_run(input: Box<StepInput>, built: Built, counter: &TokenCounter) -> StepOutput {
@@ -29,6 +30,7 @@ pub(super) fn dry_run(input: Box<StepInput>, built: Built, counter: &TokenCounte
         session_id: input.session_id,
         thought: String::new(),
         outcome: Outcome::DryRun(preview),
+        answer_json: None,
         updated_history: input.history,
         iterations_remaining: input.iterations_left,
         usage: None,
@@ -65,6 +67,7 @@ pub(super) fn finish_step(
         }
         valid => Outcome::from(valid),
     };
+    let answer_json = answer_json(&input, &outcome, &mut warnings);
     let mut updated_history = updated_history(&mut input, &parsed.thought, &outcome);
     let thought = with_reasoning(&reasoning, parsed.thought);
     if let Some(turn) = updated_history.last_mut().filter(|_| !reasoning.is_empty()) {
@@ -76,12 +79,30 @@ pub(super) fn finish_step(
         session_id: input.session_id,
         thought,
         outcome,
+        answer_json,
         updated_history,
         iterations_remaining: input.iterations_left - 1,
         usage,
         warnings,
         context_report: built.prompt.report,
         conversation_summary: built.conversation_summary,
+    }
+}
+
+/// The final answer's JSON, when a schema asked for it: the answer was checked against it,
+/// unless the step was cut short at its last iteration (then a warning says it is a summary).
+fn answer_json(input: &StepInput, outcome: &Outcome, warnings: &mut Vec<String>) -> Option<Value> {
+    input.react.final_answer.as_ref()?;
+    match outcome {
+        Outcome::Answer {
+            text,
+            termination: Termination::Success,
+        } => serde_json::from_str(text).ok(),
+        Outcome::Answer { .. } => {
+            warnings.push("the answer is a summary of a loop stopped at its last iteration, not the JSON final_answer_schema asks for".into());
+            None
+        }
+        _ => None,
     }
 }
 
@@ -111,6 +132,7 @@ pub(super) fn command_step(
         session_id: input.session_id,
         thought: String::new(),
         outcome,
+        answer_json: None,
         updated_history,
         iterations_remaining: input.iterations_left - 1,
         usage: None,

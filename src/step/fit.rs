@@ -2,6 +2,7 @@
 //! (on the CPU pool unless the request is small, reading the workspace first), the summary that
 //! stands for omitted turns, and the warnings about what was left out.
 
+use super::answer_schema::FINAL_ANSWER_TOOL;
 use super::context::budget::{self, Candidates, Overflow};
 use super::context::tokens::TokenCounter;
 use super::context::{self, ContextItem, ContextSource, Excluded};
@@ -43,7 +44,9 @@ impl Shape {
             .tool_mode
             .is_native(input.llm.provider, input.tools.has_declared());
         let native_tools = if native {
-            input.tools.specs()
+            let mut specs = input.tools.specs();
+            specs.extend(answer_tool(input));
+            specs
         } else {
             Vec::new()
         };
@@ -229,6 +232,13 @@ impl PromptInput {
     }
 }
 
+/// The `final_answer` tool a native step offers with a final answer schema, unless the client
+/// declared a tool of that name itself.
+fn answer_tool(input: &StepInput) -> Option<crate::llm::ToolSpec> {
+    let schema = input.react.final_answer.as_ref()?;
+    (!input.tools.has(FINAL_ANSWER_TOOL)).then(|| schema.tool())
+}
+
 /// Prompts under this many bytes of text are built on the HTTP worker: at most a millisecond or
 /// two when nothing is cached, microseconds when it is.
 const INLINE_PROMPT_BYTES: usize = 32 * 1024;
@@ -260,7 +270,14 @@ fn build_prompt(
             resolve_from_workspace(ws, &mut input);
         }
     }
-    let head = system_head(&input.tools_segment, &input.react.tags, how.native);
+    let mut head = system_head(&input.tools_segment, &input.react.tags, how.native);
+    if let Some(schema) = &input.react.final_answer {
+        head = format!(
+            "{head}{}",
+            schema.prompt_section(&input.react.tags.final_answer)
+        )
+        .into();
+    }
     let origin = input.llm.state_origin();
     let candidates = Candidates {
         head: &head,

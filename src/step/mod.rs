@@ -12,6 +12,7 @@
 //! the tools of `tools/`), and what the calls billed is summed (`usage.rs`); the answer is a
 //! [`StepOutput`] (`finish.rs`, `output.rs`) or a [`StepError`] (`error.rs`).
 
+mod answer_schema;
 mod chat_request;
 pub mod context;
 mod converse;
@@ -33,6 +34,7 @@ mod usage;
 
 // The step's surface for the edge: what a request becomes (the input and its parts), what it
 // answers, and how it fails. The edge names nothing deeper (tests/architecture.rs).
+pub use answer_schema::AnswerSchema;
 pub use context::tokens::{is_warm as encoders_warm, Encoding};
 pub use context::{dedupe, ContextItem, ContextReport, ContextSource, Excluded, Fate};
 pub use decide::{Call, ReactSettings};

@@ -80,6 +80,8 @@ pub struct StepOutput {
     pub session_id: String,
     pub thought: String,
     pub outcome: Outcome,
+    /// The final answer as the JSON value `react.final_answer_schema` asked for.
+    pub answer_json: Option<Value>,
     pub updated_history: Vec<Turn>,
     pub iterations_remaining: u32,
     pub usage: Option<Usage>,

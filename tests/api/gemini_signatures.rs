@@ -176,7 +176,11 @@ fn assert_prefix_kept(bodies: &[Value]) {
     let ratios: Vec<f64> = texts
         .windows(2)
         .map(|w| {
-            let shared = w[0].bytes().zip(w[1].bytes()).take_while(|(a, b)| a == b).count();
+            let shared = w[0]
+                .bytes()
+                .zip(w[1].bytes())
+                .take_while(|(a, b)| a == b)
+                .count();
             shared as f64 / w[1].len() as f64
         })
         .collect();
@@ -185,7 +189,11 @@ fn assert_prefix_kept(bodies: &[Value]) {
     // And nothing before the last result changed: only what is new in a step is new.
     for (i, w) in texts.windows(2).enumerate() {
         let last_result = w[0].rfind("\"role\":\"tool\"").unwrap_or(0);
-        assert!(w[1].starts_with(&w[0][..last_result]), "step {}: the history sent changed", i + 2);
+        assert!(
+            w[1].starts_with(&w[0][..last_result]),
+            "step {}: the history sent changed",
+            i + 2
+        );
     }
 }
 

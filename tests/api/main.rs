@@ -24,6 +24,7 @@ mod disconnect;
 mod driver;
 mod errors;
 mod faults;
+mod final_answer_schema;
 mod gemini_signatures;
 mod health;
 mod hostile_counts;

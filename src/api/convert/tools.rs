@@ -3,7 +3,7 @@
 
 use crate::api::request::{is_native_tool_name, ReactDto, ToolDto};
 use crate::step::ToolMode;
-use crate::step::{Catalog, ReactSettings, Tags, ToolSpec};
+use crate::step::{AnswerSchema, Catalog, ReactSettings, Tags, ToolSpec};
 
 /// The `react` object with its defaults; tags must differ from each other.
 pub fn react_settings(
@@ -42,6 +42,12 @@ pub fn react_settings(
     settings.require_thought = dto.require_thought.unwrap_or(settings.require_thought);
     settings.min_thought_chars = dto.min_thought_chars.map_or(0, |n| n as usize);
     settings.require_action = dto.require_action.unwrap_or(false);
+    if let Some(schema) = dto.final_answer_schema {
+        match AnswerSchema::new(schema) {
+            Ok(schema) => settings.final_answer = Some(std::sync::Arc::new(schema)),
+            Err(why) => fail("react.final_answer_schema", why),
+        }
+    }
     settings
 }
 

@@ -261,7 +261,9 @@ impl Catalog {
 /// whatever `$schema` says (drafts 4–7 would check it), so no format checker runs on the
 /// model's arguments. A remote `$ref` is refused by the cost check already; the retriever
 /// refuses too, so nothing is ever fetched whatever the crate's features.
-fn compile(schema: &Value) -> Result<jsonschema::Validator, String> {
+/// A schema compiled as the service compiles every client schema: bounded regexes, no formats
+/// checked, nothing fetched.
+pub fn compile(schema: &Value) -> Result<jsonschema::Validator, String> {
     let patterns = jsonschema::PatternOptions::regex()
         .size_limit(schema_limits::REGEX_SIZE_LIMIT)
         .dfa_size_limit(schema_limits::REGEX_DFA_SIZE_LIMIT);

@@ -4,4 +4,4 @@
 mod catalog;
 pub mod schema_limits;
 
-pub use catalog::{first_name_in, type_name_of, Catalog, ToolSpec};
+pub use catalog::{compile, first_name_in, type_name_of, Catalog, ToolSpec};

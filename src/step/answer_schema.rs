@@ -1,0 +1,171 @@
+//! A final answer a program can use (`react.final_answer_schema`): the prompt asks for a JSON
+//! value that matches the client's schema, and the answer is read and checked like an action's
+//! arguments, with the same repair round. In native mode the model may also give it by calling
+//! a `final_answer` tool whose parameters are the schema.
+
+use serde_json::{json, Map, Value};
+
+use super::tools::{compile, schema_limits, ToolSpec};
+
+/// The tool a native step offers for the final answer.
+pub const FINAL_ANSWER_TOOL: &str = "final_answer";
+
+/// The client's schema for the final answer, bounded and compiled once.
+pub struct AnswerSchema {
+    schema: Value,
+    validator: jsonschema::Validator,
+}
+
+impl std::fmt::Debug for AnswerSchema {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AnswerSchema")
+            .field("schema", &self.schema)
+            .finish()
+    }
+}
+
+impl AnswerSchema {
+    /// The schema, held to the bounds of a tool's (`schema_limits`), or why it cannot be one.
+    pub fn new(schema: Value) -> Result<Self, String> {
+        if !schema.is_object() && !schema.is_boolean() {
+            return Err("must be a JSON Schema (an object)".into());
+        }
+        schema_limits::check(&schema)?;
+        let validator = compile(&schema)?;
+        Ok(Self { schema, validator })
+    }
+
+    /// The answer's JSON value, read from what the model wrote after the answer's tag (a fenced
+    /// block is unwrapped; text that is no JSON counts as a string), or why it does not match.
+    pub fn read(&self, text: &str) -> Result<Value, String> {
+        let inner = unfenced(text.trim());
+        let value =
+            serde_json::from_str(inner).unwrap_or_else(|_| Value::String(text.trim().into()));
+        self.check(value)
+    }
+
+    /// The answer given by calling the `final_answer` tool.
+    pub fn read_call(&self, args: &Map<String, Value>) -> Result<Value, String> {
+        let value = match self.wrapped() {
+            true => args.get("answer").cloned().unwrap_or(Value::Null),
+            false => Value::Object(args.clone()),
+        };
+        self.check(value)
+    }
+
+    fn check(&self, value: Value) -> Result<Value, String> {
+        let problems: Vec<String> = self
+            .validator
+            .iter_errors(&value)
+            .take(3)
+            .map(|e| match e.instance_path.to_string() {
+                at if at.is_empty() => e.to_string(),
+                at => format!("{at}: {e}"),
+            })
+            .collect();
+        match problems.is_empty() {
+            true => Ok(value),
+            false => Err(format!(
+                "the final answer does not match final_answer_schema: {}",
+                problems.join("; ")
+            )),
+        }
+    }
+
+    /// What the system prompt adds: the answer's form, with the schema.
+    pub fn prompt_section(&self, final_answer_tag: &str) -> String {
+        format!(
+            "## Final answer format\n\nThe final answer must be one JSON value that matches this JSON Schema, written after \"{final_answer_tag}:\" with nothing else:\n\n```json\n{}\n```\n\n",
+            self.schema
+        )
+    }
+
+    /// The `final_answer` tool of a native step: the schema as its parameters, or, for a schema
+    /// of something other than an object, an object holding it as `answer`.
+    pub fn tool(&self) -> ToolSpec {
+        let parameters = match self.wrapped() {
+            true => json!({"type": "object", "properties": {"answer": self.schema},
+                           "required": ["answer"], "additionalProperties": false}),
+            false => self.schema.clone(),
+        };
+        ToolSpec {
+            name: FINAL_ANSWER_TOOL.into(),
+            description: "Give the final answer to the user, in the required form.".into(),
+            parameters,
+        }
+    }
+
+    /// Whether the answer goes to the tool wrapped as `answer` (its schema is not an object's).
+    fn wrapped(&self) -> bool {
+        self.schema.get("type").and_then(Value::as_str) != Some("object")
+    }
+}
+
+/// The body of a fenced block (```json … ```), or the text as it is.
+fn unfenced(text: &str) -> &str {
+    let Some(rest) = text.strip_prefix("```") else {
+        return text;
+    };
+    let body = rest.split_once('\n').map_or("", |(_, b)| b);
+    body.trim_end().strip_suffix("```").unwrap_or(body).trim()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn schema() -> AnswerSchema {
+        AnswerSchema::new(json!({"type": "object", "required": ["file", "line"],
+            "properties": {"file": {"type": "string"}, "line": {"type": "integer", "minimum": 1}}}))
+        .unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    #[test]
+    fn an_answer_is_read_bare_or_fenced_and_checked() {
+        let s = schema();
+        let want = json!({"file": "a.rs", "line": 3});
+        assert_eq!(
+            s.read(r#"{"file": "a.rs", "line": 3}"#).ok(),
+            Some(want.clone())
+        );
+        assert_eq!(
+            s.read("```json\n{\"file\": \"a.rs\", \"line\": 3}\n```")
+                .ok(),
+            Some(want)
+        );
+        let why = s.read(r#"{"file": "a.rs", "line": 0}"#).err().unwrap_or_default();
+        assert!(
+            why.contains("/line") && why.contains("final_answer_schema"),
+            "{why}"
+        );
+        assert!(s.read("It is in a.rs on line 3.").is_err());
+    }
+
+    #[test]
+    fn a_schema_of_a_string_takes_plain_text_and_goes_to_the_tool_wrapped() {
+        let s = AnswerSchema::new(json!({"type": "string", "maxLength": 10}))
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(s.read("short").ok(), Some(json!("short")));
+        assert!(s.read("far too long for it").is_err());
+        let tool = s.tool();
+        assert_eq!(tool.parameters["required"], json!(["answer"]));
+        let mut args = Map::new();
+        args.insert("answer".into(), json!("ok"));
+        assert_eq!(s.read_call(&args).ok(), Some(json!("ok")));
+        assert_eq!(
+            schema().tool().parameters["required"],
+            json!(["file", "line"])
+        );
+    }
+
+    #[test]
+    fn a_hostile_schema_is_refused_as_a_tools_would_be() {
+        assert!(AnswerSchema::new(json!("string")).is_err());
+        assert!(AnswerSchema::new(json!({"$ref": "https://example.com/s.json"})).is_err());
+        let mut deep = json!({"type": "string"});
+        for _ in 0..200 {
+            deep = json!({"type": "array", "items": deep});
+        }
+        assert!(AnswerSchema::new(deep).is_err());
+    }
+}
