@@ -97,6 +97,7 @@ fn bench_case(c: &mut Criterion, name: &str, case: &Case) {
         tags: &reactstep::step::parse::Tags::default(),
         native: false,
         state_origin: None,
+        cleared: &[],
         notice: None,
     };
     let prompt =
@@ -189,6 +190,7 @@ fn loop_steps(c: &mut Criterion) {
             tags: &tags,
             native: false,
             state_origin: None,
+            cleared: &[],
             notice: None,
         };
         fit(&counter, 16_000, black_box(&candidates))

@@ -177,6 +177,7 @@ mod context {
                 tags: &self.tags,
                 native: false,
                 state_origin: None,
+                cleared: &[],
                 notice: None,
             };
             fit(&self.counter, 16_000, &candidates).unwrap().finish(

@@ -96,6 +96,7 @@ proptest! {
             tags: &reactstep::step::parse::Tags::default(),
             native: false,
             state_origin: None,
+            cleared: &[],
             notice: last_step.then_some(reactstep::step::context::prompt::LAST_STEP),
         };
         match fit(&counter, budget, &candidates) {

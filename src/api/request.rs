@@ -97,6 +97,20 @@ pub struct ReactDto {
     pub require_action: Option<bool>,
     /// A JSON Schema the final answer must match.
     pub final_answer_schema: Option<serde_json::Value>,
+    /// Old tool results sent as placeholders.
+    #[validate(nested)]
+    pub clear_tool_results: Option<ClearToolResultsDto>,
+}
+
+/// `react.clear_tool_results`.
+#[derive(Debug, Deserialize, Validate)]
+#[serde(deny_unknown_fields)]
+pub struct ClearToolResultsDto {
+    #[validate(range(min = 1, max = 1000))]
+    pub keep_last_steps: u32,
+    #[validate(range(max = 1_000_000))]
+    pub min_tokens: Option<u32>,
+    pub server_side: Option<bool>,
 }
 
 /// A tag is words: letters, digits, spaces, `_` and `-`, starting with a letter.

@@ -162,6 +162,9 @@ pub struct ChatRequest {
     /// Tools are sent strict where the provider has it (`llm_config.strict_tools`): their
     /// arguments are constrained to the schema.
     pub strict_tools: bool,
+    /// The provider clears old tool results itself, keeping this many of the latest tool uses
+    /// (Anthropic's context editing; `react.clear_tool_results` with `server_side`).
+    pub clear_tool_uses: Option<u32>,
 }
 
 impl ChatRequest {
@@ -191,6 +194,7 @@ impl ChatRequest {
             reasoning_effort: None,
             prompt_cache: None,
             strict_tools: false,
+            clear_tool_uses: None,
         }
     }
 

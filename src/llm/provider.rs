@@ -201,6 +201,11 @@ pub trait ProviderApi: Sync + fmt::Debug {
     fn cache_ttls(&self) -> &'static [super::CacheTtl] {
         &[]
     }
+    /// Whether the provider clears old tool results itself when asked
+    /// (`ChatRequest::clear_tool_uses`).
+    fn clears_tool_results(&self) -> bool {
+        false
+    }
     /// The wire format: `chat` for every provider but the Responses API's.
     fn wire_api(&self) -> super::WireApi {
         super::WireApi::Chat

@@ -133,7 +133,10 @@ mod tests {
                 .ok(),
             Some(want)
         );
-        let why = s.read(r#"{"file": "a.rs", "line": 0}"#).err().unwrap_or_default();
+        let why = s
+            .read(r#"{"file": "a.rs", "line": 0}"#)
+            .err()
+            .unwrap_or_default();
         assert!(
             why.contains("/line") && why.contains("final_answer_schema"),
             "{why}"

@@ -26,6 +26,11 @@ pub(super) fn chat_request(
         reasoning_effort: input.llm.reasoning_effort,
         prompt_cache,
         strict_tools: input.llm.strict_tools,
+        clear_tool_uses: input
+            .react
+            .clear_tool_results
+            .filter(|_| super::fit::provider_clears(input))
+            .map(|s| u32::try_from(s.keep_last_steps).unwrap_or(u32::MAX)),
         ..ChatRequest::new(model, system, messages, input.llm.reserved_output_tokens)
     }
 }

@@ -6,6 +6,7 @@
 use serde_json::{Map, Value};
 
 use super::answer_schema::{AnswerSchema, FINAL_ANSWER_TOOL};
+use super::context::clearing::ClearToolResults;
 use super::context::prompt::{ARGUMENT_PLACEHOLDER, TOOL_PLACEHOLDER, VALUE_PLACEHOLDER};
 use super::parse::{self, thought_warnings, Decision, Parsed, Tags};
 use super::tools::{type_name_of, Catalog};
@@ -25,6 +26,8 @@ pub struct ReactSettings {
     pub parallel_tool_calls: bool,
     /// The final answer must be JSON matching this schema (`react.final_answer_schema`).
     pub final_answer: Option<std::sync::Arc<AnswerSchema>>,
+    /// Old tool results are sent as placeholders (`react.clear_tool_results`).
+    pub clear_tool_results: Option<ClearToolResults>,
 }
 
 impl Default for ReactSettings {
@@ -37,6 +40,7 @@ impl Default for ReactSettings {
             require_action: false,
             parallel_tool_calls: true,
             final_answer: None,
+            clear_tool_results: None,
         }
     }
 }

@@ -147,6 +147,7 @@ pub(super) fn command_step(
             approximate: counter.is_approximate(),
             approximation_margin_percent: counter.margin_percent(),
             items: Vec::new(),
+            cleared_tool_results: None,
         },
         conversation_summary: None,
     }

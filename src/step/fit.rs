@@ -4,6 +4,7 @@
 
 use super::answer_schema::FINAL_ANSWER_TOOL;
 use super::context::budget::{self, Candidates, Overflow};
+use super::context::clearing;
 use super::context::tokens::TokenCounter;
 use super::context::{self, ContextItem, ContextSource, Excluded};
 use super::context::{prompt, summary, workspace};
@@ -232,6 +233,26 @@ impl PromptInput {
     }
 }
 
+/// The old tool results to send as placeholders, unless none are asked for or the provider
+/// clears them itself (`server_side`, where it can).
+fn cleared_results(input: &StepInput, counter: &TokenCounter) -> Vec<clearing::Cleared> {
+    match input.react.clear_tool_results {
+        Some(settings) if !provider_clears(input) => {
+            clearing::cleared(&input.history, settings, counter, prompt::tool_output)
+        }
+        _ => Vec::new(),
+    }
+}
+
+/// Whether the provider clears old tool results itself, as the request asked: Anthropic's
+/// context editing.
+pub(super) fn provider_clears(input: &StepInput) -> bool {
+    input
+        .react
+        .clear_tool_results
+        .is_some_and(|s| s.server_side && input.llm.provider.api().clears_tool_results())
+}
+
 /// The `final_answer` tool a native step offers with a final answer schema, unless the client
 /// declared a tool of that name itself.
 fn answer_tool(input: &StepInput) -> Option<crate::llm::ToolSpec> {
@@ -279,6 +300,7 @@ fn build_prompt(
         .into();
     }
     let origin = input.llm.state_origin();
+    let cleared = cleared_results(&input, &counter);
     let candidates = Candidates {
         head: &head,
         items: &input.context,
@@ -292,6 +314,7 @@ fn build_prompt(
         native: how.native,
         notice: (input.iterations_left == 1).then_some(prompt::LAST_STEP),
         state_origin: Some(&origin),
+        cleared: &cleared,
     };
     let fitted = budget::fit(&counter, how.messages_budget, &candidates);
     // The prompt now holds what fitted; unless it may be fitted again, the step need not keep

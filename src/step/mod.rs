@@ -35,6 +35,7 @@ mod usage;
 // The step's surface for the edge: what a request becomes (the input and its parts), what it
 // answers, and how it fails. The edge names nothing deeper (tests/architecture.rs).
 pub use answer_schema::AnswerSchema;
+pub use context::clearing::ClearToolResults;
 pub use context::tokens::{is_warm as encoders_warm, Encoding};
 pub use context::{dedupe, ContextItem, ContextReport, ContextSource, Excluded, Fate};
 pub use decide::{Call, ReactSettings};

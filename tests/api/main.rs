@@ -14,6 +14,7 @@ mod bedrock;
 mod billed_usage;
 mod cache_markers;
 mod cache_usage;
+mod clearing;
 mod context;
 mod copied_examples;
 mod corpus;

@@ -3,7 +3,10 @@
 
 use crate::api::request::{is_native_tool_name, ReactDto, ToolDto};
 use crate::step::ToolMode;
-use crate::step::{AnswerSchema, Catalog, ReactSettings, Tags, ToolSpec};
+use crate::step::{AnswerSchema, Catalog, ClearToolResults, ReactSettings, Tags, ToolSpec};
+
+/// Results shorter than this are not worth a placeholder (`react.clear_tool_results.min_tokens`).
+const DEFAULT_CLEAR_MIN_TOKENS: u32 = 100;
 
 /// The `react` object with its defaults; tags must differ from each other.
 pub fn react_settings(
@@ -42,6 +45,11 @@ pub fn react_settings(
     settings.require_thought = dto.require_thought.unwrap_or(settings.require_thought);
     settings.min_thought_chars = dto.min_thought_chars.map_or(0, |n| n as usize);
     settings.require_action = dto.require_action.unwrap_or(false);
+    settings.clear_tool_results = dto.clear_tool_results.map(|c| ClearToolResults {
+        keep_last_steps: c.keep_last_steps as usize,
+        min_tokens: c.min_tokens.unwrap_or(DEFAULT_CLEAR_MIN_TOKENS),
+        server_side: c.server_side.unwrap_or(false),
+    });
     if let Some(schema) = dto.final_answer_schema {
         match AnswerSchema::new(schema) {
             Ok(schema) => settings.final_answer = Some(std::sync::Arc::new(schema)),

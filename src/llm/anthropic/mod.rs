@@ -61,8 +61,11 @@ impl ProviderApi for Anthropic {
         let mut body = body(request, true);
         body.stream = stream;
         let url = format!("{}/v1/messages", target.base_url.trim_end_matches('/'));
-        Outgoing::json(url, &body, request.text_bytes())?
-            .with_header("anthropic-version", API_VERSION)
+        let mut out = Outgoing::json(url, &body, request.text_bytes())?;
+        if body.context_management.is_some() {
+            out = out.with_header("anthropic-beta", wire::CONTEXT_MANAGEMENT_BETA);
+        }
+        out.with_header("anthropic-version", API_VERSION)
             .with_headers(target)
             .with_key(KeyHeader::Named("x-api-key"), key)
     }
@@ -124,6 +127,10 @@ impl ProviderApi for Anthropic {
             crate::llm::CacheTtl::FiveMinutes,
             crate::llm::CacheTtl::OneHour,
         ]
+    }
+
+    fn clears_tool_results(&self) -> bool {
+        true
     }
 
     fn counter_name(&self) -> Option<&'static str> {
@@ -259,6 +266,9 @@ fn body(request: &ChatRequest, breakpoints: bool) -> Body<'_> {
         tool_choice: tool_choice(request),
         thinking,
         output_config: output_config.flatten(),
+        context_management: request
+            .clear_tool_uses
+            .map(wire::ContextManagement::keeping),
         stream: false,
     }
 }

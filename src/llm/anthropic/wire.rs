@@ -24,9 +24,49 @@ pub struct Body<'a> {
     pub thinking: Option<Thinking>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub output_config: Option<OutputConfig>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub context_management: Option<ContextManagement>,
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub stream: bool,
 }
+
+/// Context editing: the API clears old tool results itself (beta `context-management-2025-06-27`).
+#[derive(Serialize)]
+pub struct ContextManagement {
+    pub edits: [ClearToolUses; 1],
+}
+
+/// `clear_tool_uses_20250919`: keep the latest `keep.value` tool uses' results.
+#[derive(Serialize)]
+pub struct ClearToolUses {
+    #[serde(rename = "type")]
+    pub kind: &'static str,
+    pub keep: KeepToolUses,
+}
+
+#[derive(Serialize)]
+pub struct KeepToolUses {
+    #[serde(rename = "type")]
+    pub kind: &'static str,
+    pub value: u32,
+}
+
+impl ContextManagement {
+    pub fn keeping(value: u32) -> Self {
+        Self {
+            edits: [ClearToolUses {
+                kind: "clear_tool_uses_20250919",
+                keep: KeepToolUses {
+                    kind: "tool_uses",
+                    value,
+                },
+            }],
+        }
+    }
+}
+
+/// The beta header context editing needs.
+pub const CONTEXT_MANAGEMENT_BETA: &str = "context-management-2025-06-27";
 
 /// Thinking: `enabled` with the `budget_tokens` of the reply's `max_tokens` that may go to it,
 /// or `adaptive` (the model decides, guided by `output_config.effort`).

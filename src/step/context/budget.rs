@@ -11,6 +11,7 @@
 //! pre-token crosses, so its count is the sum of its parts; an item too large to fit is never
 //! tokenised in full.
 
+use super::clearing::{self, Cleared, ClearedReport};
 use super::items::{ContextItem, ContextReport, ContextSource, Excluded, Fate, ReportItem};
 use super::prompt::{
     chat_messages, render_native, render_turn, step_tail, Costed, CONTEXT_HEADING, FILLER_FIRST,
@@ -58,11 +59,19 @@ pub struct Candidates<'a> {
     /// Who this step's call goes to: a turn's state made elsewhere is not sent (`None`: every
     /// state is).
     pub state_origin: Option<&'a StateOrigin>,
+    /// Old tool results sent as placeholders (`react.clear_tool_results`), in history order.
+    pub cleared: &'a [Cleared],
 }
 
 impl Candidates<'_> {
-    /// A history turn as the message sent for it.
-    fn render(&self, turn: &Turn) -> ChatMessage {
+    /// History turn `i` as the message sent for it.
+    fn render(&self, i: usize) -> ChatMessage {
+        let placeholder;
+        let mut turn = &self.history[i];
+        if let Ok(k) = self.cleared.binary_search_by_key(&i, |c| c.turn) {
+            placeholder = cleared_turn(turn, &self.cleared[k]);
+            turn = &placeholder;
+        }
         let mut message = if self.native {
             render_native(turn, self.tags)
         } else {
@@ -77,6 +86,18 @@ impl Candidates<'_> {
         }
         message
     }
+}
+
+/// A cleared result as the turn that stands for it: the placeholder as its content.
+fn cleared_turn(turn: &Turn, cleared: &Cleared) -> Turn {
+    let mut stand_in = Turn::new(
+        Role::ToolObservation,
+        cleared.placeholder.clone(),
+        String::new(),
+    );
+    stand_in.tool_call_id = turn.tool_call_id.clone();
+    stand_in.is_error = turn.is_error;
+    stand_in
 }
 
 /// Whether a turn's state may go to the call `to`: a state that names no origin (made before
@@ -110,6 +131,7 @@ pub struct Fitted {
     omission_reserve: u32,
     budget: u32,
     report_items: Vec<ReportItem>,
+    cleared: Option<ClearedReport>,
 }
 
 /// The prompt as it is sent, with its exact count.
@@ -204,7 +226,7 @@ fn mandatory(counter: &TokenCounter, c: &Candidates<'_>) -> Mandatory {
         .history
         .last()
         .filter(|_| latest_is_mandatory)
-        .and_then(|turn| sent_turn(counter, c, turn, u32::MAX));
+        .and_then(|_| sent_turn(counter, c, c.history.len() - 1, u32::MAX));
     // The turns that keep roles alternating may be needed whenever there is history.
     let fillers = if c.history.is_empty() {
         0
@@ -294,6 +316,7 @@ fn fit_within(
         },
         budget,
         report_items,
+        cleared: clearing::report(c.cleared, chosen.turns.first, counter),
     })
 }
 
@@ -423,10 +446,11 @@ fn choose(counter: &TokenCounter, c: &Candidates<'_>, must: &Mandatory, room: &m
 fn sent_turn(
     counter: &TokenCounter,
     c: &Candidates<'_>,
-    turn: &Turn,
+    at: usize,
     limit: u32,
 ) -> Option<SentTurn> {
-    let mut message = c.render(turn);
+    let turn = &c.history[at];
+    let mut message = c.render(at);
     // The framing counts against the limit too: even an empty turn may not fit.
     let limit = limit.checked_sub(PER_MESSAGE_OVERHEAD)?;
     if turn.role != Role::ToolObservation {
@@ -473,7 +497,7 @@ fn choose_turns(
     // Newest first until the end.
     let mut sent: Vec<SentTurn> = Vec::with_capacity(optional_turns);
     while first > 0 {
-        match sent_turn(counter, c, &c.history[first - 1], room.saturating_sub(used)) {
+        match sent_turn(counter, c, first - 1, room.saturating_sub(used)) {
             Some(turn) => {
                 used += turn.tokens;
                 sent.push(turn);
@@ -668,6 +692,7 @@ impl Fitted {
                 approximate: counter.is_approximate(),
                 approximation_margin_percent: counter.margin_percent(),
                 items: self.report_items,
+                cleared_tool_results: self.cleared,
             },
             prefix_tokens: PER_MESSAGE_OVERHEAD + self.system_tokens + self.history_tokens,
         }
@@ -733,6 +758,7 @@ mod tests {
             tags: &Tags::default(),
             native: false,
             state_origin: None,
+            cleared: &[],
             notice: None,
         };
         fit(&counter, budget, &c).map(|f| f.finish(&counter, None, "o200k_base"))
@@ -812,6 +838,7 @@ mod tests {
             tags: &Tags::default(),
             native: false,
             state_origin: None,
+            cleared: &[],
             notice: None,
         };
         let p = fit(&counter, 700, &c)
@@ -842,6 +869,7 @@ mod tests {
             tags: &Tags::default(),
             native: false,
             state_origin: None,
+            cleared: &[],
             notice: None,
         };
         let p = fit(&counter, 2000, &c)
@@ -872,6 +900,7 @@ mod tests {
             tags: &Tags::default(),
             native: false,
             state_origin: None,
+            cleared: &[],
             notice: None,
         };
         let fitted = fit(&counter, 500, &c).unwrap_or_else(|e| panic!("{e:?}"));
@@ -943,6 +972,7 @@ mod tests {
             tags,
             native: false,
             state_origin: None,
+            cleared: &[],
             notice: None,
         }
     }

@@ -168,6 +168,9 @@ pub struct ContextReport {
     /// What was added to every count of text (0 when counts are exact).
     pub approximation_margin_percent: u32,
     pub items: Vec<ReportItem>,
+    /// Old tool results sent as placeholders (`react.clear_tool_results`), and the tokens saved.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cleared_tool_results: Option<super::clearing::ClearedReport>,
 }
 
 /// An item set aside before fitting: named without content (unresolved), or a duplicate of

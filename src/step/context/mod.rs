@@ -4,6 +4,7 @@
 //! that items named without content are read from.
 
 pub mod budget;
+pub mod clearing;
 mod items;
 mod margin;
 pub mod prompt;

@@ -252,7 +252,7 @@ pub fn render_native(turn: &Turn, tags: &Tags) -> ChatMessage {
 }
 
 /// What a tool returned: the observation's text, and its result when that says more.
-fn tool_output(turn: &Turn) -> String {
+pub fn tool_output(turn: &Turn) -> String {
     let content = turn.content.trim();
     match turn
         .tool_result
