@@ -247,6 +247,7 @@ impl ApiError {
             parallel_actions: Vec::new(),
             direct_response: None,
             direct_response_json: None,
+            forced_final: false,
             updated_conversation_history: self.echo.history.turns(),
             iterations_remaining: self.echo.iterations_left,
             status: Status::Error,

@@ -135,6 +135,9 @@ pub struct ReactStepResponse {
     /// The final answer as the JSON value `react.final_answer_schema` asked for.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub direct_response_json: Option<serde_json::Value>,
+    /// The answer was asked for on the loop's last step: present (true) only then.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub forced_final: bool,
     pub updated_conversation_history: Vec<Turn>,
     pub iterations_remaining: Option<u32>,
     pub status: Status,
@@ -194,6 +197,7 @@ impl ReactStepResponse {
             parallel_actions,
             direct_response,
             direct_response_json: output.answer_json,
+            forced_final: output.forced_final,
             updated_conversation_history: output.updated_history,
             iterations_remaining: Some(output.iterations_remaining),
             status,

@@ -153,8 +153,10 @@ async fn converse(
             };
             // A mock answers the same whatever it is asked: no repair round for it.
             let room = ledger.budget.saturating_sub(ledger.used);
-            let repair = (repairs_left > 0 && input.mock_response.is_none())
-                .then(|| repair_round(counter, &raw_output, &why, room, &input.react.tags))
+            let asked_again = repairs_left > 0 && input.mock_response.is_none();
+            let how = (&input.react.tags, !request.tools.is_empty());
+            let repair = asked_again
+                .then(|| repair_round(counter, &raw_output, &why, room, how))
                 .flatten();
             let Some((messages, tokens)) = repair else {
                 return Err(StepErrorKind::InvalidOutput { why, raw_output }.into());
@@ -213,16 +215,17 @@ async fn call_model(
     })
 }
 
-/// The messages of a repair round and their tokens, fitted into `room`: the invalid output is
+/// The messages of a repair round (in the mode's format: `how` is the tags and whether tools go
+/// natively) and their tokens, fitted into `room`: the invalid output is
 /// cut to its head and tail when it is long. `None` when not even that fits.
 fn repair_round(
     counter: &TokenCounter,
     raw_output: &str,
     why: &str,
     room: u32,
-    tags: &parse::Tags,
+    (tags, native): (&parse::Tags, bool),
 ) -> Option<([ChatMessage; 2], u32)> {
-    let [mut output, feedback] = decide::repair_messages(raw_output, why, tags);
+    let [mut output, feedback] = decide::repair_messages(raw_output, why, tags, native);
     let feedback_tokens = counter.count_message(&feedback.content);
     let output_room = room
         .checked_sub(feedback_tokens)?

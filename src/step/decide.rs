@@ -75,10 +75,9 @@ pub fn judge(
 ) -> Result<(Valid, Vec<String>), String> {
     match &parsed.decision {
         Decision::Unreadable { why, .. } => Err(format!("the action could not be read: {why}")),
-        Decision::Answer(_) if settings.require_action => Err(format!(
-            "a tool call is required in this step, but the output was a direct answer; write a '{}:' line",
-            settings.tags.action
-        )),
+        Decision::Answer(_) if settings.require_action => Err(
+            "a tool call is required in this step, but the output was a direct answer".to_string(),
+        ),
         Decision::Answer(text) if is_placeholder(text) => Err(format!(
             "'{}' is the answer format's placeholder: write the real answer",
             text.trim()
@@ -98,7 +97,10 @@ pub fn judge(
         } if answers_by_tool(tool_name, catalog, settings) => {
             let schema = settings.final_answer.as_deref();
             let value = schema.map(|s| s.read_call(tool_args)).transpose()?;
-            Ok((Valid::Answer(value.unwrap_or_default().to_string()), Vec::new()))
+            Ok((
+                Valid::Answer(value.unwrap_or_default().to_string()),
+                Vec::new(),
+            ))
         }
         Decision::Action {
             tool_name,
@@ -370,15 +372,26 @@ fn is_placeholder(text: &str) -> bool {
 const REPAIR_INSTRUCTION: &str = "Answer again in the required format";
 
 /// What the model is told after an invalid output: its own output, then the problem as the
-/// observation, with the format to answer in.
-pub fn repair_messages(raw_output: &str, why: &str, tags: &Tags) -> [ChatMessage; 2] {
+/// observation, with the format to answer in: the mode's own (in native mode, a call through
+/// the tool-calling interface, as the system prompt says, never an `Action:` line).
+pub fn repair_messages(raw_output: &str, why: &str, tags: &Tags, native: bool) -> [ChatMessage; 2] {
+    let format = match native {
+        true => format!(
+            "'{}: …', then either call one of the tools through the tool-calling interface, or write '{}: …'",
+            tags.thought, tags.final_answer
+        ),
+        false => format!(
+            "'{}:' then either '{}: {TOOL_PLACEHOLDER}(…)' with one of the tools, or '{}: …'",
+            tags.thought, tags.action, tags.final_answer
+        ),
+    };
     [
         ChatMessage::text(ChatRole::Assistant, raw_output.to_string()),
         ChatMessage::text(
             ChatRole::User,
             format!(
-                "{}: Error: {why}. {REPAIR_INSTRUCTION}: '{}:' then either '{}: {TOOL_PLACEHOLDER}(…)' with one of the tools, or '{}: …'.",
-                tags.observation, tags.thought, tags.action, tags.final_answer
+                "{}: Error: {why}. {REPAIR_INSTRUCTION}: {format}.",
+                tags.observation
             ),
         ),
     ]

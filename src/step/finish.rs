@@ -31,6 +31,7 @@ pub(super) fn dry_run(input: Box<StepInput>, built: Built, counter: &TokenCounte
         thought: String::new(),
         outcome: Outcome::DryRun(preview),
         answer_json: None,
+        forced_final: false,
         updated_history: input.history,
         iterations_remaining: input.iterations_left,
         usage: None,
@@ -68,6 +69,7 @@ pub(super) fn finish_step(
         valid => Outcome::from(valid),
     };
     let answer_json = answer_json(&input, &outcome, &mut warnings);
+    let forced_final = forced(&input, &outcome, &mut warnings);
     let mut updated_history = updated_history(&mut input, &parsed.thought, &outcome);
     let thought = with_reasoning(&reasoning, parsed.thought);
     if let Some(turn) = updated_history.last_mut().filter(|_| !reasoning.is_empty()) {
@@ -80,6 +82,7 @@ pub(super) fn finish_step(
         thought,
         outcome,
         answer_json,
+        forced_final,
         updated_history,
         iterations_remaining: input.iterations_left - 1,
         usage,
@@ -87,6 +90,23 @@ pub(super) fn finish_step(
         context_report: built.prompt.report,
         conversation_summary: built.conversation_summary,
     }
+}
+
+/// Whether the answer is one the last step asked for: the prompt told the model not to call a
+/// tool and to answer now, so the answer may be made up to obey. Said in a warning too.
+fn forced(input: &StepInput, outcome: &Outcome, warnings: &mut Vec<String>) -> bool {
+    let forced = input.iterations_left == 1
+        && matches!(
+            outcome,
+            Outcome::Answer {
+                termination: Termination::Success,
+                ..
+            }
+        );
+    if forced {
+        warnings.push("the answer was given on the loop's last step, where the model was told to answer without another tool call: it may be a guess rather than a finding (forced_final)".into());
+    }
+    forced
 }
 
 /// The final answer's JSON, when a schema asked for it: the answer was checked against it,
@@ -133,6 +153,7 @@ pub(super) fn command_step(
         thought: String::new(),
         outcome,
         answer_json: None,
+        forced_final: false,
         updated_history,
         iterations_remaining: input.iterations_left - 1,
         usage: None,

@@ -82,6 +82,9 @@ pub struct StepOutput {
     pub outcome: Outcome,
     /// The final answer as the JSON value `react.final_answer_schema` asked for.
     pub answer_json: Option<Value>,
+    /// The answer was asked for on the loop's last step (told not to call a tool): it may be a
+    /// guess made to obey, not a finding.
+    pub forced_final: bool,
     pub updated_history: Vec<Turn>,
     pub iterations_remaining: u32,
     pub usage: Option<Usage>,

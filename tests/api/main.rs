@@ -35,6 +35,7 @@ mod huge_reasoning;
 mod iterations;
 mod key_secrecy;
 mod key_vendors;
+mod last_step;
 mod logging;
 mod metrics;
 mod mock_response;

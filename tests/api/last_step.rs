@@ -1,0 +1,79 @@
+//! Honest endings (issue 34, item 2): an answer given on the loop's last step, where the model
+//! was told to answer now, is marked `forced_final`; and a repair round in native mode asks in
+//! the native format, never for an `Action:` line the system prompt does not use.
+
+use serde_json::json;
+
+use crate::support::app::spawn_app_answering_in_turn;
+use crate::support::requests::{native_reasoning, request};
+use crate::support::spec::assert_conforms;
+use crate::support::upstream::{openai_reply, openai_tool_reply, OPENAI_PATH};
+
+#[tokio::test]
+async fn an_answer_on_the_last_step_is_marked_forced() {
+    let answer = openai_reply("Thought: I must answer now.\nFinal Answer: probably in auth.rs");
+    let app = spawn_app_answering_in_turn(OPENAI_PATH, vec![answer.clone(), answer]).await;
+    let mut body = request("gpt-4o", "Where is login handled?");
+    body["max_iterations_left"] = json!(1);
+    let reply = app.post_react_step(&body).await;
+    assert_eq!(reply.status, 200, "{}", reply.text);
+    assert_conforms("POST", "/api/agent/react_step", 200, &reply.body);
+    assert_eq!(reply.body["forced_final"], true);
+    assert_eq!(reply.body["termination_reason"], "success");
+    let warnings = reply.body["warnings"].to_string();
+    assert!(warnings.contains("forced_final"), "{warnings}");
+    // With steps left, an answer is the model's own: no mark.
+    body["max_iterations_left"] = json!(2);
+    let reply = app.post_react_step(&body).await;
+    assert_eq!(reply.status, 200, "{}", reply.text);
+    assert!(reply.body.get("forced_final").is_none(), "{}", reply.text);
+}
+
+#[tokio::test]
+async fn a_native_repair_round_asks_for_a_native_call() {
+    let app = spawn_app_answering_in_turn(
+        OPENAI_PATH,
+        vec![
+            openai_reply("Thought: I know it.\nFinal Answer: in auth.rs"),
+            openai_tool_reply(Some("Thought: look"), "read_file", r#"{"path":"auth.rs"}"#),
+        ],
+    )
+    .await;
+    let mut body = native_reasoning("gpt-4o", "low");
+    body["llm_config"]
+        .as_object_mut()
+        .unwrap()
+        .remove("reasoning_effort");
+    body["react"] = json!({"require_action": true});
+    let reply = app.post_react_step(&body).await;
+    assert_eq!(reply.status, 200, "{}", reply.text);
+    assert_eq!(reply.body["status"], "action_proposed");
+    let sent = app.upstream_bodies().await;
+    let feedback = sent[1]["messages"].as_array().unwrap().last().unwrap()["content"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(feedback.contains("tool-calling interface"), "{feedback}");
+    assert!(!feedback.contains("Action:"), "{feedback}");
+    // Text mode keeps its own format.
+    let app = spawn_app_answering_in_turn(
+        OPENAI_PATH,
+        vec![
+            openai_reply("Thought: I know it.\nFinal Answer: in auth.rs"),
+            openai_reply("Thought: look\nAction: read_file(path=\"auth.rs\")"),
+        ],
+    )
+    .await;
+    let mut body = request("gpt-4o", "Where is login handled?");
+    body["react"] = json!({"require_action": true});
+    let reply = app.post_react_step(&body).await;
+    assert_eq!(reply.status, 200, "{}", reply.text);
+    let sent = app.upstream_bodies().await;
+    let feedback = sent[1]["messages"]
+        .as_array()
+        .unwrap()
+        .last()
+        .unwrap()
+        .to_string();
+    assert!(feedback.contains("Action: <tool name>"), "{feedback}");
+}
