@@ -154,38 +154,85 @@ impl Refusal<'_> {
     }
 }
 
-/// Extra percent on top of the ratio the provider's count gave, for what the ratio of one
-/// prompt does not say about another.
-const REFIT_ROOM_PERCENT: u64 = 3;
-
-/// After a refusal as too long that says the prompt's size by the provider's count: fits the
-/// prompt again with the service's approximate counts scaled by the provider's, and calls once
-/// more. An exact count, or a refusal that names no size, is answered as it is.
-pub(super) async fn refit<'b>(
-    input: Box<StepInput>,
-    llm: &LlmClients,
-    live: Option<&LiveSender>,
-    counter: &TokenCounter,
-    first: Refusal<'b>,
-) -> Result<(Box<StepInput>, Built, (parse::Parsed, Valid), Ledger<'b>), StepError> {
-    let used = u64::from(first.built.prompt.report.used);
-    let reported = match &first.refused {
-        LlmError::ContextTooLong {
-            prompt_tokens: Some(n),
-            ..
-        } => *n,
-        _ => 0,
+/// The window a refusal names, when it is smaller than the request's `tokenLimit` and still
+/// leaves room for the prompt beside the reserved output.
+fn smaller_window(input: &StepInput, refused: &LlmError) -> Option<u32> {
+    let LlmError::ContextTooLong {
+        window: Some(window),
+        ..
+    } = refused
+    else {
+        return None;
     };
+    let window = u32::try_from(*window).ok()?;
+    let room = window.checked_sub(input.llm.reserved_output_tokens)?;
+    (window < input.llm.token_limit && room >= MIN_PROMPT_ROOM).then_some(window)
+}
+
+/// The least room a window must leave for the prompt to be worth fitting again.
+const MIN_PROMPT_ROOM: u32 = 256;
+
+/// The approximation margin scaled by the provider's count of the refused prompt, with that
+/// count and the service's, when the counter is approximate and the count is plausible.
+fn scaled_margin(counter: &TokenCounter, first: &Refusal<'_>) -> Option<(u32, u64, u64)> {
+    let used = u64::from(first.built.prompt.report.used);
+    let LlmError::ContextTooLong {
+        prompt_tokens: Some(reported),
+        ..
+    } = &first.refused
+    else {
+        return None;
+    };
+    let reported = *reported;
     // A count a thousand times the service's is no count of this prompt.
     let plausible = reported > used && used > 0 && reported / used <= 1000;
     if !counter.is_approximate() || !plausible {
-        return Err(first.into_error());
+        return None;
     }
     // (100 + new) / 100 = (100 + old) / 100 × reported / used, with room to spare.
     let scaled = (100 + u64::from(counter.margin_percent())).saturating_mul(reported) / used
         + REFIT_ROOM_PERCENT;
     let percent = u32::try_from(scaled.saturating_sub(100)).unwrap_or(u32::MAX);
-    let counter = counter.with_approximation_margin(percent);
+    Some((percent, reported, used))
+}
+
+/// Extra percent on top of the ratio the provider's count gave, for what the ratio of one
+/// prompt does not say about another.
+const REFIT_ROOM_PERCENT: u64 = 3;
+
+/// After a refusal as too long that says the provider's window (smaller than `tokenLimit`: a
+/// local server started with a smaller context) or the prompt's size by the provider's count:
+/// fits the prompt again into that window, with the service's approximate counts scaled by the
+/// provider's, and calls once more. A refusal that says neither is answered as it is.
+pub(super) async fn refit<'b>(
+    mut input: Box<StepInput>,
+    llm: &LlmClients,
+    live: Option<&LiveSender>,
+    counter: &TokenCounter,
+    first: Refusal<'b>,
+) -> Result<(Box<StepInput>, Built, (parse::Parsed, Valid), Ledger<'b>), StepError> {
+    let window = smaller_window(&input, &first.refused);
+    let scaled = scaled_margin(counter, &first);
+    if window.is_none() && scaled.is_none() {
+        return Err(first.into_error());
+    }
+    let mut said = Vec::new();
+    if let Some(window) = window {
+        said.push(format!(
+            "the provider's context window is {window} tokens, not llm_config.tokenLimit's {}: the prompt was fitted again into it",
+            input.llm.token_limit
+        ));
+        input.llm.token_limit = window;
+    }
+    let counter = match scaled {
+        Some((percent, reported, used)) => {
+            said.push(format!(
+                "the provider counted {reported} prompt tokens where the service counted {used} and refused the prompt as too long; it was fitted again with counts scaled by that ratio ({percent} % margin)"
+            ));
+            counter.with_approximation_margin(percent)
+        }
+        None => *counter,
+    };
     let shape = Shape::of(&input, &counter).map_err(|e| e.reported(&first.built.prompt.report))?;
     let Refusal { built, ledger, .. } = first;
     let fitting = fit_prompt(
@@ -201,10 +248,7 @@ pub(super) async fn refit<'b>(
     let mut rebuilt = rebuilt?;
     rebuilt.summary_usage = ledger.usage;
     // The first prompt's warnings described the prompt that was refused.
-    let mut warnings = Vec::new();
-    warnings.push(format!(
-        "the provider counted {reported} prompt tokens where the service counted {used} and refused the prompt as too long; it was fitted again with counts scaled by that ratio ({percent} % margin)"
-    ));
+    let mut warnings = said;
     warnings.append(&mut rebuilt.warnings);
     rebuilt.warnings = warnings;
     let rebuilt = Box::new(rebuilt);

@@ -69,5 +69,6 @@ mod tls;
 mod tool_call_ids;
 mod tools;
 mod traces;
+mod window_refit;
 mod workflow;
 mod workspace;
