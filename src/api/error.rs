@@ -264,6 +264,10 @@ impl ApiError {
                 .cloned(),
             conversation_summary: None,
             prompt: None,
+            loop_guard: match self.step_error().map(|error| &error.kind) {
+                Some(StepErrorKind::LoopDetected(report)) => Some((**report).clone()),
+                _ => None,
+            },
             error: Some(ErrorBody {
                 kind,
                 message: self.kind.public_message(),
@@ -375,6 +379,8 @@ fn step_status(error: &StepErrorKind) -> (StatusCode, &'static str, bool) {
     use StatusCode as S;
     match error {
         StepErrorKind::ContextOverflow(_) => (S::UNPROCESSABLE_ENTITY, "context_overflow", false),
+        // The same request would meet the same loop: the client must change course.
+        StepErrorKind::LoopDetected(_) => (S::UNPROCESSABLE_ENTITY, "loop_detected", false),
         StepErrorKind::EmptyOutput(_) => (S::BAD_GATEWAY, "llm_bad_response", true),
         // Another sample of the model may well be valid.
         StepErrorKind::InvalidOutput { .. } => (S::BAD_GATEWAY, "invalid_model_output", true),

@@ -100,6 +100,9 @@ pub struct ReactDto {
     /// Old tool results sent as placeholders.
     #[validate(nested)]
     pub clear_tool_results: Option<ClearToolResultsDto>,
+    /// `false`, `true` or `{"warn_after", "stop_after"}`: read by `convert`, which names the
+    /// field at fault.
+    pub loop_guard: Option<serde_json::Value>,
 }
 
 /// `react.clear_tool_results`.

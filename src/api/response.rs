@@ -6,7 +6,7 @@ use serde_json::{Map, Value};
 
 use crate::llm::Usage;
 use crate::prices::Price;
-use crate::step::{ContextReport, Turn};
+use crate::step::{ContextReport, LoopReport, Turn};
 use crate::step::{ConversationSummary, Outcome, PromptPreview, StepOutput, Termination};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -147,6 +147,9 @@ pub struct ReactStepResponse {
     pub context_report: Option<ContextReport>,
     pub conversation_summary: Option<ConversationSummary>,
     pub prompt: Option<PromptDto>,
+    /// What the loop guard found: on a success when it warned, on `loop_detected` the loop.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub loop_guard: Option<LoopReport>,
     pub error: Option<ErrorBody>,
 }
 
@@ -207,6 +210,7 @@ impl ReactStepResponse {
             context_report: Some(output.context_report),
             conversation_summary: output.conversation_summary,
             prompt,
+            loop_guard: output.loop_guard,
             error: None,
         }
     }

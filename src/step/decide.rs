@@ -8,6 +8,7 @@ use serde_json::{Map, Value};
 use super::answer_schema::{AnswerSchema, FINAL_ANSWER_TOOL};
 use super::context::clearing::ClearToolResults;
 use super::context::prompt::{ARGUMENT_PLACEHOLDER, TOOL_PLACEHOLDER, VALUE_PLACEHOLDER};
+use super::loop_guard::LoopGuard;
 use super::parse::{self, thought_warnings, Decision, Parsed, Tags};
 use super::tools::{type_name_of, Catalog};
 use crate::llm::{ChatMessage, ChatRole, NativeCall};
@@ -28,6 +29,8 @@ pub struct ReactSettings {
     pub final_answer: Option<std::sync::Arc<AnswerSchema>>,
     /// Old tool results are sent as placeholders (`react.clear_tool_results`).
     pub clear_tool_results: Option<ClearToolResults>,
+    /// When a repeating loop is warned of and stopped (`react.loop_guard`); `None`: never.
+    pub loop_guard: Option<LoopGuard>,
 }
 
 impl Default for ReactSettings {
@@ -41,6 +44,7 @@ impl Default for ReactSettings {
             parallel_tool_calls: true,
             final_answer: None,
             clear_tool_results: None,
+            loop_guard: Some(LoopGuard::default()),
         }
     }
 }

@@ -32,6 +32,9 @@ pub enum StepErrorKind {
     Internal(String),
     #[error("the step did not finish within its deadline (REACTSTEP_STEP_TIMEOUT_SECS, {} s)", .0.as_secs())]
     Deadline(std::time::Duration),
+    /// The proposed call would go on with a loop past `react.loop_guard.stop_after`.
+    #[error("{}", super::loop_guard::stopped_message(.0))]
+    LoopDetected(Box<super::loop_guard::LoopReport>),
     /// The streaming client disconnected; nobody is left to answer.
     #[error("the client disconnected")]
     ClientGone,

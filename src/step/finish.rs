@@ -5,10 +5,12 @@ use super::context::tokens::TokenCounter;
 use super::context::ContextReport;
 use super::converse::Ledger;
 use super::decide::Valid;
+use super::error::{StepError, StepErrorKind};
 use super::fit::Built;
 use super::history::{timestamp_now, Role, ToolCall, Turn};
 use super::input::StepInput;
 use super::limits;
+use super::loop_guard::Finding;
 use super::output::{Outcome, PromptPreview, StepOutput, Termination};
 use super::parse;
 use crate::llm::ReasoningState;
@@ -38,6 +40,7 @@ pub(super) fn dry_run(input: Box<StepInput>, built: Built, counter: &TokenCounte
         warnings: built.warnings,
         context_report: prompt.report,
         conversation_summary: built.conversation_summary,
+        loop_guard: None,
     }
 }
 
@@ -89,6 +92,7 @@ pub(super) fn finish_step(
         warnings,
         context_report: built.prompt.report,
         conversation_summary: built.conversation_summary,
+        loop_guard: None,
     }
 }
 
@@ -124,6 +128,43 @@ fn answer_json(input: &StepInput, outcome: &Outcome, warnings: &mut Vec<String>)
         }
         _ => None,
     }
+}
+
+/// What the loop guard finds in the history, with what it tells the model set in the input.
+pub(super) fn watch(input: &mut StepInput) -> Option<Finding> {
+    let guard = input.react.loop_guard?;
+    let found = guard.watch(&input.history, &input.user_query)?;
+    input.loop_notice = Some(found.notice(&input.react.tags));
+    Some(found)
+}
+
+/// The answer with the loop guard's report and warning, when it warned.
+pub(super) fn watched(mut output: StepOutput, found: Option<Finding>) -> StepOutput {
+    if let Some(found) = found {
+        output.warnings.push(found.warning());
+        output.loop_guard = Some(found.report);
+    }
+    output
+}
+
+/// The step's failure when the calls it proposes go on with a loop the guard stops. A final
+/// answer never does; nor does a call on the last step, which becomes the summary.
+pub(super) fn loop_stop(
+    found: Option<&Finding>,
+    valid: &Valid,
+    input: &StepInput,
+) -> Option<StepError> {
+    let Valid::Action { call, parallel } = valid else {
+        return None;
+    };
+    if input.iterations_left == 1 {
+        return None;
+    }
+    let calls = std::iter::once(call)
+        .chain(parallel)
+        .map(|c| (c.tool_name.as_str(), &c.tool_args));
+    let report = found?.stops(calls)?;
+    Some(StepErrorKind::LoopDetected(Box::new(report)).into())
 }
 
 /// The step's thought: what the model reasoned (thinking, `reasoning_content`), then what it
@@ -171,6 +212,7 @@ pub(super) fn command_step(
             cleared_tool_results: None,
         },
         conversation_summary: None,
+        loop_guard: None,
     }
 }
 

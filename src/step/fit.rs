@@ -312,7 +312,10 @@ fn build_prompt(
         omission_reserve: how.omission_reserve,
         tags: &input.react.tags,
         native: how.native,
-        notice: (input.iterations_left == 1).then_some(prompt::LAST_STEP),
+        notice: match input.iterations_left {
+            1 => Some(prompt::LAST_STEP),
+            _ => input.loop_notice.as_deref(),
+        },
         state_origin: Some(&origin),
         cleared: &cleared,
     };

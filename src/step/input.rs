@@ -120,6 +120,8 @@ pub struct StepInput {
     /// What the request itself calls for saying (fields it sent that mean nothing here): the
     /// first of the answer's warnings.
     pub notices: Vec<String>,
+    /// What the loop guard tells the model at the end of the prompt (set by the step).
+    pub loop_notice: Option<String>,
 }
 
 /// What the operator set for every step, made once at start-up.

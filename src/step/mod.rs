@@ -9,7 +9,9 @@
 //! not public, checked against the provider's own count (`provider_count.rs`); the model is
 //! called with it (`chat_request.rs`, `converse.rs`, with `live.rs` streaming to the client and
 //! `reply.rs` reading what came back: `parse/` reads the output, `decide.rs` judges it against
-//! the tools of `tools/`), and what the calls billed is summed (`usage.rs`); the answer is a
+//! the tools of `tools/`; the loop guard of `loop_guard.rs` reads the history first, to warn the
+//! model in the prompt's tail or refuse a call that goes on with a loop), and what the calls
+//! billed is summed (`usage.rs`); the answer is a
 //! [`StepOutput`] (`finish.rs`, `output.rs`) or a [`StepError`] (`error.rs`).
 
 mod answer_schema;
@@ -24,6 +26,7 @@ pub mod history;
 mod input;
 mod limits;
 mod live;
+mod loop_guard;
 mod one_turn;
 mod output;
 pub mod parse;
@@ -45,6 +48,7 @@ pub use input::{
     ConversationSummary, HistoryStrategy, LlmConfig, StepInput, StepSettings, ToolMode,
 };
 pub use live::{Live, LiveSender};
+pub use loop_guard::{LoopGuard, LoopReport};
 pub use output::{Outcome, PromptPreview, StepOutput, Termination};
 pub use parse::Tags;
 pub use tools::{Catalog, ToolSpec};
@@ -165,11 +169,12 @@ async fn step(
     if shape.native() {
         one_turn::keep_one_turn(&mut input);
     }
+    let watch = finish::watch(&mut input);
     let fitting = fit_prompt(input, &counter, &shape, keep_context, llm, billed, None);
     let (input, built) = fitting.await?;
     let built = built?;
     if input.dry_run {
-        return Ok(dry_run(input, built, &counter));
+        return Ok(finish::watched(dry_run(input, built, &counter), watch));
     }
     let (input, built) = Box::pin(exact_count(input, built, &counter, llm, billed)).await?;
     let built = Box::new(built);
@@ -187,7 +192,13 @@ async fn step(
             Box::pin(refit(input, llm, live.as_ref(), &counter, refusal)).await?
         }
     };
-    Ok(finish_step(input, built, conversed, ledger))
+    if let Some(stop) = finish::loop_stop(watch.as_ref(), &conversed.1, &input) {
+        return Err(stop.spent(ledger.usage).reported(&built.prompt.report));
+    }
+    Ok(finish::watched(
+        finish_step(input, built, conversed, ledger),
+        watch,
+    ))
 }
 
 /// The counter for the request's model, with the operator's margin when one is set.

@@ -91,4 +91,6 @@ pub struct StepOutput {
     pub warnings: Vec<String>,
     pub context_report: ContextReport,
     pub conversation_summary: Option<ConversationSummary>,
+    /// What the loop guard found, when it warned.
+    pub loop_guard: Option<super::loop_guard::LoopReport>,
 }

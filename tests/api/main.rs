@@ -37,6 +37,7 @@ mod key_secrecy;
 mod key_vendors;
 mod last_step;
 mod logging;
+mod loop_guard;
 mod metrics;
 mod mock_response;
 mod model_inference;

@@ -6,6 +6,7 @@ import type {
   ErrorResponse,
   ErrorType,
   FieldError,
+  LoopGuardReport,
   Usage,
 } from "./types.js";
 
@@ -27,6 +28,7 @@ const STATUS_OF: Record<ErrorType, number> = {
   request_timeout: 408,
   payload_too_large: 413,
   context_overflow: 422,
+  loop_detected: 422,
   rate_limited: 429,
   llm_rate_limited: 429,
   headers_too_large: 431,
@@ -59,6 +61,8 @@ export class ReactStepError extends Error {
   readonly fields: FieldError[];
   /** With `invalid_model_output`: what the model wrote. */
   readonly rawOutput: string | undefined;
+  /** With `loop_detected`: the loop the service's guard stopped. */
+  readonly loopGuard: LoopGuardReport | undefined;
   /** The conversation as sent, echoed back so that nothing is lost. */
   readonly updatedConversationHistory: ConversationTurn[];
   /** Steps the loop may still take (`max_iterations_left` unchanged), when the body was read. */
@@ -86,6 +90,7 @@ export class ReactStepError extends Error {
     const error: Partial<ErrorBody> = init.response?.error ?? {};
     this.fields = error.fields ?? [];
     this.rawOutput = error.raw_output;
+    this.loopGuard = init.response?.loop_guard;
     this.updatedConversationHistory = init.response?.updated_conversation_history ?? [];
     this.iterationsRemaining = init.response?.iterations_remaining ?? null;
     this.usage = init.response?.usage ?? null;

@@ -13,6 +13,8 @@ export type ToolCall = Schemas["ToolCall"];
 export type ActionDetails = Schemas["ActionDetails"];
 export type Usage = Schemas["Usage"];
 export type ContextReport = Schemas["ContextReport"];
+/** What the service's loop guard found (`loop_guard` of a step or of a `loop_detected` error). */
+export type LoopGuardReport = Schemas["LoopGuardReport"];
 /** A 2xx answer of `react_step`, and the data of the stream's `step` event. */
 export type StepResponse = Schemas["StepSuccess"];
 export type ActionProposed = Schemas["ActionProposed"];

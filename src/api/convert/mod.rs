@@ -175,6 +175,7 @@ fn assemble(req: ReactStepRequest, how: Conversion, checked: Checked) -> StepInp
         iterations_left: req.max_iterations_left.unwrap_or(DEFAULT_MAX_ITERATIONS),
         mock_response: req.mock_response,
         received_at: how.received_at,
+        loop_notice: None,
     }
 }
 

@@ -2,8 +2,12 @@
 //! into a catalog, and what native tool calling asks of them.
 
 use crate::api::request::{is_native_tool_name, ReactDto, ToolDto};
+use serde_json::Value;
+
 use crate::step::ToolMode;
-use crate::step::{AnswerSchema, Catalog, ClearToolResults, ReactSettings, Tags, ToolSpec};
+use crate::step::{
+    AnswerSchema, Catalog, ClearToolResults, LoopGuard, ReactSettings, Tags, ToolSpec,
+};
 
 /// Results shorter than this are not worth a placeholder (`react.clear_tool_results.min_tokens`).
 const DEFAULT_CLEAR_MIN_TOKENS: u32 = 100;
@@ -56,7 +60,71 @@ pub fn react_settings(
             Err(why) => fail("react.final_answer_schema", why),
         }
     }
+    settings.loop_guard = loop_guard(dto.loop_guard, fail);
     settings
+}
+
+/// The bounds of `react.loop_guard`'s thresholds.
+const LOOP_GUARD_RANGE: std::ops::RangeInclusive<u64> = 2..=100;
+
+/// `react.loop_guard`: off with `false`, the defaults with `true` or nothing, or the thresholds
+/// given (the one left out follows the other: `warn_after` at most 3, `stop_after` at least 5).
+fn loop_guard(value: Option<Value>, fail: &mut impl FnMut(&str, String)) -> Option<LoopGuard> {
+    let defaults = LoopGuard::default();
+    let object = match value {
+        None | Some(Value::Null | Value::Bool(true)) => return Some(defaults),
+        Some(Value::Bool(false)) => return None,
+        Some(Value::Object(object)) => object,
+        Some(_) => {
+            fail(
+                "react.loop_guard",
+                "must be false, true or an object with warn_after and stop_after".into(),
+            );
+            return None;
+        }
+    };
+    let mut bad = false;
+    let mut threshold = |key: &str| -> Option<u32> {
+        let value = object.get(key).filter(|v| !v.is_null())?;
+        let n = value.as_u64().filter(|n| LOOP_GUARD_RANGE.contains(n));
+        if n.is_none() {
+            fail(
+                &format!("react.loop_guard.{key}"),
+                format!(
+                    "must be an integer from {} to {}",
+                    LOOP_GUARD_RANGE.start(),
+                    LOOP_GUARD_RANGE.end()
+                ),
+            );
+            bad = true;
+        }
+        n.and_then(|n| u32::try_from(n).ok())
+    };
+    let (warn, stop) = (threshold("warn_after"), threshold("stop_after"));
+    // The unknown name is the client's text, and not repeated.
+    if object
+        .keys()
+        .any(|key| key != "warn_after" && key != "stop_after")
+    {
+        fail(
+            "react.loop_guard",
+            "takes only warn_after and stop_after; another field was given".into(),
+        );
+        bad = true;
+    }
+    let warn_after = warn.unwrap_or_else(|| defaults.warn_after.min(stop.unwrap_or(u32::MAX)));
+    let stop_after = stop.unwrap_or_else(|| defaults.stop_after.max(warn_after));
+    if warn_after > stop_after {
+        fail(
+            "react.loop_guard.stop_after",
+            format!("must be at least warn_after ({warn_after})"),
+        );
+        bad = true;
+    }
+    (!bad).then_some(LoopGuard {
+        warn_after,
+        stop_after,
+    })
 }
 
 /// The declared tools (each schema compiled once), or the names in the free-text segment.

@@ -164,7 +164,8 @@ export interface paths {
          *
          *     Errors before the provider accepts the call (invalid request, 401, 429 …) are ordinary
          *     JSON responses with their status, as for `react_step`. After the stream has started,
-         *     failures arrive as `event: error`; a stream the provider cut short is an error
+         *     failures arrive as `event: error` (a 422 `loop_detected` too, with its `loop_guard`); a
+         *     stream the provider cut short is an error
          *     (`llm_bad_response` or `llm_unavailable`), never a partial answer. With repair rounds
          *     (`max_repair_attempts`) a `retry` event comes first, then the next attempt's deltas. When the client
          *     disconnects, the step and its upstream call are stopped at once. `mock_response`
@@ -405,6 +406,34 @@ export interface components {
              * @default false
              */
             require_action?: boolean | null;
+            /**
+             * @description The loop guard, read from `conversation_history` alone: the same call (tool and
+             *     arguments, compared as JSON values, key order aside) made several times in a row with
+             *     the same result (the observations answering it have the same content), or a cycle of
+             *     two or three calls going round with the same results. A user turn that says something
+             *     new, a non-empty `user_query` that is not the task again, or a final answer ends a
+             *     loop. At `warn_after` times (complete rounds, for a cycle) the prompt's last message
+             *     tells the model what it repeated and asks it to change course (about 50 tokens and
+             *     the calls it quotes, each cut to 240 bytes; after the cached prefix), and the response carries a warning and `loop_guard`
+             *     (`action: warned`). At `stop_after` times, a proposed call that would go on with it
+             *     is not returned: 422 `loop_detected`. A final answer is never stopped, nor a call on
+             *     the last step (it becomes the summary). `false` turns it off; `true` or null is the
+             *     default `{"warn_after": 3, "stop_after": 5}`; in an object, a threshold left out
+             *     follows the other (`warn_after` at most 3, `stop_after` at least 5).
+             * @default {
+             *       "warn_after": 3,
+             *       "stop_after": 5
+             *     }
+             */
+            loop_guard?: boolean | null | {
+                /** @default 3 */
+                warn_after?: number | null;
+                /**
+                 * @description At least `warn_after`.
+                 * @default 5
+                 */
+                stop_after?: number | null;
+            };
         };
         /** @description Words; the four tags must differ. */
         Tag: string;
@@ -716,9 +745,9 @@ export interface components {
             /**
              * @description What the service assumed or left out: parse fallbacks (no structure, no thought tag,
              *     an invented observation, more than one action), thoughts that are missing, short or
-             *     degenerate, repair rounds, commands, dropped context, cut output. When the request
-             *     held top-level fields this contract does not name, the first warning names them
-             *     (they were ignored).
+             *     degenerate, repair rounds, commands, dropped context, cut output, a loop the model
+             *     was warned of (`loop_guard`). When the request held top-level fields this contract
+             *     does not name, the first warning names them (they were ignored).
              */
             warnings: string[];
             context_report: components["schemas"]["ContextReport"] | null;
@@ -726,6 +755,12 @@ export interface components {
             conversation_summary: components["schemas"]["ConversationSummary"] | null;
             /** @description With dry_run, the prompt that would have been sent. */
             prompt: components["schemas"]["Prompt"] | null;
+            /**
+             * @description Present only when the loop guard (`react.loop_guard`) found a loop: on a step whose
+             *     prompt warned the model (`action: warned`; a dry run shows that prompt), and on the
+             *     422 `loop_detected` that stopped it (`action: stopped`).
+             */
+            loop_guard?: components["schemas"]["LoopGuardReport"];
             error: components["schemas"]["ErrorBody"] | null;
         };
         ActionProposed: components["schemas"]["StepFields"] & {
@@ -906,9 +941,38 @@ export interface components {
             fate: "included" | "truncated" | "dropped" | "unresolved";
             reason?: string;
         };
+        /** @description What the loop guard found in `conversation_history`. */
+        LoopGuardReport: {
+            /**
+             * @description `same_call`: one step made again and again; `cycle`: two or three different steps going round.
+             * @enum {unknown}
+             */
+            kind: "same_call" | "cycle";
+            /**
+             * @description The calls that repeat, in the order they were made: the step's call (its calls, when
+             *     the model made several in one turn), or each step of the cycle in turn, the cycle
+             *     starting where the loop began.
+             */
+            repeated: {
+                tool_name: string;
+                tool_args: Record<string, unknown>;
+            }[];
+            /** @description Steps in the cycle: 1 for `same_call`, 2 or 3 for `cycle`. */
+            steps: number;
+            /**
+             * @description How many times in a row the history holds it (for a cycle, complete rounds). A
+             *     call refused by `stopped` is not counted.
+             */
+            times: number;
+            /**
+             * @description `warned`: the prompt told the model and its decision was returned; `stopped`: its call would have gone on with the loop at `stop_after` and was refused (422 `loop_detected`).
+             * @enum {unknown}
+             */
+            action: "warned" | "stopped";
+        };
         ErrorBody: {
             /** @enum {unknown} */
-            type: "invalid_request" | "payload_too_large" | "not_found" | "method_not_allowed" | "context_overflow" | "llm_auth" | "llm_model_not_found" | "llm_request_rejected" | "llm_rate_limited" | "llm_unavailable" | "llm_bad_response" | "invalid_model_output" | "llm_timeout" | "internal_error" | "unauthorized" | "rate_limited" | "request_timeout" | "headers_too_large" | "client_disconnected" | "rate_limiter_unavailable" | "at_capacity" | "overloaded";
+            type: "invalid_request" | "payload_too_large" | "not_found" | "method_not_allowed" | "context_overflow" | "llm_auth" | "llm_model_not_found" | "llm_request_rejected" | "llm_rate_limited" | "llm_unavailable" | "llm_bad_response" | "invalid_model_output" | "llm_timeout" | "internal_error" | "unauthorized" | "rate_limited" | "request_timeout" | "headers_too_large" | "client_disconnected" | "rate_limiter_unavailable" | "at_capacity" | "overloaded" | "loop_detected";
             /** @description What went wrong. A provider's own words are passed on with the request's key (every piece of 8 or more characters of it, however split) and anything shaped like a key replaced by [REDACTED], then cut at 500 characters. */
             message: string;
             /** @description Whether sending the same request again can succeed. */
@@ -999,7 +1063,15 @@ export interface components {
             };
         };
         /**
-         * @description `context_overflow`: the mandatory parts of the prompt (instructions, tools, query and
+         * @description `loop_detected`: the model proposed a call (or the calls of a turn) that goes on with a
+         *     loop the conversation already holds `react.loop_guard.stop_after` times in a row: the same
+         *     call with the same arguments and the same result, or a cycle of two or three calls with
+         *     the same results. The call is not returned; `loop_guard` in the body says what repeated
+         *     (`action: stopped`), `usage` what the model call cost. Not retryable: the same request
+         *     meets the same loop. A final answer is never stopped. On the stream endpoint, once the
+         *     model has begun to answer, it arrives as the `error` event.
+         *
+         *     `context_overflow`: the mandatory parts of the prompt (instructions, tools, query and
          *     latest observation) need more tokens than `tokenLimit - reservedOutputTokens`; the message
          *     gives both numbers, and no upstream call was made. Or the provider refused the prompt as
          *     longer than the model's window: when the service's count was approximate and the
@@ -1008,7 +1080,7 @@ export interface components {
          *     refusal that names no size: the model's window is smaller than `tokenLimit`) the first.
          *     `context_report` describes the prompt refused last.
          */
-        ContextOverflow: {
+        Unprocessable: {
             headers: {
                 [name: string]: unknown;
             };
@@ -1271,7 +1343,7 @@ export interface operations {
             405: components["responses"]["MethodNotAllowed"];
             408: components["responses"]["RequestTimeout"];
             413: components["responses"]["PayloadTooLarge"];
-            422: components["responses"]["ContextOverflow"];
+            422: components["responses"]["Unprocessable"];
             429: components["responses"]["RateLimited"];
             431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
@@ -1322,7 +1394,7 @@ export interface operations {
             405: components["responses"]["MethodNotAllowed"];
             408: components["responses"]["RequestTimeout"];
             413: components["responses"]["PayloadTooLarge"];
-            422: components["responses"]["ContextOverflow"];
+            422: components["responses"]["Unprocessable"];
             429: components["responses"]["RateLimited"];
             431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
