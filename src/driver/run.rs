@@ -358,10 +358,11 @@ impl Driver {
                 let message = reply["error"]["message"].as_str().unwrap_or_default();
                 let why = format!("{kind}: {message}");
                 record_error(&mut progress.report, "service", &why);
-                let termination = if kind == "context_overflow" {
-                    Termination::TokenBudget
-                } else {
-                    Termination::Failure
+                let termination = match kind {
+                    "context_overflow" => Termination::TokenBudget,
+                    // The service's loop guard refused a call that went on repeating itself.
+                    "loop_detected" => Termination::Stalled,
+                    _ => Termination::Failure,
                 };
                 Next::End(termination, why)
             }

@@ -122,6 +122,34 @@ async fn the_callers_own_stop_and_a_full_context_end_the_loop() {
     assert!(!report.success);
 }
 
+/// The service's loop guard stops a model that makes the same call with the same result a
+/// sixth time: the loop ends `stalled`, after the five calls it ran.
+#[tokio::test]
+async fn the_services_loop_guard_ends_the_loop_as_stalled() {
+    let app = spawn_app().await;
+    let mut registry = ToolRegistry::default();
+    let calls = flaky(&mut registry, 0);
+    let script = ["Thought: look it up\nAction: fetch_issue(id=7)"; 8];
+    let mut repeating = settings(&app.address, &script);
+    // The driver's own count of the same call is not what ends it here.
+    repeating.stall_threshold = 100;
+    let driver = Driver::new(repeating, registry);
+    let report = driver.run("What is issue 7?", &mut Quiet).await;
+    assert_eq!(
+        report.termination_reason,
+        Termination::Stalled,
+        "{report:?}"
+    );
+    assert!(!report.success);
+    assert!(
+        report.answer.starts_with("loop_detected: "),
+        "{}",
+        report.answer
+    );
+    assert_eq!(report.iterations, 6);
+    assert_eq!(calls.load(Ordering::SeqCst), 5);
+}
+
 #[derive(Default)]
 struct Pieces(Vec<String>);
 

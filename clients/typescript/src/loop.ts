@@ -41,7 +41,11 @@ export interface LoopOptions {
   key?: string;
   /** Steps at most (default 10); the last one asks the model to answer. */
   maxIterations?: number;
-  /** The same call (tool and arguments) this many times in a row ends the loop as `stalled` (default 3). */
+  /**
+   * The same call (tool and arguments) this many times in a row ends the loop as `stalled`
+   * (default 3). The service's loop guard (`request.react.loop_guard`) ends it as `stalled` too,
+   * with its `loop_detected` error in `errors`.
+   */
   stallThreshold?: number;
   /** An answer holding one of these (case aside) ends the loop as `failure`. */
   failurePhrases?: string[];
@@ -332,7 +336,9 @@ class Loop {
     }
     if (error instanceof ReactStepError) {
       this.result.errors.push({ source: "service", message: `${error.type}: ${error.message}`, error });
-      return this.end("failure", `${error.type}: ${error.message}`);
+      // The service's loop guard refused a call that went on repeating itself.
+      const reason = error.type === "loop_detected" ? "stalled" : "failure";
+      return this.end(reason, `${error.type}: ${error.message}`);
     }
     const message = error instanceof Error ? error.message : String(error);
     this.result.errors.push({ source: "service", message: `the service did not answer: ${message}` });

@@ -161,6 +161,31 @@ describe("runLoop", () => {
     assert.equal(calls.length, 2);
   });
 
+  for (const stream of [true, false]) {
+    test(`the service's loop guard ends a repeating loop as stalled (stream: ${stream})`, async () => {
+      const { calls, tools } = workspace();
+      const same = "Thought: Again.\nAction: search(query='login')";
+      const result = await client.runLoop({
+        question: "Loop",
+        tools,
+        llmConfig,
+        stream,
+        stallThreshold: 100,
+        mockResponses: Array<string>(8).fill(same),
+      });
+      assert.equal(result.terminationReason, "stalled", result.answer);
+      assert.equal(result.success, false);
+      assert.equal(calls.length, 5);
+      const error = result.errors[0]?.error;
+      assert.equal(error?.type, "loop_detected");
+      assert.equal(error?.status, 422);
+      assert.equal(error?.retryable, false);
+      assert.equal(error?.loopGuard?.action, "stopped");
+      assert.deepEqual(error?.loopGuard?.repeated, [{ tool_name: "search", tool_args: { query: "login" } }]);
+      assert.match(result.answer, /^loop_detected: /);
+    });
+  }
+
   test("a model that still calls a tool on the last step ends the loop with max_iterations", async () => {
     const { tools } = workspace();
     const result = await client.runLoop({
