@@ -317,6 +317,43 @@ fn written_as_values(args: &Map<String, Value>, raw: &str) -> bool {
     })
 }
 
+/// In native mode, where the prompt shows no `Action:` format, an answer that is itself a call
+/// to a known tool (written as JSON, markup or an `Action:` line after `Final Answer:`): the
+/// call, with a warning, to be checked as any action is. Anything else is left as it was read.
+pub fn answer_as_call(parsed: Parsed, catalog: &Catalog, tags: &Tags) -> Parsed {
+    let text = match &parsed.decision {
+        Decision::Answer(text) => text,
+        // A call after `Final Answer:` in markup or with a tag is read as no decision.
+        Decision::Unreadable {
+            raw_action_string, ..
+        } => raw_action_string,
+        Decision::Action { .. } => return parsed,
+    };
+    let Some(call) = parse::call_in_answer(text, tags) else {
+        return parsed;
+    };
+    let Decision::Action { tool_name, .. } = &call.decision else {
+        return parsed;
+    };
+    if catalog.resolve(tool_name).is_none() {
+        return parsed;
+    }
+    let mut warnings = parsed.warnings;
+    warnings.extend(call.warnings);
+    warnings.push(format!(
+        "the final answer was a call to {tool_name} written as text, not through the tool-calling interface; it was read as the call"
+    ));
+    Parsed {
+        thought: parsed.thought,
+        decision: call.decision,
+        also: call.also,
+        warnings,
+        structured: true,
+        open_ended: call.open_ended,
+        call_ids: Vec::new(),
+    }
+}
+
 /// A reply that called a tool through the provider's tool calling: the thought is the text
 /// written before the call, the action the first call.
 pub fn native_parsed(text: &str, calls: &[NativeCall], tags: &Tags) -> Option<Parsed> {

@@ -127,8 +127,13 @@ pub(super) async fn read_output(
 
 fn read(input: &StepInput, completion: &Completion) -> Option<Reading> {
     let tags = &input.react.tags;
-    let parsed = decide::native_parsed(&completion.text, &completion.calls, tags)
+    let mut parsed = decide::native_parsed(&completion.text, &completion.calls, tags)
         .or_else(|| parse::parse(&completion.text, tags))?;
+    let native = (input.llm.tool_mode).is_native(input.llm.provider, input.tools.has_declared());
+    if native && completion.calls.is_empty() {
+        // A call written as text where the provider's tool calling was offered.
+        parsed = decide::answer_as_call(parsed, &input.tools, tags);
+    }
     let verdict = match completion.preamble_only && completion.calls.is_empty() {
         true => Err(PREAMBLE_ONLY.to_string()),
         false => decide::judge(&parsed, &input.tools, &input.react),

@@ -333,22 +333,7 @@ async fn bad_settings_are_400s_that_name_the_field() {
 /// An OpenAI or Anthropic stream of `text`.
 fn stream_of(anthropic: bool, text: &str) -> ResponseTemplate {
     let body = if anthropic {
-        let events = [
-            json!({"type": "message_start", "message": {"id": "msg_1", "type": "message", "role": "assistant",
-                "content": [], "model": "claude-sonnet-4-5", "stop_reason": null, "stop_sequence": null,
-                "usage": {"input_tokens": 300, "output_tokens": 1}}}),
-            json!({"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}),
-            json!({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": text}}),
-            json!({"type": "content_block_stop", "index": 0}),
-            json!({"type": "message_delta", "delta": {"stop_reason": "end_turn", "stop_sequence": null},
-                "usage": {"output_tokens": 20}}),
-            json!({"type": "message_stop"}),
-        ];
-        events
-            .iter()
-            .map(|e| format!("event: {}\ndata: {e}\n\n", e["type"].as_str().unwrap()))
-            .collect::<String>()
-            .into_bytes()
+        crate::support::stream_upstream::anthropic_stream(&[text])
     } else {
         crate::support::stream_upstream::openai_stream(&[text], "stop")
     };

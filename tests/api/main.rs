@@ -44,6 +44,7 @@ mod model_inference;
 mod model_switch;
 mod native_history;
 mod native_stream_loop;
+mod native_text_calls;
 mod native_tools;
 mod ollama;
 mod one_turn;

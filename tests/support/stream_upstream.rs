@@ -147,6 +147,37 @@ pub fn openai_stream(deltas: &[&str], finish: &str) -> Vec<u8> {
     out.into_bytes()
 }
 
+/// Anthropic events for a reply of one text block holding `deltas` in turn, as
+/// api.anthropic.com streams it.
+pub fn anthropic_stream(deltas: &[&str]) -> Vec<u8> {
+    let mut events = vec![
+        serde_json::json!({"type": "message_start", "message": {"id": "msg_1", "type": "message",
+            "role": "assistant", "content": [], "model": "claude-sonnet-4-5", "stop_reason": null,
+            "stop_sequence": null, "usage": {"input_tokens": 300, "output_tokens": 1}}}),
+        serde_json::json!({"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}),
+    ];
+    for delta in deltas {
+        events.push(
+            serde_json::json!({"type": "content_block_delta", "index": 0,
+            "delta": {"type": "text_delta", "text": delta}}),
+        );
+    }
+    events.push(serde_json::json!({"type": "content_block_stop", "index": 0}));
+    events.push(serde_json::json!({"type": "message_delta",
+        "delta": {"stop_reason": "end_turn", "stop_sequence": null}, "usage": {"output_tokens": 20}}));
+    events.push(serde_json::json!({"type": "message_stop"}));
+    events
+        .iter()
+        .map(|e| {
+            format!(
+                "event: {}\ndata: {e}\n\n",
+                e["type"].as_str().unwrap_or_default()
+            )
+        })
+        .collect::<String>()
+        .into_bytes()
+}
+
 /// Cuts bytes into pieces at the given offsets.
 pub fn cut_at(bytes: &[u8], offsets: &[usize]) -> Vec<Vec<u8>> {
     let mut pieces = Vec::new();

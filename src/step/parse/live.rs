@@ -31,6 +31,8 @@ enum Section {
 }
 
 const THINK_OPEN: [&str; 2] = ["<think>", "<thinking>"];
+/// What some chat templates wrap a call in (`<tools>{…}</tools>`).
+const TOOLS_OPEN: &str = "<tools>";
 const THINK_CLOSE: [&str; 2] = ["</think>", "</thinking>"];
 /// What both closing tags start with.
 const THINK_CLOSE_STEM: &str = "</think";
@@ -256,7 +258,9 @@ impl LiveParser {
     }
 
     /// An answer whose text opens with a tag (`Final Answer: Thought: …`) is no answer: the
-    /// whole output's reading refuses it, so none of it is sent. True while that is unknown.
+    /// whole output's reading refuses it, so none of it is sent. Nor is an answer that opens
+    /// like a call written as JSON (`{`, `<tools>`): in native mode it may be read as the call,
+    /// and the `step` event carries it when it is an answer. True while that is unknown.
     fn answer_opens_with_tag(&mut self, text: &str, whole: bool) -> bool {
         if self.section != Section::Answer || self.started {
             return false;
@@ -265,11 +269,13 @@ impl LiveParser {
         if text.is_empty() {
             return false;
         }
-        if self.names.at(text).is_some() || markup::opener_at(text) == Some(0) {
+        let json_call = text.starts_with('{') || text.starts_with(TOOLS_OPEN);
+        if json_call || self.names.at(text).is_some() || markup::opener_at(text) == Some(0) {
             self.enter(Section::Done);
             return false;
         }
-        let may_open = markup::opener_prefix_len(text) == text.len();
+        let may_open =
+            markup::opener_prefix_len(text) == text.len() || TOOLS_OPEN.starts_with(text);
         !whole && (self.names.may_become_tag(text) || may_open)
     }
 
@@ -622,6 +628,24 @@ mod tests {
             every_split("Thought: a\nFinal Answer: Thought: b\nAction: f()"),
             ("a".to_string(), String::new())
         );
+    }
+
+    #[test]
+    fn an_answer_that_opens_like_a_call_is_held_for_the_step() {
+        for answer in [
+            "{\"name\": \"grep\", \"arguments\": {\"q\": \"x\"}}",
+            "\n{{\"name\": \"grep\"}}",
+            "<tools>{\"name\": \"grep\"}</tools>",
+        ] {
+            let (thought, streamed) = every_split(&format!("Thought: a\nFinal Answer: {answer}"));
+            assert_eq!((thought.as_str(), streamed.as_str()), ("a", ""), "{answer}");
+        }
+        // Text that only begins like `<tools>` goes out once it is plainly not.
+        assert_eq!(
+            every_split("Final Answer: <tool> is a word").1,
+            "<tool> is a word"
+        );
+        assert_eq!(every_split("Final Answer: It is {x}.").1, "It is {x}.");
     }
 
     #[test]

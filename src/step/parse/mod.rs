@@ -641,6 +641,35 @@ fn split_think<'r>(raw: &'r str, tags: &Tags) -> (Option<String>, &'r str) {
     (None, raw)
 }
 
+/// A final answer that is itself a tool call: a model asked through the provider's tool
+/// calling (which shows it no `Action:` format) that writes its call after `Final Answer:`, as
+/// JSON (`{"name": …, "arguments": …}`, with the doubled braces a chat template leaves, or in
+/// `<tools>…</tools>`), as tool-call markup, or as an `Action:` line. Only an answer that is a
+/// call from its first character to its last is one: prose that mentions a tool stays prose.
+/// The call, read as the text mode reads a call; `None` when it is no call.
+pub fn call_in_answer(answer: &str, tags: &Tags) -> Option<Parsed> {
+    let text = answer.trim();
+    let text = text
+        .strip_prefix("<tools>")
+        .and_then(|t| t.strip_suffix("</tools>"))
+        .map_or(text, str::trim);
+    let undoubled;
+    let text = if text.starts_with("{{") && text.ends_with("}}") {
+        undoubled = text.replace("{{", "{").replace("}}", "}");
+        undoubled.as_str()
+    } else {
+        text
+    };
+    let is_call = (text.starts_with('{') && text.ends_with('}'))
+        || markup::opener_at(text) == Some(0)
+        || matches!(tags::TagNames::new(tags).at(text), Some((Tag::Action, _)));
+    if !is_call {
+        return None;
+    }
+    let parsed = parse(text, tags)?;
+    matches!(parsed.decision, Decision::Action { .. }).then_some(parsed)
+}
+
 #[cfg(test)]
 #[expect(clippy::unwrap_used, reason = "a test fails loudly")]
 mod tests {
@@ -1072,5 +1101,56 @@ mod tests {
         let p = parsed("Thought: t\nAction: a(x=1)\nAction: b(y=");
         assert_eq!(action_of(&p).0, "a");
         assert!(p.also.is_empty());
+    }
+}
+
+#[cfg(test)]
+mod answer_call_tests {
+    use super::*;
+
+    fn call(answer: &str) -> Option<(String, String)> {
+        let parsed = call_in_answer(answer, &Tags::default())?;
+        match parsed.decision {
+            Decision::Action {
+                tool_name,
+                tool_args,
+                ..
+            } => Some((tool_name, serde_json::Value::Object(tool_args).to_string())),
+            _ => None,
+        }
+    }
+
+    #[test]
+    fn each_way_of_writing_a_call_as_the_answer_is_read() {
+        let grep = Some((
+            "grep_search".to_string(),
+            r#"{"pattern":"login"}"#.to_string(),
+        ));
+        for answer in [
+            r#"{"name": "grep_search", "arguments": {"pattern": "login"}}"#,
+            r#"{"name": "grep_search", "parameters": {"pattern": "login"}}"#,
+            r#" {{"name": "grep_search", "arguments": {{"pattern": "login"}}}} "#,
+            r#"<tools>{"name": "grep_search", "arguments": {"pattern": "login"}}</tools>"#,
+            "<tools>\n{{\"name\": \"grep_search\", \"arguments\": {{\"pattern\": \"login\"}}}}\n</tools>",
+            "<tool_call>\n{\"name\": \"grep_search\", \"arguments\": {\"pattern\": \"login\"}}\n</tool_call>",
+            "Action: grep_search(pattern=\"login\")",
+        ] {
+            assert_eq!(call(answer), grep, "{answer}");
+        }
+    }
+
+    #[test]
+    fn prose_and_other_json_are_no_call() {
+        for answer in [
+            "Use grep_search with {\"pattern\": \"login\"} to find it.",
+            "{\"name\": \"grep_search\", \"arguments\": {\"pattern\": \"login\"}} finds it.",
+            "{\"status\": \"ok\"}",
+            "{{ template }}",
+            "<tools>none</tools>",
+            "The answer is 4.",
+            "",
+        ] {
+            assert_eq!(call(answer), None, "{answer}");
+        }
     }
 }
