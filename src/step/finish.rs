@@ -131,15 +131,16 @@ fn answer_json(input: &StepInput, outcome: &Outcome, warnings: &mut Vec<String>)
 }
 
 /// What the loop guard finds in the history, with what it tells the model set in the input.
-pub(super) fn watch(input: &mut StepInput) -> Option<Finding> {
+/// Boxed: the step's future holds it while the model answers, and it is rarely there.
+pub(super) fn watch(input: &mut StepInput) -> Option<Box<Finding>> {
     let guard = input.react.loop_guard?;
     let found = guard.watch(&input.history, &input.user_query)?;
     input.loop_notice = Some(found.notice(&input.react.tags));
-    Some(found)
+    Some(Box::new(found))
 }
 
 /// The answer with the loop guard's report and warning, when it warned.
-pub(super) fn watched(mut output: StepOutput, found: Option<Finding>) -> StepOutput {
+pub(super) fn watched(mut output: StepOutput, found: Option<Box<Finding>>) -> StepOutput {
     if let Some(found) = found {
         output.warnings.push(found.warning());
         output.loop_guard = Some(found.report);

@@ -5,7 +5,7 @@
 //! that would go on with it is refused (`loop_detected`). A final answer is never refused.
 //!
 //! One pass backwards over the history's last steps, stopping at the first that breaks every
-//! pattern: a normal step looks at two or three turns and allocates nothing.
+//! pattern: a normal step looks at a few turns and allocates nothing.
 
 use serde::Serialize;
 use serde_json::{Map, Value};

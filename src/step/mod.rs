@@ -192,7 +192,7 @@ async fn step(
             Box::pin(refit(input, llm, live.as_ref(), &counter, refusal)).await?
         }
     };
-    if let Some(stop) = finish::loop_stop(watch.as_ref(), &conversed.1, &input) {
+    if let Some(stop) = finish::loop_stop(watch.as_deref(), &conversed.1, &input) {
         return Err(stop.spent(ledger.usage).reported(&built.prompt.report));
     }
     Ok(finish::watched(
