@@ -330,7 +330,8 @@ async fn an_exact_count_refused_as_too_long_is_a_422_at_once() {
         crate::support::upstream::OPENAI_PATH,
         400,
         json!({"error": {
-            "message": "This model's maximum context length is 4096 tokens. However, your messages resulted in 5210 tokens. Please reduce the length of the messages.",
+            // The window is the request's own tokenLimit: no smaller window to fit again into.
+            "message": "This model's maximum context length is 8192 tokens. However, your messages resulted in 9210 tokens. Please reduce the length of the messages.",
             "type": "invalid_request_error", "param": "messages", "code": "context_length_exceeded"}}),
     )
     .await;

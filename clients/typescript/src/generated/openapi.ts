@@ -407,6 +407,36 @@ export interface components {
              */
             require_action?: boolean | null;
             /**
+             * @description Off by default. Tool results older than the last `keep_last_steps` steps, and at
+             *     least `min_tokens` tokens long (default 100), are sent as a short placeholder naming
+             *     the tool and the result's size; the history you keep is untouched. The line between
+             *     cleared and kept moves four steps at a time, so the prompt's cached prefix changes
+             *     about once every four steps. `context_report.cleared_tool_results` lists what was
+             *     cleared and the tokens saved. With `server_side: true`, Anthropic clears them itself
+             *     (its context editing, `clear_tool_uses_20250919` keeping the latest
+             *     `keep_last_steps` tool uses); other providers clear here.
+             */
+            clear_tool_results?: {
+                keep_last_steps: number;
+                /** @default 100 */
+                min_tokens?: number | null;
+                /** @default false */
+                server_side?: boolean | null;
+            } | null;
+            /**
+             * @description A JSON Schema the final answer must match, so that a program can use it. The prompt
+             *     asks for one JSON value matching it after the final-answer tag; in native mode the
+             *     model may also give it by calling a `final_answer` tool whose parameters are the
+             *     schema (an object holding it as `answer` when it is not an object's), unless a
+             *     declared tool has that name. The answer is read (a fenced block unwrapped; text that
+             *     is no JSON counts as a string) and checked like an action's arguments, with the same
+             *     repair round; one that still does not match is 502 `invalid_model_output` naming the
+             *     schema errors. It comes back as `direct_response` (the JSON text) and
+             *     `direct_response_json` (the value). Bounded like a tool's schema (400 on this field
+             *     past the bounds, or when it does not compile; references are never fetched).
+             */
+            final_answer_schema?: Record<string, unknown> | boolean | null;
+            /**
              * @description The loop guard, read from `conversation_history` alone: the same call (tool and
              *     arguments, compared as JSON values, key order aside) made several times in a row with
              *     the same result (the observations answering it have the same content), or a cycle of
@@ -718,6 +748,20 @@ export interface components {
             parallel_actions?: components["schemas"]["ActionDetails"][];
             direct_response: string | null;
             /**
+             * @description Present, and true, when the answer was given on the loop's last step
+             *     (`max_iterations_left: 1`), where the prompt told the model to answer without another
+             *     tool call: the answer may be a guess made to obey rather than a finding, and a
+             *     warning says so. A loop driver should report such an ending as `max_iterations`
+             *     (the loop driver and the TypeScript client do).
+             */
+            forced_final?: boolean;
+            /**
+             * @description With `react.final_answer_schema`: the final answer as the JSON value it matched
+             *     (`direct_response` is its text). Absent otherwise, and when the loop was stopped at
+             *     its last iteration (the answer is then a summary, with a warning).
+             */
+            direct_response_json?: unknown;
+            /**
              * @description The input history, then the user's turn (when `user_query` was not empty), then the
              *     assistant's turn with the thought and the `toolCall`, or the final answer as
              *     `content` with the `thought`. On an error, the input history unchanged.
@@ -925,6 +969,19 @@ export interface components {
              *     the count is exact.
              */
             approximation_margin_percent: number;
+            /**
+             * @description With `react.clear_tool_results`: the old tool results this step sent as placeholders
+             *     (their history index, tool and tokens) and the tokens that saved. Absent when none
+             *     was cleared here.
+             */
+            cleared_tool_results?: {
+                turns: {
+                    turn: number;
+                    tool_name: string;
+                    tokens: number;
+                }[];
+                tokens_saved: number;
+            };
             items: components["schemas"]["ContextReportItem"][];
         };
         ContextReportItem: {
