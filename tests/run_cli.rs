@@ -141,6 +141,24 @@ fn the_step_limit_ends_the_loop_with_a_summary() {
 }
 
 #[test]
+fn an_answer_the_last_step_asked_for_is_not_a_success() {
+    let ws = workspace();
+    let script = [
+        "Thought: a\nAction: list_directory(path=\".\")",
+        "Thought: I must answer now.\nFinal Answer: probably src/answer.rs",
+    ]
+    .join("\n---\n");
+    let (code, report) = json_run(ws.path(), &script, &["--max-iterations", "2"]);
+    assert_eq!(code, 1, "{report}");
+    assert_eq!(report["termination_reason"], "max_iterations");
+    assert_eq!(report["answer"], "probably src/answer.rs");
+    // With a step to spare, the same answer is the model's own.
+    let (code, report) = json_run(ws.path(), &script, &["--max-iterations", "3"]);
+    assert_eq!(code, 0, "{report}");
+    assert_eq!(report["termination_reason"], "success");
+}
+
+#[test]
 fn a_model_that_gives_up_is_a_failure_and_a_script_that_runs_out_too() {
     let ws = workspace();
     let (code, report) = json_run(

@@ -383,8 +383,11 @@ impl Driver {
         {
             return Next::End(Termination::Failure, answer);
         }
+        // An answer the last step asked for may be a guess made to obey: not a success.
+        let forced = reply["forced_final"] == true;
         let termination = match reply["termination_reason"].as_str() {
             Some("max_iterations") => Termination::MaxIterations,
+            _ if forced => Termination::MaxIterations,
             _ => Termination::Success,
         };
         Next::End(termination, answer)

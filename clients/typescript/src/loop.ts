@@ -250,7 +250,9 @@ class Loop {
     if (phrases.some((phrase) => lower.includes(phrase.toLowerCase()))) {
       return this.end("failure", answer);
     }
-    return this.end(step.termination_reason === "max_iterations" ? "max_iterations" : "success", answer);
+    // An answer the last step asked for (`forced_final`) may be a guess made to obey: not a success.
+    const limited = step.termination_reason === "max_iterations" || step.forced_final === true;
+    return this.end(limited ? "max_iterations" : "success", answer);
   }
 
   /**

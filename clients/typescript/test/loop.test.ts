@@ -200,6 +200,20 @@ describe("runLoop", () => {
     assert.equal(result.iterations, 2);
   });
 
+  test("an answer the last step asked for (forced_final) ends the loop with max_iterations", async () => {
+    const { tools } = workspace();
+    const result = await client.runLoop({
+      question: "Where is it?",
+      tools,
+      llmConfig,
+      maxIterations: 2,
+      mockResponses: ["Thought: One.\nAction: search(query='a')", "Thought: I must answer.\nFinal Answer: probably a.ts"],
+    });
+    assert.equal(result.terminationReason, "max_iterations");
+    assert.equal(result.success, false);
+    assert.equal(result.answer, "probably a.ts");
+  });
+
   test("an answer that gives up is a failure", async () => {
     const { tools } = workspace();
     const result = await client.runLoop({
