@@ -19,6 +19,7 @@ mod pools;
 mod provider;
 mod reasoning;
 mod registry;
+mod repetition;
 mod responses;
 mod retry;
 pub mod sse;

@@ -88,6 +88,8 @@ pub struct CompletionStream {
     held: crate::runtime::memory_budget::Held,
     /// Reasoning streamed so far, of any block.
     reasoning_read: usize,
+    /// Runs of one line in the text: degenerate output is cut short.
+    repeats: super::repetition::LineRepeats,
 }
 
 impl CompletionStream {
@@ -109,6 +111,7 @@ impl CompletionStream {
             read: 0,
             held,
             reasoning_read: 0,
+            repeats: Default::default(),
         }
     }
 
@@ -168,6 +171,12 @@ impl CompletionStream {
                         super::bounded::fits("text", bytes, super::bounded::MAX_TEXT_BYTES)
                             .map_err(|e| e.into_llm(self.provider, key))?;
                         self.sofar.text.push_str(&text);
+                        if let Some(run) = self.repeats.check(&self.sofar.text) {
+                            return Err(LlmError::BadResponse {
+                                provider: self.provider,
+                                message: format!("the model wrote the same line {run} times in a row (degenerate output); the reply was cut short"),
+                            });
+                        }
                         self.pending.push_back(Piece::Text(text));
                     }
                     Some(Piece::Reasoning(text)) if !text.is_empty() => {

@@ -227,6 +227,36 @@ async fn a_stalled_stream_times_out_with_heartbeats_meanwhile() {
     );
 }
 
+/// A small model that writes the same line over and over, and never ends (issue 34): the step
+/// cuts it short as degenerate output and hangs up, long before any timeout would.
+#[tokio::test]
+async fn a_stream_that_repeats_one_line_is_cut_short_as_degenerate() {
+    let line = "{\"name\": \"read_file\", \"arguments\": {\"path\": \"a.rs\"}}\n";
+    let deltas: Vec<&str> = std::iter::repeat_n(line, 100).collect();
+    let whole = String::from_utf8(openai_stream(&deltas, "stop")).unwrap();
+    // Everything before the chunk that would finish the reply: the model never stops.
+    let finish = whole.rfind("\"finish_reason\":\"stop\"").unwrap();
+    let cut = whole[..finish].rfind("data: ").unwrap();
+    let upstream = serve(200, vec![whole.as_bytes()[..cut].to_vec()], Ending::Stall).await;
+    let closed = upstream.closed;
+    let uri = upstream.uri.clone();
+    let app = spawn_app_with(move |c| {
+        c.openai_base_url = format!("{uri}/v1");
+        c.llm_timeout_secs = 600;
+    })
+    .await;
+    let streamed = post_stream(&app, &request("gpt-4o", "q")).await;
+    let (name, error) = streamed.terminal();
+    assert_eq!(name, "error");
+    // Not `llm_timeout`: the reply was judged, not waited out.
+    assert_eq!(error["error"]["type"], "llm_bad_response", "{error}");
+    let message = error["error"]["message"].as_str().unwrap();
+    assert!(message.contains("same line 32 times in a row"), "{message}");
+    closed
+        .await
+        .expect("the service hung up on the degenerate stream");
+}
+
 #[tokio::test]
 async fn an_error_before_the_stream_keeps_its_status() {
     let body = br#"{"error":{"message":"Incorrect API key provided.","type":"invalid_request_error","param":null,"code":"invalid_api_key"}}"#;
