@@ -350,18 +350,26 @@ fn system_head(tools_segment: &str, tags: &parse::Tags, native: bool) -> std::sy
 
 /// Tokens the tool definitions sent through native tool calling take. Providers render them into
 /// the prompt in their own way, which is not published: the JSON of each definition plus a few
-/// tokens of framing is the estimate.
+/// tokens of framing is the estimate. A model whose count is approximate (a local server's
+/// chat template, a hosted vendor's) also gets the instructions its template writes around the
+/// tools: Qwen's adds about 130 tokens, which made the count 0.8× the server's.
 fn native_tools_tokens(counter: &TokenCounter, tools: &[crate::llm::ToolSpec]) -> u32 {
     const PER_TOOL_FRAMING: u32 = 10;
-    tools
-        .iter()
-        .map(|t| {
-            counter.count(&t.name)
-                + counter.count(&t.description)
-                + counter.count(&t.parameters.to_string())
-                + PER_TOOL_FRAMING
-        })
-        .sum()
+    const TEMPLATE_INSTRUCTIONS: u32 = 150;
+    let template = match !tools.is_empty() && counter.is_approximate() {
+        true => TEMPLATE_INSTRUCTIONS,
+        false => 0,
+    };
+    template
+        + tools
+            .iter()
+            .map(|t| {
+                counter.count(&t.name)
+                    + counter.count(&t.description)
+                    + counter.count(&t.parameters.to_string())
+                    + PER_TOOL_FRAMING
+            })
+            .sum::<u32>()
 }
 
 /// Reads the items that arrived without content from the workspace; what cannot be read stays
@@ -482,5 +490,24 @@ mod tests {
                 );
             }
         }
+    }
+
+    #[test]
+    fn an_approximate_count_of_native_tools_holds_the_templates_instructions() {
+        let tools = vec![crate::llm::ToolSpec {
+            name: "read_file".into(),
+            description: "Read a file.".into(),
+            parameters: serde_json::json!({"type": "object", "properties": {"path": {"type": "string"}}}),
+        }];
+        let exact = TokenCounter::new(crate::llm::Provider::OPENAI, "gpt-4o", None);
+        let local = TokenCounter::new(crate::llm::Provider::OLLAMA, "qwen2.5-coder:1.5b", None);
+        assert!(local.is_approximate() && !exact.is_approximate());
+        let exact_tokens = native_tools_tokens(&exact, &tools);
+        let local_tokens = native_tools_tokens(&local, &tools);
+        assert!(
+            local_tokens >= exact_tokens + 150,
+            "{local_tokens} vs {exact_tokens}"
+        );
+        assert_eq!(native_tools_tokens(&local, &[]), 0);
     }
 }
