@@ -406,6 +406,7 @@ fn step_status(error: &StepErrorKind) -> (StatusCode, &'static str, bool) {
                     (S::BAD_GATEWAY, "llm_unavailable", retryable)
                 }
                 LlmError::BadResponse { .. }
+                | LlmError::Refused { .. }
                 | LlmError::Redirected { .. }
                 | LlmError::EmptyReply { .. } => (S::BAD_GATEWAY, "llm_bad_response", retryable),
                 LlmError::Timeout { .. } => (S::GATEWAY_TIMEOUT, "llm_timeout", retryable),

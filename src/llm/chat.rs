@@ -165,6 +165,9 @@ pub struct ChatRequest {
     /// The provider clears old tool results itself, keeping this many of the latest tool uses
     /// (Anthropic's context editing; `react.clear_tool_results` with `server_side`).
     pub clear_tool_uses: Option<u32>,
+    /// A timed-out attempt may be retried (where the provider's capabilities allow it); not
+    /// while the step has another model to fall back to, which is then the retry.
+    pub retry_timeouts: bool,
 }
 
 impl ChatRequest {
@@ -195,6 +198,7 @@ impl ChatRequest {
             prompt_cache: None,
             strict_tools: false,
             clear_tool_uses: None,
+            retry_timeouts: true,
         }
     }
 

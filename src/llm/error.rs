@@ -64,6 +64,11 @@ pub enum LlmError {
     /// allows (`REACTSTEP_MEMORY_BUDGET_MIB`): the service's own overload, not the provider's.
     #[error("the service is holding as much request and reply data as its memory budget allows; the {provider} reply was not read: retry after 1 s")]
     Overloaded { provider: Provider },
+    /// The model declined to answer, or the provider's filter stopped it (a finish reason such
+    /// as `content_filter` or `refusal`): a failure only while the step has a fallback model
+    /// left to ask (otherwise the reply is answered as it is, with a warning).
+    #[error("the {provider} model refused to answer (finish reason: {reason})")]
+    Refused { provider: Provider, reason: String },
     /// No complete answer within the configured timeout.
     #[error("the {provider} API did not answer within {} s", .timeout.as_secs())]
     Timeout {
@@ -192,6 +197,8 @@ impl LlmError {
             | Self::Redirected { .. }
             // Another call now would be billed and refused alike; the client retries later.
             | Self::Overloaded { .. }
+            // The same model asked again refuses again: another model may not.
+            | Self::Refused { .. }
             | Self::BadResponse { .. } => false,
         }
     }
@@ -211,6 +218,7 @@ impl LlmError {
             Self::Redirected { .. } => "redirected",
             Self::Timeout { .. } => "timeout",
             Self::Overloaded { .. } => "overloaded",
+            Self::Refused { .. } => "refused",
         }
     }
 
@@ -234,6 +242,7 @@ impl LlmError {
             Self::RateLimited { retryable, .. } => *retryable,
             Self::Unavailable { .. }
             | Self::BadResponse { .. }
+            | Self::Refused { .. }
             | Self::Timeout { .. }
             | Self::Overloaded { .. } => true,
         }

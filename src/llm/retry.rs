@@ -45,10 +45,11 @@ impl RetryPolicy {
 
     /// Runs `attempt` (given the time it may take, and which retry it is: 0 for the first try)
     /// until it succeeds, fails for good, runs out of retries, or the deadline leaves no room for
-    /// another try.
+    /// another try. A timed-out attempt is retried only where the provider allows it and
+    /// `retry_timeouts` says so.
     pub async fn run<T, F, Fut>(
         &self,
-        provider: Provider,
+        (provider, retry_timeouts): (Provider, bool),
         per_attempt: Duration,
         deadline: Instant,
         mut attempt: F,
@@ -83,8 +84,8 @@ impl RetryPolicy {
                     Err(err) => err,
                 }
             };
-            let timeout_not_retried =
-                matches!(err, LlmError::Timeout { .. }) && !provider.capabilities().retry_timeouts;
+            let timeout_not_retried = matches!(err, LlmError::Timeout { .. })
+                && !(retry_timeouts && provider.capabilities().retry_timeouts);
             if retry >= self.retries || !err.is_worth_retrying() || timeout_not_retried {
                 return Err(err);
             }
@@ -144,16 +145,21 @@ mod tests {
         let calls = AtomicU32::new(0);
         let far = Instant::now() + Duration::from_secs(5);
         let result = fast()
-            .run(Provider::OPENAI, Duration::from_secs(1), far, |_, retry| {
-                let call = calls.fetch_add(1, Ordering::SeqCst);
-                assert_eq!(retry, call, "each attempt is told which retry it is");
-                async move {
-                    match call {
-                        0 | 1 => Err(unavailable()),
-                        _ => Ok("done"),
+            .run(
+                (Provider::OPENAI, true),
+                Duration::from_secs(1),
+                far,
+                |_, retry| {
+                    let call = calls.fetch_add(1, Ordering::SeqCst);
+                    assert_eq!(retry, call, "each attempt is told which retry it is");
+                    async move {
+                        match call {
+                            0 | 1 => Err(unavailable()),
+                            _ => Ok("done"),
+                        }
                     }
-                }
-            })
+                },
+            )
             .await;
         assert_eq!(result.ok(), Some("done"));
         assert_eq!(calls.load(Ordering::SeqCst), 3);
@@ -165,7 +171,7 @@ mod tests {
         let far = Instant::now() + Duration::from_secs(5);
         let denied = fast()
             .run(
-                Provider::OPENAI,
+                (Provider::OPENAI, true),
                 Duration::from_secs(1),
                 far,
                 |_, _| async {
@@ -181,7 +187,7 @@ mod tests {
         assert_eq!(calls.swap(0, Ordering::SeqCst), 1);
         let down = fast()
             .run(
-                Provider::OPENAI,
+                (Provider::OPENAI, true),
                 Duration::from_secs(1),
                 far,
                 |_, _| async {
@@ -209,7 +215,7 @@ mod tests {
         let soon = Instant::now() + Duration::from_millis(50);
         let result = slow
             .run(
-                Provider::OPENAI,
+                (Provider::OPENAI, true),
                 Duration::from_secs(60),
                 soon,
                 |timeout, _| {
@@ -232,5 +238,31 @@ mod tests {
             1,
             "a 5 s wait does not fit in 50 ms"
         );
+    }
+
+    #[tokio::test]
+    async fn a_timeout_is_not_retried_when_told_so() {
+        for (retry_timeouts, expected) in [(true, 4), (false, 1)] {
+            let calls = AtomicU32::new(0);
+            let far = Instant::now() + Duration::from_secs(5);
+            let result = fast()
+                .run(
+                    (Provider::OPENAI, retry_timeouts),
+                    Duration::from_secs(1),
+                    far,
+                    |timeout, _| {
+                        calls.fetch_add(1, Ordering::SeqCst);
+                        async move {
+                            Err::<(), _>(LlmError::Timeout {
+                                provider: Provider::OPENAI,
+                                timeout,
+                            })
+                        }
+                    },
+                )
+                .await;
+            assert!(matches!(result, Err(LlmError::Timeout { .. })));
+            assert_eq!(calls.load(Ordering::SeqCst), expected, "{retry_timeouts}");
+        }
     }
 }

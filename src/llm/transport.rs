@@ -157,11 +157,14 @@ impl LlmClients {
         Attempt: Future<Output = Result<T, LlmError>> + 'a,
     {
         let per_attempt = self.settings.timeout;
-        self.settings
-            .retry
-            .run(provider, per_attempt, deadline, move |timeout, retry| {
+        self.settings.retry.run(
+            (provider, request.retry_timeouts),
+            per_attempt,
+            deadline,
+            move |timeout, retry| {
                 upstream_attempt(provider, &request.model, key, retry, once(timeout))
-            })
+            },
+        )
     }
 
     async fn stream_once(
