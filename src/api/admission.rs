@@ -63,6 +63,7 @@ pub async fn prepare(
         iterations_left: Some(dto.max_iterations_left.unwrap_or(DEFAULT_MAX_ITERATIONS)),
         // Known once the input is checked.
         price: None,
+        chain_prices: Vec::new(),
         body_held: Some(std::sync::Arc::new(held)),
     };
     let how = Conversion {
@@ -83,7 +84,21 @@ pub async fn prepare(
         Ok(input) => {
             record_model(&input);
             let price = state.prices.get(&input.llm.model);
-            Ok((input, Echo { price, ..echo }))
+            let chain_prices = match input.fallbacks.is_empty() {
+                true => Vec::new(),
+                false => std::iter::once(&input.llm)
+                    .chain(input.fallbacks.iter().map(|f| &f.llm))
+                    .map(|llm| (llm.model.clone(), state.prices.get(&llm.model)))
+                    .collect(),
+            };
+            Ok((
+                input,
+                Echo {
+                    price,
+                    chain_prices,
+                    ..echo
+                },
+            ))
         }
         Err(fields) => Err(ApiError::invalid(
             convert::invalid_fields(&fields),
@@ -305,6 +320,7 @@ fn echo_from_raw(bytes: &[u8], request_id: &str) -> Echo {
             .and_then(|n| n.as_u64())
             .and_then(|n| u32::try_from(n).ok()),
         price: None,
+        chain_prices: Vec::new(),
         body_held: None,
     }
 }

@@ -5,6 +5,7 @@
 use actix_web::http::{header, StatusCode};
 use actix_web::{HttpResponse, ResponseError};
 
+use super::fallback_report;
 use super::response::{ErrorBody, FieldError, ReactStepResponse, Status, UsageDto};
 use crate::llm::LlmError;
 use crate::step::Turn;
@@ -73,6 +74,8 @@ pub struct Echo {
     pub iterations_left: Option<u32>,
     /// The price of the request's model in the operator's table, to put a figure on `usage`.
     pub price: Option<crate::prices::Price>,
+    /// With `llm_config.fallbacks`: the price of each of its models (the first's included).
+    pub chain_prices: Vec<(String, Option<crate::prices::Price>)>,
     /// The body's bytes held against the memory budget: given back when the last echo (the
     /// request's answer, or the stream that answers it) is gone.
     pub body_held: Option<std::sync::Arc<crate::runtime::memory_budget::Held>>,
@@ -195,10 +198,7 @@ impl ErrorKind {
     /// Internal failures keep their detail in the log, not in the response.
     fn public_message(&self) -> String {
         match self {
-            Self::Step(error) if matches!(error.kind, StepErrorKind::Internal(_)) => {
-                "an internal error occurred; the request id identifies it in the service's logs"
-                    .into()
-            }
+            Self::Step(error) => describe(error).1,
             other => other.to_string(),
         }
     }
@@ -253,10 +253,7 @@ impl ApiError {
             status: Status::Error,
             termination_reason: None,
             // What the step's calls spent before it failed: billed all the same.
-            usage: self
-                .step_error()
-                .and_then(|error| error.usage.as_deref().copied())
-                .map(|usage| UsageDto::new(usage, self.echo.price)),
+            usage: self.usage_spent(),
             warnings: Vec::new(),
             context_report: self
                 .step_error()
@@ -281,8 +278,36 @@ impl ApiError {
                     _ => None,
                 },
             }),
+            model_used: None,
+            fallback_attempts: self.step_error().map_or_else(Vec::new, |error| {
+                let failed = &error.fallback_attempts;
+                fallback_report::attempts(failed, Some(error), &self.echo.chain_prices, describe)
+            }),
         }
     }
+
+    /// What the failed step's calls spent, priced per model when several were asked.
+    fn usage_spent(&self) -> Option<UsageDto> {
+        let error = self.step_error()?;
+        let mut usage = UsageDto::new(*error.usage.as_deref()?, self.echo.price);
+        if !error.fallback_attempts.is_empty() {
+            let parts = error.fallback_attempts.iter();
+            let parts = parts.map(|a| (a.model.as_str(), a.usage));
+            usage.cost_usd = fallback_report::chain_cost(parts, &self.echo.chain_prices);
+        }
+        Some(usage)
+    }
+}
+
+/// A step's failure as an answer names it: its `error.type` and message.
+pub fn describe(error: &StepError) -> (&'static str, String) {
+    let message = match error.kind {
+        StepErrorKind::Internal(_) => {
+            "an internal error occurred; the request id identifies it in the service's logs".into()
+        }
+        _ => error.to_string(),
+    };
+    (step_status(&error.kind).1, message)
 }
 
 impl ApiError {
@@ -301,6 +326,7 @@ impl ApiError {
                     kind: StepErrorKind::Llm(LlmError::Overloaded { .. }),
                     usage: None,
                     context_report: None,
+                    ..
                 })
         );
         if status.is_server_error() && !shed {

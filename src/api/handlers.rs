@@ -4,10 +4,10 @@ use actix_web::{web, HttpMessage as _, HttpRequest, HttpResponse};
 use tracing_actix_web::RequestId;
 
 use super::admission::{at_capacity, authorized, prepare};
-use super::error::{ApiError, Echo, ErrorKind};
+use super::error::{describe, ApiError, Echo, ErrorKind};
+use super::fallback_report;
 use super::held_body::HeldBody;
 use super::request_log::TokenCounts;
-use super::response::ReactStepResponse;
 use super::state::AppState;
 use crate::runtime::cpu;
 use crate::step::{StepError, StepErrorKind};
@@ -144,7 +144,8 @@ async fn answer_step(
             completion: signed(usage.completion_tokens),
         });
     }
-    let body = ReactStepResponse::success(output, request_id.clone(), price);
+    let prices = &echo.chain_prices;
+    let body = fallback_report::success(output, request_id.clone(), price, prices, describe);
     let json = body.into_json().await;
     Ok(HttpResponse::Ok()
         .insert_header(("x-request-id", request_id.as_str()))

@@ -8,6 +8,7 @@ mod client_address;
 pub mod client_gone;
 mod convert;
 mod error;
+mod fallback_report;
 mod handlers;
 pub mod headers;
 mod held_body;

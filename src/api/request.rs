@@ -270,12 +270,35 @@ pub struct LlmConfigDto {
     /// operator allows.
     #[validate(length(min = 1, max = 2048))]
     pub base_url: Option<String>,
+    /// The models tried in turn when the first fails in a way another model can fix; each is
+    /// checked in `convert` (not here: a list far over its bound is refused whole).
+    pub fallbacks: Option<Vec<FallbackDto>>,
+}
+
+/// A model of `llm_config.fallbacks`: the other settings are the first model's. Its key is
+/// `user_api_keys.providerKeys.<provider>`. A field this does not name is refused, not ignored:
+/// a `temperature` set here would otherwise silently not apply.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FallbackDto {
+    pub provider: Option<Provider>,
+    #[serde(rename = "modelName")]
+    pub model_name: String,
+    #[serde(rename = "tokenLimit")]
+    pub token_limit: Option<u32>,
+    #[serde(rename = "reservedOutputTokens")]
+    pub reserved_output_tokens: Option<u32>,
+    pub api: Option<crate::llm::WireApi>,
+    pub base_url: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]
 pub struct UserApiKeys {
     #[serde(rename = "llmKey")]
     pub llm_key: Option<RawApiKey>,
+    /// The fallbacks' keys, by provider name: never the first model's (that is `llmKey`).
+    #[serde(rename = "providerKeys")]
+    pub provider_keys: Option<std::collections::BTreeMap<String, RawApiKey>>,
 }
 
 /// The name a client sees for a Rust field name in a validation error.

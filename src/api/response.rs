@@ -122,6 +122,27 @@ impl UsageDto {
     }
 }
 
+/// `model_used`: the model that answered.
+#[derive(Debug, Clone, Serialize)]
+pub struct ModelUsedDto {
+    pub provider: crate::llm::Provider,
+    #[serde(rename = "modelName")]
+    pub model_name: String,
+}
+
+/// An entry of `fallback_attempts`: a model that failed, how (its error as the step's own
+/// would be answered) and what its calls billed.
+#[derive(Debug, Serialize)]
+pub struct FallbackAttemptDto {
+    pub provider: crate::llm::Provider,
+    #[serde(rename = "modelName")]
+    pub model_name: String,
+    pub error_type: &'static str,
+    pub message: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub usage: Option<UsageDto>,
+}
+
 #[derive(Debug, Serialize)]
 pub struct ReactStepResponse {
     pub session_id: Option<String>,
@@ -151,6 +172,12 @@ pub struct ReactStepResponse {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub loop_guard: Option<LoopReport>,
     pub error: Option<ErrorBody>,
+    /// The model that answered, when one was asked.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub model_used: Option<ModelUsedDto>,
+    /// With `llm_config.fallbacks`: the models that failed (on an error, every model tried).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub fallback_attempts: Vec<FallbackAttemptDto>,
 }
 
 impl ReactStepResponse {
@@ -212,6 +239,11 @@ impl ReactStepResponse {
             prompt,
             loop_guard: output.loop_guard,
             error: None,
+            model_used: output.model_used.map(|m| ModelUsedDto {
+                provider: m.provider,
+                model_name: m.model,
+            }),
+            fallback_attempts: Vec::new(),
         }
     }
 }

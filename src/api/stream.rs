@@ -14,8 +14,8 @@ use tokio::sync::mpsc;
 use tracing_actix_web::RequestId;
 
 use super::admission::{at_capacity, prepare};
-use super::error::{ApiError, Echo};
-use super::response::ReactStepResponse;
+use super::error::{describe, ApiError, Echo};
+use super::fallback_report;
 use super::state::AppState;
 use crate::runtime::memory_budget::{Held, MemoryBudget};
 use crate::step::{Live, StepError, StepErrorKind, StepOutput};
@@ -219,7 +219,8 @@ fn delta_frame(delta: Live) -> Option<Bytes> {
 async fn step_frame(result: StepResult, echo: &Echo) -> Bytes {
     let (name, body) = match result {
         Ok(output) => {
-            let body = ReactStepResponse::success(output, echo.request_id.clone(), echo.price);
+            let (id, prices) = (echo.request_id.clone(), &echo.chain_prices);
+            let body = fallback_report::success(output, id, echo.price, prices, describe);
             ("step", body)
         }
         Err(err) => {

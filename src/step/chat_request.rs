@@ -31,6 +31,8 @@ pub(super) fn chat_request(
             .clear_tool_results
             .filter(|_| super::fit::provider_clears(input))
             .map(|s| u32::try_from(s.keep_last_steps).unwrap_or(u32::MAX)),
+        // With a model left to fall back to, that model is the retry of a timed-out call.
+        retry_timeouts: !input.falls_back,
         ..ChatRequest::new(model, system, messages, input.llm.reserved_output_tokens)
     }
 }

@@ -12,7 +12,8 @@ use super::input::StepInput;
 use super::live::{stream_call, stream_mock, tell, Live, LiveSender};
 use super::parse;
 use super::reply::{
-    carriable, count_outcome, finish_reason, raw_output, read_output, returnable_calls, shortfall,
+    carriable, count_outcome, finish_reason, raw_output, read_output, refusal, returnable_calls,
+    shortfall,
 };
 use super::usage::{add_usage, margin_check, own_count, Billed};
 use crate::llm::{
@@ -133,6 +134,7 @@ async fn converse(
             }
             ledger.usage = add_usage(ledger.usage, completion.usage);
             ledger.billed.add(completion.usage);
+            refusal(&completion, &input, live.is_some())?;
             carriable(&completion, input.llm.provider)?;
             returnable_calls(&mut completion, &mut ledger.warnings);
             let finish =

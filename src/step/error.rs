@@ -2,7 +2,7 @@
 
 use super::context::budget::Overflow;
 use super::context::ContextReport;
-use crate::llm::{LlmError, Usage};
+use crate::llm::{LlmError, Provider, Usage};
 
 /// A step's failure: what went wrong, and what the error response reports beside it.
 #[derive(Debug, thiserror::Error)]
@@ -15,6 +15,19 @@ pub struct StepError {
     pub usage: Option<Box<Usage>>,
     /// The report of the prompt the failure happened with, once one was fitted.
     pub context_report: Option<Box<ContextReport>>,
+    /// With `llm_config.fallbacks`: every model the step tried, in order, the last one's error
+    /// being this one (`fallback.rs`); empty otherwise.
+    pub fallback_attempts: Vec<FailedAttempt>,
+}
+
+/// A model of the step's chain (`llm_config.fallbacks`) that failed, and what its calls billed.
+#[derive(Debug)]
+pub struct FailedAttempt {
+    pub provider: Provider,
+    pub model: String,
+    pub usage: Option<Usage>,
+    /// Why it failed; `None` for the last model tried, whose failure is the step's own error.
+    pub error: Option<Box<StepError>>,
 }
 
 /// What went wrong in a step.
@@ -46,6 +59,7 @@ impl From<StepErrorKind> for StepError {
             kind,
             usage: None,
             context_report: None,
+            fallback_attempts: Vec::new(),
         }
     }
 }

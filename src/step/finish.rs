@@ -11,7 +11,7 @@ use super::history::{timestamp_now, Role, ToolCall, Turn};
 use super::input::StepInput;
 use super::limits;
 use super::loop_guard::Finding;
-use super::output::{Outcome, PromptPreview, StepOutput, Termination};
+use super::output::{ModelUsed, Outcome, PromptPreview, StepOutput, Termination};
 use super::parse;
 use crate::llm::ReasoningState;
 use serde_json::Value;
@@ -41,6 +41,8 @@ pub(super) fn dry_run(input: Box<StepInput>, built: Built, counter: &TokenCounte
         context_report: prompt.report,
         conversation_summary: built.conversation_summary,
         loop_guard: None,
+        model_used: None,
+        fallback_attempts: Vec::new(),
     }
 }
 
@@ -88,11 +90,17 @@ pub(super) fn finish_step(
         forced_final,
         updated_history,
         iterations_remaining: input.iterations_left - 1,
+        model_used: Some(ModelUsed {
+            provider: input.llm.provider,
+            model: std::mem::take(&mut input.llm.model),
+            usage,
+        }),
         usage,
         warnings,
         context_report: built.prompt.report,
         conversation_summary: built.conversation_summary,
         loop_guard: None,
+        fallback_attempts: Vec::new(),
     }
 }
 
@@ -214,6 +222,8 @@ pub(super) fn command_step(
         },
         conversation_summary: None,
         loop_guard: None,
+        model_used: None,
+        fallback_attempts: Vec::new(),
     }
 }
 

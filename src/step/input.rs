@@ -30,6 +30,14 @@ pub struct LlmConfig {
     pub strict_tools: bool,
 }
 
+/// A model the step falls back to (`llm_config.fallbacks`), with its own key: never another
+/// provider's.
+#[derive(Debug)]
+pub struct Fallback {
+    pub llm: LlmConfig,
+    pub key: Option<ApiKey>,
+}
+
 /// How the model is asked to call a tool.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -122,6 +130,11 @@ pub struct StepInput {
     pub notices: Vec<String>,
     /// What the loop guard tells the model at the end of the prompt (set by the step).
     pub loop_notice: Option<String>,
+    /// The models tried in turn when this one fails in a way another can fix (`fallback.rs`).
+    pub fallbacks: Vec<Fallback>,
+    /// Whether a model is left to fall back to while this one is asked: a refusal (a content
+    /// filter) is then a failure, not the step's answer.
+    pub falls_back: bool,
 }
 
 /// What the operator set for every step, made once at start-up.

@@ -20,6 +20,7 @@ pub mod context;
 mod converse;
 pub mod decide;
 mod error;
+mod fallback;
 mod finish;
 mod fit;
 pub mod history;
@@ -42,14 +43,14 @@ pub use context::clearing::ClearToolResults;
 pub use context::tokens::{is_warm as encoders_warm, Encoding};
 pub use context::{dedupe, ContextItem, ContextReport, ContextSource, Excluded, Fate};
 pub use decide::{Call, ReactSettings};
-pub use error::{StepError, StepErrorKind};
+pub use error::{FailedAttempt, StepError, StepErrorKind};
 pub use history::{json_values, timestamp_now, walk_json, Turn};
 pub use input::{
-    ConversationSummary, HistoryStrategy, LlmConfig, StepInput, StepSettings, ToolMode,
+    ConversationSummary, Fallback, HistoryStrategy, LlmConfig, StepInput, StepSettings, ToolMode,
 };
 pub use live::{Live, LiveSender};
 pub use loop_guard::{LoopGuard, LoopReport};
-pub use output::{Outcome, PromptPreview, StepOutput, Termination};
+pub use output::{ModelUsed, Outcome, PromptPreview, StepOutput, Termination};
 pub use parse::Tags;
 pub use tools::{Catalog, ToolSpec};
 
@@ -84,11 +85,17 @@ pub async fn run(
     // What the model calls billed, kept outside the step: a step the deadline cuts short
     // still reports the calls it paid for.
     let billed = Billed::default();
-    let mut result = tokio::time::timeout_at(deadline, step(input, llm, live, &billed))
+    // The models tried, each a whole step (`fallback.rs`), within the one deadline.
+    let (tried, spent) = (fallback::Attempts::default(), &billed);
+    let each = fallback::each_model(input, live, spent, &tried, |input, live| {
+        step(input, llm, live, spent)
+    });
+    let mut result = tokio::time::timeout_at(deadline, each)
         .await
         .unwrap_or_else(|_| {
             Err(StepError::from(StepErrorKind::Deadline(budget)).spent(billed.get()))
         });
+    tried.report(&mut result, &billed);
     if let Ok(output) = &mut result {
         output.warnings.splice(0..0, notices);
     }

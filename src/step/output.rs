@@ -5,9 +5,10 @@ use serde_json::{Map, Value};
 
 use super::context::ContextReport;
 use super::decide::{self, Valid};
+use super::error::FailedAttempt;
 use super::history::Turn;
 use super::input::ConversationSummary;
-use crate::llm::{ChatMessage, Usage};
+use crate::llm::{ChatMessage, Provider, Usage};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Termination {
@@ -93,4 +94,17 @@ pub struct StepOutput {
     pub conversation_summary: Option<ConversationSummary>,
     /// What the loop guard found, when it warned.
     pub loop_guard: Option<super::loop_guard::LoopReport>,
+    /// The model that answered; `None` when none was asked (a dry run, a `/tool` command).
+    pub model_used: Option<ModelUsed>,
+    /// The models of `llm_config.fallbacks`' chain that failed before it, in order.
+    pub fallback_attempts: Vec<FailedAttempt>,
+}
+
+/// The model that answered a step, and what its own calls billed (`usage` is the step's sum,
+/// the failed models' calls included).
+#[derive(Debug, Clone)]
+pub struct ModelUsed {
+    pub provider: Provider,
+    pub model: String,
+    pub usage: Option<Usage>,
 }

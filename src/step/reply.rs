@@ -49,6 +49,40 @@ pub(super) fn carriable(completion: &Completion, provider: Provider) -> Result<(
     }))
 }
 
+/// Finish reasons by which a provider says the model declined, or its filter stopped the output
+/// (OpenAI's and Gemini's `content_filter`, Anthropic's `refusal`, Gemini's own names).
+const REFUSALS: [&str; 7] = [
+    "content_filter",
+    "refusal",
+    "safety",
+    "recitation",
+    "prohibited_content",
+    "blocklist",
+    "spii",
+];
+
+/// A reply the model refused, as a failure, while the step has a model left to fall back to
+/// (`input.falls_back`). A streamed reply that had something to stream (text, reasoning) stays
+/// the answer it was: part of it may be on the client's screen, and a fallback is never made
+/// once output has been streamed.
+pub(super) fn refusal(
+    completion: &Completion,
+    input: &StepInput,
+    streamed: bool,
+) -> Result<(), StepError> {
+    let FinishReason::Other(reason) = &completion.finish else {
+        return Ok(());
+    };
+    let shown = streamed && !(completion.text.is_empty() && completion.reasoning.is_empty());
+    if !input.falls_back || shown || !REFUSALS.iter().any(|r| reason.eq_ignore_ascii_case(r)) {
+        return Ok(());
+    }
+    Err(StepError::from(LlmError::Refused {
+        provider: input.llm.provider,
+        reason: reason.clone(),
+    }))
+}
+
 /// The verdict, with two outputs that read as a direct response yet are no answer turned into
 /// repair rounds: a reply cut at the output limit before it held a complete action or answer
 /// (its tail is missing, so taking it as the answer would hand the user half a sentence), and a

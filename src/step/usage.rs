@@ -89,3 +89,27 @@ pub(super) fn add_usage(a: Option<Usage>, b: Option<Usage>) -> Option<Usage> {
         (a, b) => a.or(b),
     }
 }
+
+/// What `total` holds beyond `part` (the calls of one model, from the step's running sum).
+pub(super) fn less(total: Option<Usage>, part: Option<Usage>) -> Option<Usage> {
+    let (total, part) = match (total, part) {
+        (Some(total), Some(part)) => (total, part),
+        (total, _) => return total,
+    };
+    let beyond = |a: Option<u64>, b: Option<u64>| a.map(|a| a.saturating_sub(b.unwrap_or(0)));
+    let usage = Usage {
+        prompt_tokens: total.prompt_tokens.saturating_sub(part.prompt_tokens),
+        completion_tokens: total
+            .completion_tokens
+            .saturating_sub(part.completion_tokens),
+        approximate: total.approximate,
+        cached_prompt_tokens: beyond(total.cached_prompt_tokens, part.cached_prompt_tokens),
+        cache_creation_prompt_tokens: beyond(
+            total.cache_creation_prompt_tokens,
+            part.cache_creation_prompt_tokens,
+        ),
+        reasoning_tokens: beyond(total.reasoning_tokens, part.reasoning_tokens),
+    };
+    // Nothing beyond: no call of its own was billed.
+    (usage.prompt_tokens > 0 || usage.completion_tokens > 0).then_some(usage)
+}

@@ -24,6 +24,7 @@ mod descriptors;
 mod disconnect;
 mod driver;
 mod errors;
+mod fallbacks;
 mod faults;
 mod final_answer_schema;
 mod gemini_signatures;

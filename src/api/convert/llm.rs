@@ -28,30 +28,51 @@ pub fn model(req: &ReactStepRequest, fail: &mut impl FnMut(&str, String)) -> Opt
             "is required: the provider cannot be inferred from modelName; set it to one of GET /api/providers (openai, anthropic, ollama …)".into(),
         );
     }
-    if provider.is_some_and(|p| p.name() == "azure") && !is_deployment_name(&cfg.model_name) {
-        fail(
-            "llm_config.modelName",
-            "is an Azure deployment name here: 1 to 64 ASCII letters, digits, '-', '_' and '.', not only dots".into(),
-        );
+    if let Some(p) = provider {
+        deployment_name(p, &cfg.model_name, "llm_config.modelName", fail);
     }
-    let provider = provider.and_then(|p| wire(cfg, p, fail));
+    let provider = provider.and_then(|p| wire(cfg.api, p, "llm_config.api", fail));
     if let Some(p) = provider {
         cache_ttl(cfg, p, fail);
-        let most = p.capabilities().max_temperature.value();
-        // Beyond 2 the field's own range check has said so already.
-        if cfg.temperature.is_some_and(|t| t > most && t <= 2.0) {
-            fail(
-                "llm_config.temperature",
-                format!("must be between 0 and {most} for provider {p}"),
-            );
+        if let Some(why) = temperature_refused(cfg.temperature, p) {
+            fail("llm_config.temperature", why);
         }
     }
     provider
 }
 
-/// The provider speaking the API the request asked for (`llm_config.api`), where it has it.
-fn wire(cfg: &LlmConfigDto, p: Provider, fail: &mut impl FnMut(&str, String)) -> Option<Provider> {
-    let api = cfg.api.unwrap_or_default();
+/// Why the temperature is out of the provider's range, if it is.
+pub(super) fn temperature_refused(temperature: Option<f64>, p: Provider) -> Option<String> {
+    let most = p.capabilities().max_temperature.value();
+    // Beyond 2 the field's own range check has said so already.
+    temperature
+        .filter(|t| *t > most && *t <= 2.0)
+        .map(|_| format!("must be between 0 and {most} for provider {p}"))
+}
+
+/// An Azure model name is a deployment name (see [`is_deployment_name`]).
+pub(super) fn deployment_name(
+    p: Provider,
+    model: &str,
+    field: &str,
+    fail: &mut impl FnMut(&str, String),
+) {
+    if p.name() == "azure" && !is_deployment_name(model) {
+        fail(
+            field,
+            "is an Azure deployment name here: 1 to 64 ASCII letters, digits, '-', '_' and '.', not only dots".into(),
+        );
+    }
+}
+
+/// The provider speaking the API the request asked for (`field`), where it has it.
+pub(super) fn wire(
+    api: Option<crate::llm::WireApi>,
+    p: Provider,
+    field: &str,
+    fail: &mut impl FnMut(&str, String),
+) -> Option<Provider> {
+    let api = api.unwrap_or_default();
     let speaking = p.with_api(api);
     if speaking.is_none() {
         let serving: Vec<&str> = Provider::all()
@@ -59,7 +80,7 @@ fn wire(cfg: &LlmConfigDto, p: Provider, fail: &mut impl FnMut(&str, String)) ->
             .map(Provider::name)
             .collect();
         fail(
-            "llm_config.api",
+            field,
             format!(
                 "provider {p} does not serve the {} API here; those that do: {}",
                 api.as_str(),
@@ -154,14 +175,31 @@ pub fn destination(
     destinations: &Destinations,
     fail: &mut impl FnMut(&str, String),
 ) -> Option<String> {
-    let base_url = cfg
-        .base_url
-        .as_deref()
-        .map(|u| u.trim().trim_end_matches('/').to_string());
+    let fields = ["llm_config.base_url", "user_api_keys.llmKey"];
+    place(
+        cfg.base_url.as_deref(),
+        provider,
+        key,
+        destinations,
+        fields,
+        fail,
+    )
+}
+
+/// The base URL (`fields[0]`) checked as [`destination`] says, the key (`fields[1]`) with it.
+pub(super) fn place(
+    base_url: Option<&str>,
+    provider: Option<Provider>,
+    key: Option<&ApiKey>,
+    destinations: &Destinations,
+    [url_field, key_field]: [&str; 2],
+    fail: &mut impl FnMut(&str, String),
+) -> Option<String> {
+    let base_url = base_url.map(|u| u.trim().trim_end_matches('/').to_string());
     let unplaced = provider.filter(|p| destinations.unplaced.contains(p));
     if let (Some(p), None) = (unplaced, &base_url) {
         fail(
-            "llm_config.base_url",
+            url_field,
             format!(
                 "is required for provider {p}: this server has no {} for it",
                 p.base_url_variable()
@@ -171,14 +209,14 @@ pub fn destination(
     if let Some(url) = &base_url {
         if !destinations.allowed.allows(url) {
             fail(
-                "llm_config.base_url",
+                url_field,
                 "is not one of this server's allowed base URLs (REACTSTEP_ALLOWED_BASE_URLS)"
                     .into(),
             );
         }
     }
     if let Some(why) = key_goes_elsewhere(key, provider, base_url.as_deref()) {
-        fail("user_api_keys.llmKey", why);
+        fail(key_field, why);
     }
     base_url
 }

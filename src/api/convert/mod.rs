@@ -7,6 +7,7 @@
 
 mod context;
 mod conversation;
+mod fallbacks;
 mod llm;
 mod shape;
 mod tools;
@@ -16,7 +17,7 @@ use super::response::FieldError;
 use crate::config::Settings;
 use crate::llm::{ApiKey, Provider};
 use crate::step::{Catalog, ContextItem, ContextSource, Excluded, ReactSettings};
-use crate::step::{ConversationSummary, LlmConfig, StepInput};
+use crate::step::{ConversationSummary, Fallback, LlmConfig, StepInput};
 
 pub use conversation::{history_is_valid, session_id_is_valid};
 
@@ -61,6 +62,10 @@ pub fn step_input(
         &mut fail,
     );
     let mocked = req.mock_response.is_some();
+    let provider_keys = req
+        .user_api_keys
+        .as_mut()
+        .and_then(|k| k.provider_keys.take());
     let key = llm::key(req.user_api_keys.take(), provider, mocked, &mut fail);
     conversation::check(&req.user_query, &req.conversation_history, &mut fail);
     let order = context::priority(req.context_priority.take(), &mut fail);
@@ -80,6 +85,13 @@ pub fn step_input(
         &mut fail,
     );
     tools::tool_mode(req.llm_config.tool_mode, &tools, &mut fail);
+    let listed = req.llm_config.fallbacks.take();
+    let chain = fallbacks::Chain {
+        first: &req.llm_config,
+        mocked,
+        destinations: &how.destinations,
+    };
+    let fallbacks = fallbacks::check(listed, provider_keys, &chain, &mut fail);
     let (Some(provider), true) = (provider, fields.is_empty()) else {
         fields.sort_by(|a, b| a.field.cmp(&b.field));
         return Err(scrub_messages(fields, key.as_ref()));
@@ -93,6 +105,7 @@ pub fn step_input(
         order,
         react,
         tools,
+        fallbacks,
     };
     Ok(assemble(req, how, checked))
 }
@@ -113,6 +126,7 @@ struct Checked {
     order: Vec<ContextSource>,
     react: ReactSettings,
     tools: Catalog,
+    fallbacks: Vec<Fallback>,
 }
 
 /// The step's input from a valid request, what was checked and what the server adds.
@@ -126,6 +140,7 @@ fn assemble(req: ReactStepRequest, how: Conversion, checked: Checked) -> StepInp
         order,
         react,
         tools,
+        fallbacks,
     } = checked;
     StepInput {
         session_id: how.session_id,
@@ -176,6 +191,8 @@ fn assemble(req: ReactStepRequest, how: Conversion, checked: Checked) -> StepInp
         mock_response: req.mock_response,
         received_at: how.received_at,
         loop_notice: None,
+        fallbacks,
+        falls_back: false,
     }
 }
 

@@ -28,9 +28,10 @@ impl std::fmt::Debug for Declared {
     }
 }
 
-#[derive(Debug, Default)]
+/// Cheap to clone: a step with fallbacks keeps a copy of its input for the next model.
+#[derive(Debug, Default, Clone)]
 pub struct Catalog {
-    declared: Vec<Declared>,
+    declared: Arc<[Declared]>,
     /// Names read from the free-text segment, when no tools were declared; shared with the
     /// worker's memo, since a loop sends the same segment at every step.
     named: Arc<[String]>,
@@ -67,7 +68,10 @@ impl Catalog {
         } else {
             Arc::from([])
         };
-        Ok(Self { declared, named })
+        Ok(Self {
+            declared: declared.into(),
+            named,
+        })
     }
 
     /// Whether any tool is known by name (declared or read from the segment).
@@ -208,7 +212,7 @@ impl Catalog {
     /// schema itself when it says more than names and simple types.
     pub fn render(&self) -> String {
         let mut out = String::new();
-        for tool in &self.declared {
+        for tool in self.declared.iter() {
             let schema = &tool.spec.parameters;
             let required: Vec<&str> = schema
                 .get("required")

@@ -717,6 +717,57 @@ export interface components {
              * @default true
              */
             prompt_cache?: boolean | null;
+            /**
+             * @description Models tried in order, inside this one step and within its one deadline, when the
+             *     model before fails in a way another model can fix: rate limited after the service's
+             *     retries (`llm_rate_limited`), unavailable (5xx, 529, no connection, an untrusted
+             *     certificate: `llm_unavailable`), timed out (`llm_timeout`), a refusal or a content
+             *     filter (a finish reason such as `content_filter` or `refusal`: a failure only while a
+             *     model is left to fall back to; the last model's refusal is answered as before, with a
+             *     warning), or a prompt too long for its window (`context_overflow`, the service's own
+             *     or the provider's) when a later model's prompt budget is bigger (the next such model
+             *     is tried; those between are skipped). Anything else is answered at once: a rejected
+             *     key (`llm_auth`), a request the provider refuses as formed, a model it does not
+             *     offer, invalid model output, the step's deadline. Each model gets the step made anew
+             *     for it, exactly as a request naming it first would: its token counter and budget, its
+             *     tool mode and native tools, and the history's `reasoning_state` sent only to the
+             *     model that made it (see `ConversationTurn.reasoning_state`). The answer's
+             *     `model_used` names the model that answered and `fallback_attempts` the ones that
+             *     failed; `usage` sums every model's calls, the failed ones' included. Every model is
+             *     checked as the first is (provider, API, base URL, the key's vendor, the temperature's
+             *     range), a failing one as `llm_config.fallbacks[i].…`. Streaming: a model that fails
+             *     before any of its output was streamed is followed by the next unseen (the `step`
+             *     event's `fallback_attempts` says so); once output was streamed, its failure is the
+             *     step's (`error` event), with no fallback.
+             */
+            fallbacks?: components["schemas"]["LlmFallback"][] | null;
+        };
+        /**
+         * @description A model of `llm_config.fallbacks`. Its key is `user_api_keys.providerKeys.<provider>`
+         *     (never `llmKey`, never another provider's). The other settings are the first model's
+         *     (`temperature`, `tool_mode`, `reasoning_effort`, `strict_tools`, `prompt_cache`,
+         *     `parallel_tool_calls`), except `tokenizer` (the model's own) and `prompt_cache_ttl`
+         *     (not sent: the values are each provider's own). A field not listed here is a 400.
+         */
+        LlmFallback: {
+            /**
+             * @description Required (never inferred from modelName), as it names the key's slot.
+             * @enum {unknown}
+             */
+            provider: "openai" | "anthropic" | "ollama" | "gemini" | "openrouter" | "deepseek" | "mistral" | "groq" | "xai" | "azure" | "bedrock" | "openai_compatible";
+            modelName: string;
+            /** @description The model's window; the first model's when absent. */
+            tokenLimit?: number | null;
+            /** @description The first model's when absent; less than this model's `tokenLimit`. */
+            reservedOutputTokens?: number | null;
+            /**
+             * @description As `llm_config.api`, for this model's provider.
+             * @default chat
+             * @enum {unknown}
+             */
+            api?: "chat" | "responses" | null;
+            /** @description As `llm_config.base_url`, for this model (only URLs the operator allows). */
+            base_url?: string | null;
         };
         UserApiKeys: {
             /**
@@ -728,6 +779,18 @@ export interface components {
              *     names both vendors, never the key.
              */
             llmKey?: string | null;
+            /**
+             * @description The keys of `llm_config.fallbacks`, by provider: `{"anthropic": "sk-ant-…", "gemini":
+             *     "AIza…"}`. A fallback is sent its provider's key from here and nothing else (never
+             *     `llmKey`, which is the first model's, even for the same provider); a fallback whose
+             *     provider needs a key and has none here is a 400 naming
+             *     `user_api_keys.providerKeys.<provider>`, as is a key whose prefix names another
+             *     vendor. A name that is no provider's is a 400 too. Each key is used for that
+             *     provider's calls only, never logged, never echoed, and taken out of every message.
+             */
+            providerKeys?: {
+                [key: string]: string;
+            } | null;
         } | null;
         /** @description Every field of a response; the variants below constrain them. */
         StepFields: {
@@ -785,7 +848,8 @@ export interface components {
              *     spent before the failure (an `invalid_model_output` after repair rounds, an empty
              *     output, a repair-round call that failed after an earlier one succeeded, a step cut
              *     by `REACTSTEP_STEP_TIMEOUT_SECS` during a later call): those calls are billed all the
-             *     same. Null when no call was billed: with `mock_response`, `dry_run` or a `/tool`
+             *     same. With `llm_config.fallbacks`, the calls of every model tried are summed, the
+             *     failed ones' included (each is in its `fallback_attempts` entry too). Null when no call was billed: with `mock_response`, `dry_run` or a `/tool`
              *     command, when the first call itself failed, when the request was refused before any
              *     call, or when the provider reported no usage.
              */
@@ -810,6 +874,33 @@ export interface components {
              */
             loop_guard?: components["schemas"]["LoopGuardReport"];
             error: components["schemas"]["ErrorBody"] | null;
+            model_used?: components["schemas"]["ModelUsed"];
+            /**
+             * @description With `llm_config.fallbacks`, present when a model failed: on an answer, the models that
+             *     failed before `model_used`, in order; on an error, every model tried, the last one's
+             *     error being `error` itself. Absent when the first model answered, and for requests
+             *     without fallbacks.
+             */
+            fallback_attempts?: components["schemas"]["FallbackAttempt"][];
+        };
+        /**
+         * @description The model that answered the step (with `mock_response`, the request's first model).
+         *     Absent when no model was asked: a `dry_run`, a `/tool` command, an error. The new
+         *     assistant turn's `reasoning_state.origin` names this model.
+         */
+        ModelUsed: {
+            provider: string;
+            modelName: string;
+        };
+        FallbackAttempt: {
+            provider: string;
+            modelName: string;
+            /** @description The `error.type` this model's failure would have been answered with (`llm_rate_limited`, `llm_unavailable`, `llm_timeout`, `context_overflow`, `llm_bad_response` for a refusal …). */
+            error_type: string;
+            /** @description As `error.message`, with every key of the request taken out. */
+            message: string;
+            /** @description What this model's calls billed (absent when none was), priced at this model's price. Part of the step's `usage`. */
+            usage?: components["schemas"]["Usage"];
         };
         ActionProposed: components["schemas"]["StepFields"] & {
             /** @constant */
@@ -938,7 +1029,9 @@ export interface components {
              *     sent: uncached prompt tokens at `input`, `cached_prompt_tokens` at `cached_input`,
              *     `cache_creation_prompt_tokens` at `cache_write`, `completion_tokens` at `output`.
              *     Absent when the service has no price table or the table has no entry for the model.
-             *     An estimate whenever `approximate` is true, as the counts are.
+             *     An estimate whenever `approximate` is true, as the counts are. With
+             *     `llm_config.fallbacks`, each model's calls are priced at that model's price, and the
+             *     cost is absent unless every model that billed anything has one.
              */
             cost_usd?: number;
         };
