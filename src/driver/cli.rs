@@ -10,7 +10,10 @@ use serde_json::Value;
 
 use super::admission::Admission;
 use super::mcp::{Listed, McpServer};
-use super::{register_builtins, Driver, LoopSettings, RunReport, ToolRegistry, Watcher, Workspace};
+use super::{
+    register_builtins, Driver, FallbackModel, LoopSettings, RunReport, ToolRegistry, Watcher,
+    Workspace,
+};
 use crate::api::MAX_TOOLS;
 use crate::config::Config;
 use crate::startup::Application;
@@ -50,6 +53,12 @@ pub struct RunArgs {
     /// Claude models).
     #[arg(long)]
     pub key_env: Option<String>,
+    /// A model the service falls back to inside a step when the one before fails in a way
+    /// another model can fix (repeatable, in order), as PROVIDER:MODEL, e.g.
+    /// "anthropic:claude-sonnet-4-5"; its key is read from <PROVIDER>_API_KEY
+    /// (ANTHROPIC_API_KEY, GEMINI_API_KEY …).
+    #[arg(long = "fallback", value_parser = fallback_model)]
+    pub fallbacks: Vec<(String, String)>,
     /// One model output per step, separated by lines holding only `---`: the loop runs offline.
     #[arg(long)]
     pub mock_responses: Option<PathBuf>,
@@ -67,6 +76,31 @@ pub struct RunArgs {
     /// it is not the default: older observations are cut to keep each step under it.
     #[arg(long, default_value_t = super::run::DEFAULT_MAX_REQUEST_BYTES)]
     pub server_max_body_bytes: usize,
+}
+
+/// `PROVIDER:MODEL`, split at the first `:` (a model name may hold more, as Ollama's tags do).
+fn fallback_model(text: &str) -> Result<(String, String), String> {
+    match text.split_once(':') {
+        Some((provider, model)) if !provider.trim().is_empty() && !model.trim().is_empty() => {
+            Ok((provider.trim().to_string(), model.trim().to_string()))
+        }
+        _ => Err("a fallback is PROVIDER:MODEL, like anthropic:claude-sonnet-4-5".into()),
+    }
+}
+
+/// The fallbacks, each with its key from `<PROVIDER>_API_KEY` (none needed offline).
+fn fallbacks(args: &RunArgs, var: impl Fn(&str) -> Option<String>) -> Vec<FallbackModel> {
+    let offline = args.mock_responses.is_some();
+    args.fallbacks
+        .iter()
+        .map(|(provider, model)| FallbackModel {
+            provider: provider.clone(),
+            model: model.clone(),
+            key: (!offline)
+                .then(|| var(&format!("{}_API_KEY", provider.to_ascii_uppercase())))
+                .flatten(),
+        })
+        .collect()
 }
 
 fn tool_limit(text: &str) -> Result<(String, u32), String> {
@@ -197,6 +231,7 @@ async fn drive(args: &RunArgs, registry: ToolRegistry) -> Result<RunReport, Stri
     if settings.mock_responses.is_none() {
         settings.key = key(args);
     }
+    settings.fallbacks = fallbacks(args, |name| std::env::var(name).ok());
     let driver = Driver::new(settings, registry);
     let mut progress = Progress {
         colour: std::io::stderr().is_terminal(),
@@ -344,5 +379,60 @@ impl Watcher for Progress {
             "\x1b[32m",
             &shortened(text),
         );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parsed(extra: &[&str]) -> Result<RunArgs, clap::Error> {
+        let mut args = vec!["reactstep run", "q"];
+        args.extend_from_slice(extra);
+        RunArgs::try_parse_from(args)
+    }
+
+    #[test]
+    fn each_fallback_is_provider_colon_model_with_its_providers_own_key() {
+        let Ok(args) = parsed(&[
+            "--fallback",
+            "anthropic:claude-sonnet-4-5",
+            "--fallback",
+            "ollama:qwen2.5-coder:7b",
+        ]) else {
+            panic!("the fallbacks parse")
+        };
+        let env = |name: &str| (name == "ANTHROPIC_API_KEY").then(|| "sk-ant-x".to_string());
+        assert_eq!(
+            fallbacks(&args, env),
+            [
+                FallbackModel {
+                    provider: "anthropic".into(),
+                    model: "claude-sonnet-4-5".into(),
+                    key: Some("sk-ant-x".into()),
+                },
+                FallbackModel {
+                    provider: "ollama".into(),
+                    model: "qwen2.5-coder:7b".into(),
+                    key: None,
+                },
+            ]
+        );
+    }
+
+    #[test]
+    fn a_fallback_without_its_provider_or_model_is_refused() {
+        for bad in ["claude-sonnet-4-5", ":claude", "anthropic:"] {
+            assert!(parsed(&["--fallback", bad]).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn an_offline_run_sends_no_fallback_keys() {
+        let Ok(args) = parsed(&["--fallback", "anthropic:c", "--mock-responses", "s.txt"]) else {
+            panic!("the arguments parse")
+        };
+        let env = |_: &str| Some("sk-ant-x".to_string());
+        assert_eq!(fallbacks(&args, env)[0].key, None);
     }
 }

@@ -16,4 +16,6 @@ pub mod workspace;
 pub use builtin::{register_builtins, Workspace};
 pub use execution::RetryPolicy;
 pub use registry::{Tool, ToolMetadata, ToolOutcome, ToolRegistry};
-pub use run::{Driver, LoopSettings, Quiet, RunReport, StepRecord, Termination, Watcher};
+pub use run::{
+    Driver, FallbackModel, LoopSettings, Quiet, RunReport, StepRecord, Termination, Watcher,
+};

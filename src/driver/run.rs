@@ -39,6 +39,8 @@ pub struct LoopSettings {
     pub token_limit: u32,
     pub reserved_output_tokens: u32,
     pub key: Option<String>,
+    /// Models the service falls back to inside a step (`llm_config.fallbacks`), in order.
+    pub fallbacks: Vec<FallbackModel>,
     pub max_iterations: u32,
     /// The same call this many times in a row is a stalled loop.
     pub stall_threshold: usize,
@@ -66,6 +68,7 @@ impl LoopSettings {
             token_limit: 128_000,
             reserved_output_tokens: 4_000,
             key: None,
+            fallbacks: Vec::new(),
             max_iterations: 10,
             stall_threshold: 3,
             failure_phrases: vec![
@@ -80,6 +83,43 @@ impl LoopSettings {
             retry: RetryPolicy::default(),
             max_request_bytes: DEFAULT_MAX_REQUEST_BYTES,
         }
+    }
+}
+
+/// A model of `llm_config.fallbacks`, with its provider's key (sent in
+/// `user_api_keys.providerKeys`, never as another provider's).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FallbackModel {
+    pub provider: String,
+    pub model: String,
+    pub key: Option<String>,
+}
+
+/// `llm_config.fallbacks` and `user_api_keys` of a step: the first model's key as `llmKey`,
+/// each fallback's under its provider.
+fn add_models(body: &mut Value, s: &LoopSettings) {
+    let mut keys = serde_json::Map::new();
+    if let Some(key) = &s.key {
+        keys.insert("llmKey".into(), json!(key));
+    }
+    if !s.fallbacks.is_empty() {
+        let models: Vec<Value> = s
+            .fallbacks
+            .iter()
+            .map(|f| json!({"provider": f.provider, "modelName": f.model}))
+            .collect();
+        body["llm_config"]["fallbacks"] = Value::Array(models);
+        let slots: serde_json::Map<String, Value> = s
+            .fallbacks
+            .iter()
+            .filter_map(|f| Some((f.provider.clone(), json!(f.key.as_ref()?))))
+            .collect();
+        if !slots.is_empty() {
+            keys.insert("providerKeys".into(), Value::Object(slots));
+        }
+    }
+    if !keys.is_empty() {
+        body["user_api_keys"] = Value::Object(keys);
     }
 }
 
@@ -288,9 +328,7 @@ impl Driver {
         if let Some(provider) = &s.provider {
             body["llm_config"]["provider"] = json!(provider);
         }
-        if let Some(key) = &s.key {
-            body["user_api_keys"] = json!({"llmKey": key});
-        }
+        add_models(&mut body, s);
         if let Some(mocks) = &s.mock_responses {
             let Some(mock) = mocks.get(iteration as usize - 1) else {
                 return Err(format!(

@@ -300,3 +300,43 @@ async fn the_deadline_reaches_the_loop_while_a_tool_blocks_its_thread() {
         "the step was answered; the tool was cut"
     );
 }
+
+#[tokio::test]
+async fn fallbacks_reach_the_service_each_with_its_providers_own_key() {
+    use crate::support::upstream::{anthropic_reply, mount, ANTHROPIC_PATH, OPENAI_PATH};
+    use reactstep::driver::FallbackModel;
+    const OPENAI_KEY: &str = "sk-proj-Qz7Xv3Lm9Wd2Kf8Hn4Tr6Yb1Pc5Gj0Ae3Ui7Oy";
+    const ANTHROPIC_KEY: &str = "sk-ant-api03-Hq2Wk8Zp4Lm7Rt1Yv6Nb3Xc9Df5Gs0Ja";
+    let app = spawn_app().await;
+    let limited = json!({"error": {"message": "slow down", "code": "rate_limit_exceeded"}});
+    mount(&app.llm, OPENAI_PATH, 429, limited).await;
+    let answer = anthropic_reply("Thought: done\nFinal Answer: the login fails");
+    mount(&app.llm, ANTHROPIC_PATH, 200, answer).await;
+    let mut settings = LoopSettings::new(&app.address, "gpt-4o");
+    settings.token_limit = 16_000;
+    settings.reserved_output_tokens = 1_000;
+    settings.key = Some(OPENAI_KEY.into());
+    settings.fallbacks = vec![FallbackModel {
+        provider: "anthropic".into(),
+        model: "claude-sonnet-4-5".into(),
+        key: Some(ANTHROPIC_KEY.into()),
+    }];
+    let driver = Driver::new(settings, ToolRegistry::default());
+    let report = driver.run("What is issue 7?", &mut Quiet).await;
+    assert_eq!(report.termination_reason, Termination::Success);
+    assert_eq!(report.answer, "the login fails");
+    let received = app.llm.received_requests().await.unwrap();
+    let claude: Vec<_> = received
+        .iter()
+        .filter(|r| r.url.path() == ANTHROPIC_PATH)
+        .collect();
+    assert_eq!(claude.len(), 1);
+    assert_eq!(claude[0].headers.get("x-api-key").unwrap(), ANTHROPIC_KEY);
+    assert!(received
+        .iter()
+        .filter(|r| r.url.path() == OPENAI_PATH)
+        .all(
+            |r| !String::from_utf8_lossy(&r.body).contains(ANTHROPIC_KEY)
+                && r.headers.get("x-api-key").is_none()
+        ));
+}
