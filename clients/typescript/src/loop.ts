@@ -37,8 +37,13 @@ export interface LoopOptions {
   /** The tools by name. */
   tools: Record<string, LoopTool>;
   llmConfig: LlmConfig;
-  /** The user's own LLM key (`user_api_keys.llmKey`). */
+  /** The user's own LLM key (`user_api_keys.llmKey`), for the first model of `llmConfig`. */
   key?: string;
+  /**
+   * The keys of `llmConfig.fallbacks`, by provider (`user_api_keys.providerKeys`): each is sent
+   * to its provider only, never `key`.
+   */
+  providerKeys?: Record<string, string>;
   /** Steps at most (default 10); the last one asks the model to answer. */
   maxIterations?: number;
   /**
@@ -202,8 +207,15 @@ class Loop {
     if (this.result.sessionId !== undefined) {
       request.session_id = this.result.sessionId;
     }
+    const keys = { ...(this.options.request?.user_api_keys ?? {}) };
     if (this.options.key !== undefined) {
-      request.user_api_keys = { llmKey: this.options.key };
+      keys.llmKey = this.options.key;
+    }
+    if (this.options.providerKeys !== undefined) {
+      keys.providerKeys = this.options.providerKeys;
+    }
+    if (Object.keys(keys).length > 0) {
+      request.user_api_keys = keys;
     }
     if (this.options.mockResponses !== undefined) {
       const mock = this.options.mockResponses[iteration - 1];

@@ -7,6 +7,12 @@ type Schemas = components["schemas"];
 
 export type ReactStepRequest = Schemas["ReactStepRequest"];
 export type LlmConfig = Schemas["LlmConfig"];
+/** A model of `llm_config.fallbacks`; its key goes in `user_api_keys.providerKeys`. */
+export type LlmFallback = Schemas["LlmFallback"];
+/** The model that answered a step (`model_used`). */
+export type ModelUsed = Schemas["ModelUsed"];
+/** A model of the fallback chain that failed (`fallback_attempts`). */
+export type FallbackAttempt = Schemas["FallbackAttempt"];
 export type ConversationTurn = Schemas["ConversationTurn"];
 export type ToolDeclaration = Schemas["Tool"];
 export type ToolCall = Schemas["ToolCall"];
