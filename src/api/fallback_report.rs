@@ -90,3 +90,42 @@ pub fn chain_cost<'a>(
     }
     Some(nanos / 1e9)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn usage(prompt: u64, completion: u64) -> Option<Usage> {
+        Some(Usage {
+            prompt_tokens: prompt,
+            completion_tokens: completion,
+            ..Usage::default()
+        })
+    }
+
+    fn price(input: f64, output: f64) -> Option<Price> {
+        Some(Price {
+            input,
+            cached_input: input,
+            cache_write: input,
+            output,
+        })
+    }
+
+    #[test]
+    fn each_model_is_priced_at_its_own_price_and_one_unpriced_bill_leaves_no_cost() {
+        let prices = [
+            ("a".to_string(), price(1.0, 2.0)),
+            ("b".to_string(), price(3.0, 4.0)),
+            ("c".to_string(), None),
+        ];
+        // 1000 × 1 + 100 × 2 = 1,200 and 10 × 3 + 1 × 4 = 34 per million tokens.
+        let parts = [("a", usage(1000, 100)), ("b", usage(10, 1))];
+        assert_eq!(chain_cost(parts.into_iter(), &prices), Some(0.001234));
+        // A model that billed nothing needs no price.
+        let parts = [("a", usage(1000, 100)), ("c", None)];
+        assert_eq!(chain_cost(parts.into_iter(), &prices), Some(0.0012));
+        let parts = [("a", usage(1000, 100)), ("c", usage(1, 1))];
+        assert_eq!(chain_cost(parts.into_iter(), &prices), None);
+    }
+}

@@ -96,7 +96,11 @@ pub(super) fn less(total: Option<Usage>, part: Option<Usage>) -> Option<Usage> {
         (Some(total), Some(part)) => (total, part),
         (total, _) => return total,
     };
-    let beyond = |a: Option<u64>, b: Option<u64>| a.map(|a| a.saturating_sub(b.unwrap_or(0)));
+    // A figure of none is left out, as the providers' zeros are.
+    let beyond = |a: Option<u64>, b: Option<u64>| {
+        a.map(|a| a.saturating_sub(b.unwrap_or(0)))
+            .filter(|n| *n > 0)
+    };
     let usage = Usage {
         prompt_tokens: total.prompt_tokens.saturating_sub(part.prompt_tokens),
         completion_tokens: total
@@ -112,4 +116,39 @@ pub(super) fn less(total: Option<Usage>, part: Option<Usage>) -> Option<Usage> {
     };
     // Nothing beyond: no call of its own was billed.
     (usage.prompt_tokens > 0 || usage.completion_tokens > 0).then_some(usage)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn what_one_model_billed_is_the_running_sum_less_what_came_before() {
+        let before = Usage {
+            prompt_tokens: 100,
+            completion_tokens: 10,
+            cached_prompt_tokens: Some(40),
+            ..Usage::default()
+        };
+        let after = add_usage(
+            Some(before),
+            Some(Usage {
+                prompt_tokens: 7,
+                completion_tokens: 3,
+                ..Usage::default()
+            }),
+        );
+        let own = less(after, Some(before));
+        assert_eq!(
+            own.map(|u| (u.prompt_tokens, u.completion_tokens)),
+            Some((7, 3))
+        );
+        assert_eq!(
+            own.and_then(|u| u.cached_prompt_tokens),
+            None,
+            "none of its own"
+        );
+        assert_eq!(less(Some(before), Some(before)), None, "nothing of its own");
+        assert_eq!(less(after, None), after);
+    }
 }

@@ -676,3 +676,32 @@ async fn a_thousand_fallbacks_are_one_error() {
         "length must be at most 4"
     );
 }
+
+#[tokio::test]
+async fn an_azure_fallback_needs_a_deployment_name_a_base_url_and_its_key() {
+    let app = spawn_app_with(|c| {
+        c.base_urls.remove("azure");
+    })
+    .await;
+    let body = chained(
+        json!([{"provider": "azure", "modelName": "../gpt"}]),
+        json!({}),
+    );
+    let reply = app.post_react_step(&body).await;
+    assert_eq!(reply.status, 400, "{}", reply.text);
+    assert_eq!(
+        fields(&reply.body),
+        [
+            "llm_config.fallbacks[0].base_url",
+            "llm_config.fallbacks[0].modelName",
+            "user_api_keys.providerKeys.azure",
+        ]
+    );
+    // Offline (`mock_response`), a fallback needs no key, as the first model does not.
+    let mut body = chained(json!([claude()]), json!({}));
+    body["mock_response"] = json!("Final Answer: offline");
+    let reply = app.post_react_step(&body).await;
+    assert_eq!(reply.status, 200, "{}", reply.text);
+    assert_eq!(reply.body["model_used"]["provider"], "openai");
+    assert!(reply.body.get("fallback_attempts").is_none());
+}
