@@ -125,7 +125,9 @@ where
             return Err(error);
         };
         // Nothing shown yet, and time left for another model to answer.
-        let left = (next_input.deadline).saturating_duration_since(tokio::time::Instant::now());
+        let left = next_input
+            .deadline
+            .saturating_duration_since(tokio::time::Instant::now());
         let next = match streamed || left < LEAST_TIME_LEFT {
             true => None,
             false => next_model(&error, &next_input.llm, &mut rest),
