@@ -123,17 +123,7 @@ async fn converse(
             called => called?,
         });
         let why = {
-            if completion.usage.is_none() && input.mock_response.is_none() {
-                completion.usage = Some(own_count(counter, ledger.used, &completion));
-            }
-            if first {
-                if let Some(warning) = margin_check(counter, ledger.used, completion.usage.as_ref())
-                {
-                    ledger.warnings.push(warning);
-                }
-            }
-            ledger.usage = add_usage(ledger.usage, completion.usage);
-            ledger.billed.add(completion.usage);
+            bill(&mut completion, &input, counter, ledger, first);
             refusal(&completion, &input, live.is_some())?;
             carriable(&completion, input.llm.provider)?;
             returnable_calls(&mut completion, &mut ledger.warnings);
@@ -180,6 +170,27 @@ async fn converse(
             Box::pin(tell(live, Live::Retry(why))).await?;
         }
     }
+}
+
+/// A call's usage into the ledger (the service's own count where the provider gave none), and
+/// on the first call, whether the provider's count says the margin was too small.
+fn bill(
+    completion: &mut Completion,
+    input: &StepInput,
+    counter: &TokenCounter,
+    ledger: &mut Ledger<'_>,
+    first: bool,
+) {
+    if completion.usage.is_none() && input.mock_response.is_none() {
+        completion.usage = Some(own_count(counter, ledger.used, completion));
+    }
+    if first {
+        if let Some(warning) = margin_check(counter, ledger.used, completion.usage.as_ref()) {
+            ledger.warnings.push(warning);
+        }
+    }
+    ledger.usage = add_usage(ledger.usage, completion.usage);
+    ledger.billed.add(completion.usage);
 }
 
 /// One call: the client's `mock_response`, the model's whole reply, or its streamed reply.

@@ -643,7 +643,8 @@ export interface components {
              *     `tool_call_id` (in order when there are no ids); a call never answered gets a
              *     placeholder result. With `react.require_action`, native calls are forced
              *     (`tool_choice`). The definitions sent count against the budget (estimated from
-             *     their JSON). In native mode a call the model writes as text in its content (JSON
+             *     their JSON; for a model whose count is approximate, 150 tokens more for the
+             *     instructions a chat template writes around them). In native mode a call the model writes as text in its content (JSON
              *     `{"name", "arguments"}`, a `<tool_call>` block, an `Action:` line …) is read as the
              *     call, and so is a `Final Answer:` that is itself such a call to a declared tool
              *     (also as `{{…}}` or in `<tools>…</tools>`), with a warning; it gets the service's own
