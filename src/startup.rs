@@ -73,6 +73,16 @@ impl Application {
                             .map_body(|_, body| api::protocol::held(body, payload)))
                     }
                 })
+                // What the service's phases took, on every response.
+                .wrap_fn(|req, app| {
+                    let started = std::time::Instant::now();
+                    let response = app.call(req);
+                    async move {
+                        let mut response = response.await?;
+                        api::server_timing::tell(&mut response, started);
+                        Ok(response)
+                    }
+                })
                 .app_data(state.clone())
                 .configure(api::routes)
                 .default_service(api::default_service())

@@ -2,6 +2,8 @@
 //! session's rate limits, then the body read, decoded and converted into the step's input, with
 //! what an error must echo.
 
+use crate::telemetry::timing::{Phase, PhaseTimes};
+use actix_web::HttpMessage;
 use actix_web::{web, HttpRequest};
 use tracing_actix_web::RequestId;
 
@@ -40,6 +42,10 @@ pub async fn prepare(
     let _decode = crate::telemetry::traces::phase(
         || tracing::trace_span!(target: crate::telemetry::traces::TARGET, "decode"),
     );
+    // Kept with the request for its `Server-Timing`, whatever answers it.
+    let times = std::sync::Arc::new(PhaseTimes::default());
+    req.extensions_mut().insert(times.clone());
+    let decode_time = times.timer(Phase::Decode);
     let request_id = super::request_log::request_id_of(req, request_id);
     let received_at = timestamp_now();
     let (bytes, held) = admit_body(req, payload, state, &request_id).await?;
@@ -81,7 +87,9 @@ pub async fn prepare(
     .await
     .map_err(|e| ApiError::new(e.into(), echo.clone()))?;
     match converted {
-        Ok(input) => {
+        Ok(mut input) => {
+            drop(decode_time);
+            input.timings = times;
             record_model(&input);
             let price = state.prices.get(&input.llm.model);
             let chain_prices = match input.fallbacks.is_empty() {

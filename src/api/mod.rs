@@ -18,6 +18,7 @@ mod rate_limit;
 mod request;
 pub mod request_log;
 mod response;
+pub mod server_timing;
 mod state;
 mod step_slots;
 mod stream;

@@ -159,6 +159,9 @@ pub struct ReactStepResponse {
     /// The answer was asked for on the loop's last step: present (true) only then.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub forced_final: bool,
+    /// On a stream's terminal event: what the step's phases took (the headers left before).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub server_timing: Option<crate::telemetry::timing::Summary>,
     pub updated_conversation_history: Vec<Turn>,
     pub iterations_remaining: Option<u32>,
     pub status: Status,
@@ -228,6 +231,7 @@ impl ReactStepResponse {
             direct_response,
             direct_response_json: output.answer_json,
             forced_final: output.forced_final,
+            server_timing: None,
             updated_conversation_history: output.updated_history,
             iterations_remaining: Some(output.iterations_remaining),
             status,

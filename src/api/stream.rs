@@ -5,6 +5,8 @@
 //! a failure keeps its HTTP status; a comment line (every `REACTSTEP_STREAM_HEARTBEAT_SECS`)
 //! keeps the connection alive while the model thinks. A client that goes away ends the step and its upstream call at once.
 
+use crate::telemetry::timing::PhaseTimes;
+use actix_web::HttpMessage;
 use actix_web::{web, HttpRequest, HttpResponse};
 use std::sync::Arc;
 
@@ -64,6 +66,8 @@ struct Connection {
     /// connection no longer asks for more once its buffer is full, so a client that does not
     /// read keeps it (and the body's hold in `echo`) alive.
     terminal: Option<Held>,
+    /// The step's phases, for the terminal event's `server_timing`.
+    timings: Option<Arc<PhaseTimes>>,
 }
 
 pub async fn react_step_stream(
@@ -92,6 +96,7 @@ async fn open_stream(
         return Err(at_capacity(&req, &state, request_id));
     };
     let (input, echo) = prepare(&req, payload, &state, request_id).await?;
+    let timings = req.extensions().get::<Arc<PhaseTimes>>().cloned();
     let (sender, mut events) = mpsc::channel(BUFFERED_EVENTS);
     let step_state = state.clone();
     // The place is the step's, which may outlive this handler.
@@ -122,7 +127,7 @@ async fn open_stream(
         None => match task.result().await {
             Err(err) => return Err(ApiError::new(err.into(), echo)),
             Ok(output) => {
-                let frame = step_frame(Ok(output), &echo).await;
+                let frame = step_frame(Ok(output), &echo, timings.as_deref()).await;
                 let kept = (held_frame(&state.memory, &frame), echo.body_held.clone());
                 let frames = futures_util::stream::iter([Ok(frame)]).map(move |f| {
                     let _kept = &kept;
@@ -143,6 +148,7 @@ async fn open_stream(
         gone: Box::pin(super::client_gone::gone(&req)),
         memory: state.memory.clone(),
         terminal: None,
+        timings,
     };
     let frames = futures_util::stream::unfold(connection, |mut c| async move {
         let frame = next_frame(&mut c).await?;
@@ -184,7 +190,7 @@ async fn next_frame(c: &mut Connection) -> Option<Bytes> {
                 None => {
                     c.done = true;
                     let result = c.task.result().await;
-                    let frame = step_frame(result, &c.echo).await;
+                    let frame = step_frame(result, &c.echo, c.timings.as_deref()).await;
                     c.terminal = held_frame(&c.memory, &frame);
                     return Some(frame);
                 }
@@ -216,8 +222,8 @@ fn delta_frame(delta: Live) -> Option<Bytes> {
 
 /// The terminal event: the whole response, or the error body (written off the worker when
 /// large, like any response).
-async fn step_frame(result: StepResult, echo: &Echo) -> Bytes {
-    let (name, body) = match result {
+async fn step_frame(result: StepResult, echo: &Echo, timings: Option<&PhaseTimes>) -> Bytes {
+    let (name, mut body) = match result {
         Ok(output) => {
             let (id, prices) = (echo.request_id.clone(), &echo.chain_prices);
             let body = fallback_report::success(output, id, echo.price, prices, describe);
@@ -230,6 +236,8 @@ async fn step_frame(result: StepResult, echo: &Echo) -> Bytes {
             ("error", error.body())
         }
     };
+    // The headers left before the step ran: the whole of it is told here.
+    body.server_timing = timings.map(PhaseTimes::summary);
     frame(name, &body.into_json().await)
 }
 

@@ -200,6 +200,9 @@ async fn call_model(
     live: Option<&LiveSender>,
     request: &ChatRequest,
 ) -> Result<Completion, StepError> {
+    let _upstream = input
+        .timings
+        .timer(crate::telemetry::timing::Phase::Upstream);
     Ok(match (&input.mock_response, live) {
         (Some(text), live) => {
             if let Some(live) = live {

@@ -270,6 +270,8 @@ fn spare(input: &StepInput) -> Box<StepInput> {
         react: input.react.clone(),
         tools: input.tools.clone(),
         deadline: input.deadline,
+        // The request's own record: the next model's phases add to it.
+        timings: input.timings.clone(),
         notices: Vec::new(),
         // Found again by the step that runs the copy.
         loop_notice: None,

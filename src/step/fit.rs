@@ -97,7 +97,10 @@ pub(super) async fn fit_prompt(
         tracing::trace_span!(target: crate::telemetry::traces::TARGET, "context fit",
             budget = i64::from(shape.budget), used = tracing::field::Empty)
     });
+    let times = input.timings.clone();
+    let fit_time = times.timer(crate::telemetry::timing::Phase::Fit);
     let (input, fitted) = fit_messages(input, counter, shape, keep_context).await?;
+    drop(fit_time);
     let fitted = match fitted {
         Ok(fitted) => fitted,
         Err(o) => {

@@ -125,6 +125,8 @@ pub struct StepInput {
     pub tools: tools::Catalog,
     /// When the whole step must be answered (REACTSTEP_STEP_TIMEOUT_SECS after it arrived).
     pub deadline: tokio::time::Instant,
+    /// What each phase of the step took, for the response's `Server-Timing`.
+    pub timings: std::sync::Arc<crate::telemetry::timing::PhaseTimes>,
     /// What the request itself calls for saying (fields it sent that mean nothing here): the
     /// first of the answer's warnings.
     pub notices: Vec<String>,

@@ -147,6 +147,8 @@ pub(super) async fn read_output(
     let _traced = crate::telemetry::traces::phase(
         || tracing::trace_span!(target: crate::telemetry::traces::TARGET, "parse"),
     );
+    let times = input.timings.clone();
+    let _parse = times.timer(crate::telemetry::timing::Phase::Parse);
     if completion.text.len() <= cpu::INLINE_BYTES && completion.calls.is_empty() {
         let reading = read(&input, &completion);
         return Ok((input, completion, reading));

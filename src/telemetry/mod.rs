@@ -2,4 +2,5 @@
 
 pub mod logs;
 pub mod metrics;
+pub mod timing;
 pub mod traces;

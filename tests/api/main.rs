@@ -61,6 +61,7 @@ mod reasoning;
 mod redirects;
 mod responses;
 mod scrubbing;
+mod server_timing;
 mod session_privacy;
 mod shared_limits;
 mod shutdown;

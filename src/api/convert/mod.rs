@@ -183,6 +183,7 @@ fn assemble(req: ReactStepRequest, how: Conversion, checked: Checked) -> StepInp
         react,
         tools,
         deadline: tokio::time::Instant::now() + how.settings.step_timeout,
+        timings: Default::default(),
         notices: unknown_fields_warning(&how.unknown, key.as_ref())
             .into_iter()
             .collect(),

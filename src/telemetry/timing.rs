@@ -1,0 +1,152 @@
+//! The service's own phases of a step, timed for the client: the `Server-Timing` header (which
+//! browsers' developer tools show) and `X-Reactstep-Overhead-Ms`, what the service added to the
+//! model's time. A step's phases run on several tasks (the CPU pool, the HTTP worker), so each
+//! adds its time to a shared record.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// A phase of a step.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Phase {
+    /// Reading, decoding and checking the request.
+    Decode,
+    /// Fitting the prompt into the budget (again, when it is fitted again).
+    Fit,
+    /// Waiting on the model: every call, repair rounds and counts included.
+    Upstream,
+    /// Reading the model's output.
+    Parse,
+}
+
+const PHASES: [(Phase, &str); 4] = [
+    (Phase::Decode, "decode"),
+    (Phase::Fit, "fit"),
+    (Phase::Upstream, "upstream"),
+    (Phase::Parse, "parse"),
+];
+
+/// The time each phase took so far, from when the request's handling began.
+#[derive(Debug)]
+pub struct PhaseTimes {
+    started: Instant,
+    nanos: [AtomicU64; 4],
+}
+
+impl Default for PhaseTimes {
+    fn default() -> Self {
+        Self::starting_at(Instant::now())
+    }
+}
+
+impl PhaseTimes {
+    pub fn starting_at(started: Instant) -> Self {
+        Self {
+            started,
+            nanos: Default::default(),
+        }
+    }
+
+    pub fn add(&self, phase: Phase, took: Duration) {
+        let nanos = u64::try_from(took.as_nanos()).unwrap_or(u64::MAX);
+        self.nanos[phase as usize].fetch_add(nanos, Ordering::Relaxed);
+    }
+
+    /// Times `phase` until the returned guard is dropped.
+    pub fn timer(self: &Arc<Self>, phase: Phase) -> PhaseTimer {
+        PhaseTimer {
+            times: self.clone(),
+            phase,
+            started: Instant::now(),
+        }
+    }
+
+    fn ms(&self, phase: Phase) -> f64 {
+        self.nanos[phase as usize].load(Ordering::Relaxed) as f64 / 1e6
+    }
+
+    /// Each phase's milliseconds and the whole, as they stand now.
+    pub fn summary(&self) -> Summary {
+        let total_ms = self.started.elapsed().as_secs_f64() * 1000.0;
+        let upstream_ms = self.ms(Phase::Upstream);
+        Summary {
+            decode_ms: self.ms(Phase::Decode),
+            fit_ms: self.ms(Phase::Fit),
+            upstream_ms,
+            parse_ms: self.ms(Phase::Parse),
+            total_ms,
+            overhead_ms: (total_ms - upstream_ms).max(0.0),
+        }
+    }
+}
+
+/// What a request's phases took, in milliseconds.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+pub struct Summary {
+    pub decode_ms: f64,
+    pub fit_ms: f64,
+    pub upstream_ms: f64,
+    pub parse_ms: f64,
+    pub total_ms: f64,
+    /// The whole less the model's time: what the service added.
+    pub overhead_ms: f64,
+}
+
+impl Summary {
+    /// The `Server-Timing` header's value: each phase as `name;dur=ms`, then `total`.
+    pub fn header(&self) -> String {
+        let durations = [self.decode_ms, self.fit_ms, self.upstream_ms, self.parse_ms];
+        let mut out = String::with_capacity(96);
+        for ((_, name), ms) in PHASES.iter().zip(durations) {
+            out.push_str(&format!("{name};dur={ms:.3}, "));
+        }
+        out.push_str(&format!("total;dur={:.3}", self.total_ms));
+        out
+    }
+
+    /// `X-Reactstep-Overhead-Ms`'s value.
+    pub fn overhead(&self) -> String {
+        format!("{:.3}", self.overhead_ms)
+    }
+}
+
+/// Adds the time since it was made to its phase when dropped.
+pub struct PhaseTimer {
+    times: Arc<PhaseTimes>,
+    phase: Phase,
+    started: Instant,
+}
+
+impl Drop for PhaseTimer {
+    fn drop(&mut self) {
+        self.times.add(self.phase, self.started.elapsed());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn phases_add_up_and_the_header_names_each() {
+        let times = Arc::new(PhaseTimes::starting_at(
+            Instant::now() - Duration::from_millis(50),
+        ));
+        times.add(Phase::Upstream, Duration::from_millis(30));
+        times.add(Phase::Upstream, Duration::from_millis(10));
+        times.add(Phase::Fit, Duration::from_micros(1500));
+        drop(times.timer(Phase::Parse));
+        let summary = times.summary();
+        assert!((summary.upstream_ms - 40.0).abs() < 1e-9);
+        assert!((summary.fit_ms - 1.5).abs() < 1e-9);
+        assert!(summary.total_ms >= 50.0);
+        assert!((summary.overhead_ms - (summary.total_ms - 40.0)).abs() < 1e-9);
+        let header = summary.header();
+        assert!(
+            header.starts_with("decode;dur=0.000, fit;dur=1.500, upstream;dur=40.000, parse;dur="),
+            "{header}"
+        );
+        assert!(header.contains(", total;dur="), "{header}");
+    }
+}
