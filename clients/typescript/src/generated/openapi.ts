@@ -812,6 +812,19 @@ export interface components {
             parallel_actions?: components["schemas"]["ActionDetails"][];
             direct_response: string | null;
             /**
+             * @description On a stream's terminal event only: what the step's phases took, in milliseconds, as
+             *     the `Server-Timing` header says it for a JSON answer (the stream's headers leave
+             *     before the step runs). `overhead_ms` is `total_ms` less `upstream_ms`.
+             */
+            server_timing?: {
+                decode_ms: number;
+                fit_ms: number;
+                upstream_ms: number;
+                parse_ms: number;
+                total_ms: number;
+                overhead_ms: number;
+            };
+            /**
              * @description Present, and true, when the answer was given on the loop's last step
              *     (`max_iterations_left: 1`), where the prompt told the model to answer without another
              *     tool call: the answer may be a guess made to obey rather than a finding, and a
@@ -1331,6 +1344,19 @@ export interface components {
     headers: {
         /** @description The id of this request in the service's logs (also in `request_id`). */
         RequestId: string;
+        /**
+         * @description What the service's own phases took, in the W3C Server-Timing form that browsers'
+         *     developer tools show, on every response: `decode;dur=…, fit;dur=…, upstream;dur=…,
+         *     parse;dur=…, total;dur=…` in milliseconds. `decode` is reading and checking the request,
+         *     `fit` fitting the prompt, `upstream` waiting on the model (every call, repair rounds
+         *     included), `parse` reading its output, `total` the whole handling. A response that is
+         *     no step (an early error, `/healthz`) has zeros for the phases it did not reach. A
+         *     stream's headers leave before its step runs: its terminal event's `server_timing` has
+         *     the whole.
+         */
+        ServerTiming: string;
+        /** @description What the service added to the model's time, in milliseconds (`total` less `upstream`). */
+        OverheadMs: string;
         /** @description Seconds to wait before retrying; the provider's own figure, or 1 when it gave none. */
         RetryAfter: number;
     };
@@ -1487,6 +1513,8 @@ export interface operations {
             200: {
                 headers: {
                     "x-request-id": components["headers"]["RequestId"];
+                    "server-timing": components["headers"]["ServerTiming"];
+                    "x-reactstep-overhead-ms": components["headers"]["OverheadMs"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -1534,6 +1562,8 @@ export interface operations {
             200: {
                 headers: {
                     "x-request-id": components["headers"]["RequestId"];
+                    "server-timing": components["headers"]["ServerTiming"];
+                    "x-reactstep-overhead-ms": components["headers"]["OverheadMs"];
                     [name: string]: unknown;
                 };
                 content: {
