@@ -87,9 +87,14 @@ pub async fn run(
     let billed = Billed::default();
     // The models tried, each a whole step (`fallback.rs`), within the one deadline.
     let (tried, spent) = (fallback::Attempts::default(), &billed);
-    let each = fallback::each_model(input, live, spent, &tried, |input, live| {
-        step(input, llm, live, spent)
-    });
+    // Boxed: every step in flight holds this future while it waits on the model.
+    let each = Box::pin(fallback::each_model(
+        input,
+        live,
+        spent,
+        &tried,
+        |input, live| step(input, llm, live, spent),
+    ));
     let mut result = tokio::time::timeout_at(deadline, each)
         .await
         .unwrap_or_else(|_| {
