@@ -159,6 +159,31 @@ fn an_answer_the_last_step_asked_for_is_not_a_success() {
 }
 
 #[test]
+fn a_final_answer_schema_gets_the_answer_back_as_json() {
+    let ws = workspace();
+    let schema = ws.path().join("answer.schema.json");
+    std::fs::write(
+        &schema,
+        r#"{"type": "object", "required": ["value"], "properties": {"value": {"type": "integer"}}}"#,
+    )
+    .unwrap();
+    let script = "Thought: I know it\nFinal Answer: {\"value\": 42}";
+    let schema_arg = schema.to_str().unwrap();
+    let (code, report) = json_run(ws.path(), script, &["--final-answer-schema", schema_arg]);
+    assert_eq!(code, 0, "{report}");
+    assert_eq!(report["answer_json"], serde_json::json!({"value": 42}));
+    // An answer that does not match is refused by the service, with the schema's error.
+    let (code, report) = json_run(
+        ws.path(),
+        "Thought: I know it\nFinal Answer: {\"value\": \"many\"}",
+        &["--final-answer-schema", schema_arg],
+    );
+    assert_eq!(code, 1, "{report}");
+    assert_eq!(report["termination_reason"], "failure");
+    assert!(report.get("answer_json").is_none());
+}
+
+#[test]
 fn a_model_that_gives_up_is_a_failure_and_a_script_that_runs_out_too() {
     let ws = workspace();
     let (code, report) = json_run(

@@ -59,6 +59,10 @@ pub struct RunArgs {
     /// (ANTHROPIC_API_KEY, GEMINI_API_KEY …).
     #[arg(long = "fallback", value_parser = fallback_model)]
     pub fallbacks: Vec<(String, String)>,
+    /// A JSON file holding a JSON Schema the final answer must match: the report's
+    /// `answer_json` holds it parsed.
+    #[arg(long)]
+    pub final_answer_schema: Option<PathBuf>,
     /// One model output per step, separated by lines holding only `---`: the loop runs offline.
     #[arg(long)]
     pub mock_responses: Option<PathBuf>,
@@ -232,6 +236,10 @@ async fn drive(args: &RunArgs, registry: ToolRegistry) -> Result<RunReport, Stri
         settings.key = key(args);
     }
     settings.fallbacks = fallbacks(args, |name| std::env::var(name).ok());
+    settings.final_answer_schema = match &args.final_answer_schema {
+        Some(path) => Some(read_schema(path)?),
+        None => None,
+    };
     let driver = Driver::new(settings, registry);
     let mut progress = Progress {
         colour: std::io::stderr().is_terminal(),
@@ -265,6 +273,18 @@ fn start_service() -> Result<(String, usize), String> {
 }
 
 /// The scripted outputs: the file split at lines holding only `---`.
+/// The final answer schema from its file.
+fn read_schema(path: &PathBuf) -> Result<serde_json::Value, String> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("the final answer schema {}: {e}", path.display()))?;
+    serde_json::from_str(&text).map_err(|e| {
+        format!(
+            "the final answer schema {} is not JSON: {e}",
+            path.display()
+        )
+    })
+}
+
 fn read_script(path: &PathBuf) -> Result<Vec<String>, String> {
     let text = std::fs::read_to_string(path)
         .map_err(|e| format!("the mock responses {}: {e}", path.display()))?;

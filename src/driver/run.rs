@@ -41,6 +41,8 @@ pub struct LoopSettings {
     pub key: Option<String>,
     /// Models the service falls back to inside a step (`llm_config.fallbacks`), in order.
     pub fallbacks: Vec<FallbackModel>,
+    /// A JSON Schema the final answer must match (`react.final_answer_schema`).
+    pub final_answer_schema: Option<Value>,
     pub max_iterations: u32,
     /// The same call this many times in a row is a stalled loop.
     pub stall_threshold: usize,
@@ -69,6 +71,7 @@ impl LoopSettings {
             reserved_output_tokens: 4_000,
             key: None,
             fallbacks: Vec::new(),
+            final_answer_schema: None,
             max_iterations: 10,
             stall_threshold: 3,
             failure_phrases: vec![
@@ -169,6 +172,9 @@ pub struct RunReport {
     pub execution_time: f64,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub confidence: Option<f64>,
+    /// With a final answer schema: the answer as the JSON value that matched it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub answer_json: Option<Value>,
 }
 
 /// What the loop tells whoever watches it, as it goes.
@@ -222,6 +228,7 @@ impl Progress {
                 token_usage: TokenTotals::default(),
                 execution_time: 0.0,
                 confidence: None,
+                answer_json: None,
             },
             history: json!([]),
             query: question.to_string(),
@@ -329,6 +336,9 @@ impl Driver {
             body["llm_config"]["provider"] = json!(provider);
         }
         add_models(&mut body, s);
+        if let Some(schema) = &s.final_answer_schema {
+            body["react"] = json!({ "final_answer_schema": schema });
+        }
         if let Some(mocks) = &s.mock_responses {
             let Some(mock) = mocks.get(iteration as usize - 1) else {
                 return Err(format!(
@@ -386,7 +396,10 @@ impl Driver {
             watcher.thought(iteration, &thought);
         }
         match reply["status"].as_str() {
-            Some("direct_response_provided") => self.answered(&reply),
+            Some("direct_response_provided") => {
+                progress.report.answer_json = reply.get("direct_response_json").cloned();
+                self.answered(&reply)
+            }
             Some("action_proposed") => {
                 self.act(&reply, iteration, &thought, progress, watcher)
                     .await

@@ -62,6 +62,11 @@ export interface LoopOptions {
   stream?: boolean;
   /** A scripted model: one output per step, sent as that step's `mock_response` (offline runs, tests). */
   mockResponses?: string[];
+  /**
+   * A JSON Schema the final answer must match (`react.final_answer_schema`): the answer comes
+   * back parsed in `answerJson`.
+   */
+  finalAnswerSchema?: Record<string, unknown> | boolean;
   /** More fields for every step's request: code context, `react` settings, `session_id` … */
   request?: Partial<Omit<ReactStepRequest, "user_query" | "conversation_history" | "llm_config" | "tools" | "max_iterations_left">>;
 }
@@ -98,6 +103,8 @@ export interface LoopStep {
 export interface LoopResult {
   /** The model's answer, or why the loop ended without one. */
   answer: string;
+  /** With `finalAnswerSchema`: the answer as the JSON value that matched it. */
+  answerJson?: unknown;
   success: boolean;
   terminationReason: TerminationReason;
   /** Steps the service answered. */
@@ -207,6 +214,9 @@ class Loop {
     if (this.result.sessionId !== undefined) {
       request.session_id = this.result.sessionId;
     }
+    if (this.options.finalAnswerSchema !== undefined) {
+      request.react = { ...(request.react ?? {}), final_answer_schema: this.options.finalAnswerSchema };
+    }
     const keys = { ...(this.options.request?.user_api_keys ?? {}) };
     if (this.options.key !== undefined) {
       keys.llmKey = this.options.key;
@@ -256,6 +266,9 @@ class Loop {
 
   private answered(step: StepResponse, iteration: number): LoopResult {
     const answer = step.direct_response ?? "";
+    if (step.direct_response_json !== undefined) {
+      this.result.answerJson = step.direct_response_json;
+    }
     this.emit({ type: "answer", iteration, answer });
     const lower = answer.toLowerCase();
     const phrases = this.options.failurePhrases ?? DEFAULT_FAILURE_PHRASES;

@@ -214,6 +214,20 @@ describe("runLoop", () => {
     assert.equal(result.answer, "probably a.ts");
   });
 
+  test("finalAnswerSchema asks for a JSON answer and returns it parsed", async () => {
+    const { tools } = workspace();
+    const result = await client.runLoop({
+      question: "Where is it?",
+      tools,
+      llmConfig,
+      finalAnswerSchema: { type: "object", required: ["file"], properties: { file: { type: "string" } } },
+      mockResponses: ['Thought: Found.\nFinal Answer: {"file": "a.ts"}'],
+    });
+    assert.equal(result.terminationReason, "success");
+    assert.deepEqual(result.answerJson, { file: "a.ts" });
+    assert.equal(result.answer, '{"file":"a.ts"}');
+  });
+
   test("an answer that gives up is a failure", async () => {
     const { tools } = workspace();
     const result = await client.runLoop({
