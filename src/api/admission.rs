@@ -91,28 +91,31 @@ pub async fn prepare(
             drop(decode_time);
             input.timings = times;
             record_model(&input);
-            let price = state.prices.get(&input.llm.model);
-            let chain_prices = match input.fallbacks.is_empty() {
-                true => Vec::new(),
-                false => std::iter::once(&input.llm)
-                    .chain(input.fallbacks.iter().map(|f| &f.llm))
-                    .map(|llm| (llm.model.clone(), state.prices.get(&llm.model)))
-                    .collect(),
-            };
-            Ok((
-                input,
-                Echo {
-                    price,
-                    chain_prices,
-                    ..echo
-                },
-            ))
+            let echo = priced(&input, state, echo);
+            Ok((input, echo))
         }
         Err(fields) => Err(ApiError::invalid(
             convert::invalid_fields(&fields),
             fields,
             echo,
         )),
+    }
+}
+
+/// The echo with the prices of the step's model and, with fallbacks, of each model of the chain.
+fn priced(input: &StepInput, state: &AppState, echo: Echo) -> Echo {
+    let price = state.prices.get(&input.llm.model);
+    let chain_prices = match input.fallbacks.is_empty() {
+        true => Vec::new(),
+        false => std::iter::once(&input.llm)
+            .chain(input.fallbacks.iter().map(|f| &f.llm))
+            .map(|llm| (llm.model.clone(), state.prices.get(&llm.model)))
+            .collect(),
+    };
+    Echo {
+        price,
+        chain_prices,
+        ..echo
     }
 }
 
