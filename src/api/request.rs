@@ -44,7 +44,7 @@ pub struct ReactStepRequest {
     pub available_tools_prompt_segment: Option<String>,
     #[validate(nested)]
     pub llm_config: LlmConfigDto,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "keys_object")]
     pub user_api_keys: Option<UserApiKeys>,
     #[validate(range(min = 1, max = 1000))]
     pub max_iterations_left: Option<u32>,
@@ -299,6 +299,49 @@ pub struct UserApiKeys {
     /// The fallbacks' keys, by provider name: never the first model's (that is `llmKey`).
     #[serde(rename = "providerKeys")]
     pub provider_keys: Option<std::collections::BTreeMap<String, RawApiKey>>,
+}
+
+/// `user_api_keys` as the contract has it: an object or null. A derived struct would also take
+/// an array of its fields in order (`["sk-…"]`), which the contract does not allow.
+fn keys_object<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<UserApiKeys>, D::Error> {
+    struct ObjectOrNull;
+    impl<'de> serde::de::Visitor<'de> for ObjectOrNull {
+        type Value = Option<UserApiKeys>;
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("an object or null")
+        }
+        fn visit_unit<E: serde::de::Error>(self) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+        fn visit_none<E: serde::de::Error>(self) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+        fn visit_map<A: serde::de::MapAccess<'de>>(self, map: A) -> Result<Self::Value, A::Error> {
+            UserApiKeys::deserialize(serde::de::value::MapAccessDeserializer::new(map)).map(Some)
+        }
+    }
+    d.deserialize_option(OptionOf(ObjectOrNull))
+}
+
+/// Hands `Some` on to the inner visitor, so that null and a missing field are both `None`.
+struct OptionOf<V>(V);
+
+impl<'de, V: serde::de::Visitor<'de, Value = Option<UserApiKeys>>> serde::de::Visitor<'de>
+    for OptionOf<V>
+{
+    type Value = Option<UserApiKeys>;
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        self.0.expecting(f)
+    }
+    fn visit_none<E: serde::de::Error>(self) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+    fn visit_unit<E: serde::de::Error>(self) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+    fn visit_some<D: serde::Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        d.deserialize_any(self.0)
+    }
 }
 
 /// The name a client sees for a Rust field name in a validation error.

@@ -245,3 +245,30 @@ async fn unknown_top_level_fields_are_named_in_a_warning() {
     assert_eq!(reply.body["warnings"], json!([]));
     still_serving(&app).await;
 }
+
+/// `user_api_keys` is an object or null, as the contract says: a derived struct would also take
+/// the array of its fields (`["sk-…"]`), which schemathesis sent and got a 200 for.
+#[tokio::test]
+async fn user_api_keys_as_an_array_or_a_string_is_refused() {
+    let app = spawn_app().await;
+    for keys in [json!([KEY]), json!(KEY), json!(3)] {
+        let mut body = request("gpt-4o", "q");
+        body["user_api_keys"] = keys.clone();
+        body["mock_response"] = json!("Thought: t\nFinal Answer: a");
+        let reply = app.post_react_step(&body).await;
+        assert_eq!(reply.status, 400, "{keys}: {}", reply.text);
+        assert_conforms("POST", "/api/agent/react_step", 400, &reply.body);
+        assert!(!reply.text.contains(KEY), "the key is never echoed");
+    }
+    for keys in [json!(null), json!({}), json!({"llmKey": KEY})] {
+        let mut body = request("gpt-4o", "q");
+        body["user_api_keys"] = keys.clone();
+        body["mock_response"] = json!("Thought: t\nFinal Answer: a");
+        let reply = app.post_react_step(&body).await;
+        assert_eq!(reply.status, 200, "{keys}: {}", reply.text);
+    }
+    let mut body = request("gpt-4o", "q");
+    body.as_object_mut().unwrap().remove("user_api_keys");
+    body["mock_response"] = json!("Thought: t\nFinal Answer: a");
+    assert_eq!(app.post_react_step(&body).await.status, 200);
+}
