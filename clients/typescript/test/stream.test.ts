@@ -25,11 +25,12 @@ async function collect(events: AsyncIterable<StreamEvent>): Promise<StreamEvent[
 }
 
 /**
- * The step without what differs between two requests: the request id, the turns' times, and the
- * call id the service makes anew for each step (checked to be the same on the call and its turn).
+ * The step without what differs between two requests: the request id, the turns' times, the
+ * call id the service makes anew for each step (checked to be the same on the call and its turn),
+ * and the timings a stream's terminal event carries (a plain answer has them in its headers).
  */
 function comparable(step: StepResponse): unknown {
-  const { request_id: _id, ...rest } = step;
+  const { request_id: _id, server_timing: _timing, ...rest } = step;
   const id = step.action_details?.tool_call_id;
   const turns = step.updated_conversation_history.map(({ timestamp: _t, ...turn }) => turn);
   if (id !== undefined) {
