@@ -117,15 +117,6 @@ async fn run(anthropic: bool, clearing: Value) -> (TestApp, Vec<Value>, Value) {
     (app, replies, history)
 }
 
-async fn sent(app: &TestApp, path: &str) -> Vec<Value> {
-    let requests = app.llm.received_requests().await.unwrap_or_default();
-    requests
-        .iter()
-        .filter(|r| r.url.path() == path)
-        .map(|r| serde_json::from_slice(&r.body).unwrap())
-        .collect()
-}
-
 /// Which step's results each request sent whole.
 fn whole_results(body: &Value) -> Vec<usize> {
     let text = body["messages"].to_string();
@@ -138,7 +129,7 @@ fn whole_results(body: &Value) -> Vec<usize> {
 async fn old_results_are_cleared_in_blocks_and_the_prefix_is_kept() {
     let (app, replies, history) =
         run(false, json!({"keep_last_steps": 2, "min_tokens": 100})).await;
-    let bodies = sent(&app, OPENAI_PATH).await;
+    let bodies = app.bodies_sent_to(OPENAI_PATH).await;
     let kept: Vec<Vec<usize>> = bodies.iter().map(whole_results).collect();
     // Step 7 is the first with four results older than the last two steps: from then on the
     // first four go as placeholders, and none other until four more are old.
@@ -207,13 +198,13 @@ async fn old_results_are_cleared_in_blocks_and_the_prefix_is_kept() {
 #[tokio::test]
 async fn off_by_default_and_short_results_stay() {
     let (app, _, _) = run(false, Value::Null).await;
-    let bodies = sent(&app, OPENAI_PATH).await;
+    let bodies = app.bodies_sent_to(OPENAI_PATH).await;
     assert_eq!(
         whole_results(bodies.last().unwrap()),
         (1..STEPS).collect::<Vec<_>>()
     );
     let (app, _, _) = run(false, json!({"keep_last_steps": 2, "min_tokens": 100_000})).await;
-    let bodies = sent(&app, OPENAI_PATH).await;
+    let bodies = app.bodies_sent_to(OPENAI_PATH).await;
     assert_eq!(
         whole_results(bodies.last().unwrap()),
         (1..STEPS).collect::<Vec<_>>()
@@ -247,7 +238,7 @@ async fn anthropic_clears_them_itself_when_asked() {
         .all(|r| r["context_report"].get("cleared_tool_results").is_none()));
     // Elsewhere `server_side` clears here, as a provider without it cannot.
     let (app, _, _) = run(false, json!({"keep_last_steps": 2, "server_side": true})).await;
-    let bodies = sent(&app, OPENAI_PATH).await;
+    let bodies = app.bodies_sent_to(OPENAI_PATH).await;
     assert!(!bodies
         .last()
         .unwrap()

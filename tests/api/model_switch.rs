@@ -161,15 +161,6 @@ fn body(step: usize, history: &Value) -> Value {
     body
 }
 
-async fn sent(app: &TestApp, path: &str) -> Vec<Value> {
-    let requests = app.llm.received_requests().await.unwrap_or_default();
-    requests
-        .iter()
-        .filter(|r| r.url.path() == path)
-        .map(|r| serde_json::from_slice(&r.body).unwrap())
-        .collect()
-}
-
 #[tokio::test]
 async fn a_loop_that_moves_from_claude_to_gemini_to_responses_and_back_completes() {
     let app = switching_app().await;
@@ -212,11 +203,11 @@ async fn a_loop_that_moves_from_claude_to_gemini_to_responses_and_back_completes
             "content": format!("the text of {step}.rs"), "tool_call_id": id}));
     }
     // Claude's own state went back to Claude at step 2 (the mock refuses its call otherwise).
-    let claude = sent(&app, ANTHROPIC_PATH).await;
+    let claude = app.bodies_sent_to(ANTHROPIC_PATH).await;
     assert_eq!(claude.len(), 3);
     assert!(claude[1].to_string().contains(&signature(CLAUDE, 1)));
     // Gemini got Claude's calls with the stand-in, and its own signature back at step 4.
-    let gemini = sent(&app, GEMINI_PATH).await;
+    let gemini = app.bodies_sent_to(GEMINI_PATH).await;
     assert_eq!(gemini.len(), 2);
     assert_eq!(
         gemini[0].to_string().matches(SKIP).count(),
@@ -230,7 +221,7 @@ async fn a_loop_that_moves_from_claude_to_gemini_to_responses_and_back_completes
         warnings[2]
     );
     // The Responses API got the earlier turns rebuilt as calls and outputs, its own items back.
-    let responses = sent(&app, RESPONSES_PATH).await;
+    let responses = app.bodies_sent_to(RESPONSES_PATH).await;
     assert_eq!(responses.len(), 2);
     let input = responses[0]["input"].to_string();
     for id in ["toolu_01", "toolu_02", "call_g3", "call_g4"] {

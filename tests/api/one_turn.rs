@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use serde_json::{json, Value};
 use wiremock::{Mock, Request, Respond, ResponseTemplate};
 
-use crate::support::app::{spawn_app, TestApp};
+use crate::support::app::spawn_app;
 use crate::support::provider_rules::pairing_refusal;
 use crate::support::requests::request;
 use crate::support::upstream::{
@@ -152,16 +152,7 @@ async fn run_loop(wire: Wire, task_at: impl Fn(usize) -> String) -> (Vec<Value>,
             assert_eq!(reply.body["status"], "direct_response_provided", "{wire:?}");
         }
     }
-    (sent(&app, wire.path()).await, history)
-}
-
-async fn sent(app: &TestApp, path: &str) -> Vec<Value> {
-    let requests = app.llm.received_requests().await.unwrap_or_default();
-    requests
-        .iter()
-        .filter(|r| r.url.path() == path)
-        .map(|r| serde_json::from_slice(&r.body).unwrap())
-        .collect()
+    (app.bodies_sent_to(wire.path()).await, history)
 }
 
 /// A message's text, whether it is a string or blocks.

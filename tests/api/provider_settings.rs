@@ -5,7 +5,7 @@
 use serde_json::{json, Value};
 use wiremock::{Mock, Request, Respond, ResponseTemplate};
 
-use crate::support::app::{spawn_app, TestApp};
+use crate::support::app::spawn_app;
 use crate::support::requests::{native_reasoning, request};
 use crate::support::spec::assert_conforms;
 use crate::support::upstream::{anthropic_reply, openai_reply, ANTHROPIC_PATH, OPENAI_PATH};
@@ -51,15 +51,6 @@ impl Respond for ThinkingRules {
     }
 }
 
-async fn sent(app: &TestApp, path: &str) -> Vec<Value> {
-    let requests = app.llm.received_requests().await.unwrap_or_default();
-    requests
-        .iter()
-        .filter(|r| r.url.path() == path)
-        .map(|r| serde_json::from_slice(&r.body).unwrap())
-        .collect()
-}
-
 #[tokio::test]
 async fn each_claude_model_gets_the_thinking_form_it_takes() {
     let app = spawn_app().await;
@@ -78,7 +69,7 @@ async fn each_claude_model_gets_the_thinking_form_it_takes() {
         let reply = app.post_react_step(&body).await;
         assert_eq!(reply.status, 200, "{model}: {}", reply.text);
         assert_conforms("POST", "/api/agent/react_step", 200, &reply.body);
-        let asked = sent(&app, ANTHROPIC_PATH).await.pop().unwrap();
+        let asked = app.bodies_sent_to(ANTHROPIC_PATH).await.pop().unwrap();
         // The room for thinking is the same either way: the answer's plus the effort's budget.
         assert_eq!(asked["max_tokens"], 1000 + 8192, "{model}");
         if adaptive {
@@ -102,7 +93,7 @@ async fn each_claude_model_gets_the_thinking_form_it_takes() {
         .post_react_step(&native_reasoning("claude-opus-4-7", "none"))
         .await;
     assert_eq!(reply.status, 200, "{}", reply.text);
-    let asked = sent(&app, ANTHROPIC_PATH).await.pop().unwrap();
+    let asked = app.bodies_sent_to(ANTHROPIC_PATH).await.pop().unwrap();
     assert!(asked.get("thinking").is_none() && asked.get("output_config").is_none());
 }
 
@@ -146,7 +137,7 @@ async fn strict_tools_go_strict_where_they_fit_and_a_misfit_is_said() {
         .await;
     let reply = app.post_react_step(&strict_request("gpt-4o")).await;
     assert_eq!(reply.status, 200, "{}", reply.text);
-    let asked = sent(&app, OPENAI_PATH).await.pop().unwrap();
+    let asked = app.bodies_sent_to(OPENAI_PATH).await.pop().unwrap();
     assert_eq!(asked["tools"][0]["function"]["strict"], true);
     assert!(
         asked["tools"][1]["function"].get("strict").is_none(),
@@ -164,7 +155,7 @@ async fn strict_tools_go_strict_where_they_fit_and_a_misfit_is_said() {
     let mut plain = strict_request("gpt-4o");
     plain["llm_config"]["strict_tools"] = Value::Null;
     let reply = app.post_react_step(&plain).await;
-    let asked = sent(&app, OPENAI_PATH).await.pop().unwrap();
+    let asked = app.bodies_sent_to(OPENAI_PATH).await.pop().unwrap();
     assert!(!asked.to_string().contains("strict"), "{asked}");
     assert!(!warnings(&reply.body).iter().any(|w| w.contains("strict")));
 }
@@ -183,7 +174,7 @@ async fn anthropic_takes_strict_on_every_tool_and_ollama_says_it_has_none() {
         .post_react_step(&strict_request("claude-sonnet-4-5"))
         .await;
     assert_eq!(reply.status, 200, "{}", reply.text);
-    let asked = sent(&app, ANTHROPIC_PATH).await.pop().unwrap();
+    let asked = app.bodies_sent_to(ANTHROPIC_PATH).await.pop().unwrap();
     assert_eq!(asked["tools"][0]["strict"], true);
     assert_eq!(asked["tools"][1]["strict"], true);
     let mut local = strict_request("qwen2.5-coder:7b");
@@ -244,7 +235,7 @@ async fn the_cache_lifetime_goes_in_each_providers_own_field() {
         .post_react_step(&cached_request("claude-sonnet-4-5", "1h"))
         .await;
     assert_eq!(reply.status, 200, "{}", reply.text);
-    let asked = sent(&app, ANTHROPIC_PATH).await.pop().unwrap();
+    let asked = app.bodies_sent_to(ANTHROPIC_PATH).await.pop().unwrap();
     let text = asked.to_string();
     let markers = text.matches("\"cache_control\"").count();
     assert!(markers >= 1, "{text}");
@@ -260,14 +251,14 @@ async fn the_cache_lifetime_goes_in_each_providers_own_field() {
 
     let reply = app.post_react_step(&cached_request("gpt-4o", "24h")).await;
     assert_eq!(reply.status, 200, "{}", reply.text);
-    let asked = sent(&app, OPENAI_PATH).await.pop().unwrap();
+    let asked = app.bodies_sent_to(OPENAI_PATH).await.pop().unwrap();
     assert_eq!(asked["prompt_cache_retention"], "24h");
     assert!(asked["prompt_cache_key"].is_string());
     // Without a lifetime, neither field says one.
     let mut default = cached_request("gpt-4o", "24h");
     default["llm_config"]["prompt_cache_ttl"] = Value::Null;
     app.post_react_step(&default).await;
-    let asked = sent(&app, OPENAI_PATH).await.pop().unwrap();
+    let asked = app.bodies_sent_to(OPENAI_PATH).await.pop().unwrap();
     assert!(asked.get("prompt_cache_retention").is_none());
 }
 

@@ -136,6 +136,16 @@ impl TestApp {
             })
             .collect()
     }
+
+    /// The JSON bodies the service sent to one upstream path, in order.
+    pub async fn bodies_sent_to(&self, path: &str) -> Vec<Value> {
+        let requests = self.llm.received_requests().await.unwrap_or_default();
+        requests
+            .iter()
+            .filter(|r| r.url.path() == path)
+            .map(|r| serde_json::from_slice(&r.body).expect("upstream bodies are JSON"))
+            .collect()
+    }
 }
 
 /// The `context_report` entry for an item or turn id.
