@@ -9,6 +9,7 @@ use serde_json::{json, Value};
 use wiremock::{Mock, Request, Respond, ResponseTemplate};
 
 use crate::support::app::{spawn_app, TestApp};
+use crate::support::prefix::{mean, reused_shares};
 use crate::support::provider_rules::pairing_refusal;
 use crate::support::requests::request;
 use crate::support::spec::assert_conforms;
@@ -177,18 +178,8 @@ async fn old_results_are_cleared_in_blocks_and_the_prefix_is_kept() {
         .map(|(i, _)| i + 2)
         .collect();
     assert_eq!(breaks, [7]);
-    let ratios: Vec<f64> = texts
-        .windows(2)
-        .map(|w| {
-            let shared = w[0]
-                .bytes()
-                .zip(w[1].bytes())
-                .take_while(|(a, b)| a == b)
-                .count();
-            shared as f64 / w[1].len() as f64
-        })
-        .collect();
-    let average = ratios.iter().sum::<f64>() / ratios.len() as f64;
+    let ratios = reused_shares(&texts);
+    let average = mean(&ratios);
     assert!(
         average >= 0.9,
         "prefix kept on average {average:.3}: {ratios:?}"

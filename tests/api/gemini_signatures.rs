@@ -12,6 +12,7 @@ use crate::support::gemini_upstream::{
     google_error, signature, signature_refusal, Call, GeminiModel, CORRUPTED, GEMINI_PATH, MISSING,
     SKIP,
 };
+use crate::support::prefix::{mean, reused_shares};
 use crate::support::requests::request;
 use crate::support::stream::post_stream;
 
@@ -173,18 +174,8 @@ fn assert_prefix_kept(bodies: &[Value]) {
         .iter()
         .map(|b| format!("{}{}", b["tools"], b["messages"]))
         .collect();
-    let ratios: Vec<f64> = texts
-        .windows(2)
-        .map(|w| {
-            let shared = w[0]
-                .bytes()
-                .zip(w[1].bytes())
-                .take_while(|(a, b)| a == b)
-                .count();
-            shared as f64 / w[1].len() as f64
-        })
-        .collect();
-    let average = ratios.iter().sum::<f64>() / ratios.len() as f64;
+    let ratios = reused_shares(&texts);
+    let average = mean(&ratios);
     assert!(average >= 0.9, "prefix kept: {ratios:?}");
     // And nothing before the last result changed: only what is new in a step is new.
     for (i, w) in texts.windows(2).enumerate() {

@@ -9,6 +9,7 @@ use wiremock::matchers::path;
 use wiremock::{Mock, ResponseTemplate};
 
 use crate::support::app::{spawn_app, TestApp};
+use crate::support::prefix::reused_shares;
 use crate::support::requests::request;
 use crate::support::responses_upstream::{ResponsesModel, Scripted};
 use crate::support::stream::post_stream;
@@ -117,17 +118,7 @@ async fn run_loop(app: &TestApp, mode: Mode, steps: usize) -> Vec<Value> {
 /// The share of each request's `input` (as sent) that is the previous request's prefix.
 fn reused(sent: &[Value]) -> Vec<f64> {
     let inputs: Vec<String> = sent.iter().map(|b| b["input"].to_string()).collect();
-    inputs
-        .windows(2)
-        .map(|pair| {
-            let shared = pair[0]
-                .bytes()
-                .zip(pair[1].bytes())
-                .take_while(|(a, b)| a == b)
-                .count();
-            shared as f64 / pair[1].len() as f64
-        })
-        .collect()
+    reused_shares(&inputs)
 }
 
 /// What every request of a loop must be, and the prefix it reuses.

@@ -7,6 +7,7 @@
 //! - `stream`: a streamed step read as a client reads it;
 //! - `upstream`: replies in each provider's exact wire format, and mocks that serve them;
 //! - `gemini_upstream`: Gemini 3 as strict about thought signatures as Google is;
+//! - `prefix`: how much of each prompt of a loop is the previous one's, for the cache;
 //! - `provider_rules`: what the providers' real APIs refuse, for mocks that refuse it too;
 //! - `responses_upstream`: a model behind OpenAI's Responses API that checks what a stateless
 //!   caller must send back;
@@ -25,6 +26,7 @@ pub mod binary;
 pub mod corpus;
 pub mod gemini_upstream;
 pub mod https_upstream;
+pub mod prefix;
 pub mod provider_rules;
 pub mod requests;
 pub mod responses_upstream;
