@@ -10,13 +10,33 @@ use serde_json::Value;
 
 use super::admission::Admission;
 use super::mcp::{Listed, McpServer};
+use super::window;
 use super::{
     register_builtins, Driver, FallbackModel, LoopSettings, RunReport, ToolRegistry, Watcher,
     Workspace,
 };
 use crate::api::MAX_TOOLS;
 use crate::config::Config;
+use crate::llm::Provider;
 use crate::startup::Application;
+
+/// `llm_config.tool_mode`.
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum ToolMode {
+    Text,
+    Native,
+    Auto,
+}
+
+impl ToolMode {
+    fn name(self) -> &'static str {
+        match self {
+            Self::Text => "text",
+            Self::Native => "native",
+            Self::Auto => "auto",
+        }
+    }
+}
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
 pub enum Output {
@@ -44,6 +64,20 @@ pub struct RunArgs {
     pub server: Option<String>,
     #[arg(long, default_value_t = 10)]
     pub max_iterations: u32,
+    /// The sampling temperature (the model's own default when absent).
+    #[arg(long)]
+    pub temperature: Option<f64>,
+    /// How the model calls a tool: `text` (ReAct lines), `native` (the provider's tool
+    /// calling) or `auto` (the service's default: native for hosted models, text for local ones).
+    #[arg(long, value_enum)]
+    pub tool_mode: Option<ToolMode>,
+    /// The model's context window in tokens (default: what a local model server says it serves,
+    /// else 128,000).
+    #[arg(long)]
+    pub token_limit: Option<u32>,
+    /// Tokens kept for each answer (default: 4,000, or a quarter of a smaller window).
+    #[arg(long)]
+    pub reserved_output_tokens: Option<u32>,
     /// Seconds the whole loop may take.
     #[arg(long)]
     pub timeout: Option<u64>,
@@ -217,13 +251,19 @@ fn tell_listed(server: &str, listed: &Listed) {
 
 /// The loop itself, once the tools are in place.
 async fn drive(args: &RunArgs, registry: ToolRegistry) -> Result<RunReport, String> {
+    let config = service_config();
+    let (token_limit, reserved) = budget(args, &config).await?;
     let (server, max_body) = match &args.server {
         Some(url) => (url.clone(), args.server_max_body_bytes),
-        None => start_service()?,
+        None => start_service(config)?,
     };
     let mut settings = LoopSettings::new(&server, &args.model);
     settings.max_request_bytes = max_body;
     settings.provider = args.provider.clone();
+    settings.token_limit = token_limit;
+    settings.reserved_output_tokens = reserved;
+    settings.temperature = args.temperature;
+    settings.tool_mode = args.tool_mode.map(|mode| mode.name().to_string());
     settings.max_iterations = args.max_iterations;
     settings.timeout = args.timeout.map(Duration::from_secs);
     settings.tool_limits = args.tool_limits.iter().cloned().collect();
@@ -259,12 +299,82 @@ async fn drive(args: &RunArgs, registry: ToolRegistry) -> Result<RunReport, Stri
         .await)
 }
 
-/// Starts the service on an ephemeral loopback port; its base URL and body limit.
-fn start_service() -> Result<(String, usize), String> {
+/// What the in-process service runs on: the defaults, one worker on an ephemeral loopback
+/// port, and the providers' base URLs from the environment (`REACTSTEP_OLLAMA_BASE_URL`,
+/// `REACTSTEP_OPENAI_COMPATIBLE_BASE_URL` …), so a local model server can be named.
+fn service_config() -> Config {
     let mut config = Config::defaults();
     config.bind = ([127, 0, 0, 1], 0).into();
     config.workers = 1;
     config.read_provider_variables(|name| std::env::var(name).ok());
+    if let Ok(url) = std::env::var("REACTSTEP_OLLAMA_BASE_URL") {
+        config.ollama_base_url = url;
+    }
+    config
+}
+
+/// A hosted model's window, sent when nothing says otherwise.
+const HOSTED_TOKEN_LIMIT: u32 = 128_000;
+/// A local model server's window when it does not say: small enough for any of them.
+const LOCAL_TOKEN_LIMIT: u32 = 8_192;
+
+/// `tokenLimit` and `reservedOutputTokens` for every step: the flags, else what a local model
+/// server says of its window, else a hosted model's.
+async fn budget(args: &RunArgs, config: &Config) -> Result<(u32, u32), String> {
+    let token_limit = match args.token_limit {
+        Some(n) => n,
+        None => local_window(args, config)
+            .await
+            .unwrap_or(HOSTED_TOKEN_LIMIT),
+    };
+    let reserved = args
+        .reserved_output_tokens
+        .unwrap_or_else(|| window::reserved_for(token_limit));
+    if reserved == 0 || reserved >= token_limit {
+        return Err(format!(
+            "--reserved-output-tokens {reserved} must be at least 1 and leave room in a window of {token_limit} tokens for the prompt"
+        ));
+    }
+    Ok((token_limit, reserved))
+}
+
+/// The window of a local model (`--provider ollama` or `openai_compatible`), as its server
+/// tells it; said on stderr either way.
+async fn local_window(args: &RunArgs, config: &Config) -> Option<u32> {
+    let provider = args
+        .provider
+        .as_deref()
+        .filter(|p| ["ollama", "openai_compatible"].contains(p))?;
+    if args.mock_responses.is_some() {
+        return None;
+    }
+    let base_url = Provider::named(provider).and_then(|p| config.base_url_for(p));
+    let asked = match base_url {
+        Some(url) => window::ask(provider, url, &args.model).await,
+        None => Err(format!(
+            "no base URL for {provider} (REACTSTEP_OPENAI_COMPATIBLE_BASE_URL)"
+        )),
+    };
+    match asked {
+        Ok(window) => {
+            eprintln!(
+                "{}: a window of {} tokens ({})",
+                args.model, window.tokens, window.source
+            );
+            Some(window.tokens)
+        }
+        Err(why) => {
+            eprintln!(
+                "{}: the model server did not say its window ({why}); {LOCAL_TOKEN_LIMIT} tokens assumed, --token-limit sets it",
+                args.model
+            );
+            Some(LOCAL_TOKEN_LIMIT)
+        }
+    }
+}
+
+/// Starts the service on an ephemeral loopback port; its base URL and body limit.
+fn start_service(config: Config) -> Result<(String, usize), String> {
     let app = Application::build(&config).map_err(|e| format!("the service: {e}"))?;
     let url = format!("http://127.0.0.1:{}", app.port());
     tokio::spawn(app.run_until_stopped());

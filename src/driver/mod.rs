@@ -11,6 +11,7 @@ pub mod mcp;
 pub mod observation;
 pub mod registry;
 pub mod run;
+pub mod window;
 pub mod workspace;
 
 pub use builtin::{register_builtins, Workspace};

@@ -38,6 +38,10 @@ pub struct LoopSettings {
     pub provider: Option<String>,
     pub token_limit: u32,
     pub reserved_output_tokens: u32,
+    /// `llm_config.temperature`; the model's default when absent.
+    pub temperature: Option<f64>,
+    /// `llm_config.tool_mode` (`text`, `native`, `auto`); the service's default when absent.
+    pub tool_mode: Option<String>,
     pub key: Option<String>,
     /// Models the service falls back to inside a step (`llm_config.fallbacks`), in order.
     pub fallbacks: Vec<FallbackModel>,
@@ -69,6 +73,8 @@ impl LoopSettings {
             provider: None,
             token_limit: 128_000,
             reserved_output_tokens: 4_000,
+            temperature: None,
+            tool_mode: None,
             key: None,
             fallbacks: Vec::new(),
             final_answer_schema: None,
@@ -124,6 +130,22 @@ fn add_models(body: &mut Value, s: &LoopSettings) {
     if !keys.is_empty() {
         body["user_api_keys"] = Value::Object(keys);
     }
+}
+
+/// A step's `llm_config`, without the fallbacks (see `add_models`).
+fn llm_config(s: &LoopSettings) -> Value {
+    let mut config = json!({"modelName": s.model, "tokenLimit": s.token_limit,
+                            "reservedOutputTokens": s.reserved_output_tokens});
+    if let Some(provider) = &s.provider {
+        config["provider"] = json!(provider);
+    }
+    if let Some(temperature) = s.temperature {
+        config["temperature"] = json!(temperature);
+    }
+    if let Some(mode) = &s.tool_mode {
+        config["tool_mode"] = json!(mode);
+    }
+    config
 }
 
 /// One call the loop ran.
@@ -328,13 +350,9 @@ impl Driver {
             "user_query": progress.query,
             "conversation_history": progress.history,
             "max_iterations_left": progress.iterations_left,
-            "llm_config": {"modelName": s.model, "tokenLimit": s.token_limit,
-                           "reservedOutputTokens": s.reserved_output_tokens},
+            "llm_config": llm_config(s),
             "tools": self.registry.declarations(),
         });
-        if let Some(provider) = &s.provider {
-            body["llm_config"]["provider"] = json!(provider);
-        }
         add_models(&mut body, s);
         if let Some(schema) = &s.final_answer_schema {
             body["react"] = json!({ "final_answer_schema": schema });
