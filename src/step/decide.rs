@@ -250,12 +250,25 @@ fn placeholder(tool: &str, args: &Map<String, Value>, catalog: &Catalog) -> Opti
             "'{key}' is {example}, not an argument of '{tool}': write only the tool's own arguments"
         ));
     }
-    let key = args
+    if let Some((key, _)) = args
         .iter()
-        .find(|(_, v)| v.as_str() == Some(VALUE_PLACEHOLDER))?
-        .0;
+        .find(|(_, v)| v.as_str() == Some(VALUE_PLACEHOLDER))
+    {
+        return Some(format!(
+            "the value of '{key}' is {example} '{VALUE_PLACEHOLDER}': write the real value"
+        ));
+    }
+    // `read_file(path="<path>")`: the argument's own name in angle brackets, the example's
+    // shape with the name put in.
+    let (key, value) = args.iter().find(|(k, v)| {
+        v.as_str()
+            .and_then(|v| v.strip_prefix('<')?.strip_suffix('>'))
+            .is_some_and(|name| {
+                name == k.as_str() || k.as_str() == "input" && catalog.declares(tool, name)
+            })
+    })?;
     Some(format!(
-        "the value of '{key}' is {example} '{VALUE_PLACEHOLDER}': write the real value"
+        "the value of '{key}' is a placeholder, {value}: write the real value"
     ))
 }
 
@@ -617,6 +630,13 @@ mod tests {
         assert!(why.contains("the value of 'path'"), "{why}");
         let bare = "Thought: t\nAction: <tool name>(<argument>=\"<value>\")";
         assert!(verdict(bare, &no_names()).is_err());
+        let named = "Thought: t\nAction: read_file(path=\"<path>\")";
+        let why = verdict(named, &catalog()).unwrap_err();
+        assert!(why.contains("is a placeholder, \"<path>\""), "{why}");
+        let positional = "Thought: t\nAction: read_file[<path>]";
+        assert!(verdict(positional, &catalog()).is_err());
+        let markup = "Thought: t\nAction: read_file(path=\"<body>\")";
+        assert!(verdict(markup, &catalog()).is_ok());
     }
 
     #[test]

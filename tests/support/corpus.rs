@@ -240,7 +240,7 @@ pub fn load() -> Corpus {
     corpus
 }
 
-pub const FAMILIES: [&str; 13] = [
+pub const FAMILIES: [&str; 20] = [
     "1-stop-remnant",
     "2-pythonic",
     "3-markup",
@@ -253,6 +253,13 @@ pub const FAMILIES: [&str; 13] = [
     "10-undeclared-arg",
     "11-markup-thought",
     "12-tags-in-answer",
+    "13-answer-then-action",
+    "14-code-input",
+    "15-input-repeats-call",
+    "16-marked-labels",
+    "17-stray-characters",
+    "18-named-input",
+    "19-worked-answer",
     "dialect",
 ];
 

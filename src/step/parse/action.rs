@@ -5,6 +5,7 @@
 
 use serde_json::{Map, Value};
 
+use super::action_input::unquote;
 use super::args::{closing_bracket, parse_args, python_literal, single_input};
 use super::decision::Decision;
 use super::fence::unfence;
@@ -103,6 +104,11 @@ fn rest_of_line(
             Err(why) => Err((why, line_end)),
         };
     }
+    // `Action: Search input="Apple Remote"`: the arguments, named and quoted, without the
+    // parentheses.
+    if let Some(args) = quoted_keywords(rest) {
+        return Ok((args, line_end));
+    }
     // `Action: read_file src/app.py` gives one input; words after a name
     // (`search files for *.rs`, `run_command to list the files`) are a sentence.
     if rest.contains(char::is_whitespace) {
@@ -125,9 +131,24 @@ fn rest_of_line(
     let args = if rest.is_empty() {
         Map::new()
     } else {
-        single_input(Value::String(rest.to_string()))
+        single_input(Value::String(unquote(rest).to_string()))
     };
     Ok((args, line_end))
+}
+
+/// `name="value", other='value'`: keyword arguments whose every value is a quoted string, the
+/// text holding nothing else; `None` for any other text (a command such as `RUST_LOG=debug
+/// cargo run` is one input).
+fn quoted_keywords(rest: &str) -> Option<Map<String, Value>> {
+    let args = parse_args(rest).ok()?;
+    let compact: String = rest.chars().filter(|c| !c.is_whitespace()).collect();
+    let quoted = |key: &str, value: &Value| {
+        value.is_string()
+            && ["=\"", "='"]
+                .iter()
+                .any(|q| compact.contains(&format!("{key}{q}")))
+    };
+    (!args.is_empty() && args.iter().all(|(k, v)| quoted(k, v))).then_some(args)
 }
 
 /// Where the action itself starts: past spaces, a fence line, inline-code marks, quotes and

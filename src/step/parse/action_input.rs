@@ -15,6 +15,7 @@ use super::work;
 /// The arguments `input` gives the tool `tool`, or why it cannot be read: an object that is
 /// neither JSON nor a Python dict, or one cut inside a string, is no text to pass on.
 pub fn read(input: &str, tool: &str) -> Result<Map<String, Value>, String> {
+    let input = leading_fence(input.trim()).unwrap_or(input);
     let fenced = unfence(input).len() != input.len();
     let input = unwrap_emphasis(unfence(input).trim());
     if input.is_empty() {
@@ -196,8 +197,26 @@ fn closed(input: &str) -> Option<String> {
     Some(text)
 }
 
-/// `add(a=1, b=1)` as the input of tool `add`: the call written again.
+/// A fenced block that opens the input, when only prose follows it (no second block): the
+/// block is the input (a script, a command), the prose the model's chatter about it.
+fn leading_fence(input: &str) -> Option<&str> {
+    let rest = input.strip_prefix("```")?;
+    let opening = rest.find('\n')?;
+    let end = 3 + opening + rest[opening..].find("\n```")? + 4;
+    let after = &input[end..];
+    // The closing fence ends its line: a word after it would open a second block.
+    let closing_line = after.split('\n').next().unwrap_or_default();
+    (closing_line.trim().is_empty() && !after.contains("```")).then_some(&input[..end])
+}
+
+/// `add(a=1, b=1)` as the input of tool `add`: the call written again, also in inline-code
+/// marks or with a full stop after it.
 fn repeated_call(input: &str, tool: &str) -> Option<Map<String, Value>> {
+    let input = input.strip_suffix(['.', ';']).unwrap_or(input);
+    let input = match input.strip_prefix('`').and_then(|i| i.strip_suffix('`')) {
+        Some(inner) => inner.trim(),
+        None => input,
+    };
     let rest = input.get(..tool.len())?;
     if !rest.eq_ignore_ascii_case(tool) {
         return None;
@@ -214,8 +233,8 @@ fn repeated_call(input: &str, tool: &str) -> Option<Map<String, Value>> {
 }
 
 /// Plain text without the quotes around it, when they wrap all of it and nothing inside is
-/// the same quote.
-fn unquote(input: &str) -> &str {
+/// the same quote, or without a lone quote that opens it.
+pub(super) fn unquote(input: &str) -> &str {
     // Straight quotes, backticks, and the typographic and CJK pairs Chinese output uses.
     const PAIRS: [(char, char); 6] = [
         ('"', '"'),
@@ -229,6 +248,16 @@ fn unquote(input: &str) -> &str {
         if let Some(inner) = input.strip_prefix(open).and_then(|i| i.strip_suffix(close)) {
             if !inner.contains(open) && !inner.contains(close) {
                 return inner;
+            }
+        }
+    }
+    // A quote that opens the text and is never closed (`"src/app.py`) is no part of the
+    // value: the model began to quote it and forgot the end. (A cut-off output is refused
+    // before this, as an input left open.)
+    for quote in ['"', '\'', '`'] {
+        if let Some(inner) = input.strip_prefix(quote) {
+            if !inner.contains(quote) && !inner.trim().is_empty() {
+                return inner.trim_start();
             }
         }
     }
@@ -331,5 +360,27 @@ mod tests {
         assert_eq!(of("_how errors map_"), json!({"input": "how errors map"}));
         assert_eq!(of("*/tests/*"), json!({"input": "*/tests/*"}));
         assert_eq!(of("\"say \\\"hi\\\"\""), json!({"input": "say \"hi\""}));
+    }
+
+    #[test]
+    fn issue_34_inputs_a_small_model_writes() {
+        // A lone opening quote is not part of the value; balanced quotes inside are kept.
+        assert_eq!(of("\"src/app.py"), json!({"input": "src/app.py"}));
+        assert_eq!(of("'SELECT 1"), json!({"input": "SELECT 1"}));
+        assert_eq!(of("\"a b\" --flag"), json!({"input": "\"a b\" --flag"}));
+        // A fence that opens the input, prose after it; two fences are no one input.
+        assert_eq!(
+            of("```python\nprint(1)\n```\nThis prints one."),
+            json!({"input": "print(1)"})
+        );
+        assert!(read("```python\na\n```\nor\n```python\nb\n```", "run").is_err());
+        // The call again, in inline-code marks or with a full stop.
+        assert_eq!(of("`code_search(query=\"x\")`"), json!({"query": "x"}));
+        assert_eq!(of("code_search(query=\"x\")."), json!({"query": "x"}));
+        // Comments in a dict over several lines.
+        assert_eq!(
+            of("{\n  \"query\": \"x\",  # what\n  \"limit\": 2  # how many\n}\nDone."),
+            json!({"query": "x", "limit": 2})
+        );
     }
 }

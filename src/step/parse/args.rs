@@ -229,6 +229,18 @@ impl<'a> Cursor<'a> {
         }
     }
 
+    /// Passes spaces and a literal's Python comments (`# to the end of the line`): a dict
+    /// written over several lines often explains its keys so.
+    fn blank(&mut self) {
+        loop {
+            self.skip(|c| c.is_ascii_whitespace());
+            if self.peek() != Some(b'#') {
+                return;
+            }
+            self.skip(|c| c != b'\n');
+        }
+    }
+
     fn identifier(&mut self) -> Option<&'a str> {
         let start = self.i;
         if !self
@@ -379,7 +391,7 @@ impl Cursor<'_> {
         if depth > MAX_LITERAL_DEPTH {
             return None;
         }
-        self.skip(|c| c.is_ascii_whitespace());
+        self.blank();
         match self.peek()? {
             b'"' | b'\'' => self.value().ok(),
             open @ (b'[' | b'(') => {
@@ -401,7 +413,7 @@ impl Cursor<'_> {
                         Value::Number(n) => n.to_string(),
                         _ => return None,
                     };
-                    self.skip(|c| c.is_ascii_whitespace());
+                    self.blank();
                     (self.peek()? == b':').then_some(())?;
                     self.i += 1;
                     let value = self.literal(depth + 1)?;
@@ -424,7 +436,7 @@ impl Cursor<'_> {
 
     /// Whether the next byte (after spaces) is `close`, which is then passed.
     fn closes(&mut self, close: u8) -> bool {
-        self.skip(|c| c.is_ascii_whitespace());
+        self.blank();
         let closes = self.peek() == Some(close);
         if closes {
             self.i += 1;
@@ -434,7 +446,7 @@ impl Cursor<'_> {
 
     /// Passes a comma, or stops before `close`; `None` for anything else.
     fn comma_or(&mut self, close: u8) -> Option<()> {
-        self.skip(|c| c.is_ascii_whitespace());
+        self.blank();
         match self.peek()? {
             b',' => {
                 self.i += 1;

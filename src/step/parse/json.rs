@@ -39,13 +39,14 @@ pub fn find(text: &str) -> Option<JsonAction> {
         let here = line_start;
         line_start += line.len();
         let trimmed = line.trim_start();
-        if !trimmed.starts_with('{') {
+        let lead = stray_lead(trimmed);
+        if !trimmed[lead..].starts_with('{') {
             continue;
         }
         if closer.spent() + parsed > budget {
             return None;
         }
-        let open = here + (line.len() - trimmed.len());
+        let open = here + (line.len() - trimmed.len()) + lead;
         let Some(end) = closer.close(open) else {
             continue;
         };
@@ -65,7 +66,7 @@ pub fn find(text: &str) -> Option<JsonAction> {
             };
         }
         return Some(JsonAction {
-            start: fence_start(text, open),
+            start: fence_start(text, open - lead),
             end: fence_end(text, end),
             thought,
             decision,
@@ -219,6 +220,15 @@ fn fence_end(text: &str, end: usize) -> usize {
 }
 
 /// Where the fence that opens just before the object starts, or the object's own start.
+/// The length of a stray character a small model left before the `{` that opens its JSON
+/// call at a line start (a backtick, a quote or a full stop), or 0.
+pub fn stray_lead(line: &str) -> usize {
+    match line.as_bytes() {
+        [b'`' | b'"' | b'\'' | b'.', b'{', ..] => 1,
+        _ => 0,
+    }
+}
+
 fn fence_start(text: &str, start: usize) -> usize {
     let before = text[..start].trim_end();
     let line = before.rfind('\n').map_or(0, |i| i + 1);

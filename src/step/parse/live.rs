@@ -469,7 +469,9 @@ impl LiveParser {
 /// Whether a line opens a block the whole output's reading may take for the action: a JSON
 /// object, a call list or tool-call markup.
 fn is_block(line: &str) -> bool {
-    line.starts_with('{') || pythonic::opens_a_list(line) || markup::opener_at(line) == Some(0)
+    line[super::json::stray_lead(line)..].starts_with('{')
+        || pythonic::opens_a_list(line)
+        || markup::opener_at(line) == Some(0)
 }
 
 /// Whether a line start, still being written, may yet open a block.
@@ -479,7 +481,9 @@ fn may_become_block(line: &str) -> bool {
             .chars()
             .all(|c| c.is_alphanumeric() || c == '_' || c == '.')
     });
-    list || markup::opener_prefix_len(line) == line.len() && !line.is_empty()
+    // A stray character that may still be followed by a JSON call's `{`.
+    let stray = matches!(line, "`" | "\"" | "'" | ".");
+    list || stray || markup::opener_prefix_len(line) == line.len() && !line.is_empty()
 }
 
 /// The first closing think tag in `text`: where it starts and its length. One search for

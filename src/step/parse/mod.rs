@@ -166,7 +166,7 @@ fn decisions(
             reaches_end,
         });
     }
-    let &d = decisive.first()?;
+    let d = first_meant(text, found, decisive, tags, warnings)?;
     let thought = thought_before(text, found, limit, think, tags, warnings);
     let reaches_end = found[d + 1..].iter().all(|f| f.tag == Tag::ActionInput);
     let (calls, others) = match found[d].tag {
@@ -175,8 +175,17 @@ fn decisions(
             (calls, decisive.len() - used)
         }
         _ => {
-            let action_follows = decisive[1..].iter().any(|&i| found[i].tag == Tag::Action);
-            let decision = answer(section(text, found, d), tags, action_follows);
+            let action_follows = decisive
+                .iter()
+                .any(|&i| i > d && found[i].tag == Tag::Action);
+            let beside = decisive.iter().any(|&i| found[i].tag == Tag::Action);
+            let decision = answer(section(text, found, d), tags, beside);
+            if action_follows && matches!(decision, Decision::Answer(_)) {
+                warnings.push(format!(
+                    "the output went on after its '{}:' with an '{}:' the model invented; the answer was taken and the action left out",
+                    tags.final_answer, tags.action
+                ));
+            }
             (vec![decision], decisive.len() - 1)
         }
     };
@@ -186,6 +195,45 @@ fn decisions(
         others,
         reaches_end,
     })
+}
+
+/// The decisive tag the model meant: the first, unless the actions before a final answer hold
+/// no call at all (`Action: 12 * 3 = 36`, `Action: Calculate the total`, a small model
+/// narrating its arithmetic), when the answer decides.
+fn first_meant(
+    text: &str,
+    found: &[Found],
+    decisive: &[usize],
+    tags: &Tags,
+    warnings: &mut Vec<String>,
+) -> Option<usize> {
+    let &first = decisive.first()?;
+    let answer = decisive
+        .iter()
+        .copied()
+        .find(|&i| found[i].tag == Tag::FinalAnswer);
+    let Some(answer) = answer.filter(|&a| a > first) else {
+        return Some(first);
+    };
+    let narrated = decisive.iter().take_while(|&&i| i < answer).all(|&i| {
+        found.get(i + 1).is_none_or(|f| f.tag != Tag::ActionInput)
+            && is_prose(section(text, found, i))
+    });
+    if !narrated {
+        return Some(first);
+    }
+    warnings.push(format!(
+        "the '{}:' lines before the '{}:' held no tool call, only words or arithmetic; the answer was taken",
+        tags.action, tags.final_answer
+    ));
+    Some(answer)
+}
+
+/// Whether an action's text is words or arithmetic rather than a call: no brackets, quotes or
+/// braces anywhere, and more than one word on its line.
+fn is_prose(action: &str) -> bool {
+    let line = action.lines().next().unwrap_or_default().trim();
+    !action.contains(['(', '[', '{', '<', '"', '`']) && line.split_whitespace().count() > 2
 }
 
 fn is_no_action(action: &str) -> bool {
@@ -437,9 +485,10 @@ fn first_block(text: &str, limit: usize) -> Option<Block> {
 
 /// A final answer, as the model meant it: a doubled tag (`Final Answer: **Final Answer:** …`)
 /// and a boilerplate thought line at its start (`Final Answer: Thought: I now know the final
-/// answer` then the answer) are not part of it. An answer that is an action, a thought alone,
-/// or one an action follows is no answer: what the model meant is for it to say again.
-fn answer(text: &str, tags: &Tags, action_follows: bool) -> Decision {
+/// answer` then the answer) are not part of it. An answer that is an action or a thought alone
+/// is no answer, nor is one beside an action (before or after it) that only announces a step or
+/// says nothing: what the model meant is for it to say again.
+fn answer(text: &str, tags: &Tags, beside_action: bool) -> Decision {
     let names = tags::TagNames::new(tags);
     let mut text = text;
     while let Some((Tag::FinalAnswer, offset)) = names.at(text) {
@@ -449,7 +498,9 @@ fn answer(text: &str, tags: &Tags, action_follows: bool) -> Decision {
         why,
         raw_action_string: text.to_string(),
     };
-    if action_follows {
+    // An answer the model went on from to invent an action is the answer, unless it only
+    // announces that step ("I will read the file.") or says nothing.
+    if beside_action && (text.trim().is_empty() || announces_a_step(text)) {
         return unreadable(format!(
             "the output holds a '{}:' and then an '{}:'; write one of them",
             tags.final_answer, tags.action
@@ -473,6 +524,31 @@ fn answer(text: &str, tags: &Tags, action_follows: bool) -> Decision {
         ));
     }
     Decision::Answer(rest.to_string())
+}
+
+/// Whether an answer's first sentence announces a step instead of answering ("I will read the
+/// file.", "Let me check the config first."): with an action after it, the action is what the
+/// model meant, or the answer is; it must say which.
+fn announces_a_step(answer: &str) -> bool {
+    const STEP: [&str; 10] = [
+        "let me",
+        "i'll",
+        "i will",
+        "i am going to",
+        "i'm going to",
+        "i need to",
+        "i should",
+        "first,",
+        "now i",
+        "next i",
+    ];
+    let first = answer
+        .split(['.', '!', '?', '\n'])
+        .next()
+        .unwrap_or_default()
+        .to_lowercase()
+        .replace("let me know", "");
+    STEP.iter().any(|w| first.contains(w))
 }
 
 /// An answer without the next turn the model went on to invent (LangChain's conversational
@@ -916,6 +992,50 @@ mod tests {
         let p = parsed("Thought: t\nAction: code_search(query=\"x\")\nFinal Answer: done");
         assert_eq!(action_of(&p).0, "code_search");
         assert!(p.warnings[0].contains("were left out"), "{:?}", p.warnings);
+    }
+
+    #[test]
+    fn an_answer_the_model_went_on_from_is_the_answer_unless_it_announces_a_step() {
+        let p = parsed("Thought: t\nFinal Answer: It is 30 s.\nAction: read_file(path=\"a\")");
+        assert_eq!(answer_of(&p), "It is 30 s.");
+        assert!(
+            p.warnings.iter().any(|w| w.contains("the action left out")),
+            "{:?}",
+            p.warnings
+        );
+        for announced in ["Let me read it.", "I'll check a first.", ""] {
+            let p = parsed(&format!(
+                "Thought: t\nFinal Answer: {announced}\nAction: read_file(path=\"a\")"
+            ));
+            assert!(
+                matches!(p.decision, Decision::Unreadable { .. }),
+                "{announced:?}: {:?}",
+                p.decision
+            );
+        }
+        // Actions that hold no call (arithmetic, words) leave the answer after them to decide.
+        let p = parsed("Thought: t\nAction: 12 * 3 = 36\nFinal Answer: 36");
+        assert_eq!(answer_of(&p), "36");
+        let p = parsed("Thought: t\nAction: multiply(a=12, b=3)\nFinal Answer: 36");
+        assert_eq!(action_of(&p).0, "multiply");
+    }
+
+    #[test]
+    fn list_item_labels_are_tags_outside_an_answer_only() {
+        let p = parsed("- Thought: t\n- Action: read_file\n- Action Input: a.py");
+        assert_eq!(action_of(&p).1, json!({"input": "a.py"}));
+        let p = parsed("Thought: t\nFinal Answer: Steps:\n- Action: build\n- Action: push");
+        assert_eq!(answer_of(&p), "Steps:\n- Action: build\n- Action: push");
+    }
+
+    #[test]
+    fn a_json_call_after_one_stray_character_is_read() {
+        for lead in ["`", ".", "\""] {
+            let p = parsed(&format!(
+                "{lead}{{\"name\": \"read_file\", \"arguments\": {{\"path\": \"a\"}}}}{lead}"
+            ));
+            assert_eq!(action_of(&p).1, json!({"path": "a"}), "{lead}");
+        }
     }
 
     #[test]

@@ -80,6 +80,10 @@ impl TagNames {
     /// caught a plain one) are its text.
     pub fn at_in_answer(&self, line: &str) -> Option<(Tag, usize)> {
         let (tag, offset, name) = self.named_at(line)?;
+        // A list item in an answer is its text (`- Action: deploy` in a list of steps).
+        if line.trim_start().starts_with("- ") {
+            return None;
+        }
         let decorated = line.trim_start().starts_with(['*', '#', '>']);
         let alias = name == ANSWER_ALIAS || name == AI_ALIAS;
         (!(alias || tag == Tag::Observation && decorated)).then_some((tag, offset))
@@ -127,7 +131,7 @@ impl TagNames {
     /// Whether the start of a line, still being written, may yet turn out to be a tag.
     pub fn may_become_tag(&self, partial: &str) -> bool {
         let rest = strip_lead(partial);
-        if rest.is_empty() {
+        if rest.is_empty() || rest == "-" {
             return true;
         }
         self.0.iter().any(|(name, _)| match after_name(rest, name) {
@@ -148,8 +152,14 @@ impl TagNames {
     }
 }
 
+/// A line without what may decorate a tag before it: spaces, bold, a heading's `#`, a quote's
+/// `>` and a list item's `- `.
 fn strip_lead(line: &str) -> &str {
-    let rest = line.trim_start_matches(|c: char| c.is_whitespace() || matches!(c, '*' | '#' | '>'));
+    let lead = |c: char| c.is_whitespace() || matches!(c, '*' | '#' | '>');
+    let rest = line.trim_start_matches(lead);
+    let rest = rest
+        .strip_prefix("- ")
+        .map_or(rest, |r| r.trim_start_matches(lead));
     super::work::add(line.len() - rest.len() + 1);
     rest
 }
@@ -216,7 +226,7 @@ pub fn toggles_fence(line: &str) -> bool {
 
 /// Whether a line opens a block that may be the action: a JSON object, a call list or markup.
 pub fn opens_block(line: &str) -> bool {
-    line.starts_with('{')
+    line[super::json::stray_lead(line)..].starts_with('{')
         || super::pythonic::opens_a_list(line)
         || super::markup::opener_at(line).is_some()
 }

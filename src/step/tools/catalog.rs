@@ -149,6 +149,11 @@ impl Catalog {
         let Some(tool) = self.declared.iter().find(|d| d.spec.name == name) else {
             return Ok(args);
         };
+        if let Some(other) = self.call_of_another(name, &args) {
+            return Err(format!(
+                "the input of '{name}' holds a call of '{other}'; call one tool, with its own arguments"
+            ));
+        }
         let args = positional_to_named(unwrap_whole_input(args, tool), &tool.order);
         let args = unwrap_values(args, tool);
         if let Some(why) = undeclared(name, &args, tool) {
@@ -178,6 +183,26 @@ impl Catalog {
             Value::Object(args) => Ok(args),
             _ => Err("the arguments are not an object".into()),
         }
+    }
+
+    /// The name of a known tool when the one input given to `name` is a call of another tool
+    /// (`Action: read_file` then `Action Input: write_file(path="a", content="x")`), or a call
+    /// with words after it (`read_file(path="a") and then list_dir`): which call the model
+    /// meant is for it to say. Code that calls functions no tool is named after
+    /// (`print(total)`) is an input like any other.
+    fn call_of_another<'a>(&self, name: &str, args: &'a Map<String, Value>) -> Option<&'a str> {
+        let (Some(Value::String(text)), 1) = (args.get("input"), args.len()) else {
+            return None;
+        };
+        let text = text.trim();
+        let open = text.find('(')?;
+        let callee = text[..open].trim();
+        if !self.has(callee) {
+            return None;
+        }
+        let is_call = text.ends_with(')')
+            && crate::step::parse::parse_args(&text[open + 1..text.len() - 1]).is_ok();
+        (callee != name || !is_call).then_some(callee)
     }
 
     /// Whether the declared tool `tool` lists `argument` among its schema's properties.
@@ -356,8 +381,11 @@ fn undeclared(name: &str, args: &Map<String, Value>, tool: &Declared) -> Option<
 /// literal (`{"input": "{\"query\": \"x\"}"}`), when its keys are all declared and the tool
 /// declares no `input` of its own.
 fn unwrap_whole_input(args: Map<String, Value>, tool: &Declared) -> Map<String, Value> {
-    if args.len() != 1 || tool.order.iter().any(|p| p == "input") {
+    if args.len() != 1 {
         return args;
+    }
+    if tool.order.iter().any(|p| p == "input") {
+        return unwrap_own_input(args, tool);
     }
     let declared_object = |value: Option<Value>| match value {
         Some(Value::Object(map))
@@ -379,6 +407,44 @@ fn unwrap_whole_input(args: Map<String, Value>, tool: &Declared) -> Map<String, 
         _ => None,
     };
     inner.unwrap_or(args)
+}
+
+/// For a tool whose own parameter is named `input` (LangChain's single-input tools): that
+/// input given again inside itself, as `{"input": {"input": "x"}}` (from `Search({"input":
+/// "x"})`) or as the text `input="x"` (from `Search[input="x"]`), is the arguments, when every
+/// name in it is declared and, in text, every value is quoted after its name. An `input` the
+/// schema declares as an object keeps whatever object it is given.
+fn unwrap_own_input(args: Map<String, Value>, tool: &Declared) -> Map<String, Value> {
+    let declared_type = tool
+        .spec
+        .parameters
+        .pointer("/properties/input/type")
+        .and_then(Value::as_str);
+    if declared_type != Some("string") {
+        return args;
+    }
+    let all_declared =
+        |map: &Map<String, Value>| !map.is_empty() && map.keys().all(|k| tool.order.contains(k));
+    let inner = match args.get("input") {
+        Some(Value::Object(map)) if all_declared(map) => Some(map.clone()),
+        Some(Value::String(text)) => crate::step::parse::parse_args(text)
+            .ok()
+            .filter(|map| all_declared(map) && every_value_quoted(text, map)),
+        _ => None,
+    };
+    inner.unwrap_or(args)
+}
+
+/// Whether each argument of `args`, read from `text`, is a string written quoted after its
+/// name (`name="…"`, `name='…'`).
+fn every_value_quoted(text: &str, args: &Map<String, Value>) -> bool {
+    let compact: String = text.chars().filter(|c| !c.is_whitespace()).collect();
+    args.iter().all(|(k, v)| {
+        v.is_string()
+            && ["=\"", "='"]
+                .iter()
+                .any(|q| compact.contains(&format!("{k}{q}")))
+    })
 }
 
 /// Text arguments whose parameter the schema declares of another type, read as that type when
@@ -867,5 +933,40 @@ mod tests {
             json!({"type": "object", "properties": {"kind": {"enum": ["string", "number"]}}});
         let c = one_tool("convert", untyped).unwrap();
         assert!(!c.values_are_type_names("convert", &args(json!({"kind": "string"}))));
+    }
+
+    #[test]
+    fn an_input_that_calls_another_tool_or_nests_its_own_input_is_read_carefully() {
+        let c = catalog();
+        let why = c
+            .check(
+                "read_file",
+                args(json!({"input": "code_search(query=\"x\")"})),
+            )
+            .unwrap_err();
+        assert!(why.contains("holds a call of 'code_search'"), "{why}");
+        let why = c
+            .check(
+                "read_file",
+                args(json!({"input": "read_file(path=\"a\") and more"})),
+            )
+            .unwrap_err();
+        assert!(why.contains("holds a call of 'read_file'"), "{why}");
+        // A function no tool is named after is text like any other.
+        let checked = c.check("read_file", args(json!({"input": "print(1)"})));
+        assert_eq!(checked.unwrap(), args(json!({"path": "print(1)"})));
+
+        let own = json!({"type": "object", "properties": {"input": {"type": "string"}}});
+        let lc = one_tool("Search", own).unwrap();
+        for nested in [
+            json!({"input": {"input": "x"}}),
+            json!({"input": "input=\"x\""}),
+        ] {
+            let checked = lc.check("Search", args(nested.clone()));
+            assert_eq!(checked.unwrap(), args(json!({"input": "x"})), "{nested}");
+        }
+        // Unquoted, the text is the input as written.
+        let checked = lc.check("Search", args(json!({"input": "x = 2"})));
+        assert_eq!(checked.unwrap(), args(json!({"input": "x = 2"})));
     }
 }
