@@ -248,6 +248,7 @@ impl ApiError {
             direct_response: None,
             direct_response_json: None,
             forced_final: false,
+            answer_left_out: false,
             server_timing: None,
             updated_conversation_history: self.echo.history.turns(),
             iterations_remaining: self.echo.iterations_left,

@@ -159,6 +159,9 @@ pub struct ReactStepResponse {
     /// The answer was asked for on the loop's last step: present (true) only then.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub forced_final: bool,
+    /// The output held a final answer after the call proposed: present (true) only then.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub answer_left_out: bool,
     /// On a stream's terminal event: what the step's phases took (the headers left before).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub server_timing: Option<crate::telemetry::timing::Summary>,
@@ -231,6 +234,7 @@ impl ReactStepResponse {
             direct_response,
             direct_response_json: output.answer_json,
             forced_final: output.forced_final,
+            answer_left_out: output.answer_left_out,
             server_timing: None,
             updated_conversation_history: output.updated_history,
             iterations_remaining: Some(output.iterations_remaining),

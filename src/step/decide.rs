@@ -363,6 +363,7 @@ pub fn answer_as_call(parsed: Parsed, catalog: &Catalog, tags: &Tags) -> Parsed 
         warnings,
         structured: true,
         open_ended: call.open_ended,
+        answer_left_out: false,
         call_ids: Vec::new(),
     }
 }
@@ -384,6 +385,7 @@ pub fn native_parsed(text: &str, calls: &[NativeCall], tags: &Tags) -> Option<Pa
         warnings,
         structured: true,
         open_ended: false,
+        answer_left_out: false,
         call_ids: calls.iter().map(|c| c.id.clone()).collect(),
     })
 }
@@ -589,6 +591,7 @@ mod tests {
             warnings: Vec::new(),
             structured: true,
             open_ended: false,
+            answer_left_out: false,
             call_ids: Vec::new(),
         };
         let settings = ReactSettings {

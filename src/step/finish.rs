@@ -34,6 +34,7 @@ pub(super) fn dry_run(input: Box<StepInput>, built: Built, counter: &TokenCounte
         outcome: Outcome::DryRun(preview),
         answer_json: None,
         forced_final: false,
+        answer_left_out: false,
         updated_history: input.history,
         iterations_remaining: input.iterations_left,
         usage: None,
@@ -75,6 +76,13 @@ pub(super) fn finish_step(
     };
     let answer_json = answer_json(&input, &outcome, &mut warnings);
     let forced_final = forced(&input, &outcome, &mut warnings);
+    let answer_left_out = parsed.answer_left_out && matches!(outcome, Outcome::Action { .. });
+    if answer_left_out {
+        warnings.push(format!(
+            "the output held a '{}:' after the tool call; the call was taken and the answer left out, as the model wrote it before seeing the tool's result (answer_left_out)",
+            input.react.tags.final_answer
+        ));
+    }
     let mut updated_history = updated_history(&mut input, &parsed.thought, &outcome);
     let thought = with_reasoning(&reasoning, parsed.thought);
     if let Some(turn) = updated_history.last_mut().filter(|_| !reasoning.is_empty()) {
@@ -88,6 +96,7 @@ pub(super) fn finish_step(
         outcome,
         answer_json,
         forced_final,
+        answer_left_out,
         updated_history,
         iterations_remaining: input.iterations_left - 1,
         model_used: Some(ModelUsed {
@@ -204,6 +213,7 @@ pub(super) fn command_step(
         outcome,
         answer_json: None,
         forced_final: false,
+        answer_left_out: false,
         updated_history,
         iterations_remaining: input.iterations_left - 1,
         usage: None,

@@ -86,6 +86,9 @@ pub struct StepOutput {
     /// The answer was asked for on the loop's last step (told not to call a tool): it may be a
     /// guess made to obey, not a finding.
     pub forced_final: bool,
+    /// The output held a final answer after the call that was taken: the answer was left out
+    /// (the model had not seen the tool's result), and a warning says so.
+    pub answer_left_out: bool,
     pub updated_history: Vec<Turn>,
     pub iterations_remaining: u32,
     pub usage: Option<Usage>,

@@ -77,3 +77,57 @@ async fn a_native_repair_round_asks_for_a_native_call() {
         .to_string();
     assert!(feedback.contains("Action: <tool name>"), "{feedback}");
 }
+
+/// Issue 34, item 2: a call and then an answer (the model answered before seeing the result):
+/// the call is proposed and the response says an answer was left out. The opposite order, an
+/// answer and then an invented call, gives the answer, with no such mark.
+#[tokio::test]
+async fn an_answer_after_the_call_taken_is_marked_left_out() {
+    let call_then_answer = openai_reply(
+        "Thought: Read it.\nAction: read_file(path=\"src/auth.rs\")\nFinal Answer: Login is in src/auth.rs.",
+    );
+    let answer_then_call = openai_reply(
+        "Thought: I know it.\nFinal Answer: Login is in src/auth.rs.\nAction: read_file(path=\"src/auth.rs\")",
+    );
+    let app =
+        spawn_app_answering_in_turn(OPENAI_PATH, vec![call_then_answer, answer_then_call]).await;
+    let body = request("gpt-4o", "Where is login handled?");
+    let reply = app.post_react_step(&body).await;
+    assert_eq!(reply.status, 200, "{}", reply.text);
+    assert_conforms("POST", "/api/agent/react_step", 200, &reply.body);
+    assert_eq!(reply.body["status"], "action_proposed");
+    assert_eq!(reply.body["action_details"]["tool_name"], "read_file");
+    assert_eq!(reply.body["answer_left_out"], true);
+    let warnings = reply.body["warnings"].to_string();
+    assert!(warnings.contains("answer_left_out"), "{warnings}");
+
+    let reply = app.post_react_step(&body).await;
+    assert_eq!(reply.status, 200, "{}", reply.text);
+    assert_conforms("POST", "/api/agent/react_step", 200, &reply.body);
+    assert_eq!(reply.body["status"], "direct_response_provided");
+    assert_eq!(reply.body["direct_response"], "Login is in src/auth.rs.");
+    assert!(
+        reply.body.get("answer_left_out").is_none(),
+        "{}",
+        reply.text
+    );
+    let warnings = reply.body["warnings"].to_string();
+    assert!(warnings.contains("the action left out"), "{warnings}");
+}
+
+/// A call with no answer after it carries no mark.
+#[tokio::test]
+async fn a_lone_call_is_not_marked() {
+    let call = openai_reply("Thought: Read it.\nAction: read_file(path=\"src/auth.rs\")");
+    let app = spawn_app_answering_in_turn(OPENAI_PATH, vec![call]).await;
+    let reply = app
+        .post_react_step(&request("gpt-4o", "Where is login handled?"))
+        .await;
+    assert_eq!(reply.status, 200, "{}", reply.text);
+    assert_eq!(reply.body["status"], "action_proposed");
+    assert!(
+        reply.body.get("answer_left_out").is_none(),
+        "{}",
+        reply.text
+    );
+}

@@ -35,6 +35,9 @@ pub struct Parsed {
     /// plain-text input, markup whose closing tag never came): cut at the output limit, such
     /// a decision may be cut inside.
     pub open_ended: bool,
+    /// The output held a final answer after the call that decides: the call is taken and the
+    /// answer left out (the model had not seen the tool's result when it wrote it).
+    pub answer_left_out: bool,
     /// The provider's ids of native calls: the decision's first, then `also`'s in order (empty
     /// for text, which has none).
     pub call_ids: Vec<Option<String>>,

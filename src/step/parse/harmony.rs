@@ -69,6 +69,7 @@ pub fn parse(text: &str) -> Option<Parsed> {
         warnings,
         structured: true,
         open_ended: false,
+        answer_left_out: false,
         call_ids: Vec::new(),
     })
 }
@@ -102,6 +103,7 @@ fn stripped(text: &str) -> Option<Parsed> {
         ],
         structured: true,
         open_ended: false,
+        answer_left_out: false,
         call_ids: Vec::new(),
     })
 }

@@ -77,6 +77,10 @@ pub fn parse(raw: &str, tags: &Tags) -> Option<Parsed> {
         ));
     }
     let decision = answer_if_finish(calls.remove(0));
+    let answer_left_out = matches!(decision, Decision::Action { .. })
+        && decisive
+            .iter()
+            .any(|&i| found[i].tag == Tag::FinalAnswer && !section(text, &found, i).is_empty());
     Some(Parsed {
         thought: with_think(think, thought),
         decision,
@@ -84,6 +88,7 @@ pub fn parse(raw: &str, tags: &Tags) -> Option<Parsed> {
         warnings,
         structured: true,
         open_ended: reaches_end && !closed_at_end,
+        answer_left_out,
         call_ids: Vec::new(),
     })
 }
@@ -604,6 +609,7 @@ fn fallback(
         warnings,
         structured: false,
         open_ended: true,
+        answer_left_out: false,
         call_ids: Vec::new(),
     })
 }

@@ -833,6 +833,14 @@ export interface components {
              */
             forced_final?: boolean;
             /**
+             * @description Present, and true, when the model's output held a final answer after the tool call
+             *     it wrote (`Action: …` then `Final Answer: …`): the call is proposed and the answer
+             *     left out, since the model wrote it before seeing the tool's result; a warning says
+             *     so. The opposite order (an answer, then an action the model invented after it) gives
+             *     the answer, without this field.
+             */
+            answer_left_out?: boolean;
+            /**
              * @description With `react.final_answer_schema`: the final answer as the JSON value it matched
              *     (`direct_response` is its text). Absent otherwise, and when the loop was stopped at
              *     its last iteration (the answer is then a summary, with a warning).
