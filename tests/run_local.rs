@@ -310,3 +310,38 @@ async fn a_window_past_what_the_service_takes_is_cut_to_its_limit() {
     assert_eq!(code, 0, "{stderr}");
     assert!(stderr.contains("a window of 10000000 tokens"), "{stderr}");
 }
+
+#[tokio::test]
+async fn a_model_slower_than_llm_timeout_ends_the_loop_with_the_services_timeout() {
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .and(path("/v1/chat/completions"))
+        .respond_with(
+            ResponseTemplate::new(200)
+                .set_body_raw(openai_stream(&[ANSWER], "stop"), "text/event-stream")
+                .set_delay(std::time::Duration::from_secs(4)),
+        )
+        .mount(&server)
+        .await;
+    let (code, report, stderr) = run(
+        &compatible_env(&server),
+        &[
+            "--provider",
+            "openai_compatible",
+            "--model",
+            "local",
+            "--token-limit",
+            "4096",
+            "--llm-timeout",
+            "1",
+        ],
+    )
+    .await;
+    assert_eq!(code, 1, "{stderr}");
+    assert_eq!(report["termination_reason"], "failure");
+    let answer = report["answer"].as_str().unwrap();
+    assert!(
+        answer.starts_with("llm_timeout:") && answer.contains("1 s"),
+        "{answer}"
+    );
+}

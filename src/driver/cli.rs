@@ -78,6 +78,10 @@ pub struct RunArgs {
     /// Tokens kept for each answer (default: 4,000, or a quarter of a smaller window).
     #[arg(long)]
     pub reserved_output_tokens: Option<u32>,
+    /// Seconds one call of the model may take, in the service started in-process (default: 60,
+    /// or 300 for a local model server, whose model may run on a CPU).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=3600))]
+    pub llm_timeout: Option<u64>,
     /// Seconds the whole loop may take.
     #[arg(long)]
     pub timeout: Option<u64>,
@@ -251,7 +255,7 @@ fn tell_listed(server: &str, listed: &Listed) {
 
 /// The loop itself, once the tools are in place.
 async fn drive(args: &RunArgs, registry: ToolRegistry) -> Result<RunReport, String> {
-    let config = service_config();
+    let config = service_config(args);
     let (token_limit, reserved) = budget(args, &config).await?;
     let (server, max_body) = match &args.server {
         Some(url) => (url.clone(), args.server_max_body_bytes),
@@ -302,7 +306,7 @@ async fn drive(args: &RunArgs, registry: ToolRegistry) -> Result<RunReport, Stri
 /// What the in-process service runs on: the defaults, one worker on an ephemeral loopback
 /// port, and the providers' base URLs from the environment (`REACTSTEP_OLLAMA_BASE_URL`,
 /// `REACTSTEP_OPENAI_COMPATIBLE_BASE_URL` …), so a local model server can be named.
-fn service_config() -> Config {
+fn service_config(args: &RunArgs) -> Config {
     let mut config = Config::defaults();
     config.bind = ([127, 0, 0, 1], 0).into();
     config.workers = 1;
@@ -310,7 +314,24 @@ fn service_config() -> Config {
     if let Ok(url) = std::env::var("REACTSTEP_OLLAMA_BASE_URL") {
         config.ollama_base_url = url;
     }
+    let local = local_provider(args).is_some();
+    if let Some(secs) = args.llm_timeout.or(local.then_some(LOCAL_LLM_TIMEOUT_SECS)) {
+        config.llm_timeout_secs = secs;
+        // A repair round is a second call: the step may hold two and the waits between.
+        config.step_timeout_secs = config.step_timeout_secs.max((secs * 2 + 30).min(3600));
+    }
     config
+}
+
+/// Seconds a local model's call may take unless `--llm-timeout` says: a small model on a CPU
+/// reads a 4,000-token prompt in tens of seconds before its first word.
+const LOCAL_LLM_TIMEOUT_SECS: u64 = 300;
+
+/// `--provider` when it names a model server of the user's own.
+fn local_provider(args: &RunArgs) -> Option<&str> {
+    args.provider
+        .as_deref()
+        .filter(|p| ["ollama", "openai_compatible"].contains(p))
 }
 
 /// A hosted model's window, sent when nothing says otherwise.
@@ -341,10 +362,7 @@ async fn budget(args: &RunArgs, config: &Config) -> Result<(u32, u32), String> {
 /// The window of a local model (`--provider ollama` or `openai_compatible`), as its server
 /// tells it; said on stderr either way.
 async fn local_window(args: &RunArgs, config: &Config) -> Option<u32> {
-    let provider = args
-        .provider
-        .as_deref()
-        .filter(|p| ["ollama", "openai_compatible"].contains(p))?;
+    let provider = local_provider(args)?;
     if args.mock_responses.is_some() {
         return None;
     }
