@@ -17,6 +17,11 @@
 //! - `mixed [SECONDS] [RATE] [BIG]`: the typical body at a fixed rate, alone and while BIG
 //!   128k-token requests are in flight; the small requests' latencies in both
 //!   (`load/mixed.rs`).
+//! - `sweep [SECONDS]`: the service and the pass-through of `compare` on 1, 2, 4 and 8 cores,
+//!   each process pinned with `taskset`, a warm and a cold body, at concurrency 1, 16 and 64;
+//!   one markdown table (`load/sweep.rs`).
+//! - `startup [RUNS]`: start to `/readyz`, the first steps of each encoder and the RSS of a
+//!   fresh service, medians over RUNS (`load/startup.rs`).
 //! - `bodies`: writes the bodies `compare` sends to `target/release/load-compare/` and prints
 //!   that folder (for `scripts/callgrind_service.sh`).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)]
@@ -40,6 +45,10 @@ mod compare;
 mod https_upstream;
 #[path = "load/mixed.rs"]
 mod mixed;
+#[path = "load/startup.rs"]
+mod startup;
+#[path = "load/sweep.rs"]
+mod sweep;
 
 const UPSTREAM_DELAY: Duration = Duration::from_secs(2);
 const ANSWER: &str = "The handler is in src/auth.js.";
@@ -396,6 +405,20 @@ async fn run(args: Vec<String>) {
             let seconds = args.get(2).and_then(|s| s.parse().ok()).unwrap_or(6);
             let concurrency = args.get(3).and_then(|s| s.parse().ok()).unwrap_or(16);
             compare::run(seconds, concurrency).await;
+        }
+        Some("sweep") => {
+            let seconds = args.get(2).and_then(|s| s.parse().ok()).unwrap_or(3);
+            sweep::run(seconds).await;
+        }
+        Some("drive") => {
+            let seconds = args[4].parse().unwrap();
+            let concurrency = args[5].parse().unwrap();
+            sweep::drive(&args[2], &args[3], seconds, concurrency).await;
+        }
+        Some("tokenizer-pass") => sweep::tokenizer_pass(),
+        Some("startup") => {
+            let runs = args.get(2).and_then(|s| s.parse().ok()).unwrap_or(10);
+            startup::run(runs).await;
         }
         Some("mixed") => {
             let seconds = args.get(2).and_then(|s| s.parse().ok()).unwrap_or(10);

@@ -12,6 +12,14 @@
 #   scripts/load.sh mixed [SECONDS] [RATE] [BIG]
 #                                          oha sends the typical body at RATE/s, alone and while
 #                                          BIG 128k-token requests are in flight (10 s, 500/s, 2)
+#   scripts/load.sh sweep [SECONDS]        the service and the pass-through on 1, 2, 4 and 8
+#                                          cores, pinned with taskset, warm and cold bodies, at
+#                                          concurrency 1, 16 and 64: one table (3 s a point,
+#                                          about 3 minutes; no oha, the example drives the load)
+#
+# Prebuilt binaries (a machine without cargo): REACTSTEP_BIN=path/to/reactstep and
+# LOAD_BIN=path/to/examples/load, both from `cargo build --release --bin reactstep --example
+# load`; nothing is built then. OHA=path/to/oha for compare and mixed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # Each step holds a client connection and an upstream connection.
@@ -28,6 +36,10 @@ if { [ "${1:-}" = compare ] || [ "${1:-}" = mixed ]; } && [ -z "${OHA:-}" ]; the
         fi
     fi
     export OHA
+fi
+if [ -n "${REACTSTEP_BIN:-}" ] && [ -n "${LOAD_BIN:-}" ]; then
+    export REACTSTEP_BIN
+    exec "$LOAD_BIN" "$@"
 fi
 cargo build --release --bin reactstep --example load
 exec "$target_dir/release/examples/load" "$@"

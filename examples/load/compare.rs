@@ -389,6 +389,12 @@ impl Process {
     }
 }
 
+impl From<Child> for Process {
+    fn from(child: Child) -> Self {
+        Self(child)
+    }
+}
+
 impl Drop for Process {
     fn drop(&mut self) {
         let _ = self.0.kill();
@@ -439,15 +445,18 @@ pub fn start_helper(args: &[&str]) -> (Process, u16) {
     (Process(child), port)
 }
 
-/// The release service next to this example (`target/release/reactstep`), whatever the target
-/// folder is.
+/// The release service: `REACTSTEP_BIN` where it is set (a prebuilt binary), else the one next
+/// to this example (`target/release/reactstep`), whatever the target folder is.
 pub fn release_binary() -> PathBuf {
+    if let Some(binary) = std::env::var_os("REACTSTEP_BIN") {
+        return PathBuf::from(binary);
+    }
     let exe = std::env::current_exe().unwrap();
     let release = exe.parent().and_then(Path::parent).unwrap();
     release.join("reactstep")
 }
 
-fn free_port() -> u16 {
+pub fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()

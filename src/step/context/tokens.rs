@@ -233,6 +233,12 @@ pub fn warm_up() {
     let _ = Encoding::O200kBase.tokenizer().count("");
 }
 
+/// One pass of the encoder over `text`, with no cache and no memo: what counting a text never
+/// seen costs at most (the load runner's yardstick for a cold step, `scripts/load.sh sweep`).
+pub fn count_uncached(encoding: Encoding, text: &str) -> usize {
+    encoding.tokenizer().count(text)
+}
+
 /// Whether the encoder of every current model is built (so no request for one waits for it).
 pub fn is_warm() -> bool {
     Encoding::O200kBase.is_loaded()
