@@ -5,6 +5,7 @@
 
 pub mod budget;
 pub mod clearing;
+mod encoder_tables;
 mod items;
 mod margin;
 pub mod prompt;

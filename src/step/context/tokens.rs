@@ -31,8 +31,8 @@ impl Encoding {
     /// The encoder, built on first use (which blocks for tens of milliseconds).
     fn tokenizer(self) -> &'static Tokenizer {
         let tokenizer = match self {
-            Self::O200kBase => bpe_openai::o200k_base(),
-            Self::Cl100kBase => bpe_openai::cl100k_base(),
+            Self::O200kBase => super::encoder_tables::o200k_base(),
+            Self::Cl100kBase => super::encoder_tables::cl100k_base(),
         };
         // Written once: a store on every count would bounce the line between cores.
         let loaded = &LOADED[self as usize];

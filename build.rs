@@ -1,0 +1,40 @@
+//! Compresses the token encoders' tables into `OUT_DIR` for `src/step/context/encoder_tables.rs`.
+//!
+//! bpe-openai compiles its encoders into the binary as msgpack: 32 MB for `o200k_base` and 15 MB
+//! for `cl100k_base`, three quarters of the release binary. Here each is written again in that
+//! same form (bpe-openai's own serialisation, read from bpe-openai itself) and compressed with
+//! zstd, in frames of `FRAME_BYTES` so that the service can inflate them on several cores at once.
+//! The service then never names bpe-openai's own tables, and the linker leaves them out.
+//!
+//! Release builds use zstd's level 19 (about 35 s here, once per target folder; the tables
+//! come to 19 MB); other builds use level 1, which is quick and decompresses as fast.
+
+use std::path::PathBuf;
+
+/// Bytes of msgpack per zstd frame: 4 MiB, 8 frames for `o200k_base`.
+const FRAME_BYTES: usize = 4 << 20;
+
+fn main() {
+    println!("cargo::rerun-if-changed=build.rs");
+    let out = PathBuf::from(std::env::var_os("OUT_DIR").unwrap_or_else(|| panic!("no OUT_DIR")));
+    let level = match std::env::var("PROFILE").as_deref() {
+        Ok("release") => 19,
+        _ => 1,
+    };
+    for (name, tokenizer) in [
+        ("o200k_base", bpe_openai::o200k_base()),
+        ("cl100k_base", bpe_openai::cl100k_base()),
+    ] {
+        let table = rmp_serde::to_vec(&tokenizer.bpe)
+            .unwrap_or_else(|e| panic!("{name}: cannot serialise: {e}"));
+        let mut frames = Vec::new();
+        for chunk in table.chunks(FRAME_BYTES) {
+            let frame = zstd::bulk::compress(chunk, level)
+                .unwrap_or_else(|e| panic!("{name}: cannot compress: {e}"));
+            frames.extend_from_slice(&frame);
+        }
+        let path = out.join(format!("{name}.msgpack.zst"));
+        std::fs::write(&path, frames)
+            .unwrap_or_else(|e| panic!("{}: cannot write: {e}", path.display()));
+    }
+}

@@ -1,0 +1,147 @@
+//! The token encoders, built from the zstd-compressed tables that build.rs puts in the binary.
+//!
+//! bpe-openai's own encoders (`bpe_openai::o200k_base()`) would bring 47 MB of uncompressed
+//! msgpack into the executable; these are the same tables in the same form, compressed to about
+//! 19 MB in release builds. Each is inflated once, when its encoder is first built, on as many
+//! threads as it has frames and the process has cores, and the inflated bytes are dropped as
+//! soon as the encoder is read from them.
+//!
+//! The pre-tokenizer is OpenAI's published pattern for each encoding, given to bpe-openai's
+//! `Tokenizer::new_lookahead`: the regex engine has no look-ahead, so tiktoken's `\s+(?!\S)` (a
+//! run of whitespace not followed by a non-space) is written as `\s+$` (the run ends the text)
+//! and as `\s+\s` marked as a look-ahead, whose last character is given back to the next piece.
+//! `tests/encoders.rs` checks the counts against tiktoken's.
+
+use std::sync::LazyLock;
+
+use bpe_openai::byte_pair_encoding::BytePairEncoding;
+use bpe_openai::Tokenizer;
+
+static O200K_TABLE: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/o200k_base.msgpack.zst"));
+static CL100K_TABLE: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/cl100k_base.msgpack.zst"));
+
+/// Contractions, case-insensitive, as both encodings split them off a word.
+const CONTRACTIONS: &str = "(?i:'s|'t|'re|'ve|'m|'ll|'d)";
+
+static O200K: LazyLock<Tokenizer> = LazyLock::new(|| {
+    let upper = r"[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]";
+    let lower = r"[\p{Ll}\p{Lm}\p{Lo}\p{M}]";
+    let main = [
+        format!(r"[^\r\n\p{{L}}\p{{N}}]?{upper}*{lower}+{CONTRACTIONS}?"),
+        format!(r"[^\r\n\p{{L}}\p{{N}}]?{upper}+{lower}*{CONTRACTIONS}?"),
+        r"\p{N}{1,3}".to_string(),
+        r" ?[^\s\p{L}\p{N}]+[\r\n/]*".to_string(),
+        r"\s*[\r\n]+".to_string(),
+        r"\s+$".to_string(),
+    ]
+    .join("|");
+    build("o200k_base", O200K_TABLE, &main)
+});
+
+static CL100K: LazyLock<Tokenizer> = LazyLock::new(|| {
+    let main = format!(
+        r"{CONTRACTIONS}|[^\r\n\p{{L}}\p{{N}}]?\p{{L}}+|\p{{N}}{{1,3}}| ?[^\s\p{{L}}\p{{N}}]+[\r\n]*|\s*[\r\n]+|\s+$"
+    );
+    build("cl100k_base", CL100K_TABLE, &main)
+});
+
+/// `o200k_base`, built on first use.
+pub fn o200k_base() -> &'static Tokenizer {
+    &O200K
+}
+
+/// `cl100k_base`, built on first use.
+pub fn cl100k_base() -> &'static Tokenizer {
+    &CL100K
+}
+
+/// The encoder from its compressed table and the main alternatives of its pre-tokenizer. The
+/// tables are built into the binary, so a failure here is a broken build: it panics.
+fn build(name: &str, compressed: &[u8], main: &str) -> Tokenizer {
+    let table = inflate(compressed).unwrap_or_else(|e| panic!("{name}: bad table: {e}"));
+    let bpe: BytePairEncoding =
+        rmp_serde::from_slice(&table).unwrap_or_else(|e| panic!("{name}: bad table: {e}"));
+    drop(table);
+    let patterns = [(main, false), (r"\s+\s", true), (r"\s+", false)];
+    Tokenizer::new_lookahead(bpe, &patterns, false)
+        .unwrap_or_else(|e| panic!("{name}: bad pre-tokenizer: {e}"))
+}
+
+/// The bytes of a run of zstd frames, each inflated into its own part of one buffer, the frames
+/// shared among up to one thread per core.
+fn inflate(frames: &[u8]) -> std::io::Result<Vec<u8>> {
+    let invalid = |what: &str| std::io::Error::new(std::io::ErrorKind::InvalidData, what);
+    let mut parts = Vec::new();
+    let mut rest = frames;
+    while !rest.is_empty() {
+        let length = zstd::zstd_safe::find_frame_compressed_size(rest)
+            .map_err(|_| invalid("not a zstd frame"))?;
+        let (frame, after) = rest.split_at(length.min(rest.len()));
+        let size = zstd::zstd_safe::get_frame_content_size(frame)
+            .ok()
+            .flatten()
+            .ok_or_else(|| invalid("a frame without its size"))?;
+        parts.push((
+            frame,
+            usize::try_from(size).map_err(|_| invalid("too big"))?,
+        ));
+        rest = after;
+    }
+    let mut out = vec![0u8; parts.iter().map(|(_, size)| size).sum()];
+    let mut slices = Vec::with_capacity(parts.len());
+    let mut free = out.as_mut_slice();
+    for (frame, size) in parts {
+        let (slice, after) = free.split_at_mut(size);
+        slices.push((frame, slice));
+        free = after;
+    }
+    let cores = std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get);
+    let per_thread = slices.len().div_ceil(cores.max(1)).max(1);
+    std::thread::scope(|scope| {
+        let threads: Vec<_> = slices
+            .chunks_mut(per_thread)
+            .map(|group| scope.spawn(move || inflate_into(group)))
+            .collect();
+        threads
+            .into_iter()
+            .try_for_each(|t| t.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
+    })?;
+    Ok(out)
+}
+
+/// Inflates each frame into its slice, which is exactly its size.
+fn inflate_into(group: &mut [(&[u8], &mut [u8])]) -> std::io::Result<()> {
+    for (frame, slice) in group.iter_mut() {
+        let written = zstd::bulk::decompress_to_buffer(frame, &mut **slice)?;
+        if written != slice.len() {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                "a frame shorter than its size",
+            ));
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_compressed_tables_give_bpe_openais_encoders() {
+        for (ours, theirs) in [
+            (o200k_base(), bpe_openai::o200k_base()),
+            (cl100k_base(), bpe_openai::cl100k_base()),
+        ] {
+            let text = "Hello,   world!\n\n  fn main() { let x = 12345; }\t\r\nIt's ÉTÉ déjà 😀  ";
+            assert_eq!(ours.encode(text), theirs.encode(text));
+            assert_eq!(ours.bpe.num_tokens(), theirs.bpe.num_tokens());
+        }
+    }
+
+    #[test]
+    fn a_table_that_is_not_zstd_is_refused() {
+        assert!(inflate(b"not zstd at all").is_err());
+        assert_eq!(inflate(b"").ok(), Some(Vec::new()));
+    }
+}
