@@ -14,6 +14,9 @@ fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1e3
 }
 
+/// A figure's name and how it is read from a run.
+type Column = (&'static str, fn(&Run) -> f64);
+
 struct Run {
     ready: Duration,
     first_o200k: Duration,
@@ -93,7 +96,7 @@ pub async fn run(runs: usize) {
         "startup: {} ({size} bytes), {runs} runs; median (lowest–highest)",
         binary.display()
     );
-    let rows: [(&str, fn(&Run) -> f64); 6] = [
+    let rows: [Column; 6] = [
         ("start to /readyz, ms", |r| ms(r.ready)),
         ("first step, gpt-4o (o200k_base), ms", |r| ms(r.first_o200k)),
         ("first step, gpt-4 (cl100k_base built), ms", |r| {

@@ -112,7 +112,7 @@ fn inflate(frames: &[u8]) -> std::io::Result<Vec<u8>> {
 /// Inflates each frame into its slice, which is exactly its size.
 fn inflate_into(group: &mut [(&[u8], &mut [u8])]) -> std::io::Result<()> {
     for (frame, slice) in group.iter_mut() {
-        let written = zstd::bulk::decompress_to_buffer(frame, &mut **slice)?;
+        let written = zstd::bulk::decompress_to_buffer(frame, slice)?;
         if written != slice.len() {
             return Err(std::io::Error::new(
                 std::io::ErrorKind::InvalidData,
