@@ -16,6 +16,8 @@
 #                                          cores, pinned with taskset, warm and cold bodies, at
 #                                          concurrency 1, 16 and 64: one table (3 s a point,
 #                                          about 3 minutes; no oha, the example drives the load)
+#   scripts/load.sh startup [RUNS]         start to /readyz, the first step of each encoder and the
+#                                          RSS of a fresh service, medians over RUNS (10)
 #
 # Prebuilt binaries (a machine without cargo): REACTSTEP_BIN=path/to/reactstep and
 # LOAD_BIN=path/to/examples/load, both from `cargo build --release --bin reactstep --example

@@ -28,7 +28,8 @@ pub enum Encoding {
 }
 
 impl Encoding {
-    /// The encoder, built on first use (which blocks for tens of milliseconds).
+    /// The encoder, built on first use (which blocks while its table is inflated and read: tens
+    /// of milliseconds, about a hundred on a busy machine).
     fn tokenizer(self) -> &'static Tokenizer {
         let tokenizer = match self {
             Self::O200kBase => super::encoder_tables::o200k_base(),
