@@ -250,10 +250,14 @@ fn placeholder(tool: &str, args: &Map<String, Value>, catalog: &Catalog) -> Opti
             "'{key}' is {example}, not an argument of '{tool}': write only the tool's own arguments"
         ));
     }
-    if let Some((key, _)) = args
-        .iter()
-        .find(|(_, v)| v.as_str() == Some(VALUE_PLACEHOLDER))
-    {
+    // The example's `<value>` in any case, alone or in a longer value (`<value>/src/app.py`),
+    // unless its closing tag is there too (a search for the markup, `<value>.*</value>`).
+    if let Some((key, _)) = args.iter().find(|(_, v)| {
+        v.as_str().is_some_and(|v| {
+            let v = v.to_lowercase();
+            v.contains(VALUE_PLACEHOLDER) && !v.contains("</value>")
+        })
+    }) {
         return Some(format!(
             "the value of '{key}' is {example} '{VALUE_PLACEHOLDER}': write the real value"
         ));
@@ -264,12 +268,40 @@ fn placeholder(tool: &str, args: &Map<String, Value>, catalog: &Catalog) -> Opti
         v.as_str()
             .and_then(|v| v.strip_prefix('<')?.strip_suffix('>'))
             .is_some_and(|name| {
-                name == k.as_str() || k.as_str() == "input" && catalog.declares(tool, name)
+                name == k.as_str()
+                    || k.as_str() == "input" && catalog.declares(tool, name)
+                    || describes(name, k)
             })
     })?;
     Some(format!(
         "the value of '{key}' is a placeholder, {value}: write the real value"
     ))
+}
+
+/// Whether the words in angle brackets describe the argument `key` rather than being a value
+/// of it: words only (letters, digits, spaces, `_`, `-`), more than one of them or the key's
+/// own words among them (`<file path>`, `<file_path>`, `<your search query>` for `query`). One
+/// word unrelated to the key (`<title>`, `<body>`) is markup a search may look for.
+fn describes(inner: &str, key: &str) -> bool {
+    const WORDS: [&str; 4] = ["your", "value", "argument", "here"];
+    let plain = !inner.is_empty()
+        && inner
+            .chars()
+            .all(|c| c.is_alphanumeric() || matches!(c, ' ' | '_' | '-'));
+    if !plain {
+        return false;
+    }
+    let lower = inner.to_lowercase();
+    let words: Vec<&str> = lower
+        .split([' ', '_', '-'])
+        .filter(|w| !w.is_empty())
+        .collect();
+    let key = key.to_lowercase();
+    let key_words: Vec<&str> = key.split('_').filter(|w| !w.is_empty()).collect();
+    words
+        .iter()
+        .any(|w| WORDS.contains(w) || key_words.contains(w))
+        && (words.len() > 1 || inner.contains(' '))
 }
 
 fn signature_reason(tool: &str) -> String {

@@ -5,7 +5,7 @@
 
 use serde_json::{Map, Value};
 
-use super::action_input::unquote;
+use super::action_input::plain;
 use super::args::{closing_bracket, parse_args, python_literal, single_input};
 use super::decision::Decision;
 use super::fence::unfence;
@@ -34,8 +34,22 @@ pub fn action(text: &str, found: &[Found], d: usize, tags: &Tags) -> Decision {
         name_end + text[name_end..].len() - text[name_end..].trim_start_matches([' ', '\t']).len();
     let input_follows = found.get(d + 1).is_some_and(|f| f.tag == Tag::ActionInput);
     let read = match text.as_bytes().get(open) {
-        // With the input on the next line, what follows the name is a description of it.
-        _ if input_follows => input_below(text, found, d, tool_name),
+        // With the input on the next line, what follows the name is a description of it,
+        // unless it is a call with arguments of its own that the input does not repeat.
+        _ if input_follows => match (
+            text.as_bytes().get(open),
+            input_below(text, found, d, tool_name),
+        ) {
+            (Some(b'('), Ok((below, end))) => match call_args(text, open) {
+                Ok((own, _)) if is_call_of_its_own(&text[open..], &own) && own != below => Err((
+                    "the action's call and its input give different arguments; write one call"
+                        .to_string(),
+                    end,
+                )),
+                _ => Ok((below, end)),
+            },
+            (_, read) => read,
+        },
         Some(b'(') => call_args(text, open),
         Some(b'[') => bracket_input(text, open),
         _ => rest_of_line(text, open, line_end, found.get(d + 1), tool_name),
@@ -65,6 +79,17 @@ fn input_below(text: &str, found: &[Found], d: usize, tool_name: &str) -> Read {
         Ok(args) => Ok((args, end)),
         Err(why) => Err((why, end)),
     }
+}
+
+/// Whether parentheses after an action's name (`read_file(path="a")`, `read_file("a")`) are
+/// arguments rather than a description of the tool (`add (adds two numbers)`): a keyword, or a
+/// first value that is quoted or a number.
+fn is_call_of_its_own(parenthesized: &str, args: &Map<String, Value>) -> bool {
+    let first = parenthesized[1..].trim_start();
+    !args.is_empty()
+        && (args.keys().any(|k| !k.starts_with("input"))
+            || first.starts_with(['"', '\'', '`', '{', '['])
+            || first.starts_with(|c: char| c.is_ascii_digit()))
 }
 
 /// `tool(args…)`: the arguments in the parentheses that open at `open`.
@@ -131,7 +156,10 @@ fn rest_of_line(
     let args = if rest.is_empty() {
         Map::new()
     } else {
-        single_input(Value::String(unquote(rest).to_string()))
+        match plain(rest) {
+            Ok(value) => single_input(Value::String(value.to_string())),
+            Err(why) => return Err((why, line_end)),
+        }
     };
     Ok((args, line_end))
 }

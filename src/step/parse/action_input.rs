@@ -21,6 +21,13 @@ pub fn read(input: &str, tool: &str) -> Result<Map<String, Value>, String> {
     if input.is_empty() {
         return Ok(Map::new());
     }
+    // `"{"path": "a"}`: a stray character before the object, as before a JSON call.
+    let lead = super::json::stray_lead(input);
+    let input = if lead > 0 && looks_like_an_object(&input[lead..]) {
+        &input[lead..]
+    } else {
+        input
+    };
     if input.starts_with('{') && looks_like_an_object(input) {
         if let Some(key) = super::json::duplicate_key(input) {
             return Err(format!(
@@ -45,7 +52,20 @@ pub fn read(input: &str, tool: &str) -> Result<Map<String, Value>, String> {
             "the action input is text over several lines; put it in a JSON object or a code fence"
                 .to_string(),
         ),
-        _ => Ok(single_input(Value::String(unquote(input).to_string()))),
+        _ => Ok(single_input(Value::String(plain(input)?.to_string()))),
+    }
+}
+
+/// A plain value without its quotes (see [`unquote`]), or why it cannot be read: a quote that
+/// opens it and is not balanced after it (`"src/app.py'`, `"echo "hi"`) leaves which quotes
+/// are the value's for the model to say.
+pub(super) fn plain(input: &str) -> Result<&str, String> {
+    let text = unquote(input);
+    match text.chars().next() {
+        Some(q @ ('"' | '\'' | '`')) if text.matches(q).count() % 2 == 1 => Err(format!(
+            "the input opens a {q} quote that nothing closes as its pair; quote the value once, or not at all"
+        )),
+        _ => Ok(text),
     }
 }
 
@@ -90,8 +110,8 @@ fn unwrap_emphasis(input: &str) -> &str {
 /// only closing brackets are missing.
 fn object(input: &str) -> Option<Map<String, Value>> {
     let text = match closing_bracket(input, 0) {
-        // A second object after it is a second input for one call.
-        Some(end) if input[end..].trim_start().starts_with('{') => return None,
+        // A second object after it, or a fenced block, is a second input for one call.
+        Some(end) if second_input(&input[end..]) => return None,
         Some(end) => input[..end].to_string(),
         None => closed(input)?,
     };
@@ -103,6 +123,14 @@ fn object(input: &str) -> Option<Map<String, Value>> {
         Value::Object(map) => Some(map),
         _ => None,
     }
+}
+
+/// Whether what follows an input's object holds another object or a fenced block (a fence
+/// that closes the one around the whole input aside).
+fn second_input(after: &str) -> bool {
+    let after = after.trim();
+    let after = after.strip_suffix("```").unwrap_or(after);
+    after.contains('{') || after.contains("```")
 }
 
 /// `text` with the backslashes of Windows paths written unescaped in its strings
@@ -256,7 +284,8 @@ pub(super) fn unquote(input: &str) -> &str {
     // before this, as an input left open.)
     for quote in ['"', '\'', '`'] {
         if let Some(inner) = input.strip_prefix(quote) {
-            if !inner.contains(quote) && !inner.trim().is_empty() {
+            let closed_otherwise = inner.trim_end().ends_with(['"', '\'', '`']);
+            if !inner.contains(quote) && !inner.trim().is_empty() && !closed_otherwise {
                 return inner.trim_start();
             }
         }

@@ -163,6 +163,7 @@ pub fn parse_args(inner: &str) -> Result<Map<String, Value>, String> {
     let mut p = Cursor::new(inner);
     let mut args = Map::new();
     let mut positional = 0;
+    let mut equals = false;
     loop {
         p.skip(|c| c.is_ascii_whitespace() || c == b',');
         if p.done() {
@@ -177,6 +178,7 @@ pub fn parse_args(inner: &str) -> Result<Map<String, Value>, String> {
             // `C:\Users\…` is a path, not an argument named C.
             let drive = key.len() == 1 && p.text[p.i..].starts_with(":\\");
             if !drive && (p.peek() == Some(b'=') || p.peek() == Some(b':')) {
+                equals |= p.peek() == Some(b'=');
                 p.i += 1;
                 p.skip(|c| c.is_ascii_whitespace());
                 let value = p.value()?;
@@ -187,6 +189,12 @@ pub fn parse_args(inner: &str) -> Result<Map<String, Value>, String> {
             }
             p.i = start;
         }
+        // A value after a keyword argument (`input="a" and more`) is no argument: Python
+        // refuses it, and it would take the place of what the keyword gave. (A signature's
+        // `query: str, limit?: int` is told apart later, from its type names.)
+        if equals && args.len() > positional {
+            return Err("a value follows the keyword arguments".to_string());
+        }
         let value = p.value()?;
         positional += 1;
         let name = if positional == 1 {
@@ -194,7 +202,9 @@ pub fn parse_args(inner: &str) -> Result<Map<String, Value>, String> {
         } else {
             format!("input_{positional}")
         };
-        args.insert(name, value);
+        if args.insert(name, value).is_some() {
+            return Err("an argument is given twice".to_string());
+        }
     }
 }
 

@@ -50,6 +50,18 @@ pub fn find(text: &str) -> Option<JsonAction> {
         let Some(end) = closer.close(open) else {
             continue;
         };
+        // The object is the call only when its line ends with it (or a closing mark):
+        // `\`{…}\` is the call you asked about, but I will not run it` quotes it.
+        let line_rest = text[end..].split('\n').next().unwrap_or_default();
+        let marks_only = line_rest
+            .chars()
+            .all(|c| c.is_whitespace() || "`'\".}".contains(c));
+        // A special token or a closing tag after it (`<|action_end|>`, `</tool_call>`) ends it.
+        let token =
+            line_rest.trim_start().starts_with("<|") || line_rest.trim_start().starts_with("</");
+        if !marks_only && !token {
+            continue;
+        }
         let raw = &text[open..end];
         parsed += raw.len();
         work::add(raw.len());
@@ -219,7 +231,6 @@ fn fence_end(text: &str, end: usize) -> usize {
     }
 }
 
-/// Where the fence that opens just before the object starts, or the object's own start.
 /// The length of a stray character a small model left before the `{` that opens its JSON
 /// call at a line start (a backtick, a quote or a full stop), or 0.
 pub fn stray_lead(line: &str) -> usize {
@@ -229,6 +240,7 @@ pub fn stray_lead(line: &str) -> usize {
     }
 }
 
+/// Where the fence that opens just before the object starts, or the object's own start.
 fn fence_start(text: &str, start: usize) -> usize {
     let before = text[..start].trim_end();
     let line = before.rfind('\n').map_or(0, |i| i + 1);

@@ -113,6 +113,31 @@ fn cleaned<'r>(raw: &'r str, tags: &Tags, warnings: &mut Vec<String>) -> (Option
 
 /// The tags that decide the step: final answers, and actions that name a tool.
 fn decisive(text: &str, found: &[Found]) -> Vec<usize> {
+    let all = decisive_tags(text, found);
+    // A block quote's tags beside tags of the model's own (`> Action: …` quoted from the
+    // user's message, then the model's answer) are a quotation, not a decision.
+    let quoted = |&i: &usize| text[found[i].line_start..].trim_start().starts_with('>');
+    if all.iter().any(quoted) && !all.iter().all(quoted) {
+        return all.into_iter().filter(|i| !quoted(i)).collect();
+    }
+    all
+}
+
+/// Whether several list items each name an action (`- Action: a(…)`, `- Action: b(…)`):
+/// options laid out, not calls made; which one is meant is for the model to say.
+fn listed_options(text: &str, found: &[Found], decisive: &[usize]) -> bool {
+    let listed = decisive
+        .iter()
+        .filter(|&&i| found[i].tag == Tag::Action && is_list_item(text, &found[i]));
+    listed.count() > 1
+}
+
+/// Whether the tag opens a list item (`- Action: …`).
+fn is_list_item(text: &str, found: &Found) -> bool {
+    text[found.line_start..].trim_start().starts_with("- ")
+}
+
+fn decisive_tags(text: &str, found: &[Found]) -> Vec<usize> {
     found
         .iter()
         .enumerate()
@@ -175,6 +200,18 @@ fn decisions(
     let thought = thought_before(text, found, limit, think, tags, warnings);
     let reaches_end = found[d + 1..].iter().all(|f| f.tag == Tag::ActionInput);
     let (calls, others) = match found[d].tag {
+        Tag::Action if listed_options(text, found, decisive) => {
+            let why = format!(
+                "the output lists several '{}:' items; write the one call to make now",
+                tags.action
+            );
+            let raw_action_string = section(text, found, d).trim().to_string();
+            let options = Decision::Unreadable {
+                why,
+                raw_action_string,
+            };
+            (vec![options], decisive.len() - 1)
+        }
         Tag::Action => {
             let (calls, used) = actions(text, found, decisive, tags);
             (calls, decisive.len() - used)
@@ -238,7 +275,25 @@ fn first_meant(
 /// braces anywhere, and more than one word on its line.
 fn is_prose(action: &str) -> bool {
     let line = action.lines().next().unwrap_or_default().trim();
-    !action.contains(['(', '[', '{', '<', '"', '`']) && line.split_whitespace().count() > 2
+    // A first word in snake case names a tool (`run_command rm -rf build`), and a path or a
+    // flag is a command's, not arithmetic's.
+    let named = line
+        .split_whitespace()
+        .next()
+        .is_some_and(|w| w.contains('_'));
+    let command = line
+        .split_whitespace()
+        .any(|w| w.contains('/') && w.contains(|c: char| c.is_ascii_alphabetic()))
+        || line.split_whitespace().any(|w| w.starts_with("--"))
+        || line.split_whitespace().any(|w| {
+            w.len() > 1
+                && w.starts_with('-')
+                && w[1..].starts_with(|c: char| c.is_ascii_alphabetic())
+        });
+    !action.contains(['(', '[', '{', '<', '"', '`'])
+        && line.split_whitespace().count() > 2
+        && !named
+        && !command
 }
 
 fn is_no_action(action: &str) -> bool {
@@ -505,7 +560,10 @@ fn answer(text: &str, tags: &Tags, beside_action: bool) -> Decision {
     };
     // An answer the model went on from to invent an action is the answer, unless it only
     // announces that step ("I will read the file.") or says nothing.
-    if beside_action && (text.trim().is_empty() || announces_a_step(text)) {
+    // An answer that ends in a colon introduces what follows it (`To read a file, write:`
+    // then the call): the call is its example, or what the model meant; it must say which.
+    let introduces = text.trim_end().ends_with(':');
+    if beside_action && (text.trim().is_empty() || introduces || announces_a_step(text)) {
         return unreadable(format!(
             "the output holds a '{}:' and then an '{}:'; write one of them",
             tags.final_answer, tags.action
@@ -552,7 +610,9 @@ fn announces_a_step(answer: &str) -> bool {
         .next()
         .unwrap_or_default()
         .to_lowercase()
-        .replace("let me know", "");
+        .replace("let me know", "")
+        .replace("i will not", "")
+        .replace("i'll not", "");
     STEP.iter().any(|w| first.contains(w))
 }
 

@@ -154,7 +154,13 @@ impl Catalog {
                 "the input of '{name}' holds a call of '{other}'; call one tool, with its own arguments"
             ));
         }
-        let args = positional_to_named(unwrap_whole_input(args, tool), &tool.order);
+        let args = unwrap_whole_input(args, tool);
+        if own_input_named_again(&args, tool) {
+            return Err(format!(
+                "the input of '{name}' names its parameter again ('input=' inside the input); give the value alone"
+            ));
+        }
+        let args = positional_to_named(args, &tool.order);
         let args = unwrap_values(args, tool);
         if let Some(why) = undeclared(name, &args, tool) {
             return Err(why);
@@ -197,12 +203,38 @@ impl Catalog {
         let text = text.trim();
         let open = text.find('(')?;
         let callee = text[..open].trim();
-        if !self.has(callee) {
-            return None;
+        let whole_args = || {
+            text.ends_with(')')
+                .then(|| crate::step::parse::parse_args(&text[open + 1..text.len() - 1]).ok())
+                .flatten()
+        };
+        if self.has(callee) {
+            return (callee != name || whole_args().is_none()).then_some(callee);
         }
-        let is_call = text.ends_with(')')
-            && crate::step::parse::parse_args(&text[open + 1..text.len() - 1]).is_ok();
-        (callee != name || !is_call).then_some(callee)
+        // `read_file_v2(path="a")`: a call of some other function, given the tool's own
+        // argument names, is a call the model meant, not a value.
+        let is_identifier = !callee.is_empty()
+            && callee
+                .chars()
+                .all(|c| c.is_alphanumeric() || c == '_' || c == '.');
+        if is_identifier
+            && whole_args().is_some_and(|inner| {
+                !inner.is_empty() && inner.keys().all(|k| self.declares(name, k))
+            })
+        {
+            return Some(callee);
+        }
+        // `I will call read_file(path="a")`, `read(a); read_file(path="b")`: a known tool's
+        // call inside words or beside another call.
+        let names = self
+            .declared
+            .iter()
+            .map(|d| d.spec.name.as_str())
+            .chain(self.named.iter().map(String::as_str));
+        names
+            .filter(|n| !n.is_empty())
+            .find(|n| calls_inside(text, n))
+            .and_then(|n| text.find(n).map(|at| &text[at..at + n.len()]))
     }
 
     /// Whether the declared tool `tool` lists `argument` among its schema's properties.
@@ -407,6 +439,32 @@ fn unwrap_whole_input(args: Map<String, Value>, tool: &Declared) -> Map<String, 
         _ => None,
     };
     inner.unwrap_or(args)
+}
+
+/// Whether a tool whose own parameter is `input` was given, as its input, text that starts
+/// by naming it again (`input=2 * 21`, `input="x" and more`) and that could not be read as
+/// that argument alone.
+fn own_input_named_again(args: &Map<String, Value>, tool: &Declared) -> bool {
+    let Some(Value::String(text)) = args.get("input") else {
+        return false;
+    };
+    args.len() == 1
+        && tool.order.iter().any(|p| p == "input")
+        && text
+            .trim_start()
+            .strip_prefix("input")
+            .is_some_and(|rest| rest.trim_start().starts_with(['=', ':']))
+}
+
+/// Whether `text` holds `tool(`, the name standing as a word of its own.
+fn calls_inside(text: &str, tool: &str) -> bool {
+    let word = |c: Option<char>| c.is_some_and(|c| c.is_alphanumeric() || c == '_');
+    text.match_indices(tool).any(|(at, _)| {
+        !word(text[..at].chars().next_back())
+            && text[at + tool.len()..]
+                .trim_start_matches(' ')
+                .starts_with('(')
+    })
 }
 
 /// For a tool whose own parameter is named `input` (LangChain's single-input tools): that
