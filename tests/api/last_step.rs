@@ -131,3 +131,33 @@ async fn a_lone_call_is_not_marked() {
         reply.text
     );
 }
+
+/// The streamed step says an answer was left out as the plain response does: its terminal
+/// `step` event carries the field and the warning, and no `answer` delta was sent.
+#[tokio::test]
+async fn a_streamed_step_marks_the_answer_left_out() {
+    use crate::support::app::spawn_app_with;
+    use crate::support::stream::post_stream;
+    use crate::support::stream_upstream::{openai_stream, serve, Ending};
+
+    let output = [
+        "Thought: Read it.\nAction: read_file(pa",
+        "th=\"src/auth.rs\")\nFinal Ans",
+        "wer: Login is in src/auth.rs.",
+    ];
+    let upstream = serve(200, vec![openai_stream(&output, "stop")], Ending::Complete).await;
+    let uri = upstream.uri.clone();
+    let app = spawn_app_with(move |c| c.openai_base_url = format!("{uri}/v1")).await;
+    let streamed = post_stream(&app, &request("gpt-4o", "Where is login handled?")).await;
+    assert_eq!(streamed.status, 200);
+    let (name, step) = streamed.terminal();
+    assert_eq!(name, "step", "{step}");
+    assert_eq!(step["status"], "action_proposed", "{step}");
+    assert_eq!(step["action_details"]["tool_name"], "read_file");
+    assert_eq!(step["answer_left_out"], true, "{step}");
+    assert!(
+        step["warnings"].to_string().contains("answer_left_out"),
+        "{step}"
+    );
+    assert_eq!(streamed.joined("answer"), "");
+}
