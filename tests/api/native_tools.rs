@@ -129,7 +129,7 @@ async fn a_native_call_with_bad_arguments_is_repaired() {
     let app = spawn_app_answering_in_turn(
         OPENAI_PATH,
         vec![
-            openai_tool_reply(None, "read_file", "{\"path\": 7}"),
+            openai_tool_reply(None, "read_file", "{\"path\": 7.5}"),
             openai_tool_reply(None, "read_file", "{\"path\": \"a.js\"}"),
         ],
     )
@@ -146,7 +146,24 @@ async fn a_native_call_with_bad_arguments_is_repaired() {
         .cloned()
         .unwrap_or_default();
     let n = second.len();
-    assert_eq!(second[n - 2]["content"], "read_file({\"path\":7})");
+    assert_eq!(second[n - 2]["content"], "read_file({\"path\":7.5})");
+}
+
+#[tokio::test]
+async fn a_native_calls_bare_integer_for_a_text_parameter_is_its_text() {
+    let app = spawn_app_answering(
+        OPENAI_PATH,
+        200,
+        openai_tool_reply(None, "read_file", "{\"path\": 2024}"),
+    )
+    .await;
+    let reply = app.post_react_step(&native("gpt-4o", "native")).await;
+    assert_eq!(reply.status, 200, "{}", reply.text);
+    assert_eq!(
+        reply.body["action_details"]["tool_args"],
+        json!({"path": "2024"})
+    );
+    assert_eq!(app.upstream_bodies().await.len(), 1, "no repair round");
 }
 
 #[tokio::test]

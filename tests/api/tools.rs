@@ -97,7 +97,7 @@ async fn an_unknown_tool_gets_a_repair_round() {
 
 #[tokio::test]
 async fn an_action_still_invalid_after_repair_is_a_502_with_the_raw_output() {
-    let bad = "Thought: Search.\nAction: code_search(query=3)";
+    let bad = "Thought: Search.\nAction: code_search(query=[3])";
     let app = spawn_app_answering(OPENAI_PATH, 200, openai_reply(bad)).await;
     let reply = app.post_react_step(&with_tools("Find login")).await;
     assert_eq!(reply.status, 502, "{}", reply.text);
@@ -107,7 +107,7 @@ async fn an_action_still_invalid_after_repair_is_a_502_with_the_raw_output() {
     assert_eq!(reply.body["error"]["raw_output"], bad);
     let message = reply.body["error"]["message"].as_str().unwrap_or_default();
     assert!(
-        message.contains("/query: 3 is not of type \"string\""),
+        message.contains("/query: [3] is not of type \"string\""),
         "{message}"
     );
     assert_eq!(
@@ -122,7 +122,7 @@ async fn max_repair_attempts_zero_fails_at_once() {
     let app = spawn_app_answering(
         OPENAI_PATH,
         200,
-        openai_reply("Thought: t\nAction: read_file(path=42)"),
+        openai_reply("Thought: t\nAction: read_file(path=4.2)"),
     )
     .await;
     let mut body = with_tools("Open it");

@@ -240,7 +240,7 @@ pub fn load() -> Corpus {
     corpus
 }
 
-pub const FAMILIES: [&str; 20] = [
+pub const FAMILIES: [&str; 21] = [
     "1-stop-remnant",
     "2-pythonic",
     "3-markup",
@@ -260,6 +260,7 @@ pub const FAMILIES: [&str; 20] = [
     "17-stray-characters",
     "18-named-input",
     "19-worked-answer",
+    "20-bare-text-values",
     "dialect",
 ];
 

@@ -507,7 +507,9 @@ fn every_value_quoted(text: &str, args: &Map<String, Value>) -> bool {
 
 /// Text arguments whose parameter the schema declares of another type, read as that type when
 /// they are its JSON or Python-literal text (`"5"` for an integer, `"{'a': 1}"` for an object):
-/// markup such as Qwen3-Coder's writes every value as text.
+/// markup such as Qwen3-Coder's writes every value as text. The other way, a bare integer or
+/// boolean written for a parameter declared only `string` (`calculator(expression=3000)`, as a
+/// real 0.5B model wrote) is its text.
 fn unwrap_values(mut args: Map<String, Value>, tool: &Declared) -> Map<String, Value> {
     let properties = tool.spec.parameters.get("properties");
     for (key, value) in args.iter_mut() {
@@ -518,6 +520,11 @@ fn unwrap_values(mut args: Map<String, Value>, tool: &Declared) -> Map<String, V
             _ => continue,
         };
         let Value::String(text) = &*value else {
+            if declared == ["string"] {
+                if let Some(text) = exact_text_of(value) {
+                    *value = Value::String(text);
+                }
+            }
             continue;
         };
         if declared.contains(&"string") {
@@ -553,6 +560,16 @@ fn keyword_args(text: &str, declared: &[String]) -> Option<Value> {
     let one_declared = args.keys().any(|k| declared.contains(k));
     (all_declared || one_declared && args.iter().all(|(k, v)| quoted(k, v)))
         .then_some(Value::Object(args))
+}
+
+/// The text a bare integer or boolean was written as. A fraction is left alone: `1e3` and
+/// `1000.0` read as the same number, so its text is not known.
+fn exact_text_of(value: &Value) -> Option<String> {
+    match value {
+        Value::Number(n) if n.is_i64() || n.is_u64() => Some(n.to_string()),
+        Value::Bool(b) => Some(b.to_string()),
+        _ => None,
+    }
 }
 
 fn literal_of(text: &str) -> Option<Value> {
@@ -710,6 +727,40 @@ mod tests {
         for unknown in ["read_files", "readfile", "read", "functions.grep", ""] {
             assert_eq!(c.resolve(unknown), None, "{unknown}");
         }
+    }
+
+    #[test]
+    fn a_bare_integer_or_boolean_for_a_text_parameter_is_its_text_and_nothing_else_is() {
+        let c = catalog();
+        for (written, read) in [
+            (json!(3000), "3000"),
+            (json!(-7), "-7"),
+            (json!(true), "true"),
+        ] {
+            let checked = c.check("code_search", args(json!({"query": written})));
+            assert_eq!(checked.unwrap(), args(json!({"query": read})));
+        }
+        // A fraction's text is not known (1e3 and 1000.0 read the same): refused as before.
+        assert!(c.check("code_search", args(json!({"query": 1.5}))).is_err());
+        // Objects, arrays and null are no text; an integer parameter keeps its number.
+        for kept in [json!({"a": 1}), json!([1]), Value::Null] {
+            assert!(c
+                .check("code_search", args(json!({"query": kept})))
+                .is_err());
+        }
+        let checked = c.check("code_search", args(json!({"query": "x", "limit": 3})));
+        assert_eq!(checked.unwrap(), args(json!({"query": "x", "limit": 3})));
+        // A parameter of several types is not guessed at.
+        let loose = Catalog::new(
+            vec![ToolSpec {
+                name: "find".into(),
+                description: "find".into(),
+                parameters: json!({"type": "object", "properties": {"q": {"type": ["string", "null"]}}}),
+            }],
+            "",
+        )
+        .unwrap_or_else(|e| panic!("{e:?}"));
+        assert!(loose.check("find", args(json!({"q": 5}))).is_err());
     }
 
     #[test]
