@@ -72,6 +72,9 @@ struct Entry {
 #[derive(Default)]
 pub struct ToolRegistry {
     tools: BTreeMap<String, Entry>,
+    /// The names in the order they were first registered: the order the model is shown them
+    /// in, since a small model tends to call the first tool it reads.
+    order: Vec<String>,
 }
 
 impl ToolRegistry {
@@ -81,7 +84,9 @@ impl ToolRegistry {
             tool: Box::new(tool),
             metadata,
         };
-        self.tools.insert(name.to_string(), entry);
+        if self.tools.insert(name.to_string(), entry).is_none() {
+            self.order.push(name.to_string());
+        }
     }
 
     pub fn get(&self, name: &str) -> Option<(&dyn Tool, &ToolMetadata)> {
@@ -101,11 +106,13 @@ impl ToolRegistry {
             .collect()
     }
 
-    /// The tools as the request's `tools` field declares them.
+    /// The tools as the request's `tools` field declares them, in the order they were
+    /// registered (the workspace's tools first, then the plain ones, then MCP servers').
     pub fn declarations(&self) -> Value {
         let tools: Vec<Value> = self
-            .tools
+            .order
             .iter()
+            .filter_map(|name| Some((name, self.tools.get(name)?)))
             .map(|(name, e)| {
                 json!({
                     "name": name,
@@ -150,6 +157,19 @@ mod tests {
         assert_eq!(registry.list(Some("files")), ["b"]);
         let (tool, _) = registry.get("b").unwrap_or_else(|| panic!("b"));
         assert_eq!(tool.call(&Map::new()).await, ToolOutcome::Done("B".into()));
-        assert_eq!(registry.declarations()[0]["name"], "a");
+        // Declared in the order registered: the model reads the first one first.
+        assert_eq!(registry.declarations()[0]["name"], "b");
+        assert_eq!(registry.declarations()[1]["name"], "a");
+        registry.register(
+            "b",
+            |_: &Map<String, Value>| ToolOutcome::Done("B2".into()),
+            meta("files"),
+        );
+        assert_eq!(
+            registry.declarations().as_array().map(Vec::len),
+            Some(2),
+            "a tool registered again is replaced in its place, not declared twice"
+        );
+        assert_eq!(registry.declarations()[0]["name"], "b");
     }
 }
