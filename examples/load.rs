@@ -24,6 +24,8 @@
 //!   fresh service, medians over RUNS (`load/startup.rs`).
 //! - `bodies`: writes the bodies `compare` sends to `target/release/load-compare/` and prints
 //!   that folder (for `scripts/callgrind_service.sh`).
+//! - `cold-bodies N`: writes N cold bodies of the sweep there (`cold-0.json` …), each carrying
+//!   text the service has not seen (for `scripts/callgrind_service.sh cold`).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)]
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -416,6 +418,7 @@ async fn run(args: Vec<String>) {
             sweep::drive(&args[2], &args[3], seconds, concurrency).await;
         }
         Some("tokenizer-pass") => sweep::tokenizer_pass(),
+        Some("cold-bodies") => sweep::write_cold_bodies(args[2].parse().unwrap()),
         Some("startup") => {
             let runs = args.get(2).and_then(|s| s.parse().ok()).unwrap_or(10);
             startup::run(runs).await;

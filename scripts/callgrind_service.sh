@@ -4,7 +4,10 @@
 # service answers WARM requests (not counted), its counters are zeroed, then it answers N more
 # at concurrency C, and the instructions of all its threads are divided by N.
 #   scripts/callgrind_service.sh [BODY] [N] [C] [WARM]
-#     BODY: typical (default), typical-mock-response, loop-step-1 … loop-step-10
+#     BODY: typical (default), typical-mock-response, loop-step-1 … loop-step-10, or cold: the
+#           sweep's cold bodies (examples/load/sweep.rs), a new one for every request, warm-up
+#           included, so each step's 15.8 KB of files and observations is text the token cache
+#           has not seen
 #     N 1000, C 4, WARM 100
 # REACTSTEP_BIN runs another build of the service (a copy kept for a before/after comparison).
 # The callgrind output is left in $CARGO_TARGET_DIR/callgrind/ for callgrind_annotate.
@@ -12,9 +15,15 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 body="${1:-typical}" n="${2:-1000}" c="${3:-4}" warm="${4:-100}"
 target_dir="${CARGO_TARGET_DIR:-target}"
-cargo build --release --bin reactstep --example load
-load="$target_dir/release/examples/load"
+# LOAD_BIN: a prebuilt load example (then nothing is built).
+if [ -z "${LOAD_BIN:-}" ]; then
+    cargo build --release --bin reactstep --example load
+fi
+load="${LOAD_BIN:-$target_dir/release/examples/load}"
 bodies="$("$load" bodies)"
+if [ "$body" = cold ]; then
+    "$load" cold-bodies "$((n + warm))" >/dev/null
+fi
 service_bin="${REACTSTEP_BIN:-$target_dir/release/reactstep}"
 out="$target_dir/callgrind"
 mkdir -p "$out"
@@ -34,10 +43,15 @@ pids+=("$service")
 until curl -sf "http://127.0.0.1:$port/readyz" >/dev/null; do sleep 1; done
 
 drive() {
-    python3 - "http://127.0.0.1:$port/api/agent/react_step" "$bodies/$body.json" "$1" "$c" <<'PY'
+    python3 - "http://127.0.0.1:$port/api/agent/react_step" "$bodies" "$body" "$1" "$c" "$2" <<'PY'
 import http.client, sys, threading, urllib.parse
-url, path, total, conc = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
-body = open(path, "rb").read()
+url, folder, name = sys.argv[1], sys.argv[2], sys.argv[3]
+total, conc, first = int(sys.argv[4]), int(sys.argv[5]), int(sys.argv[6])
+if name == "cold":
+    # Read before the counted part starts: request i sends cold body first + i.
+    bodies = [open(f"{folder}/cold-{first + i}.json", "rb").read() for i in range(total)]
+else:
+    bodies = [open(f"{folder}/{name}.json", "rb").read()] * total
 u = urllib.parse.urlsplit(url)
 left = [total]
 lock = threading.Lock()
@@ -48,6 +62,7 @@ def worker():
             if left[0] == 0:
                 return
             left[0] -= 1
+            body = bodies[left[0]]
         conn.request("POST", u.path, body, {"Content-Type": "application/json"})
         reply = conn.getresponse()
         reply.read()
@@ -58,9 +73,9 @@ threads = [threading.Thread(target=worker) for _ in range(conc)]
 PY
 }
 
-drive "$warm"
+drive "$warm" 0
 callgrind_control -z "$service" >/dev/null
-drive "$n"
+drive "$n" "$warm"
 callgrind_control -d "$service" >/dev/null
 total=$(grep -h '^summary:' "$out"/callgrind.out.*.* 2>/dev/null | awk '{s += $2} END {print s}')
 echo "$body: $total instructions over $n requests: $((total / n)) per request"

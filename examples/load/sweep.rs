@@ -101,6 +101,22 @@ fn templates(cold: bool) -> Vec<Template> {
     }
 }
 
+/// `cold-bodies N`: `N` cold bodies (`cold-0.json` …) written beside the other bodies, each with
+/// text the service has not seen, for `scripts/callgrind_service.sh cold`; prints their folder.
+pub fn write_cold_bodies(count: u64) {
+    let dir = compare::release_binary().with_file_name("load-compare");
+    std::fs::create_dir_all(&dir).unwrap();
+    let templates = templates(true);
+    for i in 0..count {
+        std::fs::write(
+            dir.join(format!("cold-{i}.json")),
+            body(&templates, true, 2, i),
+        )
+        .unwrap();
+    }
+    println!("{}", dir.display());
+}
+
 /// What request `i` of a cold run carries that the service has not seen: its files and its
 /// observations, as the service counts them (each text on its own).
 fn new_texts(body: &[u8]) -> Vec<String> {

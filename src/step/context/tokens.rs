@@ -5,10 +5,10 @@
 
 use std::cell::RefCell;
 use std::collections::HashMap;
+use std::ops::ControlFlow;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use bpe_openai::byte_pair_encoding::BytePairEncoding;
-use bpe_openai::Tokenizer;
 use foldhash::fast::FixedState;
 
 use super::token_cache;
@@ -30,7 +30,7 @@ pub enum Encoding {
 impl Encoding {
     /// The encoder, built on first use (which blocks while its table is inflated and read: tens
     /// of milliseconds, about a hundred on a busy machine).
-    fn tokenizer(self) -> &'static Tokenizer {
+    fn tokenizer(self) -> &'static super::encoder_tables::Encoder {
         let tokenizer = match self {
             Self::O200kBase => super::encoder_tables::o200k_base(),
             Self::Cl100kBase => super::encoder_tables::cl100k_base(),
@@ -231,13 +231,13 @@ impl std::fmt::Debug for TokenCounter {
 /// built by the first request that needs it (`Encoding::load_off_worker`): it would hold
 /// 16 MiB for the whole life of a service that may never see one of those models.
 pub fn warm_up() {
-    let _ = Encoding::O200kBase.tokenizer().count("");
+    let _ = Encoding::O200kBase.tokenizer().tokenizer.count("");
 }
 
 /// One pass of the encoder over `text`, with no cache and no memo: what counting a text never
 /// seen costs at most (the load runner's yardstick for a cold step, `scripts/load.sh sweep`).
 pub fn count_uncached(encoding: Encoding, text: &str) -> usize {
-    encoding.tokenizer().count(text)
+    encoding.tokenizer().tokenizer.count(text)
 }
 
 /// Whether the encoder of every current model is built (so no request for one waits for it).
@@ -357,24 +357,27 @@ impl TokenCounter {
     /// exceeds `limit`. Short pieces (words, mostly) are counted through a per-thread memo: the
     /// encoder's set-up for each costs more than its counting.
     fn count_pieces(&self, text: &str, limit: usize) -> Option<usize> {
-        let bpe = self.encoding.tokenizer();
-        let normalized = bpe.normalize(text);
+        // No normalisation: neither encoding asks for NFC, so bpe-openai's is a no-op.
+        let encoder = self.encoding.tokenizer();
+        let bpe = encoder.bpe();
         let mut total = 0usize;
         PIECES.with(|memo| {
             let mut memo = memo.borrow_mut();
-            for piece in bpe.split(normalized.as_str()) {
+            let over = encoder.split(text, |piece| {
                 let bytes = piece.as_bytes();
                 // The pre-tokenizer cuts digit runs into pieces of at most three.
                 total += if self.single_digits && bytes.iter().all(u8::is_ascii_digit) {
                     bytes.len()
                 } else {
-                    memo.count(self.encoding, &bpe.bpe, bytes)
+                    memo.count(self.encoding, bpe, bytes)
                 };
                 if total > limit {
-                    return None;
+                    ControlFlow::Break(())
+                } else {
+                    ControlFlow::Continue(())
                 }
-            }
-            Some(total)
+            });
+            over.is_none().then_some(total)
         })
     }
 
@@ -631,7 +634,7 @@ mod tests {
             let text = parts.join(" ").repeat(8);
             for encoding in [Encoding::O200kBase, Encoding::Cl100kBase] {
                 let counter = TokenCounter::new(Provider::OPENAI, "gpt-4o", Some(encoding));
-                let fresh = encoding.tokenizer().count(text.as_str());
+                let fresh = encoding.tokenizer().tokenizer.count(text.as_str());
                 proptest::prop_assert_eq!(counter.count(&text) as usize, fresh);
                 proptest::prop_assert_eq!(counter.count(&text) as usize, fresh);
                 let within = (fresh <= limit as usize).then_some(fresh as u32);
@@ -646,7 +649,7 @@ mod tests {
             text in "([a-zA-Z]{1,6}|[0-9]{1,4}|'(s|t|re|ll|d|S)|[ \t\r\n]{1,4}|\n[ \t]{0,3}[a-z0-9/}'(]|[.,:;(){}\"!?/\\_+=<>-]{1,3}|[éßÆ日本語Ωж]{1,2}|[\u{a0}\u{2003}\u{85}]|\u{1F600}|\u{301})*"
         ) {
             for encoding in [Encoding::O200kBase, Encoding::Cl100kBase] {
-                let tokenizer = encoding.tokenizer();
+                let tokenizer = &encoding.tokenizer().tokenizer;
                 let whole = tokenizer.count(text.as_str());
                 for at in (1..text.len()).filter(|&at| is_cut(text.as_bytes(), at)) {
                     let sides = tokenizer.count(&text[..at]) + tokenizer.count(&text[at..]);
@@ -680,7 +683,7 @@ mod tests {
             for encoding in [Encoding::O200kBase, Encoding::Cl100kBase] {
                 let exact = TokenCounter::new(Provider::OPENAI, "gpt-4o", Some(encoding));
                 let approximate = TokenCounter::new(Provider::ANTHROPIC, "claude-x", Some(encoding));
-                let fresh = encoding.tokenizer().count(text.as_str());
+                let fresh = encoding.tokenizer().tokenizer.count(text.as_str());
                 for counter in [exact, approximate] {
                     if counted_before {
                         for part in &parts {
