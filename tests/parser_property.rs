@@ -178,7 +178,9 @@ proptest! {
         prop_assert_eq!(streamed(&text, size), streamed(&text, text.len().max(1)));
     }
 
-    /// The streamed answer of a tagged final answer is the parsed answer.
+    /// The streamed answer of a tagged final answer is the parsed answer, unless it opens like
+    /// a bare call (`name(`, in backticks or not): that one may be read as the call, so the
+    /// live parser holds all of it for the `step` event.
     #[test]
     fn a_streamed_final_answer_is_the_parsed_one(
         thought in "[A-Za-z ,.]{1,40}",
@@ -189,7 +191,15 @@ proptest! {
         let parsed = parse(&text, &Tags::default()).unwrap();
         let (live_thought, live_answer) = streamed(&text, size);
         prop_assert_eq!(live_thought, parsed.thought);
-        prop_assert_eq!(Decision::Answer(live_answer), parsed.decision);
+        let opening = answer.trim_start();
+        let opening = opening.strip_prefix('`').unwrap_or(opening);
+        let name = opening.find(|c: char| !(c.is_ascii_alphanumeric() || ".-_".contains(c)))
+            .unwrap_or(opening.len());
+        if opening.starts_with(|c: char| c.is_ascii_alphabetic()) && opening[name..].starts_with('(') {
+            prop_assert_eq!(live_answer, "");
+        } else {
+            prop_assert_eq!(Decision::Answer(live_answer), parsed.decision);
+        }
     }
 }
 

@@ -86,6 +86,10 @@ pub fn judge(
             "'{}' is the answer format's placeholder: write the real answer",
             text.trim()
         )),
+        Decision::Answer(text) if answer_is_a_call(text, catalog) => Err(format!(
+            "the final answer is a call of '{}' written as text: to call the tool, write the call after 'Action:'; to answer, write the answer itself after 'Final Answer:'",
+            parse::bare_call(text).unwrap_or_default()
+        )),
         Decision::Answer(text) if text.contains(REPAIR_INSTRUCTION) => Err(
             "the answer repeats the service's own instructions; write the answer to the question"
                 .to_string(),
@@ -346,6 +350,12 @@ fn is_generic(word: &str) -> bool {
         word,
         "Optional" | "Union" | "List" | "Dict" | "Tuple" | "Sequence" | "Literal"
     )
+}
+
+/// An answer that is nothing but a call of a declared tool (`read_file(path="a.py")`): the
+/// model meant the call or copied one, and which is for it to say.
+fn answer_is_a_call(text: &str, catalog: &Catalog) -> bool {
+    parse::bare_call(text).is_some_and(|name| catalog.resolve(name).is_some())
 }
 
 /// Whether every argument that looks like a type name was written as a quoted value of a call

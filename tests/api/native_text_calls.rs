@@ -113,6 +113,12 @@ fn written_calls() -> Vec<(&'static str, &'static str, Value)> {
         (
             "Thought: Read it.\nFinal Answer: Action: read_file(path=\"src/auth.js\")",
             "read_file",
+            read.clone(),
+        ),
+        // A bare call after `Final Answer:`, as a real 0.5B model wrote.
+        (
+            "Thought: Read it.\nFinal Answer: `read_file(path=\"src/auth.js\")`",
+            "read_file",
             read,
         ),
     ]
@@ -177,7 +183,7 @@ async fn auto_mode_that_resolves_to_native_reads_them_too() {
 #[tokio::test]
 async fn a_written_call_is_checked_against_the_tools_schema() {
     for wire in &WIRES {
-        let bad = "Thought: Search.\nFinal Answer: {\"name\": \"grep_search\", \"arguments\": {\"pattern\": 7}}";
+        let bad = "Thought: Search.\nFinal Answer: {\"name\": \"grep_search\", \"arguments\": {\"pattern\": [7]}}";
         let fixed = r#"{"name": "grep_search", "arguments": {"pattern": "login"}}"#;
         let app =
             spawn_app_answering_in_turn(wire.path, vec![(wire.reply)(bad), (wire.reply)(fixed)])

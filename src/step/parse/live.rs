@@ -31,6 +31,21 @@ enum Section {
 }
 
 const THINK_OPEN: [&str; 2] = ["<think>", "<thinking>"];
+/// How much of `text` is a name that a bare call (`read_file(…)`, in backticks or not) may open
+/// with, and whether a `(` follows it: an answer that is a call is read from the whole output,
+/// so none of it is streamed as an answer.
+fn bare_call_opening(text: &str) -> (usize, bool) {
+    let lead = usize::from(text.starts_with('`'));
+    let rest = &text[lead..];
+    if !rest.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_') {
+        return (0, false);
+    }
+    let name = rest
+        .find(|c: char| !(c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.')))
+        .map_or(text.len(), |n| n + lead);
+    (name, text[name..].starts_with('('))
+}
+
 /// What some chat templates wrap a call in (`<tools>{…}</tools>`).
 const TOOLS_OPEN: &str = "<tools>";
 const THINK_CLOSE: [&str; 2] = ["</think>", "</thinking>"];
@@ -270,12 +285,18 @@ impl LiveParser {
             return false;
         }
         let json_call = text.starts_with('{') || text.starts_with(TOOLS_OPEN);
-        if json_call || self.names.at(text).is_some() || markup::opener_at(text) == Some(0) {
+        let (name_len, bare_call) = bare_call_opening(text);
+        if json_call
+            || bare_call
+            || self.names.at(text).is_some()
+            || markup::opener_at(text) == Some(0)
+        {
             self.enter(Section::Done);
             return false;
         }
-        let may_open =
-            markup::opener_prefix_len(text) == text.len() || TOOLS_OPEN.starts_with(text);
+        let may_open = markup::opener_prefix_len(text) == text.len()
+            || TOOLS_OPEN.starts_with(text)
+            || name_len == text.len();
         !whole && (self.names.may_become_tag(text) || may_open)
     }
 
@@ -650,6 +671,15 @@ mod tests {
             "<tool> is a word"
         );
         assert_eq!(every_split("Final Answer: It is {x}.").1, "It is {x}.");
+        // A bare call, as a real 0.5B model wrote: held; a word that is no call goes out.
+        for answer in ["read_file(path=\"a.py\")", "`read_file(path=\"a.py\")`"] {
+            let (_, streamed) = every_split(&format!("Thought: a\nFinal Answer: {answer}"));
+            assert_eq!(streamed, "", "{answer}");
+        }
+        assert_eq!(
+            every_split("Final Answer: Login is in a.py").1,
+            "Login is in a.py"
+        );
     }
 
     #[test]

@@ -802,6 +802,14 @@ pub fn call_in_answer(answer: &str, tags: &Tags) -> Option<Parsed> {
     } else {
         text
     };
+    let labelled;
+    let text = match bare_call(text) {
+        Some(_) => {
+            labelled = format!("{}: {}", tags.action, text.trim_matches('`'));
+            labelled.as_str()
+        }
+        None => text,
+    };
     let is_call = (text.starts_with('{') && text.ends_with('}'))
         || markup::opener_at(text) == Some(0)
         || matches!(tags::TagNames::new(tags).at(text), Some((Tag::Action, _)));
@@ -810,6 +818,23 @@ pub fn call_in_answer(answer: &str, tags: &Tags) -> Option<Parsed> {
     }
     let parsed = parse(text, tags)?;
     matches!(parsed.decision, Decision::Action { .. }).then_some(parsed)
+}
+
+/// The name of the call `name(…)` that `text` is from its first character to its last (in
+/// backticks or not), with no label before it: `read_file(path="config.py")`, as a real 0.5B
+/// model wrote after `Final Answer:`. Whether the name is a tool is the caller's to ask.
+pub fn bare_call(text: &str) -> Option<&str> {
+    let text = text.trim();
+    let text = match text.strip_prefix('`').and_then(|t| t.strip_suffix('`')) {
+        Some(inner) if !inner.contains('`') => inner.trim(),
+        _ => text,
+    };
+    let (name, _) = text.split_once('(')?;
+    let named = name.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_')
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'));
+    (named && text.ends_with(')') && !text.contains('\n')).then_some(name)
 }
 
 #[cfg(test)]
