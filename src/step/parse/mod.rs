@@ -829,12 +829,36 @@ pub fn bare_call(text: &str) -> Option<&str> {
         Some(inner) if !inner.contains('`') => inner.trim(),
         _ => text,
     };
-    let (name, _) = text.split_once('(')?;
+    let (name, args) = text.split_once('(')?;
     let named = name.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_')
         && name
             .chars()
             .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'));
-    (named && text.ends_with(')') && !text.contains('\n')).then_some(name)
+    (named && closes_at_end(args) && !text.contains('\n')).then_some(name)
+}
+
+/// Whether the parenthesis opened before `args` closes at its last character, quotes aside:
+/// `a="x")` does, `a="x") and b(y)` does not (two calls are no one call).
+fn closes_at_end(args: &str) -> bool {
+    let (mut depth, mut quote, mut escaped) = (1usize, None, false);
+    for (i, c) in args.char_indices() {
+        match (quote, c) {
+            (Some(_), _) if escaped => escaped = false,
+            (Some(_), '\\') => escaped = true,
+            (Some(q), c) if c == q => quote = None,
+            (Some(_), _) => {}
+            (None, '"' | '\'') => quote = Some(c),
+            (None, '(') => depth += 1,
+            (None, ')') => {
+                depth -= 1;
+                if depth == 0 {
+                    return i + 1 == args.len();
+                }
+            }
+            (None, _) => {}
+        }
+    }
+    false
 }
 
 #[cfg(test)]
@@ -1345,9 +1369,25 @@ mod answer_call_tests {
             "<tools>\n{{\"name\": \"grep_search\", \"arguments\": {{\"pattern\": \"login\"}}}}\n</tools>",
             "<tool_call>\n{\"name\": \"grep_search\", \"arguments\": {\"pattern\": \"login\"}}\n</tool_call>",
             "Action: grep_search(pattern=\"login\")",
+            "grep_search(pattern=\"login\")",
+            "`grep_search(pattern=\"login\")`",
         ] {
             assert_eq!(call(answer), grep, "{answer}");
         }
+        // Two calls are no one call: which one the model meant is for it to say.
+        for two in [
+            "grep_search(pattern=\"a\") and read_file(path=\"b\")",
+            "grep_search(pattern=\"a\"), then grep_search(pattern=\"b\")",
+        ] {
+            assert_eq!(call(two), None, "{two}");
+        }
+        assert_eq!(
+            bare_call("grep_search(pattern=\"a)\")"),
+            Some("grep_search")
+        );
+        assert_eq!(bare_call("f(g(x))"), Some("f"));
+        assert_eq!(bare_call("f(x) + g(y)"), None);
+        assert_eq!(bare_call("f(\"unclosed)"), None);
     }
 
     #[test]
