@@ -36,14 +36,11 @@ const THINK_OPEN: [&str; 2] = ["<think>", "<thinking>"];
 /// so none of it is streamed as an answer.
 fn bare_call_opening(text: &str) -> (usize, bool) {
     let lead = usize::from(text.starts_with('`'));
-    let rest = &text[lead..];
-    if !rest.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_') {
+    let name = super::call_name_len(&text[lead..]);
+    if name == 0 {
         return (0, false);
     }
-    let name = rest
-        .find(|c: char| !(c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.')))
-        .map_or(text.len(), |n| n + lead);
-    (name, text[name..].starts_with('('))
+    (lead + name, text[lead + name..].starts_with('('))
 }
 
 /// What some chat templates wrap a call in (`<tools>{…}</tools>`).

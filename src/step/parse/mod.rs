@@ -829,36 +829,22 @@ pub fn bare_call(text: &str) -> Option<&str> {
         Some(inner) if !inner.contains('`') => inner.trim(),
         _ => text,
     };
-    let (name, args) = text.split_once('(')?;
-    let named = name.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_')
-        && name
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'));
-    (named && closes_at_end(args) && !text.contains('\n')).then_some(name)
+    let name = &text[..call_name_len(text)];
+    // One call: its parenthesis closes at the text's end (`f(x) and g(y)` is two).
+    let one_call = !name.is_empty()
+        && text[name.len()..].starts_with('(')
+        && args::closing_bracket(text, name.len()) == Some(text.len());
+    (one_call && !text.contains('\n')).then_some(name)
 }
 
-/// Whether the parenthesis opened before `args` closes at its last character, quotes aside:
-/// `a="x")` does, `a="x") and b(y)` does not (two calls are no one call).
-fn closes_at_end(args: &str) -> bool {
-    let (mut depth, mut quote, mut escaped) = (1usize, None, false);
-    for (i, c) in args.char_indices() {
-        match (quote, c) {
-            (Some(_), _) if escaped => escaped = false,
-            (Some(_), '\\') => escaped = true,
-            (Some(q), c) if c == q => quote = None,
-            (Some(_), _) => {}
-            (None, '"' | '\'') => quote = Some(c),
-            (None, '(') => depth += 1,
-            (None, ')') => {
-                depth -= 1;
-                if depth == 0 {
-                    return i + 1 == args.len();
-                }
-            }
-            (None, _) => {}
-        }
+/// The length of the name a call may open `text` with (`read_file`, `tools.search`,
+/// `grep-search`): a letter or `_`, then letters, digits, `_`, `-` and `.`; 0 when none.
+fn call_name_len(text: &str) -> usize {
+    if !text.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_') {
+        return 0;
     }
-    false
+    text.find(|c: char| !(c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.')))
+        .unwrap_or(text.len())
 }
 
 #[cfg(test)]
