@@ -423,18 +423,24 @@ async fn once_output_was_streamed_a_failure_is_the_steps() {
     assert!(received(&app, GEMINI_PATH).await.is_empty());
 }
 
-#[tokio::test]
-async fn a_timed_out_model_is_not_retried_while_another_is_left() {
+/// An app with these call and step timeouts whose OpenAI model answers after `delay` seconds
+/// and whose Claude, the fallback, answers `claude_answer` at once.
+async fn slow_openai_then_claude(
+    llm_timeout_secs: u64,
+    step_timeout_secs: u64,
+    delay: u64,
+    claude_answer: &str,
+) -> TestApp {
     let app = spawn_app_with(|c| {
-        c.llm_timeout_secs = 1;
-        c.step_timeout_secs = 30;
+        c.llm_timeout_secs = llm_timeout_secs;
+        c.step_timeout_secs = step_timeout_secs;
     })
     .await;
     Mock::given(wiremock::matchers::path(OPENAI_PATH))
         .respond_with(
             ResponseTemplate::new(200)
                 .set_body_json(openai_reply("Final Answer: late"))
-                .set_delay(Duration::from_secs(20)),
+                .set_delay(Duration::from_secs(delay)),
         )
         .mount(&app.llm)
         .await;
@@ -442,9 +448,15 @@ async fn a_timed_out_model_is_not_retried_while_another_is_left() {
         &app.llm,
         ANTHROPIC_PATH,
         200,
-        anthropic_reply("Final Answer: on time"),
+        anthropic_reply(claude_answer),
     )
     .await;
+    app
+}
+
+#[tokio::test]
+async fn a_timed_out_model_is_not_retried_while_another_is_left() {
+    let app = slow_openai_then_claude(1, 30, 20, "Final Answer: on time").await;
 
     let started = Instant::now();
     let reply = app
@@ -466,26 +478,7 @@ async fn a_timed_out_model_is_not_retried_while_another_is_left() {
 
 #[tokio::test]
 async fn a_slow_first_model_cannot_take_the_step_past_its_deadline() {
-    let app = spawn_app_with(|c| {
-        c.llm_timeout_secs = 60;
-        c.step_timeout_secs = 2;
-    })
-    .await;
-    Mock::given(wiremock::matchers::path(OPENAI_PATH))
-        .respond_with(
-            ResponseTemplate::new(200)
-                .set_body_json(openai_reply("Final Answer: late"))
-                .set_delay(Duration::from_secs(30)),
-        )
-        .mount(&app.llm)
-        .await;
-    mount(
-        &app.llm,
-        ANTHROPIC_PATH,
-        200,
-        anthropic_reply("Final Answer: never asked"),
-    )
-    .await;
+    let app = slow_openai_then_claude(60, 2, 30, "Final Answer: never asked").await;
 
     let started = Instant::now();
     let reply = app
