@@ -60,18 +60,31 @@ fn filesystem_server() -> &'static Path {
 /// Runs `reactstep run` with `script` as the model's outputs and `extra` flags; the exit code,
 /// stdout and stderr.
 fn run(ws: &Path, script: &str, extra: &[String]) -> (i32, String, String) {
+    run_typing(ws, script, extra, "")
+}
+
+/// As [`run`], with `typed` as what the person at the terminal types, then the input ended.
+fn run_typing(ws: &Path, script: &str, extra: &[String], typed: &str) -> (i32, String, String) {
+    use std::io::Write;
     let scripts = tempfile::tempdir().unwrap();
     let file = scripts.path().join("script.txt");
     std::fs::write(&file, script).unwrap();
-    let output = Command::new(env!("CARGO_BIN_EXE_reactstep"))
+    let mut child = Command::new(env!("CARGO_BIN_EXE_reactstep"))
         .args(["run", "What is the answer?", "--output", "json"])
         .arg("--workspace")
         .arg(ws)
         .arg("--mock-responses")
         .arg(&file)
         .args(extra)
-        .output()
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
         .unwrap();
+    let mut input = child.stdin.take().unwrap();
+    input.write_all(typed.as_bytes()).unwrap();
+    drop(input);
+    let output = child.wait_with_output().unwrap();
     (
         output.status.code().unwrap_or(-1),
         String::from_utf8(output.stdout).unwrap(),
@@ -141,6 +154,78 @@ Action: submit_answer(answer="42", confidence=0.8)
     );
 }
 
+/// The filesystem server's write tools say `readOnlyHint: false`, so `--approve writes` (the
+/// default) asks about each; its reads run unasked. Every answer is typed into a pipe.
+#[test]
+fn writes_wait_for_approval_and_each_answer_is_what_runs() {
+    let server = filesystem_server();
+    let ws = workspace();
+    let root = ws.path().canonicalize().unwrap();
+    let at = |name: &str| root.join(name).display().to_string();
+    let script = format!(
+        r#"Thought: write a
+Action: write_file(path="{a}", content="one")
+---
+Thought: write b
+Action: write_file(path="{b}", content="two")
+---
+Thought: write c
+Action: write_file(path="{c}", content="three")
+---
+Thought: read a back
+Action: read_text_file(path="{a}")
+---
+Thought: write e
+Action: write_file(path="{e}", content="five")
+---
+Thought: done
+Final Answer: written"#,
+        a = at("a.txt"),
+        b = at("b.txt"),
+        c = at("c.txt"),
+        e = at("e.txt"),
+    );
+    let edit = serde_json::json!({"path": at("d.txt"), "content": "edited"});
+    // Nonsense is asked again; the edit's first line is not an object, so it is asked again.
+    let typed = format!("a\nwhat?\nd\nnot b, please\ne\n[1]\n{edit}\n");
+    let mcp = format!("node {} {}", server.display(), root.display());
+    let (code, out, err) = run_typing(ws.path(), &script, &["--mcp".into(), mcp], &typed);
+    let report = report(&out, &err);
+    assert_eq!(code, 0, "{report}\n{err}");
+    let approval = |n: usize| report["steps"][n]["approval"].clone();
+    assert_eq!(approval(0), "approved");
+    assert_eq!(std::fs::read_to_string(root.join("a.txt")).unwrap(), "one");
+    assert_eq!(approval(1), "denied");
+    assert!(!root.join("b.txt").exists(), "a denied call ran");
+    assert_eq!(
+        observation(&report, 1),
+        "The user denied this call: not b, please"
+    );
+    assert_eq!(approval(2), "edited");
+    assert!(!root.join("c.txt").exists(), "the proposed call ran");
+    assert_eq!(
+        std::fs::read_to_string(root.join("d.txt")).unwrap(),
+        "edited"
+    );
+    assert_eq!(report["steps"][2]["args"], edit);
+    assert_eq!(report["steps"][2]["proposed_args"]["path"], at("c.txt"));
+    assert!(
+        observation(&report, 2).starts_with("(The user edited the arguments to "),
+        "{report}"
+    );
+    // A read is not asked about; the input has ended by the last write, which is denied.
+    assert_eq!(report["steps"][3]["approval"], Value::Null);
+    assert_eq!(observation(&report, 3), "one");
+    assert_eq!(approval(4), "denied");
+    assert!(observation(&report, 4).contains("no one could approve it"));
+    assert!(!root.join("e.txt").exists());
+    assert_eq!(
+        report["tool_usage"]["write_file"], 2,
+        "denied calls do not run"
+    );
+    assert!(err.contains("may delete or overwrite"), "{err}");
+}
+
 #[test]
 fn a_server_that_cannot_start_is_a_clear_exit_message() {
     let ws = workspace();
@@ -207,6 +292,9 @@ fn a_server_that_hangs_or_dies_mid_loop_is_an_observation_and_the_loop_goes_on()
         format!("python3 {}", server.display()),
         "--mcp-timeout".into(),
         "1".into(),
+        // Its tools say nothing of writing: they would be asked about.
+        "--approve".into(),
+        "none".into(),
     ];
     let (code, out, err) = run(ws.path(), script, &flags);
     let report = report(&out, &err);
@@ -285,7 +373,8 @@ fn too_many_tools_refused_ones_and_huge_results_do_not_stop_the_loop() {
     ]
     .join("\n---\n");
     let mcp = format!("node {} {}", server.display(), sdk.display());
-    let (code, out, err) = run(ws.path(), &script, &["--mcp".into(), mcp]);
+    let flags = ["--mcp".into(), mcp, "--approve".into(), "none".into()];
+    let (code, out, err) = run(ws.path(), &script, &flags);
     let report = report(&out, &err);
     assert_eq!(code, 0, "{}\n{err}", report["answer"]);
     assert_eq!(report["answer"], "all answered");
@@ -312,7 +401,9 @@ fn too_many_tools_refused_ones_and_huge_results_do_not_stop_the_loop() {
 
 /// Starts `reactstep run` whose first action is the misbehaving server's `hang`, patient with
 /// it for ten minutes; returns once the loop has said it is running it.
-fn hanging(ws: &Path, server: &Path, extra: &[&str]) -> std::process::Child {
+/// `reactstep run` calling the server's `hang`, once stderr has said `until`; its input is a
+/// pipe held open, as a terminal no one answers.
+fn hanging(ws: &Path, server: &Path, extra: &[&str], until: &str) -> std::process::Child {
     use std::io::BufRead;
     let scripts = tempfile::tempdir().unwrap();
     let file = scripts.path().join("script.txt");
@@ -337,13 +428,14 @@ fn hanging(ws: &Path, server: &Path, extra: &[&str]) -> std::process::Child {
         .arg("--mock-responses")
         .arg(&file)
         .args(extra)
+        .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
     let mut lines = std::io::BufReader::new(child.stderr.take().unwrap()).lines();
-    let said = lines.find(|l| l.as_ref().is_ok_and(|l| l.contains("action: hang")));
-    assert!(said.is_some(), "the loop ended before it ran hang");
+    let said = lines.find(|l| l.as_ref().is_ok_and(|l| l.contains(until)));
+    assert!(said.is_some(), "the loop ended before it said {until:?}");
     // The rest of stderr is drained, so the child never waits on a full pipe.
     std::thread::spawn(move || lines.for_each(drop));
     child
@@ -373,7 +465,8 @@ fn a_tool_that_never_answers_is_cut_by_the_deadline_and_by_ctrl_c() {
     let server = scripts.path().join("server.py");
     std::fs::write(&server, MISBEHAVING_SERVER).unwrap();
 
-    let child = hanging(ws.path(), &server, &[]);
+    let unasked = ["--approve", "none"];
+    let child = hanging(ws.path(), &server, &unasked, "action: hang");
     let pid = libc::pid_t::try_from(child.id()).unwrap();
     // SAFETY: kill(2) on the child this test started and still owns.
     assert_eq!(unsafe { libc::kill(pid, libc::SIGINT) }, 0);
@@ -382,8 +475,36 @@ fn a_tool_that_never_answers_is_cut_by_the_deadline_and_by_ctrl_c() {
     assert_eq!(report["termination_reason"], "cancelled");
     assert_eq!(report["iterations"], 1);
 
-    let (code, report) = ended(hanging(ws.path(), &server, &["--timeout", "2"]));
+    let flags = ["--approve", "none", "--timeout", "2"];
+    let (code, report) = ended(hanging(ws.path(), &server, &flags, "action: hang"));
     assert_eq!(code, Some(1), "{report}");
     assert_eq!(report["termination_reason"], "timeout");
     assert_eq!(report["iterations"], 1);
+}
+
+/// A person who never answers holds up neither Ctrl-C nor the loop's deadline, nor the exit.
+#[test]
+fn a_question_no_one_answers_is_cut_by_ctrl_c_and_by_the_deadline() {
+    let ws = workspace();
+    let scripts = tempfile::tempdir().unwrap();
+    let server = scripts.path().join("server.py");
+    std::fs::write(&server, MISBEHAVING_SERVER).unwrap();
+    let asked = "the model wants to run hang";
+
+    let child = hanging(ws.path(), &server, &[], asked);
+    let pid = libc::pid_t::try_from(child.id()).unwrap();
+    // SAFETY: kill(2) on the child this test started and still owns.
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGINT) }, 0);
+    let (code, report) = ended(child);
+    assert_eq!(code, Some(1), "{report}");
+    assert_eq!(report["termination_reason"], "cancelled");
+    assert_eq!(
+        report["tool_usage"],
+        serde_json::json!({}),
+        "hang never ran"
+    );
+
+    let (code, report) = ended(hanging(ws.path(), &server, &["--timeout", "2"], asked));
+    assert_eq!(code, Some(1), "{report}");
+    assert_eq!(report["termination_reason"], "timeout");
 }

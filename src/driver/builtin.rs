@@ -211,6 +211,7 @@ fn meta(description: &str, category: &str, parameters: Value, read_only: bool) -
         parameters,
         examples: Vec::new(),
         read_only,
+        destructive: false,
     }
 }
 
@@ -306,7 +307,8 @@ fn register_plain_tools(registry: &mut ToolRegistry) {
                        "confidence": {"type": "number", "minimum": 0, "maximum": 1}}),
                 &["answer"],
             ),
-            false,
+            // It changes nothing (the answer ends the loop), so it is never asked about.
+            true,
         ),
     );
 }

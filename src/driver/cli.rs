@@ -9,6 +9,7 @@ use clap::{Parser, ValueEnum};
 use serde_json::Value;
 
 use super::admission::Admission;
+use super::approval::{ApprovalPolicy, Decision, LineApprover};
 use super::mcp::{Listed, McpServer};
 use super::window;
 use super::{
@@ -111,6 +112,11 @@ pub struct RunArgs {
     /// "npx -y @modelcontextprotocol/server-filesystem .".
     #[arg(long = "mcp")]
     pub mcp: Vec<String>,
+    /// Which tool calls wait for your approval on the terminal: `writes` (those of a tool not
+    /// known to be read-only), `all` or `none`. A call no one can answer (the input has ended)
+    /// is denied, and the model reads why.
+    #[arg(long, value_enum, default_value_t = ApprovalPolicy::Writes)]
+    pub approve: ApprovalPolicy,
     /// Seconds an MCP server may take to start, to list its tools, or to answer one call.
     #[arg(long, default_value_t = 30)]
     pub mcp_timeout: u64,
@@ -284,7 +290,11 @@ async fn drive(args: &RunArgs, registry: ToolRegistry) -> Result<RunReport, Stri
         Some(path) => Some(read_schema(path)?),
         None => None,
     };
-    let driver = Driver::new(settings, registry);
+    settings.approval = args.approve;
+    let mut driver = Driver::new(settings, registry);
+    if args.approve != ApprovalPolicy::None {
+        driver = driver.with_approver(LineApprover::stdin());
+    }
     let mut progress = Progress {
         colour: std::io::stderr().is_terminal(),
         streamed: false,
@@ -519,6 +529,15 @@ impl Watcher for Progress {
             "\x1b[33m",
             &format!("{tool} {args}"),
         );
+    }
+
+    fn approval(&mut self, iteration: u32, tool: &str, decision: &Decision) {
+        let said = match decision {
+            Decision::Approve => format!("{tool} approved"),
+            Decision::Deny(reason) => format!("{tool} denied: {reason}"),
+            Decision::Edit(args) => format!("{tool} approved with the arguments {args}"),
+        };
+        self.line(&format!("[{iteration}] approval:"), "\x1b[35m", &said);
     }
 
     fn observation(&mut self, iteration: u32, text: &str) {

@@ -149,6 +149,7 @@ mod tests {
             parameters: json!({"type": "object"}),
             examples: Vec::new(),
             read_only,
+            destructive: false,
         }
     }
 

@@ -114,16 +114,16 @@ impl McpServer {
                     continue;
                 }
             };
+            let hints = tool.annotations.as_ref();
+            let read_only = hints.and_then(|a| a.read_only_hint).unwrap_or(false);
             let metadata = ToolMetadata {
                 description,
                 category: format!("mcp:{}", self.name),
                 parameters: schema,
                 examples: Vec::new(),
-                read_only: tool
-                    .annotations
-                    .as_ref()
-                    .and_then(|a| a.read_only_hint)
-                    .unwrap_or(false),
+                read_only,
+                // MCP's default: a tool that writes may destroy, unless it says it does not.
+                destructive: !read_only && hints.and_then(|a| a.destructive_hint).unwrap_or(true),
             };
             let forwarded = McpTool {
                 peer: self.session.peer().clone(),
@@ -272,6 +272,7 @@ mod tests {
             parameters: json!({"type": "object"}),
             examples: Vec::new(),
             read_only: true,
+            destructive: false,
         };
         let tool = |_: &Map<String, Value>| ToolOutcome::Done(String::new());
         registry.register("read_file", tool, meta.clone());

@@ -3,6 +3,7 @@
 //! service is meant to be driven.
 
 pub mod admission;
+pub mod approval;
 mod arithmetic;
 pub mod builtin;
 pub mod cli;
@@ -14,6 +15,7 @@ pub mod run;
 pub mod window;
 pub mod workspace;
 
+pub use approval::{ApprovalPolicy, ApprovalRequest, Approver, Decision, LineApprover};
 pub use builtin::{register_builtins, Workspace};
 pub use execution::RetryPolicy;
 pub use registry::{Tool, ToolMetadata, ToolOutcome, ToolRegistry};

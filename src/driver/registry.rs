@@ -53,15 +53,18 @@ where
 }
 
 /// What the model is told about a tool, and how the loop may treat it.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Default)]
 pub struct ToolMetadata {
     pub description: String,
     pub category: String,
     /// A JSON Schema for the arguments.
     pub parameters: Value,
     pub examples: Vec<Value>,
-    /// The tool changes nothing, so the same call may be answered again from before.
+    /// The tool changes nothing, so the same call may be answered again from before, and
+    /// `--approve writes` runs it without asking.
     pub read_only: bool,
+    /// The tool may delete or overwrite something: said when approval is asked for.
+    pub destructive: bool,
 }
 
 struct Entry {
@@ -136,6 +139,7 @@ mod tests {
             parameters: json!({"type": "object"}),
             examples: Vec::new(),
             read_only: true,
+            destructive: false,
         }
     }
 

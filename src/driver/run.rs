@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 use serde_json::{json, Value};
 
+use super::approval::{self, ApprovalPolicy, ApprovalRequest, Approver, Decision};
 use super::execution::{Executor, RetryPolicy};
 use super::observation;
 use super::registry::{ToolOutcome, ToolRegistry};
@@ -63,6 +64,9 @@ pub struct LoopSettings {
     /// The service's body limit (`REACTSTEP_MAX_BODY_BYTES`): older observations are cut to
     /// keep each request under it (see `observation.rs`).
     pub max_request_bytes: usize,
+    /// Which calls wait for the approver's decision (none by default; `reactstep run` asks
+    /// about writes).
+    pub approval: ApprovalPolicy,
 }
 
 impl LoopSettings {
@@ -91,6 +95,7 @@ impl LoopSettings {
             tool_limits: BTreeMap::new(),
             retry: RetryPolicy::default(),
             max_request_bytes: DEFAULT_MAX_REQUEST_BYTES,
+            approval: ApprovalPolicy::None,
         }
     }
 }
@@ -158,6 +163,12 @@ pub struct StepRecord {
     pub observation: String,
     pub timestamp: String,
     pub token_usage: Value,
+    /// `approved`, `denied` or `edited`, when the call was asked about.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub approval: Option<&'static str>,
+    /// The model's arguments, when the person edited them into `args`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub proposed_args: Option<Value>,
 }
 
 /// A failure on the way: the service's error, or a tool's.
@@ -209,6 +220,8 @@ pub trait Watcher {
     fn thought(&mut self, _iteration: u32, _thought: &str) {}
     fn action(&mut self, _iteration: u32, _tool: &str, _args: &Value) {}
     fn observation(&mut self, _iteration: u32, _text: &str) {}
+    /// A call was asked about, and this was decided.
+    fn approval(&mut self, _iteration: u32, _tool: &str, _decision: &Decision) {}
     /// `true` ends the loop with `custom`.
     fn stop_after(&mut self, _step: &StepRecord) -> bool {
         false
@@ -223,6 +236,8 @@ pub struct Driver {
     http: reqwest::Client,
     settings: LoopSettings,
     registry: ToolRegistry,
+    /// Who decides the calls `settings.approval` asks about; without one, they are denied.
+    approver: Option<Box<dyn Approver>>,
 }
 
 /// The loop's state between steps.
@@ -266,13 +281,41 @@ enum Next {
     End(Termination, String),
 }
 
+/// A call the loop asked about and ran (or did not, when denied).
+struct Ran {
+    observation: String,
+    failed: bool,
+    /// The arguments it ran with.
+    args: Value,
+    approval: Option<&'static str>,
+    proposed_args: Option<Value>,
+}
+
+impl Ran {
+    fn failed(observation: String, args: Value, approval: Option<&'static str>) -> Self {
+        Self {
+            observation,
+            failed: true,
+            args,
+            approval,
+            proposed_args: None,
+        }
+    }
+}
+
 impl Driver {
     pub fn new(settings: LoopSettings, registry: ToolRegistry) -> Self {
         Self {
             http: reqwest::Client::new(),
             settings,
             registry,
+            approver: None,
         }
+    }
+
+    pub fn with_approver(mut self, approver: impl Approver + 'static) -> Self {
+        self.approver = Some(Box::new(approver));
+        self
     }
 
     pub fn registry(&self) -> &ToolRegistry {
@@ -483,31 +526,25 @@ impl Driver {
             if let Some(stalled) = self.stalled(progress, &tool, &args) {
                 return stalled;
             }
-            *progress.report.tool_usage.entry(tool.clone()).or_default() += 1;
-            let executed = progress.executor.run(&self.registry, &tool, &args).await;
-            if let Some(why) = &executed.recovered_from {
-                record_tool_error(&mut progress.report, &tool, why, executed.retries, true);
-            }
-            let (observation, failed) = match executed.outcome {
-                ToolOutcome::Done(text) => (text, false),
-                ToolOutcome::Failed(why) => {
-                    record_tool_error(&mut progress.report, &tool, &why, executed.retries, false);
-                    (why, true)
-                }
-                ToolOutcome::Submitted { answer, confidence } => {
-                    progress.report.confidence = confidence;
-                    return Next::End(Termination::Success, answer);
-                }
+            let ran = match self
+                .run_call(iteration, &tool, args, progress, watcher)
+                .await
+            {
+                Ok(ran) => ran,
+                Err(end) => return end,
             };
+            let (observation, failed) = (ran.observation, ran.failed);
             watcher.observation(iteration, &observation);
             let step = StepRecord {
                 iteration,
                 thought: thought.to_string(),
                 action: tool,
-                args,
+                args: ran.args,
                 observation: observation.clone(),
                 timestamp: chrono::Utc::now().to_rfc3339(),
                 token_usage: reply["usage"].clone(),
+                approval: ran.approval,
+                proposed_args: ran.proposed_args,
             };
             let stop = watcher.stop_after(&step);
             progress.report.steps.push(step);
@@ -533,6 +570,81 @@ impl Driver {
             );
         }
         Next::Continue
+    }
+
+    /// Asks about the call where the policy says so, then runs it unless it was denied; `Err`
+    /// is the loop's end (the model's answer given through a tool).
+    async fn run_call(
+        &self,
+        iteration: u32,
+        tool: &str,
+        args: Value,
+        progress: &mut Progress,
+        watcher: &mut dyn Watcher,
+    ) -> Result<Ran, Next> {
+        let decision = self.decision(iteration, tool, &args).await;
+        if let Some(decision) = &decision {
+            watcher.approval(iteration, tool, decision);
+        }
+        let approval = decision.as_ref().map(Decision::name);
+        let (args, proposed_args) = match decision {
+            Some(Decision::Deny(reason)) => {
+                let observation = approval::denial(&reason);
+                return Ok(Ran::failed(observation, args, approval));
+            }
+            Some(Decision::Edit(edited)) => (edited, Some(args)),
+            _ => (args, None),
+        };
+        *progress
+            .report
+            .tool_usage
+            .entry(tool.to_string())
+            .or_default() += 1;
+        let executed = progress.executor.run(&self.registry, tool, &args).await;
+        if let Some(why) = &executed.recovered_from {
+            record_tool_error(&mut progress.report, tool, why, executed.retries, true);
+        }
+        let (observation, failed) = match executed.outcome {
+            ToolOutcome::Done(text) => (text, false),
+            ToolOutcome::Failed(why) => {
+                record_tool_error(&mut progress.report, tool, &why, executed.retries, false);
+                (why, true)
+            }
+            ToolOutcome::Submitted { answer, confidence } => {
+                progress.report.confidence = confidence;
+                return Err(Next::End(Termination::Success, answer));
+            }
+        };
+        let observation = match &proposed_args {
+            // The model still holds its own arguments: it is told what ran instead.
+            Some(_) => format!("(The user edited the arguments to {args}.)\n{observation}"),
+            None => observation,
+        };
+        Ok(Ran {
+            observation,
+            failed,
+            args,
+            approval,
+            proposed_args,
+        })
+    }
+
+    /// The approver's decision on a call the policy asks about; `None` when it does not ask.
+    async fn decision(&self, iteration: u32, tool: &str, args: &Value) -> Option<Decision> {
+        let (_, metadata) = self.registry.get(tool)?;
+        if !self.settings.approval.asks(metadata) {
+            return None;
+        }
+        let request = ApprovalRequest {
+            iteration,
+            tool,
+            args,
+            metadata,
+        };
+        Some(match &self.approver {
+            Some(approver) => approver.decide(request).await,
+            None => Decision::Deny(approval::NO_ONE_TO_ASK.into()),
+        })
     }
 
     /// The loop's end when this call is the same as the last `stall_threshold - 1`.

@@ -33,6 +33,7 @@ fn flaky(registry: &mut ToolRegistry, failures: u32) -> Arc<AtomicU32> {
             parameters: json!({"type": "object", "properties": {"id": {"type": "integer"}}}),
             examples: Vec::new(),
             read_only: false,
+            destructive: false,
         },
     );
     calls
@@ -251,6 +252,7 @@ fn blocking(registry: &mut ToolRegistry) -> (Arc<tokio::sync::Notify>, Gate) {
             parameters: json!({"type": "object", "properties": {}}),
             examples: Vec::new(),
             read_only: false,
+            destructive: false,
         },
     );
     (begun, gate)

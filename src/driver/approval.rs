@@ -1,0 +1,259 @@
+//! Approval before a tool runs: which calls must be approved (`--approve all|writes|none`), and
+//! who decides (the person at the terminal). Each decision is one of three: run the call as
+//! proposed, deny it with a reason the model reads, or run it with arguments the person edited.
+
+use std::io::BufRead;
+
+use futures_util::future::BoxFuture;
+use serde_json::Value;
+use tokio::sync::{mpsc, Mutex};
+
+use super::registry::ToolMetadata;
+
+/// Which calls are asked about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum ApprovalPolicy {
+    /// Every call.
+    All,
+    /// Calls of a tool that may change something: every tool not known to be read-only (the
+    /// built-in tools are; an MCP tool is when its server says `readOnlyHint`).
+    #[default]
+    Writes,
+    /// None: every call runs as proposed.
+    None,
+}
+
+impl ApprovalPolicy {
+    pub fn asks(self, tool: &ToolMetadata) -> bool {
+        match self {
+            Self::All => true,
+            Self::Writes => !tool.read_only,
+            Self::None => false,
+        }
+    }
+}
+
+/// A call waiting for a decision.
+#[derive(Debug, Clone, Copy)]
+pub struct ApprovalRequest<'a> {
+    pub iteration: u32,
+    pub tool: &'a str,
+    pub args: &'a Value,
+    pub metadata: &'a ToolMetadata,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Decision {
+    Approve,
+    /// Not run; the model reads the reason.
+    Deny(String),
+    /// Run with these arguments (an object) instead of the proposed ones.
+    Edit(Value),
+}
+
+impl Decision {
+    /// The word a report records.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Self::Approve => "approved",
+            Self::Deny(_) => "denied",
+            Self::Edit(_) => "edited",
+        }
+    }
+}
+
+/// Whoever decides.
+pub trait Approver: Send + Sync {
+    fn decide<'a>(&'a self, request: ApprovalRequest<'a>) -> BoxFuture<'a, Decision>;
+}
+
+/// The observation the model reads for a denied call.
+pub fn denial(reason: &str) -> String {
+    format!("The user denied this call: {reason}")
+}
+
+/// Said when a call must be approved and no one can answer.
+pub const NO_ONE_TO_ASK: &str =
+    "it needs approval and no one could approve it (run with --approve none to allow such calls)";
+
+/// Tries a person gets to type valid JSON for an edit before the call is denied.
+const EDIT_TRIES: usize = 3;
+
+/// Asks on stderr and reads the answers, a line each, from an input (the terminal's, or a pipe).
+/// An input that has ended can answer nothing: the call is denied, said so. The input is read on
+/// a thread of its own, so a person who never answers holds up neither Ctrl-C nor the exit.
+pub struct LineApprover {
+    lines: Mutex<mpsc::Receiver<String>>,
+}
+
+impl LineApprover {
+    pub fn stdin() -> Self {
+        Self::reading(std::io::BufReader::new(std::io::stdin()))
+    }
+
+    pub fn reading(input: impl BufRead + Send + 'static) -> Self {
+        let (sender, lines) = mpsc::channel(16);
+        let spawned = std::thread::Builder::new()
+            .name("reactstep-approval".into())
+            .spawn(move || {
+                for line in input.lines() {
+                    let Ok(line) = line else { break };
+                    if sender.blocking_send(line).is_err() {
+                        break;
+                    }
+                }
+            });
+        if let Err(e) = spawned {
+            // The sender went with the closure: every call is denied, as with an ended input.
+            tracing::warn!("approvals cannot be read: {e}");
+        }
+        Self {
+            lines: Mutex::new(lines),
+        }
+    }
+
+    async fn ask(&self, request: ApprovalRequest<'_>) -> Decision {
+        let mut input = self.lines.lock().await;
+        eprintln!("{}", question(request));
+        loop {
+            eprint!("Approve? [a]pprove, [d]eny, [e]dit the arguments: ");
+            let Some(answer) = input.recv().await else {
+                return Decision::Deny(NO_ONE_TO_ASK.into());
+            };
+            match answer.trim().to_lowercase().as_str() {
+                "a" | "approve" | "y" | "yes" => return Decision::Approve,
+                "d" | "deny" | "n" | "no" => return deny(&mut input).await,
+                "e" | "edit" => return edit(&mut input, request.args).await,
+                _ => eprintln!("Answer a, d or e."),
+            }
+        }
+    }
+}
+
+impl Approver for LineApprover {
+    fn decide<'a>(&'a self, request: ApprovalRequest<'a>) -> BoxFuture<'a, Decision> {
+        Box::pin(self.ask(request))
+    }
+}
+
+/// What the person is shown: the tool, what it says of itself, and the arguments.
+fn question(request: ApprovalRequest<'_>) -> String {
+    let warning = if request.metadata.destructive {
+        " (it may delete or overwrite)"
+    } else {
+        ""
+    };
+    let args = serde_json::to_string_pretty(request.args).unwrap_or_default();
+    format!(
+        "[{}] the model wants to run {}{warning}:\n{args}",
+        request.iteration, request.tool
+    )
+}
+
+async fn deny(input: &mut mpsc::Receiver<String>) -> Decision {
+    eprint!("The reason the model will read: ");
+    let reason = input.recv().await.unwrap_or_default();
+    let reason = reason.trim();
+    Decision::Deny(if reason.is_empty() {
+        "no reason was given".into()
+    } else {
+        reason.to_string()
+    })
+}
+
+async fn edit(input: &mut mpsc::Receiver<String>, proposed: &Value) -> Decision {
+    eprintln!("The arguments as one line of JSON (an object); proposed: {proposed}");
+    for _ in 0..EDIT_TRIES {
+        eprint!("Arguments: ");
+        let Some(line) = input.recv().await else {
+            return Decision::Deny(NO_ONE_TO_ASK.into());
+        };
+        match serde_json::from_str::<Value>(&line) {
+            Ok(args @ Value::Object(_)) => return Decision::Edit(args),
+            Ok(_) => eprintln!("The arguments must be a JSON object."),
+            Err(e) => eprintln!("That is not JSON: {e}"),
+        }
+    }
+    Decision::Deny(format!(
+        "the user's edit of the arguments was not a JSON object after {EDIT_TRIES} tries"
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn metadata(read_only: bool) -> ToolMetadata {
+        ToolMetadata {
+            read_only,
+            destructive: !read_only,
+            parameters: json!({"type": "object"}),
+            ..ToolMetadata::default()
+        }
+    }
+
+    async fn decided(typed: &str) -> Decision {
+        let approver = LineApprover::reading(std::io::Cursor::new(typed.to_string()));
+        let meta = metadata(false);
+        let args = json!({"path": "a.txt"});
+        let request = ApprovalRequest {
+            iteration: 1,
+            tool: "write_file",
+            args: &args,
+            metadata: &meta,
+        };
+        approver.decide(request).await
+    }
+
+    #[test]
+    fn writes_asks_about_tools_not_known_to_be_read_only() {
+        let (reads, writes) = (metadata(true), metadata(false));
+        assert!(!ApprovalPolicy::Writes.asks(&reads));
+        assert!(ApprovalPolicy::Writes.asks(&writes));
+        assert!(ApprovalPolicy::All.asks(&reads));
+        assert!(!ApprovalPolicy::None.asks(&writes));
+    }
+
+    #[tokio::test]
+    async fn each_answer_is_its_decision() {
+        assert_eq!(decided("a\n").await, Decision::Approve);
+        assert_eq!(decided(" YES \n").await, Decision::Approve);
+        assert_eq!(
+            decided("d\nnot that file\n").await,
+            Decision::Deny("not that file".into())
+        );
+        assert_eq!(
+            decided("d\n\n").await,
+            Decision::Deny("no reason was given".into())
+        );
+        assert_eq!(
+            decided("e\n{\"path\": \"b.txt\"}\n").await,
+            Decision::Edit(json!({"path": "b.txt"}))
+        );
+    }
+
+    #[tokio::test]
+    async fn nonsense_is_asked_again_and_an_ended_input_denies() {
+        assert_eq!(decided("maybe\n?\na\n").await, Decision::Approve);
+        assert_eq!(decided("").await, Decision::Deny(NO_ONE_TO_ASK.into()));
+        assert_eq!(decided("e\n").await, Decision::Deny(NO_ONE_TO_ASK.into()));
+        assert_eq!(
+            decided("what\n").await,
+            Decision::Deny(NO_ONE_TO_ASK.into())
+        );
+    }
+
+    #[tokio::test]
+    async fn an_edit_that_is_not_an_object_is_asked_again_then_denied() {
+        assert_eq!(
+            decided("e\n[1]\nnot json\n{\"path\": \"c\"}\n").await,
+            Decision::Edit(json!({"path": "c"}))
+        );
+        let Decision::Deny(why) = decided("e\n[1]\n\"s\"\nnull\n{\"late\": 1}\n").await else {
+            panic!("three bad edits deny the call");
+        };
+        assert!(why.contains("not a JSON object"), "{why}");
+    }
+}
