@@ -4,6 +4,7 @@ export type { CallOptions, ClientOptions, RetryOptions, StreamEvent } from "./cl
 export { ReactStepError, parseRetryAfter } from "./errors.js";
 export type { ReactStepErrorType } from "./errors.js";
 export { runLoop } from "./loop.js";
+export type { ApprovalDecision, ApprovalOutcome, ApprovalRequest, Approver } from "./approval.js";
 export type {
   LoopEvent,
   LoopOptions,

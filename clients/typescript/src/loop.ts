@@ -2,6 +2,7 @@
 // model proposed several), answer each call's id with a `tool_observation`, and go on until the
 // model answers, the loop stalls, fails, runs out of steps, or the caller cancels. The
 // termination reasons are those of the Rust driver (`reactstep run`, src/driver/run.rs).
+import { approveCalls, type ApprovalOutcome, type Approver, type Verdict } from "./approval.js";
 import type { StepSender } from "./events.js";
 import { ReactStepError } from "./errors.js";
 import type {
@@ -21,6 +22,8 @@ export interface LoopTool {
   parameters?: JsonSchema;
   /** Runs the call; what it returns is the observation. A throw is a failed call, told to the model. */
   run: (args: Record<string, unknown>, context: ToolContext) => Promise<string>;
+  /** Each call asks the loop's `approve` first (tools that write or run something). */
+  needsApproval?: boolean;
 }
 
 export interface ToolContext {
@@ -54,6 +57,12 @@ export interface LoopOptions {
   stallThreshold?: number;
   /** An answer holding one of these (case aside) ends the loop as `failure`. */
   failurePhrases?: string[];
+  /**
+   * Asked about each call to a tool marked `needsApproval`, before it runs: approve it, deny it
+   * (the model reads the reason), or edit its arguments. Without it such calls are denied. A
+   * throw ends the loop as `failure`; aborting `signal` meanwhile ends it as `cancelled`.
+   */
+  approve?: Approver;
   /** Everything the loop does, as it happens. */
   onEvent?: (event: LoopEvent) => void;
   /** Aborting it stops the step or tools in progress; the loop ends as `cancelled`. */
@@ -79,6 +88,8 @@ export type LoopEvent =
   | { type: "retry"; iteration: number; reason: string }
   | { type: "thought"; iteration: number; thought: string }
   | { type: "action"; iteration: number; tool: string; args: Record<string, unknown>; toolCallId: string | undefined }
+  /** What became of a call to a tool marked `needsApproval`, before it runs (or does not). */
+  | { type: "approval"; iteration: number; tool: string; toolCallId: string | undefined; decision: ApprovalOutcome }
   | {
       type: "observation";
       iteration: number;
@@ -89,15 +100,18 @@ export type LoopEvent =
     }
   | { type: "answer"; iteration: number; answer: string };
 
-/** One call the loop ran. */
+/** One call the model proposed, and what the loop answered it with. */
 export interface LoopStep {
   iteration: number;
   thought: string;
   tool: string;
+  /** The arguments it ran with: the user's edit, when `approval` is `edited`. */
   args: Record<string, unknown>;
   toolCallId: string | undefined;
   observation: string;
   isError: boolean;
+  /** For a tool marked `needsApproval`: `denied` whenever the call did not run. */
+  approval?: ApprovalOutcome;
 }
 
 export interface LoopResult {
@@ -281,8 +295,9 @@ class Loop {
   }
 
   /**
-   * Runs every call of the step at once and puts their observations in the history, in the
-   * calls' order, each naming its call's id. The loop's end when it ends here.
+   * Asks about the calls that need approval (one at a time), runs every call that may run at
+   * once, and puts their observations in the history, in the calls' order, each naming its
+   * call's id. The loop's end when it ends here.
    */
   private async act(step: StepResponse, iteration: number): Promise<LoopResult | undefined> {
     const calls: ActionDetails[] =
@@ -299,8 +314,12 @@ class Loop {
       }
       this.result.toolUsage[call.tool_name] = (this.result.toolUsage[call.tool_name] ?? 0) + 1;
     }
+    const verdicts = await this.approvals(calls, iteration);
+    if (!Array.isArray(verdicts)) {
+      return verdicts;
+    }
     const thought = step.thought ?? "";
-    const done = await Promise.all(calls.map((call) => this.runTool(call, iteration, thought)));
+    const done = await Promise.all(calls.map((call, index) => this.runTool(call, verdicts[index]!, iteration, thought)));
     if (this.options.signal?.aborted) {
       return this.end("cancelled", "the loop was cancelled");
     }
@@ -319,30 +338,58 @@ class Loop {
     return undefined;
   }
 
-  private async runTool(call: ActionDetails, iteration: number, thought: string): Promise<LoopStep> {
-    const tool = this.options.tools[call.tool_name];
-    let observation: string;
-    let isError = false;
-    if (tool === undefined) {
-      observation = `there is no tool named ${call.tool_name}`;
-      isError = true;
-    } else {
-      try {
-        observation = await tool.run(call.tool_args, {
-          signal: this.options.signal,
-          toolCallId: call.tool_call_id,
-          iteration,
-        });
-      } catch (error) {
-        observation = error instanceof Error ? error.message : String(error);
-        isError = true;
-      }
+  /** Asks `approve` about the calls that need it, one at a time; the loop's end when it ends there. */
+  private async approvals(calls: ActionDetails[], iteration: number): Promise<Verdict[] | LoopResult> {
+    const verdicts = await approveCalls(calls, iteration, {
+      approve: this.options.approve,
+      needsApproval: (name) => this.options.tools[name]?.needsApproval === true,
+      signal: this.options.signal,
+      decided: (call, decision) =>
+        this.emit({ type: "approval", iteration, tool: call.tool_name, toolCallId: call.tool_call_id, decision }),
+    });
+    if (Array.isArray(verdicts)) {
+      return verdicts;
     }
+    if (verdicts.stop === "cancelled") {
+      return this.end("cancelled", "the loop was cancelled");
+    }
+    this.result.errors.push({ source: "approval", message: verdicts.message });
+    return this.end("failure", verdicts.message);
+  }
+
+  /** Runs one call, or answers it unrun when it was not approved; its record. */
+  private async runTool(call: ActionDetails, verdict: Verdict, iteration: number, thought: string): Promise<LoopStep> {
+    const args = verdict.run ? verdict.args : call.tool_args;
+    const { observation, isError } = verdict.run
+      ? await this.observe(call, args, iteration)
+      : { observation: verdict.observation, isError: true };
     if (isError) {
       this.result.errors.push({ source: call.tool_name, message: observation });
     }
     this.emit({ type: "observation", iteration, tool: call.tool_name, toolCallId: call.tool_call_id, observation, isError });
-    return { iteration, thought, tool: call.tool_name, args: call.tool_args, toolCallId: call.tool_call_id, observation, isError };
+    const record: LoopStep = { iteration, thought, tool: call.tool_name, args, toolCallId: call.tool_call_id, observation, isError };
+    if (verdict.approval !== undefined) {
+      record.approval = verdict.approval;
+    }
+    return record;
+  }
+
+  /** What the tool answers to `args`; a throw (or no such tool) is an error observation. */
+  private async observe(
+    call: ActionDetails,
+    args: Record<string, unknown>,
+    iteration: number,
+  ): Promise<{ observation: string; isError: boolean }> {
+    const tool = this.options.tools[call.tool_name];
+    if (tool === undefined) {
+      return { observation: `there is no tool named ${call.tool_name}`, isError: true };
+    }
+    try {
+      const observation = await tool.run(args, { signal: this.options.signal, toolCallId: call.tool_call_id, iteration });
+      return { observation, isError: false };
+    } catch (error) {
+      return { observation: error instanceof Error ? error.message : String(error), isError: true };
+    }
   }
 
   /** Why the loop is stalled, when this call is the same as the `stallThreshold - 1` before it. */

@@ -224,3 +224,41 @@ export function hang(text: string, after?: Promise<void>, rest = ""): { reply: R
     },
   };
 }
+
+/** One call of a native answer: OpenAI's `tool_calls` entry. */
+export interface NativeCall {
+  id: string;
+  name: string;
+  arguments: Record<string, unknown>;
+}
+
+/** An answer that calls tools natively (OpenAI's `tool_calls`), as JSON or as a stream. */
+export function toolCalls(calls: NativeCall[], text = ""): Reply {
+  const entries = calls.map((call, index) => ({
+    index,
+    id: call.id,
+    type: "function",
+    function: { name: call.name, arguments: JSON.stringify(call.arguments) },
+  }));
+  return (request, res) => {
+    if (request.stream) {
+      res.writeHead(200, { "content-type": "text/event-stream" });
+      res.write(chunk({ role: "assistant", content: text === "" ? null : text, tool_calls: entries }, null));
+      res.write(chunk({}, "tool_calls"));
+      res.end("data: [DONE]\n\n");
+      return;
+    }
+    const message = { role: "assistant", content: text === "" ? null : text, tool_calls: entries.map(({ index: _i, ...entry }) => entry) };
+    res.writeHead(200, { "content-type": "application/json" });
+    res.end(
+      JSON.stringify({
+        id: "chatcmpl-mock",
+        object: "chat.completion",
+        created: 1,
+        model: "gpt-4o",
+        choices: [{ index: 0, message, finish_reason: "tool_calls" }],
+        usage: { prompt_tokens: 100, completion_tokens: 12, total_tokens: 112 },
+      }),
+    );
+  };
+}
