@@ -1,8 +1,17 @@
 // reactstep in VS Code: "reactstep: Ask about this file" asks a question about the open file and
 // runs the loop through the service, with the thought streaming into an output channel as the
-// model writes it. The model can read files and search the workspace, through VS Code's API.
+// model writes it. The model can read files and search the workspace, through VS Code's API, and
+// write files and run commands once the user approves each call in a modal dialog.
+import { exec } from "node:child_process";
 import * as vscode from "vscode";
-import { ReactStepClient, ReactStepError, type LoopEvent, type LoopTool } from "@reactstep/client";
+import {
+  ReactStepClient,
+  ReactStepError,
+  type ApprovalDecision,
+  type ApprovalRequest,
+  type LoopEvent,
+  type LoopTool,
+} from "@reactstep/client";
 
 const KEY_SECRET = "reactstep.llmKey";
 
@@ -51,7 +60,8 @@ async function askAboutFile(context: vscode.ExtensionContext, output: vscode.Out
       cancellation.onCancellationRequested(() => controller.abort());
       const result = await client.runLoop({
         question,
-        tools: workspaceTools(),
+        tools: { ...workspaceTools(), ...changingTools() },
+        approve: approveInModal,
         llmConfig: {
           modelName: settings.get<string>("model", "gpt-4o"),
           tokenLimit: settings.get<number>("tokenLimit", 128000),
@@ -96,6 +106,9 @@ function show(output: vscode.OutputChannel, event: LoopEvent): void {
       break;
     case "action":
       output.appendLine(`\n🔧 ${event.tool}(${JSON.stringify(event.args)})`);
+      break;
+    case "approval":
+      output.appendLine(`🔒 ${event.decision}`);
       break;
     case "observation": {
       const lines = event.observation.split("\n");
@@ -159,12 +172,117 @@ function workspaceTools(): Record<string, LoopTool> {
   };
 }
 
-/** The file at `path` in the first workspace folder; a path leading out of it is refused. */
-async function inWorkspace(path: string): Promise<vscode.Uri> {
+/** write_file and run_command: they change the workspace, so each call waits for the user's approval. */
+function changingTools(): Record<string, LoopTool> {
+  const encoder = new TextEncoder();
+  return {
+    write_file: {
+      description: "Write a file of the workspace (made or replaced), by its path relative to the workspace folder.",
+      needsApproval: true,
+      parameters: {
+        type: "object",
+        properties: { path: { type: "string" }, content: { type: "string", description: "The whole new text" } },
+        required: ["path", "content"],
+      },
+      run: async (args) => {
+        const uri = await inWorkspace(String(args["path"] ?? ""));
+        const content = String(args["content"] ?? "");
+        await vscode.workspace.fs.writeFile(uri, encoder.encode(content));
+        return `wrote ${content.length} characters to ${vscode.workspace.asRelativePath(uri)}`;
+      },
+    },
+    run_command: {
+      description: "Run a shell command in the workspace folder; answers its output (a non-zero exit is a failure).",
+      needsApproval: true,
+      parameters: { type: "object", properties: { command: { type: "string" } }, required: ["command"] },
+      run: (args, context) => runCommand(String(args["command"] ?? ""), context.signal),
+    },
+  };
+}
+
+/** `command` in a shell in the workspace folder, for two minutes at most; its output. */
+function runCommand(command: string, signal: AbortSignal | undefined): Promise<string> {
+  const cwd = workspaceFolder().uri.fsPath;
+  return new Promise((resolve, reject) => {
+    exec(command, { cwd, timeout: 120_000, maxBuffer: 1 << 20, ...(signal ? { signal } : {}) }, (error, stdout, stderr) => {
+      const output = `${stdout}${stderr}`.slice(-20_000);
+      if (error) {
+        reject(new Error(`exit ${error.code ?? error.signal ?? "?"}\n${output}`));
+      } else {
+        resolve(output === "" ? "(no output)" : output);
+      }
+    });
+  });
+}
+
+/**
+ * Asks the user about a call that writes or runs something, in a modal dialog: approve it, edit
+ * its arguments (as JSON), or deny it with a reason the model reads. Closing the dialog denies it.
+ */
+async function approveInModal(request: ApprovalRequest): Promise<ApprovalDecision> {
+  const choice = await vscode.window.showWarningMessage(
+    `reactstep wants to run ${request.tool}`,
+    { modal: true, detail: JSON.stringify(request.arguments, null, 2) },
+    "Approve",
+    "Edit arguments",
+    "Deny",
+  );
+  const token = cancellation(request.signal);
+  switch (choice) {
+    case "Approve":
+      return { decision: "approve" };
+    case "Edit arguments": {
+      const edited = await vscode.window.showInputBox(
+        {
+          prompt: `The arguments of ${request.tool}, as a JSON object`,
+          value: JSON.stringify(request.arguments),
+          validateInput: (text) => (jsonObject(text) ? undefined : 'A JSON object, e.g. {"path": "src/a.ts"}'),
+        },
+        token,
+      );
+      const args = edited === undefined ? undefined : jsonObject(edited);
+      return args ? { decision: "edit", arguments: args } : { decision: "deny", reason: "the user gave up editing the call" };
+    }
+    case "Deny": {
+      const reason = await vscode.window.showInputBox({ prompt: `Why not ${request.tool}? The model reads this.` }, token);
+      return { decision: "deny", reason: reason ?? "" };
+    }
+    default:
+      return { decision: "deny", reason: "the user closed the dialog" };
+  }
+}
+
+/** `text` when it is a JSON object. */
+function jsonObject(text: string): Record<string, unknown> | undefined {
+  try {
+    const value: unknown = JSON.parse(text);
+    return typeof value === "object" && value !== null && !Array.isArray(value) ? (value as Record<string, unknown>) : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/** A token cancelled when the loop's signal aborts: the input box closes with the loop. */
+function cancellation(signal: AbortSignal | undefined): vscode.CancellationToken {
+  const source = new vscode.CancellationTokenSource();
+  if (signal?.aborted) {
+    source.cancel();
+  }
+  signal?.addEventListener("abort", () => source.cancel(), { once: true });
+  return source.token;
+}
+
+function workspaceFolder(): vscode.WorkspaceFolder {
   const folder = vscode.workspace.workspaceFolders?.[0];
   if (!folder) {
     throw new Error("no workspace folder is open");
   }
+  return folder;
+}
+
+/** The file at `path` in the first workspace folder; a path leading out of it is refused. */
+async function inWorkspace(path: string): Promise<vscode.Uri> {
+  const folder = workspaceFolder();
   const parts = path.split(/[\\/]+/).filter((part) => part !== "" && part !== ".");
   if (parts.includes("..") || path.startsWith("/")) {
     throw new Error(`${path} is outside the workspace`);
