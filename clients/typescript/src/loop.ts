@@ -360,9 +360,14 @@ class Loop {
   /** Runs one call, or answers it unrun when it was not approved; its record. */
   private async runTool(call: ActionDetails, verdict: Verdict, iteration: number, thought: string): Promise<LoopStep> {
     const args = verdict.run ? verdict.args : call.tool_args;
-    const { observation, isError } = verdict.run
+    const observed = verdict.run
       ? await this.observe(call, args, iteration)
       : { observation: verdict.observation, isError: true };
+    const { isError } = observed;
+    // The model still holds its own arguments: it is told what ran instead.
+    const observation = verdict.approval === "edited"
+      ? `(The user edited the arguments to ${JSON.stringify(args)}.)\n${observed.observation}`
+      : observed.observation;
     if (isError) {
       this.result.errors.push({ source: call.tool_name, message: observation });
     }

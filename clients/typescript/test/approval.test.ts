@@ -237,7 +237,11 @@ describe("runLoop's approval", () => {
     assert.equal(result.steps[0]?.approval, "edited");
     assert.equal(result.steps[0]?.isError, false);
     assert.deepEqual(events.flatMap((e) => (e.type === "approval" ? [e.decision] : [])), ["edited"]);
-    assert.equal(lastContent(sent[1]), "Observation: wrote 13 characters to drafts/notes.md");
+    // The model is told its arguments were edited, and what the edited call gave.
+    assert.equal(
+      lastContent(sent[1]),
+      `Observation: (The user edited the arguments to ${JSON.stringify(edited)}.)\nwrote 13 characters to drafts/notes.md`,
+    );
   });
 
   test("an edit that is JSON, though made without a prototype and sharing one value twice, runs", async () => {
