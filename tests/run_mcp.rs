@@ -146,6 +146,11 @@ Action: submit_answer(answer="42", confidence=0.8)
     assert_eq!(errors.len(), 1, "{report}");
     assert_eq!(errors[0]["source"], "read_text_file");
     assert_eq!(report["tool_usage"]["read_text_file"], 2);
+    // The server speaks the older revision: the 2026-07-28 probe fell back to initialize.
+    assert!(
+        err.contains("secure_filesystem_server speaks MCP 2025-11-25"),
+        "{err}"
+    );
     // The built-ins keep their names; the server's clashing tools got its name in front.
     assert!(
         err.contains("secure_filesystem_server_read_file")
@@ -276,7 +281,10 @@ for line in sys.stdin:
     elif method == "tools/call":
         sys.exit(1)
     else:
-        result = {}
+        # An older server knows no server/discover: the client falls back to initialize.
+        error = {"code": -32601, "message": f"Method not found: {method}"}
+        print(json.dumps({"jsonrpc": "2.0", "id": id, "error": error}), flush=True)
+        continue
     print(json.dumps({"jsonrpc": "2.0", "id": id, "result": result}), flush=True)
 "#;
 

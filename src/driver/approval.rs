@@ -2,13 +2,13 @@
 //! who decides (the person at the terminal). Each decision is one of three: run the call as
 //! proposed, deny it with a reason the model reads, or run it with arguments the person edited.
 
-use std::io::BufRead;
+use std::sync::Arc;
 
 use futures_util::future::BoxFuture;
 use serde_json::Value;
-use tokio::sync::{mpsc, Mutex};
 
 use super::registry::ToolMetadata;
+use super::terminal::{Conversation, Terminal};
 
 /// Which calls are asked about.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
@@ -79,45 +79,23 @@ pub const NO_ONE_TO_ASK: &str =
 /// Tries a person gets to type valid JSON for an edit before the call is denied.
 const EDIT_TRIES: usize = 3;
 
-/// Asks on stderr and reads the answers, a line each, from an input (the terminal's, or a pipe).
-/// An input that has ended can answer nothing: the call is denied, said so. The input is read on
-/// a thread of its own, so a person who never answers holds up neither Ctrl-C nor the exit.
+/// Asks on stderr and reads the answers, a line each, from the terminal (or a pipe). An input
+/// that has ended can answer nothing: the call is denied, said so.
 pub struct LineApprover {
-    lines: Mutex<mpsc::Receiver<String>>,
+    terminal: Arc<Terminal>,
 }
 
 impl LineApprover {
-    pub fn stdin() -> Self {
-        Self::reading(std::io::BufReader::new(std::io::stdin()))
-    }
-
-    pub fn reading(input: impl BufRead + Send + 'static) -> Self {
-        let (sender, lines) = mpsc::channel(16);
-        let spawned = std::thread::Builder::new()
-            .name("reactstep-approval".into())
-            .spawn(move || {
-                for line in input.lines() {
-                    let Ok(line) = line else { break };
-                    if sender.blocking_send(line).is_err() {
-                        break;
-                    }
-                }
-            });
-        if let Err(e) = spawned {
-            // The sender went with the closure: every call is denied, as with an ended input.
-            tracing::warn!("approvals cannot be read: {e}");
-        }
-        Self {
-            lines: Mutex::new(lines),
-        }
+    pub fn new(terminal: Arc<Terminal>) -> Self {
+        Self { terminal }
     }
 
     async fn ask(&self, request: ApprovalRequest<'_>) -> Decision {
-        let mut input = self.lines.lock().await;
+        let mut input = self.terminal.conversation().await;
         eprintln!("{}", question(request));
         loop {
             eprint!("Approve? [a]pprove, [d]eny, [e]dit the arguments: ");
-            let Some(answer) = input.recv().await else {
+            let Some(answer) = input.line().await else {
                 return Decision::Deny(NO_ONE_TO_ASK.into());
             };
             match answer.trim().to_lowercase().as_str() {
@@ -150,9 +128,9 @@ fn question(request: ApprovalRequest<'_>) -> String {
     )
 }
 
-async fn deny(input: &mut mpsc::Receiver<String>) -> Decision {
+async fn deny(input: &mut Conversation<'_>) -> Decision {
     eprint!("The reason the model will read: ");
-    let reason = input.recv().await.unwrap_or_default();
+    let reason = input.line().await.unwrap_or_default();
     let reason = reason.trim();
     Decision::Deny(if reason.is_empty() {
         "no reason was given".into()
@@ -161,11 +139,11 @@ async fn deny(input: &mut mpsc::Receiver<String>) -> Decision {
     })
 }
 
-async fn edit(input: &mut mpsc::Receiver<String>, proposed: &Value) -> Decision {
+async fn edit(input: &mut Conversation<'_>, proposed: &Value) -> Decision {
     eprintln!("The arguments as one line of JSON (an object); proposed: {proposed}");
     for _ in 0..EDIT_TRIES {
         eprint!("Arguments: ");
-        let Some(line) = input.recv().await else {
+        let Some(line) = input.line().await else {
             return Decision::Deny(NO_ONE_TO_ASK.into());
         };
         match serde_json::from_str::<Value>(&line) {
@@ -195,7 +173,8 @@ mod tests {
     }
 
     async fn decided(typed: &str) -> Decision {
-        let approver = LineApprover::reading(std::io::Cursor::new(typed.to_string()));
+        let terminal = Terminal::reading(std::io::Cursor::new(typed.to_string()));
+        let approver = LineApprover::new(Arc::new(terminal));
         let meta = metadata(false);
         let args = json!({"path": "a.txt"});
         let request = ApprovalRequest {

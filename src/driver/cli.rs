@@ -3,20 +3,20 @@
 
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use clap::{Parser, ValueEnum};
 use serde_json::Value;
 
-use super::admission::Admission;
 use super::approval::{ApprovalPolicy, Decision, LineApprover};
-use super::mcp::{Listed, McpServer};
+use super::mcp::{start_servers, Endpoint, McpServer};
+use super::terminal::Terminal;
 use super::window;
 use super::{
     register_builtins, Driver, FallbackModel, LoopSettings, RunReport, ToolRegistry, Watcher,
     Workspace,
 };
-use crate::api::MAX_TOOLS;
 use crate::config::Config;
 use crate::llm::Provider;
 use crate::startup::Application;
@@ -112,6 +112,15 @@ pub struct RunArgs {
     /// "npx -y @modelcontextprotocol/server-filesystem .".
     #[arg(long = "mcp")]
     pub mcp: Vec<String>,
+    /// An MCP server to reach over streamable HTTP (repeatable), e.g. "https://host/mcp".
+    #[arg(long = "mcp-url")]
+    pub mcp_urls: Vec<String>,
+    /// A header sent to every --mcp-url server (repeatable), as "Name: value".
+    #[arg(long = "mcp-header")]
+    pub mcp_headers: Vec<String>,
+    /// The variable holding a bearer token sent to every --mcp-url server (never printed).
+    #[arg(long)]
+    pub mcp_token_env: Option<String>,
     /// Which tool calls wait for your approval on the terminal: `writes` (those of a tool not
     /// known to be read-only), `all` or `none`. A call no one can answer (the input has ended)
     /// is denied, and the model reads why.
@@ -190,8 +199,12 @@ async fn run(args: RunArgs) -> Result<i32, String> {
     let mut registry = ToolRegistry::default();
     register_builtins(&mut registry, workspace);
     let patience = Duration::from_secs(args.mcp_timeout.max(1));
-    let servers = start_mcp_servers(&args.mcp, &mut registry, patience).await?;
-    let report = drive(&args, registry).await;
+    let endpoints = endpoints(&args)?;
+    // The person at the terminal answers approvals and the servers' questions.
+    let asks = args.approve != ApprovalPolicy::None || !endpoints.is_empty();
+    let terminal = asks.then(|| Arc::new(Terminal::stdin()));
+    let servers = start_servers(&endpoints, &mut registry, patience, terminal.clone()).await?;
+    let report = drive(&args, registry, &servers, terminal).await;
     for server in servers {
         server.stop().await;
     }
@@ -209,58 +222,33 @@ async fn run(args: RunArgs) -> Result<i32, String> {
     Ok(if report.success { 0 } else { 1 })
 }
 
-/// Starts every `--mcp` server and lists its tools into `registry`; on the first that fails,
-/// those already started are stopped and the failure is the run's.
-async fn start_mcp_servers(
-    command_lines: &[String],
-    registry: &mut ToolRegistry,
-    patience: Duration,
-) -> Result<Vec<McpServer>, String> {
-    let mut servers = Vec::new();
-    let mut admission = Admission::of(registry);
-    for line in command_lines {
-        let started = match McpServer::start(line, patience).await {
-            Ok(server) => server
-                .register_tools(registry, &mut admission, patience)
-                .await
-                .map(|listed| (server, listed)),
-            Err(why) => Err(why),
-        };
-        match started {
-            Ok((server, listed)) => {
-                tell_listed(&server.name, &listed);
-                servers.push(server);
-            }
-            Err(why) => {
-                for server in servers {
-                    server.stop().await;
-                }
-                return Err(why);
-            }
-        }
-    }
-    Ok(servers)
-}
-
-/// Says on stderr which of a server's tools the model may call, and which were left out and why.
-fn tell_listed(server: &str, listed: &Listed) {
-    eprintln!("MCP server {server}: {}", listed.names.join(", "));
-    for (name, why) in &listed.refused {
-        eprintln!(
-            "MCP server {server}: tool {name:?} left out, as the service would refuse it: {why}"
-        );
-    }
-    if !listed.over_the_limit.is_empty() {
-        eprintln!(
-            "MCP server {server}: {} tools left out, past the service's limit of {MAX_TOOLS} tools in a request (built-in ones included): {}",
-            listed.over_the_limit.len(),
-            listed.over_the_limit.join(", ")
-        );
-    }
+/// The MCP servers named: `--mcp` command lines first, then `--mcp-url`s with the headers and
+/// token every one of them is sent.
+fn endpoints(args: &RunArgs) -> Result<Vec<Endpoint>, String> {
+    let token = match &args.mcp_token_env {
+        Some(variable) => Some(std::env::var(variable).map_err(|_| {
+            format!("--mcp-token-env names {variable}, which is not set (or not UTF-8)")
+        })?),
+        None => None,
+    };
+    let commands = args
+        .mcp
+        .iter()
+        .map(|line| Ok(Endpoint::Command(line.clone())));
+    let urls = args
+        .mcp_urls
+        .iter()
+        .map(|url| Endpoint::url(url, &args.mcp_headers, token.clone()));
+    commands.chain(urls).collect()
 }
 
 /// The loop itself, once the tools are in place.
-async fn drive(args: &RunArgs, registry: ToolRegistry) -> Result<RunReport, String> {
+async fn drive(
+    args: &RunArgs,
+    registry: ToolRegistry,
+    servers: &[McpServer],
+    terminal: Option<Arc<Terminal>>,
+) -> Result<RunReport, String> {
     let config = service_config(args);
     let (token_limit, reserved) = budget(args, &config).await?;
     let (server, max_body) = match &args.server {
@@ -292,8 +280,12 @@ async fn drive(args: &RunArgs, registry: ToolRegistry) -> Result<RunReport, Stri
     };
     settings.approval = args.approve;
     let mut driver = Driver::new(settings, registry);
-    if args.approve != ApprovalPolicy::None {
-        driver = driver.with_approver(LineApprover::stdin());
+    if let (ApprovalPolicy::All | ApprovalPolicy::Writes, Some(terminal)) = (args.approve, terminal)
+    {
+        driver = driver.with_approver(LineApprover::new(terminal));
+    }
+    for server in servers {
+        driver = driver.with_source(server.source());
     }
     let mut progress = Progress {
         colour: std::io::stderr().is_terminal(),
@@ -529,6 +521,10 @@ impl Watcher for Progress {
             "\x1b[33m",
             &format!("{tool} {args}"),
         );
+    }
+
+    fn tools_changed(&mut self, note: &str) {
+        eprintln!("{note}");
     }
 
     fn approval(&mut self, iteration: u32, tool: &str, decision: &Decision) {

@@ -12,6 +12,7 @@ pub mod mcp;
 pub mod observation;
 pub mod registry;
 pub mod run;
+pub mod terminal;
 pub mod window;
 pub mod workspace;
 

@@ -52,6 +52,14 @@ where
     }
 }
 
+/// Where tools come from that may change while the loop runs (an MCP server whose list goes
+/// stale): asked before each step.
+pub trait ToolSource: Send + Sync {
+    /// Lists the tools again into `registry` when they have gone stale; a line saying what
+    /// changed, or why the list could not be had, when it did.
+    fn refresh<'a>(&'a self, registry: &'a mut ToolRegistry) -> BoxFuture<'a, Option<String>>;
+}
+
 /// What the model is told about a tool, and how the loop may treat it.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct ToolMetadata {
@@ -89,6 +97,37 @@ impl ToolRegistry {
         };
         if self.tools.insert(name.to_string(), entry).is_none() {
             self.order.push(name.to_string());
+        }
+    }
+
+    /// Takes out the tools of `category`, in their order, as a registry of their own.
+    pub fn take_category(&mut self, category: &str) -> ToolRegistry {
+        let mut taken = ToolRegistry::default();
+        let names: Vec<String> = self.order.clone();
+        for name in names {
+            if self
+                .tools
+                .get(&name)
+                .is_some_and(|e| e.metadata.category == category)
+            {
+                if let Some(entry) = self.tools.remove(&name) {
+                    taken.tools.insert(name.clone(), entry);
+                    taken.order.push(name.clone());
+                }
+                self.order.retain(|n| *n != name);
+            }
+        }
+        taken
+    }
+
+    /// Adds the tools of `other`, in its order, replacing any of the same name.
+    pub fn absorb(&mut self, mut other: ToolRegistry) {
+        for name in std::mem::take(&mut other.order) {
+            if let Some(entry) = other.tools.remove(&name) {
+                if self.tools.insert(name.clone(), entry).is_none() {
+                    self.order.push(name);
+                }
+            }
         }
     }
 

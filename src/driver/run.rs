@@ -11,7 +11,7 @@ use serde_json::{json, Value};
 use super::approval::{self, ApprovalPolicy, ApprovalRequest, Approver, Decision};
 use super::execution::{Executor, RetryPolicy};
 use super::observation;
-use super::registry::{ToolOutcome, ToolRegistry};
+use super::registry::{ToolOutcome, ToolRegistry, ToolSource};
 
 /// The service's default body limit.
 pub const DEFAULT_MAX_REQUEST_BYTES: usize = 8 * 1024 * 1024;
@@ -220,6 +220,8 @@ pub trait Watcher {
     fn thought(&mut self, _iteration: u32, _thought: &str) {}
     fn action(&mut self, _iteration: u32, _tool: &str, _args: &Value) {}
     fn observation(&mut self, _iteration: u32, _text: &str) {}
+    /// A source's tools were listed again (or could not be): what changed.
+    fn tools_changed(&mut self, _note: &str) {}
     /// A call was asked about, and this was decided.
     fn approval(&mut self, _iteration: u32, _tool: &str, _decision: &Decision) {}
     /// `true` ends the loop with `custom`.
@@ -235,7 +237,9 @@ impl Watcher for Quiet {}
 pub struct Driver {
     http: reqwest::Client,
     settings: LoopSettings,
-    registry: ToolRegistry,
+    /// Behind a lock only so a source can list its tools again between steps.
+    registry: tokio::sync::RwLock<ToolRegistry>,
+    sources: Vec<Box<dyn ToolSource>>,
     /// Who decides the calls `settings.approval` asks about; without one, they are denied.
     approver: Option<Box<dyn Approver>>,
 }
@@ -308,7 +312,8 @@ impl Driver {
         Self {
             http: reqwest::Client::new(),
             settings,
-            registry,
+            registry: tokio::sync::RwLock::new(registry),
+            sources: Vec::new(),
             approver: None,
         }
     }
@@ -318,8 +323,27 @@ impl Driver {
         self
     }
 
-    pub fn registry(&self) -> &ToolRegistry {
-        &self.registry
+    /// Lists `source`'s tools again before each step where they have gone stale.
+    pub fn with_source(mut self, source: impl ToolSource + 'static) -> Self {
+        self.sources.push(Box::new(source));
+        self
+    }
+
+    /// The tools as the next step declares them.
+    pub async fn declarations(&self) -> Value {
+        self.registry.read().await.declarations()
+    }
+
+    async fn refresh_tools(&self, watcher: &mut dyn Watcher) {
+        if self.sources.is_empty() {
+            return;
+        }
+        let mut registry = self.registry.write().await;
+        for source in &self.sources {
+            if let Some(note) = source.refresh(&mut registry).await {
+                watcher.tools_changed(&note);
+            }
+        }
     }
 
     /// Runs the loop on `question` to its end.
@@ -386,6 +410,7 @@ impl Driver {
         iteration: u32,
         watcher: &mut dyn Watcher,
     ) -> Result<Value, String> {
+        self.refresh_tools(watcher).await;
         watcher.waiting(iteration);
         let s = &self.settings;
         let mut body = json!({
@@ -394,7 +419,7 @@ impl Driver {
             "conversation_history": progress.history,
             "max_iterations_left": progress.iterations_left,
             "llm_config": llm_config(s),
-            "tools": self.registry.declarations(),
+            "tools": self.declarations().await,
         });
         add_models(&mut body, s);
         if let Some(schema) = &s.final_answer_schema {
@@ -600,7 +625,9 @@ impl Driver {
             .tool_usage
             .entry(tool.to_string())
             .or_default() += 1;
-        let executed = progress.executor.run(&self.registry, tool, &args).await;
+        let registry = self.registry.read().await;
+        let executed = progress.executor.run(&registry, tool, &args).await;
+        drop(registry);
         if let Some(why) = &executed.recovered_from {
             record_tool_error(&mut progress.report, tool, why, executed.retries, true);
         }
@@ -631,15 +658,15 @@ impl Driver {
 
     /// The approver's decision on a call the policy asks about; `None` when it does not ask.
     async fn decision(&self, iteration: u32, tool: &str, args: &Value) -> Option<Decision> {
-        let (_, metadata) = self.registry.get(tool)?;
-        if !self.settings.approval.asks(metadata) {
+        let metadata = self.registry.read().await.get(tool)?.1.clone();
+        if !self.settings.approval.asks(&metadata) {
             return None;
         }
         let request = ApprovalRequest {
             iteration,
             tool,
             args,
-            metadata,
+            metadata: &metadata,
         };
         Some(match &self.approver {
             Some(approver) => approver.decide(request).await,

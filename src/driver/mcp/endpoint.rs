@@ -1,0 +1,128 @@
+//! Where an MCP server is: a command line started over stdio (`--mcp`), or a URL reached over
+//! streamable HTTP (`--mcp-url`) with the headers and bearer token it needs. What is shown of an
+//! endpoint (in messages, on stderr) never holds its token, headers or a password in its URL.
+
+use std::collections::HashMap;
+use std::fmt;
+
+use reqwest::header::{HeaderName, HeaderValue};
+use reqwest::Url;
+
+pub enum Endpoint {
+    Command(String),
+    Url {
+        url: Url,
+        headers: HashMap<HeaderName, HeaderValue>,
+        /// Sent as `Authorization: Bearer …`.
+        token: Option<String>,
+    },
+}
+
+impl Endpoint {
+    /// An HTTP endpoint: `url` (http or https), `headers` each as `Name: value`.
+    pub fn url(url: &str, headers: &[String], token: Option<String>) -> Result<Self, String> {
+        let parsed =
+            Url::parse(url).map_err(|e| format!("the MCP URL {url:?} cannot be read: {e}"))?;
+        if !matches!(parsed.scheme(), "http" | "https") || parsed.host_str().is_none() {
+            return Err(format!(
+                "the MCP URL {} is not an http or https URL",
+                shown(&parsed)
+            ));
+        }
+        let headers = headers
+            .iter()
+            .map(|h| header(h))
+            .collect::<Result<HashMap<_, _>, _>>()?;
+        Ok(Self::Url {
+            url: parsed,
+            headers,
+            token,
+        })
+    }
+
+    /// A name for a server that gives none: its program's, or its host's.
+    pub fn fallback_name(&self) -> String {
+        match self {
+            Self::Command(line) => {
+                let program = shlex::split(line)
+                    .and_then(|words| words.into_iter().next())
+                    .unwrap_or_default();
+                program.rsplit('/').next().unwrap_or_default().to_string()
+            }
+            Self::Url { url, .. } => url.host_str().unwrap_or_default().to_string(),
+        }
+    }
+}
+
+impl fmt::Display for Endpoint {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Command(line) => write!(f, "`{line}`"),
+            Self::Url { url, .. } => f.write_str(&shown(url)),
+        }
+    }
+}
+
+/// A URL without its user name and password.
+fn shown(url: &Url) -> String {
+    let mut url = url.clone();
+    let _ = url.set_username("");
+    let _ = url.set_password(None);
+    url.to_string()
+}
+
+/// `Name: value` as a header; the value never appears in the error.
+fn header(text: &str) -> Result<(HeaderName, HeaderValue), String> {
+    let (name, value) = text.split_once(':').ok_or_else(|| {
+        format!(
+            "an MCP header must be `Name: value`, not {:?}",
+            text.split(':').next().unwrap_or_default()
+        )
+    })?;
+    let name = HeaderName::from_bytes(name.trim().as_bytes())
+        .map_err(|_| format!("{:?} is not a header name", name.trim()))?;
+    let value = HeaderValue::from_str(value.trim())
+        .map_err(|_| format!("the value of the MCP header {name} is not a header value"))?;
+    Ok((name, value))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_url_and_its_headers_are_read_and_shown_without_secrets() {
+        let headers = ["X-Team: blue".to_string()];
+        let endpoint = Endpoint::url(
+            "https://me:pw@mcp.example/mcp",
+            &headers,
+            Some("tok".into()),
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(endpoint.to_string(), "https://mcp.example/mcp");
+        assert_eq!(endpoint.fallback_name(), "mcp.example");
+        let Endpoint::Url { headers, .. } = endpoint else {
+            panic!("a URL")
+        };
+        let team = headers.get(&HeaderName::from_static("x-team"));
+        assert_eq!(team.map(|v| v.as_bytes()), Some(&b"blue"[..]));
+    }
+
+    #[test]
+    fn bad_urls_and_headers_are_refused_without_echoing_a_value() {
+        assert!(Endpoint::url("ftp://host/x", &[], None).is_err());
+        assert!(Endpoint::url("not a url", &[], None).is_err());
+        let Err(why) = Endpoint::url("http://h/mcp", &["Secret-less value".into()], None) else {
+            panic!("a header without a colon");
+        };
+        assert!(why.contains("Name: value"), "{why}");
+        let Err(why) = Endpoint::url("http://h/mcp", &["X-Key: sec\u{7f}ret".into()], None) else {
+            panic!("a value with a control character");
+        };
+        assert!(!why.contains("sec"), "{why}");
+        assert_eq!(
+            Endpoint::Command("node /srv/server.js .".into()).fallback_name(),
+            "node"
+        );
+    }
+}

@@ -1,0 +1,370 @@
+//! One MCP server: connecting in the revision it speaks, listing its tools (again once stale),
+//! and stopping it.
+
+use std::process::Stdio;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use futures_util::future::BoxFuture;
+use rmcp::model::ProtocolVersion;
+use rmcp::service::{ClientLifecycleMode, ClientServiceExt};
+use rmcp::transport::async_rw::AsyncRwTransport;
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use rmcp::transport::StreamableHttpClientTransport;
+use serde_json::Value;
+
+use super::endpoint::Endpoint;
+use super::input::Asker;
+use super::tool::{McpTool, Session};
+use crate::driver::admission::{Admission, Refusal};
+use crate::driver::registry::{ToolMetadata, ToolRegistry, ToolSource};
+use crate::driver::terminal::Terminal;
+
+/// The largest message read from a server: a result this large is delivered (and cut for the
+/// service). The SDK drops a longer line unanswered, so its call ends at `--mcp-timeout`.
+const MAX_MESSAGE_BYTES: usize = 64 * 1024 * 1024;
+
+/// How long a server is given to end by itself once its input is closed, before it is killed.
+const GRACE: Duration = Duration::from_secs(1);
+
+/// A connected MCP server: its name (as it gave it, or its program's or host's), the session,
+/// and its process when it was started here.
+pub struct McpServer {
+    pub name: String,
+    /// The revision spoken: `2026-07-28`, or `2025-11-25` for an older server.
+    pub protocol: String,
+    shared: Arc<Shared>,
+    child: Option<tokio::process::Child>,
+}
+
+/// What the server's tools and its refreshes share.
+struct Shared {
+    name: String,
+    session: Arc<Session>,
+    patience: Duration,
+    /// When the listed tools go stale, by the list's `ttlMs`; never without one.
+    stale_at: Mutex<Option<Instant>>,
+}
+
+/// What listing a server's tools came to: the names registered, and those left out.
+#[derive(Debug, Default)]
+pub struct Listed {
+    pub names: Vec<String>,
+    /// Tools the service would refuse, each with the reason.
+    pub refused: Vec<(String, String)>,
+    /// Tools past the service's count of tools in a request.
+    pub over_the_limit: Vec<String>,
+}
+
+/// The revisions asked for, newest first, and the one an older server is spoken to in.
+fn lifecycle() -> ClientLifecycleMode {
+    ClientLifecycleMode::Auto {
+        preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+        legacy_version: Some(ProtocolVersion::V_2025_11_25),
+    }
+}
+
+impl McpServer {
+    /// Connects to `endpoint`; `patience` bounds the start and every request after it. The
+    /// server's questions to the user go to `terminal`, or are refused without one.
+    pub async fn start(
+        endpoint: &Endpoint,
+        patience: Duration,
+        terminal: Option<Arc<Terminal>>,
+    ) -> Result<Self, String> {
+        let asker = Asker::new(terminal);
+        let (session, child) = match endpoint {
+            Endpoint::Command(line) => {
+                let (transport, child) = spawn(line)?;
+                let opened = asker.serve_with_lifecycle(transport, lifecycle());
+                (timed(endpoint, patience, opened).await?, Some(child))
+            }
+            Endpoint::Url {
+                url,
+                headers,
+                token,
+            } => {
+                let mut config = StreamableHttpClientTransportConfig::with_uri(url.as_str())
+                    .custom_headers(headers.clone())
+                    .max_json_response_size(MAX_MESSAGE_BYTES)
+                    .max_sse_event_size(MAX_MESSAGE_BYTES);
+                if let Some(token) = token {
+                    config = config.auth_header(token.clone());
+                }
+                let transport = StreamableHttpClientTransport::from_config(config);
+                let opened = asker.serve_with_lifecycle(transport, lifecycle());
+                (timed(endpoint, patience, opened).await?, None)
+            }
+        };
+        let info = session.peer_info();
+        let protocol = info
+            .as_ref()
+            .map(|info| info.protocol_version.to_string())
+            .unwrap_or_default();
+        let name = info
+            .and_then(|info| info.server_info.as_ref().map(|s| s.name.clone()))
+            .unwrap_or_else(|| endpoint.fallback_name());
+        let name = identifier(&name);
+        let shared = Shared {
+            name: name.clone(),
+            session: Arc::new(session),
+            patience,
+            stale_at: Mutex::new(None),
+        };
+        Ok(Self {
+            name,
+            protocol,
+            shared: Arc::new(shared),
+            child,
+        })
+    }
+
+    /// Lists the server's tools into `registry`, those `admission` admits.
+    pub async fn register_tools(
+        &self,
+        registry: &mut ToolRegistry,
+        admission: &mut Admission,
+    ) -> Result<Listed, String> {
+        self.shared.register_tools(registry, admission).await
+    }
+
+    /// What lists the server's tools again when they go stale, for the loop.
+    pub fn source(&self) -> impl ToolSource + 'static {
+        Refresher(self.shared.clone())
+    }
+
+    /// Ends the session: the server's input (or HTTP session) is closed, and a server started
+    /// here is killed if it has not ended a moment later. Each wait is bounded.
+    pub async fn stop(self) {
+        let name = self.name;
+        match Arc::try_unwrap(self.shared).map(|shared| Arc::try_unwrap(shared.session)) {
+            Ok(Ok(mut session)) => match session.close_with_timeout(GRACE).await {
+                Ok(Some(_)) => {}
+                Ok(None) => tracing::debug!(server = %name, "the MCP session did not close"),
+                Err(e) => tracing::debug!(server = %name, "the MCP session ended badly: {e}"),
+            },
+            // A tool still holds the session (its call was left behind): it is cancelled.
+            Ok(Err(session)) => session.cancellation_token().cancel(),
+            Err(shared) => shared.session.cancellation_token().cancel(),
+        }
+        let Some(mut child) = self.child else { return };
+        if tokio::time::timeout(GRACE, child.wait()).await.is_err() {
+            if let Err(e) = child.kill().await {
+                tracing::debug!(server = %name, "the MCP server could not be killed: {e}");
+            }
+        }
+    }
+}
+
+/// Starts `command_line` (split as a shell would, without running one), its output and input
+/// the session's transport.
+fn spawn(
+    command_line: &str,
+) -> Result<
+    (
+        AsyncRwTransport<rmcp::RoleClient, tokio::process::ChildStdout, tokio::process::ChildStdin>,
+        tokio::process::Child,
+    ),
+    String,
+> {
+    let words = shlex::split(command_line)
+        .filter(|w| !w.is_empty())
+        .ok_or_else(|| format!("the MCP command line `{command_line}` cannot be read"))?;
+    let could_not_start =
+        |e: &dyn std::fmt::Display| format!("the MCP server `{command_line}` could not start: {e}");
+    // Killed when dropped, so no path out of here (a timeout, a panic) leaves it running.
+    let mut child = tokio::process::Command::new(&words[0])
+        .args(&words[1..])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .map_err(|e| could_not_start(&e))?;
+    let (Some(output), Some(input)) = (child.stdout.take(), child.stdin.take()) else {
+        return Err(could_not_start(&"its input and output are not pipes"));
+    };
+    let transport =
+        AsyncRwTransport::new_client(output, input).with_max_line_length(MAX_MESSAGE_BYTES);
+    Ok((transport, child))
+}
+
+/// The session `opened` gives within `patience`, or why not.
+async fn timed<E: std::fmt::Display>(
+    endpoint: &Endpoint,
+    patience: Duration,
+    opened: impl std::future::Future<Output = Result<Session, E>>,
+) -> Result<Session, String> {
+    tokio::time::timeout(patience, opened)
+        .await
+        .map_err(|_| {
+            format!(
+                "the MCP server {endpoint} did not open a session within {} s",
+                patience.as_secs_f64()
+            )
+        })?
+        .map_err(|e| format!("the MCP server {endpoint} could not start: {e}"))
+}
+
+impl Shared {
+    async fn register_tools(
+        &self,
+        registry: &mut ToolRegistry,
+        admission: &mut Admission,
+    ) -> Result<Listed, String> {
+        let listed =
+            tokio::time::timeout(self.patience, self.session.list_all_tools_with_cache_hint())
+                .await
+                .map_err(|_| format!("the MCP server {} did not list its tools", self.name))?
+                .map_err(|e| {
+                    format!("the MCP server {} could not list its tools: {e}", self.name)
+                })?;
+        *self.stale_at.lock().unwrap_or_else(|e| e.into_inner()) = listed
+            .ttl_ms
+            .map(|ms| Instant::now() + Duration::from_millis(ms));
+        let mut outcome = Listed::default();
+        for tool in listed.items {
+            let name = free_name(registry, &self.name, &tool.name);
+            let schema = Value::Object((*tool.input_schema).clone());
+            let description = tool.description.as_deref().unwrap_or_default();
+            let description = match admission.admit(&name, description, &schema) {
+                Ok(description) => description,
+                Err(Refusal::Full) => {
+                    outcome.over_the_limit.push(name);
+                    continue;
+                }
+                Err(Refusal::Refused(why)) => {
+                    outcome.refused.push((name, why));
+                    continue;
+                }
+            };
+            let hints = tool.annotations.as_ref();
+            let read_only = hints.and_then(|a| a.read_only_hint).unwrap_or(false);
+            let metadata = ToolMetadata {
+                description,
+                category: self.category(),
+                parameters: schema,
+                examples: Vec::new(),
+                read_only,
+                // MCP's default: a tool that writes may destroy, unless it says it does not.
+                destructive: !read_only && hints.and_then(|a| a.destructive_hint).unwrap_or(true),
+            };
+            let forwarded = McpTool {
+                session: self.session.clone(),
+                server: self.name.clone(),
+                name: tool.name.to_string(),
+                patience: self.patience,
+            };
+            registry.register(&name, forwarded, metadata);
+            outcome.names.push(name);
+        }
+        Ok(outcome)
+    }
+
+    fn category(&self) -> String {
+        format!("mcp:{}", self.name)
+    }
+
+    /// The listed tools are past their `ttlMs`, or the server said they changed.
+    fn stale(&self) -> bool {
+        let changed = self.session.service().changed.swap(false, Ordering::SeqCst);
+        let expired = self
+            .stale_at
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .is_some_and(|at| Instant::now() >= at);
+        changed || expired
+    }
+}
+
+/// Lists a server's tools again, in place of its old ones, when they have gone stale.
+struct Refresher(Arc<Shared>);
+
+impl ToolSource for Refresher {
+    fn refresh<'a>(&'a self, registry: &'a mut ToolRegistry) -> BoxFuture<'a, Option<String>> {
+        Box::pin(async move {
+            let shared = &self.0;
+            if !shared.stale() {
+                return None;
+            }
+            let before = registry.list(Some(&shared.category())).len();
+            // The other tools stay as they were; this server's are listed afresh after them.
+            let old = registry.take_category(&shared.category());
+            let mut admission = Admission::of(registry);
+            match shared.register_tools(registry, &mut admission).await {
+                Ok(listed) => Some(format!(
+                    "MCP server {}: tools listed again ({before} before, {} now): {}",
+                    shared.name,
+                    listed.names.len(),
+                    listed.names.join(", ")
+                )),
+                Err(why) => {
+                    // The old list stays: a server that cannot list now may still answer calls.
+                    registry.absorb(old);
+                    Some(format!("{why}; its earlier list of tools is kept"))
+                }
+            }
+        })
+    }
+}
+
+/// A name a model can call: the server's, with anything else than letters, digits and `_`
+/// turned into `_`.
+fn identifier(name: &str) -> String {
+    let cleaned: String = name
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
+        .collect();
+    let cleaned = cleaned.trim_matches('_');
+    if cleaned.is_empty() {
+        "mcp".into()
+    } else {
+        cleaned.to_string()
+    }
+}
+
+/// `tool`, or `server_tool` when that is taken, or `server2_tool` and so on.
+fn free_name(registry: &ToolRegistry, server: &str, tool: &str) -> String {
+    if !registry.has(tool) {
+        return tool.to_string();
+    }
+    let mut candidate = format!("{server}_{tool}");
+    let mut n = 2;
+    while registry.has(&candidate) {
+        candidate = format!("{server}{n}_{tool}");
+        n += 1;
+    }
+    candidate
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::{json, Map};
+
+    use super::*;
+    use crate::driver::registry::ToolOutcome;
+
+    #[test]
+    fn a_taken_name_gets_the_servers_name_in_front() {
+        let mut registry = ToolRegistry::default();
+        let meta = ToolMetadata {
+            description: String::new(),
+            category: String::new(),
+            parameters: json!({"type": "object"}),
+            examples: Vec::new(),
+            read_only: true,
+            destructive: false,
+        };
+        let tool = |_: &Map<String, Value>| ToolOutcome::Done(String::new());
+        registry.register("read_file", tool, meta.clone());
+        assert_eq!(free_name(&registry, "fs", "write"), "write");
+        assert_eq!(free_name(&registry, "fs", "read_file"), "fs_read_file");
+        registry.register("fs_read_file", tool, meta);
+        assert_eq!(free_name(&registry, "fs", "read_file"), "fs2_read_file");
+        assert_eq!(
+            identifier("secure-filesystem-server"),
+            "secure_filesystem_server"
+        );
+        assert_eq!(identifier("@@"), "mcp");
+    }
+}
