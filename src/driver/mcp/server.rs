@@ -92,6 +92,9 @@ impl McpServer {
                 if let Some(token) = token {
                     config = config.auth_header(token.clone());
                 }
+                // The SDK's HTTP client runs rustls on whichever provider is installed: ring, the
+                // one the rest of the binary uses (an error means one is in place already).
+                let _ = rustls::crypto::ring::default_provider().install_default();
                 let transport = StreamableHttpClientTransport::from_config(config);
                 let opened = asker.serve_with_lifecycle(transport, lifecycle());
                 (timed(endpoint, patience, opened).await?, None)
@@ -277,6 +280,14 @@ impl Shared {
     }
 }
 
+fn old_names(registry: &ToolRegistry, category: &str) -> Vec<String> {
+    registry
+        .list(Some(category))
+        .into_iter()
+        .map(String::from)
+        .collect()
+}
+
 /// Lists a server's tools again, in place of its old ones, when they have gone stale.
 struct Refresher(Arc<Shared>);
 
@@ -287,17 +298,26 @@ impl ToolSource for Refresher {
             if !shared.stale() {
                 return None;
             }
-            let before = registry.list(Some(&shared.category())).len();
+            let mut before: Vec<String> = old_names(registry, &shared.category());
             // The other tools stay as they were; this server's are listed afresh after them.
             let old = registry.take_category(&shared.category());
             let mut admission = Admission::of(registry);
             match shared.register_tools(registry, &mut admission).await {
-                Ok(listed) => Some(format!(
-                    "MCP server {}: tools listed again ({before} before, {} now): {}",
-                    shared.name,
-                    listed.names.len(),
-                    listed.names.join(", ")
-                )),
+                Ok(listed) => {
+                    let mut now = listed.names.clone();
+                    before.sort();
+                    now.sort();
+                    // Said only when the list changed: a short ttlMs lists it before every step.
+                    (before != now).then(|| {
+                        format!(
+                            "MCP server {}: tools listed again ({} before, {} now): {}",
+                            shared.name,
+                            before.len(),
+                            now.len(),
+                            listed.names.join(", ")
+                        )
+                    })
+                }
                 Err(why) => {
                     // The old list stays: a server that cannot list now may still answer calls.
                     registry.absorb(old);
