@@ -1,0 +1,99 @@
+"""The contract's models under short names.
+
+Every model comes from ``_generated.py`` (datamodel-code-generator over ../../openapi.yaml);
+nothing here is written by hand but the names and two literal lists the tests hold equal to the
+generated ones, so a change to the spec reaches the client's signatures.
+
+A response is read as ``StepFields``: every field of a step, success or failure, with ``status``
+saying which it is. The spec's variants (``ActionProposed``, ``DirectResponseProvided``,
+``DryRun``, ``ErrorResponse``) narrow some fields to null with ``allOf``, which the generator
+reads as the non-null type, so the client does not read answers through them.
+"""
+
+from typing import Any, Literal, TypeAlias
+
+from ._generated import (
+    ActionDetails,
+    ContextReport,
+    ConversationTurn,
+    ErrorBody,
+    FallbackAttempt,
+    FieldModel,
+    LlmConfig,
+    LlmFallback,
+    LoopGuardReport,
+    ModelUsed,
+    ReactStepRequest,
+    StepFields,
+    StreamDelta,
+    StreamRetry,
+    ToolCall,
+    ToolResult,
+    Usage,
+    UserApiKeys,
+)
+from ._generated import Tool as ToolDeclaration
+
+StepResponse: TypeAlias = StepFields
+"""A 2xx answer of ``react_step``, the data of the stream's ``step`` event, and (with
+``status == "error"``) the body of every error."""
+
+FieldError: TypeAlias = FieldModel
+"""With ``invalid_request``: one failing field and why."""
+
+JsonObject: TypeAlias = dict[str, Any]
+
+ErrorType: TypeAlias = Literal[
+    "invalid_request",
+    "payload_too_large",
+    "not_found",
+    "method_not_allowed",
+    "context_overflow",
+    "llm_auth",
+    "llm_model_not_found",
+    "llm_request_rejected",
+    "llm_rate_limited",
+    "llm_unavailable",
+    "llm_bad_response",
+    "invalid_model_output",
+    "llm_timeout",
+    "internal_error",
+    "unauthorized",
+    "rate_limited",
+    "request_timeout",
+    "headers_too_large",
+    "client_disconnected",
+    "rate_limiter_unavailable",
+    "at_capacity",
+    "overloaded",
+    "loop_detected",
+]
+"""Every ``error.type`` the service answers (``ErrorBody.type``; a test holds them equal)."""
+
+StepStatus: TypeAlias = Literal["action_proposed", "direct_response_provided", "dry_run", "error"]
+"""Every ``status`` of a response (``StepFields.status``; a test holds them equal)."""
+
+__all__ = [
+    "ActionDetails",
+    "ContextReport",
+    "ConversationTurn",
+    "ErrorBody",
+    "ErrorType",
+    "FallbackAttempt",
+    "FieldError",
+    "JsonObject",
+    "LlmConfig",
+    "LlmFallback",
+    "LoopGuardReport",
+    "ModelUsed",
+    "ReactStepRequest",
+    "StepResponse",
+    "StepStatus",
+    "StreamDelta",
+    "StreamRetry",
+    "ToolCall",
+    "ToolDeclaration",
+    "ToolResult",
+    "Usage",
+    "UserApiKeys",
+]
