@@ -1,0 +1,95 @@
+"""What the sync and async clients share: the request's bytes and headers, and how an answer's
+body becomes a step or an error. No I/O here."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any, TypeAlias
+
+import httpx
+from pydantic import BaseModel, ValidationError
+
+from .errors import ReactStepError
+from .types import ReactStepRequest, StepResponse
+
+STEP_PATH = "/api/agent/react_step"
+STREAM_PATH = "/api/agent/react_step/stream"
+
+DEFAULT_TIMEOUT = httpx.Timeout(300.0, connect=10.0)
+"""Five minutes for a step's answer (or between two events of a stream, which sends a heartbeat
+every 15 s), ten seconds to connect."""
+
+Request: TypeAlias = ReactStepRequest | Mapping[str, Any]
+"""A step's request: the model, or a mapping sent as it is (the service checks it)."""
+
+
+def jsonable(value: object) -> object:
+    """``value`` as plain JSON values; a model holds only the fields that were set."""
+    if isinstance(value, BaseModel):
+        return value.model_dump(mode="json", exclude_unset=True)
+    if isinstance(value, Mapping):
+        return {str(key): jsonable(item) for key, item in value.items()}
+    if isinstance(value, Sequence) and not isinstance(value, (str, bytes)):
+        return [jsonable(item) for item in value]
+    return value
+
+
+def encode(request: Request) -> bytes:
+    return json.dumps(jsonable(request), ensure_ascii=False, allow_nan=False).encode("utf-8")
+
+
+def headers(api_token: str | None, extra: Mapping[str, str] | None) -> dict[str, str]:
+    """The headers of every call: the caller's, then the content type and the bearer token."""
+    made = dict(extra or {})
+    made["content-type"] = "application/json"
+    if api_token is not None:
+        made["authorization"] = f"Bearer {api_token}"
+    return made
+
+
+def step_of(response: httpx.Response) -> StepResponse:
+    """The step a 2xx answer holds (its body already read)."""
+    status = response.status_code
+    try:
+        body = json.loads(response.content)
+    except ValueError:
+        raise ReactStepError.unreadable(status, "the step is not JSON") from None
+    try:
+        return StepResponse.model_validate(body)
+    except ValidationError as invalid:
+        raise ReactStepError.unreadable(status, f"the step does not match the contract: {invalid}") from None
+
+
+def error_of(response: httpx.Response) -> ReactStepError:
+    """The error a non-2xx answer stands for (its body already read)."""
+    status = response.status_code
+    try:
+        body = json.loads(response.content)
+    except ValueError:
+        return ReactStepError.unreadable(status, f"HTTP {status} whose body is not JSON")
+    if not isinstance(body, dict) or "error" not in body:
+        return ReactStepError.unreadable(status, f"HTTP {status} without an error object")
+    return ReactStepError.from_response(body, status, response.headers.get("retry-after"))
+
+
+def cut_short(status: int) -> ReactStepError:
+    return ReactStepError.unreadable(status, f"HTTP {status} with a body cut short")
+
+
+def not_a_stream(response: httpx.Response) -> ReactStepError | None:
+    """The error of a 2xx answer to a stream request that is not an event stream."""
+    content_type = response.headers.get("content-type", "")
+    if content_type.startswith("text/event-stream"):
+        return None
+    return ReactStepError.unreadable(
+        response.status_code, f"not an event stream ({content_type or 'no content type'})"
+    )
+
+
+def stream_ended(status: int, cause: BaseException | None = None) -> ReactStepError:
+    """A stream that ended, or was cut, before its terminal event."""
+    if cause is None:
+        return ReactStepError.unreadable(status, "the event stream ended without its step")
+    why = f"the event stream was cut short ({type(cause).__name__}: {cause})"
+    return ReactStepError.unreadable(status, why)
