@@ -1,0 +1,180 @@
+"""The asyncio client: ``Client``'s calls, awaited, with the stream as an async iterator."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping, Sequence
+from contextlib import aclosing
+from types import TracebackType
+from typing import Any, Unpack
+
+import httpx
+from httpx_sse import EventSource
+
+from ._http import (
+    DEFAULT_TIMEOUT,
+    STEP_PATH,
+    STREAM_PATH,
+    Request,
+    cut_short,
+    encode,
+    error_of,
+    not_a_stream,
+    step_of,
+    stream_ended,
+)
+from ._http import headers as make_headers
+from .aloop import arun_loop
+from .approval import AsyncApprover
+from .errors import ReactStepError
+from .events import StreamEvent, event_of, is_terminal
+from .loop_types import LoopKwargs, LoopResult
+from .retry import Backoff, RetryOptions, retry_options
+from .tools import Tool
+from .types import LlmConfig, StepResponse
+
+
+class AsyncEventStream(AsyncIterator[StreamEvent]):
+    """The events of one streamed step. The stream closes after its terminal event, or on
+    ``aclose()`` (``async with`` closes it for you when you leave early), and the service then
+    stops the step."""
+
+    def __init__(self, events: AsyncGenerator[StreamEvent, None]) -> None:
+        self._events = events
+
+    def __aiter__(self) -> AsyncEventStream:
+        return self
+
+    async def __anext__(self) -> StreamEvent:
+        return await anext(self._events)
+
+    async def aclose(self) -> None:
+        await self._events.aclose()
+
+    async def __aenter__(self) -> AsyncEventStream:
+        return self
+
+    async def __aexit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
+    ) -> None:
+        await self.aclose()
+
+
+class AsyncClient:
+    """A client of one reactstep service, for asyncio (see ``Client`` for the settings)."""
+
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        api_token: str | None = None,
+        headers: Mapping[str, str] | None = None,
+        timeout: float | httpx.Timeout | None = DEFAULT_TIMEOUT,
+        retry: RetryOptions | bool | None = None,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        self.base_url = base_url.rstrip("/")
+        self._headers = make_headers(api_token, headers)
+        self._retry = retry_options(retry)
+        self._http = httpx.AsyncClient(timeout=timeout, transport=transport)
+
+    async def __aenter__(self) -> AsyncClient:
+        return self
+
+    async def __aexit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
+    ) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+    async def step(self, request: Request) -> StepResponse:
+        """One step. A non-2xx answer, or none, raises a ``ReactStepError``."""
+        response = await self._send(STEP_PATH, request, "application/json")
+        async with aclosing(response):
+            try:
+                await response.aread()
+            except httpx.TransportError:
+                raise cut_short(response.status_code) from None
+        return step_of(response)
+
+    def stream(self, request: Request) -> AsyncEventStream:
+        """One step as server-sent events (see ``Client.stream``). Cancelling the task that reads
+        it closes the stream, and the service stops the step."""
+        return AsyncEventStream(self._events(request))
+
+    async def run_loop(
+        self,
+        question: str,
+        *,
+        tools: Sequence[Tool[Any, Any] | Callable[..., Any]],
+        llm_config: LlmConfig | Mapping[str, Any],
+        approve: AsyncApprover | None = None,
+        cancel: asyncio.Event | None = None,
+        **options: Unpack[LoopKwargs],
+    ) -> LoopResult:
+        """Drives a whole loop through this client: see ``reactstep.arun_loop``."""
+        return await arun_loop(
+            self, question, tools=tools, llm_config=llm_config, approve=approve, cancel=cancel, **options
+        )
+
+    async def _events(self, request: Request) -> AsyncGenerator[StreamEvent, None]:
+        response = await self._send(STREAM_PATH, request, "text/event-stream")
+        async with aclosing(response):
+            wrong = not_a_stream(response)
+            if wrong is not None:
+                raise wrong
+            async with aclosing(_read(response)) as events:
+                async for event in events:
+                    yield event
+
+    async def _send(self, path: str, request: Request, accept: str) -> httpx.Response:
+        """Sends the request; a 2xx response, open, after the retries the settings allow."""
+        body = encode(request)
+        backoff = Backoff(self._retry)
+        attempt = 0
+        while True:
+            attempt += 1
+            answer = await self._try(path, body, accept)
+            if isinstance(answer, httpx.Response):
+                return answer
+            delay = backoff.delay_before(attempt, answer)
+            if delay is None:
+                raise answer
+            await asyncio.sleep(delay)
+
+    async def _try(self, path: str, body: bytes, accept: str) -> httpx.Response | ReactStepError:
+        request = self._http.build_request(
+            "POST", self.base_url + path, content=body, headers={**self._headers, "accept": accept}
+        )
+        try:
+            response = await self._http.send(request, stream=True)
+        except httpx.TransportError as failed:
+            return ReactStepError.transport(failed)
+        if response.is_success:
+            return response
+        async with aclosing(response):
+            try:
+                await response.aread()
+            except httpx.TransportError:
+                return cut_short(response.status_code)
+        return error_of(response)
+
+
+async def _read(response: httpx.Response) -> AsyncGenerator[StreamEvent, None]:
+    """The typed events of an event stream, to its terminal event."""
+    status = response.status_code
+    sources = EventSource(response).aiter_sse()
+    try:
+        async for sse in sources:
+            event = event_of(sse, status)
+            if event is not None:
+                yield event
+                if is_terminal(event):
+                    return
+    except httpx.TransportError as cut:
+        raise stream_ended(status, cut) from cut
+    finally:
+        await sources.aclose()
+    raise stream_ended(status)

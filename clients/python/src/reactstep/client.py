@@ -1,0 +1,226 @@
+"""The synchronous client: one step (``step``), one step as events (``stream``), retries of
+the errors the service marks retryable, and the loop (``run_loop``) through it."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from contextlib import closing, suppress
+from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
+from types import TracebackType
+from typing import Any, Unpack
+
+import httpx
+from httpx_sse import EventSource
+
+from ._http import (
+    DEFAULT_TIMEOUT,
+    STEP_PATH,
+    STREAM_PATH,
+    Request,
+    cut_short,
+    encode,
+    error_of,
+    headers as make_headers,
+    not_a_stream,
+    step_of,
+    stream_ended,
+)
+from .approval import Approver
+from .errors import ReactStepError
+from .events import StreamEvent, event_of, is_terminal
+from .loop import run_loop
+from .loop_types import LoopKwargs, LoopResult
+from .retry import Backoff, RetryOptions, retry_options
+from .tools import Tool
+from .types import LlmConfig, StepResponse
+
+
+class EventStream(Iterator[StreamEvent]):
+    """The events of one streamed step. The stream closes after its terminal event, or on
+    ``close()`` (``with`` closes it for you when you leave early), and the service then stops
+    the step. ``abort()``, from any thread, cuts the connection under a read that waits."""
+
+    def __init__(self, events: Callable[[_Opened], Generator[StreamEvent, None, None]]) -> None:
+        self._opened = _Opened()
+        self._events = events(self._opened)
+
+    def __iter__(self) -> EventStream:
+        return self
+
+    def __next__(self) -> StreamEvent:
+        return next(self._events)
+
+    def close(self) -> None:
+        self._events.close()
+
+    def abort(self) -> None:
+        """Cuts the connection: the read in progress, in whatever thread, ends with an error."""
+        self._opened.abort()
+
+    def __enter__(self) -> EventStream:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None) -> None:
+        self.close()
+
+
+class _Opened:
+    """The response a stream reads while it reads it, and whether the stream was aborted (before
+    it opened, or while it read). Once the stream is done, an abort touches nothing: the
+    connection may be back in the pool, serving another call."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._response: httpx.Response | None = None
+        self._aborted = False
+
+    def open(self, response: httpx.Response) -> None:
+        with self._lock:
+            self._response = response
+            if self._aborted:
+                _cut(response)
+
+    def done(self) -> None:
+        with self._lock:
+            self._response = None
+
+    def abort(self) -> None:
+        with self._lock:
+            self._aborted = True
+            if self._response is not None:
+                _cut(self._response)
+
+
+def _cut(response: httpx.Response) -> None:
+    """Shuts the response's socket: a read waiting on it, in any thread, ends at once."""
+    network = response.extensions.get("network_stream")
+    connection = network.get_extra_info("socket") if network is not None else None
+    if isinstance(connection, socket.socket):
+        with suppress(OSError):
+            connection.shutdown(socket.SHUT_RDWR)
+
+
+class Client:
+    """A client of one reactstep service.
+
+    ``api_token`` is one of the operator's tokens (sent as ``Authorization: Bearer``);
+    ``headers`` go with every call; ``timeout`` bounds the connection and each wait for data;
+    ``retry`` (``True`` for the defaults) retries what the service marks retryable;
+    ``transport`` replaces httpx's own (a proxy, a test double).
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        api_token: str | None = None,
+        headers: Mapping[str, str] | None = None,
+        timeout: float | httpx.Timeout | None = DEFAULT_TIMEOUT,
+        retry: RetryOptions | bool | None = None,
+        transport: httpx.BaseTransport | None = None,
+    ) -> None:
+        self.base_url = base_url.rstrip("/")
+        self._headers = make_headers(api_token, headers)
+        self._retry = retry_options(retry)
+        self._http = httpx.Client(timeout=timeout, transport=transport)
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._http.close()
+
+    def step(self, request: Request) -> StepResponse:
+        """One step. A non-2xx answer, or none, raises a ``ReactStepError``."""
+        response = self._send(STEP_PATH, request, "application/json")
+        with closing(response):
+            try:
+                response.read()
+            except httpx.TransportError:
+                raise cut_short(response.status_code) from None
+        return step_of(response)
+
+    def stream(self, request: Request) -> EventStream:
+        """One step as server-sent events: thought and answer deltas while the model writes,
+        then the step or its error. The request is sent at the first ``next``; an answer that is
+        not a stream (a bad request, a rejected key, a rate limit) raises a ``ReactStepError``
+        there."""
+        return EventStream(lambda opened: self._events(request, opened))
+
+    def run_loop(
+        self,
+        question: str,
+        *,
+        tools: Sequence[Tool[Any, Any] | Callable[..., Any]],
+        llm_config: LlmConfig | Mapping[str, Any],
+        approve: Approver | None = None,
+        cancel: threading.Event | None = None,
+        **options: Unpack[LoopKwargs],
+    ) -> LoopResult:
+        """Drives a whole loop through this client: see ``reactstep.run_loop``."""
+        return run_loop(self, question, tools=tools, llm_config=llm_config, approve=approve, cancel=cancel, **options)
+
+    def _events(self, request: Request, opened: _Opened) -> Generator[StreamEvent, None, None]:
+        response = self._send(STREAM_PATH, request, "text/event-stream")
+        opened.open(response)
+        with closing(response):
+            try:
+                wrong = not_a_stream(response)
+                if wrong is not None:
+                    raise wrong
+                yield from _read(response)
+            finally:
+                opened.done()
+
+    def _send(self, path: str, request: Request, accept: str) -> httpx.Response:
+        """Sends the request; a 2xx response, open, after the retries the settings allow."""
+        body = encode(request)
+        backoff = Backoff(self._retry)
+        attempt = 0
+        while True:
+            attempt += 1
+            answer = self._try(path, body, accept)
+            if isinstance(answer, httpx.Response):
+                return answer
+            delay = backoff.delay_before(attempt, answer)
+            if delay is None:
+                raise answer
+            time.sleep(delay)
+
+    def _try(self, path: str, body: bytes, accept: str) -> httpx.Response | ReactStepError:
+        request = self._http.build_request(
+            "POST", self.base_url + path, content=body, headers={**self._headers, "accept": accept}
+        )
+        try:
+            response = self._http.send(request, stream=True)
+        except httpx.TransportError as failed:
+            return ReactStepError.transport(failed)
+        if response.is_success:
+            return response
+        with closing(response):
+            try:
+                response.read()
+            except httpx.TransportError:
+                return cut_short(response.status_code)
+        return error_of(response)
+
+
+def _read(response: httpx.Response) -> Generator[StreamEvent, None, None]:
+    """The typed events of an event stream, to its terminal event."""
+    status = response.status_code
+    try:
+        for sse in EventSource(response).iter_sse():
+            event = event_of(sse, status)
+            if event is not None:
+                yield event
+                if is_terminal(event):
+                    return
+    except httpx.TransportError as cut:
+        raise stream_ended(status, cut) from cut
+    raise stream_ended(status)
+
