@@ -152,7 +152,9 @@ class LoopCore:
             return None
         return ApprovalRequest(call.tool_call_id, call.tool_name, dict(call.tool_args), iteration)
 
-    def plan(self, call: ActionDetails, asked: ApprovalRequest | None, has_approver: bool, decision: object) -> Plan:
+    def plan(
+        self, call: ActionDetails, asked: ApprovalRequest | None, has_approver: bool, decision: object
+    ) -> Plan:
         """What becomes of the call, given the user's ``decision`` when one was asked for."""
         if asked is None:
             return unasked(dict(call.tool_args))
@@ -169,7 +171,9 @@ class LoopCore:
         """The call's tool, or the observation saying there is none."""
         return self.tools.get(call.tool_name) or f"there is no tool named {call.tool_name}"
 
-    def record(self, call: ActionDetails, iteration: int, thought: str, outcome: tuple[str, bool], plan: Plan) -> LoopStep:
+    def record(
+        self, call: ActionDetails, iteration: int, thought: str, outcome: tuple[str, bool], plan: Plan
+    ) -> LoopStep:
         """The call's record, told as an observation event; a tool's failure is kept in errors."""
         observation, is_error = outcome
         if is_error and plan.refusal is None:

@@ -21,7 +21,9 @@ from .types import ActionDetails, LlmConfig, StepResponse
 T = TypeVar("T")
 
 
-class AsyncEventIterator(AsyncIterable[StreamEvent], AbstractAsyncContextManager["AsyncEventIterator"], Protocol):
+class AsyncEventIterator(
+    AsyncIterable[StreamEvent], AbstractAsyncContextManager["AsyncEventIterator"], Protocol
+):
     """What ``stream`` returns: the events, and ``async with`` to close the stream when left early."""
 
 
@@ -61,7 +63,13 @@ async def arun_loop(
 
 
 class _Loop:
-    def __init__(self, client: AsyncStepSender, core: LoopCore, approve: AsyncApprover | None, cancel: asyncio.Event | None) -> None:
+    def __init__(
+        self,
+        client: AsyncStepSender,
+        core: LoopCore,
+        approve: AsyncApprover | None,
+        cancel: asyncio.Event | None,
+    ) -> None:
         self.client = client
         self.core = core
         self.approve = approve
@@ -157,8 +165,12 @@ class _Loop:
             self.core.emit(LoopApproval(iteration, call.tool_name, call.tool_call_id, plan.decision))
         return plan
 
-    async def execute(self, calls: list[ActionDetails], plans: list[Plan], iteration: int, thought: str) -> list[LoopStep]:
-        outcomes = await asyncio.gather(*(self.outcome(call, plan, iteration) for call, plan in zip(calls, plans)))
+    async def execute(
+        self, calls: list[ActionDetails], plans: list[Plan], iteration: int, thought: str
+    ) -> list[LoopStep]:
+        outcomes = await asyncio.gather(
+            *(self.outcome(call, plan, iteration) for call, plan in zip(calls, plans))
+        )
         return [
             self.core.record(call, iteration, thought, outcome, plan)
             for call, plan, outcome in zip(calls, plans, outcomes)

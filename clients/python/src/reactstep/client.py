@@ -62,7 +62,9 @@ class EventStream(Iterator[StreamEvent]):
     def __enter__(self) -> EventStream:
         return self
 
-    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None) -> None:
+    def __exit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
+    ) -> None:
         self.close()
 
 
@@ -129,7 +131,9 @@ class Client:
     def __enter__(self) -> Client:
         return self
 
-    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None) -> None:
+    def __exit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
+    ) -> None:
         self.close()
 
     def close(self) -> None:
@@ -163,7 +167,9 @@ class Client:
         **options: Unpack[LoopKwargs],
     ) -> LoopResult:
         """Drives a whole loop through this client: see ``reactstep.run_loop``."""
-        return run_loop(self, question, tools=tools, llm_config=llm_config, approve=approve, cancel=cancel, **options)
+        return run_loop(
+            self, question, tools=tools, llm_config=llm_config, approve=approve, cancel=cancel, **options
+        )
 
     def _events(self, request: Request, opened: _Opened) -> Generator[StreamEvent, None, None]:
         response = self._send(STREAM_PATH, request, "text/event-stream")
@@ -223,4 +229,3 @@ def _read(response: httpx.Response) -> Generator[StreamEvent, None, None]:
     except httpx.TransportError as cut:
         raise stream_ended(status, cut) from cut
     raise stream_ended(status)
-

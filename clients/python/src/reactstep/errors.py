@@ -157,9 +157,7 @@ class ReactStepError(Exception):
     @classmethod
     def transport(cls, error: httpx.TransportError) -> ReactStepError:
         """No answer: the connection failed, or the wait for it timed out."""
-        retryable = isinstance(
-            error, (httpx.TimeoutException, httpx.NetworkError, httpx.RemoteProtocolError)
-        )
+        retryable = isinstance(error, (httpx.TimeoutException, httpx.NetworkError, httpx.RemoteProtocolError))
         made = cls(
             status=0,
             type="transport_error",

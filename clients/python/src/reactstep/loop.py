@@ -58,7 +58,9 @@ def run_loop(
 
 
 class _Loop:
-    def __init__(self, client: StepSender, core: LoopCore, approve: Approver | None, cancel: threading.Event | None) -> None:
+    def __init__(
+        self, client: StepSender, core: LoopCore, approve: Approver | None, cancel: threading.Event | None
+    ) -> None:
         self.client = client
         self.core = core
         self.approve = approve
@@ -143,10 +145,14 @@ class _Loop:
             self.core.emit(LoopApproval(iteration, call.tool_name, call.tool_call_id, plan.decision))
         return plan
 
-    def execute(self, calls: list[ActionDetails], plans: list[Plan], iteration: int, thought: str) -> list[LoopStep]:
+    def execute(
+        self, calls: list[ActionDetails], plans: list[Plan], iteration: int, thought: str
+    ) -> list[LoopStep]:
         """Runs the planned calls at once, each in a thread; their records in the calls' order."""
         with ThreadPoolExecutor(max_workers=max(1, len(calls))) as pool:
-            outcomes = list(pool.map(lambda pair: self.outcome(pair[0], pair[1], iteration), zip(calls, plans)))
+            outcomes = list(
+                pool.map(lambda pair: self.outcome(pair[0], pair[1], iteration), zip(calls, plans))
+            )
         return [
             self.core.record(call, iteration, thought, outcome, plan)
             for call, plan, outcome in zip(calls, plans, outcomes)
