@@ -107,9 +107,12 @@ def test_an_edited_call_runs_with_the_new_arguments(service: Service, kind: Kind
     assert result.termination_reason == "success"
     assert [(call.tool, call.args) for call in space.calls] == [("read_file", {"path": "src/session.ts"})]
     step = result.steps[0]
-    assert step.args == {"path": "src/auth.ts"}  # what the model proposed
+    assert step.args == {"path": "src/session.ts"}  # what ran; the proposal is in the history
     assert step.approval == Edit({"path": "src/session.ts"})
-    assert (step.observation, step.is_error) == (FILES["src/session.ts"], False)
+    # The model is told its arguments were edited, and what the edited call gave.
+    note = '(The user edited the arguments to {"path":"src/session.ts"}.)\n'
+    assert (step.observation, step.is_error) == (note + FILES["src/session.ts"], False)
+    assert the_observation_turn(result).content == step.observation
 
 
 @pytest.mark.parametrize(
@@ -215,4 +218,4 @@ def test_an_async_loop_awaits_a_coroutine_callback(service: Service) -> None:
         mock_responses=[READ, DONE],
     )
     assert asked == ["read_file"]
-    assert result.steps[0].observation == FILES["src/session.ts"]
+    assert result.steps[0].observation.endswith("}.)\n" + FILES["src/session.ts"])

@@ -11,7 +11,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from ._http import jsonable
-from .approval import ApprovalRequest, Plan, plan_of, unapprovable, unasked
+from .approval import ApprovalRequest, Edit, Plan, plan_of, unapprovable, unasked
 from .errors import ReactStepError
 from .events import AnswerEvent, ErrorEvent, RetryEvent, StepEvent, StreamEvent, ThoughtEvent
 from .loop_types import (
@@ -176,6 +176,11 @@ class LoopCore:
     ) -> LoopStep:
         """The call's record, told as an observation event; a tool's failure is kept in errors."""
         observation, is_error = outcome
+        ran_with = plan.arguments if plan.arguments is not None else dict(call.tool_args)
+        if isinstance(plan.decision, Edit) and plan.refusal is None:
+            # The model still holds its own arguments: it is told what ran instead.
+            edited = json.dumps(ran_with, separators=(",", ":"), ensure_ascii=False)
+            observation = f"(The user edited the arguments to {edited}.)\n{observation}"
         if is_error and plan.refusal is None:
             self.result.errors.append(LoopError(call.tool_name, observation))
         self.emit(LoopObservation(iteration, call.tool_name, call.tool_call_id, observation, is_error))
@@ -183,7 +188,7 @@ class LoopCore:
             iteration=iteration,
             thought=thought,
             tool=call.tool_name,
-            args=call.tool_args,
+            args=ran_with,
             tool_call_id=call.tool_call_id,
             observation=observation,
             is_error=is_error,

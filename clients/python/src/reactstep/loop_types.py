@@ -111,7 +111,8 @@ class LoopStep:
     thought: str
     tool: str
     args: dict[str, Any]
-    """The arguments the model proposed (an ``Edit`` approval holds those the tool ran with)."""
+    """The arguments the call ran with: the user's, after an ``Edit`` (the model's proposal is in
+    the history)."""
     tool_call_id: str | None
     observation: str
     is_error: bool
