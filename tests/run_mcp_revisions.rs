@@ -88,17 +88,20 @@ fn server_script() -> String {
 struct HttpServer {
     child: Child,
     url: String,
+    /// Its stderr, where it logs each OAuth step (never a token).
+    log: tempfile::NamedTempFile,
 }
 
 impl HttpServer {
     fn start(flags: &[&str]) -> Self {
+        let log = tempfile::NamedTempFile::new().unwrap();
         let mut child = Command::new(python())
             .arg(server_script())
             .args(["--transport", "http", "--port", "0"])
             .args(flags)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
-            .stderr(Stdio::null())
+            .stderr(log.reopen().unwrap())
             .spawn()
             .unwrap();
         let mut line = String::new();
@@ -110,7 +113,11 @@ impl HttpServer {
             .unwrap_or_else(|| panic!("the server said {line:?}"))
             .trim()
             .to_string();
-        Self { child, url }
+        Self { child, url, log }
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(self.log.path()).unwrap()
     }
 }
 
@@ -335,4 +342,135 @@ fn headers_and_a_token_reach_the_server_and_never_the_report() {
     let (code, report, err) = run(&script(&["add(a=2, b=2)"]), &mcp, &[], "");
     assert_eq!(code, 0, "{report}\n{err}");
     assert_eq!(observation(&report, 0), r#"{"sum":4}"#);
+}
+
+/// What a browser's GET over plain HTTP on loopback was answered: the status line, the
+/// `Location` (not followed) and the body.
+struct Page {
+    status: String,
+    location: Option<String>,
+    body: String,
+}
+
+fn browse(url: &str) -> Page {
+    use std::io::Read;
+    let rest = url
+        .strip_prefix("http://")
+        .unwrap_or_else(|| panic!("{url}"));
+    let (host, path) = rest.split_once('/').unwrap_or((rest, ""));
+    let mut stream = std::net::TcpStream::connect(host).unwrap();
+    write!(
+        stream,
+        "GET /{path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).unwrap();
+    let (head, body) = answer.split_once("\r\n\r\n").unwrap_or((&answer, ""));
+    let location = head.lines().find_map(|line| {
+        let (name, value) = line.split_once(':')?;
+        name.eq_ignore_ascii_case("location")
+            .then(|| value.trim().to_string())
+    });
+    Page {
+        status: head.lines().next().unwrap_or_default().to_string(),
+        location,
+        body: body.to_string(),
+    }
+}
+
+/// `reactstep run` signing in to an OAuth server: the address it prints is opened as a browser
+/// would, and the authorization server's redirect is followed to the run's loopback callback.
+/// The exit code, the report, stderr, and what the callback answered the browser.
+fn signed_in_run(server: &HttpServer) -> (i32, Value, String, String) {
+    let ws = workspace();
+    let file = ws.path().join("script.txt");
+    std::fs::write(&file, script(&["add(a=20, b=22)"])).unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_reactstep"))
+        .args([
+            "run",
+            "q",
+            "--output",
+            "json",
+            "--mcp-timeout",
+            "60",
+            "--mcp-url",
+            &server.url,
+        ])
+        .arg("--workspace")
+        .arg(ws.path())
+        .arg("--mock-responses")
+        .arg(&file)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = std::io::BufReader::new(child.stderr.take().unwrap()).lines();
+    let mut said = Vec::new();
+    let address = loop {
+        let line = lines
+            .next()
+            .unwrap_or_else(|| panic!("no address to open: {said:?}"))
+            .unwrap();
+        said.push(line.clone());
+        if line.starts_with("http://") {
+            break line;
+        }
+    };
+    let authorized = browse(&address);
+    assert!(authorized.status.contains("302"), "{}", authorized.status);
+    let back = authorized
+        .location
+        .unwrap_or_else(|| panic!("no redirect from {address}"));
+    assert!(
+        back.starts_with("http://127.0.0.1:") && back.contains("/callback?"),
+        "{back}"
+    );
+    let callback = browse(&back);
+    said.extend(lines.map_while(Result::ok));
+    let output = child.wait_with_output().unwrap();
+    let out = String::from_utf8(output.stdout).unwrap();
+    let report = serde_json::from_str(&out).unwrap_or(Value::String(out));
+    (
+        output.status.code().unwrap_or(-1),
+        report,
+        said.join("\n"),
+        format!("{}\n{}", callback.status, callback.body),
+    )
+}
+
+#[test]
+fn a_server_that_requires_oauth_is_signed_in_to_and_the_token_stays_in_memory() {
+    let server = HttpServer::start(&["--oauth"]);
+    let (code, report, err, page) = signed_in_run(&server);
+    assert_eq!(code, 0, "{report}\n{err}");
+    assert!(
+        page.starts_with("HTTP/1.1 200") && page.contains("signed in"),
+        "{page}"
+    );
+    assert_eq!(observation(&report, 0), r#"{"sum":42}"#);
+    assert!(err.contains("Signed in to the MCP server"), "{err}");
+    let log = server.log();
+    // Registered dynamically, then the code exchanged with PKCE verified by the server.
+    assert!(log.contains("oauth: registered client"), "{log}");
+    assert!(
+        log.contains("grant_type=authorization_code pkce=verified -> HTTP 200"),
+        "{log}"
+    );
+    // No token in what the run printed: nothing that reads as one, nor the word.
+    let printed = format!("{report}{err}");
+    assert!(!printed.to_lowercase().contains("bearer ") && !printed.contains("access_token"));
+}
+
+#[test]
+fn a_refused_sign_in_ends_the_run_with_a_clear_message() {
+    let server = HttpServer::start(&["--oauth", "--oauth-reject"]);
+    let (code, report, err, page) = signed_in_run(&server);
+    assert_eq!(code, 2, "{report}\n{err}");
+    assert!(page.contains("refused"), "{page}");
+    assert!(
+        err.contains("the authorization server refused the sign-in (access_denied)"),
+        "{err}"
+    );
 }

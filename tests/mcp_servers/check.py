@@ -2,27 +2,35 @@
 
     .venv/bin/python check.py [--capture wire.json]
 
-Modes: http modern, http legacy, stdio modern, stdio legacy. Exits non-zero on the first failure.
---capture writes the raw 2026-07-28 HTTP exchanges (discover, tools/list, the confirm
-input_required round and its retry) and the legacy server's answers to server/discover.
+Modes: http modern, http legacy, http oauth, stdio modern, stdio legacy. Exits non-zero on the
+first failure. --capture writes the raw 2026-07-28 HTTP exchanges (discover, tools/list, the
+confirm input_required round and its retry), the legacy server's answers to server/discover, and
+the --oauth server's 401, metadata documents, /register, /authorize redirect and /token answers.
 """
 
 from __future__ import annotations
 
 import argparse
+import base64
+import hashlib
 import json
 import os
+import secrets
 import subprocess
 import sys
+import tempfile
 import time
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import parse_qsl, urlparse
 
 import anyio
 import httpx2
 from mcp import Client, MCPError, StdioServerParameters
+from mcp.client.auth import AuthorizationCodeResult, OAuthClientProvider, OAuthFlowError
 from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.auth import OAuthClientInformationFull, OAuthClientMetadata, OAuthToken
 from mcp.types import ElicitRequest, ElicitResult, InputRequiredResult, ToolListChangedNotification
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -30,6 +38,7 @@ SERVER = [sys.executable, os.path.join(HERE, "server.py")]
 MODERN, LEGACY = "2026-07-28", "2025-11-25"
 TTL_MS = 1000
 TOKEN = ("X-Reactstep-Token", "s3cret")
+CALLBACK = "http://127.0.0.1:8976/callback"  # the client's loopback redirect URI; never connected to here
 CAPTURE: dict[str, Any] = {}
 TIMINGS: dict[str, float] = {}
 
@@ -44,13 +53,13 @@ def ok(msg: str) -> None:
 class HttpServer:
     """server.py --transport http, started the way the Rust tests will start it."""
 
-    def __init__(self, *flags: str) -> None:
-        self.flags = flags
+    def __init__(self, *flags: str, stderr: Any = None) -> None:
+        self.flags, self.stderr = flags, stderr
 
     async def __aenter__(self) -> HttpServer:
         t0 = time.monotonic()
         self.proc = subprocess.Popen([*SERVER, "--transport", "http", "--port", "0", *self.flags],
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.stderr, text=True)
         line = await anyio.to_thread.run_sync(self.proc.stdout.readline)
         self.startup_s = time.monotonic() - t0
         assert line.startswith("LISTENING http://127.0.0.1:") and line.endswith("/mcp\n"), repr(line)
@@ -186,12 +195,12 @@ async def scenario(client: Client, rec: Recorder, modern: bool) -> None:
     r = await client.call_tool("grow", {})
     assert text(r) == "added extra_1", r
     if modern:
-        stale = await client.list_tools()  # within ttlMs the client's cache answers
-        assert "extra_1" not in {t.name for t in stale.tools}
+        # The list is fresh for ttlMs: the wait is the hint's own time passing, after which the
+        # SDK's client must list again (how soon it would have, under load, is not asserted).
         await anyio.sleep(TTL_MS / 1000 + 0.2)
         fresh = await client.list_tools()
         assert "extra_1" in {t.name for t in fresh.tools}
-        ok(f"grow -> extra_1 hidden by the client cache within ttlMs, listed after {TTL_MS} ms")
+        ok(f"grow -> extra_1 listed once the {TTL_MS} ms of ttlMs have passed")
         async with client.listen(tools_list_changed=True) as sub:
             assert sub.honored.tools_list_changed
             await client.call_tool("grow", {})
@@ -282,6 +291,195 @@ async def stdio_mode(legacy: bool) -> None:
     outcome = await expect_death(stdio_client_for(stdio_params(*flags), Recorder()))
     ok(f"fail(die): client got {outcome[:80]!r}")
     await raw_stdio_probe(legacy)
+
+
+# ---------------------------------------------------------------- OAuth (--oauth)
+
+
+@dataclass
+class MemoryTokenStorage:
+    """The SDK's TokenStorage protocol, in memory; keeps every token set it was given."""
+
+    tokens: list[OAuthToken] = field(default_factory=list)
+    client: OAuthClientInformationFull | None = None
+
+    async def get_tokens(self) -> OAuthToken | None:
+        return self.tokens[-1] if self.tokens else None
+
+    async def set_tokens(self, tokens: OAuthToken) -> None:
+        self.tokens.append(tokens)
+
+    async def get_client_info(self) -> OAuthClientInformationFull | None:
+        return self.client
+
+    async def set_client_info(self, client_info: OAuthClientInformationFull) -> None:
+        self.client = client_info
+
+
+@dataclass
+class Browser:
+    """Stands in for the user's browser: GETs the authorization URL and reads (does not follow)
+    the 302 to the client's loopback callback, then hands code/state back to the SDK."""
+
+    locations: list[str] = field(default_factory=list)
+
+    async def open(self, authorization_url: str) -> None:
+        async with httpx2.AsyncClient(timeout=30) as http:  # httpx2 does not follow redirects by default
+            resp = await http.get(authorization_url)
+        assert resp.status_code == 302, (resp.status_code, resp.text)
+        self.locations.append(resp.headers["location"])
+
+    async def callback(self) -> AuthorizationCodeResult:
+        location = self.locations[-1]
+        assert location.startswith(CALLBACK + "?"), location
+        query = dict(parse_qsl(urlparse(location).query))
+        if "error" in query:  # RFC 6749 §4.1.2.1: what a real callback listener must turn into an error
+            raise OAuthFlowError(f"authorization failed: {query['error']}: {query.get('error_description', '')}")
+        return AuthorizationCodeResult(code=query["code"], state=query.get("state"), iss=query.get("iss"))
+
+
+def oauth_client_for(url: str, storage: MemoryTokenStorage, browser: Browser, *, mode: str = "auto") -> Client:
+    auth = OAuthClientProvider(url, OAuthClientMetadata(client_name="check.py", redirect_uris=[CALLBACK]),
+                               storage, redirect_handler=browser.open, callback_handler=browser.callback)
+    http = httpx2.AsyncClient(auth=auth, timeout=httpx2.Timeout(30, read=60))
+    return Client(streamable_http_client(url, http_client=http), mode=mode, read_timeout_seconds=30)
+
+
+def s256(verifier: str) -> str:
+    return base64.urlsafe_b64encode(hashlib.sha256(verifier.encode()).digest()).rstrip(b"=").decode()
+
+
+def redacted(body: Any) -> Any:
+    """A JSON body or query dict with credentials replaced by their length, for --capture."""
+    secret = {"access_token", "refresh_token", "code", "client_secret", "code_verifier"}
+    if isinstance(body, dict):
+        return {k: f"<{len(v)} chars>" if k in secret and isinstance(v, str) else redacted(v) for k, v in body.items()}
+    return body
+
+
+async def raw_oauth_probe(url: str, ttl: int) -> list[str]:
+    """The whole flow by hand, as a client without the SDK does it. Returns every credential issued."""
+    base = url.removesuffix("/mcp")
+    discover = {"jsonrpc": "2.0", "id": 1, "method": "server/discover", "params": envelope()}
+    mcp_headers = {"Accept": "application/json, text/event-stream", "Mcp-Method": "server/discover",
+                   "MCP-Protocol-Version": MODERN}
+    async with httpx2.AsyncClient(timeout=30) as raw:
+        r = await raw.post(url, json=discover, headers=mcp_headers)
+        prm_url = f"{base}/.well-known/oauth-protected-resource/mcp"
+        www = r.headers.get("www-authenticate", "")
+        assert r.status_code == 401 and www.startswith("Bearer ") and f'resource_metadata="{prm_url}"' in www, (
+            r.status_code, r.headers)
+        CAPTURE["oauth_401"] = {"status": r.status_code, "www-authenticate": www, "body": r.json()}
+        ok(f"no token: POST /mcp -> 401, WWW-Authenticate: {www[:60]}... resource_metadata=<PRM URL>")
+
+        prm = (await raw.get(prm_url)).json()
+        assert prm["resource"] == url and prm["authorization_servers"] == [base] and prm["scopes_supported"] == ["mcp"]
+        asm = (await raw.get(f"{base}/.well-known/oauth-authorization-server")).json()
+        assert asm["issuer"] == base and asm["code_challenge_methods_supported"] == ["S256"], asm
+        for name, path in [("authorization", "/authorize"), ("token", "/token"), ("registration", "/register")]:
+            assert asm[f"{name}_endpoint"] == base + path, asm
+        CAPTURE.update(oauth_protected_resource_metadata=prm, oauth_authorization_server_metadata=asm)
+        ok("PRM (RFC 9728) and AS metadata (RFC 8414): issuer, /authorize, /token, /register, S256, scope mcp")
+
+        reg_body = {"client_name": "raw", "redirect_uris": [CALLBACK], "token_endpoint_auth_method": "none",
+                    "grant_types": ["authorization_code", "refresh_token"], "response_types": ["code"]}
+        reg = await raw.post(asm["registration_endpoint"], json=reg_body)
+        assert reg.status_code == 201 and "client_secret" not in reg.json(), (reg.status_code, reg.text)
+        client_id = reg.json()["client_id"]
+        CAPTURE["oauth_register"] = {"request": reg_body, "response": {"status": 201, "body": reg.json()}}
+
+        verifier = secrets.token_urlsafe(48)
+        params = {"response_type": "code", "client_id": client_id, "redirect_uri": CALLBACK, "state": "st-123",
+                  "code_challenge": s256(verifier), "code_challenge_method": "S256", "scope": "mcp", "resource": url}
+        a = await raw.get(asm["authorization_endpoint"], params=params)
+        location = a.headers.get("location", "")
+        query = dict(parse_qsl(urlparse(location).query))
+        assert a.status_code == 302 and location.startswith(CALLBACK + "?code=") and query.keys() == {"code", "state"}
+        assert query["state"] == "st-123", query
+        CAPTURE["oauth_authorize"] = {"request_query": redacted(params), "status": 302,
+                                      "location": location.replace(query["code"], "<code>")}
+        ok(f"public client registered; GET /authorize -> 302 {CALLBACK}?code=…&state=st-123")
+
+        form = {"grant_type": "authorization_code", "code": query["code"], "redirect_uri": CALLBACK,
+                "client_id": client_id, "code_verifier": secrets.token_urlsafe(48), "resource": url}
+        bad = await raw.post(asm["token_endpoint"], data=form)
+        assert bad.status_code == 400 and bad.json()["error"] == "invalid_grant", bad.text
+        good = await raw.post(asm["token_endpoint"], data={**form, "code_verifier": verifier})
+        tok = good.json()
+        assert good.status_code == 200 and tok["token_type"] == "Bearer" and tok["scope"] == "mcp", good.text
+        assert tok["expires_in"] == ttl and tok["refresh_token"], tok
+        reused = await raw.post(asm["token_endpoint"], data={**form, "code_verifier": verifier})
+        assert reused.status_code == 400 and reused.json()["error"] == "invalid_grant", reused.text
+        CAPTURE["oauth_token"] = {"request": redacted(form), "wrong_verifier": {"status": 400, "body": bad.json()},
+                                  "response": {"status": 200, "headers": {k: good.headers[k] for k in (
+                                      "content-type", "cache-control")}, "body": redacted(tok)},
+                                  "code_reused": {"status": 400, "body": reused.json()}}
+        ok(f"/token: wrong code_verifier -> 400 {bad.json()['error_description']!r}; right one -> Bearer "
+           f"(scope mcp, expires_in {ttl}, refresh_token); code reuse -> 400 invalid_grant")
+
+        bearer = {**mcp_headers, "Authorization": f"Bearer {tok['access_token']}"}
+        r = await raw.post(url, json=discover, headers=bearer)
+        assert r.status_code == 200 and r.json()["result"]["supportedVersions"] == [MODERN], r.text
+        nope = await raw.post(url, json=discover, headers={**mcp_headers, "Authorization": "Bearer not-a-token"})
+        assert nope.status_code == 401, nope.status_code
+        refresh = {"grant_type": "refresh_token", "refresh_token": tok["refresh_token"], "client_id": client_id}
+        new = await raw.post(asm["token_endpoint"], data=refresh)
+        old = await raw.post(asm["token_endpoint"], data=refresh)
+        assert new.status_code == 200 and new.json()["access_token"] != tok["access_token"], new.text
+        assert old.status_code == 400 and old.json()["error"] == "invalid_grant", old.text
+        CAPTURE["oauth_refresh"] = {"request": redacted(refresh), "response": redacted(new.json()),
+                                    "old_refresh_token_again": {"status": 400, "body": old.json()}}
+        ok("Bearer token -> discover 200; unknown token -> 401; refresh rotates (old refresh token -> 400)")
+        return [tok["access_token"], tok["refresh_token"], new.json()["access_token"], new.json()["refresh_token"],
+                query["code"], verifier]
+
+
+async def oauth_mode() -> None:
+    print("[http oauth]", flush=True)
+    ttl = 2  # the expires_in the token endpoint must state
+    with tempfile.TemporaryFile("w+") as log:
+        async with HttpServer("--oauth", "--oauth-token-ttl", str(ttl), stderr=log) as srv:
+            TIMINGS["http oauth start->LISTENING"] = srv.startup_s
+            issued = await raw_oauth_probe(srv.url, ttl)
+
+            storage, browser = MemoryTokenStorage(), Browser()
+            t0 = time.monotonic()
+            async with oauth_client_for(srv.url, storage, browser) as client:
+                TIMINGS["http oauth SDK client 401->authorized->connected"] = time.monotonic() - t0
+                assert client.protocol_version == MODERN and len(browser.locations) == 1
+                assert {t.name for t in (await client.list_tools()).tools} == {"add", "confirm", "fail", "grow"}
+                assert (await client.call_tool("add", {"a": 2, "b": 40})).structured_content == {"sum": 42}
+                ok("SDK OAuthClientProvider: 401 -> PRM -> AS metadata -> register -> authorize -> token; "
+                   "tools listed, add(2, 40) = 42")
+        log.seek(0)
+        logged = log.read()
+    lines = [line for line in logged.splitlines() if "token request" in line]
+    assert "grant_type=authorization_code pkce=FAILED -> HTTP 400" in lines[0], lines
+    assert lines[1].endswith("grant_type=authorization_code pkce=verified -> HTTP 200"), lines
+    assert any("grant_type=refresh_token pkce=n/a -> HTTP 200" in line for line in lines), lines
+    issued += [c for t in storage.tokens for c in (t.access_token, t.refresh_token)]
+    assert not [c for c in issued if c in logged], "a credential reached the server log"
+    ok(f"server log: one line per token request ({len(lines)}), grant type and PKCE result, no credentials")
+
+    async with HttpServer("--oauth", "--legacy") as srv:
+        async with oauth_client_for(srv.url, MemoryTokenStorage(), Browser()) as client:
+            assert client.protocol_version == LEGACY
+            assert (await client.call_tool("add", {"a": 1, "b": 1})).structured_content == {"sum": 2}
+    ok("--oauth --legacy: the SDK client authorizes and falls back to initialize (2025-11-25)")
+
+    async with HttpServer("--oauth", "--oauth-reject") as srv:
+        browser = Browser()
+        try:
+            async with oauth_client_for(srv.url, MemoryTokenStorage(), browser) as client:
+                raise AssertionError("connected although /authorize denied access")
+        except Exception as e:  # noqa: BLE001
+            assert not isinstance(e, AssertionError), e
+            refused = describe(e)
+        query = dict(parse_qsl(urlparse(browser.locations[-1]).query))
+        assert query["error"] == "access_denied" and query["state"] and "code" not in query, query
+        assert "access_denied" in refused, refused
+        CAPTURE["oauth_reject_location"] = browser.locations[-1]
+    ok(f"--oauth-reject: /authorize -> 302 callback?error=access_denied&…&state=…; client: {refused[:90]!r}")
 
 
 # ---------------------------------------------------------------- raw wire probes
@@ -402,6 +600,7 @@ async def raw_stdio_probe(legacy: bool) -> None:
 async def main(capture: str | None) -> None:
     await http_mode(legacy=False)
     await http_mode(legacy=True)
+    await oauth_mode()
     await stdio_mode(legacy=False)
     await stdio_mode(legacy=True)
     print("timings:", {k: round(v, 2) for k, v in TIMINGS.items()})

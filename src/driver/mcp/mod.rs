@@ -10,6 +10,7 @@
 
 mod endpoint;
 pub mod input;
+mod oauth;
 mod server;
 mod servers;
 mod tool;

@@ -1,12 +1,15 @@
 //! One MCP server: connecting in the revision it speaks, listing its tools (again once stale),
 //! and stopping it.
 
+use std::collections::HashMap;
 use std::process::Stdio;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use futures_util::future::BoxFuture;
+use reqwest::header::{HeaderName, HeaderValue};
+use reqwest::Url;
 use rmcp::model::ProtocolVersion;
 use rmcp::service::{ClientLifecycleMode, ClientServiceExt};
 use rmcp::transport::async_rw::AsyncRwTransport;
@@ -16,6 +19,7 @@ use serde_json::Value;
 
 use super::endpoint::Endpoint;
 use super::input::Asker;
+use super::oauth;
 use super::tool::{McpTool, Session};
 use crate::driver::admission::{Admission, Refusal};
 use crate::driver::registry::{ToolMetadata, ToolRegistry, ToolSource};
@@ -73,11 +77,10 @@ impl McpServer {
         patience: Duration,
         terminal: Option<Arc<Terminal>>,
     ) -> Result<Self, String> {
-        let asker = Asker::new(terminal);
         let (session, child) = match endpoint {
             Endpoint::Command(line) => {
                 let (transport, child) = spawn(line)?;
-                let opened = asker.serve_with_lifecycle(transport, lifecycle());
+                let opened = Asker::new(terminal).serve_with_lifecycle(transport, lifecycle());
                 (timed(endpoint, patience, opened).await?, Some(child))
             }
             Endpoint::Url {
@@ -85,19 +88,13 @@ impl McpServer {
                 headers,
                 token,
             } => {
-                let mut config = StreamableHttpClientTransportConfig::with_uri(url.as_str())
-                    .custom_headers(headers.clone())
-                    .max_json_response_size(MAX_MESSAGE_BYTES)
-                    .max_sse_event_size(MAX_MESSAGE_BYTES);
-                if let Some(token) = token {
-                    config = config.auth_header(token.clone());
-                }
-                // The SDK's HTTP client runs rustls on whichever provider is installed: ring, the
-                // one the rest of the binary uses (an error means one is in place already).
-                let _ = rustls::crypto::ring::default_provider().install_default();
-                let transport = StreamableHttpClientTransport::from_config(config);
-                let opened = asker.serve_with_lifecycle(transport, lifecycle());
-                (timed(endpoint, patience, opened).await?, None)
+                let http = Http {
+                    endpoint,
+                    url,
+                    headers,
+                    patience,
+                };
+                (http.connect(token.as_deref(), terminal).await?, None)
             }
         };
         let info = session.peer_info();
@@ -192,6 +189,65 @@ fn spawn(
     Ok((transport, child))
 }
 
+/// A server reached over streamable HTTP.
+struct Http<'a> {
+    endpoint: &'a Endpoint,
+    url: &'a Url,
+    headers: &'a HashMap<HeaderName, HeaderValue>,
+    patience: Duration,
+}
+
+impl Http<'_> {
+    fn config(&self) -> StreamableHttpClientTransportConfig {
+        StreamableHttpClientTransportConfig::with_uri(self.url.as_str())
+            .custom_headers(self.headers.clone())
+            .max_json_response_size(MAX_MESSAGE_BYTES)
+            .max_sse_event_size(MAX_MESSAGE_BYTES)
+    }
+
+    /// The session, with `token` where one was given; a server that requires authorization
+    /// when none was given is signed in to (OAuth), then connected to again.
+    async fn connect(
+        &self,
+        token: Option<&str>,
+        terminal: Option<Arc<Terminal>>,
+    ) -> Result<Session, String> {
+        // The SDK's HTTP client runs rustls on whichever provider is installed: ring, the one
+        // the rest of the binary uses (an error means one is in place already).
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let mut config = self.config();
+        if let Some(token) = token {
+            config = config.auth_header(token);
+        }
+        let transport = StreamableHttpClientTransport::from_config(config);
+        let opened = Asker::new(terminal.clone()).serve_with_lifecycle(transport, lifecycle());
+        let refused = match tokio::time::timeout(self.patience, opened).await {
+            Ok(Ok(session)) => return Ok(session),
+            Ok(Err(e)) if token.is_none() && e.is_authorization_required() => e,
+            Ok(Err(e)) => {
+                return Err(format!(
+                    "the MCP server {} could not start: {e}",
+                    self.endpoint
+                ))
+            }
+            Err(_) => return Err(no_session(self.endpoint, self.patience)),
+        };
+        let shown = self.endpoint.to_string();
+        let challenge = refused.auth_challenge();
+        let client = oauth::sign_in(self.url, &shown, challenge, oauth::SIGN_IN_PATIENCE).await?;
+        let transport = StreamableHttpClientTransport::with_client(client, self.config());
+        let opened = Asker::new(terminal).serve_with_lifecycle(transport, lifecycle());
+        timed(self.endpoint, self.patience, opened).await
+    }
+}
+
+fn no_session(endpoint: &Endpoint, patience: Duration) -> String {
+    format!(
+        "the MCP server {endpoint} did not open a session within {} s",
+        patience.as_secs_f64()
+    )
+}
+
 /// The session `opened` gives within `patience`, or why not.
 async fn timed<E: std::fmt::Display>(
     endpoint: &Endpoint,
@@ -200,12 +256,7 @@ async fn timed<E: std::fmt::Display>(
 ) -> Result<Session, String> {
     tokio::time::timeout(patience, opened)
         .await
-        .map_err(|_| {
-            format!(
-                "the MCP server {endpoint} did not open a session within {} s",
-                patience.as_secs_f64()
-            )
-        })?
+        .map_err(|_| no_session(endpoint, patience))?
         .map_err(|e| format!("the MCP server {endpoint} could not start: {e}"))
 }
 
