@@ -109,11 +109,13 @@ async fn redirected(listener: &TcpListener, port: u16) -> Result<String, String>
     }
 }
 
-/// The target of a `GET /callback…` request, read within [`MAX_REDIRECT_BYTES`].
+/// The target of a `GET /callback…` request, its head read within [`MAX_REDIRECT_BYTES`].
 async fn request_target(stream: &mut TcpStream) -> Option<String> {
     let mut head = Vec::new();
     let mut buffer = [0u8; 2048];
-    while !head.windows(2).any(|w| w == b"\r\n") && head.len() < MAX_REDIRECT_BYTES {
+    // The whole head is read, not just its first line: a socket closed with a request still
+    // unread is reset, and the browser may lose the page it was answered.
+    while !head.windows(4).any(|w| w == b"\r\n\r\n") && head.len() < MAX_REDIRECT_BYTES {
         let read = tokio::time::timeout(Duration::from_secs(10), stream.read(&mut buffer))
             .await
             .ok()?
