@@ -237,6 +237,29 @@ fn counting(c: &mut Criterion) {
         b.iter(|| counter.count(black_box(&source)))
     });
     group.finish();
+
+    // An observation over the latest observation's 2,000 tokens, in a loop's history: every step
+    // asks whether it fits. Seen first, it is counted up to the limit; the bound is remembered
+    // (token_cache.rs), so later steps are answered by a lookup, where before every step
+    // counted it up to the limit again, as at first sight.
+    let observation = code(30_000, 7);
+    let mut group = c.benchmark_group("30 KB observation over a 2,000-token limit");
+    group.bench_function(
+        "first sight (and every step, before the bound was kept)",
+        |b| {
+            b.iter_batched(
+                clear_cache,
+                |()| counter.count_within(black_box(&observation), 2_000),
+                BatchSize::PerIteration,
+            )
+        },
+    );
+    group.bench_function("seen at an earlier step", |b| {
+        clear_cache();
+        assert_eq!(counter.count_within(&observation, 2_000), None);
+        b.iter(|| counter.count_within(black_box(&observation), 2_000))
+    });
+    group.finish();
 }
 
 criterion_group!(benches, prompt_building, loop_steps, counting);

@@ -22,6 +22,10 @@ use prometheus_client::metrics::counter::Counter;
 /// Texts shorter than this are not worth an entry: the per-piece memo counts them fast.
 pub const MIN_CACHED_BYTES: usize = 256;
 
+/// An entry with this bit set is a bound, not a count: the text has more tokens than the rest of
+/// the entry says (it was counted only up to a limit).
+const OVER: u32 = 1 << 31;
+
 /// What one entry takes: its key, its count and the LRU list's links and table slot.
 const ENTRY_BYTES: usize = 96;
 
@@ -37,6 +41,9 @@ pub struct TokenCache {
     capacity: usize,
     hits: AtomicU64,
     misses: AtomicU64,
+    /// The text looked up, answered from the cache and counted afresh: how cold steps are.
+    hit_bytes: AtomicU64,
+    miss_bytes: AtomicU64,
 }
 
 static CACHE: OnceLock<Option<TokenCache>> = OnceLock::new();
@@ -66,32 +73,50 @@ impl TokenCache {
             capacity: capacity.get(),
             hits: AtomicU64::new(0),
             misses: AtomicU64::new(0),
+            hit_bytes: AtomicU64::new(0),
+            miss_bytes: AtomicU64::new(0),
         })
     }
 
     /// The count of `text`, from the cache or from `count` (then remembered). `count` may
-    /// decline (`None`: the text exceeds a limit and was not counted in full); that is not
-    /// remembered.
+    /// decline (`None`: the text has more than `limit` tokens, and was counted only that far);
+    /// that is remembered as a bound, so a later lookup within the same limit is answered
+    /// `None` at once instead of counting that far again: a large observation is over its limit
+    /// at every step of a loop. A lookup with a higher limit counts again.
     pub fn count_with(
         &self,
         encoding: u8,
         text: &str,
+        limit: u32,
         count: impl FnOnce() -> Option<u32>,
     ) -> Option<u32> {
         let key = key(encoding, text);
-        let known = self.lock().get(&key).copied();
-        if known.is_some() {
+        let bytes = text.len() as u64;
+        let answered = match self.lock().get(&key).copied() {
+            Some(n) if n & OVER == 0 => Some(Some(n)),
+            Some(bound) if limit <= bound & !OVER => Some(None),
+            _ => None,
+        };
+        if let Some(answer) = answered {
             self.hits.fetch_add(1, Ordering::Relaxed);
+            self.hit_bytes.fetch_add(bytes, Ordering::Relaxed);
             lookups(true).inc();
-            return known;
+            return answer;
         }
         self.misses.fetch_add(1, Ordering::Relaxed);
+        self.miss_bytes.fetch_add(bytes, Ordering::Relaxed);
         lookups(false).inc();
         // Counted without the lock held: counting takes long, and other threads count too.
-        let counted = count()?;
+        let counted = count();
+        let entry = match counted {
+            Some(n) if n < OVER => n,
+            // A count too large to keep with its flag (never, for a body the service accepts).
+            Some(_) => return counted,
+            None => OVER | limit.min(OVER - 1),
+        };
         let len = {
             let mut counts = self.lock();
-            counts.put(key, counted);
+            counts.put(key, entry);
             while counts.len() > self.capacity {
                 counts.pop_lru();
             }
@@ -100,7 +125,7 @@ impl TokenCache {
         crate::telemetry::metrics::global()
             .token_cache_bytes
             .set(i64::try_from(len * ENTRY_BYTES).unwrap_or(i64::MAX));
-        Some(counted)
+        counted
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, LruCache<Key, u32, FixedState>> {
@@ -119,6 +144,14 @@ impl TokenCache {
 
     pub fn misses(&self) -> u64 {
         self.misses.load(Ordering::Relaxed)
+    }
+
+    /// The bytes of text looked up so far: answered from the cache, and counted afresh.
+    pub fn looked_up_bytes(&self) -> (u64, u64) {
+        (
+            self.hit_bytes.load(Ordering::Relaxed),
+            self.miss_bytes.load(Ordering::Relaxed),
+        )
     }
 
     /// Bytes the entries take now, and at most.
@@ -166,7 +199,7 @@ mod tests {
         let mut calls = 0;
         for i in 0..capacity + 1 {
             let text = format!("text {i}");
-            let got = cache.count_with(0, &text, || {
+            let got = cache.count_with(0, &text, u32::MAX, || {
                 calls += 1;
                 Some(u32::try_from(i).unwrap_or(0))
             });
@@ -175,12 +208,12 @@ mod tests {
         assert_eq!(calls, capacity + 1);
         // The first entry was the least recently used: it is gone, the last one is still there.
         let mut recounted = false;
-        cache.count_with(0, &format!("text {capacity}"), || {
+        cache.count_with(0, &format!("text {capacity}"), u32::MAX, || {
             recounted = true;
             Some(0)
         });
         assert!(!recounted);
-        cache.count_with(0, "text 0", || {
+        cache.count_with(0, "text 0", u32::MAX, || {
             recounted = true;
             Some(0)
         });
@@ -189,13 +222,47 @@ mod tests {
     }
 
     #[test]
-    fn encodings_and_declined_counts_are_kept_apart() {
+    fn encodings_are_kept_apart() {
         let cache = TokenCache::with_mib(1).unwrap_or_else(|| panic!("a cache"));
-        assert_eq!(cache.count_with(0, "same text", || Some(3)), Some(3));
-        assert_eq!(cache.count_with(1, "same text", || Some(4)), Some(4));
-        assert_eq!(cache.count_with(0, "over", || None), None);
-        assert_eq!(cache.count_with(0, "over", || Some(9)), Some(9));
-        assert_eq!((cache.hits(), cache.misses()), (0, 4));
+        assert_eq!(
+            cache.count_with(0, "same text", u32::MAX, || Some(3)),
+            Some(3)
+        );
+        assert_eq!(
+            cache.count_with(1, "same text", u32::MAX, || Some(4)),
+            Some(4)
+        );
+        assert_eq!((cache.hits(), cache.misses()), (0, 2));
+        assert_eq!(
+            cache.count_with(0, "same text", 2, || None),
+            Some(3),
+            "a count, not a bound"
+        );
+        // 9 + 9 bytes counted afresh, then 9 answered.
+        assert_eq!(cache.looked_up_bytes(), (9, 18));
+    }
+
+    #[test]
+    fn a_declined_count_is_a_bound_for_the_same_limit_and_counted_again_for_a_higher_one() {
+        let cache = TokenCache::with_mib(1).unwrap_or_else(|| panic!("a cache"));
+        let mut calls = 0;
+        let mut count = |limit: u32, actual: u32| {
+            cache.count_with(0, "a long observation", limit, || {
+                calls += 1;
+                (actual <= limit).then_some(actual)
+            })
+        };
+        assert_eq!(count(5, 9), None);
+        assert_eq!(count(5, 9), None, "known to be over 5");
+        assert_eq!(count(3, 9), None, "and so over 3");
+        assert_eq!(
+            count(20, 9),
+            Some(9),
+            "over 5 says nothing of 20: counted again"
+        );
+        assert_eq!(count(5, 9), Some(9), "now a count: the caller judges it");
+        assert_eq!(calls, 2);
+        assert_eq!((cache.hits(), cache.misses()), (3, 2));
     }
 
     #[test]

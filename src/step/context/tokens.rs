@@ -312,7 +312,7 @@ impl TokenCounter {
 
     /// Counts text as the model would see it (special-token text is ordinary text).
     pub fn count(&self, text: &str) -> u32 {
-        let raw = self.cached(text, || self.count_pieces(text, usize::MAX));
+        let raw = self.cached(text, usize::MAX, || self.count_pieces(text, usize::MAX));
         self.with_margin(raw.unwrap_or(usize::MAX))
     }
 
@@ -322,20 +322,26 @@ impl TokenCounter {
         // ceil(raw * k / 100) <= limit  <=>  raw <= limit * 100 / k (rounded down).
         let raw_limit = u64::from(limit) * 100 / (100 + u64::from(self.margin_percent));
         let raw_limit = usize::try_from(raw_limit).unwrap_or(usize::MAX);
-        let raw = self.cached(text, || self.count_pieces(text, raw_limit))?;
+        let raw = self.cached(text, raw_limit, || self.count_pieces(text, raw_limit))?;
         (raw <= raw_limit).then(|| self.with_margin(raw))
     }
 
-    /// The raw count of `text` from the process-wide cache, or from `count` (`None`: over a
-    /// limit, not counted in full). A cached count may exceed the caller's limit.
-    fn cached(&self, text: &str, count: impl FnOnce() -> Option<usize>) -> Option<usize> {
+    /// The raw count of `text` from the process-wide cache, or from `count` (`None`: over
+    /// `limit`, not counted in full). A cached count may exceed the caller's limit.
+    fn cached(
+        &self,
+        text: &str,
+        limit: usize,
+        count: impl FnOnce() -> Option<usize>,
+    ) -> Option<usize> {
         if text.len() < token_cache::MIN_CACHED_BYTES {
             return Some(self.count_short(text));
         }
         let Some(cache) = token_cache::global() else {
             return count();
         };
-        let counted = cache.count_with(self.scheme() as u8, text, || {
+        let limit = u32::try_from(limit).unwrap_or(u32::MAX);
+        let counted = cache.count_with(self.scheme() as u8, text, limit, || {
             count().map(|n| u32::try_from(n).unwrap_or(u32::MAX))
         })?;
         Some(counted as usize)
@@ -400,7 +406,7 @@ impl TokenCounter {
             return self.count(text);
         };
         let raw = |t: &str| {
-            self.cached(t, || self.count_pieces(t, usize::MAX))
+            self.cached(t, usize::MAX, || self.count_pieces(t, usize::MAX))
                 .unwrap_or(usize::MAX)
         };
         let last = parts.len() - 1;
