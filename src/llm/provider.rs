@@ -210,6 +210,11 @@ pub trait ProviderApi: Sync + fmt::Debug {
     fn wire_api(&self) -> super::WireApi {
         super::WireApi::Chat
     }
+    /// Why a call to `base_url` (trimmed of its last `/`) cannot be made on this wire, judged
+    /// before the request is accepted: Azure's deployments form has no Responses API.
+    fn base_url_refusal(&self, _base_url: &str) -> Option<String> {
+        None
+    }
     /// A fresh decoder for the events of one streamed reply.
     fn stream_decoder(&self) -> Box<dyn StreamDecoder>;
     fn framing(&self) -> Framing {

@@ -92,6 +92,11 @@ impl Provider {
         self.0.wire_api()
     }
 
+    /// Why a call to `base_url` cannot be made on this provider's wire, if it cannot.
+    pub fn base_url_refusal(self, base_url: &str) -> Option<String> {
+        self.0.base_url_refusal(base_url)
+    }
+
     /// The environment variable that overrides the provider's base URL.
     pub fn base_url_variable(self) -> String {
         format!("REACTSTEP_{}_BASE_URL", self.name().to_ascii_uppercase())

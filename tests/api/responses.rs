@@ -8,7 +8,7 @@ use serde_json::{json, Value};
 use wiremock::matchers::path;
 use wiremock::{Mock, ResponseTemplate};
 
-use crate::support::app::{spawn_app, TestApp};
+use crate::support::app::{spawn_app, spawn_app_with, TestApp};
 use crate::support::prefix::reused_shares;
 use crate::support::requests::request;
 use crate::support::responses_upstream::{ResponsesModel, Scripted};
@@ -398,4 +398,51 @@ async fn only_the_providers_that_serve_it_take_the_api() {
     assert_eq!(apis("bedrock"), json!(["chat", "responses"]));
     assert_eq!(apis("anthropic"), json!(["chat"]));
     assert_eq!(apis("gemini"), json!(["chat"]));
+}
+
+/// Azure's deployments form (a base URL ending in `/openai`) has no Responses API: a 400 that
+/// names the base URL and the v1 form to use, before any call, for the first model and a
+/// fallback alike; the v1 form is taken.
+#[tokio::test]
+async fn azure_deployments_form_is_refused_for_the_responses_api_at_admission() {
+    let app = spawn_app_with(|c| {
+        c.base_urls.remove("azure");
+        c.allowed_base_urls = vec!["https://*.openai.azure.com".into()];
+    })
+    .await;
+    let mut body = body(Mode::Native);
+    body["llm_config"]["provider"] = json!("azure");
+    body["llm_config"]["modelName"] = json!("my-deployment");
+    body["llm_config"]["base_url"] = json!("https://contoso.openai.azure.com/openai/");
+    body["llm_config"]["fallbacks"] = json!([{
+        "provider": "azure", "modelName": "other-deployment", "api": "responses",
+        "base_url": "https://contoso.openai.azure.com/openai",
+    }]);
+    body["user_api_keys"]["providerKeys"] = json!({"azure": "azure-key-0123456789"});
+    let reply = app.post_react_step(&body).await;
+    assert_eq!(reply.status, 400, "{}", reply.text);
+    let fields = &reply.body["error"]["fields"];
+    let named: Vec<&str> = fields
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|f| f["field"].as_str())
+        .collect();
+    assert_eq!(
+        named,
+        ["llm_config.base_url", "llm_config.fallbacks[0].base_url"],
+        "{fields}"
+    );
+    let said = fields[0]["message"].as_str().unwrap();
+    assert!(
+        said.contains("no Responses API") && said.contains("/openai/v1"),
+        "{said}"
+    );
+    assert!(app.llm.received_requests().await.unwrap().is_empty());
+
+    body["llm_config"]["fallbacks"] = json!([]);
+    body["llm_config"]["base_url"] = json!("https://contoso.openai.azure.com/openai/v1");
+    body["dry_run"] = json!(true);
+    let reply = app.post_react_step(&body).await;
+    assert_eq!(reply.status, 200, "{}", reply.text);
 }

@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use super::llm::{deployment_name, place, temperature_refused, wire};
+use super::llm::{deployment_name, place, temperature_refused, wire, wire_refuses};
 use crate::api::base_urls::Destinations;
 use crate::api::request::{FallbackDto, LlmConfigDto};
 use crate::llm::{ApiKey, Provider, RawApiKey};
@@ -185,6 +185,7 @@ fn one(
         [&fields[0], &fields[1]],
         fail,
     );
+    wire_refuses(provider, base_url.as_deref(), &fields[0], fail);
     Some(Fallback {
         llm: LlmConfig {
             provider: provider?,

@@ -176,14 +176,16 @@ pub fn destination(
     fail: &mut impl FnMut(&str, String),
 ) -> Option<String> {
     let fields = ["llm_config.base_url", "user_api_keys.llmKey"];
-    place(
+    let base_url = place(
         cfg.base_url.as_deref(),
         provider,
         key,
         destinations,
         fields,
         fail,
-    )
+    );
+    wire_refuses(provider, base_url.as_deref(), fields[0], fail);
+    base_url
 }
 
 /// The base URL (`fields[0]`) checked as [`destination`] says, the key (`fields[1]`) with it.
@@ -219,6 +221,22 @@ pub(super) fn place(
         fail(key_field, why);
     }
     base_url
+}
+
+/// A base URL the wire the provider speaks cannot be called at (Azure's deployments form on the
+/// Responses API), refused at admission rather than failing the call.
+pub(super) fn wire_refuses(
+    provider: Option<Provider>,
+    base_url: Option<&str>,
+    field: &str,
+    fail: &mut impl FnMut(&str, String),
+) {
+    if let Some(why) = provider
+        .zip(base_url)
+        .and_then(|(p, url)| p.base_url_refusal(url))
+    {
+        fail(field, why);
+    }
 }
 
 /// A key whose prefix names its vendor goes to that vendor only: why this call would send it

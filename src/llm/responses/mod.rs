@@ -113,6 +113,16 @@ impl ProviderApi for Responses {
         WireApi::Responses
     }
 
+    fn base_url_refusal(&self, base_url: &str) -> Option<String> {
+        match self.url(base_url) {
+            Err(WireError::Shape(why)) => Some(
+                why.trim_start_matches("the request was not sent: ")
+                    .to_string(),
+            ),
+            _ => None,
+        }
+    }
+
     fn stream_decoder(&self) -> Box<dyn StreamDecoder> {
         Box::new(stream::EventDecoder::default())
     }
