@@ -15,8 +15,14 @@ pub struct Terminal {
 pub struct Conversation<'a>(MutexGuard<'a, mpsc::Receiver<String>>);
 
 impl Conversation<'_> {
+    /// The next line typed; `None` once the input has ended, when the prompt that asked for it
+    /// gets its line ended, so what is printed next starts a line of its own.
     pub async fn line(&mut self) -> Option<String> {
-        self.0.recv().await
+        let line = self.0.recv().await;
+        if line.is_none() {
+            eprintln!();
+        }
+        line
     }
 }
 
