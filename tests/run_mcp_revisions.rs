@@ -458,6 +458,20 @@ fn a_server_that_requires_oauth_is_signed_in_to_and_the_token_stays_in_memory() 
     // No token in what the run printed: nothing that reads as one, nor the word.
     let printed = format!("{report}{err}");
     assert!(!printed.to_lowercase().contains("bearer ") && !printed.contains("access_token"));
+
+    // A credential of the user's that the server refuses is the run's error: no sign-in.
+    let mcp = [
+        "--mcp-url".to_string(),
+        server.url.clone(),
+        "--mcp-header".into(),
+        "Authorization: Bearer not-a-token-it-issued".into(),
+    ];
+    let (code, report, err) = run(&script(&[]), &mcp, &[], "");
+    assert_eq!(code, 2, "{report}\n{err}");
+    assert!(
+        !err.contains("asks you to sign in") && !err.contains("not-a-token"),
+        "{err}"
+    );
 }
 
 #[test]

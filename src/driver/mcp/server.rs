@@ -198,6 +198,12 @@ struct Http<'a> {
 }
 
 impl Http<'_> {
+    /// Whether a refusal is met by signing in: only where no credential of the user's (a
+    /// token, an `Authorization` header) was what the server refused.
+    fn signs_in(&self, token: Option<&str>) -> bool {
+        token.is_none() && !self.headers.contains_key(&reqwest::header::AUTHORIZATION)
+    }
+
     fn config(&self) -> StreamableHttpClientTransportConfig {
         StreamableHttpClientTransportConfig::with_uri(self.url.as_str())
             .custom_headers(self.headers.clone())
@@ -223,7 +229,7 @@ impl Http<'_> {
         let opened = Asker::new(terminal.clone()).serve_with_lifecycle(transport, lifecycle());
         let refused = match tokio::time::timeout(self.patience, opened).await {
             Ok(Ok(session)) => return Ok(session),
-            Ok(Err(e)) if token.is_none() && e.is_authorization_required() => e,
+            Ok(Err(e)) if self.signs_in(token) && e.is_authorization_required() => e,
             Ok(Err(e)) => {
                 return Err(format!(
                     "the MCP server {} could not start: {e}",
