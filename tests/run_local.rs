@@ -345,3 +345,71 @@ async fn a_model_slower_than_llm_timeout_ends_the_loop_with_the_services_timeout
         "{answer}"
     );
 }
+
+/// The model writes an invalid step twice (the service's step and its repair round), so the
+/// service answers `invalid_model_output`, which it says a retry can help: the driver sends the
+/// step once more, the model answers, and the report says the failure was recovered from. A
+/// model that stays invalid ends the loop after that one retry.
+#[tokio::test]
+async fn a_step_the_service_says_to_retry_is_sent_once_more() {
+    let invalid = "Thought: let me look\nAction: no_such_tool(path=\"x\")";
+    let reply = |text: &str| {
+        ResponseTemplate::new(200).set_body_raw(openai_stream(&[text], "stop"), "text/event-stream")
+    };
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .and(path("/v1/chat/completions"))
+        .respond_with(reply(invalid))
+        .up_to_n_times(2)
+        .with_priority(1)
+        .mount(&server)
+        .await;
+    Mock::given(method("POST"))
+        .and(path("/v1/chat/completions"))
+        .respond_with(reply(ANSWER))
+        .with_priority(2)
+        .mount(&server)
+        .await;
+    let flags = [
+        "--provider",
+        "openai_compatible",
+        "--model",
+        "local",
+        "--token-limit",
+        "4096",
+    ];
+    let (code, report, stderr) = run(&compatible_env(&server), &flags).await;
+    assert_eq!(code, 0, "{report}\n{stderr}");
+    assert_eq!(report["answer"], "42");
+    assert_eq!(report["iterations"], 1, "a retry is the same step");
+    assert_eq!(chats(&server, "/v1/chat/completions").await.len(), 3);
+    let errors = report["error_history"].as_array().unwrap();
+    assert_eq!(errors.len(), 1, "{report}");
+    assert!(errors[0]["error"]
+        .as_str()
+        .unwrap()
+        .starts_with("invalid_model_output:"));
+    assert_eq!(errors[0]["recovered"], true);
+
+    let stuck = MockServer::start().await;
+    Mock::given(method("POST"))
+        .and(path("/v1/chat/completions"))
+        .respond_with(reply(invalid))
+        .mount(&stuck)
+        .await;
+    let (code, report, stderr) = run(&compatible_env(&stuck), &flags).await;
+    assert_eq!(code, 1, "{report}\n{stderr}");
+    assert_eq!(report["termination_reason"], "failure");
+    assert_eq!(
+        chats(&stuck, "/v1/chat/completions").await.len(),
+        4,
+        "two tries of two calls"
+    );
+    let recovered: Vec<&Value> = report["error_history"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| &e["recovered"])
+        .collect();
+    assert_eq!(recovered, [&json!(false), &json!(false)]);
+}

@@ -12,6 +12,7 @@ pub mod mcp;
 pub mod observation;
 pub mod registry;
 pub mod run;
+mod step_retry;
 pub mod terminal;
 pub mod window;
 pub mod workspace;

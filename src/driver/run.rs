@@ -12,6 +12,7 @@ use super::approval::{self, ApprovalPolicy, ApprovalRequest, Approver, Decision}
 use super::execution::{Executor, RetryPolicy};
 use super::observation;
 use super::registry::{ToolOutcome, ToolRegistry, ToolSource};
+use super::step_retry;
 
 /// The service's default body limit.
 pub const DEFAULT_MAX_REQUEST_BYTES: usize = 8 * 1024 * 1024;
@@ -379,7 +380,7 @@ impl Driver {
             // The deadline and Ctrl-C reach the tools' runs too, not only the service's step.
             let whole_step = async {
                 let reply = self
-                    .step(&session_id, &progress, iteration, &mut *watcher)
+                    .tried(&session_id, &mut progress, iteration, &mut *watcher)
                     .await;
                 progress.report.iterations = iteration;
                 self.take(reply, iteration, &mut progress, &mut *watcher)
@@ -400,6 +401,40 @@ impl Driver {
         report.answer = answer;
         report.execution_time = started.elapsed().as_secs_f64();
         report
+    }
+
+    /// The step, sent again (up to `STEP_RETRIES` times) while the service answers with an
+    /// error it says a retry can help; each failure in the report, marked recovered when a
+    /// later try passed.
+    async fn tried(
+        &self,
+        session_id: &str,
+        progress: &mut Progress,
+        iteration: u32,
+        watcher: &mut dyn Watcher,
+    ) -> Result<Value, String> {
+        let mut failed_before = 0;
+        loop {
+            let reply = self.step(session_id, progress, iteration, watcher).await;
+            let wait = step_retry::wait_before_retry(&reply);
+            match wait.filter(|_| failed_before < step_retry::STEP_RETRIES) {
+                Some(wait) => {
+                    let why = step_retry::described(&reply);
+                    record_tool_error(&mut progress.report, "service", &why, failed_before, false);
+                    failed_before += 1;
+                    tokio::time::sleep(wait).await;
+                }
+                None => {
+                    if failed_before > 0 && step_retry::passed(&reply) {
+                        let retried = progress.report.error_history.iter_mut().rev();
+                        retried
+                            .take(failed_before as usize)
+                            .for_each(|e| e.recovered = true);
+                    }
+                    return reply;
+                }
+            }
+        }
     }
 
     /// Sends one step; the service's answer, or why there was none.
