@@ -1,5 +1,6 @@
 //! Running one proposed call: its per-loop limit, the answer of an identical read-only call made
-//! a little earlier, and retries with exponential backoff for errors that say a retry can help.
+//! a little earlier, and retries with exponential backoff for a read-only tool's errors that say
+//! a retry can help (a write is never sent twice: one that timed out may have been done).
 
 use std::collections::{BTreeMap, HashMap};
 use std::time::{Duration, Instant};
@@ -109,8 +110,11 @@ impl Executor {
         let mut last_failure = None;
         let outcome = loop {
             match runner.call(args).await {
+                // Only a read is tried again: a write that timed out may have been done.
                 ToolOutcome::Failed(why)
-                    if retries < self.retry.max_retries && self.retry.retryable(&why) =>
+                    if metadata.read_only
+                        && retries < self.retry.max_retries
+                        && self.retry.retryable(&why) =>
                 {
                     last_failure = Some(why);
                     retries += 1;
@@ -210,6 +214,24 @@ mod tests {
         assert!(matches!(done.outcome, ToolOutcome::Failed(_)));
         executor.run(&registry, "bad", &json!({})).await;
         assert_eq!(no_retry.load(Ordering::SeqCst), 1);
+    }
+
+    #[tokio::test]
+    async fn a_write_that_timed_out_is_not_sent_again() {
+        let mut registry = ToolRegistry::default();
+        let calls = Arc::new(AtomicU32::new(0));
+        let counted = calls.clone();
+        registry.register(
+            "write",
+            move |_: &Map<String, Value>| {
+                counted.fetch_add(1, Ordering::SeqCst);
+                ToolOutcome::Failed("the server timed out".into())
+            },
+            metadata(false),
+        );
+        let mut executor = Executor::new(BTreeMap::new(), quick());
+        let done = executor.run(&registry, "write", &json!({})).await;
+        assert_eq!((done.retries, calls.load(Ordering::SeqCst)), (0, 1));
     }
 
     #[tokio::test]

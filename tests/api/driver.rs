@@ -13,8 +13,9 @@ use serde_json::{json, Map, Value};
 
 use crate::support::app::spawn_app;
 
-/// A tool failing `failures` times ("temporarily unavailable") before it answers.
-fn flaky(registry: &mut ToolRegistry, failures: u32) -> Arc<AtomicU32> {
+/// A tool failing `failures` times ("temporarily unavailable") before it answers; only a
+/// read-only one is tried again.
+fn flaky(registry: &mut ToolRegistry, failures: u32, read_only: bool) -> Arc<AtomicU32> {
     let calls = Arc::new(AtomicU32::new(0));
     let counted = calls.clone();
     registry.register(
@@ -32,7 +33,7 @@ fn flaky(registry: &mut ToolRegistry, failures: u32) -> Arc<AtomicU32> {
             category: "tracker".into(),
             parameters: json!({"type": "object", "properties": {"id": {"type": "integer"}}}),
             examples: Vec::new(),
-            read_only: false,
+            read_only,
             destructive: false,
         },
     );
@@ -60,7 +61,7 @@ const SCRIPT: [&str; 2] = [
 async fn a_failing_tool_recovers_after_retries_and_the_history_says_so() {
     let app = spawn_app().await;
     let mut registry = ToolRegistry::default();
-    let calls = flaky(&mut registry, 2);
+    let calls = flaky(&mut registry, 2, true);
     let driver = Driver::new(settings(&app.address, &SCRIPT), registry);
     let report = driver.run("What is issue 7?", &mut Quiet).await;
     assert_eq!(report.termination_reason, Termination::Success);
@@ -74,7 +75,7 @@ async fn a_failing_tool_recovers_after_retries_and_the_history_says_so() {
 async fn a_tool_that_never_recovers_becomes_an_observation_the_model_reads() {
     let app = spawn_app().await;
     let mut registry = ToolRegistry::default();
-    flaky(&mut registry, 99);
+    flaky(&mut registry, 99, true);
     let driver = Driver::new(settings(&app.address, &SCRIPT), registry);
     let report = driver.run("What is issue 7?", &mut Quiet).await;
     assert_eq!(
@@ -101,14 +102,14 @@ impl Watcher for StopAfterFirst {
 async fn the_callers_own_stop_and_a_full_context_end_the_loop() {
     let app = spawn_app().await;
     let mut registry = ToolRegistry::default();
-    flaky(&mut registry, 0);
+    flaky(&mut registry, 0, false);
     let driver = Driver::new(settings(&app.address, &SCRIPT), registry);
     let report = driver.run("What is issue 7?", &mut StopAfterFirst).await;
     assert_eq!(report.termination_reason, Termination::Custom);
     assert_eq!(report.steps.len(), 1);
 
     let mut registry = ToolRegistry::default();
-    flaky(&mut registry, 0);
+    flaky(&mut registry, 0, false);
     let mut tight = settings(&app.address, &SCRIPT);
     tight.token_limit = 1_050;
     let driver = Driver::new(tight, registry);
@@ -129,7 +130,7 @@ async fn the_callers_own_stop_and_a_full_context_end_the_loop() {
 async fn the_services_loop_guard_ends_the_loop_as_stalled() {
     let app = spawn_app().await;
     let mut registry = ToolRegistry::default();
-    let calls = flaky(&mut registry, 0);
+    let calls = flaky(&mut registry, 0, false);
     let script = ["Thought: look it up\nAction: fetch_issue(id=7)"; 8];
     let mut repeating = settings(&app.address, &script);
     // The driver's own count of the same call is not what ends it here.
@@ -204,7 +205,7 @@ async fn a_loop_with_a_real_model_sends_the_key_and_tells_the_model_a_tool_faile
         .mount(&app.llm)
         .await;
     let mut registry = ToolRegistry::default();
-    flaky(&mut registry, 99);
+    flaky(&mut registry, 99, false);
     let mut live = settings(&app.address, &[]);
     live.mock_responses = None;
     live.key = Some("sk-driver-key".into());
