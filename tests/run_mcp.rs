@@ -231,6 +231,45 @@ Final Answer: written"#,
     assert!(err.contains("may delete or overwrite"), "{err}");
 }
 
+/// A server whose tool list pages forever, a page of one tool each: the listing stops at its
+/// bound and the run ends saying so, instead of filling memory.
+const PAGING_SERVER: &str = r#"
+import json, sys
+page = 0
+for line in sys.stdin:
+    msg = json.loads(line)
+    method, id = msg.get("method"), msg.get("id")
+    if id is None:
+        continue
+    if method == "initialize":
+        result = {"protocolVersion": "2025-06-18", "capabilities": {"tools": {}},
+                  "serverInfo": {"name": "paging", "version": "1"}}
+    elif method == "tools/list":
+        page += 1
+        tool = {"name": f"t{page}", "inputSchema": {"type": "object"}}
+        result = {"tools": [tool], "nextCursor": str(page)}
+    else:
+        error = {"code": -32601, "message": f"Method not found: {method}"}
+        print(json.dumps({"jsonrpc": "2.0", "id": id, "error": error}), flush=True)
+        continue
+    print(json.dumps({"jsonrpc": "2.0", "id": id, "result": result}), flush=True)
+"#;
+
+#[test]
+fn a_tool_list_that_pages_forever_ends_the_start_with_a_clear_message() {
+    let ws = workspace();
+    let scripts = tempfile::tempdir().unwrap();
+    let server = scripts.path().join("server.py");
+    std::fs::write(&server, PAGING_SERVER).unwrap();
+    let flags = ["--mcp".into(), format!("python3 {}", server.display())];
+    let (code, _, err) = run(ws.path(), "Thought: x\nFinal Answer: y", &flags);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("could not list its tools: its tool list ran past 32 pages"),
+        "{err}"
+    );
+}
+
 #[test]
 fn a_server_that_cannot_start_is_a_clear_exit_message() {
     let ws = workspace();

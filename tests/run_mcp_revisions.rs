@@ -342,6 +342,17 @@ fn headers_and_a_token_reach_the_server_and_never_the_report() {
     let (code, report, err) = run(&script(&["add(a=2, b=2)"]), &mcp, &[], "");
     assert_eq!(code, 0, "{report}\n{err}");
     assert_eq!(observation(&report, 0), r#"{"sum":4}"#);
+
+    // The server's 401 repeats the header's value it was sent: it is not printed back.
+    let wrong = [
+        "--mcp-url".to_string(),
+        teamed.url.clone(),
+        "--mcp-header".into(),
+        "X-Team: red-team-secret".into(),
+    ];
+    let (code, report, err) = run(&script(&[]), &wrong, &[], "");
+    assert_eq!(code, 2, "{report}\n{err}");
+    assert!(!err.contains("red-team-secret"), "{err}");
 }
 
 /// What a browser's GET over plain HTTP on loopback was answered: the status line, the

@@ -269,13 +269,15 @@ def legacy_http_gate(app, supported=HANDSHAKE_PROTOCOL_VERSIONS):
 
 
 def header_gate(app, name: str, value: str):
-    """401 for every HTTP request that does not carry header NAME with exactly VALUE."""
+    """401 for every HTTP request that does not carry header NAME with exactly VALUE. The 401's
+    body repeats what was sent, as careless servers do: a client must not print it back."""
     key = name.lower().encode("latin-1")
 
     async def gate(scope, receive, send):
-        if scope["type"] == "http" and dict(scope["headers"]).get(key) != value.encode("latin-1"):
-            return await JSONResponse({"error": f"missing or wrong {name} header"}, status_code=401)(
-                scope, receive, send)
+        got = dict(scope["headers"]).get(key, b"").decode("latin-1") if scope["type"] == "http" else ""
+        if scope["type"] == "http" and got != value:
+            body = {"error": f"missing or wrong {name} header: got {got!r}"}
+            return await JSONResponse(body, status_code=401)(scope, receive, send)
         await app(scope, receive, send)
 
     return gate

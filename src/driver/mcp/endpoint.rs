@@ -21,8 +21,8 @@ pub enum Endpoint {
 impl Endpoint {
     /// An HTTP endpoint: `url` (http or https), `headers` each as `Name: value`.
     pub fn url(url: &str, headers: &[String], token: Option<String>) -> Result<Self, String> {
-        let parsed =
-            Url::parse(url).map_err(|e| format!("the MCP URL {url:?} cannot be read: {e}"))?;
+        // The URL is not repeated: it may hold a password or a token.
+        let parsed = Url::parse(url).map_err(|e| format!("an --mcp-url cannot be read: {e}"))?;
         if !matches!(parsed.scheme(), "http" | "https") || parsed.host_str().is_none() {
             return Err(format!(
                 "the MCP URL {} is not an http or https URL",
@@ -38,6 +38,32 @@ impl Endpoint {
             headers,
             token,
         })
+    }
+
+    /// What must never be printed nor sent on: the token, every header's value, the URL's
+    /// password and its query's values (of four bytes or more, so no common word is taken out).
+    pub fn secrets(&self) -> Vec<String> {
+        let Self::Url {
+            url,
+            headers,
+            token,
+        } = self
+        else {
+            return Vec::new();
+        };
+        let values = headers
+            .values()
+            .filter_map(|v| v.to_str().ok())
+            .map(String::from);
+        let query = url.query_pairs().map(|(_, v)| v.into_owned());
+        token
+            .iter()
+            .cloned()
+            .chain(values)
+            .chain(url.password().map(String::from))
+            .chain(query)
+            .filter(|secret| secret.len() >= 4)
+            .collect()
     }
 
     /// A name for a server that gives none: its program's, or its host's.
@@ -63,22 +89,29 @@ impl fmt::Display for Endpoint {
     }
 }
 
-/// A URL without its user name and password.
+/// A URL without its user name, password, query and fragment.
 fn shown(url: &Url) -> String {
     let mut url = url.clone();
     let _ = url.set_username("");
     let _ = url.set_password(None);
+    url.set_query(None);
+    url.set_fragment(None);
     url.to_string()
+}
+
+/// `text` with every one of `secrets` taken out.
+pub fn redacted(text: &str, secrets: &[String]) -> String {
+    secrets.iter().fold(text.to_string(), |text, secret| {
+        text.replace(secret.as_str(), "[redacted]")
+    })
 }
 
 /// `Name: value` as a header; the value never appears in the error.
 fn header(text: &str) -> Result<(HeaderName, HeaderValue), String> {
-    let (name, value) = text.split_once(':').ok_or_else(|| {
-        format!(
-            "an MCP header must be `Name: value`, not {:?}",
-            text.split(':').next().unwrap_or_default()
-        )
-    })?;
+    // Nothing of the text is repeated: without its colon, all of it may be the value.
+    let (name, value) = text
+        .split_once(':')
+        .ok_or_else(|| "an --mcp-header must be `Name: value`; one has no colon".to_string())?;
     let name = HeaderName::from_bytes(name.trim().as_bytes())
         .map_err(|_| format!("{:?} is not a header name", name.trim()))?;
     let value = HeaderValue::from_str(value.trim())
@@ -109,7 +142,36 @@ mod tests {
     }
 
     #[test]
+    fn secrets_are_the_token_header_values_password_and_query_values() {
+        let headers = ["X-Key: key-value-1".to_string(), "X-Short: ab".to_string()];
+        let url = "https://u:pass-word@h.example/mcp?token=query-secret#frag";
+        let endpoint = Endpoint::url(url, &headers, Some("the-token".into()))
+            .unwrap_or_else(|e| panic!("{e}"));
+        let mut secrets = endpoint.secrets();
+        secrets.sort();
+        assert_eq!(
+            secrets,
+            ["key-value-1", "pass-word", "query-secret", "the-token"]
+        );
+        assert_eq!(endpoint.to_string(), "https://h.example/mcp");
+        let said = "401: Bearer the-token, X-Key key-value-1, ab";
+        assert_eq!(
+            redacted(said, &secrets),
+            "401: Bearer [redacted], X-Key [redacted], ab"
+        );
+    }
+
+    #[test]
     fn bad_urls_and_headers_are_refused_without_echoing_a_value() {
+        let Err(why) = Endpoint::url("http://u:SECRETPW@[::1", &[], None) else {
+            panic!("not a URL");
+        };
+        assert!(!why.contains("SECRETPW"), "{why}");
+        let header = ["X-Api-Key=sk-live-SECRET".to_string()];
+        let Err(why) = Endpoint::url("http://h/mcp", &header, None) else {
+            panic!("a header without a colon");
+        };
+        assert!(!why.contains("SECRET"), "{why}");
         assert!(Endpoint::url("ftp://host/x", &[], None).is_err());
         assert!(Endpoint::url("not a url", &[], None).is_err());
         let Err(why) = Endpoint::url("http://h/mcp", &["Secret-less value".into()], None) else {

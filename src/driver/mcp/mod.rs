@@ -10,6 +10,7 @@
 
 mod endpoint;
 pub mod input;
+mod listing;
 mod oauth;
 mod server;
 mod servers;

@@ -17,8 +17,9 @@ use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig
 use rmcp::transport::StreamableHttpClientTransport;
 use serde_json::Value;
 
-use super::endpoint::Endpoint;
+use super::endpoint::{redacted, Endpoint};
 use super::input::Asker;
+use super::listing;
 use super::oauth;
 use super::tool::{McpTool, Session};
 use crate::driver::admission::{Admission, Refusal};
@@ -49,6 +50,8 @@ struct Shared {
     patience: Duration,
     /// When the listed tools go stale, by the list's `ttlMs`; never without one.
     stale_at: Mutex<Option<Instant>>,
+    /// What of the endpoint must never be printed nor sent on (its token, headers' values …).
+    secrets: Arc<[String]>,
 }
 
 /// What listing a server's tools came to: the names registered, and those left out.
@@ -77,26 +80,9 @@ impl McpServer {
         patience: Duration,
         terminal: Option<Arc<Terminal>>,
     ) -> Result<Self, String> {
-        let (session, child) = match endpoint {
-            Endpoint::Command(line) => {
-                let (transport, child) = spawn(line)?;
-                let opened = Asker::new(terminal).serve_with_lifecycle(transport, lifecycle());
-                (timed(endpoint, patience, opened).await?, Some(child))
-            }
-            Endpoint::Url {
-                url,
-                headers,
-                token,
-            } => {
-                let http = Http {
-                    endpoint,
-                    url,
-                    headers,
-                    patience,
-                };
-                (http.connect(token.as_deref(), terminal).await?, None)
-            }
-        };
+        // A server's error may echo what it was sent: the token and headers are taken out.
+        let opened = session(endpoint, patience, terminal).await;
+        let (session, child) = opened.map_err(|e| redacted(&e, &endpoint.secrets()))?;
         let info = session.peer_info();
         let protocol = info
             .as_ref()
@@ -111,6 +97,7 @@ impl McpServer {
             session: Arc::new(session),
             patience,
             stale_at: Mutex::new(None),
+            secrets: endpoint.secrets().into(),
         };
         Ok(Self {
             name,
@@ -155,6 +142,34 @@ impl McpServer {
             }
         }
     }
+}
+
+/// The session with the server at `endpoint`, and its process when it was started here.
+async fn session(
+    endpoint: &Endpoint,
+    patience: Duration,
+    terminal: Option<Arc<Terminal>>,
+) -> Result<(Session, Option<tokio::process::Child>), String> {
+    Ok(match endpoint {
+        Endpoint::Command(line) => {
+            let (transport, child) = spawn(line)?;
+            let opened = Asker::new(terminal).serve_with_lifecycle(transport, lifecycle());
+            (timed(endpoint, patience, opened).await?, Some(child))
+        }
+        Endpoint::Url {
+            url,
+            headers,
+            token,
+        } => {
+            let http = Http {
+                endpoint,
+                url,
+                headers,
+                patience,
+            };
+            (http.connect(token.as_deref(), terminal).await?, None)
+        }
+    })
 }
 
 /// Starts `command_line` (split as a shell would, without running one), its output and input
@@ -272,18 +287,18 @@ impl Shared {
         registry: &mut ToolRegistry,
         admission: &mut Admission,
     ) -> Result<Listed, String> {
-        let listed =
-            tokio::time::timeout(self.patience, self.session.list_all_tools_with_cache_hint())
-                .await
-                .map_err(|_| format!("the MCP server {} did not list its tools", self.name))?
-                .map_err(|e| {
-                    format!("the MCP server {} could not list its tools: {e}", self.name)
-                })?;
+        let listed = tokio::time::timeout(self.patience, listing::all_tools(&self.session))
+            .await
+            .map_err(|_| format!("the MCP server {} did not list its tools", self.name))?
+            .map_err(|e| {
+                let e = redacted(&e, &self.secrets);
+                format!("the MCP server {} could not list its tools: {e}", self.name)
+            })?;
         *self.stale_at.lock().unwrap_or_else(|e| e.into_inner()) = listed
             .ttl_ms
             .map(|ms| Instant::now() + Duration::from_millis(ms));
         let mut outcome = Listed::default();
-        for tool in listed.items {
+        for tool in listed.tools {
             let name = free_name(registry, &self.name, &tool.name);
             let schema = Value::Object((*tool.input_schema).clone());
             let description = tool.description.as_deref().unwrap_or_default();
@@ -314,6 +329,7 @@ impl Shared {
                 server: self.name.clone(),
                 name: tool.name.to_string(),
                 patience: self.patience,
+                secrets: self.secrets.clone(),
             };
             registry.register(&name, forwarded, metadata);
             outcome.names.push(name);

@@ -11,6 +11,7 @@ use rmcp::service::{RunningService, ServiceError};
 use rmcp::RoleClient;
 use serde_json::{Map, Value};
 
+use super::endpoint::redacted;
 use super::input::{Asker, NO_ONE_TO_ANSWER};
 use crate::driver::registry::{Tool, ToolOutcome};
 
@@ -22,6 +23,9 @@ pub struct McpTool {
     /// The tool's name in its server, which may differ from the registry's.
     pub name: String,
     pub patience: Duration,
+    /// What of the endpoint must never reach the model (its token, headers' values …): a server
+    /// that echoes what it was sent has it taken out.
+    pub secrets: Arc<[String]>,
 }
 
 impl Tool for McpTool {
@@ -29,21 +33,34 @@ impl Tool for McpTool {
         Box::pin(async move {
             let request =
                 CallToolRequestParams::new(self.name.clone()).with_arguments(args.clone());
-            match tokio::time::timeout(self.patience, self.session.call_tool(request)).await {
-                Ok(Ok(result)) => observation(result),
-                Ok(Err(e)) => ToolOutcome::Failed(self.failure(&e)),
-                Err(_) => ToolOutcome::Failed(format!(
-                    "the MCP server {} did not answer {} within {} s (timed out)",
-                    self.server,
-                    self.name,
-                    self.patience.as_secs_f64()
-                )),
-            }
+            let outcome =
+                match tokio::time::timeout(self.patience, self.session.call_tool(request)).await {
+                    Ok(Ok(result)) => observation(result),
+                    Ok(Err(e)) => ToolOutcome::Failed(self.failure(&e)),
+                    Err(_) => ToolOutcome::Failed(format!(
+                        "the MCP server {} did not answer {} within {} s (timed out)",
+                        self.server,
+                        self.name,
+                        self.patience.as_secs_f64()
+                    )),
+                };
+            self.without_secrets(outcome)
         })
     }
 }
 
 impl McpTool {
+    fn without_secrets(&self, outcome: ToolOutcome) -> ToolOutcome {
+        if self.secrets.is_empty() {
+            return outcome;
+        }
+        match outcome {
+            ToolOutcome::Done(text) => ToolOutcome::Done(redacted(&text, &self.secrets)),
+            ToolOutcome::Failed(why) => ToolOutcome::Failed(redacted(&why, &self.secrets)),
+            submitted => submitted,
+        }
+    }
+
     fn failure(&self, error: &ServiceError) -> String {
         match error {
             ServiceError::McpError(e) if e.message.starts_with(NO_ONE_TO_ANSWER) => {
