@@ -454,7 +454,7 @@ fn a_server_that_requires_oauth_is_signed_in_to_and_the_token_stays_in_memory() 
     let (code, report, err, page) = signed_in_run(&server);
     assert_eq!(code, 0, "{report}\n{err}");
     assert!(
-        page.starts_with("HTTP/1.1 200") && page.contains("signed in"),
+        page.starts_with("HTTP/1.1 200") && page.contains("has the sign-in"),
         "{page}"
     );
     assert_eq!(observation(&report, 0), r#"{"sum":42}"#);

@@ -11,7 +11,7 @@ use serde_json::Value;
 
 use super::approval::{ApprovalPolicy, Decision, LineApprover};
 use super::mcp::{start_servers, Endpoint, McpServer};
-use super::terminal::Terminal;
+use super::terminal::{printable, Terminal};
 use super::window;
 use super::{
     register_builtins, Driver, FallbackModel, LoopSettings, RunReport, ToolRegistry, Watcher,
@@ -183,7 +183,7 @@ pub async fn main(args: impl IntoIterator<Item = String>) -> i32 {
     match run(args).await {
         Ok(code) => code,
         Err(why) => {
-            eprintln!("reactstep run: {why}");
+            eprintln!("reactstep run: {}", printable(&why));
             2
         }
     }
@@ -466,7 +466,7 @@ impl Progress {
         } else {
             ("", "")
         };
-        eprintln!("{on}{label}{off} {text}");
+        eprintln!("{on}{label}{off} {}", printable(text));
     }
 }
 
@@ -504,7 +504,7 @@ impl Watcher for Progress {
             eprint!("{on}[{iteration}] thought:{off} ");
             self.streamed = true;
         }
-        eprint!("{piece}");
+        eprint!("{}", printable(piece));
     }
 
     fn thought(&mut self, iteration: u32, thought: &str) {

@@ -2,7 +2,7 @@
 //! read from it. The input is read on a thread of its own, so a person who never answers holds
 //! up neither Ctrl-C, nor the loop's deadline, nor the exit.
 
-use std::io::BufRead;
+use std::io::{BufRead, Read};
 
 use tokio::sync::{mpsc, Mutex, MutexGuard};
 
@@ -26,18 +26,72 @@ impl Conversation<'_> {
     }
 }
 
+/// The longest line kept: a longer one (an endless stream with no newline) is read past and
+/// reads as an empty line, so it can hold neither memory nor an answer.
+const MAX_LINE_BYTES: u64 = 64 * 1024;
+
+/// The next line without its line ending; `None` at the end of the input or on an error.
+fn bounded_line(input: &mut impl BufRead) -> Option<String> {
+    let mut line = Vec::new();
+    let read = input
+        .by_ref()
+        .take(MAX_LINE_BYTES + 1)
+        .read_until(b'\n', &mut line)
+        .ok()?;
+    if read == 0 {
+        return None;
+    }
+    if !line.ends_with(b"\n") && line.len() as u64 > MAX_LINE_BYTES {
+        skip_past_newline(input);
+        line.clear();
+    }
+    while line.last().is_some_and(|b| matches!(b, b'\n' | b'\r')) {
+        line.pop();
+    }
+    Some(String::from_utf8_lossy(&line).into_owned())
+}
+
+fn skip_past_newline(input: &mut impl BufRead) {
+    while let Ok(buffer) = input.fill_buf() {
+        if buffer.is_empty() {
+            return;
+        }
+        match buffer.iter().position(|&b| b == b'\n') {
+            Some(at) => return input.consume(at + 1),
+            None => {
+                let all = buffer.len();
+                input.consume(all);
+            }
+        }
+    }
+}
+
+/// Text from elsewhere (a server, a model, a browser) as it may be shown on a terminal: control
+/// characters but the line break written as escapes, so none can move the cursor, clear the
+/// screen, retitle the window or write the clipboard.
+pub fn printable(text: &str) -> String {
+    text.chars()
+        .map(|c| {
+            if c.is_control() && c != '\n' {
+                c.escape_default().to_string()
+            } else {
+                c.to_string()
+            }
+        })
+        .collect()
+}
+
 impl Terminal {
     pub fn stdin() -> Self {
         Self::reading(std::io::BufReader::new(std::io::stdin()))
     }
 
-    pub fn reading(input: impl BufRead + Send + 'static) -> Self {
+    pub fn reading(mut input: impl BufRead + Send + 'static) -> Self {
         let (sender, lines) = mpsc::channel(16);
         let spawned = std::thread::Builder::new()
             .name("reactstep-terminal".into())
             .spawn(move || {
-                for line in input.lines() {
-                    let Ok(line) = line else { break };
+                while let Some(line) = bounded_line(&mut input) {
                     if sender.blocking_send(line).is_err() {
                         break;
                     }
@@ -54,5 +108,29 @@ impl Terminal {
 
     pub async fn conversation(&self) -> Conversation<'_> {
         Conversation(self.lines.lock().await)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn an_endless_line_is_read_past_and_the_next_one_is_kept() {
+        let mut typed = vec![b'x'; 200_000];
+        typed.extend_from_slice(b"\r\na\r\n");
+        let terminal = Terminal::reading(std::io::Cursor::new(typed));
+        let mut input = terminal.conversation().await;
+        assert_eq!(input.line().await.as_deref(), Some(""));
+        assert_eq!(input.line().await.as_deref(), Some("a"));
+        assert_eq!(input.line().await, None);
+    }
+
+    #[test]
+    fn control_characters_are_shown_as_escapes() {
+        assert_eq!(
+            printable("ok\x1b[2J\x07\nnext\r"),
+            "ok\\u{1b}[2J\\u{7}\nnext\\r"
+        );
     }
 }

@@ -16,7 +16,7 @@ use rmcp::service::{NotificationContext, RequestContext};
 use rmcp::{ClientHandler, ErrorData as McpError, RoleClient};
 use serde_json::{Map, Value};
 
-use crate::driver::terminal::{Conversation, Terminal};
+use crate::driver::terminal::{printable, Conversation, Terminal};
 
 /// The start of the error a question no one can answer gets; the tool's observation says so.
 pub const NO_ONE_TO_ANSWER: &str = "no one could answer the server's question";
@@ -96,7 +96,7 @@ impl ClientHandler for Asker {
 
 /// Asks whether to answer, then each field; `None` once the input has ended.
 async fn form(input: &mut Conversation<'_>, message: &str, schema: &Value) -> Option<ElicitResult> {
-    eprintln!("The MCP server asks: {message}");
+    eprintln!("The MCP server asks: {}", printable(message));
     loop {
         eprint!("[a]nswer, [d]ecline or [c]ancel: ");
         match input.line().await?.trim().to_lowercase().as_str() {
@@ -147,10 +147,9 @@ async fn ask_field(
         } else {
             format!(", one of {}", shown.join(" "))
         };
-        eprint!(
-            "{name} ({kind}{choices_said}{}) {about}: ",
-            if needed { "" } else { ", optional" }
-        );
+        let optional = if needed { "" } else { ", optional" };
+        let asked = format!("{name} ({kind}{choices_said}{optional}) {about}: ");
+        eprint!("{}", printable(&asked));
         let line = input.line().await?;
         let line = line.trim();
         if line.is_empty() && !needed {
@@ -158,7 +157,10 @@ async fn ask_field(
         }
         match typed(kind, line) {
             Some(value) if choices.is_none_or(|c| c.contains(&value)) => return Some(Some(value)),
-            _ => eprintln!("That is not a {kind}{choices_said}."),
+            _ => eprintln!(
+                "{}",
+                printable(&format!("That is not a {kind}{choices_said}."))
+            ),
         }
     }
 }
@@ -183,7 +185,11 @@ fn typed(kind: &str, line: &str) -> Option<Value> {
 
 /// A page the person is to visit: shown, and answered once they say they are done.
 async fn visit(input: &mut Conversation<'_>, message: &str, url: &str) -> Option<ElicitResult> {
-    eprintln!("The MCP server asks: {message}\nOpen {url}");
+    eprintln!(
+        "The MCP server asks: {}\nOpen {}",
+        printable(message),
+        printable(url)
+    );
     eprint!("Press Enter when done, or type d to decline: ");
     let line = input.line().await?;
     let action = if line.trim().eq_ignore_ascii_case("d") {

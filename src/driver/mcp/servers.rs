@@ -8,7 +8,7 @@ use super::server::{Listed, McpServer};
 use crate::api::MAX_TOOLS;
 use crate::driver::admission::Admission;
 use crate::driver::registry::ToolRegistry;
-use crate::driver::terminal::Terminal;
+use crate::driver::terminal::{printable, Terminal};
 
 /// Starts every server and lists its tools into `registry`; on the first that fails,
 /// those already started are stopped and the failure is the run's.
@@ -30,7 +30,8 @@ pub async fn start_servers(
         };
         match started {
             Ok((server, listed)) => {
-                eprintln!("MCP server {} speaks MCP {}", server.name, server.protocol);
+                let protocol = printable(&server.protocol);
+                eprintln!("MCP server {} speaks MCP {protocol}", server.name);
                 tell_listed(&server.name, &listed);
                 servers.push(server);
             }
