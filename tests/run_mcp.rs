@@ -6,6 +6,7 @@
 
 mod support;
 
+use std::io::BufRead;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
@@ -270,6 +271,58 @@ fn a_tool_list_that_pages_forever_ends_the_start_with_a_clear_message() {
     );
 }
 
+/// Ctrl-C while a server starts (one that never opens its session) ends the command with a
+/// message, and the server is not left running. The server holds a FIFO open while it lives:
+/// the test's read of it returns its first line once it runs, and the end once it is gone.
+#[test]
+fn ctrl_c_while_a_server_starts_ends_the_command_and_the_server() {
+    use std::io::Read;
+    let ws = workspace();
+    let scripts = tempfile::tempdir().unwrap();
+    let fifo = scripts.path().join("alive");
+    let path = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+    // SAFETY: mkfifo(3) on a path in this test's own temporary folder.
+    assert_eq!(unsafe { libc::mkfifo(path.as_ptr(), 0o600) }, 0);
+    let server = scripts.path().join("server.py");
+    let script = format!(
+        "import time\nalive = open({:?}, 'w')\nalive.write('running\\n'); alive.flush()\ntime.sleep(600)\n",
+        fifo.display().to_string()
+    );
+    std::fs::write(&server, script).unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_reactstep"))
+        .args(["run", "q", "--mcp-timeout", "600", "--mcp"])
+        .arg(format!("python3 {}", server.display()))
+        .arg("--workspace")
+        .arg(ws.path())
+        .stdin(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut alive = std::io::BufReader::new(std::fs::File::open(&fifo).unwrap());
+    let mut line = String::new();
+    alive.read_line(&mut line).unwrap();
+    assert_eq!(line, "running\n");
+    let pid = libc::pid_t::try_from(child.id()).unwrap();
+    // SAFETY: kill(2) on the child this test started and still owns.
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGINT) }, 0);
+    let mut err = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
+    assert_eq!(child.wait().unwrap().code(), Some(2), "{err}");
+    assert!(
+        err.contains("interrupted while the MCP servers started"),
+        "{err}"
+    );
+    // The end of the FIFO: its one writer, the server, is gone.
+    let mut rest = String::new();
+    alive.read_to_string(&mut rest).unwrap();
+    assert_eq!(rest, "");
+}
+
 #[test]
 fn a_server_that_cannot_start_is_a_clear_exit_message() {
     let ws = workspace();
@@ -352,8 +405,9 @@ fn a_server_that_hangs_or_dies_mid_loop_is_an_observation_and_the_loop_goes_on()
         "{report}"
     );
     let errors = report["error_history"].as_array().unwrap();
-    // A call that timed out is tried again, with backoff, before it is given up.
-    assert_eq!(errors[0]["retries"], 2, "{report}");
+    // A call that timed out is not sent again: the tool does not say it is read-only, so it
+    // may have done its work.
+    assert_eq!(errors[0]["retries"], 0, "{report}");
     assert!(
         observation(&report, 1).contains("the MCP server misbehaving failed to run crash"),
         "{report}"
@@ -451,7 +505,6 @@ fn too_many_tools_refused_ones_and_huge_results_do_not_stop_the_loop() {
 /// `reactstep run` calling the server's `hang`, once stderr has said `until`; its input is a
 /// pipe held open, as a terminal no one answers.
 fn hanging(ws: &Path, server: &Path, extra: &[&str], until: &str) -> std::process::Child {
-    use std::io::BufRead;
     let scripts = tempfile::tempdir().unwrap();
     let file = scripts.path().join("script.txt");
     std::fs::write(

@@ -203,8 +203,15 @@ async fn run(args: RunArgs) -> Result<i32, String> {
     // The person at the terminal answers approvals and the servers' questions.
     let asks = args.approve != ApprovalPolicy::None || !endpoints.is_empty();
     let terminal = asks.then(|| Arc::new(Terminal::stdin()));
-    let servers = start_servers(&endpoints, &mut registry, patience, terminal.clone()).await?;
-    let report = drive(&args, registry, &servers, terminal).await;
+    // Ctrl-C is caught from here on: during the servers' start (a sign-in may wait on a
+    // person) it ends the command, the servers started so far killed as they are dropped.
+    let mut sigint = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())
+        .map_err(|e| format!("Ctrl-C cannot be caught: {e}"))?;
+    let servers = tokio::select! {
+        servers = start_servers(&endpoints, &mut registry, patience, terminal.clone()) => servers?,
+        _ = sigint.recv() => return Err("interrupted while the MCP servers started".into()),
+    };
+    let report = drive(&args, registry, &servers, terminal, sigint).await;
     for server in servers {
         server.stop().await;
     }
@@ -248,6 +255,7 @@ async fn drive(
     registry: ToolRegistry,
     servers: &[McpServer],
     terminal: Option<Arc<Terminal>>,
+    mut sigint: tokio::signal::unix::Signal,
 ) -> Result<RunReport, String> {
     let config = service_config(args);
     let (token_limit, reserved) = budget(args, &config).await?;
@@ -291,10 +299,7 @@ async fn drive(
         colour: std::io::stderr().is_terminal(),
         streamed: false,
     };
-    // Ctrl-C ends the loop cleanly: what it did so far is printed. The handler is in place
-    // before the first step is sent, so no interrupt can find the default action instead.
-    let mut sigint = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())
-        .map_err(|e| format!("Ctrl-C cannot be caught: {e}"))?;
+    // Ctrl-C ends the loop cleanly: what it did so far is printed.
     let interrupted = async move {
         if sigint.recv().await.is_none() {
             std::future::pending::<()>().await;

@@ -8,6 +8,8 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
+use tokio::sync::watch;
+
 use rmcp::model::{
     ClientCapabilities, ClientConfig, ElicitRequestParams, ElicitResult, ElicitationAction,
     ElicitationCapability, Implementation,
@@ -27,6 +29,27 @@ pub struct Asker {
     terminal: Option<Arc<Terminal>>,
     /// The server said its tools changed.
     pub changed: Arc<AtomicBool>,
+    /// The calls of this server's tools in progress: a question is taken only while one is.
+    pub calls: Arc<Calls>,
+}
+
+/// How many calls of a server's tools are in progress.
+pub struct Calls(watch::Sender<usize>);
+
+/// A call in progress, until dropped.
+pub struct Running<'a>(&'a Calls);
+
+impl Calls {
+    pub fn begin(&self) -> Running<'_> {
+        self.0.send_modify(|n| *n += 1);
+        Running(self)
+    }
+}
+
+impl Drop for Running<'_> {
+    fn drop(&mut self) {
+        self.0 .0.send_modify(|n| *n = n.saturating_sub(1));
+    }
 }
 
 impl Asker {
@@ -34,10 +57,28 @@ impl Asker {
         Self {
             terminal,
             changed: Arc::new(AtomicBool::new(false)),
+            calls: Arc::new(Calls(watch::Sender::new(0))),
         }
     }
 
+    /// A question is answered only while a call of this server's is in progress, and given up
+    /// when that call ends (it timed out, the loop moved on): one asked outside a call, or one
+    /// that outlived its call, must not take the terminal's next lines, which belong to others.
     async fn answer(&self, request: ElicitRequestParams) -> Result<ElicitResult, McpError> {
+        let mut running = self.calls.0.subscribe();
+        if *running.borrow() == 0 {
+            let refused = "the server asked the user a question outside any call: refused";
+            return Err(McpError::invalid_request(refused, None));
+        }
+        tokio::select! {
+            answered = self.ask(request) => answered,
+            _ = running.wait_for(|n| *n == 0) => {
+                Err(McpError::internal_error("the call that asked has ended", None))
+            }
+        }
+    }
+
+    async fn ask(&self, request: ElicitRequestParams) -> Result<ElicitResult, McpError> {
         let unanswered = |message: &str| {
             McpError::internal_error(format!("{NO_ONE_TO_ANSWER}: {message}"), None)
         };
@@ -244,8 +285,36 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_question_outside_a_call_is_refused_and_one_that_outlives_its_call_given_up() {
+        let request = || -> ElicitRequestParams {
+            serde_json::from_value(json!({
+                "mode": "form", "message": "Really?", "requestedSchema": schema(),
+            }))
+            .unwrap_or_else(|e| panic!("{e}"))
+        };
+        // A terminal no one types on: only the call's end can free it.
+        let (input, _typing) = std::io::pipe().unwrap_or_else(|e| panic!("{e}"));
+        let asker = Asker::new(Some(Arc::new(Terminal::reading(std::io::BufReader::new(
+            input,
+        )))));
+        let refused = asker
+            .answer(request())
+            .await
+            .err()
+            .map(|e| e.message.to_string());
+        assert!(refused.is_some_and(|m| m.contains("outside any call")));
+        let running = asker.calls.begin();
+        let asked = asker.answer(request());
+        let ended = async move { drop(running) };
+        let (answered, ()) = tokio::join!(asked, ended);
+        let given_up = answered.err().map(|e| e.message.to_string());
+        assert_eq!(given_up.as_deref(), Some("the call that asked has ended"));
+    }
+
+    #[tokio::test]
     async fn no_terminal_is_an_error_that_says_no_one_could_answer() {
         let asker = Asker::new(None);
+        let _running = asker.calls.begin();
         let request: ElicitRequestParams = serde_json::from_value(json!({
             "mode": "form", "message": "Really?", "requestedSchema": schema(),
         }))

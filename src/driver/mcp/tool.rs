@@ -33,6 +33,8 @@ impl Tool for McpTool {
         Box::pin(async move {
             let request =
                 CallToolRequestParams::new(self.name.clone()).with_arguments(args.clone());
+            // The server may ask the user a question while this call runs, and only then.
+            let _running = self.session.service().calls.begin();
             let outcome =
                 match tokio::time::timeout(self.patience, self.session.call_tool(request)).await {
                     Ok(Ok(result)) => observation(result),
