@@ -58,6 +58,15 @@ fn filesystem_server() -> &'static Path {
     })
 }
 
+/// `source` written to `server.py` in a folder of its own: the folder (removed when dropped)
+/// and the file.
+fn server_file(source: &str) -> (tempfile::TempDir, PathBuf) {
+    let scripts = tempfile::tempdir().unwrap();
+    let server = scripts.path().join("server.py");
+    std::fs::write(&server, source).unwrap();
+    (scripts, server)
+}
+
 /// Runs `reactstep run` with `script` as the model's outputs and `extra` flags; the exit code,
 /// stdout and stderr.
 fn run(ws: &Path, script: &str, extra: &[String]) -> (i32, String, String) {
@@ -259,9 +268,7 @@ for line in sys.stdin:
 #[test]
 fn a_tool_list_that_pages_forever_ends_the_start_with_a_clear_message() {
     let ws = workspace();
-    let scripts = tempfile::tempdir().unwrap();
-    let server = scripts.path().join("server.py");
-    std::fs::write(&server, PAGING_SERVER).unwrap();
+    let (_scripts, server) = server_file(PAGING_SERVER);
     let flags = ["--mcp".into(), format!("python3 {}", server.display())];
     let (code, _, err) = run(ws.path(), "Thought: x\nFinal Answer: y", &flags);
     assert_eq!(code, 2, "{err}");
@@ -383,9 +390,7 @@ for line in sys.stdin:
 #[test]
 fn a_server_that_hangs_or_dies_mid_loop_is_an_observation_and_the_loop_goes_on() {
     let ws = workspace();
-    let scripts = tempfile::tempdir().unwrap();
-    let server = scripts.path().join("server.py");
-    std::fs::write(&server, MISBEHAVING_SERVER).unwrap();
+    let (_scripts, server) = server_file(MISBEHAVING_SERVER);
     let script = "Thought: try it\nAction: hang()\n---\nThought: and this\nAction: crash()\n---\nThought: and again\nAction: hang()\n---\nThought: give up\nFinal Answer: the tools are broken";
     let flags = [
         "--mcp".to_string(),
@@ -561,9 +566,7 @@ fn ended(mut child: std::process::Child) -> (Option<i32>, Value) {
 #[test]
 fn a_tool_that_never_answers_is_cut_by_the_deadline_and_by_ctrl_c() {
     let ws = workspace();
-    let scripts = tempfile::tempdir().unwrap();
-    let server = scripts.path().join("server.py");
-    std::fs::write(&server, MISBEHAVING_SERVER).unwrap();
+    let (_scripts, server) = server_file(MISBEHAVING_SERVER);
 
     let unasked = ["--approve", "none"];
     let child = hanging(ws.path(), &server, &unasked, "action: hang");
@@ -586,9 +589,7 @@ fn a_tool_that_never_answers_is_cut_by_the_deadline_and_by_ctrl_c() {
 #[test]
 fn a_question_no_one_answers_is_cut_by_ctrl_c_and_by_the_deadline() {
     let ws = workspace();
-    let scripts = tempfile::tempdir().unwrap();
-    let server = scripts.path().join("server.py");
-    std::fs::write(&server, MISBEHAVING_SERVER).unwrap();
+    let (_scripts, server) = server_file(MISBEHAVING_SERVER);
     let asked = "the model wants to run hang";
 
     let child = hanging(ws.path(), &server, &[], asked);
