@@ -63,19 +63,33 @@ impl McpTool {
         }
     }
 
+    /// The failure as the model and the report read it: in words, never the SDK's type names.
     fn failure(&self, error: &ServiceError) -> String {
-        match error {
+        let why = match error {
             ServiceError::McpError(e) if e.message.starts_with(NO_ONE_TO_ANSWER) => {
-                format!(
+                return format!(
                     "{} asked for the user's input, and {}",
                     self.name, e.message
-                )
+                );
             }
-            _ => format!(
-                "the MCP server {} failed to run {}: {error}",
-                self.server, self.name
-            ),
-        }
+            ServiceError::McpError(e) => format!("it answered with an error: {}", e.message),
+            ServiceError::TransportClosed | ServiceError::TransportSend(_) => {
+                "the connection to it is closed (the server may have stopped)".to_string()
+            }
+            ServiceError::Timeout { .. } => "it did not answer in time".to_string(),
+            ServiceError::InputRequiredRoundsExceeded { max_rounds } => {
+                format!("it asked for input again and again, past {max_rounds} rounds")
+            }
+            ServiceError::Cancelled { .. } => "the call was cancelled".to_string(),
+            ServiceError::UnexpectedResponse => {
+                "it answered with something else than a tool's result".to_string()
+            }
+            other => other.to_string(),
+        };
+        format!(
+            "the MCP server {} failed to run {}: {why}",
+            self.server, self.name
+        )
     }
 }
 
