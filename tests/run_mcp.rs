@@ -330,6 +330,28 @@ fn ctrl_c_while_a_server_starts_ends_the_command_and_the_server() {
     assert_eq!(rest, "");
 }
 
+/// `--timeout` bounds the servers' start too (a sign-in no one completes, a server that never
+/// opens its session), not only the loop.
+#[test]
+fn the_loops_timeout_bounds_the_servers_start() {
+    let ws = workspace();
+    let (_scripts, server) = server_file("import time\ntime.sleep(600)\n");
+    let flags = [
+        "--mcp".into(),
+        format!("python3 {}", server.display()),
+        "--mcp-timeout".into(),
+        "600".into(),
+        "--timeout".into(),
+        "1".into(),
+    ];
+    let (code, _, err) = run(ws.path(), "Thought: x\nFinal Answer: y", &flags);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("the MCP servers did not start within --timeout"),
+        "{err}"
+    );
+}
+
 #[test]
 fn a_server_that_cannot_start_is_a_clear_exit_message() {
     let ws = workspace();

@@ -207,9 +207,17 @@ async fn run(args: RunArgs) -> Result<i32, String> {
     // person) it ends the command, the servers started so far killed as they are dropped.
     let mut sigint = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())
         .map_err(|e| format!("Ctrl-C cannot be caught: {e}"))?;
+    // --timeout bounds the start too: a sign-in no one completes must not outlast it.
+    let bound = async {
+        match args.timeout {
+            Some(secs) => tokio::time::sleep(Duration::from_secs(secs)).await,
+            None => std::future::pending().await,
+        }
+    };
     let servers = tokio::select! {
         servers = start_servers(&endpoints, &mut registry, patience, terminal.clone()) => servers?,
         _ = sigint.recv() => return Err("interrupted while the MCP servers started".into()),
+        () = bound => return Err("the MCP servers did not start within --timeout".into()),
     };
     let report = drive(&args, registry, &servers, terminal, sigint).await;
     for server in servers {
