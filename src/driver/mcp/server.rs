@@ -1,7 +1,7 @@
 //! One MCP server: connecting in the revision it speaks, listing its tools (again once stale),
 //! and stopping it.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::process::Stdio;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
@@ -298,8 +298,9 @@ impl Shared {
             .ttl_ms
             .map(|ms| Instant::now() + Duration::from_millis(ms));
         let mut outcome = Listed::default();
-        for tool in listed.tools {
-            let name = free_name(registry, &self.name, &tool.name);
+        let wanted: Vec<&str> = listed.tools.iter().map(|t| t.name.as_ref()).collect();
+        let names = names_for(registry, &self.name, &wanted);
+        for (tool, name) in listed.tools.iter().zip(names) {
             let schema = Value::Object((*tool.input_schema).clone());
             let description = tool.description.as_deref().unwrap_or_default();
             let description = match admission.admit(&name, description, &schema) {
@@ -416,18 +417,28 @@ fn identifier(name: &str) -> String {
     }
 }
 
-/// `tool`, or `server_tool` when that is taken, or `server2_tool` and so on.
-fn free_name(registry: &ToolRegistry, server: &str, tool: &str) -> String {
-    if !registry.has(tool) {
-        return tool.to_string();
+/// The names a server's tools are registered by, in its order: each keeps its own name where
+/// that is free, and one whose name is taken (a built-in's, say) gets the server's name in front
+/// (`server_tool`, then `server2_tool` …), never a name another of the server's tools has.
+fn names_for(registry: &ToolRegistry, server: &str, tools: &[&str]) -> Vec<String> {
+    let mut taken: HashSet<String> = registry.list(None).into_iter().map(String::from).collect();
+    let mut own: Vec<Option<String>> = tools
+        .iter()
+        .map(|tool| taken.insert(tool.to_string()).then(|| tool.to_string()))
+        .collect();
+    for (name, tool) in own.iter_mut().zip(tools) {
+        if name.is_none() {
+            let mut candidate = format!("{server}_{tool}");
+            let mut n = 2;
+            while taken.contains(&candidate) {
+                candidate = format!("{server}{n}_{tool}");
+                n += 1;
+            }
+            taken.insert(candidate.clone());
+            *name = Some(candidate);
+        }
     }
-    let mut candidate = format!("{server}_{tool}");
-    let mut n = 2;
-    while registry.has(&candidate) {
-        candidate = format!("{server}{n}_{tool}");
-        n += 1;
-    }
-    candidate
+    own.into_iter().flatten().collect()
 }
 
 #[cfg(test)]
@@ -450,10 +461,21 @@ mod tests {
         };
         let tool = |_: &Map<String, Value>| ToolOutcome::Done(String::new());
         registry.register("read_file", tool, meta.clone());
-        assert_eq!(free_name(&registry, "fs", "write"), "write");
-        assert_eq!(free_name(&registry, "fs", "read_file"), "fs_read_file");
+        assert_eq!(
+            names_for(&registry, "fs", &["write", "read_file"]),
+            ["write", "fs_read_file"]
+        );
+        // The server's own `fs_read_file` keeps its name; the clashing one goes past it, and a
+        // name the server lists twice is told apart.
+        assert_eq!(
+            names_for(&registry, "fs", &["read_file", "fs_read_file", "x", "x"]),
+            ["fs2_read_file", "fs_read_file", "x", "fs_x"]
+        );
         registry.register("fs_read_file", tool, meta);
-        assert_eq!(free_name(&registry, "fs", "read_file"), "fs2_read_file");
+        assert_eq!(
+            names_for(&registry, "fs", &["read_file"]),
+            ["fs2_read_file"]
+        );
         assert_eq!(
             identifier("secure-filesystem-server"),
             "secure_filesystem_server"
