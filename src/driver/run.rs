@@ -527,8 +527,7 @@ impl Driver {
             }
             _ => {
                 let kind = reply["error"]["type"].as_str().unwrap_or("unknown");
-                let message = reply["error"]["message"].as_str().unwrap_or_default();
-                let why = format!("{kind}: {message}");
+                let why = step_retry::said(&reply);
                 record_error(&mut progress.report, "service", &why);
                 let termination = match kind {
                     "context_overflow" => Termination::TokenBudget,

@@ -39,14 +39,19 @@ pub fn passed(reply: &Result<Value, String>) -> bool {
     })
 }
 
-/// What the error says, for the report: `type: message`.
+/// What the service's error says, for the report: `type: message`.
+pub fn said(body: &Value) -> String {
+    format!(
+        "{}: {}",
+        body["error"]["type"].as_str().unwrap_or("unknown"),
+        body["error"]["message"].as_str().unwrap_or_default()
+    )
+}
+
+/// What a failed step came to, for the report: the service's error, or why there was none.
 pub fn described(reply: &Result<Value, String>) -> String {
     match reply {
-        Ok(body) => format!(
-            "{}: {}",
-            body["error"]["type"].as_str().unwrap_or("unknown"),
-            body["error"]["message"].as_str().unwrap_or_default()
-        ),
+        Ok(body) => said(body),
         Err(why) => why.clone(),
     }
 }

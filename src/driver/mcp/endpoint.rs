@@ -99,10 +99,11 @@ fn shown(url: &Url) -> String {
     url.to_string()
 }
 
-/// `text` with every one of `secrets` taken out.
+/// `text` with every one of `secrets` taken out, as the service takes a key out of what it
+/// shows: pieces of it too, however split, cased or encoded (`scrub.rs`).
 pub fn redacted(text: &str, secrets: &[String]) -> String {
     secrets.iter().fold(text.to_string(), |text, secret| {
-        text.replace(secret.as_str(), "[redacted]")
+        crate::scrub::secret_fragments(secret, &text)
     })
 }
 
@@ -157,7 +158,7 @@ mod tests {
         let said = "401: Bearer the-token, X-Key key-value-1, ab";
         assert_eq!(
             redacted(said, &secrets),
-            "401: Bearer [redacted], X-Key [redacted], ab"
+            "401: Bearer [REDACTED], X-Key [REDACTED], ab"
         );
     }
 
