@@ -225,6 +225,12 @@ pub trait Watcher {
     fn tools_changed(&mut self, _note: &str) {}
     /// A call was asked about, and this was decided.
     fn approval(&mut self, _iteration: u32, _tool: &str, _decision: &Decision) {}
+    /// The step's `context_report`: what the service included, cut and dropped to fit.
+    fn context(&mut self, _iteration: u32, _report: &Value) {}
+    /// The plan the loop follows (`--plan`), first made or adjusted after an observation.
+    fn plan(&mut self, _plan: &Value) {}
+    /// An evaluation of a candidate answer (`--reflect`).
+    fn evaluation(&mut self, _evaluation: &Value) {}
     /// `true` ends the loop with `custom`.
     fn stop_after(&mut self, _step: &StepRecord) -> bool {
         false
@@ -512,6 +518,9 @@ impl Driver {
             }
         };
         add_usage(&mut progress.report.token_usage, &reply["usage"]);
+        if let Some(report) = reply.get("context_report").filter(|r| r.is_object()) {
+            watcher.context(iteration, report);
+        }
         let thought = reply["thought"].as_str().unwrap_or_default().to_string();
         if !thought.is_empty() {
             watcher.thought(iteration, &thought);
