@@ -42,6 +42,26 @@ fn every_request_in_the_corpus_passes_the_whole_path() {
 }
 
 #[test]
+fn every_plan_and_evaluation_in_the_corpus_passes_the_whole_path() {
+    let inputs = corpus("task");
+    assert!(inputs.len() >= 10, "the task corpus holds its seeds");
+    let mut stepped = 0;
+    for (name, data) in &inputs {
+        let reached = std::panic::catch_unwind(|| request_path::check_task(data));
+        match reached {
+            Ok(request_path::Reached::Step) => stepped += 1,
+            Ok(_) => {}
+            Err(_) => panic!("{name} broke an invariant"),
+        }
+    }
+    assert!(
+        stepped * 2 > inputs.len(),
+        "{stepped} of {} seeds reach the step",
+        inputs.len()
+    );
+}
+
+#[test]
 fn every_output_in_the_parse_corpus_is_read_whole_and_live() {
     use reactstep::step::parse::{live::LiveParser, parse, Decision, Tags};
     let inputs = corpus("parse");

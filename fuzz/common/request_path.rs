@@ -20,9 +20,31 @@ pub enum Reached {
 }
 
 pub fn check(data: &[u8]) -> Reached {
-    let Ok(input) = reactstep::api::offline::step_input(data) else {
+    check_at(reactstep::api::Endpoint::Step, data)
+}
+
+/// A plan or an evaluation request: the first byte picks the endpoint (even: plan, odd:
+/// evaluate), the rest is the body. A plan answered holds only the request's tools, numbered
+/// densely, each dependency backwards; an evaluation's scores are 0 to 10 and its
+/// `needs_retry` follows the rules.
+pub fn check_task(data: &[u8]) -> Reached {
+    use reactstep::api::Endpoint;
+    let Some((&pick, body)) = data.split_first() else {
         return Reached::Refused;
     };
+    let endpoint = if pick % 2 == 0 {
+        Endpoint::Plan
+    } else {
+        Endpoint::Evaluate
+    };
+    check_at(endpoint, body)
+}
+
+fn check_at(endpoint: reactstep::api::Endpoint, data: &[u8]) -> Reached {
+    let Ok(input) = reactstep::api::offline::input_for(endpoint, data) else {
+        return Reached::Refused;
+    };
+    let tools = input.tools.clone();
     // Without a mock the step would call the model; the fuzz target stays offline.
     if input.mock_response.is_none() && !input.dry_run {
         return Reached::NeedsModel;
@@ -39,6 +61,9 @@ pub fn check(data: &[u8]) -> Reached {
                     "the tool name comes from the output"
                 );
             }
+            if let Some(structured) = &output.structured {
+                holds(structured, &tools);
+            }
             let body = reactstep::api::offline::response_body(output).expect("a response renders");
             let _: serde_json::Value = serde_json::from_str(&body).expect("the response is JSON");
         }
@@ -49,6 +74,34 @@ pub fn check(data: &[u8]) -> Reached {
         Err(_) => {}
     }
     Reached::Step
+}
+
+/// What every plan and evaluation answered must be.
+fn holds(structured: &reactstep::step::Structured, tools: &reactstep::step::Catalog) {
+    use reactstep::step::Structured;
+    match structured {
+        Structured::Plan(plan) => {
+            let steps = plan["steps"].as_array().expect("a plan has steps");
+            for (i, step) in steps.iter().enumerate() {
+                assert_eq!(step["step_number"], i + 1, "steps are numbered densely");
+                if let Some(tool) = step["tool_name"].as_str() {
+                    assert!(tools.has(tool), "a plan names only the request's tools");
+                }
+                for earlier in step["depends_on"].as_array().expect("depends_on is a list") {
+                    let n = earlier.as_u64().expect("a step number");
+                    assert!(n >= 1 && (n as usize) <= i, "a dependency points backwards");
+                }
+            }
+        }
+        Structured::Evaluation(evaluation) => {
+            let score = |k: &str| evaluation[k].as_u64().expect("an integer score");
+            assert!(score("completeness_score") <= 10 && score("quality_score") <= 10);
+            let retry = evaluation["needs_retry"].as_bool().expect("needs_retry");
+            if score("completeness_score") >= 8 {
+                assert!(!retry, "8 or more is done");
+            }
+        }
+    }
 }
 
 fn runtime() -> &'static tokio::runtime::Runtime {

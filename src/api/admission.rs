@@ -14,12 +14,14 @@ use super::error::{ApiError, Echo, EchoedHistory, ErrorKind};
 use super::rate_limit::Refusal;
 use super::request::ReactStepRequest;
 use super::request_log;
+use super::response::FieldError;
 use super::state::AppState;
+use super::tasks::Endpoint;
 use super::unknown_fields::Unknown;
 use crate::runtime::cpu;
 use crate::runtime::memory_budget::Held;
 use crate::step::{timestamp_now, Turn};
-use crate::step::{StepError, StepErrorKind, StepInput};
+use crate::step::{StepError, StepErrorKind, StepInput, Task};
 
 /// The refusal of a step when as many are in flight as fit (taken before anything else).
 pub fn at_capacity(req: &HttpRequest, state: &AppState, request_id: RequestId) -> ApiError {
@@ -31,12 +33,14 @@ pub fn at_capacity(req: &HttpRequest, state: &AppState, request_id: RequestId) -
     ApiError::new(ErrorKind::AtCapacity { limit }, echo)
 }
 
-/// Reads, decodes and validates the body into a step's input, with what an error must echo.
+/// Reads, decodes and validates the body into a step's input for the endpoint's task, with
+/// what an error must echo.
 pub async fn prepare(
     req: &HttpRequest,
     payload: web::Payload,
     state: &AppState,
     request_id: RequestId,
+    endpoint: Endpoint,
 ) -> Result<(Box<StepInput>, Echo), ApiError> {
     // Not entered: the request's span stays the current one, which the fields below go to.
     let _decode = crate::telemetry::traces::phase(
@@ -50,7 +54,10 @@ pub async fn prepare(
     let received_at = timestamp_now();
     let (bytes, held) = admit_body(req, payload, state, &request_id).await?;
     let large = bytes.len() > cpu::INLINE_BYTES;
-    let (dto, unknown) = decode(&bytes, large, state, &request_id).await?;
+    let (dto, unknown) = decode(&bytes, large, state, &request_id, endpoint).await?;
+    let task = endpoint.task(&bytes).map_err(|(message, fields)| {
+        ApiError::invalid(message, fields, echo_from_raw(&bytes, &request_id))
+    })?;
 
     admit_session(state, dto.session_id.as_deref(), &request_id).await?;
     let session_id = dto
@@ -88,6 +95,9 @@ pub async fn prepare(
     .map_err(|e| ApiError::new(e.into(), echo.clone()))?;
     match converted {
         Ok(mut input) => {
+            if let Some((message, fields)) = refusal(task, &mut input) {
+                return Err(ApiError::invalid(message, fields, echo));
+            }
             drop(decode_time);
             input.timings = times;
             record_model(&input);
@@ -100,6 +110,16 @@ pub async fn prepare(
             echo,
         )),
     }
+}
+
+/// The input set for the endpoint's task; else the 400's message and the field it cannot take.
+fn refusal(task: Task, input: &mut StepInput) -> Option<(String, Vec<FieldError>)> {
+    let (field, message) = task.shape(input).err()?;
+    let fields = vec![FieldError {
+        field: field.into(),
+        message,
+    }];
+    Some((convert::invalid_fields(&fields), fields))
 }
 
 /// The echo with the prices of the step's model and, with fallbacks, of each model of the chain.
@@ -157,13 +177,16 @@ async fn decode(
     large: bool,
     state: &AppState,
     request_id: &str,
+    endpoint: Endpoint,
 ) -> Result<(Box<ReactStepRequest>, Unknown), ApiError> {
     let decoded = off_worker_if(large, state.settings.step_timeout, {
         let bytes = bytes.clone();
         // Boxed, as is the input below: the handler's future keeps room for its largest state
         // for as long as the step waits on the model.
         move || {
-            body::decode::<ReactStepRequest>(&bytes).map(|(dto, unknown)| (Box::new(dto), unknown))
+            let own = endpoint.own_fields();
+            body::decode_knowing::<ReactStepRequest>(&bytes, own)
+                .map(|(dto, unknown)| (Box::new(dto), unknown))
         }
     })
     .await

@@ -111,11 +111,20 @@ fn unreadable(e: PayloadError) -> ErrorKind {
 /// Decodes JSON into `T`, with the top-level fields `T` does not name; on failure, the message
 /// and the field it concerns.
 pub fn decode<T: DeserializeOwned>(body: &[u8]) -> Result<(T, Unknown), (String, Vec<FieldError>)> {
+    decode_knowing(body, &[])
+}
+
+/// As [`decode`], with `also_known` top-level fields not noted as unknown: an endpoint reads
+/// them apart.
+pub fn decode_knowing<T: DeserializeOwned>(
+    body: &[u8],
+    also_known: &'static [&'static str],
+) -> Result<(T, Unknown), (String, Vec<FieldError>)> {
     // Tracking the path of every value costs as much as decoding it; it is wanted only to say
     // where a bad body went wrong, so a good body is decoded without it.
     // A body checked as UTF-8 in one pass is read as text: serde_json then checks no string
     // again, where from bytes it checks each one (a body of code is hundreds of strings).
-    let mut unknown = Unknown::default();
+    let mut unknown = Unknown::knowing(also_known);
     let good = match std::str::from_utf8(body) {
         Ok(text) => noting(serde_json::Deserializer::from_str(text), &mut unknown),
         Err(_) => noting(serde_json::Deserializer::from_slice(body), &mut unknown),

@@ -240,6 +240,8 @@ impl ApiError {
             _ => Vec::new(),
         };
         ReactStepResponse {
+            plan: None,
+            evaluation: None,
             session_id: self.echo.session_id.clone(),
             request_id: self.echo.request_id.clone(),
             thought: None,

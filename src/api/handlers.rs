@@ -9,6 +9,7 @@ use super::fallback_report;
 use super::held_body::HeldBody;
 use super::request_log::TokenCounts;
 use super::state::AppState;
+use super::tasks::Endpoint;
 use crate::runtime::cpu;
 use crate::step::{StepError, StepErrorKind};
 
@@ -96,9 +97,39 @@ pub async fn react_step(
     state: web::Data<AppState>,
     request_id: RequestId,
 ) -> HttpResponse {
+    answer(req, payload, state, request_id, Endpoint::Step).await
+}
+
+/// `POST /api/agent/plan`: a step asked for an `ExecutionPlan`.
+pub async fn plan(
+    req: HttpRequest,
+    payload: web::Payload,
+    state: web::Data<AppState>,
+    request_id: RequestId,
+) -> HttpResponse {
+    answer(req, payload, state, request_id, Endpoint::Plan).await
+}
+
+/// `POST /api/agent/evaluate`: a step asked for a `QualityEvaluation` of a candidate answer.
+pub async fn evaluate(
+    req: HttpRequest,
+    payload: web::Payload,
+    state: web::Data<AppState>,
+    request_id: RequestId,
+) -> HttpResponse {
+    answer(req, payload, state, request_id, Endpoint::Evaluate).await
+}
+
+async fn answer(
+    req: HttpRequest,
+    payload: web::Payload,
+    state: web::Data<AppState>,
+    request_id: RequestId,
+    endpoint: Endpoint,
+) -> HttpResponse {
     let answered = cpu::scoped(
         cpu::Job::default(),
-        answer_step(req, payload, state, request_id),
+        answer_step(req, payload, state, request_id, endpoint),
     );
     match answered.await {
         Ok(response) => response,
@@ -111,13 +142,14 @@ async fn answer_step(
     payload: web::Payload,
     state: web::Data<AppState>,
     request_id: RequestId,
+    endpoint: Endpoint,
 ) -> Result<HttpResponse, ApiError> {
     let Some(_slot) = state.step_slots.take() else {
         return Err(at_capacity(&req, &state, request_id));
     };
     // Boxed, and the step's future held only while it runs: a future keeps room for the
     // largest of its states, and reading the body is not the state thousands of steps wait in.
-    let (input, echo) = Box::pin(prepare(&req, payload, &state, request_id)).await?;
+    let (input, echo) = Box::pin(prepare(&req, payload, &state, request_id, endpoint)).await?;
     // The result boxed too: its room would be reserved through the wait.
     let result = {
         let step = std::pin::pin!(crate::step::run(input, &state.llm, None));

@@ -22,6 +22,7 @@ pub mod server_timing;
 mod state;
 mod step_slots;
 mod stream;
+mod tasks;
 mod unknown_fields;
 
 use actix_web::{guard, web};
@@ -34,6 +35,7 @@ pub use rate_limit::{RateLimits, SharedSettings};
 pub use request::{tool_name_refusal, MAX_TOOLS, MAX_TOOL_DESCRIPTION_CHARS};
 pub use state::AppState;
 pub use step_slots::StepSlots;
+pub use tasks::Endpoint;
 
 pub fn routes(cfg: &mut web::ServiceConfig) {
     // Each endpoint takes one method; any other gets 405 with `Allow` naming it. actix-web's own
@@ -63,6 +65,22 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
             "POST",
             web::to(stream::react_step_stream),
             "/api/agent/react_step/stream",
+        ))
+        .service(only("POST", web::to(handlers::plan), "/api/agent/plan"))
+        .service(only(
+            "POST",
+            web::to(stream::plan_stream),
+            "/api/agent/plan/stream",
+        ))
+        .service(only(
+            "POST",
+            web::to(handlers::evaluate),
+            "/api/agent/evaluate",
+        ))
+        .service(only(
+            "POST",
+            web::to(stream::evaluate_stream),
+            "/api/agent/evaluate/stream",
         ));
 }
 

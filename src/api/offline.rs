@@ -7,14 +7,22 @@ use std::sync::{Arc, OnceLock};
 use super::convert::{self, Conversion};
 use super::request::ReactStepRequest;
 use super::response::ReactStepResponse;
+use super::tasks::Endpoint;
 use crate::config::{Config, Settings};
 use crate::step::timestamp_now;
 use crate::step::{StepInput, StepOutput};
 
 /// The step's input from a request body, or why the service would answer 400.
 pub fn step_input(body: &[u8]) -> Result<Box<StepInput>, String> {
+    input_for(Endpoint::Step, body)
+}
+
+/// The input a body sent to `endpoint` becomes (a plan's or an evaluation's step), or why the
+/// service would answer 400.
+pub fn input_for(endpoint: Endpoint, body: &[u8]) -> Result<Box<StepInput>, String> {
     let (request, unknown): (ReactStepRequest, _) =
-        super::body::decode(body).map_err(|(message, _)| message)?;
+        super::body::decode_knowing(body, endpoint.own_fields()).map_err(|(message, _)| message)?;
+    let task = endpoint.task(body).map_err(|(message, _)| message)?;
     let how = Conversion {
         settings: defaults(),
         destinations: Arc::default(),
@@ -25,9 +33,12 @@ pub fn step_input(body: &[u8]) -> Result<Box<StepInput>, String> {
         received_at: timestamp_now(),
         unknown,
     };
-    convert::step_input(request, how)
+    let mut input = convert::step_input(request, how)
         .map(Box::new)
-        .map_err(|fields| convert::invalid_fields(&fields))
+        .map_err(|fields| convert::invalid_fields(&fields))?;
+    task.shape(&mut input)
+        .map_err(|(field, why)| format!("{field}: {why}"))?;
+    Ok(input)
 }
 
 /// The settings of a service started with no flags and no environment (no workspace, mock

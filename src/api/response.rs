@@ -7,7 +7,9 @@ use serde_json::{Map, Value};
 use crate::llm::Usage;
 use crate::prices::Price;
 use crate::step::{ContextReport, LoopReport, Turn};
-use crate::step::{ConversationSummary, Outcome, PromptPreview, StepOutput, Termination};
+use crate::step::{
+    ConversationSummary, Outcome, PromptPreview, StepOutput, Structured, Termination,
+};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -184,6 +186,12 @@ pub struct ReactStepResponse {
     /// With `llm_config.fallbacks`: the models that failed (on an error, every model tried).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub fallback_attempts: Vec<FallbackAttemptDto>,
+    /// `POST /api/agent/plan`: the plan, checked against the tools.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub plan: Option<serde_json::Value>,
+    /// `POST /api/agent/evaluate`: the evaluation, its `needs_retry` as the rules decide.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub evaluation: Option<serde_json::Value>,
 }
 
 impl ReactStepResponse {
@@ -225,7 +233,14 @@ impl ReactStepResponse {
                 }),
             ),
         };
+        let (plan, evaluation) = match output.structured {
+            Some(Structured::Plan(plan)) => (Some(plan), None),
+            Some(Structured::Evaluation(evaluation)) => (None, Some(evaluation)),
+            None => (None, None),
+        };
         Self {
+            plan,
+            evaluation,
             session_id: Some(output.session_id),
             request_id,
             thought: (status != Status::DryRun).then_some(output.thought),

@@ -19,6 +19,7 @@ use super::admission::{at_capacity, prepare};
 use super::error::{describe, ApiError, Echo};
 use super::fallback_report;
 use super::state::AppState;
+use super::tasks::Endpoint;
 use crate::runtime::memory_budget::{Held, MemoryBudget};
 use crate::step::{Live, StepError, StepErrorKind, StepOutput};
 
@@ -76,9 +77,39 @@ pub async fn react_step_stream(
     state: web::Data<AppState>,
     request_id: RequestId,
 ) -> HttpResponse {
+    streamed(req, payload, state, request_id, Endpoint::Step).await
+}
+
+/// `POST /api/agent/plan/stream`: the plan step, its thought streamed as a step's is.
+pub async fn plan_stream(
+    req: HttpRequest,
+    payload: web::Payload,
+    state: web::Data<AppState>,
+    request_id: RequestId,
+) -> HttpResponse {
+    streamed(req, payload, state, request_id, Endpoint::Plan).await
+}
+
+/// `POST /api/agent/evaluate/stream`.
+pub async fn evaluate_stream(
+    req: HttpRequest,
+    payload: web::Payload,
+    state: web::Data<AppState>,
+    request_id: RequestId,
+) -> HttpResponse {
+    streamed(req, payload, state, request_id, Endpoint::Evaluate).await
+}
+
+async fn streamed(
+    req: HttpRequest,
+    payload: web::Payload,
+    state: web::Data<AppState>,
+    request_id: RequestId,
+    endpoint: Endpoint,
+) -> HttpResponse {
     let opened = crate::runtime::cpu::scoped(
         crate::runtime::cpu::Job::default(),
-        open_stream(req, payload, state, request_id),
+        open_stream(req, payload, state, request_id, endpoint),
     );
     match opened.await {
         Ok(response) => response,
@@ -91,11 +122,12 @@ async fn open_stream(
     payload: web::Payload,
     state: web::Data<AppState>,
     request_id: RequestId,
+    endpoint: Endpoint,
 ) -> Result<HttpResponse, ApiError> {
     let Some(slot) = state.step_slots.take() else {
         return Err(at_capacity(&req, &state, request_id));
     };
-    let (input, echo) = prepare(&req, payload, &state, request_id).await?;
+    let (input, echo) = prepare(&req, payload, &state, request_id, endpoint).await?;
     let timings = req.extensions().get::<Arc<PhaseTimes>>().cloned();
     let (sender, mut events) = mpsc::channel(BUFFERED_EVENTS);
     let step_state = state.clone();

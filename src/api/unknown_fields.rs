@@ -19,10 +19,23 @@ const NAMED: usize = 8;
 pub struct Unknown {
     pub names: Vec<String>,
     pub count: usize,
+    /// Names the endpoint reads beyond the type's (a plan's `previous_plan`).
+    also_known: &'static [&'static str],
 }
 
 impl Unknown {
+    /// Not noting `also_known` either.
+    pub fn knowing(also_known: &'static [&'static str]) -> Self {
+        Self {
+            also_known,
+            ..Self::default()
+        }
+    }
+
     fn note(&mut self, name: &str) {
+        if self.also_known.contains(&name) {
+            return;
+        }
         self.count += 1;
         if self.names.len() < NAMED {
             self.names.push(name.to_string());

@@ -10,10 +10,16 @@ use super::tools::{compile, schema_limits, ToolSpec};
 /// The tool a native step offers for the final answer.
 pub const FINAL_ANSWER_TOOL: &str = "final_answer";
 
+/// What an answer must meet beyond its schema, and its tidied form: a plan's steps must point
+/// at tools that exist (`plan.rs`). Its refusal goes to the model's repair round as the
+/// schema's does.
+pub type Meets = Box<dyn Fn(Value) -> Result<Value, String> + Send + Sync>;
+
 /// The client's schema for the final answer, bounded and compiled once.
 pub struct AnswerSchema {
     schema: Value,
     validator: jsonschema::Validator,
+    meets: Option<Meets>,
 }
 
 impl std::fmt::Debug for AnswerSchema {
@@ -32,7 +38,19 @@ impl AnswerSchema {
         }
         schema_limits::check(&schema)?;
         let validator = compile(&schema)?;
-        Ok(Self { schema, validator })
+        Ok(Self {
+            schema,
+            validator,
+            meets: None,
+        })
+    }
+
+    /// The schema, with what an answer must meet beyond it.
+    pub fn meeting(self, meets: Meets) -> Self {
+        Self {
+            meets: Some(meets),
+            ..self
+        }
     }
 
     /// The answer's JSON value, read from what the model wrote after the answer's tag (a fenced
@@ -63,12 +81,15 @@ impl AnswerSchema {
                 at => format!("{at}: {e}"),
             })
             .collect();
-        match problems.is_empty() {
-            true => Ok(value),
-            false => Err(format!(
+        if !problems.is_empty() {
+            return Err(format!(
                 "the final answer does not match final_answer_schema: {}",
                 problems.join("; ")
-            )),
+            ));
+        }
+        match &self.meets {
+            Some(meets) => meets(value),
+            None => Ok(value),
         }
     }
 

@@ -277,6 +277,7 @@ fn spare(input: &StepInput) -> Box<StepInput> {
         loop_notice: None,
         fallbacks: Vec::new(),
         falls_back: false,
+        reading: input.reading,
     })
 }
 

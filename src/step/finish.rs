@@ -44,6 +44,7 @@ pub(super) fn dry_run(input: Box<StepInput>, built: Built, counter: &TokenCounte
         loop_guard: None,
         model_used: None,
         fallback_attempts: Vec::new(),
+        structured: None,
     }
 }
 
@@ -110,6 +111,7 @@ pub(super) fn finish_step(
         conversation_summary: built.conversation_summary,
         loop_guard: None,
         fallback_attempts: Vec::new(),
+        structured: None,
     }
 }
 
@@ -234,6 +236,7 @@ pub(super) fn command_step(
         loop_guard: None,
         model_used: None,
         fallback_attempts: Vec::new(),
+        structured: None,
     }
 }
 

@@ -137,6 +137,8 @@ pub struct StepInput {
     /// Whether a model is left to fall back to while this one is asked: a refusal (a content
     /// filter) is then a failure, not the step's answer.
     pub falls_back: bool,
+    /// How the answer is read: a ReAct step's, or a plan's or an evaluation's (`task.rs`).
+    pub reading: super::structured::Reading,
 }
 
 /// What the operator set for every step, made once at start-up.

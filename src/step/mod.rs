@@ -20,6 +20,7 @@ pub mod context;
 mod converse;
 pub mod decide;
 mod error;
+mod evaluation;
 mod fallback;
 mod finish;
 mod fit;
@@ -31,8 +32,11 @@ mod loop_guard;
 mod one_turn;
 mod output;
 pub mod parse;
+mod plan;
 mod provider_count;
 mod reply;
+mod structured;
+mod task;
 pub mod tools;
 mod usage;
 
@@ -44,6 +48,7 @@ pub use context::tokens::{is_warm as encoders_warm, Encoding};
 pub use context::{dedupe, ContextItem, ContextReport, ContextSource, Excluded, Fate};
 pub use decide::{Call, ReactSettings};
 pub use error::{FailedAttempt, StepError, StepErrorKind};
+pub use evaluation::EvaluateAsk;
 pub use history::{json_values, timestamp_now, walk_json, Turn};
 pub use input::{
     ConversationSummary, Fallback, HistoryStrategy, LlmConfig, StepInput, StepSettings, ToolMode,
@@ -52,6 +57,9 @@ pub use live::{Live, LiveSender};
 pub use loop_guard::{LoopGuard, LoopReport};
 pub use output::{ModelUsed, Outcome, PromptPreview, StepOutput, Termination};
 pub use parse::Tags;
+pub use plan::{PlanAsk, MAX_PLAN_STEPS};
+pub use structured::Structured;
+pub use task::Task;
 pub use tools::{Catalog, ToolSpec};
 
 use crate::llm::{LlmClients, Usage};
@@ -79,7 +87,7 @@ pub async fn run(
 ) -> Result<StepOutput, StepError> {
     let _in_flight = crate::telemetry::metrics::InFlight::enter();
     let notices = std::mem::take(&mut input.notices);
-    let deadline = input.deadline;
+    let (deadline, reading) = (input.deadline, input.reading);
     let started = std::time::Instant::now();
     let budget = deadline.saturating_duration_since(tokio::time::Instant::now());
     // What the model calls billed, kept outside the step: a step the deadline cuts short
@@ -103,6 +111,9 @@ pub async fn run(
     tried.report(&mut result, &billed);
     if let Ok(output) = &mut result {
         output.warnings.splice(0..0, notices);
+        if let Err(failed) = task::read(reading, output) {
+            result = Err(failed.spent(output.usage));
+        }
     }
     let metrics = crate::telemetry::metrics::global();
     metrics

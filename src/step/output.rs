@@ -101,6 +101,8 @@ pub struct StepOutput {
     pub model_used: Option<ModelUsed>,
     /// The models of `llm_config.fallbacks`' chain that failed before it, in order.
     pub fallback_attempts: Vec<FailedAttempt>,
+    /// The plan or the evaluation a plan or evaluation step answered (`task.rs`).
+    pub structured: Option<super::structured::Structured>,
 }
 
 /// The model that answered a step, and what its own calls billed (`usage` is the step's sum,

@@ -52,6 +52,7 @@ mod one_turn;
 mod openai;
 mod operator;
 mod parallel_calls;
+mod plan_evaluate;
 mod prompt_cache;
 mod protocol;
 mod provider_settings;

@@ -43,8 +43,13 @@ impl Streamed {
 }
 
 pub async fn post_stream(app: &TestApp, body: &Value) -> Streamed {
+    post_stream_to(app, STREAM_PATH, body).await
+}
+
+/// A body sent to one of the streaming endpoints (`/api/agent/plan/stream` …).
+pub async fn post_stream_to(app: &TestApp, path: &str, body: &Value) -> Streamed {
     let response = reqwest::Client::new()
-        .post(format!("{}{STREAM_PATH}", app.address))
+        .post(format!("{}{path}", app.address))
         .json(body)
         .send()
         .await
@@ -79,7 +84,7 @@ pub async fn post_stream(app: &TestApp, body: &Value) -> Streamed {
         );
     } else {
         let body: Value = serde_json::from_slice(&bytes).unwrap();
-        assert_conforms("post", STREAM_PATH, status, &body);
+        assert_conforms("post", path, status, &body);
         events.push(("json".into(), body));
     }
     let heartbeats = bytes.windows(11).filter(|w| w == b": heartbeat").count();

@@ -194,6 +194,7 @@ fn assemble(req: ReactStepRequest, how: Conversion, checked: Checked) -> StepInp
         loop_notice: None,
         fallbacks,
         falls_back: false,
+        reading: Default::default(),
     }
 }
 

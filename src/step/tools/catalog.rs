@@ -122,11 +122,37 @@ impl Catalog {
         }
     }
 
-    fn names(&self) -> Vec<&str> {
+    pub fn names(&self) -> Vec<&str> {
         self.declared
             .iter()
             .map(|d| d.spec.name.as_str())
             .chain(self.named.iter().map(String::as_str))
+            .collect()
+    }
+
+    /// What is wrong with the parameters a plan gives a call of `name`: those it names must be
+    /// the tool's and of its types, but a required one may be missing, left to what an earlier
+    /// step finds.
+    pub fn planned_problems(&self, name: &str, parameters: &Map<String, Value>) -> Vec<String> {
+        let Some(tool) = self.declared.iter().find(|d| d.spec.name == name) else {
+            return Vec::new();
+        };
+        if let Some(why) = undeclared(name, parameters, tool) {
+            return vec![why];
+        }
+        let instance = Value::Object(parameters.clone());
+        let problems = tool.validator.iter_errors(&instance).filter(|e| {
+            !matches!(
+                e.kind,
+                jsonschema::error::ValidationErrorKind::Required { .. }
+            )
+        });
+        problems
+            .take(3)
+            .map(|e| match e.instance_path.to_string() {
+                at if at.is_empty() => e.to_string(),
+                at => format!("{at}: {e}"),
+            })
             .collect()
     }
 
