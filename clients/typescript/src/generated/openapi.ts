@@ -178,6 +178,115 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/agent/plan": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Plan a task before running the loop, or adjust a plan after an observation
+         * @description A step of its own, asked for an `ExecutionPlan` instead of a thought and an action: the
+         *     same request as a ReAct step (question, history, tools, context, `llm_config`, key; the
+         *     same validation, token budget, providers, fallbacks and errors), and the same answer
+         *     with `plan` added. The model is told to plan, not to act, on a single step
+         *     (`max_iterations_left` is taken as 1); it gives the plan as a JSON final answer, which
+         *     must match `ExecutionPlan` and meet what a plan must: each `tool_name` one of the
+         *     request's tools (or null), its `parameters` those of the tool's schema with their types
+         *     (a required one may be left out, for an earlier step to find), `step_number`s 1, 2, 3 …
+         *     in order, each `depends_on` naming earlier steps only, and at least two steps for a
+         *     `complex` task. A plan that falls short gets one repair round with the problem (as an
+         *     action does, `max_repair_attempts`); one that still does is a 502
+         *     `invalid_model_output`. With `previous_plan` and `latest_observation`, the model adjusts
+         *     the earlier plan to what was observed and answers the whole adjusted plan.
+         *     `react.final_answer_schema` cannot be given (400). `updated_conversation_history` is the
+         *     planning exchange, not a turn of the loop: do not carry it into the loop's history.
+         */
+        post: operations["plan"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/agent/plan/stream": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Plan a task, streaming the thought as it forms
+         * @description The same request and answer as `POST /api/agent/plan`, as `text/event-stream` with the
+         *     events of `POST /api/agent/react_step/stream`: `thought` and `answer` deltas (the answer
+         *     is the JSON as the model writes it), `retry` before a repair round, and one terminal
+         *     `step` event (`PlanSuccess`) or `error` event.
+         */
+        post: operations["planStream"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/agent/evaluate": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Evaluate a candidate answer before accepting it
+         * @description A step of its own, asked for a `QualityEvaluation` of `candidate_answer`: the question,
+         *     the steps taken (`conversation_history`), the plan if there was one, and the same
+         *     `llm_config`, key, budget, providers and errors as a ReAct step. The model scores the
+         *     answer's completeness and quality (integers 0 to 10; anything else gets the repair round,
+         *     then a 502 `invalid_model_output`), lists what is missing and suggestions. Whether it
+         *     `needs_retry` is decided by the service, not the model: completeness under 7 is a retry,
+         *     8 or more is done (7 keeps the model's word), and with a `plan` whose
+         *     `estimated_iterations` the loop has overrun by more than 2 steps (the assistant turns of
+         *     `conversation_history`) it is never a retry, so a loop that reflects cannot run forever.
+         *     Each overruling is said in `warnings`; `direct_response_json` keeps what the model said.
+         */
+        post: operations["evaluate"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/agent/evaluate/stream": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Evaluate a candidate answer, streaming the thought as it forms
+         * @description The same request and answer as `POST /api/agent/evaluate`, as `text/event-stream` with the
+         *     events of `POST /api/agent/react_step/stream`: `thought` and `answer` deltas (the answer
+         *     is the JSON as the model writes it), `retry` before a repair round, and one terminal
+         *     `step` event (`EvaluateSuccess`) or `error` event.
+         */
+        post: operations["evaluateStream"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export type webhooks = Record<string, never>;
 export interface components {
@@ -897,6 +1006,10 @@ export interface components {
             loop_guard?: components["schemas"]["LoopGuardReport"];
             error: components["schemas"]["ErrorBody"] | null;
             model_used?: components["schemas"]["ModelUsed"];
+            /** @description On the answer of `POST /api/agent/plan` only. */
+            plan?: components["schemas"]["ExecutionPlan"];
+            /** @description On the answer of `POST /api/agent/evaluate` only. */
+            evaluation?: components["schemas"]["QualityEvaluation"];
             /**
              * @description With `llm_config.fallbacks`, present when a model failed: on an answer, the models that
              *     failed before `model_used`, in order; on an error, every model tried, the last one's
@@ -967,6 +1080,55 @@ export interface components {
             prompt?: components["schemas"]["Prompt"];
             error?: null;
         };
+        /** @description A step's request (`ReactStepRequest`), with the plan to adjust. */
+        PlanRequest: components["schemas"]["ReactStepRequest"] & {
+            /** @description The plan made earlier, to adjust rather than plan anew (at most 10,000 JSON values). */
+            previous_plan?: components["schemas"]["ExecutionPlanInput"] | null;
+            /** @description What the loop observed last, which the adjusted plan takes into account. */
+            latest_observation?: string | null;
+        };
+        /**
+         * @description A step's request (`ReactStepRequest`): `user_query` the task, `conversation_history` the
+         *     steps taken; with the answer to evaluate and the plan followed.
+         */
+        EvaluateRequest: components["schemas"]["ReactStepRequest"] & {
+            /** @description The answer to evaluate (not blank). */
+            candidate_answer: string;
+            /** @description The plan the loop followed; its `estimated_iterations` bounds the retries. */
+            plan?: components["schemas"]["ExecutionPlanInput"] | null;
+        };
+        /** @description An `ExecutionPlan` from an earlier answer, sent back (any JSON object is taken as the model's context). */
+        ExecutionPlanInput: Record<string, unknown>;
+        ExecutionPlan: {
+            /** @enum {unknown} */
+            complexity: "simple" | "medium" | "complex";
+            steps: components["schemas"]["PlanStep"][];
+            /** @description The ReAct steps the work is expected to take. */
+            estimated_iterations: number;
+        };
+        PlanStep: {
+            /** @description 1, 2, 3 … in order. */
+            step_number: number;
+            description: string;
+            /** @description One of the request's tools, as declared; null for a step of reasoning. */
+            tool_name: string | null;
+            /** @description The tool's arguments as far as they are known when planning. */
+            parameters: Record<string, unknown>;
+            /** @description Whether the task fails without this step (true when the model did not say). */
+            required: boolean;
+            /** @description The numbers of earlier steps this one needs. */
+            depends_on: number[];
+        };
+        QualityEvaluation: {
+            completeness_score: number;
+            quality_score: number;
+            missing_info: string[];
+            suggestions: string[];
+            /** @description As the service's rules decide (completeness < 7 retry, >= 8 done, never past the plan's estimate + 2). */
+            needs_retry: boolean;
+        };
+        PlanSuccess: (components["schemas"]["DirectResponseProvided"] & unknown) | components["schemas"]["DryRun"];
+        EvaluateSuccess: (components["schemas"]["DirectResponseProvided"] & unknown) | components["schemas"]["DryRun"];
         StepSuccess: components["schemas"]["ActionProposed"] | components["schemas"]["DirectResponseProvided"] | components["schemas"]["DryRun"];
         Prompt: {
             /**
@@ -1567,6 +1729,210 @@ export interface operations {
         };
         responses: {
             /** @description The event stream (see above). Steps that call no model (commands, dry runs) send only the terminal event. */
+            200: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    "server-timing": components["headers"]["ServerTiming"];
+                    "x-reactstep-overhead-ms": components["headers"]["OverheadMs"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/event-stream": {
+                        /** @enum {unknown} */
+                        event: "thought" | "answer" | "retry" | "step" | "error";
+                        data: string;
+                    };
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            405: components["responses"]["MethodNotAllowed"];
+            408: components["responses"]["RequestTimeout"];
+            413: components["responses"]["PayloadTooLarge"];
+            422: components["responses"]["Unprocessable"];
+            429: components["responses"]["RateLimited"];
+            431: components["responses"]["HeadersTooLarge"];
+            500: components["responses"]["InternalError"];
+            502: components["responses"]["BadGateway"];
+            503: components["responses"]["Unavailable"];
+            504: components["responses"]["GatewayTimeout"];
+        };
+    };
+    plan: {
+        parameters: {
+            query?: never;
+            header?: {
+                /**
+                 * @description The caller's W3C Trace Context (`00-<trace id>-<parent span id>-<flags>`, with
+                 *     `tracestate` beside it if any). When the server exports traces (`REACTSTEP_OTLP_ENDPOINT`),
+                 *     this request's trace continues it: the same trace id, with this span as the parent. A
+                 *     value that is not a valid `traceparent` is ignored and the request starts a trace of its
+                 *     own; a server that exports no traces ignores the header.
+                 * @example 00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01
+                 */
+                traceparent?: components["parameters"]["TraceParent"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["PlanRequest"];
+            };
+        };
+        responses: {
+            /** @description The plan. */
+            200: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    "server-timing": components["headers"]["ServerTiming"];
+                    "x-reactstep-overhead-ms": components["headers"]["OverheadMs"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PlanSuccess"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            405: components["responses"]["MethodNotAllowed"];
+            408: components["responses"]["RequestTimeout"];
+            413: components["responses"]["PayloadTooLarge"];
+            422: components["responses"]["Unprocessable"];
+            429: components["responses"]["RateLimited"];
+            431: components["responses"]["HeadersTooLarge"];
+            500: components["responses"]["InternalError"];
+            502: components["responses"]["BadGateway"];
+            503: components["responses"]["Unavailable"];
+            504: components["responses"]["GatewayTimeout"];
+        };
+    };
+    planStream: {
+        parameters: {
+            query?: never;
+            header?: {
+                /**
+                 * @description The caller's W3C Trace Context (`00-<trace id>-<parent span id>-<flags>`, with
+                 *     `tracestate` beside it if any). When the server exports traces (`REACTSTEP_OTLP_ENDPOINT`),
+                 *     this request's trace continues it: the same trace id, with this span as the parent. A
+                 *     value that is not a valid `traceparent` is ignored and the request starts a trace of its
+                 *     own; a server that exports no traces ignores the header.
+                 * @example 00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01
+                 */
+                traceparent?: components["parameters"]["TraceParent"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["PlanRequest"];
+            };
+        };
+        responses: {
+            /** @description The event stream. */
+            200: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    "server-timing": components["headers"]["ServerTiming"];
+                    "x-reactstep-overhead-ms": components["headers"]["OverheadMs"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/event-stream": {
+                        /** @enum {unknown} */
+                        event: "thought" | "answer" | "retry" | "step" | "error";
+                        data: string;
+                    };
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            405: components["responses"]["MethodNotAllowed"];
+            408: components["responses"]["RequestTimeout"];
+            413: components["responses"]["PayloadTooLarge"];
+            422: components["responses"]["Unprocessable"];
+            429: components["responses"]["RateLimited"];
+            431: components["responses"]["HeadersTooLarge"];
+            500: components["responses"]["InternalError"];
+            502: components["responses"]["BadGateway"];
+            503: components["responses"]["Unavailable"];
+            504: components["responses"]["GatewayTimeout"];
+        };
+    };
+    evaluate: {
+        parameters: {
+            query?: never;
+            header?: {
+                /**
+                 * @description The caller's W3C Trace Context (`00-<trace id>-<parent span id>-<flags>`, with
+                 *     `tracestate` beside it if any). When the server exports traces (`REACTSTEP_OTLP_ENDPOINT`),
+                 *     this request's trace continues it: the same trace id, with this span as the parent. A
+                 *     value that is not a valid `traceparent` is ignored and the request starts a trace of its
+                 *     own; a server that exports no traces ignores the header.
+                 * @example 00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01
+                 */
+                traceparent?: components["parameters"]["TraceParent"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["EvaluateRequest"];
+            };
+        };
+        responses: {
+            /** @description The evaluation. */
+            200: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    "server-timing": components["headers"]["ServerTiming"];
+                    "x-reactstep-overhead-ms": components["headers"]["OverheadMs"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["EvaluateSuccess"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            405: components["responses"]["MethodNotAllowed"];
+            408: components["responses"]["RequestTimeout"];
+            413: components["responses"]["PayloadTooLarge"];
+            422: components["responses"]["Unprocessable"];
+            429: components["responses"]["RateLimited"];
+            431: components["responses"]["HeadersTooLarge"];
+            500: components["responses"]["InternalError"];
+            502: components["responses"]["BadGateway"];
+            503: components["responses"]["Unavailable"];
+            504: components["responses"]["GatewayTimeout"];
+        };
+    };
+    evaluateStream: {
+        parameters: {
+            query?: never;
+            header?: {
+                /**
+                 * @description The caller's W3C Trace Context (`00-<trace id>-<parent span id>-<flags>`, with
+                 *     `tracestate` beside it if any). When the server exports traces (`REACTSTEP_OTLP_ENDPOINT`),
+                 *     this request's trace continues it: the same trace id, with this span as the parent. A
+                 *     value that is not a valid `traceparent` is ignored and the request starts a trace of its
+                 *     own; a server that exports no traces ignores the header.
+                 * @example 00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01
+                 */
+                traceparent?: components["parameters"]["TraceParent"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["EvaluateRequest"];
+            };
+        };
+        responses: {
+            /** @description The event stream. */
             200: {
                 headers: {
                     "x-request-id": components["headers"]["RequestId"];
