@@ -1,5 +1,6 @@
-// The thin client: one step (`step`), one step as events (`stream`), and retries of the errors
-// the service marks retryable. `runLoop` (loop.ts) drives a whole loop through it.
+// The thin client: one step (`step`), one step as events (`stream`), a plan (`plan`,
+// `streamPlan`) and an evaluation (`evaluate`, `streamEvaluate`), and retries of the errors the
+// service marks retryable. `runLoop` (loop.ts) drives a whole loop through it.
 import { createParser, type EventSourceMessage } from "eventsource-parser";
 
 import { ReactStepError } from "./errors.js";
@@ -7,6 +8,10 @@ import type { CallOptions, StreamEvent } from "./events.js";
 import { runLoop, type LoopOptions, type LoopResult } from "./loop.js";
 import type {
   ErrorResponse,
+  EvaluateRequest,
+  EvaluateResponse,
+  PlanRequest,
+  PlanResponse,
   ReactStepRequest,
   StepResponse,
   StreamDelta,
@@ -15,6 +20,10 @@ import type {
 
 const STEP_PATH = "/api/agent/react_step";
 const STREAM_PATH = "/api/agent/react_step/stream";
+const PLAN_PATH = "/api/agent/plan";
+const PLAN_STREAM_PATH = "/api/agent/plan/stream";
+const EVALUATE_PATH = "/api/agent/evaluate";
+const EVALUATE_STREAM_PATH = "/api/agent/evaluate/stream";
 
 /** Retries of an error the service marks `retryable`. Off unless given. */
 export interface RetryOptions {
@@ -66,16 +75,8 @@ export class ReactStepClient {
   }
 
   /** One step. A non-2xx answer throws a `ReactStepError`. */
-  async step(request: ReactStepRequest, options: CallOptions = {}): Promise<StepResponse> {
-    const response = await this.send(STEP_PATH, request, "application/json", options.signal);
-    try {
-      return (await response.json()) as StepResponse;
-    } catch (cause) {
-      if (options.signal?.aborted) {
-        throw cause;
-      }
-      throw ReactStepError.unreadable(response.status, "the step is not JSON");
-    }
+  step(request: ReactStepRequest, options: CallOptions = {}): Promise<StepResponse> {
+    return this.call<StepResponse>(STEP_PATH, request, options, "the step");
   }
 
   /**
@@ -84,8 +85,71 @@ export class ReactStepClient {
    * limit) throws a `ReactStepError` before the first event. Leaving the loop early, or
    * aborting the signal, closes the connection, and the service stops the step.
    */
-  async *stream(request: ReactStepRequest, options: CallOptions = {}): AsyncGenerator<StreamEvent, void, undefined> {
-    const response = await this.send(STREAM_PATH, request, "text/event-stream", options.signal);
+  stream(request: ReactStepRequest, options: CallOptions = {}): AsyncGenerator<StreamEvent, void, undefined> {
+    return this.events<StepResponse>(STREAM_PATH, request, options);
+  }
+
+  /**
+   * A plan of the task (`POST /api/agent/plan`): with `previous_plan` and `latest_observation`,
+   * the earlier plan adjusted to what was observed. The answer's `plan` is there whenever its
+   * `status` is `direct_response_provided` (a `dry_run` answers the prompt instead). A plan the
+   * model could not make valid, even after the repair round, throws a `ReactStepError` of type
+   * `invalid_model_output` (502, its `rawOutput` what the model wrote). Its
+   * `updated_conversation_history` is the planning exchange: do not carry it into a loop's history.
+   */
+  plan(request: PlanRequest, options: CallOptions = {}): Promise<PlanResponse> {
+    return this.call<PlanResponse>(PLAN_PATH, request, options, "the plan");
+  }
+
+  /** `plan` as server-sent events, as `stream` sends a step's (the answer deltas are the plan's JSON). */
+  streamPlan(request: PlanRequest, options: CallOptions = {}): AsyncGenerator<StreamEvent<PlanResponse>, void, undefined> {
+    return this.events<PlanResponse>(PLAN_STREAM_PATH, request, options);
+  }
+
+  /**
+   * An evaluation of `candidate_answer` (`POST /api/agent/evaluate`), given the question
+   * (`user_query`), the steps taken (`conversation_history`) and the `plan` followed. Its
+   * `needs_retry` is the service's rule, not the model's word: completeness under 7 is a retry,
+   * 8 or more is done, and never a retry once the history holds more than the plan's
+   * `estimated_iterations` + 2 assistant turns (each overruling is in `warnings`).
+   */
+  evaluate(request: EvaluateRequest, options: CallOptions = {}): Promise<EvaluateResponse> {
+    return this.call<EvaluateResponse>(EVALUATE_PATH, request, options, "the evaluation");
+  }
+
+  /** `evaluate` as server-sent events, as `stream` sends a step's (the answer deltas are the evaluation's JSON). */
+  streamEvaluate(
+    request: EvaluateRequest,
+    options: CallOptions = {},
+  ): AsyncGenerator<StreamEvent<EvaluateResponse>, void, undefined> {
+    return this.events<EvaluateResponse>(EVALUATE_STREAM_PATH, request, options);
+  }
+
+  /** Drives a whole loop through this client: see `runLoop`. */
+  runLoop(options: LoopOptions): Promise<LoopResult> {
+    return runLoop(this, options);
+  }
+
+  /** A plain call: its 2xx answer as JSON. */
+  private async call<T>(path: string, request: object, options: CallOptions, what: string): Promise<T> {
+    const response = await this.send(path, request, "application/json", options.signal);
+    try {
+      return (await response.json()) as T;
+    } catch (cause) {
+      if (options.signal?.aborted) {
+        throw cause;
+      }
+      throw ReactStepError.unreadable(response.status, `${what} is not JSON`);
+    }
+  }
+
+  /** A streamed call: its events, up to the terminal one, whose `step` is a `T`. */
+  private async *events<T>(
+    path: string,
+    request: object,
+    options: CallOptions,
+  ): AsyncGenerator<StreamEvent<T>, void, undefined> {
+    const response = await this.send(path, request, "text/event-stream", options.signal);
     const contentType = response.headers.get("content-type") ?? "";
     if (!contentType.startsWith("text/event-stream") || response.body === null) {
       await response.body?.cancel().catch(() => undefined);
@@ -103,7 +167,7 @@ export class ReactStepClient {
         }
         parser.feed(decoder.decode(value, { stream: true }));
         for (let message = received.shift(); message; message = received.shift()) {
-          const event = typed(message, response.status);
+          const event = typed<T>(message, response.status);
           if (event === undefined) {
             continue;
           }
@@ -120,15 +184,10 @@ export class ReactStepClient {
     }
   }
 
-  /** Drives a whole loop through this client: see `runLoop`. */
-  runLoop(options: LoopOptions): Promise<LoopResult> {
-    return runLoop(this, options);
-  }
-
   /** Sends the request; a 2xx response, after the retries the settings allow. */
   private async send(
     path: string,
-    request: ReactStepRequest,
+    request: object,
     accept: string,
     signal: AbortSignal | undefined,
   ): Promise<Response> {
@@ -205,7 +264,7 @@ async function errorOf(response: Response): Promise<ReactStepError> {
 }
 
 /** A parsed server-sent event as a typed one; `undefined` for an event this client does not know. */
-function typed(message: EventSourceMessage, status: number): StreamEvent | undefined {
+function typed<T>(message: EventSourceMessage, status: number): StreamEvent<T> | undefined {
   const known = ["thought", "answer", "retry", "step", "error"];
   if (message.event === undefined || !known.includes(message.event)) {
     return undefined;
@@ -223,7 +282,7 @@ function typed(message: EventSourceMessage, status: number): StreamEvent | undef
     case "retry":
       return { type: "retry", reason: (data as StreamRetry).reason };
     case "step":
-      return { type: "step", step: data as StepResponse };
+      return { type: "step", step: data as T };
     default:
       return { type: "error", error: ReactStepError.fromResponse(data as ErrorResponse, undefined) };
   }
