@@ -5,7 +5,9 @@ export { ReactStepError, parseRetryAfter } from "./errors.js";
 export type { ReactStepErrorType } from "./errors.js";
 export { runLoop } from "./loop.js";
 export type { ApprovalDecision, ApprovalOutcome, ApprovalRequest, Approver } from "./approval.js";
+export type { PlanApprovalRequest, PlanApprover, PlanDecision } from "./plan.js";
 export type {
+  LoopEvaluation,
   LoopEvent,
   LoopOptions,
   LoopResult,

@@ -1,15 +1,22 @@
 // The loop an editor plugin runs: send the step, run the proposed calls (several at once when the
 // model proposed several), answer each call's id with a `tool_observation`, and go on until the
 // model answers, the loop stalls, fails, runs out of steps, or the caller cancels. The
-// termination reasons are those of the Rust driver (`reactstep run`, src/driver/run.rs).
+// termination reasons are those of the Rust driver (`reactstep run`, src/driver/run.rs), and
+// `plan_rejected`. With `plan` it asks for a plan first (and the caller's approval of it); with
+// `reflect` it has each final answer evaluated before accepting it (plan.ts).
 import { approveCalls, type ApprovalOutcome, type Approver, type Verdict } from "./approval.js";
-import type { StepSender } from "./events.js";
+import type { CallOptions, StepSender } from "./events.js";
 import { ReactStepError } from "./errors.js";
+import { decidePlan, planText, retryQuery, type PlanApprover } from "./plan.js";
 import type {
   ActionDetails,
   ConversationTurn,
+  EvaluateRequest,
+  ExecutionPlan,
   JsonSchema,
   LlmConfig,
+  PlanRequest,
+  QualityEvaluation,
   ReactStepRequest,
   StepResponse,
   ToolDeclaration,
@@ -33,7 +40,8 @@ export interface ToolContext {
   iteration: number;
 }
 
-export type TerminationReason = "success" | "max_iterations" | "stalled" | "cancelled" | "failure";
+/** `plan_rejected`: `approvePlan` rejected the plan, and no step ran. */
+export type TerminationReason = "success" | "max_iterations" | "stalled" | "cancelled" | "failure" | "plan_rejected";
 
 export interface LoopOptions {
   question: string;
@@ -69,8 +77,37 @@ export interface LoopOptions {
   signal?: AbortSignal;
   /** Steps through the streaming endpoint, so thought deltas arrive as they form (default true). */
   stream?: boolean;
-  /** A scripted model: one output per step, sent as that step's `mock_response` (offline runs, tests). */
+  /**
+   * A scripted model: one output per request the loop sends, in order, as its `mock_response`
+   * (offline runs, tests): with `plan` the plan's output first, with `reflect` each evaluation's
+   * output right after the answer it evaluates.
+   */
   mockResponses?: string[];
+  /**
+   * Plan first: before the first step, `plan()` with the question, the tools and `request`'s
+   * context. The plan goes to `onEvent` (`plan`), to `approvePlan` when given, into the result,
+   * into the first step's question (so the model follows it), and with `reflect` into each
+   * evaluation (its `estimated_iterations` bounds the retries). A plan the service could not
+   * get ends the loop as `failure` before any step.
+   */
+  plan?: boolean;
+  /**
+   * Asked about the plan before any step runs (implies `plan`): `{ decision: "approve" }`, or
+   * `{ decision: "reject", reason }`, which ends the loop as `plan_rejected` with no step run. A
+   * throw, or an answer that is neither, ends it as `failure`; aborting `signal` meanwhile ends
+   * it as `cancelled`.
+   */
+  approvePlan?: PlanApprover;
+  /**
+   * Reflect before accepting a final answer: `evaluate()` with the question, the loop's history,
+   * the answer and the plan. When the service's `needs_retry` says so (completeness under 7),
+   * the loop goes on with a user turn telling the model what is missing and what to do; otherwise
+   * the answer stands. Bounded by `maxIterations`, and with `plan` by the service's rule (never a
+   * retry past the plan's `estimated_iterations` + 2 steps). An evaluation that fails ends the
+   * loop as `failure`. Answers that end the loop anyway (a failure phrase, the last step's) are
+   * not evaluated.
+   */
+  reflect?: boolean;
   /**
    * A JSON Schema the final answer must match (`react.final_answer_schema`): the answer comes
    * back parsed in `answerJson`.
@@ -98,7 +135,24 @@ export type LoopEvent =
       observation: string;
       isError: boolean;
     }
-  | { type: "answer"; iteration: number; answer: string };
+  | { type: "answer"; iteration: number; answer: string }
+  /** With `plan`: the plan is being asked for, before the first step (iteration 0). */
+  | { type: "planning"; iteration: 0 }
+  /** The plan the loop follows (before `approvePlan` is asked about it). */
+  | { type: "plan"; iteration: 0; plan: ExecutionPlan }
+  /** What `approvePlan` decided; `reason` with a rejection. */
+  | { type: "plan_approval"; iteration: 0; approved: boolean; reason: string | undefined }
+  /** With `reflect`: the answer of this iteration is being evaluated. */
+  | { type: "evaluating"; iteration: number; answer: string }
+  /** Its evaluation; with `needs_retry` the loop goes on (unless out of steps). */
+  | { type: "evaluation"; iteration: number; answer: string; evaluation: QualityEvaluation };
+
+/** A final answer the loop had evaluated (`reflect`), and what the service made of it. */
+export interface LoopEvaluation {
+  iteration: number;
+  answer: string;
+  evaluation: QualityEvaluation;
+}
 
 /** One call the model proposed, and what the loop answered it with. */
 export interface LoopStep {
@@ -128,8 +182,12 @@ export interface LoopResult {
   toolUsage: Record<string, number>;
   /** The service's error that ended the loop, or the tools' failures, in order. */
   errors: { source: string; message: string; error?: ReactStepError }[];
-  /** Tokens the service reported, summed over the steps. */
+  /** Tokens the service reported, summed over the steps (the plan and the evaluations included). */
   usage: { promptTokens: number; completionTokens: number };
+  /** With `plan`: the plan the loop followed. */
+  plan?: ExecutionPlan;
+  /** With `reflect`: each final answer evaluated, in order (the last one the loop's answer, unless it ended otherwise). */
+  evaluations: LoopEvaluation[];
   /** The conversation at the end: send it with the next question to go on. */
   history: ConversationTurn[];
   sessionId: string | undefined;
@@ -153,11 +211,14 @@ class Loop {
     toolUsage: {},
     errors: [],
     usage: { promptTokens: 0, completionTokens: 0 },
+    evaluations: [],
     history: [],
     sessionId: undefined,
   };
   private readonly declarations: ToolDeclaration[];
   private lastCall: { key: string; count: number } | undefined;
+  /** Scripted outputs used so far (`mockResponses`). */
+  private scripted = 0;
 
   constructor(
     private readonly client: StepSender,
@@ -174,14 +235,20 @@ class Loop {
   async run(): Promise<LoopResult> {
     let query = this.options.question;
     let iterationsLeft = Math.max(1, Math.floor(this.options.maxIterations ?? 10));
+    if (this.options.plan === true || this.options.approvePlan !== undefined) {
+      const planned = await this.planFirst(iterationsLeft);
+      if (typeof planned !== "string") {
+        return planned;
+      }
+      query = `${query}\n\n${planned}`;
+    }
     for (let iteration = 1; ; iteration += 1) {
       if (this.options.signal?.aborted) {
         return this.end("cancelled", "the loop was cancelled");
       }
-      const request = this.request(query, iterationsLeft, iteration);
+      const request = this.scriptedOrNot(this.request(query, iterationsLeft));
       if (request === undefined) {
-        const scripted = this.options.mockResponses?.length ?? 0;
-        return this.end("failure", `the scripted responses ran out after ${scripted} steps`);
+        return this.ranOut();
       }
       let step: StepResponse;
       try {
@@ -190,15 +257,23 @@ class Loop {
         return this.failed(error);
       }
       this.result.iterations = iteration;
-      this.result.sessionId = step.session_id ?? this.result.sessionId;
-      this.result.usage.promptTokens += step.usage?.prompt_tokens ?? 0;
-      this.result.usage.completionTokens += step.usage?.completion_tokens ?? 0;
+      this.took(step);
       this.result.history = step.updated_conversation_history;
       if (step.thought) {
         this.emit({ type: "thought", iteration, thought: step.thought });
       }
       if (step.status === "direct_response_provided") {
-        return this.answered(step, iteration);
+        const answered = await this.answered(step, iteration);
+        if (typeof answered !== "string") {
+          return answered;
+        }
+        // The evaluation asked for more: the model reads what is missing and goes on.
+        query = answered;
+        iterationsLeft = step.iterations_remaining ?? 0;
+        if (iterationsLeft <= 0) {
+          return this.end("max_iterations", step.direct_response ?? "");
+        }
+        continue;
       }
       if (step.status !== "action_proposed" || !step.action_details) {
         return this.end("failure", `the service answered a step of status ${step.status}`);
@@ -215,16 +290,18 @@ class Loop {
     }
   }
 
-  /** The request of a step; `undefined` when a scripted model has no output left for it. */
-  private request(query: string, iterationsLeft: number, iteration: number): ReactStepRequest | undefined {
+  /** The request of a step (of a plan or an evaluation without `max_iterations_left`). */
+  private request(query: string, iterationsLeft: number | undefined): ReactStepRequest {
     const request: ReactStepRequest = {
       ...this.options.request,
       user_query: query,
       conversation_history: this.result.history,
-      max_iterations_left: iterationsLeft,
       llm_config: this.options.llmConfig,
       tools: this.declarations,
     };
+    if (iterationsLeft !== undefined) {
+      request.max_iterations_left = iterationsLeft;
+    }
     if (this.result.sessionId !== undefined) {
       request.session_id = this.result.sessionId;
     }
@@ -241,20 +318,95 @@ class Loop {
     if (Object.keys(keys).length > 0) {
       request.user_api_keys = keys;
     }
-    if (this.options.mockResponses !== undefined) {
-      const mock = this.options.mockResponses[iteration - 1];
-      if (mock === undefined) {
-        return undefined;
-      }
-      request.mock_response = mock;
+    return request;
+  }
+
+  /** The request with the scripted model's next output; `undefined` when it has none left. */
+  private scriptedOrNot<T extends ReactStepRequest>(request: T): T | undefined {
+    const script = this.options.mockResponses;
+    if (script === undefined) {
+      return request;
+    }
+    const output = script[this.scripted];
+    if (output === undefined) {
+      return undefined;
+    }
+    this.scripted += 1;
+    return { ...request, mock_response: output };
+  }
+
+  private ranOut(): LoopResult {
+    return this.end("failure", `the scripted responses ran out after ${this.scripted} steps`);
+  }
+
+  /** A step's session and tokens, into the result (a plan's and an evaluation's too). */
+  private took(step: { session_id?: string | null; usage?: StepResponse["usage"] }): void {
+    this.result.sessionId = step.session_id ?? this.result.sessionId;
+    this.result.usage.promptTokens += step.usage?.prompt_tokens ?? 0;
+    this.result.usage.completionTokens += step.usage?.completion_tokens ?? 0;
+  }
+
+  /** The request of a plan or an evaluation: the loop's, without a final answer schema (refused there). */
+  private sideRequest(query: string): ReactStepRequest {
+    const request = this.request(query, undefined);
+    if (request.react?.final_answer_schema !== undefined) {
+      const { final_answer_schema: _schema, ...react } = request.react;
+      request.react = react;
     }
     return request;
+  }
+
+  private call(): CallOptions {
+    return this.options.signal ? { signal: this.options.signal } : {};
+  }
+
+  /**
+   * Asks for the plan and for its approval; the text that puts it before the model, or the
+   * loop's end.
+   */
+  private async planFirst(maxIterations: number): Promise<string | LoopResult> {
+    if (this.client.plan === undefined) {
+      return this.end("failure", "the loop was asked to plan, and its client has no plan()");
+    }
+    const request = this.scriptedOrNot<PlanRequest>(this.sideRequest(this.options.question));
+    if (request === undefined) {
+      return this.ranOut();
+    }
+    this.emit({ type: "planning", iteration: 0 });
+    let plan: ExecutionPlan;
+    try {
+      const response = await this.client.plan({ ...request, max_iterations_left: maxIterations }, this.call());
+      this.took(response);
+      if (response.status !== "direct_response_provided") {
+        return this.end("failure", `planning failed: the service answered a plan of status ${response.status}`);
+      }
+      plan = response.plan;
+    } catch (error) {
+      return this.failed(error, "planning failed: ");
+    }
+    this.result.plan = plan;
+    this.emit({ type: "plan", iteration: 0, plan });
+    if (this.options.approvePlan !== undefined) {
+      const decision = await decidePlan(this.options.approvePlan, plan, this.options.signal);
+      if (decision.stop === "cancelled") {
+        return this.end("cancelled", "the loop was cancelled");
+      }
+      if (decision.stop === "failure") {
+        this.result.errors.push({ source: "approval", message: decision.message });
+        return this.end("failure", decision.message);
+      }
+      this.emit({ type: "plan_approval", iteration: 0, approved: decision.stop === undefined, reason: decision.reason });
+      if (decision.stop === "rejected") {
+        return this.end("plan_rejected", decision.reason === undefined ? "the plan was rejected" : `the plan was rejected: ${decision.reason}`);
+      }
+    }
+    return planText(plan);
   }
 
   /** One step, streamed (deltas to `onEvent`) unless the caller asked otherwise. */
   private async send(request: ReactStepRequest, iteration: number): Promise<StepResponse> {
     this.emit({ type: "waiting", iteration });
-    const call = this.options.signal ? { signal: this.options.signal } : {};
+    const call = this.call();
     if (this.options.stream === false) {
       return this.client.step(request, call);
     }
@@ -278,10 +430,13 @@ class Loop {
     throw ReactStepError.unreadable(200, "the event stream ended without its step");
   }
 
-  private answered(step: StepResponse, iteration: number): LoopResult {
+  /** The loop's end on a final answer, or (`reflect`) the question that sends the model on. */
+  private async answered(step: StepResponse, iteration: number): Promise<LoopResult | string> {
     const answer = step.direct_response ?? "";
     if (step.direct_response_json !== undefined) {
       this.result.answerJson = step.direct_response_json;
+    } else {
+      delete this.result.answerJson;
     }
     this.emit({ type: "answer", iteration, answer });
     const lower = answer.toLowerCase();
@@ -291,7 +446,55 @@ class Loop {
     }
     // An answer the last step asked for (`forced_final`) may be a guess made to obey: not a success.
     const limited = step.termination_reason === "max_iterations" || step.forced_final === true;
-    return this.end(limited ? "max_iterations" : "success", answer);
+    if (limited) {
+      return this.end("max_iterations", answer);
+    }
+    if (this.options.reflect !== true) {
+      return this.end("success", answer);
+    }
+    const evaluation = await this.evaluate(answer, iteration);
+    if (evaluation === undefined || !evaluation.needs_retry) {
+      return evaluation === undefined ? this.result : this.end("success", answer);
+    }
+    return retryQuery(evaluation);
+  }
+
+  /** The service's evaluation of `answer`; `undefined` when the loop ended there. */
+  private async evaluate(answer: string, iteration: number): Promise<QualityEvaluation | undefined> {
+    if (this.client.evaluate === undefined) {
+      this.end("failure", "the loop was asked to reflect, and its client has no evaluate()");
+      return undefined;
+    }
+    if (this.options.signal?.aborted) {
+      this.end("cancelled", "the loop was cancelled");
+      return undefined;
+    }
+    const request = this.scriptedOrNot<EvaluateRequest>({
+      ...this.sideRequest(this.options.question),
+      candidate_answer: answer,
+      plan: this.result.plan ?? null,
+    });
+    if (request === undefined) {
+      this.ranOut();
+      return undefined;
+    }
+    this.emit({ type: "evaluating", iteration, answer });
+    let evaluation: QualityEvaluation;
+    try {
+      const response = await this.client.evaluate(request, this.call());
+      this.took(response);
+      if (response.status !== "direct_response_provided") {
+        this.end("failure", `the evaluation failed: the service answered an evaluation of status ${response.status}`);
+        return undefined;
+      }
+      evaluation = response.evaluation;
+    } catch (error) {
+      this.failed(error, "the evaluation failed: ");
+      return undefined;
+    }
+    this.result.evaluations.push({ iteration, answer, evaluation });
+    this.emit({ type: "evaluation", iteration, answer, evaluation });
+    return evaluation;
   }
 
   /**
@@ -408,20 +611,24 @@ class Loop {
       : undefined;
   }
 
-  /** The loop's end on a thrown error: the caller's abort, or the service's failure. */
-  private failed(error: unknown): LoopResult {
+  /**
+   * The loop's end on a thrown error: the caller's abort, or the service's failure (`what`, in
+   * front of the message, says which call failed when it was not a step).
+   */
+  private failed(error: unknown, what = ""): LoopResult {
     if (this.options.signal?.aborted) {
       return this.end("cancelled", "the loop was cancelled");
     }
     if (error instanceof ReactStepError) {
-      this.result.errors.push({ source: "service", message: `${error.type}: ${error.message}`, error });
+      const message = `${what}${error.type}: ${error.message}`;
+      this.result.errors.push({ source: "service", message, error });
       // The service's loop guard refused a call that went on repeating itself.
       const reason = error.type === "loop_detected" ? "stalled" : "failure";
-      return this.end(reason, `${error.type}: ${error.message}`);
+      return this.end(reason, message);
     }
-    const message = error instanceof Error ? error.message : String(error);
-    this.result.errors.push({ source: "service", message: `the service did not answer: ${message}` });
-    return this.end("failure", `the service did not answer: ${message}`);
+    const message = `${what}the service did not answer: ${error instanceof Error ? error.message : String(error)}`;
+    this.result.errors.push({ source: "service", message });
+    return this.end("failure", message);
   }
 
   private end(reason: TerminationReason, answer: string): LoopResult {
