@@ -445,6 +445,61 @@ class ModelUsed(BaseModel):
     modelName: str
 
 
+class ExecutionPlanInput(BaseModel):
+    """
+    An `ExecutionPlan` from an earlier answer, sent back (any JSON object is taken as the model's context).
+    """
+
+    model_config = ConfigDict(
+        extra='allow',
+    )
+
+
+class DependsOnItem(RootModel[int]):
+    root: Annotated[int, Field(ge=1)]
+
+
+class PlanStep(BaseModel):
+    model_config = ConfigDict(
+        extra='allow',
+    )
+    step_number: Annotated[int, Field(ge=1)]
+    """
+    1, 2, 3 … in order.
+    """
+    description: Annotated[str, Field(min_length=1)]
+    tool_name: str | None
+    """
+    One of the request's tools, as declared; null for a step of reasoning.
+    """
+    parameters: dict[str, Any]
+    """
+    The tool's arguments as far as they are known when planning.
+    """
+    required: bool
+    """
+    Whether the task fails without this step (true when the model did not say).
+    """
+    depends_on: list[DependsOnItem]
+    """
+    The numbers of earlier steps this one needs.
+    """
+
+
+class QualityEvaluation(BaseModel):
+    model_config = ConfigDict(
+        extra='allow',
+    )
+    completeness_score: Annotated[int, Field(ge=0, le=10)]
+    quality_score: Annotated[int, Field(ge=0, le=10)]
+    missing_info: list[str]
+    suggestions: list[str]
+    needs_retry: bool
+    """
+    As the service's rules decide (completeness < 7 retry, >= 8 done, never past the plan's estimate + 2).
+    """
+
+
 class Message(BaseModel):
     model_config = ConfigDict(
         extra='allow',
@@ -1014,6 +1069,18 @@ class FallbackAttempt(BaseModel):
     """
 
 
+class ExecutionPlan(BaseModel):
+    model_config = ConfigDict(
+        extra='allow',
+    )
+    complexity: Literal['simple', 'medium', 'complex']
+    steps: Annotated[list[PlanStep], Field(max_length=64, min_length=1)]
+    estimated_iterations: Annotated[int, Field(ge=1, le=1000)]
+    """
+    The ReAct steps the work is expected to take.
+    """
+
+
 class ContextReport(BaseModel):
     """
     The token budget, what the prompt used of it, and what happened to every candidate item.
@@ -1337,6 +1404,14 @@ class StepFields(BaseModel):
     """
     error: ErrorBody | None
     model_used: ModelUsed | None = None
+    plan: ExecutionPlan | None = None
+    """
+    On the answer of `POST /api/agent/plan` only.
+    """
+    evaluation: QualityEvaluation | None = None
+    """
+    On the answer of `POST /api/agent/evaluate` only.
+    """
     fallback_attempts: Annotated[list[FallbackAttempt] | None, Field(min_length=1)] = (
         None
     )
@@ -1443,6 +1518,52 @@ class DryRun(StepFields):
     context_report: ContextReport
     prompt: Prompt
     error: ErrorBody | None
+
+
+class PlanRequest(ReactStepRequest):
+    """
+    A step's request (`ReactStepRequest`), with the plan to adjust.
+    """
+
+    model_config = ConfigDict(
+        extra='allow',
+    )
+    previous_plan: ExecutionPlanInput | None = None
+    """
+    The plan made earlier, to adjust rather than plan anew (at most 10,000 JSON values).
+    """
+    latest_observation: Annotated[str | None, Field(max_length=1000000)] = None
+    """
+    What the loop observed last, which the adjusted plan takes into account.
+    """
+
+
+class EvaluateRequest(ReactStepRequest):
+    """
+    A step's request (`ReactStepRequest`): `user_query` the task, `conversation_history` the
+    steps taken; with the answer to evaluate and the plan followed.
+
+    """
+
+    model_config = ConfigDict(
+        extra='allow',
+    )
+    candidate_answer: Annotated[str, Field(max_length=1000000, min_length=1)]
+    """
+    The answer to evaluate (not blank).
+    """
+    plan: ExecutionPlanInput | None = None
+    """
+    The plan the loop followed; its `estimated_iterations` bounds the retries.
+    """
+
+
+class PlanSuccess(RootModel[DirectResponseProvided | DryRun]):
+    root: DirectResponseProvided | DryRun
+
+
+class EvaluateSuccess(RootModel[DirectResponseProvided | DryRun]):
+    root: DirectResponseProvided | DryRun
 
 
 class StepSuccess(RootModel[ActionProposed | DirectResponseProvided | DryRun]):
