@@ -65,6 +65,11 @@ impl Decision {
 /// Whoever decides.
 pub trait Approver: Send + Sync {
     fn decide<'a>(&'a self, request: ApprovalRequest<'a>) -> BoxFuture<'a, Decision>;
+
+    /// Whether the loop runs this plan (`--approve-plan`); one who cannot ask does not.
+    fn approve_plan<'a>(&'a self, _plan: &'a Value) -> BoxFuture<'a, bool> {
+        Box::pin(async { false })
+    }
 }
 
 /// The observation the model reads for a denied call.
@@ -111,6 +116,24 @@ impl LineApprover {
 impl Approver for LineApprover {
     fn decide<'a>(&'a self, request: ApprovalRequest<'a>) -> BoxFuture<'a, Decision> {
         Box::pin(self.ask(request))
+    }
+
+    fn approve_plan<'a>(&'a self, plan: &'a Value) -> BoxFuture<'a, bool> {
+        Box::pin(async move {
+            let mut input = self.terminal.conversation().await;
+            let steps = plan["steps"].as_array().map_or(0, Vec::len);
+            loop {
+                eprint!("Run this plan of {steps} steps (shown above)? [y]es, [n]o: ");
+                let Some(answer) = input.line().await else {
+                    return false;
+                };
+                match answer.trim().to_lowercase().as_str() {
+                    "y" | "yes" | "a" | "approve" => return true,
+                    "n" | "no" | "d" | "deny" => return false,
+                    _ => eprintln!("Answer y or n."),
+                }
+            }
+        })
     }
 }
 

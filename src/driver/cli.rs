@@ -126,6 +126,18 @@ pub struct RunArgs {
     /// is denied, and the model reads why.
     #[arg(long, value_enum, default_value_t = ApprovalPolicy::Writes)]
     pub approve: ApprovalPolicy,
+    /// Ask the service for a plan first (POST /api/agent/plan): shown, sent with each step,
+    /// adjusted after a failed call; the JSON report carries it.
+    #[arg(long)]
+    pub plan: bool,
+    /// As --plan, and the plan runs only once you approve it on the terminal.
+    #[arg(long)]
+    pub approve_plan: bool,
+    /// Evaluate each final answer (POST /api/agent/evaluate) before accepting it: one that
+    /// needs another try goes back into the loop with what it is missing, until the answer is
+    /// complete or the loop passes its plan's estimate by 2 steps.
+    #[arg(long)]
+    pub reflect: bool,
     /// Seconds an MCP server may take to start, to list its tools, or to answer one call.
     #[arg(long, default_value_t = 30)]
     pub mcp_timeout: u64,
@@ -201,7 +213,7 @@ async fn run(args: RunArgs) -> Result<i32, String> {
     let patience = Duration::from_secs(args.mcp_timeout.max(1));
     let endpoints = endpoints(&args)?;
     // The person at the terminal answers approvals and the servers' questions.
-    let asks = args.approve != ApprovalPolicy::None || !endpoints.is_empty();
+    let asks = args.approve != ApprovalPolicy::None || !endpoints.is_empty() || args.approve_plan;
     let terminal = asks.then(|| Arc::new(Terminal::stdin()));
     // Ctrl-C is caught from here on: during the servers' start (a sign-in may wait on a
     // person) it ends the command, the servers started so far killed as they are dropped.
@@ -295,9 +307,11 @@ async fn drive(
         None => None,
     };
     settings.approval = args.approve;
+    (settings.plan, settings.approve_plan) = (args.plan, args.approve_plan);
+    settings.reflect = args.reflect;
     let mut driver = Driver::new(settings, registry);
-    if let (ApprovalPolicy::All | ApprovalPolicy::Writes, Some(terminal)) = (args.approve, terminal)
-    {
+    let asked = args.approve != ApprovalPolicy::None || args.approve_plan;
+    if let (true, Some(terminal)) = (asked, terminal) {
         driver = driver.with_approver(LineApprover::new(terminal));
     }
     for server in servers {
@@ -526,6 +540,22 @@ impl Watcher for Progress {
             return;
         }
         self.line(&format!("[{iteration}] thought:"), "\x1b[36m", thought);
+    }
+
+    fn plan(&mut self, plan: &Value) {
+        self.line("[plan]", "\x1b[35m", &super::reflection::checklist(plan));
+    }
+
+    fn evaluation(&mut self, evaluation: &Value) {
+        let verdict = match evaluation["needs_retry"] == true {
+            true => "another try",
+            false => "accepted",
+        };
+        let scores = format!(
+            "completeness {}/10, quality {}/10: {verdict}",
+            evaluation["completeness_score"], evaluation["quality_score"]
+        );
+        self.line("evaluation:", "\x1b[35m", &scores);
     }
 
     fn action(&mut self, iteration: u32, tool: &str, args: &Value) {

@@ -10,7 +10,9 @@ pub mod cli;
 pub mod execution;
 pub mod mcp;
 pub mod observation;
+pub mod reflection;
 pub mod registry;
+pub mod report;
 pub mod run;
 mod step_retry;
 pub mod terminal;
@@ -21,6 +23,5 @@ pub use approval::{ApprovalPolicy, ApprovalRequest, Approver, Decision, LineAppr
 pub use builtin::{register_builtins, Workspace};
 pub use execution::RetryPolicy;
 pub use registry::{Tool, ToolMetadata, ToolOutcome, ToolRegistry};
-pub use run::{
-    Driver, FallbackModel, LoopSettings, Quiet, RunReport, StepRecord, Termination, Watcher,
-};
+pub use report::{RunReport, StepRecord, Termination};
+pub use run::{Driver, FallbackModel, LoopSettings, Quiet, Watcher};

@@ -5,31 +5,21 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use serde::Serialize;
 use serde_json::{json, Value};
 
 use super::approval::{self, ApprovalPolicy, ApprovalRequest, Approver, Decision};
 use super::execution::{Executor, RetryPolicy};
 use super::observation;
 use super::registry::{ToolOutcome, ToolRegistry, ToolSource};
+use super::report::{add_usage, record_error, record_tool_error};
+use super::report::{RunReport, StepRecord, Termination, TokenTotals};
 use super::step_retry;
+
+/// The name the plan is sent under, as a file of the step's context.
+const PLAN_PATH: &str = "execution-plan.json";
 
 /// The service's default body limit.
 pub const DEFAULT_MAX_REQUEST_BYTES: usize = 8 * 1024 * 1024;
-
-/// Why the loop ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Termination {
-    Success,
-    MaxIterations,
-    Failure,
-    Stalled,
-    TokenBudget,
-    Timeout,
-    Cancelled,
-    Custom,
-}
 
 /// How the loop talks to the service and when it gives up.
 #[derive(Debug, Clone)]
@@ -68,6 +58,13 @@ pub struct LoopSettings {
     /// Which calls wait for the approver's decision (none by default; `reactstep run` asks
     /// about writes).
     pub approval: ApprovalPolicy,
+    /// Ask the service for a plan first (`--plan`): shown to the watcher, sent with each step,
+    /// adjusted after a failed call.
+    pub plan: bool,
+    /// The approver decides whether the plan runs (`--approve-plan`).
+    pub approve_plan: bool,
+    /// Each final answer is evaluated before it is accepted (`--reflect`).
+    pub reflect: bool,
 }
 
 impl LoopSettings {
@@ -97,6 +94,9 @@ impl LoopSettings {
             retry: RetryPolicy::default(),
             max_request_bytes: DEFAULT_MAX_REQUEST_BYTES,
             approval: ApprovalPolicy::None,
+            plan: false,
+            approve_plan: false,
+            reflect: false,
         }
     }
 }
@@ -112,7 +112,7 @@ pub struct FallbackModel {
 
 /// `llm_config.fallbacks` and `user_api_keys` of a step: the first model's key as `llmKey`,
 /// each fallback's under its provider.
-fn add_models(body: &mut Value, s: &LoopSettings) {
+pub(super) fn add_models(body: &mut Value, s: &LoopSettings) {
     let mut keys = serde_json::Map::new();
     if let Some(key) = &s.key {
         keys.insert("llmKey".into(), json!(key));
@@ -139,7 +139,7 @@ fn add_models(body: &mut Value, s: &LoopSettings) {
 }
 
 /// A step's `llm_config`, without the fallbacks (see `add_models`).
-fn llm_config(s: &LoopSettings) -> Value {
+pub(super) fn llm_config(s: &LoopSettings) -> Value {
     let mut config = json!({"modelName": s.model, "tokenLimit": s.token_limit,
                             "reservedOutputTokens": s.reserved_output_tokens});
     if let Some(provider) = &s.provider {
@@ -152,63 +152,6 @@ fn llm_config(s: &LoopSettings) -> Value {
         config["tool_mode"] = json!(mode);
     }
     config
-}
-
-/// One call the loop ran.
-#[derive(Debug, Clone, Serialize)]
-pub struct StepRecord {
-    pub iteration: u32,
-    pub thought: String,
-    pub action: String,
-    pub args: Value,
-    pub observation: String,
-    pub timestamp: String,
-    pub token_usage: Value,
-    /// `approved`, `denied` or `edited`, when the call was asked about.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub approval: Option<&'static str>,
-    /// The model's arguments, when the person edited them into `args`.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub proposed_args: Option<Value>,
-}
-
-/// A failure on the way: the service's error, or a tool's.
-#[derive(Debug, Clone, Serialize)]
-pub struct ErrorRecord {
-    /// `service`, or the tool's name.
-    pub source: String,
-    pub error: String,
-    /// Tries after the first.
-    pub retries: u32,
-    /// A later try passed.
-    pub recovered: bool,
-    pub timestamp: String,
-}
-
-#[derive(Debug, Clone, Default, Serialize)]
-pub struct TokenTotals {
-    pub prompt_tokens: u64,
-    pub completion_tokens: u64,
-}
-
-/// What the loop did and how it ended.
-#[derive(Debug, Clone, Serialize)]
-pub struct RunReport {
-    pub answer: String,
-    pub success: bool,
-    pub termination_reason: Termination,
-    pub iterations: u32,
-    pub tool_usage: BTreeMap<String, u32>,
-    pub steps: Vec<StepRecord>,
-    pub error_history: Vec<ErrorRecord>,
-    pub token_usage: TokenTotals,
-    /// Seconds.
-    pub execution_time: f64,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub confidence: Option<f64>,
-    /// With a final answer schema: the answer as the JSON value that matched it.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub answer_json: Option<Value>,
 }
 
 /// What the loop tells whoever watches it, as it goes.
@@ -242,21 +185,28 @@ pub struct Quiet;
 impl Watcher for Quiet {}
 
 pub struct Driver {
-    http: reqwest::Client,
-    settings: LoopSettings,
+    pub(super) http: reqwest::Client,
+    pub(super) settings: LoopSettings,
     /// Behind a lock only so a source can list its tools again between steps.
     registry: tokio::sync::RwLock<ToolRegistry>,
     sources: Vec<Box<dyn ToolSource>>,
     /// Who decides the calls `settings.approval` asks about; without one, they are denied.
-    approver: Option<Box<dyn Approver>>,
+    pub(super) approver: Option<Box<dyn Approver>>,
 }
 
 /// The loop's state between steps.
-struct Progress {
-    report: RunReport,
-    history: Value,
-    query: String,
-    iterations_left: u32,
+pub(super) struct Progress {
+    pub(super) report: RunReport,
+    pub(super) history: Value,
+    /// The question, as asked.
+    pub(super) task: String,
+    /// What the next step sends as `user_query` (empty once the history holds the question).
+    pub(super) query: String,
+    /// The plan the steps follow (`--plan`).
+    pub(super) plan: Option<Value>,
+    /// Plans asked for and answers evaluated so far: each took a scripted response too.
+    pub(super) task_calls: usize,
+    pub(super) iterations_left: u32,
     /// The last call and how many times in a row it was made.
     last_call: Option<(String, String, usize)>,
     executor: Executor,
@@ -277,9 +227,15 @@ impl Progress {
                 execution_time: 0.0,
                 confidence: None,
                 answer_json: None,
+                plan: None,
+                plan_adjustments: Vec::new(),
+                evaluations: Vec::new(),
             },
             history: json!([]),
+            task: question.to_string(),
             query: question.to_string(),
+            plan: None,
+            task_calls: 0,
             iterations_left: settings.max_iterations.max(1),
             last_call: None,
             executor: Executor::new(settings.tool_limits.clone(), settings.retry.clone()),
@@ -287,7 +243,7 @@ impl Progress {
     }
 }
 
-enum Next {
+pub(super) enum Next {
     Continue,
     End(Termination, String),
 }
@@ -371,34 +327,42 @@ impl Driver {
         let session_id = uuid::Uuid::new_v4().to_string();
         let mut progress = Progress::new(question, &self.settings);
         let mut cancel = std::pin::pin!(cancel);
-        let (termination, answer) = loop {
-            let iteration = progress.report.iterations + 1;
-            let remaining = self
-                .settings
-                .timeout
-                .map(|t| t.saturating_sub(started.elapsed()));
-            let out_of_time = async {
-                match remaining {
-                    Some(r) => tokio::time::sleep(r).await,
-                    None => std::future::pending().await,
+        let planned = tokio::select! {
+            planned = self.plan_first(&session_id, &mut progress, &mut *watcher) => planned,
+            () = &mut cancel => Some((Termination::Cancelled, "the loop was cancelled".into())),
+        };
+        let (termination, answer) = if let Some(end) = planned {
+            end
+        } else {
+            loop {
+                let iteration = progress.report.iterations + 1;
+                let remaining = self
+                    .settings
+                    .timeout
+                    .map(|t| t.saturating_sub(started.elapsed()));
+                let out_of_time = async {
+                    match remaining {
+                        Some(r) => tokio::time::sleep(r).await,
+                        None => std::future::pending().await,
+                    }
+                };
+                // The deadline and Ctrl-C reach the tools' runs too, not only the service's step.
+                let whole_step = async {
+                    let reply = self
+                        .tried(&session_id, &mut progress, iteration, &mut *watcher)
+                        .await;
+                    progress.report.iterations = iteration;
+                    self.take(reply, iteration, &mut progress, &mut *watcher)
+                        .await
+                };
+                let next = tokio::select! {
+                    next = whole_step => next,
+                    () = out_of_time => Next::End(Termination::Timeout, "the loop ran out of time".into()),
+                    () = &mut cancel => Next::End(Termination::Cancelled, "the loop was cancelled".into()),
+                };
+                if let Next::End(termination, answer) = next {
+                    break (termination, answer);
                 }
-            };
-            // The deadline and Ctrl-C reach the tools' runs too, not only the service's step.
-            let whole_step = async {
-                let reply = self
-                    .tried(&session_id, &mut progress, iteration, &mut *watcher)
-                    .await;
-                progress.report.iterations = iteration;
-                self.take(reply, iteration, &mut progress, &mut *watcher)
-                    .await
-            };
-            let next = tokio::select! {
-                next = whole_step => next,
-                () = out_of_time => Next::End(Termination::Timeout, "the loop ran out of time".into()),
-                () = &mut cancel => Next::End(Termination::Cancelled, "the loop was cancelled".into()),
-            };
-            if let Next::End(termination, answer) = next {
-                break (termination, answer);
             }
         };
         let mut report = progress.report;
@@ -466,8 +430,11 @@ impl Driver {
         if let Some(schema) = &s.final_answer_schema {
             body["react"] = json!({ "final_answer_schema": schema });
         }
+        if let Some(plan) = &progress.plan {
+            body["explicit_context"] = json!([{"path": PLAN_PATH, "content": plan.to_string()}]);
+        }
         if let Some(mocks) = &s.mock_responses {
-            let Some(mock) = mocks.get(iteration as usize - 1) else {
+            let Some(mock) = mocks.get(iteration as usize - 1 + progress.task_calls) else {
                 return Err(format!(
                     "the scripted responses ran out after {} steps",
                     mocks.len()
@@ -528,7 +495,8 @@ impl Driver {
         match reply["status"].as_str() {
             Some("direct_response_provided") => {
                 progress.report.answer_json = reply.get("direct_response_json").cloned();
-                self.answered(&reply)
+                let next = self.answered(&reply);
+                self.reflected(next, &reply, progress, watcher).await
             }
             Some("action_proposed") => {
                 self.act(&reply, iteration, &thought, progress, watcher)
@@ -603,6 +571,9 @@ impl Driver {
             };
             let (observation, failed) = (ran.observation, ran.failed);
             watcher.observation(iteration, &observation);
+            if failed {
+                self.adjust_plan(&observation, progress, watcher).await;
+            }
             let step = StepRecord {
                 iteration,
                 thought: thought.to_string(),
@@ -762,29 +733,4 @@ async fn read_events(
         }
     }
     Err("the service's stream ended without the step".into())
-}
-
-fn record_error(report: &mut RunReport, source: &str, error: &str) {
-    record_tool_error(report, source, error, 0, false);
-}
-
-fn record_tool_error(
-    report: &mut RunReport,
-    source: &str,
-    error: &str,
-    retries: u32,
-    recovered: bool,
-) {
-    report.error_history.push(ErrorRecord {
-        source: source.to_string(),
-        error: error.to_string(),
-        retries,
-        recovered,
-        timestamp: chrono::Utc::now().to_rfc3339(),
-    });
-}
-
-fn add_usage(totals: &mut TokenTotals, usage: &Value) {
-    totals.prompt_tokens += usage["prompt_tokens"].as_u64().unwrap_or(0);
-    totals.completion_tokens += usage["completion_tokens"].as_u64().unwrap_or(0);
 }
