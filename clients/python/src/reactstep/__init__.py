@@ -1,6 +1,7 @@
 """reactstep: a typed client for the reactstep service, whose models come from openapi.yaml.
 
-``Client`` and ``AsyncClient`` send one step (``step``) or stream it (``stream``);
+``Client`` and ``AsyncClient`` send one step (``step``) or stream it (``stream``), and ask for a
+plan (``plan``) or an evaluation of an answer (``evaluate``);
 ``run_loop`` and ``arun_loop`` drive a whole loop with tools that are plain Python functions.
 """
 
@@ -36,14 +37,24 @@ from .types import (
     ActionDetails,
     ContextReport,
     ConversationTurn,
+    DryRunResponse,
     ErrorBody,
     ErrorType,
+    EvaluateRequest,
+    EvaluateResponse,
+    EvaluationMade,
+    ExecutionPlan,
     FallbackAttempt,
     FieldError,
     LlmConfig,
     LlmFallback,
     LoopGuardReport,
     ModelUsed,
+    PlanMade,
+    PlanRequest,
+    PlanResponse,
+    PlanStep,
+    QualityEvaluation,
     ReactStepRequest,
     StepResponse,
     StepStatus,
@@ -69,11 +80,16 @@ __all__ = [
     "ConversationTurn",
     "Decision",
     "Deny",
+    "DryRunResponse",
     "Edit",
     "ErrorBody",
     "ErrorEvent",
     "ErrorType",
+    "EvaluateRequest",
+    "EvaluateResponse",
+    "EvaluationMade",
     "EventStream",
+    "ExecutionPlan",
     "FallbackAttempt",
     "FieldError",
     "LlmConfig",
@@ -96,6 +112,11 @@ __all__ = [
     "LoopUsage",
     "LoopWaiting",
     "ModelUsed",
+    "PlanMade",
+    "PlanRequest",
+    "PlanResponse",
+    "PlanStep",
+    "QualityEvaluation",
     "ReactStepError",
     "ReactStepErrorType",
     "ReactStepRequest",

@@ -5,16 +5,25 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from typing import Any, TypeAlias
+from typing import Any, TypeAlias, TypeVar
 
 import httpx
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from .errors import ReactStepError
-from .types import ReactStepRequest, StepResponse
+from .types import (
+    EvaluateRequest,
+    EvaluateResponse,
+    PlanRequest,
+    PlanResponse,
+    ReactStepRequest,
+    StepResponse,
+)
 
 STEP_PATH = "/api/agent/react_step"
 STREAM_PATH = "/api/agent/react_step/stream"
+PLAN_PATH = "/api/agent/plan"
+EVALUATE_PATH = "/api/agent/evaluate"
 
 DEFAULT_TIMEOUT = httpx.Timeout(300.0, connect=10.0)
 """Five minutes for a step's answer (or between two events of a stream, which sends a heartbeat
@@ -22,6 +31,21 @@ every 15 s), ten seconds to connect."""
 
 Request: TypeAlias = ReactStepRequest | Mapping[str, Any]
 """A step's request: the model, or a mapping sent as it is (the service checks it)."""
+
+AnyRequest: TypeAlias = ReactStepRequest | PlanRequest | EvaluateRequest | Mapping[str, Any]
+"""A request of any endpoint (a ``PlanRequest`` and an ``EvaluateRequest`` are step requests)."""
+
+PlanRequestLike: TypeAlias = PlanRequest | Mapping[str, Any]
+"""A plan's request: the model, or a mapping sent as it is."""
+
+EvaluateRequestLike: TypeAlias = EvaluateRequest | Mapping[str, Any]
+"""An evaluation's request: the model, or a mapping sent as it is."""
+
+T = TypeVar("T")
+
+STEP_RESPONSE: TypeAdapter[StepResponse] = TypeAdapter(StepResponse)
+PLAN_RESPONSE: TypeAdapter[PlanResponse] = TypeAdapter(PlanResponse)
+EVALUATE_RESPONSE: TypeAdapter[EvaluateResponse] = TypeAdapter(EvaluateResponse)
 
 
 def jsonable(value: object) -> object:
@@ -35,7 +59,7 @@ def jsonable(value: object) -> object:
     return value
 
 
-def encode(request: Request) -> bytes:
+def encode(request: AnyRequest) -> bytes:
     return json.dumps(jsonable(request), ensure_ascii=False, allow_nan=False).encode("utf-8")
 
 
@@ -50,15 +74,20 @@ def headers(api_token: str | None, extra: Mapping[str, str] | None) -> dict[str,
 
 def step_of(response: httpx.Response) -> StepResponse:
     """The step a 2xx answer holds (its body already read)."""
+    return answer_of(response, STEP_RESPONSE, "the step")
+
+
+def answer_of(response: httpx.Response, model: TypeAdapter[T], what: str) -> T:
+    """What a 2xx answer holds, read as ``model`` (its body already read)."""
     status = response.status_code
     try:
         body = json.loads(response.content)
     except ValueError:
-        raise ReactStepError.unreadable(status, "the step is not JSON") from None
+        raise ReactStepError.unreadable(status, f"{what} is not JSON") from None
     try:
-        return StepResponse.model_validate(body)
+        return model.validate_python(body)
     except ValidationError as invalid:
-        raise ReactStepError.unreadable(status, f"the step does not match the contract: {invalid}") from None
+        raise ReactStepError.unreadable(status, f"{what} does not match the contract: {invalid}") from None
 
 
 def error_of(response: httpx.Response) -> ReactStepError:

@@ -1,4 +1,5 @@
-"""The asyncio client: ``Client``'s calls, awaited, with the stream as an async iterator."""
+"""The asyncio client: ``Client``'s calls (``step``, ``stream``, ``plan``, ``evaluate``),
+awaited, with the stream as an async iterator."""
 
 from __future__ import annotations
 
@@ -13,9 +14,17 @@ from httpx_sse import EventSource
 
 from ._http import (
     DEFAULT_TIMEOUT,
+    EVALUATE_PATH,
+    EVALUATE_RESPONSE,
+    PLAN_PATH,
+    PLAN_RESPONSE,
     STEP_PATH,
     STREAM_PATH,
+    AnyRequest,
+    EvaluateRequestLike,
+    PlanRequestLike,
     Request,
+    answer_of,
     cut_short,
     encode,
     error_of,
@@ -31,7 +40,7 @@ from .events import StreamEvent, event_of, is_terminal
 from .loop_types import LoopKwargs, LoopResult
 from .retry import Backoff, RetryOptions, retry_options
 from .tools import Tool
-from .types import LlmConfig, StepResponse
+from .types import EvaluateResponse, LlmConfig, PlanResponse, StepResponse
 
 
 class AsyncEventStream(AsyncIterator[StreamEvent]):
@@ -91,13 +100,15 @@ class AsyncClient:
 
     async def step(self, request: Request) -> StepResponse:
         """One step. A non-2xx answer, or none, raises a ``ReactStepError``."""
-        response = await self._send(STEP_PATH, request, "application/json")
-        async with aclosing(response):
-            try:
-                await response.aread()
-            except httpx.TransportError:
-                raise cut_short(response.status_code) from None
-        return step_of(response)
+        return step_of(await self._answer(STEP_PATH, request))
+
+    async def plan(self, request: PlanRequestLike) -> PlanResponse:
+        """A plan of the task (see ``Client.plan``)."""
+        return answer_of(await self._answer(PLAN_PATH, request), PLAN_RESPONSE, "the plan")
+
+    async def evaluate(self, request: EvaluateRequestLike) -> EvaluateResponse:
+        """An evaluation of ``candidate_answer`` (see ``Client.evaluate``)."""
+        return answer_of(await self._answer(EVALUATE_PATH, request), EVALUATE_RESPONSE, "the evaluation")
 
     def stream(self, request: Request) -> AsyncEventStream:
         """One step as server-sent events (see ``Client.stream``). Cancelling the task that reads
@@ -129,7 +140,17 @@ class AsyncClient:
                 async for event in events:
                     yield event
 
-    async def _send(self, path: str, request: Request, accept: str) -> httpx.Response:
+    async def _answer(self, path: str, request: AnyRequest) -> httpx.Response:
+        """A plain call's 2xx response, its body read."""
+        response = await self._send(path, request, "application/json")
+        async with aclosing(response):
+            try:
+                await response.aread()
+            except httpx.TransportError:
+                raise cut_short(response.status_code) from None
+        return response
+
+    async def _send(self, path: str, request: AnyRequest, accept: str) -> httpx.Response:
         """Sends the request; a 2xx response, open, after the retries the settings allow."""
         body = encode(request)
         backoff = Backoff(self._retry)

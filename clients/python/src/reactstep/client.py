@@ -1,5 +1,6 @@
-"""The synchronous client: one step (``step``), one step as events (``stream``), retries of
-the errors the service marks retryable, and the loop (``run_loop``) through it."""
+"""The synchronous client: one step (``step``), one step as events (``stream``), a plan
+(``plan``) and an evaluation (``evaluate``), retries of the errors the service marks retryable,
+and the loop (``run_loop``) through it."""
 
 from __future__ import annotations
 
@@ -16,9 +17,17 @@ from httpx_sse import EventSource
 
 from ._http import (
     DEFAULT_TIMEOUT,
+    EVALUATE_PATH,
+    EVALUATE_RESPONSE,
+    PLAN_PATH,
+    PLAN_RESPONSE,
     STEP_PATH,
     STREAM_PATH,
+    AnyRequest,
+    EvaluateRequestLike,
+    PlanRequestLike,
     Request,
+    answer_of,
     cut_short,
     encode,
     error_of,
@@ -34,7 +43,7 @@ from .loop import run_loop
 from .loop_types import LoopKwargs, LoopResult
 from .retry import Backoff, RetryOptions, retry_options
 from .tools import Tool
-from .types import LlmConfig, StepResponse
+from .types import EvaluateResponse, LlmConfig, PlanResponse, StepResponse
 
 
 class EventStream(Iterator[StreamEvent]):
@@ -141,13 +150,25 @@ class Client:
 
     def step(self, request: Request) -> StepResponse:
         """One step. A non-2xx answer, or none, raises a ``ReactStepError``."""
-        response = self._send(STEP_PATH, request, "application/json")
-        with closing(response):
-            try:
-                response.read()
-            except httpx.TransportError:
-                raise cut_short(response.status_code) from None
-        return step_of(response)
+        return step_of(self._answer(STEP_PATH, request))
+
+    def plan(self, request: PlanRequestLike) -> PlanResponse:
+        """A plan of the task (``POST /api/agent/plan``): a ``PlanMade`` whose ``plan`` is always
+        there, or with ``dry_run`` a ``DryRunResponse``. With ``previous_plan`` and
+        ``latest_observation``, the earlier plan adjusted to what was observed. A plan the model
+        could not make valid, even after the repair round, raises a ``ReactStepError`` of type
+        ``invalid_model_output`` (502). The answer's ``updated_conversation_history`` is the
+        planning exchange: do not carry it into a loop's history."""
+        return answer_of(self._answer(PLAN_PATH, request), PLAN_RESPONSE, "the plan")
+
+    def evaluate(self, request: EvaluateRequestLike) -> EvaluateResponse:
+        """An evaluation of ``candidate_answer`` (``POST /api/agent/evaluate``) given the question,
+        the steps taken (``conversation_history``) and the ``plan`` followed: an ``EvaluationMade``
+        whose ``evaluation`` is always there, or with ``dry_run`` a ``DryRunResponse``. Its
+        ``needs_retry`` is the service's rule, not the model's word: completeness under 7 is a
+        retry, 8 or more is done, and never a retry once the history holds more than the plan's
+        ``estimated_iterations`` + 2 assistant turns (each overruling is in ``warnings``)."""
+        return answer_of(self._answer(EVALUATE_PATH, request), EVALUATE_RESPONSE, "the evaluation")
 
     def stream(self, request: Request) -> EventStream:
         """One step as server-sent events: thought and answer deltas while the model writes,
@@ -183,7 +204,17 @@ class Client:
             finally:
                 opened.done()
 
-    def _send(self, path: str, request: Request, accept: str) -> httpx.Response:
+    def _answer(self, path: str, request: AnyRequest) -> httpx.Response:
+        """A plain call's 2xx response, its body read."""
+        response = self._send(path, request, "application/json")
+        with closing(response):
+            try:
+                response.read()
+            except httpx.TransportError:
+                raise cut_short(response.status_code) from None
+        return response
+
+    def _send(self, path: str, request: AnyRequest, accept: str) -> httpx.Response:
         """Sends the request; a 2xx response, open, after the retries the settings allow."""
         body = encode(request)
         backoff = Backoff(self._retry)

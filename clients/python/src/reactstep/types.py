@@ -1,8 +1,9 @@
 """The contract's models under short names.
 
 Every model comes from ``_generated.py`` (datamodel-code-generator over ../../openapi.yaml);
-nothing here is written by hand but the names and two literal lists the tests hold equal to the
-generated ones, so a change to the spec reaches the client's signatures.
+nothing here is written by hand but the names, two literal lists the tests hold equal to the
+generated ones, and the answers of ``plan`` and ``evaluate`` narrowed from ``StepFields`` (below),
+so a change to the spec reaches the client's signatures.
 
 A response is read as ``StepFields``: every field of a step, success or failure, with ``status``
 saying which it is. The spec's variants (``ActionProposed``, ``DirectResponseProvided``,
@@ -10,19 +11,26 @@ saying which it is. The spec's variants (``ActionProposed``, ``DirectResponsePro
 reads as the non-null type, so the client does not read answers through them.
 """
 
-from typing import Any, Literal, TypeAlias
+from typing import Annotated, Any, Literal, TypeAlias
+
+from pydantic import Field
 
 from ._generated import (
     ActionDetails,
     ContextReport,
     ConversationTurn,
     ErrorBody,
+    EvaluateRequest,
+    ExecutionPlan,
     FallbackAttempt,
     FieldModel,
     LlmConfig,
     LlmFallback,
     LoopGuardReport,
     ModelUsed,
+    PlanRequest,
+    PlanStep,
+    QualityEvaluation,
     ReactStepRequest,
     StepFields,
     StreamDelta,
@@ -37,6 +45,35 @@ from ._generated import Tool as ToolDeclaration
 StepResponse: TypeAlias = StepFields
 """A 2xx answer of ``react_step``, the data of the stream's ``step`` event, and (with
 ``status == "error"``) the body of every error."""
+
+
+class PlanMade(StepFields):
+    """A plan made (``POST /api/agent/plan``): a final answer whose ``plan`` is always there.
+    Its ``updated_conversation_history`` is the planning exchange, not a turn of the loop."""
+
+    status: Literal["direct_response_provided"]
+    plan: ExecutionPlan
+
+
+class EvaluationMade(StepFields):
+    """An evaluation made (``POST /api/agent/evaluate``): a final answer whose ``evaluation`` is
+    always there, ``needs_retry`` as the service's rules decide it."""
+
+    status: Literal["direct_response_provided"]
+    evaluation: QualityEvaluation
+
+
+class DryRunResponse(StepFields):
+    """A ``dry_run``'s answer to a plan or an evaluation: the prompt, no model called."""
+
+    status: Literal["dry_run"]
+
+
+PlanResponse: TypeAlias = Annotated[PlanMade | DryRunResponse, Field(discriminator="status")]
+"""A 2xx answer of ``plan`` (the spec's ``PlanSuccess``): ``status`` tells which."""
+
+EvaluateResponse: TypeAlias = Annotated[EvaluationMade | DryRunResponse, Field(discriminator="status")]
+"""A 2xx answer of ``evaluate`` (the spec's ``EvaluateSuccess``): ``status`` tells which."""
 
 FieldError: TypeAlias = FieldModel
 """With ``invalid_request``: one failing field and why."""
@@ -79,6 +116,11 @@ __all__ = [
     "ConversationTurn",
     "ErrorBody",
     "ErrorType",
+    "DryRunResponse",
+    "EvaluateRequest",
+    "EvaluateResponse",
+    "EvaluationMade",
+    "ExecutionPlan",
     "FallbackAttempt",
     "FieldError",
     "JsonObject",
@@ -86,6 +128,11 @@ __all__ = [
     "LlmFallback",
     "LoopGuardReport",
     "ModelUsed",
+    "PlanMade",
+    "PlanRequest",
+    "PlanResponse",
+    "PlanStep",
+    "QualityEvaluation",
     "ReactStepRequest",
     "StepResponse",
     "StepStatus",
