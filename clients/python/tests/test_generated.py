@@ -33,7 +33,8 @@ def test_the_committed_models_are_what_datamodel_codegen_generates_from_openapi_
     run = subprocess.run([str(generator), "--output", str(fresh)], cwd=PACKAGE, capture_output=True, text=True, check=False)
     assert run.returncode == 0, run.stderr
     assert filecmp.cmp(fresh, COMMITTED, shallow=False), (
-        "src/reactstep/_generated.py differs from openapi.yaml: run `datamodel-codegen` in clients/python and commit it"
+        "src/reactstep/_generated.py differs from openapi.yaml: in clients/python run `datamodel-codegen --output "
+        "/tmp/_generated.py && cp /tmp/_generated.py src/reactstep/_generated.py` (README.md) and commit it"
     )
 
 
