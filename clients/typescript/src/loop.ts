@@ -2,12 +2,13 @@
 // model proposed several), answer each call's id with a `tool_observation`, and go on until the
 // model answers, the loop stalls, fails, runs out of steps, or the caller cancels. The
 // termination reasons are those of the Rust driver (`reactstep run`, src/driver/run.rs), and
-// `plan_rejected`. With `plan` it asks for a plan first (and the caller's approval of it); with
-// `reflect` it has each final answer evaluated before accepting it (plan.ts).
+// `plan_rejected`. With `plan` it asks for a plan first (and the caller's approval of it) and sends
+// it with each step; with `reflect` it has each final answer evaluated before accepting it, as
+// `reactstep run --plan --reflect` does (src/driver/reflection.rs; plan.ts here).
 import { approveCalls, type ApprovalOutcome, type Approver, type Verdict } from "./approval.js";
 import type { CallOptions, StepSender } from "./events.js";
 import { ReactStepError } from "./errors.js";
-import { decidePlan, planText, retryQuery, type PlanApprover } from "./plan.js";
+import { decidePlan, PLAN_FILE, retryQuery, type PlanApprover } from "./plan.js";
 import type {
   ActionDetails,
   ConversationTurn,
@@ -86,14 +87,16 @@ export interface LoopOptions {
   /**
    * Plan first: before the first step, `plan()` with the question, the tools and `request`'s
    * context. The plan goes to `onEvent` (`plan`), to `approvePlan` when given, into the result,
-   * into the first step's question (so the model follows it), and with `reflect` into each
-   * evaluation (its `estimated_iterations` bounds the retries). A plan the service could not
-   * get ends the loop as `failure` before any step.
+   * with every step as a file of its context (`execution-plan.json` in `explicit_context`, as
+   * `reactstep run --plan` sends it), and with `reflect` into each evaluation (its
+   * `estimated_iterations` bounds the retries). A plan the service could not make ends the loop
+   * as `failure` (`no plan was made: …`) before any step.
    */
   plan?: boolean;
   /**
    * Asked about the plan before any step runs (implies `plan`): `{ decision: "approve" }`, or
-   * `{ decision: "reject", reason }`, which ends the loop as `plan_rejected` with no step run. A
+   * `{ decision: "reject", reason }`, which ends the loop as `plan_rejected` with no step run
+   * (`the plan was not approved, so nothing ran: <reason>`). A
    * throw, or an answer that is neither, ends it as `failure`; aborting `signal` meanwhile ends
    * it as `cancelled`.
    */
@@ -103,9 +106,10 @@ export interface LoopOptions {
    * the answer and the plan. When the service's `needs_retry` says so (completeness under 7),
    * the loop goes on with a user turn telling the model what is missing and what to do; otherwise
    * the answer stands. Bounded by `maxIterations`, and with `plan` by the service's rule (never a
-   * retry past the plan's `estimated_iterations` + 2 steps). An evaluation that fails ends the
-   * loop as `failure`. Answers that end the loop anyway (a failure phrase, the last step's) are
-   * not evaluated.
+   * retry past the plan's `estimated_iterations` + 2 steps). When no evaluation can be had (the
+   * service's error, the scripted responses run out) the answer stands, the failure in `errors`,
+   * as `reactstep run --reflect` does. Answers that end the loop anyway (a failure phrase, the
+   * last step's) are not evaluated.
    */
   reflect?: boolean;
   /**
@@ -236,17 +240,16 @@ class Loop {
     let query = this.options.question;
     let iterationsLeft = Math.max(1, Math.floor(this.options.maxIterations ?? 10));
     if (this.options.plan === true || this.options.approvePlan !== undefined) {
-      const planned = await this.planFirst(iterationsLeft);
-      if (typeof planned !== "string") {
-        return planned;
+      const ended = await this.planFirst(iterationsLeft);
+      if (ended !== undefined) {
+        return ended;
       }
-      query = `${query}\n\n${planned}`;
     }
     for (let iteration = 1; ; iteration += 1) {
       if (this.options.signal?.aborted) {
         return this.end("cancelled", "the loop was cancelled");
       }
-      const request = this.scriptedOrNot(this.request(query, iterationsLeft));
+      const request = this.scriptedOrNot(this.withPlan(this.request(query, iterationsLeft)));
       if (request === undefined) {
         return this.ranOut();
       }
@@ -321,6 +324,16 @@ class Loop {
     return request;
   }
 
+  /** A step's request with the plan, as a file of its context (as `reactstep run --plan` sends it). */
+  private withPlan(request: ReactStepRequest): ReactStepRequest {
+    const plan = this.result.plan;
+    if (plan === undefined) {
+      return request;
+    }
+    const file = { path: PLAN_FILE, content: JSON.stringify(plan) };
+    return { ...request, explicit_context: [...(request.explicit_context ?? []), file] };
+  }
+
   /** The request with the scripted model's next output; `undefined` when it has none left. */
   private scriptedOrNot<T extends ReactStepRequest>(request: T): T | undefined {
     const script = this.options.mockResponses;
@@ -360,11 +373,8 @@ class Loop {
     return this.options.signal ? { signal: this.options.signal } : {};
   }
 
-  /**
-   * Asks for the plan and for its approval; the text that puts it before the model, or the
-   * loop's end.
-   */
-  private async planFirst(maxIterations: number): Promise<string | LoopResult> {
+  /** Asks for the plan and for its approval; the loop's end when it ends there. */
+  private async planFirst(maxIterations: number): Promise<LoopResult | undefined> {
     if (this.client.plan === undefined) {
       return this.end("failure", "the loop was asked to plan, and its client has no plan()");
     }
@@ -378,11 +388,11 @@ class Loop {
       const response = await this.client.plan({ ...request, max_iterations_left: maxIterations }, this.call());
       this.took(response);
       if (response.status !== "direct_response_provided") {
-        return this.end("failure", `planning failed: the service answered a plan of status ${response.status}`);
+        return this.end("failure", `no plan was made: the service answered a plan of status ${response.status}`);
       }
       plan = response.plan;
     } catch (error) {
-      return this.failed(error, "planning failed: ");
+      return this.failed(error, "no plan was made: ");
     }
     this.result.plan = plan;
     this.emit({ type: "plan", iteration: 0, plan });
@@ -397,10 +407,11 @@ class Loop {
       }
       this.emit({ type: "plan_approval", iteration: 0, approved: decision.stop === undefined, reason: decision.reason });
       if (decision.stop === "rejected") {
-        return this.end("plan_rejected", decision.reason === undefined ? "the plan was rejected" : `the plan was rejected: ${decision.reason}`);
+        const why = decision.reason === undefined ? "" : `: ${decision.reason}`;
+        return this.end("plan_rejected", `the plan was not approved, so nothing ran${why}`);
       }
     }
-    return planText(plan);
+    return undefined;
   }
 
   /** One step, streamed (deltas to `onEvent`) unless the caller asked otherwise. */
@@ -452,31 +463,39 @@ class Loop {
     if (this.options.reflect !== true) {
       return this.end("success", answer);
     }
-    const evaluation = await this.evaluate(answer, iteration);
-    if (evaluation === undefined || !evaluation.needs_retry) {
-      return evaluation === undefined ? this.result : this.end("success", answer);
+    const evaluated = await this.evaluate(answer, iteration);
+    if ("ended" in evaluated) {
+      return evaluated.ended;
     }
-    return retryQuery(evaluation);
+    const { evaluation } = evaluated;
+    return evaluation?.needs_retry === true ? retryQuery(evaluation) : this.end("success", answer);
   }
 
-  /** The service's evaluation of `answer`; `undefined` when the loop ended there. */
-  private async evaluate(answer: string, iteration: number): Promise<QualityEvaluation | undefined> {
+  /**
+   * The service's evaluation of `answer`; none when it could not be had (the answer then
+   * stands, the failure in `errors`, as `reactstep run --reflect` does); or the loop's end.
+   */
+  private async evaluate(
+    answer: string,
+    iteration: number,
+  ): Promise<{ evaluation: QualityEvaluation | undefined } | { ended: LoopResult }> {
     if (this.client.evaluate === undefined) {
-      this.end("failure", "the loop was asked to reflect, and its client has no evaluate()");
-      return undefined;
+      return { ended: this.end("failure", "the loop was asked to reflect, and its client has no evaluate()") };
     }
     if (this.options.signal?.aborted) {
-      this.end("cancelled", "the loop was cancelled");
-      return undefined;
+      return { ended: this.end("cancelled", "the loop was cancelled") };
     }
+    const unevaluated = (why: string, error?: ReactStepError) => {
+      this.result.errors.push({ source: "service", message: `the evaluation failed: ${why}`, ...(error ? { error } : {}) });
+      return { evaluation: undefined };
+    };
     const request = this.scriptedOrNot<EvaluateRequest>({
       ...this.sideRequest(this.options.question),
       candidate_answer: answer,
       plan: this.result.plan ?? null,
     });
     if (request === undefined) {
-      this.ranOut();
-      return undefined;
+      return unevaluated(`the scripted responses ran out after ${this.scripted} steps`);
     }
     this.emit({ type: "evaluating", iteration, answer });
     let evaluation: QualityEvaluation;
@@ -484,17 +503,21 @@ class Loop {
       const response = await this.client.evaluate(request, this.call());
       this.took(response);
       if (response.status !== "direct_response_provided") {
-        this.end("failure", `the evaluation failed: the service answered an evaluation of status ${response.status}`);
-        return undefined;
+        return unevaluated(`the service answered an evaluation of status ${response.status}`);
       }
       evaluation = response.evaluation;
     } catch (error) {
-      this.failed(error, "the evaluation failed: ");
-      return undefined;
+      if (this.options.signal?.aborted) {
+        return { ended: this.end("cancelled", "the loop was cancelled") };
+      }
+      if (error instanceof ReactStepError) {
+        return unevaluated(`${error.type}: ${error.message}`, error);
+      }
+      return unevaluated(`the service did not answer: ${error instanceof Error ? error.message : String(error)}`);
     }
     this.result.evaluations.push({ iteration, answer, evaluation });
     this.emit({ type: "evaluation", iteration, answer, evaluation });
-    return evaluation;
+    return { evaluation };
   }
 
   /**

@@ -1,6 +1,6 @@
 // What `runLoop` does around a plan and an evaluation: asking `approvePlan` about the plan, the
-// plan as the model reads it in the first step's question, and the question that sends the model
-// on when an evaluation asks for a retry.
+// name the plan goes by in each step's context, and the question that sends the model on when an
+// evaluation asks for a retry.
 import type { ExecutionPlan, QualityEvaluation } from "./types.js";
 
 /** What `approvePlan` is asked about: the plan, before any step runs. */
@@ -84,19 +84,8 @@ function describe(answer: unknown): string {
   }
 }
 
-/** The plan as the first step's question gives it to the model, after the question. */
-export function planText(plan: ExecutionPlan): string {
-  const lines = plan.steps.map((step) => {
-    const tool = step.tool_name === null ? "" : ` (${step.tool_name} ${JSON.stringify(step.parameters)})`;
-    const after = step.depends_on.length > 0 ? `, after ${step.depends_on.join(", ")}` : "";
-    const optional = step.required ? "" : ", optional";
-    return `${step.step_number}. ${step.description}${tool}${after}${optional}`;
-  });
-  return [
-    `A plan for this task (${plan.complexity}, about ${plan.estimated_iterations} steps); follow it, and change course when what you observe calls for it:`,
-    ...lines,
-  ].join("\n");
-}
+/** The name the plan is sent under with each step, as a file of its context (as the Rust driver's). */
+export const PLAN_FILE = "execution-plan.json";
 
 /** The user's turn after an evaluation asked for a retry: what is missing, and what to do. */
 export function retryQuery(evaluation: QualityEvaluation): string {

@@ -5,7 +5,17 @@
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 
-import { ReactStepClient, type LoopEvent, type LoopTool, type PlanApprovalRequest } from "../src/index.js";
+import {
+  ReactStepClient,
+  runLoop,
+  type EvaluateRequest,
+  type LoopEvent,
+  type LoopTool,
+  type PlanApprovalRequest,
+  type PlanRequest,
+  type ReactStepRequest,
+} from "../src/index.js";
+import type { StepSender } from "../src/events.js";
 import { completion, startService, startUpstream, type Service, type Upstream } from "./support/server.js";
 
 const llmConfig = { modelName: "gpt-4o", tokenLimit: 16000, reservedOutputTokens: 1000 };
@@ -56,6 +66,20 @@ function scored(completeness: number, missing: string[] = [], suggestions: strin
   return `Thought: Scored.\nFinal Answer: ${JSON.stringify(evaluation)}`;
 }
 
+/** `client`, keeping every request the loop sends through it, by endpoint. */
+function recording(client: ReactStepClient): { sender: StepSender; steps: ReactStepRequest[]; plans: PlanRequest[]; evaluations: EvaluateRequest[] } {
+  const steps: ReactStepRequest[] = [];
+  const plans: PlanRequest[] = [];
+  const evaluations: EvaluateRequest[] = [];
+  const sender: StepSender = {
+    step: (request, options) => (steps.push(request), client.step(request, options)),
+    stream: (request, options) => (steps.push(request), client.stream(request, options)),
+    plan: (request, options) => (plans.push(request), client.plan(request, options)),
+    evaluate: (request, options) => (evaluations.push(request), client.evaluate(request, options)),
+  };
+  return { sender, steps, plans, evaluations };
+}
+
 describe("runLoop with plan and reflect", () => {
   let upstream: Upstream;
   let service: Service;
@@ -73,12 +97,14 @@ describe("runLoop with plan and reflect", () => {
   test("plans first, reflects, goes on with what is missing, then passes", async () => {
     const { read, tools: loopTools } = tools();
     const events: LoopEvent[] = [];
-    const result = await client.runLoop({
+    const sent = recording(client);
+    const result = await runLoop(sent.sender, {
       question: "What does login return?",
       tools: loopTools,
       llmConfig,
       plan: true,
       reflect: true,
+      request: { explicit_context: [{ path: "notes.md", content: "login is in src/auth.ts" }] },
       onEvent: (event) => events.push(event),
       mockResponses: [
         planned(2),
@@ -110,11 +136,27 @@ describe("runLoop with plan and reflect", () => {
         [4, "login(user) returns session(user), an object holding the user.", 9, false],
       ],
     );
-    // The model read the plan in the first question, and what was missing in the next one.
+    // Every step carried the plan as a file of its context, after the caller's own files.
+    assert.equal(sent.plans.length, 1);
+    assert.equal(sent.steps.length, 4);
+    for (const step of sent.steps) {
+      assert.deepEqual(step.explicit_context, [
+        { path: "notes.md", content: "login is in src/auth.ts" },
+        { path: "execution-plan.json", content: JSON.stringify(result.plan) },
+      ]);
+    }
+    // Each evaluation had the question, the history so far with the answer, and the plan.
+    assert.deepEqual(
+      sent.evaluations.map((e) => [e.user_query, e.candidate_answer, e.plan, e.conversation_history?.at(-1)?.content]),
+      [
+        ["What does login return?", "login calls session.", result.plan, "login calls session."],
+        ["What does login return?", result.answer, result.plan, result.answer],
+      ],
+    );
+    // The model read the question, then what was missing.
     const users = result.history.filter((t) => t.role === "user").map((t) => t.content);
     assert.equal(users.length, 2, JSON.stringify(result.history));
-    assert.match(users[0] ?? "", /^What does login return\?\n\nA plan for this task \(medium, about 2 steps\)/);
-    assert.match(users[0] ?? "", /\n1\. Read where login is \(read_file \{"path":"src\/auth\.ts"\}\)\n2\. Say what login returns, after 1$/);
+    assert.equal(users[0], "What does login return?");
     assert.match(users[1] ?? "", /^Your answer is not complete yet \(completeness 5\/10, quality 7\/10\)/);
     assert.match(users[1] ?? "", /What is missing:\n- what session returns\nSuggestions:\n- read src\/session\.ts$/);
     // Nothing of the planning exchange went into the loop's history.
@@ -215,9 +257,8 @@ describe("runLoop with plan and reflect", () => {
     });
     assert.equal(result.terminationReason, "success", result.answer);
     assert.equal(asked.length, 1);
-    // approvePlan got a copy: its change reached neither the result nor the model.
+    // approvePlan got a copy: its change did not reach the plan the loop followed.
     assert.equal(result.plan?.steps.length, 2);
-    assert.match(result.history[0]?.content ?? "", /\n2\. Say what login returns/);
     assert.deepEqual(
       events.flatMap((e) => (e.type === "plan_approval" ? [[e.approved, e.reason]] : [])),
       [[true, undefined]],
@@ -238,7 +279,7 @@ describe("runLoop with plan and reflect", () => {
     });
     assert.equal(result.terminationReason, "plan_rejected");
     assert.equal(result.success, false);
-    assert.equal(result.answer, "the plan was rejected: read session.ts first");
+    assert.equal(result.answer, "the plan was not approved, so nothing ran: read session.ts first");
     assert.equal(result.iterations, 0);
     assert.deepEqual(read, []);
     assert.equal(result.plan?.estimated_iterations, 2);
@@ -283,7 +324,7 @@ describe("runLoop with plan and reflect", () => {
     assert.equal(aborted.terminationReason, "cancelled");
   });
 
-  test("a plan the service refuses, or an evaluation it refuses, ends the loop as failure with the error", async () => {
+  test("a plan the service refuses ends the loop as failure; an evaluation it refuses lets the answer stand", async () => {
     const { tools: loopTools } = tools();
     const badPlan = await client.runLoop({
       question: "q",
@@ -294,7 +335,7 @@ describe("runLoop with plan and reflect", () => {
     });
     assert.equal(badPlan.terminationReason, "failure");
     assert.equal(badPlan.iterations, 0);
-    assert.match(badPlan.answer, /^planning failed: invalid_model_output: /);
+    assert.match(badPlan.answer, /^no plan was made: invalid_model_output: /);
     assert.equal(badPlan.errors[0]?.error?.type, "invalid_model_output");
     const badEvaluation = await client.runLoop({
       question: "q",
@@ -303,13 +344,19 @@ describe("runLoop with plan and reflect", () => {
       reflect: true,
       mockResponses: ["Thought: a\nFinal Answer: one", scored(11)],
     });
-    assert.equal(badEvaluation.terminationReason, "failure");
+    assert.equal(badEvaluation.terminationReason, "success");
+    assert.equal(badEvaluation.answer, "one");
     assert.equal(badEvaluation.iterations, 1);
-    assert.match(badEvaluation.answer, /^the evaluation failed: invalid_model_output: /);
     assert.deepEqual(badEvaluation.evaluations, []);
+    assert.match(badEvaluation.errors[0]?.message ?? "", /^the evaluation failed: invalid_model_output: /);
+    assert.equal(badEvaluation.errors[0]?.error?.status, 502);
     const ranOut = await client.runLoop({ question: "q", tools: loopTools, llmConfig, reflect: true, mockResponses: ["Thought: a\nFinal Answer: one"] });
-    assert.equal(ranOut.terminationReason, "failure");
-    assert.equal(ranOut.answer, "the scripted responses ran out after 1 steps");
+    assert.equal(ranOut.terminationReason, "success");
+    assert.equal(ranOut.answer, "one");
+    assert.deepEqual(ranOut.errors.map((e) => e.message), ["the evaluation failed: the scripted responses ran out after 1 steps"]);
+    const planRanOut = await client.runLoop({ question: "q", tools: loopTools, llmConfig, plan: true, mockResponses: [] });
+    assert.equal(planRanOut.terminationReason, "failure");
+    assert.equal(planRanOut.answer, "the scripted responses ran out after 0 steps");
   });
 
   test("through the provider: the key goes with the plan and the evaluation, and their tokens are counted", async () => {
@@ -335,7 +382,9 @@ describe("runLoop with plan and reflect", () => {
     const sent = upstream.requests.slice(seen);
     assert.equal(sent.length, 3);
     assert.ok(sent.every((r) => r.raw.headers["authorization"] === "Bearer sk-test-0000000000000000000000"));
-    // The evaluation was shown the answer, and the plan it followed.
+    // The step was sent the plan; the evaluation was shown the answer, and the plan it followed.
+    assert.match(JSON.stringify(sent[1]?.body), /execution-plan\.json/);
+    assert.match(JSON.stringify(sent[1]?.body), /Read where login is/);
     assert.match(JSON.stringify(sent[2]?.body), /a session object/);
     assert.match(JSON.stringify(sent[2]?.body), /Read where login is/);
     assert.deepEqual(result.usage, { promptTokens: 300, completionTokens: 36 });
