@@ -200,7 +200,7 @@ fn the_committed_models_are_what_datamodel_codegen_makes_of_openapi_yaml() {
     assert!(
         output.status.success(),
         "clients/python/src/reactstep/_generated.py or its names differ from openapi.yaml \
-         (run `datamodel-codegen` in clients/python and commit the result):\n{}",
+         (regenerate it as clients/python/README.md says, outside the package, and commit the result):\n{}",
         shown(&output)
     );
 }
