@@ -160,8 +160,13 @@ fn reflection_stops_once_the_loop_passes_its_plans_estimate_by_two() {
         evaluation(2, "everything"),
     ];
     let (code, report, err) = run(ws.path(), &outputs, &["--plan", "--reflect"], "");
-    assert_eq!(code, 0, "{report}\n{err}");
+    // Not a success: the answer stands only because the plan's steps are spent.
+    assert_eq!(code, 1, "{report}\n{err}");
+    assert_eq!(report["termination_reason"], "max_iterations");
     assert_eq!(report["answer"], "maybe 43");
+    let said = report["error_history"].to_string();
+    assert!(said.contains("past its plan's estimate"), "{said}");
+    assert!(err.contains("the plan's steps are spent"), "{err}");
     let evaluations = report["evaluations"].as_array().unwrap();
     assert_eq!(evaluations.len(), 3);
     assert_eq!(evaluations[1]["needs_retry"], true);

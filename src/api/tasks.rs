@@ -6,12 +6,10 @@ use serde_json::Value;
 
 use super::body;
 use super::response::FieldError;
-use crate::step::{EvaluateAsk, PlanAsk, Task};
+use crate::step::{EvaluateAsk, PlanAsk, Task, MAX_PLAN_VALUES};
 
 /// The longest text a plan or evaluation field may hold, as for `user_query`.
 const MAX_TEXT_CHARS: usize = 1_000_000;
-/// The most JSON values a plan sent back may hold.
-const MAX_PLAN_VALUES: usize = 10_000;
 
 /// The endpoint a request came to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -113,10 +111,14 @@ fn plan_value(field: &str, value: Option<Value>, problems: &mut Vec<FieldError>)
                 values += 1;
                 values <= MAX_PLAN_VALUES
             });
-            if values <= MAX_PLAN_VALUES {
-                return Some(Value::Object(plan));
+            let plan = Value::Object(plan);
+            if values > MAX_PLAN_VALUES {
+                format!("holds more than {MAX_PLAN_VALUES} JSON values")
+            } else if plan.to_string().chars().count() > MAX_TEXT_CHARS {
+                format!("must be at most {MAX_TEXT_CHARS} characters as JSON")
+            } else {
+                return Some(plan);
             }
-            format!("holds more than {MAX_PLAN_VALUES} JSON values")
         }
         Some(_) => "must be an ExecutionPlan (a JSON object) or null".to_string(),
     };

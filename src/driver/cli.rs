@@ -547,9 +547,13 @@ impl Watcher for Progress {
     }
 
     fn evaluation(&mut self, evaluation: &Value) {
-        let verdict = match evaluation["needs_retry"] == true {
-            true => "another try",
-            false => "accepted",
+        let incomplete = evaluation["completeness_score"]
+            .as_u64()
+            .is_some_and(|c| c < 7);
+        let verdict = match (evaluation["needs_retry"] == true, incomplete) {
+            (true, _) => "another try",
+            (false, true) => "accepted as it is: the plan's steps are spent",
+            (false, false) => "accepted",
         };
         let scores = format!(
             "completeness {}/10, quality {}/10: {verdict}",

@@ -77,8 +77,8 @@ impl AnswerSchema {
             .iter_errors(&value)
             .take(3)
             .map(|e| match e.instance_path.to_string() {
-                at if at.is_empty() => e.to_string(),
-                at => format!("{at}: {e}"),
+                at if at.is_empty() => shortened(e.to_string()),
+                at => format!("{at}: {}", shortened(e.to_string())),
             })
             .collect();
         if !problems.is_empty() {
@@ -120,6 +120,27 @@ impl AnswerSchema {
     fn wrapped(&self) -> bool {
         self.schema.get("type").and_then(Value::as_str) != Some("object")
     }
+}
+
+/// A problem as told to the model and the client: the schema's message quotes the value it
+/// refused, which may be megabytes.
+fn shortened(problem: String) -> String {
+    const MOST: usize = 300;
+    match problem.char_indices().nth(MOST) {
+        Some((at, _)) => format!("{} …", &problem[..at]),
+        None => problem,
+    }
+}
+
+/// A non-negative whole number as JSON Schema's `integer` takes it: `9`, and also `9.0` or
+/// `9e0`, which models write and the schema lets through.
+pub fn whole_number(value: &Value) -> Option<u64> {
+    if let Some(n) = value.as_u64() {
+        return Some(n);
+    }
+    let f = value.as_f64()?;
+    // Up to 2^53 a float is exact; past it no count here means anything.
+    (f.fract() == 0.0 && (0.0..=9_007_199_254_740_992.0).contains(&f)).then_some(f as u64)
 }
 
 /// The body of a fenced block (```json … ```), or the text as it is.

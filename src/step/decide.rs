@@ -31,6 +31,9 @@ pub struct ReactSettings {
     pub clear_tool_results: Option<ClearToolResults>,
     /// When a repeating loop is warned of and stopped (`react.loop_guard`); `None`: never.
     pub loop_guard: Option<LoopGuard>,
+    /// The step must end in the final answer: a call of a tool is invalid output, for the
+    /// repair round (a plan or an evaluation step).
+    pub answer_only: bool,
 }
 
 impl Default for ReactSettings {
@@ -45,6 +48,7 @@ impl Default for ReactSettings {
             final_answer: None,
             clear_tool_results: None,
             loop_guard: Some(LoopGuard::default()),
+            answer_only: false,
         }
     }
 }
@@ -98,6 +102,13 @@ pub fn judge(
             Some(schema) => Ok((Valid::Answer(schema.read(text)?.to_string()), Vec::new())),
             None => Ok((Valid::Answer(text.clone()), Vec::new())),
         },
+        Decision::Action { tool_name, .. }
+            if settings.answer_only && !answers_by_tool(tool_name, catalog, settings) =>
+        {
+            Err(format!(
+                "this step calls no tool ('{tool_name}' was called): give your answer as the final answer"
+            ))
+        }
         Decision::Action {
             tool_name,
             tool_args,

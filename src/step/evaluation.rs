@@ -6,7 +6,7 @@
 
 use serde_json::{json, Value};
 
-use super::answer_schema::{AnswerSchema, Meets};
+use super::answer_schema::{whole_number, AnswerSchema, Meets};
 use super::history::{Role, Turn};
 
 /// Under this completeness the answer is tried again.
@@ -76,7 +76,7 @@ pub fn steps_taken(history: &[Turn]) -> u64 {
 
 /// The most steps the plan allows before evaluation stops the loop, if it has an estimate.
 pub fn step_limit(plan: Option<&Value>) -> Option<u64> {
-    let estimate = plan?.get("estimated_iterations")?.as_u64()?;
+    let estimate = whole_number(plan?.get("estimated_iterations")?)?;
     Some(estimate.saturating_add(STEPS_PAST_ESTIMATE))
 }
 
@@ -88,7 +88,7 @@ pub fn ruled(
     limit: Option<u64>,
     warnings: &mut Vec<String>,
 ) -> Value {
-    let completeness = evaluation["completeness_score"].as_u64().unwrap_or(0);
+    let completeness = whole_number(&evaluation["completeness_score"]).unwrap_or(0);
     let said = evaluation["needs_retry"].as_bool().unwrap_or(false);
     let mut retry = match completeness {
         c if c < RETRY_BELOW => true,
@@ -117,9 +117,10 @@ fn full_form(value: Value) -> Value {
         Some(Value::Array(items)) => Value::Array(items.clone()),
         _ => json!([]),
     };
+    let score = |key: &str| whole_number(&value[key]).map_or(Value::Null, Value::from);
     json!({
-        "completeness_score": value["completeness_score"],
-        "quality_score": value["quality_score"],
+        "completeness_score": score("completeness_score"),
+        "quality_score": score("quality_score"),
         "missing_info": list("missing_info"),
         "suggestions": list("suggestions"),
         "needs_retry": value["needs_retry"],
@@ -163,6 +164,23 @@ mod tests {
         let past = ruled(evaluation(3, true), 6, limit, &mut warnings);
         assert_eq!(past["needs_retry"], false);
         assert!(warnings.iter().any(|w| w.contains("6 steps")));
+    }
+
+    #[test]
+    fn a_score_written_as_a_whole_decimal_is_the_integer_and_ruled_as_one() {
+        let schema = answer_schema_for().unwrap_or_else(|e| panic!("{e}"));
+        let read = schema
+            .read(r#"{"completeness_score": 9.0, "quality_score": 1e1, "needs_retry": true}"#)
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(read["completeness_score"], json!(9));
+        assert!(read["completeness_score"].is_u64());
+        assert_eq!(read["quality_score"], json!(10));
+        let mut warnings = Vec::new();
+        assert_eq!(ruled(read, 1, None, &mut warnings)["needs_retry"], false);
+        assert_eq!(
+            step_limit(Some(&json!({"estimated_iterations": 3.0}))),
+            Some(5)
+        );
     }
 
     #[test]

@@ -7,11 +7,14 @@
 
 use serde_json::{json, Map, Value};
 
-use super::answer_schema::{AnswerSchema, Meets};
+use super::answer_schema::{whole_number, AnswerSchema, Meets};
 use super::tools::Catalog;
 
 /// The most steps a plan may hold: more is not a plan a loop follows.
 pub const MAX_PLAN_STEPS: usize = 64;
+/// The most JSON values a plan may hold, answered or sent back: a plan the service answers is
+/// always one it takes back.
+pub const MAX_PLAN_VALUES: usize = 10_000;
 
 /// What a plan request asks beyond a step's fields: the plan to adjust and what it met.
 #[derive(Debug, Clone, Default)]
@@ -40,7 +43,7 @@ pub fn schema() -> Value {
                         "description": {"type": "string", "minLength": 1},
                         "tool_name": {"type": ["string", "null"]},
                         "parameters": {"type": ["object", "null"]},
-                        "required": {"type": "boolean"},
+                        "required": {"type": ["boolean", "null"]},
                         "depends_on": {"anyOf": [
                             {"type": "array", "items": {"type": "integer"}},
                             {"type": "integer"}, {"type": "null"}
@@ -106,11 +109,23 @@ fn checked(plan: Value, catalog: &Catalog) -> Result<Value, String> {
     if complexity == "complex" && tidy.len() < 2 {
         return Err("a complex task's plan has at least two steps".into());
     }
-    Ok(json!({
+    let estimate = plan.remove("estimated_iterations").unwrap_or(Value::Null);
+    let plan = json!({
         "complexity": complexity,
         "steps": tidy,
-        "estimated_iterations": plan.remove("estimated_iterations").unwrap_or(Value::Null),
-    }))
+        "estimated_iterations": whole_number(&estimate).map_or(Value::Null, Value::from),
+    });
+    let mut values = 0;
+    super::history::walk_json(std::iter::once(&plan), |_| {
+        values += 1;
+        values <= MAX_PLAN_VALUES
+    });
+    match values <= MAX_PLAN_VALUES {
+        true => Ok(plan),
+        false => Err(format!(
+            "the plan holds more than {MAX_PLAN_VALUES} JSON values: give each step's parameters in brief"
+        )),
+    }
 }
 
 /// Step `number` of the plan, checked and in full form.
@@ -118,7 +133,7 @@ fn checked_step(number: usize, step: Value, catalog: &Catalog) -> Result<Value, 
     let Value::Object(mut step) = step else {
         return Err(format!("step {number} must be a JSON object"));
     };
-    if step.get("step_number").and_then(Value::as_u64) != Some(number as u64) {
+    if step.get("step_number").and_then(whole_number) != Some(number as u64) {
         return Err(format!(
             "the steps must be numbered 1, 2, 3 … in order: the step at position {number} is numbered {}",
             step.get("step_number").unwrap_or(&Value::Null)
@@ -159,7 +174,7 @@ fn dependencies(number: usize, given: Option<Value>) -> Result<Vec<u64>, String>
     };
     let mut list = Vec::with_capacity(numbers.len());
     for n in numbers {
-        match n.as_u64() {
+        match whole_number(&n) {
             Some(earlier) if earlier >= 1 && (earlier as usize) < number => {
                 if !list.contains(&earlier) {
                     list.push(earlier);
@@ -285,6 +300,34 @@ mod tests {
         let none = Catalog::default();
         let named = plan(json!([{"step_number": 1, "description": "x", "tool_name": "read_file"}]));
         assert!(checked(named, &none).is_err());
+    }
+
+    #[test]
+    fn numbers_written_as_whole_decimals_are_integers_in_the_plan() {
+        let given = json!({"complexity": "medium", "estimated_iterations": 3.0, "steps": [
+            {"step_number": 1.0, "description": "x", "required": null},
+            {"step_number": 2, "description": "y", "depends_on": [1.0]}]});
+        let tidy = checked(given, &catalog()).unwrap_or_else(|e| panic!("{e}"));
+        assert!(tidy["estimated_iterations"].is_u64());
+        assert_eq!(tidy["steps"][1]["depends_on"], json!([1]));
+        assert_eq!(tidy["steps"][0]["required"], true);
+    }
+
+    #[test]
+    fn a_plan_too_large_to_send_back_is_refused() {
+        let big: Vec<Value> = (0..MAX_PLAN_VALUES).map(|i| json!(i)).collect();
+        let tools = vec![ToolSpec {
+            name: "sum".into(),
+            description: "Sum".into(),
+            parameters: json!({"type": "object", "properties": {"xs": {"type": "array"}}}),
+        }];
+        let catalog = Catalog::new(tools, "").unwrap_or_else(|e| panic!("{e:?}"));
+        let given = plan(
+            json!([{"step_number": 1, "description": "x", "tool_name": "sum",
+            "parameters": {"xs": big}}]),
+        );
+        let why = checked(given, &catalog).err().unwrap_or_default();
+        assert!(why.contains("more than"), "{why}");
     }
 
     #[test]

@@ -51,6 +51,7 @@ impl Task {
         let schema = schema.map_err(|why| ("react", why))?;
         input.react.final_answer = Some(Arc::new(schema));
         input.react.require_action = false;
+        input.react.answer_only = true;
         // Not a step of the loop: nothing it proposes is a call that could repeat one.
         input.react.loop_guard = None;
         input.iterations_left = 1;

@@ -143,10 +143,52 @@ async fn a_plan_that_stays_wrong_is_a_502_saying_why() {
 #[tokio::test]
 async fn a_model_that_acts_instead_of_planning_gives_no_plan() {
     let acting = openai_reply("Thought: let me look.\nAction: read_file(path=\"a.rs\")");
-    let app = spawn_app_answering_in_turn(OPENAI_PATH, vec![acting]).await;
+    let app = spawn_app_answering_in_turn(OPENAI_PATH, vec![acting.clone(), acting]).await;
     let reply = post(&app, PLAN, &plan_request("gpt-4o")).await;
     assert_eq!(reply.status, 502, "{}", reply.text);
     assert_eq!(reply.body["error"]["type"], "invalid_model_output");
+}
+
+#[tokio::test]
+async fn a_tool_called_instead_of_a_plan_gets_the_repair_round() {
+    let acting = openai_reply("Thought: let me look.\nAction: read_file(path=\"a.rs\")");
+    let app = spawn_app_answering_in_turn(OPENAI_PATH, vec![acting, answering(&good_plan())]).await;
+    let reply = post(&app, PLAN, &plan_request("gpt-4o")).await;
+    assert_eq!(reply.status, 200, "{}", reply.text);
+    assert_eq!(reply.body["plan"]["steps"].as_array().unwrap().len(), 3);
+    let feedback = user_text(&app.upstream_bodies().await[1]);
+    assert!(feedback.contains("this step calls no tool"), "{feedback}");
+    // In native mode too: a real tool called beside the answer's tool.
+    let call = anthropic_tool_reply("Thought: look.", "read_file", json!({"path": "a.rs"}));
+    let plan: Value = serde_json::from_str(&good_plan()).unwrap();
+    let answer = anthropic_tool_reply("Thought: planned.", "final_answer", plan);
+    let app = spawn_app_answering_in_turn(ANTHROPIC_PATH, vec![call, answer]).await;
+    let mut body = plan_request("claude-sonnet-4-5");
+    body["llm_config"]["tool_mode"] = json!("native");
+    let reply = post(&app, PLAN, &body).await;
+    assert_eq!(reply.status, 200, "{}", reply.text);
+}
+
+#[tokio::test]
+async fn numbers_written_as_whole_decimals_are_answered_as_integers() {
+    let plan = json!({"complexity": "simple", "estimated_iterations": 2.0,
+        "steps": [{"step_number": 1.0, "description": "x"}]});
+    let app = spawn_app_answering_in_turn(OPENAI_PATH, vec![answering(&plan.to_string())]).await;
+    let reply = post(&app, PLAN, &plan_request("gpt-4o")).await;
+    assert_eq!(reply.status, 200, "{}", reply.text);
+    assert!(
+        reply.body["plan"]["estimated_iterations"].is_u64(),
+        "{}",
+        reply.text
+    );
+    assert!(reply.body["plan"]["steps"][0]["step_number"].is_u64());
+    let said = json!({"completeness_score": 9.0, "quality_score": 8, "needs_retry": true});
+    let (body, _) = evaluate_request(9, true);
+    let app = spawn_app_answering_in_turn(OPENAI_PATH, vec![evaluated(&said)]).await;
+    let reply = post(&app, EVALUATE, &body).await;
+    assert_eq!(reply.status, 200, "{}", reply.text);
+    assert_eq!(reply.body["evaluation"]["needs_retry"], false);
+    assert!(reply.body["evaluation"]["completeness_score"].is_u64());
 }
 
 #[tokio::test]

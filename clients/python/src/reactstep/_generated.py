@@ -1530,7 +1530,7 @@ class PlanRequest(ReactStepRequest):
     )
     previous_plan: ExecutionPlanInput | None = None
     """
-    The plan made earlier, to adjust rather than plan anew (at most 10,000 JSON values).
+    The plan made earlier, to adjust rather than plan anew (at most 10,000 JSON values and 1,000,000 characters as JSON).
     """
     latest_observation: Annotated[str | None, Field(max_length=1000000)] = None
     """
@@ -1554,7 +1554,7 @@ class EvaluateRequest(ReactStepRequest):
     """
     plan: ExecutionPlanInput | None = None
     """
-    The plan the loop followed; its `estimated_iterations` bounds the retries.
+    The plan the loop followed; its `estimated_iterations` bounds the retries (the same bounds as `previous_plan`).
     """
 
 

@@ -198,8 +198,9 @@ export interface paths {
          *     request's tools (or null), its `parameters` those of the tool's schema with their types
          *     (a required one may be left out, for an earlier step to find), `step_number`s 1, 2, 3 …
          *     in order, each `depends_on` naming earlier steps only, and at least two steps for a
-         *     `complex` task. A plan that falls short gets one repair round with the problem (as an
-         *     action does, `max_repair_attempts`); one that still does is a 502
+         *     `complex` task, and no more than 10,000 JSON values in all. A plan that falls short, or a
+         *     tool called instead of a plan, gets one repair round with the problem (as an action does,
+         *     `max_repair_attempts`); one that still does is a 502
          *     `invalid_model_output`. With `previous_plan` and `latest_observation`, the model adjusts
          *     the earlier plan to what was observed and answers the whole adjusted plan.
          *     `react.final_answer_schema` cannot be given (400). `updated_conversation_history` is the
@@ -1082,7 +1083,7 @@ export interface components {
         };
         /** @description A step's request (`ReactStepRequest`), with the plan to adjust. */
         PlanRequest: components["schemas"]["ReactStepRequest"] & {
-            /** @description The plan made earlier, to adjust rather than plan anew (at most 10,000 JSON values). */
+            /** @description The plan made earlier, to adjust rather than plan anew (at most 10,000 JSON values and 1,000,000 characters as JSON). */
             previous_plan?: components["schemas"]["ExecutionPlanInput"] | null;
             /** @description What the loop observed last, which the adjusted plan takes into account. */
             latest_observation?: string | null;
@@ -1094,7 +1095,7 @@ export interface components {
         EvaluateRequest: components["schemas"]["ReactStepRequest"] & {
             /** @description The answer to evaluate (not blank). */
             candidate_answer: string;
-            /** @description The plan the loop followed; its `estimated_iterations` bounds the retries. */
+            /** @description The plan the loop followed; its `estimated_iterations` bounds the retries (the same bounds as `previous_plan`). */
             plan?: components["schemas"]["ExecutionPlanInput"] | null;
         };
         /** @description An `ExecutionPlan` from an earlier answer, sent back (any JSON object is taken as the model's context). */
