@@ -86,6 +86,10 @@ pub struct RunReport {
     /// With `--reflect`: the evaluation of each final answer, in order.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub evaluations: Vec<Value>,
+    /// The `conversation_summary` the loop holds: the one it was given, or the latest the
+    /// service returned (`history_strategy: summarize`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub conversation_summary: Option<Value>,
 }
 
 pub fn record_error(report: &mut RunReport, source: &str, error: &str) {

@@ -10,6 +10,7 @@ use serde_json::{json, Value};
 use super::approval::{self, ApprovalPolicy, ApprovalRequest, Approver, Decision};
 use super::execution::{Executor, RetryPolicy};
 use super::observation;
+use super::prior::PriorConversation;
 use super::registry::{ToolOutcome, ToolRegistry, ToolSource};
 use super::report::{add_usage, record_error, record_tool_error};
 use super::report::{RunReport, StepRecord, Termination, TokenTotals};
@@ -65,6 +66,8 @@ pub struct LoopSettings {
     pub approve_plan: bool,
     /// Each final answer is evaluated before it is accepted (`--reflect`).
     pub reflect: bool,
+    /// The conversation the loop continues (a session's earlier turns and summary).
+    pub prior: PriorConversation,
 }
 
 impl LoopSettings {
@@ -97,6 +100,7 @@ impl LoopSettings {
             plan: false,
             approve_plan: false,
             reflect: false,
+            prior: PriorConversation::default(),
         }
     }
 }
@@ -230,8 +234,9 @@ impl Progress {
                 plan: None,
                 plan_adjustments: Vec::new(),
                 evaluations: Vec::new(),
+                conversation_summary: settings.prior.summary.clone(),
             },
-            history: json!([]),
+            history: Value::Array(settings.prior.history.clone()),
             task: question.to_string(),
             query: question.to_string(),
             plan: None,
@@ -433,6 +438,8 @@ impl Driver {
         if let Some(plan) = &progress.plan {
             body["explicit_context"] = json!([{"path": PLAN_PATH, "content": plan.to_string()}]);
         }
+        s.prior
+            .add_to(&mut body, progress.report.conversation_summary.as_ref());
         if let Some(mocks) = &s.mock_responses {
             let Some(mock) = mocks.get(iteration as usize - 1 + progress.task_calls) else {
                 return Err(format!(
@@ -485,6 +492,10 @@ impl Driver {
             }
         };
         add_usage(&mut progress.report.token_usage, &reply["usage"]);
+        // Sent back on the next step, and kept by a session for its next run.
+        if let Some(summary) = reply.get("conversation_summary").filter(|s| s.is_object()) {
+            progress.report.conversation_summary = Some(summary.clone());
+        }
         if let Some(report) = reply.get("context_report").filter(|r| r.is_object()) {
             watcher.context(iteration, report);
         }
