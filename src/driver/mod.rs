@@ -9,6 +9,7 @@ pub mod builtin;
 pub mod cli;
 pub mod execution;
 pub mod mcp;
+pub mod memory;
 pub mod observation;
 pub mod prior;
 pub mod reflection;

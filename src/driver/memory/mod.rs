@@ -1,0 +1,18 @@
+//! Session memory for the loop driver: sessions (a name, when it was made and last active, a
+//! summary of its oldest turns) and their runs (question, times, answer, the report with its
+//! steps, plan and evaluations), kept in an embedded SQLite file or in PostgreSQL with the same
+//! schema; anything (the loop driver, the UI) calls a [`SessionStore`] from [`open`].
+
+mod open;
+mod postgres;
+mod schema;
+mod sql;
+mod sqlite;
+mod store;
+mod types;
+
+pub use open::{default_path, open, StoreSpec};
+pub use postgres::PostgresStore;
+pub use sqlite::SqliteStore;
+pub use store::SessionStore;
+pub use types::{NewRun, SavedRun, Session, SessionInfo, Summary};

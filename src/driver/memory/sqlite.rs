@@ -1,0 +1,282 @@
+//! The embedded store: one SQLite file (by default under the user's data directory). WAL, so a
+//! reader never waits on a writer, and a busy timeout, so processes writing at once take turns;
+//! each write is one IMMEDIATE transaction, which takes the write lock before it reads. The
+//! blocking calls run on tokio's blocking threads, never on the runtime's own.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use rusqlite::{params, Connection, ErrorCode, OptionalExtension, TransactionBehavior};
+
+use super::schema::{self, Dialect};
+use super::sql::{self, for_sqlite, RunRow, RunText, SessionRow};
+use super::store::SessionStore;
+use super::types::{now_ms, NewRun, SavedRun, Session, SessionInfo};
+
+/// How long a write waits for another's to end before it fails.
+const BUSY_TIMEOUT: Duration = Duration::from_secs(30);
+
+pub struct SqliteStore {
+    path: PathBuf,
+    connection: Arc<Mutex<Connection>>,
+}
+
+impl SqliteStore {
+    /// Opens the store at `path`, making the file (readable by its owner only) and its folder
+    /// when they are missing, and its schema when it has none.
+    pub async fn open(path: PathBuf) -> Result<Self, String> {
+        let at = path.clone();
+        let connection = blocking(move || connect(&at)).await?;
+        Ok(Self {
+            path,
+            connection: Arc::new(Mutex::new(connection)),
+        })
+    }
+
+    /// Runs `work` on the connection, on a blocking thread.
+    async fn with<T: Send + 'static>(
+        &self,
+        work: impl FnOnce(&mut Connection) -> rusqlite::Result<T> + Send + 'static,
+    ) -> Result<T, String> {
+        let connection = Arc::clone(&self.connection);
+        let shown = self.describe();
+        blocking(move || {
+            let mut connection = connection.lock().unwrap_or_else(PoisonError::into_inner);
+            work(&mut connection).map_err(|e| format!("the session store {shown}: {}", said(&e)))
+        })
+        .await
+    }
+}
+
+async fn blocking<T: Send + 'static>(
+    work: impl FnOnce() -> Result<T, String> + Send + 'static,
+) -> Result<T, String> {
+    tokio::task::spawn_blocking(work)
+        .await
+        .map_err(|e| format!("the session store's thread failed: {e}"))?
+}
+
+fn said(e: &rusqlite::Error) -> String {
+    match e.sqlite_error_code() {
+        Some(ErrorCode::NotADatabase) => "it is not a SQLite database".into(),
+        _ => e.to_string(),
+    }
+}
+
+fn connect(path: &Path) -> Result<Connection, String> {
+    if let Some(folder) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+        std::fs::create_dir_all(folder)
+            .map_err(|e| format!("its folder {} cannot be made: {e}", folder.display()))?;
+    }
+    if path.is_dir() {
+        return Err("it is a folder, not a file".into());
+    }
+    make_private(path)?;
+    let mut connection = Connection::open(path).map_err(|e| said(&e))?;
+    prepare(&mut connection)?;
+    Ok(connection)
+}
+
+/// A missing store file is made readable and writable by its owner only: it holds the
+/// conversations. (SQLite gives its WAL the same mode.)
+fn make_private(path: &Path) -> Result<(), String> {
+    use std::os::unix::fs::OpenOptionsExt;
+    match std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)
+    {
+        Ok(_) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+        Err(e) => Err(format!("it cannot be made: {e}")),
+    }
+}
+
+/// The connection's settings, and the schema made or brought up to date.
+fn prepare(connection: &mut Connection) -> Result<(), String> {
+    let failed = |e: rusqlite::Error| said(&e);
+    connection.busy_timeout(BUSY_TIMEOUT).map_err(failed)?;
+    // A file system without shared memory keeps the rollback journal: slower, still safe.
+    connection
+        .pragma_update_and_check(None, "journal_mode", "WAL", |row| row.get::<_, String>(0))
+        .map_err(failed)?;
+    connection
+        .pragma_update(None, "synchronous", "NORMAL")
+        .map_err(failed)?;
+    connection
+        .pragma_update(None, "foreign_keys", "ON")
+        .map_err(failed)?;
+    // What is deleted (a session, an expired one) is overwritten, not left in free pages.
+    connection
+        .pragma_update(None, "secure_delete", "ON")
+        .map_err(failed)?;
+    let tx = connection
+        .transaction_with_behavior(TransactionBehavior::Immediate)
+        .map_err(failed)?;
+    tx.execute_batch(schema::VERSION_TABLE).map_err(failed)?;
+    let current: i64 = tx
+        .query_row(schema::READ_VERSION, [], |row| row.get(0))
+        .map_err(failed)?;
+    let migrations = schema::migrations(Dialect::Sqlite, current)?;
+    for migration in &migrations {
+        tx.execute_batch(migration).map_err(failed)?;
+    }
+    if !migrations.is_empty() {
+        tx.execute(schema::CLEAR_VERSION, []).map_err(failed)?;
+        tx.execute(&for_sqlite(schema::WRITE_VERSION), [schema::VERSION])
+            .map_err(failed)?;
+    }
+    tx.commit().map_err(failed)
+}
+
+fn session_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<SessionRow> {
+    Ok(SessionRow {
+        name: row.get(0)?,
+        created_ms: row.get(1)?,
+        last_active_ms: row.get(2)?,
+        summary_text: row.get(3)?,
+        summary_turns: row.get(4)?,
+        runs: row.get(5)?,
+    })
+}
+
+fn run_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<RunRow> {
+    Ok(RunRow {
+        id: row.get(0)?,
+        question: row.get(1)?,
+        started_ms: row.get(2)?,
+        ended_ms: row.get(3)?,
+        answer: row.get(4)?,
+        termination: row.get(5)?,
+        report: row.get(6)?,
+        plan: row.get(7)?,
+        evaluations: row.get(8)?,
+    })
+}
+
+/// The session `name` and its rows, read in one transaction.
+fn read_session(
+    connection: &mut Connection,
+    name: &str,
+) -> rusqlite::Result<Option<(SessionRow, Vec<RunRow>)>> {
+    let tx = connection.transaction()?;
+    let Some(session) = tx
+        .query_row(&for_sqlite(&sql::session()), [name], session_row)
+        .optional()?
+    else {
+        return Ok(None);
+    };
+    let runs = tx
+        .prepare(&for_sqlite(sql::RUNS))?
+        .query_map([name], run_row)?
+        .collect::<rusqlite::Result<Vec<_>>>()?;
+    Ok(Some((session, runs)))
+}
+
+fn insert_run(connection: &mut Connection, name: &str, run: &NewRun) -> rusqlite::Result<i64> {
+    let text = RunText::of(run);
+    let summary = run.summary.as_ref();
+    let tx = connection.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    tx.execute(
+        &for_sqlite(sql::UPSERT_SESSION),
+        params![
+            name,
+            run.started_ms,
+            run.ended_ms,
+            summary.map(|s| &s.text),
+            summary.map(|s| i64::try_from(s.turns).unwrap_or(i64::MAX)),
+        ],
+    )?;
+    let id = tx.query_row(
+        &for_sqlite(sql::INSERT_RUN),
+        params![
+            name,
+            run.question,
+            run.started_ms,
+            run.ended_ms,
+            run.answer,
+            run.termination,
+            text.report,
+            text.plan,
+            text.evaluations,
+        ],
+        |row| row.get(0),
+    )?;
+    tx.commit()?;
+    Ok(id)
+}
+
+#[async_trait::async_trait]
+impl SessionStore for SqliteStore {
+    fn describe(&self) -> String {
+        self.path.display().to_string()
+    }
+
+    async fn list(&self) -> Result<Vec<SessionInfo>, String> {
+        let rows = self
+            .with(|connection| {
+                connection
+                    .prepare(&for_sqlite(&sql::list()))?
+                    .query_map([], session_row)?
+                    .collect::<rusqlite::Result<Vec<_>>>()
+            })
+            .await?;
+        Ok(rows.into_iter().map(SessionRow::info).collect())
+    }
+
+    async fn show(&self, name: &str) -> Result<Option<Session>, String> {
+        let name = name.to_string();
+        let Some((session, runs)) = self
+            .with(move |connection| read_session(connection, &name))
+            .await?
+        else {
+            return Ok(None);
+        };
+        Ok(Some(Session {
+            info: session.info(),
+            runs: runs
+                .into_iter()
+                .map(RunRow::run)
+                .collect::<Result<_, _>>()?,
+        }))
+    }
+
+    async fn save_run(&self, name: &str, run: NewRun) -> Result<SavedRun, String> {
+        let name = name.to_string();
+        let (id, run) = self
+            .with(move |connection| Ok((insert_run(connection, &name, &run)?, run)))
+            .await?;
+        Ok(sql::saved(id, run))
+    }
+
+    async fn delete(&self, name: &str) -> Result<bool, String> {
+        let name = name.to_string();
+        self.with(move |connection| {
+            let tx = connection.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            let deleted = tx.execute(&for_sqlite(sql::DELETE_SESSION), [name])?;
+            tx.commit()?;
+            Ok(deleted > 0)
+        })
+        .await
+    }
+
+    async fn expire(&self, older_than: Duration) -> Result<Vec<String>, String> {
+        let cutoff =
+            now_ms().saturating_sub(i64::try_from(older_than.as_millis()).unwrap_or(i64::MAX));
+        let mut names = self
+            .with(move |connection| {
+                let tx = connection.transaction_with_behavior(TransactionBehavior::Immediate)?;
+                let names = tx
+                    .prepare(&for_sqlite(sql::EXPIRE))?
+                    .query_map([cutoff], |row| row.get::<_, String>(0))?
+                    .collect::<rusqlite::Result<Vec<_>>>()?;
+                tx.commit()?;
+                Ok(names)
+            })
+            .await?;
+        names.sort();
+        Ok(names)
+    }
+}

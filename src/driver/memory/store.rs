@@ -1,0 +1,33 @@
+//! The one interface to a session store, whichever holds it (SQLite or PostgreSQL): what
+//! `reactstep run --session`, `reactstep sessions` and the UI's handlers call, shared as an
+//! `Arc<dyn SessionStore>`.
+
+use std::time::Duration;
+
+use super::types::{NewRun, SavedRun, Session, SessionInfo};
+
+/// Sessions and their runs. Errors are sentences for a person, naming the store, never its
+/// password.
+#[async_trait::async_trait]
+pub trait SessionStore: Send + Sync {
+    /// The store as messages name it: the file's path, or the URL without its password.
+    fn describe(&self) -> String;
+
+    /// Every session, the most recently active first.
+    async fn list(&self) -> Result<Vec<SessionInfo>, String>;
+
+    /// The session `name` and its runs, oldest first; `None` when there is no such session.
+    async fn show(&self, name: &str) -> Result<Option<Session>, String>;
+
+    /// Saves `run` in the session `name`, made when there is none, and marks the session active
+    /// when the run ended (or later, if another run ended later). In one transaction: two
+    /// runs saved at once into one session are both kept.
+    async fn save_run(&self, name: &str, run: NewRun) -> Result<SavedRun, String>;
+
+    /// Deletes the session `name` and its runs; `false` when there was none.
+    async fn delete(&self, name: &str) -> Result<bool, String>;
+
+    /// Deletes every session last active more than `older_than` ago, with its runs; their
+    /// names, sorted.
+    async fn expire(&self, older_than: Duration) -> Result<Vec<String>, String>;
+}
