@@ -11,11 +11,12 @@ use serde_json::Value;
 
 use super::approval::{ApprovalPolicy, Decision, LineApprover};
 use super::mcp::{start_servers, Endpoint, McpServer};
+use super::memory::{self, session_name, Conversation};
 use super::terminal::{printable, Terminal};
 use super::window;
 use super::{
-    register_builtins, Driver, FallbackModel, LoopSettings, RunReport, ToolRegistry, Watcher,
-    Workspace,
+    register_builtins, Driver, FallbackModel, LoopSettings, PriorConversation, RunReport,
+    ToolRegistry, Watcher, Workspace,
 };
 use crate::config::Config;
 use crate::llm::Provider;
@@ -145,6 +146,14 @@ pub struct RunArgs {
     /// it is not the default: older observations are cut to keep each step under it.
     #[arg(long, default_value_t = super::run::DEFAULT_MAX_REQUEST_BYTES)]
     pub server_max_body_bytes: usize,
+    /// Continue the session NAME: its earlier questions and answers (and its summary) are sent
+    /// before the question, and this run is saved in it when it ends, however it ends.
+    #[arg(long, value_parser = session_name)]
+    pub session: Option<String>,
+    /// Where sessions are kept: a SQLite file (default: reactstep/memory.sqlite3 under the
+    /// user's data directory) or a postgres:// URL.
+    #[arg(long, requires = "session")]
+    pub memory: Option<String>,
 }
 
 /// `PROVIDER:MODEL`, split at the first `:` (a model name may hold more, as Ollama's tags do).
@@ -212,6 +221,14 @@ async fn run(args: RunArgs) -> Result<i32, String> {
     register_builtins(&mut registry, workspace);
     let patience = Duration::from_secs(args.mcp_timeout.max(1));
     let endpoints = endpoints(&args)?;
+    // The store is opened before anything starts: one that cannot be is said now, not after
+    // the run it would lose.
+    let conversation = match &args.session {
+        Some(name) => Some(resume(&args, name, &endpoints).await?),
+        None => None,
+    };
+    let prior = conversation.as_ref().map(Conversation::prior);
+    let started = chrono::Utc::now().timestamp_millis();
     // The person at the terminal answers approvals and the servers' questions.
     let asks = args.approve != ApprovalPolicy::None || !endpoints.is_empty() || args.approve_plan;
     let terminal = asks.then(|| Arc::new(Terminal::stdin()));
@@ -231,11 +248,15 @@ async fn run(args: RunArgs) -> Result<i32, String> {
         _ = sigint.recv() => return Err("interrupted while the MCP servers started".into()),
         () = bound => return Err("the MCP servers did not start within --timeout".into()),
     };
-    let report = drive(&args, registry, &servers, terminal, sigint).await;
+    let report = drive(&args, registry, &servers, terminal, sigint, prior).await;
     for server in servers {
         server.stop().await;
     }
     let report = report?;
+    let saved = match &conversation {
+        Some(conversation) => save(conversation, &args.question, started, &report).await,
+        None => Ok(()),
+    };
     let mut out = std::io::stdout();
     let written = match args.output {
         Output::Simple => writeln!(out, "{}", report.answer),
@@ -246,7 +267,44 @@ async fn run(args: RunArgs) -> Result<i32, String> {
         ),
     };
     written.map_err(|e| e.to_string())?;
+    saved?;
     Ok(if report.success { 0 } else { 1 })
+}
+
+/// The session `name` in the store `--memory` names, with the secrets it must never hold: the
+/// model's key, the MCP servers' tokens and header values, and the environment's keys.
+async fn resume(
+    args: &RunArgs,
+    name: &str,
+    endpoints: &[Endpoint],
+) -> Result<Conversation, String> {
+    let store = memory::open(args.memory.as_deref()).await?;
+    let named = key(args)
+        .into_iter()
+        .chain(endpoints.iter().flat_map(Endpoint::secrets));
+    Conversation::resume(store.into(), name, memory::redact::secrets(named)).await
+}
+
+/// Saves the run in its session; said on stderr.
+async fn save(
+    conversation: &Conversation,
+    question: &str,
+    started: i64,
+    report: &RunReport,
+) -> Result<(), String> {
+    let store = conversation.store().describe();
+    match conversation.save(question, started, report).await {
+        Ok(run) => {
+            eprintln!(
+                "saved as run {} of the session {} in {}",
+                run.id,
+                printable(conversation.name()),
+                printable(&store)
+            );
+            Ok(())
+        }
+        Err(why) => Err(format!("the run was not saved: {why}")),
+    }
 }
 
 /// The MCP servers named: `--mcp` command lines first, then `--mcp-url`s with the headers and
@@ -276,6 +334,7 @@ async fn drive(
     servers: &[McpServer],
     terminal: Option<Arc<Terminal>>,
     mut sigint: tokio::signal::unix::Signal,
+    prior: Option<PriorConversation>,
 ) -> Result<RunReport, String> {
     let config = service_config(args);
     let (token_limit, reserved) = budget(args, &config).await?;
@@ -309,6 +368,7 @@ async fn drive(
     settings.approval = args.approve;
     (settings.plan, settings.approve_plan) = (args.plan, args.approve_plan);
     settings.reflect = args.reflect;
+    settings.prior = prior.unwrap_or_default();
     let mut driver = Driver::new(settings, registry);
     let asked = args.approve != ApprovalPolicy::None || args.approve_plan;
     if let (true, Some(terminal)) = (asked, terminal) {

@@ -1,16 +1,20 @@
 //! Session memory for the loop driver: sessions (a name, when it was made and last active, a
 //! summary of its oldest turns) and their runs (question, times, answer, the report with its
 //! steps, plan and evaluations), kept in an embedded SQLite file or in PostgreSQL with the same
-//! schema; anything (the loop driver, the UI) calls a [`SessionStore`] from [`open`].
+//! schema. `reactstep run --session NAME` continues a session ([`Conversation`]);
+//! anything else (the UI) calls a [`SessionStore`] from [`open`].
 
+pub mod conversation;
 mod open;
 mod postgres;
+pub mod redact;
 mod schema;
 mod sql;
 mod sqlite;
 mod store;
 mod types;
 
+pub use conversation::{session_name, Conversation};
 pub use open::{default_path, open, StoreSpec};
 pub use postgres::PostgresStore;
 pub use sqlite::SqliteStore;

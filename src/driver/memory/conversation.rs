@@ -1,0 +1,230 @@
+//! A session continued by a loop: its earlier runs become the turns sent before the question
+//! (each run's question as a `user` turn, its answer as an `assistant` turn), its summary the
+//! `conversation_summary`, and `history_strategy: summarize` is asked for so that the service
+//! returns a summary to keep when the turns no longer fit. When the loop ends, however it ended,
+//! the run is saved in the session, scrubbed of every secret the caller named.
+
+use std::sync::Arc;
+
+use serde_json::{json, Value};
+
+use super::redact::{scrubbed, scrubbed_text};
+use super::store::SessionStore;
+use super::types::{now_ms, NewRun, SavedRun, Summary};
+use crate::driver::prior::PriorConversation;
+use crate::driver::report::{RunReport, Termination};
+
+/// The longest session name.
+const MOST_NAME_CHARS: usize = 200;
+
+pub struct Conversation {
+    store: Arc<dyn SessionStore>,
+    name: String,
+    history: Vec<Value>,
+    summary: Option<Summary>,
+    secrets: Vec<String>,
+}
+
+/// A session's name as given: words of at most 200 characters, no control characters.
+pub fn session_name(text: &str) -> Result<String, String> {
+    let name = text.trim();
+    if name.is_empty() {
+        return Err("a session name cannot be empty".into());
+    }
+    if name.chars().count() > MOST_NAME_CHARS || name.chars().any(char::is_control) {
+        return Err(format!(
+            "a session name is at most {MOST_NAME_CHARS} characters, without control characters"
+        ));
+    }
+    Ok(name.to_string())
+}
+
+impl Conversation {
+    /// The session `name` in `store`, ready to continue (a session that does not exist yet is
+    /// made when the first run is saved). `secrets` never reach the store.
+    pub async fn resume(
+        store: Arc<dyn SessionStore>,
+        name: &str,
+        secrets: Vec<String>,
+    ) -> Result<Self, String> {
+        let (history, summary) = match store.show(name).await? {
+            Some(session) => (turns(&session.runs), session.info.summary),
+            None => (Vec::new(), None),
+        };
+        Ok(Self {
+            store,
+            name: name.to_string(),
+            history,
+            summary: summary.filter(|s| !s.text.is_empty()),
+            secrets,
+        })
+    }
+
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    pub fn store(&self) -> &Arc<dyn SessionStore> {
+        &self.store
+    }
+
+    /// What a loop's `LoopSettings::prior` is set to, to continue the session.
+    pub fn prior(&self) -> PriorConversation {
+        PriorConversation {
+            history: self.history.clone(),
+            summary: self.summary.as_ref().map(summary_json),
+            history_strategy: Some("summarize".into()),
+        }
+    }
+
+    /// Saves the run on `question` that started at `started_ms` and ended with `report`.
+    pub async fn save(
+        &self,
+        question: &str,
+        started_ms: i64,
+        report: &RunReport,
+    ) -> Result<SavedRun, String> {
+        let run = self.new_run(question, started_ms, now_ms(), report);
+        self.store.save_run(&self.name, run).await
+    }
+
+    /// The run as it is saved: its texts scrubbed; the report's `plan` and `evaluations`
+    /// (from `--plan` and `--reflect`) beside it; the summary the service returned, when it is
+    /// a new one.
+    pub fn new_run(
+        &self,
+        question: &str,
+        started_ms: i64,
+        ended_ms: i64,
+        report: &RunReport,
+    ) -> NewRun {
+        let secrets = &self.secrets;
+        let json = serde_json::to_value(report).unwrap_or(Value::Null);
+        let plan = json.get("plan").filter(|p| !p.is_null()).cloned();
+        let evaluations = match json.get("evaluations") {
+            Some(Value::Array(all)) => Value::Array(all.clone()),
+            _ => json!([]),
+        };
+        let summary = self.kept_summary(report).map(|s| Summary {
+            text: scrubbed_text(&s.text, secrets),
+            turns: s.turns,
+        });
+        NewRun {
+            question: scrubbed_text(question, secrets),
+            started_ms,
+            ended_ms,
+            answer: scrubbed_text(&report.answer, secrets),
+            termination: termination_name(report.termination_reason),
+            report: scrubbed(json, secrets),
+            plan: plan.map(|p| scrubbed(p, secrets)),
+            evaluations: scrubbed(evaluations, secrets),
+            summary,
+        }
+    }
+
+    /// The summary the run ended with, when it is not the one the session had. It may cover
+    /// turns of the run's own steps, which the next run does not send (it sends the run's
+    /// question and answer instead): it then stands for the turns up to this run's question,
+    /// which are the same in the next run, and the answer goes as a turn of its own.
+    fn kept_summary(&self, report: &RunReport) -> Option<Summary> {
+        let returned = report.conversation_summary.as_ref()?;
+        let text = returned["text"].as_str().filter(|t| !t.is_empty())?;
+        let turns = returned["turns"].as_u64()?;
+        let same_turns = self.history.len() as u64 + 1;
+        let summary = Summary {
+            text: text.to_string(),
+            turns: turns.min(same_turns),
+        };
+        (self.summary.as_ref() != Some(&summary)).then_some(summary)
+    }
+}
+
+fn summary_json(summary: &Summary) -> Value {
+    json!({"text": summary.text, "turns": summary.turns})
+}
+
+fn termination_name(termination: Termination) -> String {
+    serde_json::to_value(termination)
+        .ok()
+        .and_then(|v| v.as_str().map(String::from))
+        .unwrap_or_default()
+}
+
+/// Each earlier run as a `user` turn (its question) and an `assistant` turn (its answer, or how
+/// it ended without one), oldest first.
+fn turns(runs: &[SavedRun]) -> Vec<Value> {
+    runs.iter()
+        .flat_map(|run| {
+            let question = match run.question.trim() {
+                "" => "(no question)",
+                question => question,
+            };
+            let answer = match (run.termination.as_str(), run.answer.trim()) {
+                ("success", answer) if !answer.is_empty() => answer.to_string(),
+                (ended, "") => format!("[This run ended without an answer: {ended}.]"),
+                (ended, said) => format!("[This run ended without an answer: {ended}.] {said}"),
+            };
+            [
+                json!({"role": "user", "content": question, "timestamp": run.started}),
+                json!({"role": "assistant", "content": answer, "timestamp": run.ended}),
+            ]
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(question: &str, answer: &str, termination: &str) -> SavedRun {
+        SavedRun {
+            id: 1,
+            question: question.into(),
+            started: "2026-01-01T00:00:00.000Z".into(),
+            ended: "2026-01-01T00:00:05.000Z".into(),
+            answer: answer.into(),
+            termination: termination.into(),
+            report: json!({}),
+            plan: None,
+            evaluations: json!([]),
+        }
+    }
+
+    #[test]
+    fn each_run_is_a_question_and_an_answer_and_an_unfinished_one_says_how_it_ended() {
+        let sent = turns(&[
+            run("What is 6 * 7?", "42", "success"),
+            run("And 7 * 8?", "the loop was cancelled", "cancelled"),
+        ]);
+        let shape: Vec<(&str, &str)> = sent
+            .iter()
+            .map(|t| {
+                (
+                    t["role"].as_str().unwrap_or(""),
+                    t["content"].as_str().unwrap_or(""),
+                )
+            })
+            .collect();
+        assert_eq!(
+            shape,
+            [
+                ("user", "What is 6 * 7?"),
+                ("assistant", "42"),
+                ("user", "And 7 * 8?"),
+                (
+                    "assistant",
+                    "[This run ended without an answer: cancelled.] the loop was cancelled"
+                ),
+            ]
+        );
+        assert_eq!(sent[1]["timestamp"], "2026-01-01T00:00:05.000Z");
+    }
+
+    #[test]
+    fn a_session_name_is_words_without_control_characters() {
+        assert_eq!(session_name(" work "), Ok("work".into()));
+        assert!(session_name("  ").is_err());
+        assert!(session_name("a\u{1b}[2J").is_err());
+        assert!(session_name(&"x".repeat(201)).is_err());
+    }
+}
