@@ -3,17 +3,33 @@ use reactstep::startup::Application;
 use reactstep::telemetry;
 
 fn main() -> std::io::Result<()> {
-    // `reactstep run …` drives a loop in the terminal; anything else runs the service.
-    if std::env::args().nth(1).as_deref() == Some("run") {
-        let args = std::iter::once("reactstep run".to_string()).chain(std::env::args().skip(2));
-        let runtime = actix_web::rt::System::new();
-        let code = runtime.block_on(reactstep::driver::cli::main(args));
-        // The runtime goes first: its tasks are dropped, and with them any child process (an
-        // MCP server) still held, which is killed on drop instead of outliving the command.
-        drop(runtime);
-        std::process::exit(code);
+    // `reactstep run …` drives a loop in the terminal, `reactstep sessions …` looks at the
+    // sessions it keeps; anything else runs the service.
+    match std::env::args().nth(1).as_deref() {
+        Some("run") => command("reactstep run", reactstep::driver::cli::main),
+        Some("sessions") => command(
+            "reactstep sessions",
+            reactstep::driver::memory::command::main,
+        ),
+        _ => actix_web::rt::System::new().block_on(serve()),
     }
-    actix_web::rt::System::new().block_on(serve())
+}
+
+/// Runs a command of the driver (`main` given its arguments, the first its name) and exits
+/// with its code.
+fn command<F: std::future::Future<Output = i32>>(
+    name: &str,
+    main: impl FnOnce(Vec<String>) -> F,
+) -> ! {
+    let args = std::iter::once(name.to_string())
+        .chain(std::env::args().skip(2))
+        .collect();
+    let runtime = actix_web::rt::System::new();
+    let code = runtime.block_on(main(args));
+    // The runtime goes first: its tasks are dropped, and with them any child process (an
+    // MCP server) still held, which is killed on drop instead of outliving the command.
+    drop(runtime);
+    std::process::exit(code);
 }
 
 async fn serve() -> std::io::Result<()> {

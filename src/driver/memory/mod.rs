@@ -2,8 +2,10 @@
 //! summary of its oldest turns) and their runs (question, times, answer, the report with its
 //! steps, plan and evaluations), kept in an embedded SQLite file or in PostgreSQL with the same
 //! schema. `reactstep run --session NAME` continues a session ([`Conversation`]);
-//! anything else (the UI) calls a [`SessionStore`] from [`open`].
+//! `reactstep sessions` looks at them ([`command`]); anything else (the UI) calls a
+//! [`SessionStore`] from [`open`].
 
+pub mod command;
 pub mod conversation;
 mod open;
 mod postgres;
