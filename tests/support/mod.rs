@@ -14,6 +14,7 @@
 //! - `stream_upstream`: an upstream that streams exactly as a test scripts it;
 //! - `binary`: the real `reactstep` binary as a child process;
 //! - `corpus`: the model-output corpus and how one case runs through the server;
+//! - `postgres`: a real PostgreSQL server from the system's packages, a database per test;
 //! - `https_upstream`, `schema_bombs`, `swap`, `system_packages`, `workspace`: what a few tests
 //!   need (an HTTPS upstream, hostile tool schemas, an atomic name exchange, programs from the
 //!   system's packages, a workspace for `reactstep run`).
@@ -26,6 +27,7 @@ pub mod binary;
 pub mod corpus;
 pub mod gemini_upstream;
 pub mod https_upstream;
+pub mod postgres;
 pub mod prefix;
 pub mod provider_rules;
 pub mod requests;

@@ -1,0 +1,807 @@
+//! Session memory in the loop driver, end to end: the real binary's `reactstep run --session`
+//! and `reactstep sessions`, over an embedded SQLite file and over a real PostgreSQL server
+//! (installed from the system's packages and started here): the same tests over both stores.
+//! The loops run offline from scripted model outputs (`--mock-responses`), or against a mock
+//! model server (`--provider openai_compatible`) where what reaches the model is the proof.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::time::Duration;
+
+use serde_json::Value;
+use wiremock::matchers::{body_string_contains, method, path};
+use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
+
+use support::postgres;
+use support::stream_upstream::openai_stream;
+use support::upstream::openai_reply;
+use support::workspace::workspace;
+
+/// Where a test keeps its sessions.
+enum Store {
+    Sqlite {
+        _folder: tempfile::TempDir,
+        file: PathBuf,
+    },
+    Postgres {
+        url: String,
+    },
+}
+
+impl Store {
+    async fn sqlite() -> Self {
+        let folder = tempfile::tempdir().unwrap();
+        let file = folder.path().join("memory.sqlite3");
+        Self::Sqlite {
+            _folder: folder,
+            file,
+        }
+    }
+
+    async fn postgres() -> Self {
+        Self::Postgres {
+            url: postgres::server().database().await,
+        }
+    }
+
+    /// What `--memory` is given.
+    fn memory(&self) -> String {
+        match self {
+            Self::Sqlite { file, .. } => file.display().to_string(),
+            Self::Postgres { url } => url.clone(),
+        }
+    }
+
+    /// Runs `statement` on the store itself, as another program could.
+    async fn execute(&self, statement: &str) {
+        match self {
+            Self::Sqlite { file, .. } => {
+                let connection = rusqlite::Connection::open(file).unwrap();
+                connection.execute_batch(statement).unwrap();
+            }
+            Self::Postgres { url } => {
+                let client = connect(url).await;
+                client.batch_execute(statement).await.unwrap();
+            }
+        }
+    }
+
+    /// Marks `session` last active `hours` ago.
+    async fn age(&self, session: &str, hours: i64) {
+        let then = chrono::Utc::now().timestamp_millis() - hours * 3_600_000;
+        self.execute(&format!(
+            "UPDATE sessions SET last_active_ms = {then} WHERE name = '{session}'"
+        ))
+        .await;
+    }
+
+    /// Everything the store holds, as bytes: the SQLite file and its WAL, or every row of
+    /// PostgreSQL's tables as text.
+    async fn bytes(&self) -> Vec<u8> {
+        match self {
+            Self::Sqlite { file, .. } => {
+                let mut bytes = std::fs::read(file).unwrap();
+                let wal = PathBuf::from(format!("{}-wal", file.display()));
+                bytes.extend(std::fs::read(wal).unwrap_or_default());
+                bytes
+            }
+            Self::Postgres { url } => {
+                let client = connect(url).await;
+                let mut bytes = Vec::new();
+                for table in ["sessions", "runs", "schema_version"] {
+                    let query = format!("SELECT t::text FROM {table} t");
+                    for row in client.query(&query, &[]).await.unwrap() {
+                        bytes.extend(row.get::<_, String>(0).into_bytes());
+                    }
+                }
+                bytes
+            }
+        }
+    }
+}
+
+async fn connect(url: &str) -> tokio_postgres::Client {
+    let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(connection);
+    client
+}
+
+/// Each scenario, as a test over SQLite and as a test over PostgreSQL.
+macro_rules! on_both_stores {
+    ($($scenario:ident),* $(,)?) => {
+        mod sqlite {
+            $(#[tokio::test]
+            async fn $scenario() {
+                super::$scenario(super::Store::sqlite().await).await;
+            })*
+        }
+        mod postgresql {
+            $(#[tokio::test]
+            async fn $scenario() {
+                super::$scenario(super::Store::postgres().await).await;
+            })*
+        }
+    };
+}
+
+on_both_stores!(
+    a_session_continues_with_its_earlier_questions_and_answers,
+    the_summary_the_service_returns_is_kept_and_sent_again,
+    sessions_are_listed_shown_deleted_and_expired,
+    the_key_is_never_saved,
+    runs_at_once_into_one_session_are_all_saved,
+    a_run_cut_short_by_its_timeout_or_ctrl_c_is_saved,
+    a_store_of_a_later_schema_is_refused_before_any_model_call,
+);
+
+/// What a command did.
+struct Ran {
+    code: i32,
+    stdout: String,
+    stderr: String,
+}
+
+impl Ran {
+    fn json(&self) -> Value {
+        serde_json::from_str(&self.stdout)
+            .unwrap_or_else(|e| panic!("{e}: {}\n{}", self.stdout, self.stderr))
+    }
+}
+
+/// The `reactstep` command with `args`, with no model key and no data directory of the user's.
+fn reactstep(args: &[&str]) -> tokio::process::Command {
+    let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_reactstep"));
+    command
+        .args(args)
+        .env_remove("OPENAI_API_KEY")
+        .env_remove("ANTHROPIC_API_KEY")
+        .env_remove("REACTSTEP_OPENAI_COMPATIBLE_BASE_URL")
+        .env("XDG_DATA_HOME", "/nonexistent/reactstep-tests")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    command
+}
+
+async fn finished(command: &mut tokio::process::Command) -> Ran {
+    let output = command.output().await.unwrap();
+    Ran {
+        code: output.status.code().unwrap_or(-1),
+        stdout: String::from_utf8(output.stdout).unwrap(),
+        stderr: String::from_utf8(output.stderr).unwrap(),
+    }
+}
+
+/// `reactstep run QUESTION --session SESSION --memory STORE --output json` with `extra`, run
+/// offline from `script` (model outputs separated by `---` lines) unless `extra` names a model
+/// server.
+fn run_command(
+    store: &Store,
+    session: &str,
+    question: &str,
+    extra: &[&str],
+) -> tokio::process::Command {
+    let memory = store.memory();
+    let mut args = vec!["run", question, "--session", session, "--memory", &memory];
+    args.extend(["--output", "json"]);
+    args.extend(extra);
+    reactstep(&args)
+}
+
+/// A run offline, from `script`.
+async fn offline(store: &Store, session: &str, question: &str, script: &str) -> Ran {
+    let folder = tempfile::tempdir().unwrap();
+    let file = folder.path().join("script.txt");
+    std::fs::write(&file, script).unwrap();
+    let ws = workspace();
+    let extra = [
+        "--mock-responses",
+        file.to_str().unwrap(),
+        "--workspace",
+        ws.path().to_str().unwrap(),
+    ];
+    finished(&mut run_command(store, session, question, &extra)).await
+}
+
+/// A model server speaking OpenAI's chat API that always answers `answer`.
+async fn model_server(answer: &str) -> MockServer {
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .and(path("/v1/chat/completions"))
+        .respond_with(streamed(answer))
+        .mount(&server)
+        .await;
+    server
+}
+
+fn streamed(text: &str) -> ResponseTemplate {
+    ResponseTemplate::new(200).set_body_raw(openai_stream(&[text], "stop"), "text/event-stream")
+}
+
+/// A run against `server`, with a window of `window` tokens.
+fn online(
+    store: &Store,
+    session: &str,
+    question: &str,
+    server: &MockServer,
+    window: u32,
+) -> tokio::process::Command {
+    let window = window.to_string();
+    let extra = [
+        "--provider",
+        "openai_compatible",
+        "--model",
+        "local",
+        "--token-limit",
+        &window,
+    ];
+    let mut command = run_command(store, session, question, &extra);
+    command.env(
+        "REACTSTEP_OPENAI_COMPATIBLE_BASE_URL",
+        format!("{}/v1", server.uri()),
+    );
+    command
+}
+
+/// The chat requests `server` received, as JSON.
+async fn chats(server: &MockServer) -> Vec<Value> {
+    server
+        .received_requests()
+        .await
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|r| r.url.path() == "/v1/chat/completions")
+        .map(|r| serde_json::from_slice(&r.body).unwrap())
+        .collect()
+}
+
+async fn sessions(store: &Store, args: &[&str]) -> Ran {
+    sessions_in(&store.memory(), args).await
+}
+
+async fn sessions_in(memory: &str, args: &[&str]) -> Ran {
+    let mut all = vec!["sessions", "--memory", memory];
+    all.extend(args);
+    finished(&mut reactstep(&all)).await
+}
+
+async fn show(store: &Store, session: &str) -> Value {
+    let shown = sessions(store, &["show", session, "--output", "json"]).await;
+    assert_eq!(shown.code, 0, "{}", shown.stderr);
+    shown.json()
+}
+
+const Q1: &str = "Which port does the staging proxy listen on?";
+const A1: &str = "The staging proxy listens on port 8443.";
+
+async fn a_session_continues_with_its_earlier_questions_and_answers(store: Store) {
+    let first = offline(
+        &store,
+        "ops",
+        Q1,
+        &format!("Thought: it is in the notes\nFinal Answer: {A1}"),
+    )
+    .await;
+    assert_eq!(first.code, 0, "{}", first.stderr);
+    assert!(first.stderr.contains("saved as run"), "{}", first.stderr);
+
+    let model = model_server("Thought: I said it before\nFinal Answer: 8443, as I said.").await;
+    let q2 = "Which port did you say?";
+    let second = finished(&mut online(&store, "ops", q2, &model, 16_000)).await;
+    assert_eq!(second.code, 0, "{}", second.stderr);
+    assert_eq!(second.json()["answer"], "8443, as I said.");
+
+    // The model read the first run's question and answer as turns, before the new question.
+    let sent = chats(&model).await;
+    assert_eq!(sent.len(), 1);
+    let messages = sent[0]["messages"].as_array().unwrap();
+    let at = |role: &str, text: &str| {
+        messages
+            .iter()
+            .position(|m| {
+                m["role"] == role && m["content"].as_str().is_some_and(|c| c.contains(text))
+            })
+            .unwrap_or_else(|| panic!("no {role} message holding {text:?}: {messages:#?}"))
+    };
+    assert!(at("user", Q1) < at("assistant", A1), "{messages:#?}");
+    assert!(at("assistant", A1) < at("user", q2), "{messages:#?}");
+
+    let session = show(&store, "ops").await;
+    assert_eq!(session["name"], "ops");
+    assert_eq!(session["runs"].as_array().unwrap().len(), 2);
+    let runs = &session["runs"];
+    assert_eq!(
+        (runs[0]["question"].as_str(), runs[0]["answer"].as_str()),
+        (Some(Q1), Some(A1))
+    );
+    assert_eq!(runs[1]["question"], q2);
+    assert_eq!(runs[1]["termination"], "success");
+    assert_eq!(runs[1]["report"]["answer"], "8443, as I said.");
+    assert!(runs[1]["plan"].is_null());
+    assert_eq!(runs[1]["evaluations"], serde_json::json!([]));
+
+    // A session that was never used starts empty: the model reads no earlier turn.
+    let fresh = model_server("Thought: new\nFinal Answer: hello").await;
+    let other = finished(&mut online(&store, "other", "Hello?", &fresh, 16_000)).await;
+    assert_eq!(other.code, 0, "{}", other.stderr);
+    let sent = chats(&fresh).await.remove(0).to_string();
+    assert!(!sent.contains(Q1) && !sent.contains(A1), "{sent}");
+}
+
+/// The words the mock model gives as a summary.
+const SUMMARY: &str =
+    "The user shared long deployment notes; the staging proxy listens on port 8443.";
+
+async fn the_summary_the_service_returns_is_kept_and_sent_again(store: Store) {
+    // Two runs whose questions are too long to fit a small window again.
+    let notes = "The deployment notes say the staging proxy listens on port 8443. ".repeat(250);
+    for n in 1..=2 {
+        let question = format!("Part {n} of my notes: {notes}");
+        let ran = offline(
+            &store,
+            "long",
+            &question,
+            &format!("Thought: noted\nFinal Answer: Noted part {n}."),
+        )
+        .await;
+        assert_eq!(ran.code, 0, "{}", ran.stderr);
+    }
+    let model = summarising_model().await;
+    let third = finished(&mut online(&store, "long", "What port?", &model, 6_000)).await;
+    assert_eq!(third.code, 0, "{}", third.stderr);
+    let made = summary_calls(&model).await;
+    assert_eq!(made, 1, "the earlier turns do not fit: one summary is made");
+    assert_eq!(
+        third.json()["conversation_summary"]["text"],
+        SUMMARY,
+        "{}\n{}",
+        third.stdout,
+        third.stderr
+    );
+    let session = show(&store, "long").await;
+    assert_eq!(session["summary"]["text"], SUMMARY, "{session:#}");
+    let turns = session["summary"]["turns"].as_u64().unwrap();
+    assert!((1..=5).contains(&turns), "{session:#}");
+
+    // The next run sends it back: the model reads it, and no new one is made.
+    let model = summarising_model().await;
+    let fourth = finished(&mut online(&store, "long", "And again?", &model, 6_000)).await;
+    assert_eq!(fourth.code, 0, "{}", fourth.stderr);
+    assert_eq!(
+        summary_calls(&model).await,
+        0,
+        "the kept summary covers the omitted turns"
+    );
+    let step = chats(&model).await.remove(0).to_string();
+    assert!(step.contains(SUMMARY), "{step}");
+}
+
+/// A model server that summarises when asked to (the service's summary instructions), and
+/// answers otherwise.
+async fn summarising_model() -> MockServer {
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .and(path("/v1/chat/completions"))
+        .and(body_string_contains("You keep the memory"))
+        .respond_with(ResponseTemplate::new(200).set_body_json(openai_reply(SUMMARY)))
+        .with_priority(1)
+        .mount(&server)
+        .await;
+    Mock::given(method("POST"))
+        .and(path("/v1/chat/completions"))
+        .respond_with(streamed(
+            "Thought: it is in the summary\nFinal Answer: 8443",
+        ))
+        .with_priority(2)
+        .mount(&server)
+        .await;
+    server
+}
+
+async fn summary_calls(server: &MockServer) -> usize {
+    chats(server)
+        .await
+        .iter()
+        .filter(|c| c.to_string().contains("You keep the memory"))
+        .count()
+}
+
+async fn sessions_are_listed_shown_deleted_and_expired(store: Store) {
+    for name in ["old", "recent", "now"] {
+        let ran = offline(
+            &store,
+            name,
+            &format!("Question for {name}"),
+            "Thought: t\nFinal Answer: done",
+        )
+        .await;
+        assert_eq!(ran.code, 0, "{}", ran.stderr);
+    }
+    store.age("old", 48).await;
+    store.age("recent", 2).await;
+
+    let listed = sessions(&store, &["list", "--output", "json"]).await;
+    assert_eq!(listed.code, 0, "{}", listed.stderr);
+    let names: Vec<Value> = listed
+        .json()
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["name"].clone())
+        .collect();
+    assert_eq!(
+        names,
+        ["now", "recent", "old"],
+        "the most recently active first"
+    );
+    assert_eq!(listed.json()[0]["run_count"], 1);
+    let text = sessions(&store, &["list"]).await;
+    assert!(
+        text.stdout.contains("NAME") && text.stdout.contains("recent"),
+        "{}",
+        text.stdout
+    );
+
+    let shown = sessions(&store, &["show", "recent"]).await;
+    assert_eq!(shown.code, 0, "{}", shown.stderr);
+    assert!(
+        shown.stdout.contains("question: Question for recent"),
+        "{}",
+        shown.stdout
+    );
+    assert!(shown.stdout.contains("answer: done"), "{}", shown.stdout);
+
+    let expired = sessions(
+        &store,
+        &["expire", "--older-than", "24h", "--output", "json"],
+    )
+    .await;
+    assert_eq!(expired.code, 0, "{}", expired.stderr);
+    assert_eq!(expired.json(), serde_json::json!({"expired": ["old"]}));
+    let expired = sessions(&store, &["expire", "--older-than", "90m"]).await;
+    assert_eq!(expired.stdout, "expired 1 sessions: recent\n");
+    let nothing = sessions(&store, &["expire", "--older-than", "7d"]).await;
+    assert_eq!(nothing.stdout, "expired 0 sessions: \n");
+
+    let deleted = sessions(&store, &["delete", "now"]).await;
+    assert_eq!(
+        (deleted.code, deleted.stdout.as_str()),
+        (0, "deleted the session now\n")
+    );
+    let again = sessions(&store, &["delete", "now"]).await;
+    assert_eq!(again.code, 1);
+    assert!(
+        again.stderr.contains("no session named now"),
+        "{}",
+        again.stderr
+    );
+    let gone = sessions(&store, &["show", "old", "--output", "json"]).await;
+    assert_eq!((gone.code, gone.stdout.as_str()), (1, "null\n"));
+    let empty = sessions(&store, &["list"]).await;
+    assert_eq!(empty.stdout, "no sessions\n");
+    // The runs went with their sessions.
+    let bytes = String::from_utf8_lossy(&store.bytes().await).to_string();
+    assert!(
+        !bytes.contains("Question for old"),
+        "expired runs are deleted"
+    );
+
+    let bad = sessions(&store, &["expire", "--older-than", "soon"]).await;
+    assert_eq!(bad.code, 2, "{}", bad.stderr);
+}
+
+async fn the_key_is_never_saved(store: Store) {
+    let key = "sk-proj-T3stKeyQ9vLm2Xr8Wz4Yb7Nc";
+    let ws = workspace();
+    std::fs::write(ws.path().join(".env"), format!("OPENAI_API_KEY={key}\n")).unwrap();
+    let folder = tempfile::tempdir().unwrap();
+    let script = folder.path().join("script.txt");
+    std::fs::write(
+        &script,
+        format!("Thought: read the settings\nAction: read_file(path=\".env\")\n---\nThought: found it\nFinal Answer: the key is {key}"),
+    )
+    .unwrap();
+    let question = format!("Is {} my key?", key.to_uppercase());
+    let extra = [
+        "--mock-responses",
+        script.to_str().unwrap(),
+        "--workspace",
+        ws.path().to_str().unwrap(),
+    ];
+    let mut command = run_command(&store, "secret", &question, &extra);
+    let ran = finished(command.env("OPENAI_API_KEY", key)).await;
+    assert_eq!(ran.code, 0, "{}", ran.stderr);
+    // The report printed is the run's own; what is saved is not.
+    assert!(ran.json()["steps"][0]["observation"]
+        .as_str()
+        .unwrap()
+        .contains(key));
+
+    let saved = String::from_utf8_lossy(&store.bytes().await).to_lowercase();
+    assert!(saved.contains("[redacted]"), "the key's places are marked");
+    let lower = key.to_lowercase();
+    for piece in lower.as_bytes().windows(12) {
+        let piece = std::str::from_utf8(piece).unwrap();
+        assert!(!saved.contains(piece), "{piece:?} of the key was saved");
+    }
+    let session = show(&store, "secret").await;
+    assert!(session["runs"][0]["report"]["steps"][0]["observation"]
+        .as_str()
+        .unwrap()
+        .contains("[REDACTED]"));
+
+    // A key under a variable named with --key-env is known too.
+    let other = "Zk8-Another-Secret-Value-51x";
+    let mut command = run_command(&store, "secret", &format!("Is {other} it?"), &extra);
+    command
+        .args(["--key-env", "MY_MODEL_KEY"])
+        .env("MY_MODEL_KEY", other);
+    let ran = finished(&mut command).await;
+    assert_eq!(ran.code, 0, "{}", ran.stderr);
+    let saved = String::from_utf8_lossy(&store.bytes().await).to_lowercase();
+    assert!(
+        !saved.contains(&other.to_lowercase()[4..16]),
+        "the named key was saved"
+    );
+}
+
+async fn runs_at_once_into_one_session_are_all_saved(store: Store) {
+    // The first run makes the store and its schema; then four at once.
+    let first = offline(
+        &store,
+        "busy",
+        "Question 0",
+        "Thought: t\nFinal Answer: answer 0",
+    )
+    .await;
+    assert_eq!(first.code, 0, "{}", first.stderr);
+    let runs = (1..=4).map(|n| {
+        let store = &store;
+        async move {
+            offline(
+                store,
+                "busy",
+                &format!("Question {n}"),
+                &format!("Thought: t\nFinal Answer: answer {n}"),
+            )
+            .await
+        }
+    });
+    for ran in futures_util::future::join_all(runs).await {
+        assert_eq!(ran.code, 0, "{}", ran.stderr);
+    }
+    let session = show(&store, "busy").await;
+    assert_eq!(session["runs"].as_array().unwrap().len(), 5, "{session:#}");
+    let mut questions: Vec<String> = session["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["question"].as_str().unwrap().to_string())
+        .collect();
+    questions.sort();
+    assert_eq!(
+        questions,
+        (0..=4).map(|n| format!("Question {n}")).collect::<Vec<_>>()
+    );
+    let ids: Vec<i64> = session["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["id"].as_i64().unwrap())
+        .collect();
+    assert!(ids.windows(2).all(|w| w[0] < w[1]), "oldest first: {ids:?}");
+}
+
+/// Answers after a minute, and says when it was asked.
+struct Slow(tokio::sync::mpsc::UnboundedSender<()>);
+
+impl Respond for Slow {
+    fn respond(&self, _: &Request) -> ResponseTemplate {
+        let _ = self.0.send(());
+        streamed("Thought: late\nFinal Answer: too late").set_delay(Duration::from_secs(60))
+    }
+}
+
+async fn slow_model() -> (MockServer, tokio::sync::mpsc::UnboundedReceiver<()>) {
+    let (asked, heard) = tokio::sync::mpsc::unbounded_channel();
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .and(path("/v1/chat/completions"))
+        .respond_with(Slow(asked))
+        .mount(&server)
+        .await;
+    (server, heard)
+}
+
+async fn a_run_cut_short_by_its_timeout_or_ctrl_c_is_saved(store: Store) {
+    let (model, _heard) = slow_model().await;
+    let mut command = online(&store, "short", "Out of time?", &model, 16_000);
+    let ran = finished(command.args(["--timeout", "2"])).await;
+    assert_eq!(ran.code, 1, "{}", ran.stderr);
+    assert_eq!(ran.json()["termination_reason"], "timeout");
+
+    let (model, mut heard) = slow_model().await;
+    let child = online(&store, "short", "Interrupted?", &model, 16_000)
+        .spawn()
+        .unwrap();
+    // Ctrl-C once the model is at work.
+    heard.recv().await.unwrap();
+    let pid = child.id().unwrap().to_string();
+    let killed = std::process::Command::new("kill")
+        .args(["-INT", &pid])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let output = child.wait_with_output().await.unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+
+    let session = show(&store, "short").await;
+    let ended: Vec<(&str, &str)> = session["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            (
+                r["question"].as_str().unwrap(),
+                r["termination"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        ended,
+        [("Out of time?", "timeout"), ("Interrupted?", "cancelled")]
+    );
+}
+
+async fn a_store_of_a_later_schema_is_refused_before_any_model_call(store: Store) {
+    let first = offline(&store, "s", "Question", "Thought: t\nFinal Answer: a").await;
+    assert_eq!(first.code, 0, "{}", first.stderr);
+    store
+        .execute("UPDATE schema_version SET version = 99")
+        .await;
+    let model = model_server("Thought: t\nFinal Answer: a").await;
+    let ran = finished(&mut online(&store, "s", "Again?", &model, 16_000)).await;
+    assert_eq!(ran.code, 2, "{}", ran.stderr);
+    assert!(ran.stderr.contains("cannot be opened"), "{}", ran.stderr);
+    assert!(ran.stderr.contains("schema version 99"), "{}", ran.stderr);
+    assert!(ran.stdout.is_empty(), "{}", ran.stdout);
+    assert!(chats(&model).await.is_empty(), "no model call");
+    let listed = sessions(&store, &["list"]).await;
+    assert_eq!(listed.code, 2, "{}", listed.stderr);
+}
+
+/// Stores that cannot be opened, each said at start with exit code 2, before any model call,
+/// and a file that is not SQLite left as it was.
+#[tokio::test]
+async fn sqlite_stores_that_cannot_be_opened_are_said_at_start() {
+    let folder = tempfile::tempdir().unwrap();
+    let file = folder.path().join("plain-file");
+    std::fs::write(&file, "not a folder").unwrap();
+    let not_sqlite = folder.path().join("notes.sqlite3");
+    let garbage = "this is a text file, not a database; ".repeat(200);
+    std::fs::write(&not_sqlite, &garbage).unwrap();
+    let cases = [
+        (file.join("memory.sqlite3"), "cannot be made"),
+        (folder.path().to_path_buf(), "it is a folder"),
+        (not_sqlite.clone(), "not a SQLite database"),
+        (
+            PathBuf::from("/proc/reactstep/memory.sqlite3"),
+            "cannot be made",
+        ),
+    ];
+    for (path, why) in cases {
+        let model = model_server("Thought: t\nFinal Answer: a").await;
+        let memory = path.display().to_string();
+        let mut command = reactstep(&["run", "Q?", "--session", "s", "--memory", &memory]);
+        command
+            .args([
+                "--provider",
+                "openai_compatible",
+                "--model",
+                "local",
+                "--token-limit",
+                "16000",
+            ])
+            .env(
+                "REACTSTEP_OPENAI_COMPATIBLE_BASE_URL",
+                format!("{}/v1", model.uri()),
+            );
+        let ran = finished(&mut command).await;
+        assert_eq!(ran.code, 2, "{memory}: {}", ran.stderr);
+        let said = format!("reactstep run: the session store {memory} cannot be opened: ");
+        assert!(ran.stderr.starts_with(&said), "{memory}: {}", ran.stderr);
+        assert!(ran.stderr.contains(why), "{memory}: {}", ran.stderr);
+        assert!(chats(&model).await.is_empty(), "{memory}: no model call");
+        let listed = sessions_in(&memory, &["list"]).await;
+        assert_eq!(listed.code, 2, "{memory}: {}", listed.stderr);
+    }
+    assert_eq!(std::fs::read_to_string(&not_sqlite).unwrap(), garbage);
+}
+
+/// Without --memory, sessions are kept in reactstep/memory.sqlite3 under the user's data
+/// directory, readable by the user alone.
+#[tokio::test]
+async fn the_default_store_is_a_file_under_the_data_directory() {
+    use std::os::unix::fs::PermissionsExt;
+    let data = tempfile::tempdir().unwrap();
+    let script = data.path().join("script.txt");
+    std::fs::write(&script, "Thought: t\nFinal Answer: kept").unwrap();
+    let ws = workspace();
+    let mut command = reactstep(&["run", "Where is it kept?", "--session", "default"]);
+    command
+        .args([
+            "--mock-responses",
+            script.to_str().unwrap(),
+            "--workspace",
+            ws.path().to_str().unwrap(),
+        ])
+        .env("XDG_DATA_HOME", data.path());
+    let ran = finished(&mut command).await;
+    assert_eq!(ran.code, 0, "{}", ran.stderr);
+    let file = data.path().join("reactstep/memory.sqlite3");
+    let mode = std::fs::metadata(&file).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o600, "{mode:o}");
+    let listed = finished(
+        reactstep(&["sessions", "list", "--output", "json"]).env("XDG_DATA_HOME", data.path()),
+    )
+    .await;
+    assert_eq!(listed.json()[0]["name"], "default", "{}", listed.stderr);
+}
+
+#[tokio::test]
+async fn memory_without_a_session_is_refused() {
+    let ran = finished(&mut reactstep(&["run", "Q?", "--memory", "/tmp/x.sqlite3"])).await;
+    assert_eq!(ran.code, 2, "{}", ran.stderr);
+    assert!(ran.stderr.contains("--session"), "{}", ran.stderr);
+}
+
+/// A PostgreSQL server nobody answers, or a database it does not have: said at start with the
+/// URL's password taken out, before any model call.
+#[tokio::test]
+async fn postgresql_stores_that_cannot_be_opened_are_said_without_the_password() {
+    let password = "Sup3r-Secret-Pw";
+    let port = postgres::free_port();
+    let nobody = format!("postgres://me:{password}@127.0.0.1:{port}/memory?sslmode=disable");
+    let missing = postgres::server().url("no_such_database");
+    let cases = [
+        (
+            nobody,
+            format!("postgres://me:***@127.0.0.1:{port}/memory"),
+            "connect",
+        ),
+        (missing.clone(), missing, "does not exist"),
+    ];
+    for (url, shown, why) in cases {
+        let model = model_server("Thought: t\nFinal Answer: a").await;
+        let mut command = reactstep(&["run", "Q?", "--session", "s", "--memory", &url]);
+        command
+            .args([
+                "--provider",
+                "openai_compatible",
+                "--model",
+                "local",
+                "--token-limit",
+                "16000",
+            ])
+            .env(
+                "REACTSTEP_OPENAI_COMPATIBLE_BASE_URL",
+                format!("{}/v1", model.uri()),
+            );
+        let ran = finished(&mut command).await;
+        assert_eq!(ran.code, 2, "{}", ran.stderr);
+        let said = format!("reactstep run: the session store {shown} cannot be opened: ");
+        assert!(ran.stderr.starts_with(&said), "{}", ran.stderr);
+        assert!(ran.stderr.contains(why), "{}", ran.stderr);
+        assert!(!ran.stderr.contains(password), "{}", ran.stderr);
+        assert!(chats(&model).await.is_empty(), "no model call");
+        let listed = sessions_in(&url, &["list"]).await;
+        assert_eq!(listed.code, 2, "{}", listed.stderr);
+        assert!(!listed.stderr.contains(password), "{}", listed.stderr);
+    }
+}
