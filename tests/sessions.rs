@@ -137,6 +137,7 @@ on_both_stores!(
     runs_at_once_into_one_session_are_all_saved,
     a_run_cut_short_by_its_timeout_or_ctrl_c_is_saved,
     a_store_of_a_later_schema_is_refused_before_any_model_call,
+    the_plan_and_the_evaluations_are_saved_with_the_run,
 );
 
 /// What a command did.
@@ -195,6 +196,17 @@ fn run_command(
 
 /// A run offline, from `script`.
 async fn offline(store: &Store, session: &str, question: &str, script: &str) -> Ran {
+    offline_with(store, session, question, script, &[]).await
+}
+
+/// A run offline, from `script`, with `flags`.
+async fn offline_with(
+    store: &Store,
+    session: &str,
+    question: &str,
+    script: &str,
+    flags: &[&str],
+) -> Ran {
     let folder = tempfile::tempdir().unwrap();
     let file = folder.path().join("script.txt");
     std::fs::write(&file, script).unwrap();
@@ -205,7 +217,7 @@ async fn offline(store: &Store, session: &str, question: &str, script: &str) -> 
         "--workspace",
         ws.path().to_str().unwrap(),
     ];
-    finished(&mut run_command(store, session, question, &extra)).await
+    finished(run_command(store, session, question, &extra).args(flags)).await
 }
 
 /// A model server speaking OpenAI's chat API that always answers `answer`.
@@ -804,4 +816,31 @@ async fn postgresql_stores_that_cannot_be_opened_are_said_without_the_password()
         assert_eq!(listed.code, 2, "{}", listed.stderr);
         assert!(!listed.stderr.contains(password), "{}", listed.stderr);
     }
+}
+
+async fn the_plan_and_the_evaluations_are_saved_with_the_run(store: Store) {
+    let plan = serde_json::json!({"complexity": "simple", "estimated_iterations": 2, "steps": [
+        {"step_number": 1, "description": "Read the constant", "tool_name": "read_file",
+         "parameters": {"path": "src/answer.rs"}},
+        {"step_number": 2, "description": "Say the answer", "tool_name": null, "depends_on": [1]}
+    ]});
+    let evaluation = serde_json::json!({"completeness_score": 9, "quality_score": 8,
+        "missing_info": [], "suggestions": [], "needs_retry": false});
+    let script = [
+        format!("Thought: two steps.\nFinal Answer: {plan}"),
+        "Thought: read it\nAction: read_file(path=\"src/answer.rs\")".to_string(),
+        "Thought: I know it.\nFinal Answer: 42".to_string(),
+        format!("Thought: judged.\nFinal Answer: {evaluation}"),
+    ]
+    .join("\n---\n");
+    let flags = ["--plan", "--reflect"];
+    let ran = offline_with(&store, "planned", "What is the answer?", &script, &flags).await;
+    assert_eq!(ran.code, 0, "{}", ran.stderr);
+    let session = show(&store, "planned").await;
+    let run = &session["runs"][0];
+    assert_eq!(run["plan"]["steps"][0]["tool_name"], "read_file", "{run:#}");
+    assert_eq!(run["evaluations"].as_array().unwrap().len(), 1, "{run:#}");
+    assert_eq!(run["evaluations"][0]["completeness_score"], 9);
+    assert_eq!(run["report"]["steps"][0]["action"], "read_file");
+    assert_eq!(run["answer"], "42");
 }
