@@ -54,6 +54,31 @@ pub enum Output {
 pub struct RunArgs {
     /// The question or task.
     pub question: String,
+    #[arg(long, value_enum, default_value_t = Output::Simple)]
+    pub output: Output,
+    /// Continue the session NAME: its earlier questions and answers (and its summary) are sent
+    /// before the question, and this run is saved in it when it ends, however it ends.
+    #[arg(long, value_parser = session_name)]
+    pub session: Option<String>,
+    /// Where sessions are kept: a SQLite file (default: reactstep/memory.sqlite3 under the
+    /// user's data directory) or a postgres:// URL.
+    #[arg(long, requires = "session")]
+    pub memory: Option<String>,
+    #[command(flatten)]
+    pub loop_args: LoopArgs,
+}
+
+/// The flags `run` shares with `reactstep ui`: the model, the tools, the service.
+impl std::ops::Deref for RunArgs {
+    type Target = LoopArgs;
+    fn deref(&self) -> &LoopArgs {
+        &self.loop_args
+    }
+}
+
+/// How a loop is driven: its model, its tools and the service it talks to (`run` and `ui`).
+#[derive(Debug, clap::Args)]
+pub struct LoopArgs {
     /// The folder the file tools may read (default: the current folder).
     #[arg(long)]
     pub workspace: Option<PathBuf>,
@@ -87,8 +112,6 @@ pub struct RunArgs {
     /// Seconds the whole loop may take.
     #[arg(long)]
     pub timeout: Option<u64>,
-    #[arg(long, value_enum, default_value_t = Output::Simple)]
-    pub output: Output,
     /// The variable holding the model's key (default: OPENAI_API_KEY, or ANTHROPIC_API_KEY for
     /// Claude models).
     #[arg(long)]
@@ -146,14 +169,6 @@ pub struct RunArgs {
     /// it is not the default: older observations are cut to keep each step under it.
     #[arg(long, default_value_t = super::run::DEFAULT_MAX_REQUEST_BYTES)]
     pub server_max_body_bytes: usize,
-    /// Continue the session NAME: its earlier questions and answers (and its summary) are sent
-    /// before the question, and this run is saved in it when it ends, however it ends.
-    #[arg(long, value_parser = session_name)]
-    pub session: Option<String>,
-    /// Where sessions are kept: a SQLite file (default: reactstep/memory.sqlite3 under the
-    /// user's data directory) or a postgres:// URL.
-    #[arg(long, requires = "session")]
-    pub memory: Option<String>,
 }
 
 /// `PROVIDER:MODEL`, split at the first `:` (a model name may hold more, as Ollama's tags do).
@@ -167,7 +182,7 @@ fn fallback_model(text: &str) -> Result<(String, String), String> {
 }
 
 /// The fallbacks, each with its key from `<PROVIDER>_API_KEY` (none needed offline).
-fn fallbacks(args: &RunArgs, var: impl Fn(&str) -> Option<String>) -> Vec<FallbackModel> {
+fn fallbacks(args: &LoopArgs, var: impl Fn(&str) -> Option<String>) -> Vec<FallbackModel> {
     let offline = args.mock_responses.is_some();
     args.fallbacks
         .iter()
@@ -211,45 +226,31 @@ pub async fn main(args: impl IntoIterator<Item = String>) -> i32 {
 }
 
 async fn run(args: RunArgs) -> Result<i32, String> {
-    let root = match &args.workspace {
-        Some(dir) => dir.clone(),
-        None => std::env::current_dir().map_err(|e| e.to_string())?,
-    };
-    let workspace =
-        Workspace::new(&root).map_err(|e| format!("the workspace {}: {e}", root.display()))?;
-    let mut registry = ToolRegistry::default();
-    register_builtins(&mut registry, workspace);
-    let patience = Duration::from_secs(args.mcp_timeout.max(1));
-    let endpoints = endpoints(&args)?;
     // The store is opened before anything starts: one that cannot be is said now, not after
     // the run it would lose.
     let conversation = match &args.session {
-        Some(name) => Some(resume(&args, name, &endpoints).await?),
+        Some(name) => Some(resume(&args, name).await?),
         None => None,
     };
     let prior = conversation.as_ref().map(Conversation::prior);
     let started = chrono::Utc::now().timestamp_millis();
-    // The person at the terminal answers approvals and the servers' questions.
-    let asks = args.approve != ApprovalPolicy::None || !endpoints.is_empty() || args.approve_plan;
-    let terminal = asks.then(|| Arc::new(Terminal::stdin()));
     // Ctrl-C is caught from here on: during the servers' start (a sign-in may wait on a
     // person) it ends the command, the servers started so far killed as they are dropped.
     let mut sigint = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())
         .map_err(|e| format!("Ctrl-C cannot be caught: {e}"))?;
-    // --timeout bounds the start too: a sign-in no one completes must not outlast it.
-    let bound = async {
-        match args.timeout {
-            Some(secs) => tokio::time::sleep(Duration::from_secs(secs)).await,
-            None => std::future::pending().await,
-        }
-    };
-    let servers = tokio::select! {
-        servers = start_servers(&endpoints, &mut registry, patience, terminal.clone()) => servers?,
-        _ = sigint.recv() => return Err("interrupted while the MCP servers started".into()),
-        () = bound => return Err("the MCP servers did not start within --timeout".into()),
-    };
-    let report = drive(&args, registry, &servers, terminal, sigint, prior).await;
-    for server in servers {
+    // The person at the terminal answers approvals and the servers' questions.
+    let asks = args.approve != ApprovalPolicy::None || args.approve_plan;
+    let tools = start_tools(&args, asks, &mut sigint).await?;
+    let report = drive(
+        &args,
+        tools.registry,
+        &tools.servers,
+        tools.terminal,
+        sigint,
+        prior,
+    )
+    .await;
+    for server in tools.servers {
         server.stop().await;
     }
     let report = report?;
@@ -273,12 +274,9 @@ async fn run(args: RunArgs) -> Result<i32, String> {
 
 /// The session `name` in the store `--memory` names, with the secrets it must never hold: the
 /// model's key, the MCP servers' tokens and header values, and the environment's keys.
-async fn resume(
-    args: &RunArgs,
-    name: &str,
-    endpoints: &[Endpoint],
-) -> Result<Conversation, String> {
+async fn resume(args: &RunArgs, name: &str) -> Result<Conversation, String> {
     let store = memory::open(args.memory.as_deref()).await?;
+    let endpoints = endpoints(args)?;
     let named = key(args)
         .into_iter()
         .chain(endpoints.iter().flat_map(Endpoint::secrets));
@@ -307,9 +305,55 @@ async fn save(
     }
 }
 
+/// The tools a loop has: the built-in ones on the workspace and the MCP servers' (started),
+/// and the terminal that answers the servers' questions (and approvals, when `approvals`).
+pub struct Tools {
+    pub registry: ToolRegistry,
+    pub servers: Vec<McpServer>,
+    pub terminal: Option<Arc<Terminal>>,
+}
+
+/// Builds the tools of `args`: the built-in ones on the workspace, and those of the MCP
+/// servers, started within `--timeout`, given up on Ctrl-C.
+pub async fn start_tools(
+    args: &LoopArgs,
+    approvals: bool,
+    sigint: &mut tokio::signal::unix::Signal,
+) -> Result<Tools, String> {
+    let root = match &args.workspace {
+        Some(dir) => dir.clone(),
+        None => std::env::current_dir().map_err(|e| e.to_string())?,
+    };
+    let workspace =
+        Workspace::new(&root).map_err(|e| format!("the workspace {}: {e}", root.display()))?;
+    let mut registry = ToolRegistry::default();
+    register_builtins(&mut registry, workspace);
+    let patience = Duration::from_secs(args.mcp_timeout.max(1));
+    let endpoints = endpoints(args)?;
+    let asks = approvals || !endpoints.is_empty();
+    let terminal = asks.then(|| Arc::new(Terminal::stdin()));
+    // --timeout bounds the start too: a sign-in no one completes must not outlast it.
+    let bound = async {
+        match args.timeout {
+            Some(secs) => tokio::time::sleep(Duration::from_secs(secs)).await,
+            None => std::future::pending().await,
+        }
+    };
+    let servers = tokio::select! {
+        servers = start_servers(&endpoints, &mut registry, patience, terminal.clone()) => servers?,
+        _ = sigint.recv() => return Err("interrupted while the MCP servers started".into()),
+        () = bound => return Err("the MCP servers did not start within --timeout".into()),
+    };
+    Ok(Tools {
+        registry,
+        servers,
+        terminal,
+    })
+}
+
 /// The MCP servers named: `--mcp` command lines first, then `--mcp-url`s with the headers and
 /// token every one of them is sent.
-fn endpoints(args: &RunArgs) -> Result<Vec<Endpoint>, String> {
+fn endpoints(args: &LoopArgs) -> Result<Vec<Endpoint>, String> {
     let token = match &args.mcp_token_env {
         Some(variable) => Some(std::env::var(variable).map_err(|_| {
             format!("--mcp-token-env names {variable}, which is not set (or not UTF-8)")
@@ -336,6 +380,34 @@ async fn drive(
     mut sigint: tokio::signal::unix::Signal,
     prior: Option<PriorConversation>,
 ) -> Result<RunReport, String> {
+    let mut driver = build_driver(args, registry, servers, prior.unwrap_or_default()).await?;
+    let asked = args.approve != ApprovalPolicy::None || args.approve_plan;
+    if let (true, Some(terminal)) = (asked, terminal) {
+        driver = driver.with_approver(LineApprover::new(terminal));
+    }
+    let mut progress = Progress {
+        colour: std::io::stderr().is_terminal(),
+        streamed: false,
+    };
+    // Ctrl-C ends the loop cleanly: what it did so far is printed.
+    let interrupted = async move {
+        if sigint.recv().await.is_none() {
+            std::future::pending::<()>().await;
+        }
+    };
+    Ok(driver
+        .run_until(&args.question, &mut progress, interrupted)
+        .await)
+}
+
+/// The driver of `args` on these tools, talking to `--server` or to the service started here;
+/// without an approver (calls the policy asks about are denied until one is given).
+pub async fn build_driver(
+    args: &LoopArgs,
+    registry: ToolRegistry,
+    servers: &[McpServer],
+    prior: PriorConversation,
+) -> Result<Driver, String> {
     let config = service_config(args);
     let (token_limit, reserved) = budget(args, &config).await?;
     let (server, max_body) = match &args.server {
@@ -368,34 +440,18 @@ async fn drive(
     settings.approval = args.approve;
     (settings.plan, settings.approve_plan) = (args.plan, args.approve_plan);
     settings.reflect = args.reflect;
-    settings.prior = prior.unwrap_or_default();
+    settings.prior = prior;
     let mut driver = Driver::new(settings, registry);
-    let asked = args.approve != ApprovalPolicy::None || args.approve_plan;
-    if let (true, Some(terminal)) = (asked, terminal) {
-        driver = driver.with_approver(LineApprover::new(terminal));
-    }
     for server in servers {
         driver = driver.with_source(server.source());
     }
-    let mut progress = Progress {
-        colour: std::io::stderr().is_terminal(),
-        streamed: false,
-    };
-    // Ctrl-C ends the loop cleanly: what it did so far is printed.
-    let interrupted = async move {
-        if sigint.recv().await.is_none() {
-            std::future::pending::<()>().await;
-        }
-    };
-    Ok(driver
-        .run_until(&args.question, &mut progress, interrupted)
-        .await)
+    Ok(driver)
 }
 
 /// What the in-process service runs on: the defaults, one worker on an ephemeral loopback
 /// port, and the providers' base URLs from the environment (`REACTSTEP_OLLAMA_BASE_URL`,
 /// `REACTSTEP_OPENAI_COMPATIBLE_BASE_URL` …), so a local model server can be named.
-fn service_config(args: &RunArgs) -> Config {
+fn service_config(args: &LoopArgs) -> Config {
     let mut config = Config::defaults();
     config.bind = ([127, 0, 0, 1], 0).into();
     config.workers = 1;
@@ -417,7 +473,7 @@ fn service_config(args: &RunArgs) -> Config {
 const LOCAL_LLM_TIMEOUT_SECS: u64 = 300;
 
 /// `--provider` when it names a model server of the user's own.
-fn local_provider(args: &RunArgs) -> Option<&str> {
+pub(crate) fn local_provider(args: &LoopArgs) -> Option<&str> {
     args.provider
         .as_deref()
         .filter(|p| ["ollama", "openai_compatible"].contains(p))
@@ -430,7 +486,7 @@ const LOCAL_TOKEN_LIMIT: u32 = 8_192;
 
 /// `tokenLimit` and `reservedOutputTokens` for every step: the flags, else what a local model
 /// server says of its window, else a hosted model's.
-async fn budget(args: &RunArgs, config: &Config) -> Result<(u32, u32), String> {
+async fn budget(args: &LoopArgs, config: &Config) -> Result<(u32, u32), String> {
     let token_limit = match args.token_limit {
         Some(n) => n,
         None => local_window(args, config)
@@ -450,7 +506,7 @@ async fn budget(args: &RunArgs, config: &Config) -> Result<(u32, u32), String> {
 
 /// The window of a local model (`--provider ollama` or `openai_compatible`), as its server
 /// tells it; said on stderr either way.
-async fn local_window(args: &RunArgs, config: &Config) -> Option<u32> {
+async fn local_window(args: &LoopArgs, config: &Config) -> Option<u32> {
     let provider = local_provider(args)?;
     if args.mock_responses.is_some() {
         return None;
@@ -525,8 +581,15 @@ fn read_script(path: &PathBuf) -> Result<Vec<String>, String> {
     Ok(steps)
 }
 
-fn key(args: &RunArgs) -> Option<String> {
-    let variable = args.key_env.clone().unwrap_or_else(|| {
+/// The model's key, from `--key-env` or the variable its provider's models read.
+pub(crate) fn key(args: &LoopArgs) -> Option<String> {
+    std::env::var(key_variable(args)).ok()
+}
+
+/// The variable holding the model's key: `--key-env`, else OPENAI_API_KEY, or
+/// ANTHROPIC_API_KEY for Claude models.
+pub(crate) fn key_variable(args: &LoopArgs) -> String {
+    args.key_env.clone().unwrap_or_else(|| {
         let claude =
             args.model.starts_with("claude") || args.provider.as_deref() == Some("anthropic");
         if claude {
@@ -535,8 +598,7 @@ fn key(args: &RunArgs) -> Option<String> {
             "OPENAI_API_KEY"
         }
         .to_string()
-    });
-    std::env::var(variable).ok()
+    })
 }
 
 /// Progress on stderr, as it happens.
