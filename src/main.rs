@@ -3,10 +3,11 @@ use reactstep::startup::Application;
 use reactstep::telemetry;
 
 fn main() -> std::io::Result<()> {
-    // `reactstep run …` drives a loop in the terminal, `reactstep sessions …` looks at the
-    // sessions it keeps; anything else runs the service.
+    // `reactstep run …` drives a loop in the terminal, `reactstep ui …` on a local web page,
+    // `reactstep sessions …` looks at the sessions they keep; anything else runs the service.
     match std::env::args().nth(1).as_deref() {
         Some("run") => command("reactstep run", reactstep::driver::cli::main),
+        Some("ui") => command("reactstep ui", reactstep::driver::ui::main),
         Some("sessions") => command(
             "reactstep sessions",
             reactstep::driver::memory::command::main,

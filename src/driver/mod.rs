@@ -18,6 +18,7 @@ pub mod report;
 pub mod run;
 mod step_retry;
 pub mod terminal;
+pub mod ui;
 pub mod window;
 pub mod workspace;
 

@@ -1,0 +1,551 @@
+// reactstep ui: the page. It posts a task to api/run and reads the run's events back, one JSON
+// object a line, as the loop's Watcher sends them: waiting, thought_piece, thought, context,
+// action, approval_request, approval, observation, step, plan, evaluation, tools_changed, end.
+// Plain script, no framework, no other site: every path is relative, so an editor's webview
+// can embed the page.
+'use strict';
+
+(function () {
+  const $ = (id) => document.getElementById(id);
+  const log = $('log');
+  const message = $('message');
+  const taskInput = $('task');
+  const runButton = $('run');
+  const stopButton = $('stop');
+
+  /** The run on the page: its cards by iteration, the plan, the tools run so far. */
+  let run = null;
+  let running = false;
+
+  function el(tag, className, text) {
+    const node = document.createElement(tag);
+    if (className) node.className = className;
+    if (text !== undefined && text !== null) node.textContent = String(text);
+    return node;
+  }
+
+  function number(n) {
+    return Number(n || 0).toLocaleString('en-US');
+  }
+
+  function seconds(s) {
+    return (s < 10 ? Number(s).toFixed(1) : Math.round(s)) + ' s';
+  }
+
+  function showMessage(text, kind) {
+    message.textContent = text;
+    message.className = 'message ' + (kind || 'error');
+    message.hidden = false;
+  }
+
+  function clearMessage() {
+    message.hidden = true;
+    message.textContent = '';
+  }
+
+  function banner(text, kind) {
+    const node = $('banner');
+    node.textContent = text;
+    node.className = 'banner ' + kind;
+    node.hidden = false;
+  }
+
+  // Whatever goes wrong in the page is said, never a blank page.
+  window.addEventListener('error', (e) => showMessage('The page met an error: ' + e.message));
+  window.addEventListener('unhandledrejection', (e) => {
+    const why = e.reason && e.reason.message ? e.reason.message : String(e.reason);
+    showMessage('The page met an error: ' + why);
+  });
+
+  function follow() {
+    log.scrollTop = log.scrollHeight;
+  }
+
+  /** The error a refused request carries (`{"error": …}`), or its status. */
+  async function errorOf(response) {
+    const text = await response.text().catch(() => '');
+    try {
+      const body = JSON.parse(text);
+      if (body && body.error) return body.error;
+    } catch (_) {
+      // not JSON: the text itself, or the status
+    }
+    return text.trim() || 'reactstep ui answered ' + response.status + ' ' + response.statusText;
+  }
+
+  async function post(path, body) {
+    return fetch(path, {
+      method: 'POST',
+      headers: { 'Content-Type': 'application/json' },
+      body: JSON.stringify(body),
+    });
+  }
+
+  // --- what the command runs with -------------------------------------------------------
+
+  async function loadInfo() {
+    try {
+      const response = await fetch('api/info');
+      if (!response.ok) throw new Error(await errorOf(response));
+      const info = await response.json();
+      const parts = [info.model];
+      if (info.offline) parts.push('offline (scripted model)');
+      parts.push(info.workspace);
+      if (info.approve !== 'none') parts.push('approval: ' + info.approve);
+      $('about').textContent = parts.join(' · ');
+      if (info.missing_key) {
+        banner('The model\'s key is missing: ' + info.missing_key + ' is not set, so a run of ' +
+          info.model + ' will fail. Set it and start reactstep ui again, or run offline with ' +
+          '--mock-responses.', 'warning');
+      }
+    } catch (e) {
+      $('about').textContent = '';
+      banner('The page cannot reach reactstep ui: ' + e.message, 'error');
+    }
+  }
+
+  // --- a run ---------------------------------------------------------------------------
+
+  function setRunning(on) {
+    running = on;
+    runButton.disabled = on;
+    stopButton.hidden = !on;
+  }
+
+  function newRun(task) {
+    const welcome = $('welcome');
+    if (welcome) welcome.remove();
+    const root = el('div', 'run');
+    root.append(el('div', 'task', task));
+    log.append(root);
+    follow();
+    $('evaluation').replaceChildren(el('p', 'empty', 'No evaluation yet.'));
+    $('plan').replaceChildren(el('p', 'empty', 'No plan for this run.'));
+    return { root, cards: new Map(), toolsRun: [], plan: null, ended: false, success: false };
+  }
+
+  async function start() {
+    clearMessage();
+    const task = taskInput.value.trim();
+    if (!task) {
+      showMessage('Type a task first: the task is empty.');
+      taskInput.focus();
+      return;
+    }
+    if (running) {
+      showMessage('A run is under way: wait for its end, or stop it.');
+      return;
+    }
+    setRunning(true);
+    let started = false;
+    try {
+      const response = await post('api/run', { task });
+      if (!response.ok) {
+        showMessage(await errorOf(response));
+        return;
+      }
+      taskInput.value = '';
+      run = newRun(task);
+      started = true;
+      await readLines(response, handle);
+      if (!run.ended) broke('the run\'s stream ended before the run did');
+    } catch (e) {
+      if (started) broke('the run\'s stream broke off: ' + e.message);
+      else showMessage('reactstep ui did not answer: ' + e.message);
+    } finally {
+      setRunning(false);
+    }
+  }
+
+  function broke(why) {
+    showMessage('The run stopped: ' + why + '.');
+    run.root.append(el('div', 'note error', why));
+  }
+
+  async function readLines(response, onEvent) {
+    const reader = response.body.getReader();
+    const decoder = new TextDecoder();
+    let buffer = '';
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) break;
+      buffer += decoder.decode(value, { stream: true });
+      let newline;
+      while ((newline = buffer.indexOf('\n')) >= 0) {
+        const line = buffer.slice(0, newline);
+        buffer = buffer.slice(newline + 1);
+        if (line.trim()) onEvent(JSON.parse(line));
+      }
+    }
+  }
+
+  function handle(event) {
+    const on = {
+      waiting: waiting,
+      thought_piece: thoughtPiece,
+      thought: thought,
+      context: context,
+      action: action,
+      approval_request: approvalRequest,
+      approval: approval,
+      observation: observation,
+      step: step,
+      plan: plan,
+      evaluation: evaluation,
+      tools_changed: (e) => run.root.append(el('div', 'note', e.text)),
+      end: end,
+      heartbeat: () => {},
+    }[event.type];
+    if (on) on(event);
+    follow();
+  }
+
+  // --- a step's card ---------------------------------------------------------------------
+
+  function card(iteration) {
+    let c = run.cards.get(iteration);
+    if (c) return c;
+    const root = el('article', 'card');
+    root.dataset.iteration = iteration;
+    root.dataset.pieces = '0';
+    const header = el('header');
+    const status = el('span', 'status');
+    const meta = el('span', 'meta');
+    header.append(el('span', 'step', 'Step ' + iteration), status, meta);
+    const thoughtRow = row('thought', 'Thought');
+    const calls = el('div', 'calls');
+    const ctx = el('div', 'context');
+    root.append(header, thoughtRow.row, calls, ctx);
+    run.root.append(root);
+    c = { root, status, meta, thought: thoughtRow, calls, ctx, pieces: 0, tokens: null, used: 0, seconds: null, last: null };
+    run.cards.set(iteration, c);
+    return c;
+  }
+
+  function row(className, label) {
+    const r = el('div', 'row ' + className);
+    const text = el('span', 'text');
+    r.append(el('span', 'label', label), text);
+    return { row: r, text };
+  }
+
+  function waiting(e) {
+    const c = card(e.iteration);
+    c.status.textContent = 'waiting for the model…';
+    // A step sent again (the service said a retry can help) streams its thought anew.
+    c.thought.text.textContent = '';
+    c.thought.row.classList.remove('forming');
+  }
+
+  function thoughtPiece(e) {
+    const c = card(e.iteration);
+    c.status.textContent = 'thinking…';
+    c.thought.row.classList.add('forming');
+    c.thought.text.textContent += e.text;
+    c.pieces += 1;
+    c.root.dataset.pieces = String(c.pieces);
+  }
+
+  function thought(e) {
+    const c = card(e.iteration);
+    c.thought.text.textContent = e.text;
+    c.thought.row.classList.remove('forming');
+    c.status.textContent = '';
+  }
+
+  function action(e) {
+    const c = card(e.iteration);
+    c.thought.row.classList.remove('forming');
+    c.status.textContent = 'running ' + e.tool + '…';
+    const call = el('div', 'call');
+    const a = el('div', 'row action');
+    const args = JSON.stringify(e.args);
+    a.append(el('span', 'label', 'Action'), el('span', 'tool', e.tool), el('span', 'args', args === '{}' ? '' : args));
+    call.append(a);
+    c.calls.append(call);
+    c.last = call;
+    run.toolsRun.push(e.tool);
+    tickPlan();
+  }
+
+  /** The observation's first lines, with a button that opens it whole. */
+  function observation(e) {
+    const c = card(e.iteration);
+    c.status.textContent = '';
+    const r = el('div', 'row observation');
+    if (/^The user denied this call/.test(e.text)) r.classList.add('failed');
+    const body = el('div', 'body');
+    const pre = el('pre');
+    const short = shortened(e.text);
+    pre.textContent = short;
+    body.append(pre);
+    if (short !== e.text) {
+      const more = el('button', 'more', 'show all (' + number(e.bytes) + ' bytes)');
+      more.type = 'button';
+      let open = false;
+      more.addEventListener('click', () => {
+        open = !open;
+        pre.textContent = open ? e.text : short;
+        more.textContent = open ? 'show less' : 'show all (' + number(e.bytes) + ' bytes)';
+      });
+      body.append(more);
+    }
+    r.append(el('span', 'label', 'Observation'), body);
+    (c.last || c.calls).append(r);
+  }
+
+  function shortened(text) {
+    const lines = text.split('\n');
+    let short = lines.slice(0, 3).join('\n');
+    if (short.length > 240) short = short.slice(0, 240);
+    return short.length < text.length ? short + ' …' : text;
+  }
+
+  function step(e) {
+    const c = card(e.iteration);
+    if (e.tokens) c.tokens = { prompt: e.tokens.prompt_tokens || 0, completion: e.tokens.completion_tokens || 0 };
+    c.seconds = e.seconds;
+    showMeta(c);
+  }
+
+  /** The step's tokens as the model counted them (prompt + completion); a scripted model counts
+   * none, and then the prompt's tokens as the service counted them are shown. */
+  function showMeta(c) {
+    const parts = [];
+    if (c.tokens && (c.tokens.prompt || c.tokens.completion)) {
+      parts.push(number(c.tokens.prompt) + ' + ' + number(c.tokens.completion) + ' tokens');
+    } else if (c.used) {
+      parts.push(number(c.used) + ' prompt tokens');
+    }
+    if (c.seconds !== null) parts.push(seconds(c.seconds));
+    c.meta.textContent = parts.join(' · ');
+  }
+
+  // --- approval ------------------------------------------------------------------------
+
+  function approvalRequest(e) {
+    const c = card(e.iteration);
+    c.status.textContent = 'waiting for your approval…';
+    const box = el('div', 'approval-request');
+    box.dataset.id = e.id;
+    const warning = e.destructive ? ' (it may delete or overwrite)' : '';
+    box.append(el('div', '', 'The model wants to run ' + e.tool + warning + '. Run it?'));
+    const buttons = el('div', 'buttons');
+    const approve = el('button', 'approve', 'Approve');
+    const deny = el('button', 'deny', 'Deny');
+    const reason = el('input');
+    reason.placeholder = 'reason, if you deny (the model reads it)';
+    approve.type = deny.type = 'button';
+    buttons.append(approve, deny, reason);
+    box.append(buttons);
+    const answer = async (decision) => {
+      approve.disabled = deny.disabled = true;
+      try {
+        const response = await post('api/approval', { id: e.id, decision, reason: reason.value });
+        if (!response.ok) throw new Error(await errorOf(response));
+      } catch (err) {
+        showMessage('The decision did not reach reactstep ui: ' + err.message);
+        approve.disabled = deny.disabled = false;
+      }
+    };
+    approve.addEventListener('click', () => answer('approve'));
+    deny.addEventListener('click', () => answer('deny'));
+    (c.last || c.calls).append(box);
+  }
+
+  function approval(e) {
+    const c = card(e.iteration);
+    const box = c.root.querySelector('.approval-request:not(.answered)');
+    const said = e.decision === 'denied' ? 'denied: ' + (e.reason || '') : e.decision;
+    const decision = el('span', 'decision ' + e.decision, e.tool + ' ' + said);
+    if (box) {
+      box.classList.add('answered');
+      box.replaceChildren(decision);
+    } else {
+      (c.last || c.calls).append(decision);
+    }
+    c.status.textContent = '';
+  }
+
+  // --- the context budget ------------------------------------------------------------------
+
+  /** A bar of the step's budget: what was included, cut, the rest of the prompt, and free;
+   * the items dropped beside it (they cost nothing, so they have no width). */
+  function context(e) {
+    const c = card(e.iteration);
+    const report = e.report || {};
+    const budget = Math.max(report.budget || 0, report.used || 0, 1);
+    const sums = { included: 0, truncated: 0 };
+    const count = { included: 0, truncated: 0, dropped: 0, unresolved: 0 };
+    const names = { included: [], truncated: [], dropped: [] };
+    for (const item of report.items || []) {
+      const fate = item.fate in count ? item.fate : 'unresolved';
+      count[fate] += 1;
+      if (fate in sums) sums[fate] += item.tokens || 0;
+      if (fate in names) names[fate].push(item.id + (item.reason ? ' (' + item.reason + ')' : ''));
+    }
+    const prompt = Math.max(0, (report.used || 0) - sums.included - sums.truncated);
+    const bar = el('div', 'ctx-bar');
+    bar.title = number(report.used) + ' of ' + number(report.budget) + ' tokens';
+    const parts = [
+      ['included', sums.included, 'included whole: ' + names.included.join(', ')],
+      ['truncated', sums.truncated, 'cut to fit: ' + names.truncated.join(', ')],
+      ['instructions', prompt, 'of the instructions, tools and task'],
+      ['free', Math.max(0, budget - (report.used || 0)), 'left free'],
+    ];
+    for (const [kind, tokens, what] of parts) {
+      if (!tokens) continue;
+      const seg = el('span', 'seg ' + kind);
+      seg.style.width = (100 * tokens / budget) + '%';
+      if (kind !== 'free') seg.style.minWidth = '2px';
+      seg.title = number(tokens) + ' tokens ' + what;
+      bar.append(seg);
+    }
+    const line = el('div', 'ctx-line');
+    line.append(el('span', 'label', 'Context'), bar);
+    if (count.dropped) {
+      const chip = el('span', 'dropped-chip', '✕ ' + count.dropped + ' dropped');
+      chip.title = names.dropped.join(', ');
+      line.append(chip);
+    }
+    const legend = el('div', 'ctx-legend');
+    const key = (kind, text) => legend.append(el('span', 'key ' + kind), document.createTextNode(text));
+    key('included', count.included + ' included');
+    key('truncated', count.truncated + ' cut');
+    key('dropped', count.dropped + ' dropped');
+    key('instructions', 'instructions');
+    legend.append(document.createTextNode(' · ' + number(report.used) + ' of ' + number(report.budget) +
+      ' tokens (' + Math.round(100 * (report.used || 0) / budget) + '%)'));
+    c.ctx.replaceChildren(line, legend);
+    c.used = report.used || 0;
+    showMeta(c);
+  }
+
+  // --- plan and evaluation ---------------------------------------------------------------
+
+  function plan(e) {
+    run.plan = e.plan || {};
+    const box = $('plan');
+    const head = el('div', 'plan-head');
+    const complexity = run.plan.complexity || 'plan';
+    head.append(el('span', 'badge ' + complexity, complexity));
+    if (run.plan.estimated_iterations) head.append(el('span', '', '≈ ' + run.plan.estimated_iterations + ' steps'));
+    const list = el('ol', 'checklist');
+    for (const s of run.plan.steps || []) {
+      const li = el('li');
+      const what = el('span', 'what', s.description || '');
+      if (s.tool_name) what.append(' ', el('code', '', s.tool_name));
+      li.append(el('span', 'box'), what);
+      list.append(li);
+    }
+    box.replaceChildren(head, list);
+    tickPlan();
+  }
+
+  /** Step k is done when a call to its tool ran, in order (the steps before it with it), and
+   * every step when the answer came. */
+  function tickPlan() {
+    if (!run || !run.plan) return;
+    const steps = run.plan.steps || [];
+    const done = new Set();
+    let next = 0;
+    for (const tool of run.toolsRun) {
+      for (let k = next; k < steps.length; k++) {
+        if (steps[k].tool_name === tool) {
+          for (let j = next; j <= k; j++) done.add(j);
+          next = k + 1;
+          break;
+        }
+      }
+    }
+    if (run.ended && run.success) steps.forEach((_, i) => done.add(i));
+    $('plan').querySelectorAll('.checklist li').forEach((li, i) => li.classList.toggle('done', done.has(i)));
+  }
+
+  function evaluation(e) {
+    const ev = e.evaluation || {};
+    const box = $('evaluation');
+    const parts = [];
+    for (const [name, key] of [['Completeness', 'completeness_score'], ['Quality', 'quality_score']]) {
+      const score = Number(ev[key] || 0);
+      const s = el('div', 'score');
+      const label = el('div', 'name');
+      label.append(el('span', '', name), el('span', '', score + '/10'));
+      const meter = el('div', 'meter ' + (score < 7 ? 'low' : score < 8 ? 'mid' : 'high'));
+      const fill = el('span');
+      fill.style.width = (10 * Math.max(0, Math.min(10, score))) + '%';
+      meter.append(fill);
+      s.append(label, meter);
+      parts.push(s);
+    }
+    parts.push(el('div', 'verdict ' + (ev.needs_retry ? 'retry' : 'done'),
+      ev.needs_retry ? 'needs another try' : 'accepted'));
+    for (const [title, key] of [['Missing', 'missing_info'], ['Suggestions', 'suggestions']]) {
+      const items = ev[key] || [];
+      if (!items.length) continue;
+      const list = el('ul', 'items');
+      for (const item of items) list.append(el('li', '', item));
+      parts.push(el('h3', '', title), list);
+    }
+    box.replaceChildren(...parts);
+  }
+
+  // --- the end ---------------------------------------------------------------------------
+
+  function end(e) {
+    run.ended = true;
+    run.success = !!e.success;
+    // The final answer's step has no call, so no step event: its tokens are what the run's
+    // totals hold beyond the cards', its time the last step's.
+    const cards = [...run.cards.values()];
+    const last = cards[cards.length - 1];
+    if (last && last.seconds === null) {
+      const shown = cards.reduce((sum, c) => {
+        sum.prompt += c.tokens ? c.tokens.prompt : 0;
+        sum.completion += c.tokens ? c.tokens.completion : 0;
+        return sum;
+      }, { prompt: 0, completion: 0 });
+      const tokens = e.tokens || {};
+      last.tokens = {
+        prompt: Math.max(0, (tokens.prompt_tokens || 0) - shown.prompt),
+        completion: Math.max(0, (tokens.completion_tokens || 0) - shown.completion),
+      };
+      last.seconds = e.last_step_seconds;
+      showMeta(last);
+    }
+    for (const c of cards) {
+      c.status.textContent = '';
+      c.thought.row.classList.remove('forming');
+    }
+    const box = el('div', e.success ? 'answer' : 'answer failed');
+    box.id = 'answer';
+    const title = e.success ? 'Answer' : 'The run ended without an answer (' + String(e.termination).replace(/_/g, ' ') + ')';
+    box.append(el('span', 'title', title), document.createTextNode(e.answer || ''));
+    if (e.hint) box.append(el('span', 'hint', e.hint));
+    run.root.append(box);
+    const total = (e.tokens && (e.tokens.prompt_tokens + e.tokens.completion_tokens)) || 0;
+    let summary = e.iterations + (e.iterations === 1 ? ' step' : ' steps');
+    if (total) summary += ' · ' + number(total) + ' tokens';
+    summary += ' · ' + seconds(e.seconds || 0);
+    if (e.confidence !== null && e.confidence !== undefined) summary += ' · confidence ' + e.confidence;
+    run.root.append(el('div', 'summary', summary));
+    if (!e.success) showMessage(e.hint ? e.answer + ' ' + e.hint : e.answer);
+    tickPlan();
+  }
+
+  // --- start ---------------------------------------------------------------------------------
+
+  $('prompt').addEventListener('submit', (e) => {
+    e.preventDefault();
+    start();
+  });
+  stopButton.addEventListener('click', async () => {
+    try {
+      await post('api/stop', {});
+    } catch (e) {
+      showMessage('The stop did not reach reactstep ui: ' + e.message);
+    }
+  });
+  loadInfo();
+  taskInput.focus();
+})();

@@ -1,0 +1,98 @@
+//! Who may use the page: it runs tools on the user's files, so a page of another site must not
+//! reach it. A request whose `Host` is not this machine's loopback (or the address the page was
+//! bound to) is refused, which defeats DNS rebinding (a hostile name pointed at 127.0.0.1); a
+//! request that changes something (any method but GET and HEAD) must come from the page itself,
+//! its `Origin` this server's, so another site's form or script cannot post a task.
+
+use std::net::IpAddr;
+
+/// Why `host` (the `Host` header) is refused; `None` when it names this machine's loopback, or
+/// the address `bound` (or, bound to every address, any address given as such).
+pub fn refused_host(host: Option<&str>, bound: IpAddr) -> Option<String> {
+    let Some(host) = host else {
+        return Some("the request has no Host header".into());
+    };
+    let name = host_name(host);
+    if name.eq_ignore_ascii_case("localhost") {
+        return None;
+    }
+    match name.parse::<IpAddr>() {
+        Ok(ip) if ip.is_loopback() || ip == bound || bound.is_unspecified() => None,
+        _ => Some(format!(
+            "this page is served to the loopback address only, not to the host {:?} (a name pointed at this machine by another site is refused)",
+            host.chars().take(100).collect::<String>()
+        )),
+    }
+}
+
+/// Why a request that changes something is refused: its `Origin` is missing or another site's.
+/// `host` has passed [`refused_host`].
+pub fn refused_origin(origin: Option<&str>, host: &str) -> Option<String> {
+    match origin {
+        Some(origin) if origin.eq_ignore_ascii_case(&format!("http://{host}")) => None,
+        Some(origin) => Some(format!(
+            "a request from another origin ({:?}) is refused: only this page may run tasks",
+            origin.chars().take(100).collect::<String>()
+        )),
+        None => Some(
+            "a request without an Origin header is refused: only this page may run tasks".into(),
+        ),
+    }
+}
+
+/// The name or address of a `Host` header, without its port (an IPv6 address in brackets).
+fn host_name(host: &str) -> &str {
+    if let Some(rest) = host.strip_prefix('[') {
+        return rest.split(']').next().unwrap_or_default();
+    }
+    match host.rsplit_once(':') {
+        Some((name, port)) if port.chars().all(|c| c.is_ascii_digit()) => name,
+        _ => host,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const LOOPBACK: IpAddr = IpAddr::V4(std::net::Ipv4Addr::LOCALHOST);
+
+    #[test]
+    fn loopback_hosts_pass_and_others_are_refused() {
+        for host in [
+            "127.0.0.1:8765",
+            "localhost:1",
+            "LOCALHOST",
+            "[::1]:80",
+            "127.0.0.2",
+        ] {
+            assert_eq!(refused_host(Some(host), LOOPBACK), None, "{host}");
+        }
+        for host in [
+            "evil.example:8765",
+            "10.0.0.1:80",
+            "localhost.evil.example",
+            "[::2]:1",
+        ] {
+            assert!(refused_host(Some(host), LOOPBACK).is_some(), "{host}");
+        }
+        assert!(refused_host(None, LOOPBACK).is_some());
+        let bound: IpAddr = [192, 168, 1, 5].into();
+        assert_eq!(refused_host(Some("192.168.1.5:80"), bound), None);
+        let everywhere: IpAddr = [0, 0, 0, 0].into();
+        assert_eq!(refused_host(Some("10.1.2.3:80"), everywhere), None);
+        assert!(refused_host(Some("evil.example"), everywhere).is_some());
+    }
+
+    #[test]
+    fn only_the_pages_own_origin_may_post() {
+        assert_eq!(
+            refused_origin(Some("http://127.0.0.1:5"), "127.0.0.1:5"),
+            None
+        );
+        assert!(refused_origin(Some("http://127.0.0.1:6"), "127.0.0.1:5").is_some());
+        assert!(refused_origin(Some("https://evil.example"), "127.0.0.1:5").is_some());
+        assert!(refused_origin(Some("null"), "127.0.0.1:5").is_some());
+        assert!(refused_origin(None, "127.0.0.1:5").is_some());
+    }
+}

@@ -1,0 +1,117 @@
+//! The runs the page asks for, one at a time, on the one [`Driver`] the command built: each
+//! task's events go down its page's stream, and its end (the answer, or why there is none)
+//! closes it. A page that goes away, or its Stop button, cancels the run.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+
+use serde_json::{json, Value};
+use tokio::sync::{mpsc, oneshot};
+
+use super::approver::Approvals;
+use super::watcher::{Events, PageWatcher};
+use crate::driver::report::RunReport;
+use crate::driver::run::Driver;
+
+/// A task typed on the page.
+pub struct Job {
+    pub task: String,
+    pub events: Events,
+}
+
+/// The runner as the server sees it: whether a run is under way, how to start and stop one.
+pub struct Runs {
+    jobs: mpsc::Sender<Job>,
+    busy: AtomicBool,
+    stop: Mutex<Option<oneshot::Sender<()>>>,
+}
+
+/// Said when a task comes while another runs.
+pub const BUSY: &str = "a run is under way: wait for its end, or stop it, before the next task";
+
+impl Runs {
+    /// The runner's handle, and the queue its loop reads (see [`serve`]).
+    pub fn new() -> (Arc<Self>, mpsc::Receiver<Job>) {
+        let (jobs, queue) = mpsc::channel(1);
+        let runs = Self {
+            jobs,
+            busy: AtomicBool::new(false),
+            stop: Mutex::new(None),
+        };
+        (Arc::new(runs), queue)
+    }
+
+    /// Starts `job`, unless a run is under way (or the runner has ended): then why not.
+    pub fn start(&self, job: Job) -> Result<(), String> {
+        if self.busy.swap(true, Ordering::AcqRel) {
+            return Err(BUSY.into());
+        }
+        self.jobs.try_send(job).map_err(|_| {
+            self.busy.store(false, Ordering::Release);
+            "the runner has stopped: start reactstep ui again".to_string()
+        })
+    }
+
+    /// Cancels the run under way; `false` when there is none.
+    pub fn stop(&self) -> bool {
+        let stop = self.stop.lock().unwrap_or_else(|e| e.into_inner()).take();
+        stop.is_some_and(|stop| stop.send(()).is_ok())
+    }
+
+    fn stoppable(&self) -> oneshot::Receiver<()> {
+        let (stop, stopped) = oneshot::channel();
+        *self.stop.lock().unwrap_or_else(|e| e.into_inner()) = Some(stop);
+        stopped
+    }
+
+    fn done(&self) {
+        self.stop.lock().unwrap_or_else(|e| e.into_inner()).take();
+        self.busy.store(false, Ordering::Release);
+    }
+}
+
+/// Runs each job of `queue` to its end on `driver`, asking `approvals`' page about calls.
+/// `key_hint` is added to a failed run's end when the model's key is missing.
+pub async fn serve(
+    driver: Driver,
+    runs: Arc<Runs>,
+    approvals: Arc<Approvals>,
+    mut queue: mpsc::Receiver<Job>,
+    key_hint: Option<String>,
+) {
+    while let Some(job) = queue.recv().await {
+        let stopped = runs.stoppable();
+        approvals.watch(Some(job.events.clone()));
+        let mut watcher = PageWatcher::new(job.events.clone());
+        let page = job.events.clone();
+        let cancel = async move {
+            tokio::select! {
+                () = page.closed() => {}
+                _ = stopped => {}
+            }
+        };
+        let report = driver.run_until(&job.task, &mut watcher, cancel).await;
+        approvals.watch(None);
+        let hint = key_hint.as_deref().filter(|_| !report.success);
+        let _ = job.events.send(end(&report, watcher.step_seconds(), hint));
+        runs.done();
+    }
+}
+
+/// The run's last event: the answer or why there is none, the totals, the errors on the way.
+fn end(report: &RunReport, last_step_seconds: f64, hint: Option<&str>) -> Value {
+    json!({
+        "type": "end",
+        "answer": report.answer,
+        "answer_json": report.answer_json,
+        "success": report.success,
+        "termination": report.termination_reason,
+        "iterations": report.iterations,
+        "tokens": report.token_usage,
+        "seconds": report.execution_time,
+        "last_step_seconds": last_step_seconds,
+        "confidence": report.confidence,
+        "errors": report.error_history,
+        "hint": hint,
+    })
+}

@@ -1,0 +1,240 @@
+//! The page's HTTP server: the page itself (`/`, `app.js`, `style.css`, built into the binary),
+//! what the command was started with (`api/info`), a task run with its events streamed back as
+//! lines of JSON (`POST api/run`), the Stop button (`POST api/stop`) and the person's approval
+//! of a call (`POST api/approval`). Every request passes the guard (`guard.rs`) first.
+
+use std::convert::Infallible;
+use std::net::IpAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use actix_web::body::BoxBody;
+use actix_web::dev::{Service, ServiceRequest, ServiceResponse};
+use actix_web::error::InternalError;
+use actix_web::http::{header, Method};
+use actix_web::{web, App, HttpResponse};
+use bytes::Bytes;
+use futures_util::future::{ready, Either};
+use futures_util::FutureExt;
+use serde::Deserialize;
+use serde_json::{json, Value};
+
+use super::approver::Approvals;
+use super::guard::{refused_host, refused_origin};
+use super::runner::{Job, Runs};
+use crate::driver::approval::Decision;
+
+const INDEX: &str = include_str!("assets/index.html");
+const SCRIPT: &str = include_str!("assets/app.js");
+const STYLE: &str = include_str!("assets/style.css");
+
+/// The page's own sources only: no other site's script, style or connection, and no inline
+/// script. No `frame-ancestors`: an editor's webview may embed the page.
+const POLICY: &str = "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self' data:; base-uri 'none'; form-action 'none'";
+
+/// The longest task taken.
+const MAX_TASK_BYTES: usize = 64 * 1024;
+/// The largest request body read.
+const MAX_BODY_BYTES: usize = 1024 * 1024;
+/// A line written to the stream while nothing happens, so a page that went away is noticed
+/// (the write fails) and its run cancelled, even while a call waits for approval.
+const HEARTBEAT: Duration = Duration::from_secs(10);
+
+/// What every request of the page shares.
+pub struct Page {
+    pub runs: Arc<Runs>,
+    pub approvals: Arc<Approvals>,
+    /// What `api/info` answers: the model, the workspace, whether the key is missing.
+    pub info: Value,
+    /// The address the server listens on.
+    pub bound: IpAddr,
+}
+
+/// The application for one worker.
+pub fn app(
+    page: web::Data<Page>,
+) -> App<
+    impl actix_web::dev::ServiceFactory<
+        ServiceRequest,
+        Config = (),
+        Response = ServiceResponse<BoxBody>,
+        Error = actix_web::Error,
+        InitError = (),
+    >,
+> {
+    let bound = page.bound;
+    let json = web::JsonConfig::default()
+        .limit(MAX_BODY_BYTES)
+        .error_handler(|err, _| {
+            let message = format!("the request is not what the page sends: {err}");
+            InternalError::from_response(
+                err,
+                refusal(actix_web::http::StatusCode::BAD_REQUEST, &message),
+            )
+            .into()
+        });
+    App::new()
+        .app_data(page)
+        .app_data(json)
+        .wrap_fn(move |req, service| match guarded(&req, bound) {
+            Some(why) => {
+                let response =
+                    req.into_response(refusal(actix_web::http::StatusCode::FORBIDDEN, &why));
+                Either::Left(ready(Ok(response)))
+            }
+            None => Either::Right(
+                service
+                    .call(req)
+                    .map(|r| r.map(ServiceResponse::map_into_boxed_body)),
+            ),
+        })
+        .route(
+            "/",
+            web::get().to(|| async { asset("text/html; charset=utf-8", INDEX) }),
+        )
+        .route(
+            "/app.js",
+            web::get().to(|| async { asset("text/javascript; charset=utf-8", SCRIPT) }),
+        )
+        .route(
+            "/style.css",
+            web::get().to(|| async { asset("text/css; charset=utf-8", STYLE) }),
+        )
+        .route("/api/info", web::get().to(info))
+        .route("/api/run", web::post().to(run))
+        .route("/api/stop", web::post().to(stop))
+        .route("/api/approval", web::post().to(approval))
+        .default_service(web::to(|| async {
+            refusal(actix_web::http::StatusCode::NOT_FOUND, "no such page")
+        }))
+}
+
+/// Why the guard refuses `req`, if it does.
+fn guarded(req: &ServiceRequest, bound: IpAddr) -> Option<String> {
+    let host = req
+        .headers()
+        .get(header::HOST)
+        .and_then(|h| h.to_str().ok());
+    if let Some(why) = refused_host(host, bound) {
+        return Some(why);
+    }
+    if req.method() == Method::GET || req.method() == Method::HEAD {
+        return None;
+    }
+    let origin = req
+        .headers()
+        .get(header::ORIGIN)
+        .and_then(|h| h.to_str().ok());
+    refused_origin(origin, host.unwrap_or_default())
+}
+
+/// An error the page shows as it is: `{"error": "…"}`.
+fn refusal(status: actix_web::http::StatusCode, message: &str) -> HttpResponse {
+    HttpResponse::build(status)
+        .insert_header((header::CACHE_CONTROL, "no-store"))
+        .json(json!({ "error": message }))
+}
+
+fn asset(content_type: &'static str, body: &'static str) -> HttpResponse {
+    HttpResponse::Ok()
+        .content_type(content_type)
+        .insert_header((header::CACHE_CONTROL, "no-store"))
+        .insert_header((header::X_CONTENT_TYPE_OPTIONS, "nosniff"))
+        .insert_header((header::CONTENT_SECURITY_POLICY, POLICY))
+        .insert_header((header::REFERRER_POLICY, "no-referrer"))
+        .body(body)
+}
+
+async fn info(page: web::Data<Page>) -> HttpResponse {
+    HttpResponse::Ok()
+        .insert_header((header::CACHE_CONTROL, "no-store"))
+        .json(&page.info)
+}
+
+#[derive(Deserialize)]
+struct RunRequest {
+    task: String,
+}
+
+/// Runs the task; its events, one JSON object a line, as they happen, the last one `end`.
+async fn run(page: web::Data<Page>, request: web::Json<RunRequest>) -> HttpResponse {
+    use actix_web::http::StatusCode;
+    let task = request.into_inner().task;
+    if task.trim().is_empty() {
+        return refusal(
+            StatusCode::BAD_REQUEST,
+            "Type a task first: the task is empty.",
+        );
+    }
+    if task.len() > MAX_TASK_BYTES {
+        let message = format!("the task is over {MAX_TASK_BYTES} bytes: shorten it");
+        return refusal(StatusCode::PAYLOAD_TOO_LARGE, &message);
+    }
+    let (events, stream) = tokio::sync::mpsc::unbounded_channel();
+    if let Err(why) = page.runs.start(Job { task, events }) {
+        return refusal(StatusCode::CONFLICT, &why);
+    }
+    HttpResponse::Ok()
+        .content_type("application/x-ndjson")
+        .insert_header((header::CACHE_CONTROL, "no-store"))
+        .insert_header((header::X_CONTENT_TYPE_OPTIONS, "nosniff"))
+        .streaming(lines(stream))
+}
+
+/// The events as lines of JSON, with a heartbeat line while none comes.
+fn lines(
+    events: tokio::sync::mpsc::UnboundedReceiver<Value>,
+) -> impl futures_util::Stream<Item = Result<Bytes, Infallible>> {
+    let heartbeat = tokio::time::interval(HEARTBEAT);
+    futures_util::stream::unfold(
+        (events, heartbeat),
+        |(mut events, mut heartbeat)| async move {
+            let event = tokio::select! {
+                event = events.recv() => event?,
+                _ = heartbeat.tick() => json!({"type": "heartbeat"}),
+            };
+            let mut line = serde_json::to_vec(&event).unwrap_or_default();
+            line.push(b'\n');
+            Some((Ok(Bytes::from(line)), (events, heartbeat)))
+        },
+    )
+}
+
+async fn stop(page: web::Data<Page>) -> HttpResponse {
+    HttpResponse::Ok().json(json!({ "stopped": page.runs.stop() }))
+}
+
+#[derive(Deserialize)]
+struct ApprovalAnswer {
+    id: u64,
+    /// `approve` or `deny`.
+    decision: String,
+    reason: Option<String>,
+}
+
+async fn approval(page: web::Data<Page>, answer: web::Json<ApprovalAnswer>) -> HttpResponse {
+    use actix_web::http::StatusCode;
+    let answer = answer.into_inner();
+    let decision = match answer.decision.as_str() {
+        "approve" => Decision::Approve,
+        "deny" => {
+            let reason = answer.reason.unwrap_or_default();
+            let reason = reason.trim();
+            Decision::Deny(if reason.is_empty() {
+                "no reason was given".into()
+            } else {
+                reason.chars().take(2_000).collect()
+            })
+        }
+        other => {
+            let message = format!("a decision is approve or deny, not {other:?}");
+            return refusal(StatusCode::BAD_REQUEST, &message);
+        }
+    };
+    if page.approvals.answer(answer.id, decision) {
+        HttpResponse::Ok().json(json!({ "answered": answer.id }))
+    } else {
+        let message = "no call waits for that approval (the run ended, or it was answered)";
+        refusal(StatusCode::NOT_FOUND, message)
+    }
+}
