@@ -1,0 +1,579 @@
+//! `reactstep ui` as a person meets it: the real binary serves the page, offline from scripted
+//! model outputs (`--mock-responses`), with the built-in tools running for real in a temporary
+//! workspace, and a real headless Chromium (the system's package, driven over WebDriver by
+//! chromedriver) opens it, types a task and reads what the page shows. Each wait polls the
+//! page's DOM for its condition, within a bound. A screenshot of the run is kept at
+//! `target/ui-screenshot.png` for a person to look at.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use fantoccini::{Client, ClientBuilder, Locator};
+use serde_json::{json, Value};
+use tokio::io::{AsyncBufReadExt, BufReader};
+
+use support::workspace::workspace;
+
+/// How long the page may take to show what a step waits for.
+const PATIENCE: Duration = Duration::from_secs(45);
+
+/// The real `reactstep ui` on a free loopback port, killed when dropped.
+struct Ui {
+    url: String,
+    _child: tokio::process::Child,
+    _scripts: tempfile::TempDir,
+}
+
+/// Starts `reactstep ui --port 0` on `ws`, scripted by `script` when given (else on a hosted
+/// model, without its key), and reads the address it prints.
+async fn start_ui(ws: &Path, script: Option<&str>, extra: &[&str]) -> Ui {
+    // Beside the workspace, not in it: the tools must not find it.
+    let scripts = tempfile::tempdir().unwrap();
+    let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_reactstep"));
+    command
+        .args(["ui", "--port", "0", "--workspace"])
+        .arg(ws)
+        .args(extra)
+        .env_remove("OPENAI_API_KEY")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .kill_on_drop(true);
+    if let Some(script) = script {
+        let file = scripts.path().join("script.txt");
+        std::fs::write(&file, script).unwrap();
+        command.arg("--mock-responses").arg(&file);
+    }
+    let mut child = command.spawn().unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let line = tokio::time::timeout(PATIENCE, lines.next_line())
+        .await
+        .expect("reactstep ui prints its address in time")
+        .unwrap()
+        .expect("reactstep ui prints its address");
+    let url = line
+        .strip_prefix("reactstep ui: ")
+        .unwrap_or_else(|| panic!("the first line names the address: {line}"))
+        .to_string();
+    assert!(
+        url.starts_with("http://127.0.0.1:") && url.ends_with('/'),
+        "{url}"
+    );
+    Ui {
+        url,
+        _child: child,
+        _scripts: scripts,
+    }
+}
+
+/// A headless Chromium driven by chromedriver; both are killed when dropped, whatever the test
+/// did (they run in a process group of their own).
+struct Browser {
+    client: Client,
+    driver: tokio::process::Child,
+}
+
+impl Drop for Browser {
+    fn drop(&mut self) {
+        if let Some(group) = self.driver.id() {
+            // SAFETY: a plain system call on the group this test started.
+            unsafe { libc::kill(-(group as i32), libc::SIGKILL) };
+        }
+    }
+}
+
+fn free_port() -> u16 {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.local_addr().unwrap().port()
+}
+
+async fn browser() -> Browser {
+    support::system_packages::require("chromium", "chromium");
+    support::system_packages::require("chromedriver", "chromium-driver");
+    let port = free_port();
+    let driver = tokio::process::Command::new("chromedriver")
+        .arg(format!("--port={port}"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .process_group(0)
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    // As root Chromium needs --no-sandbox; the window is the screenshot's size.
+    let capabilities = json!({
+        "goog:chromeOptions": {
+            "args": ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                     "--window-size=1280,900", "--force-device-scale-factor=1"],
+        },
+    });
+    let capabilities = capabilities.as_object().unwrap().clone();
+    let webdriver = format!("http://127.0.0.1:{port}");
+    let deadline = Instant::now() + PATIENCE;
+    let client = loop {
+        let connector = hyper_util::client::legacy::connect::HttpConnector::new();
+        match ClientBuilder::new(connector)
+            .capabilities(capabilities.clone())
+            .connect(&webdriver)
+            .await
+        {
+            Ok(client) => break client,
+            Err(e) if Instant::now() > deadline => {
+                panic!("chromedriver did not start Chromium: {e}")
+            }
+            Err(_) => tokio::time::sleep(Duration::from_millis(200)).await,
+        }
+    };
+    Browser { client, driver }
+}
+
+impl Browser {
+    /// Opens the page and waits until it has read what the command runs with.
+    async fn open(&self, ui: &Ui) {
+        self.client.goto(&ui.url).await.unwrap();
+        self.until(
+            "the page says what it runs",
+            "return document.querySelector('#about').textContent !== 'connecting…'",
+        )
+        .await;
+    }
+
+    /// The value of `script` once it is truthy; polled within [`PATIENCE`].
+    async fn until(&self, what: &str, script: &str) -> Value {
+        let deadline = Instant::now() + PATIENCE;
+        loop {
+            let value = self.client.execute(script, vec![]).await.unwrap();
+            let truthy = match &value {
+                Value::Null | Value::Bool(false) => false,
+                Value::Number(n) => n.as_f64() != Some(0.0),
+                Value::String(s) => !s.is_empty(),
+                _ => true,
+            };
+            if truthy {
+                return value;
+            }
+            if Instant::now() > deadline {
+                panic!(
+                    "{what}: not seen within {PATIENCE:?}; the page shows:\n{}",
+                    self.text("body").await
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// The text of the first element `selector` finds ("" when none).
+    async fn text(&self, selector: &str) -> String {
+        let script = "const e = document.querySelector(arguments[0]); return e ? e.innerText : '';";
+        let value = self
+            .client
+            .execute(script, vec![json!(selector)])
+            .await
+            .unwrap();
+        value.as_str().unwrap_or_default().to_string()
+    }
+
+    async fn count(&self, selector: &str) -> u64 {
+        let script = "return document.querySelectorAll(arguments[0]).length;";
+        let value = self
+            .client
+            .execute(script, vec![json!(selector)])
+            .await
+            .unwrap();
+        value.as_u64().unwrap()
+    }
+
+    async fn click(&self, selector: &str) {
+        self.client
+            .find(Locator::Css(selector))
+            .await
+            .unwrap()
+            .click()
+            .await
+            .unwrap();
+    }
+
+    async fn type_task(&self, task: &str) {
+        let input = self.client.find(Locator::Css("#task")).await.unwrap();
+        input.clear().await.unwrap();
+        input.send_keys(task).await.unwrap();
+        self.click("#run").await;
+    }
+
+    async fn screenshot(&self, name: &str) -> PathBuf {
+        let png = self.client.screenshot().await.unwrap();
+        // CARGO_TARGET_TMPDIR is target/tmp: the picture goes beside it, in target/.
+        let tmp = Path::new(env!("CARGO_TARGET_TMPDIR"));
+        let path = tmp.parent().unwrap_or(tmp).join(name);
+        std::fs::write(&path, png).unwrap();
+        path
+    }
+}
+
+/// Text of `lines` lines, some 2,000 tokens: big enough that the step's budget must cut it
+/// and later drop it.
+fn notes(words: &str, lines: usize) -> String {
+    let words: Vec<&str> = words.split(' ').collect();
+    (0..lines)
+        .map(|i| {
+            let line: Vec<&str> = (0..12)
+                .map(|j| words[(i * 7 + j * 3) % words.len()])
+                .collect();
+            format!("{i}: {}", line.join(" "))
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+const SCRIPT: &str = r#"Thought: see what is there
+Action: list_directory(path=".")
+---
+Thought: read the notes first
+Action: read_file(path="NOTES.md")
+---
+Thought: and the changes
+Action: read_file(path="CHANGES.md")
+---
+Thought: now read the constant
+Action: read_file(path="src/answer.rs")
+---
+Thought: compute it
+Action: calculator(expression="6 * 7")
+---
+Thought: I know it
+Action: submit_answer(answer="The answer is 42.", confidence=0.9)
+"#;
+
+#[tokio::test]
+async fn a_task_streams_its_thoughts_steps_context_and_answer_onto_the_page() {
+    let ws = workspace();
+    let words = "the loop reads each file and keeps what fits in the budget of the model";
+    std::fs::write(ws.path().join("NOTES.md"), notes(words, 200)).unwrap();
+    let words = "each change to the driver is tested in a real browser with a scripted model";
+    std::fs::write(ws.path().join("CHANGES.md"), notes(words, 120)).unwrap();
+    // A small window, so each step's bar shows its budget filling, cut and dropped.
+    let budget = ["--token-limit", "3000", "--reserved-output-tokens", "500"];
+    let ui = start_ui(ws.path(), Some(SCRIPT), &budget).await;
+    let browser = browser().await;
+    browser.open(&ui).await;
+    assert!(browser.text("#about").await.contains("offline"));
+    browser.type_task("What is the answer?").await;
+
+    browser
+        .until("the answer", "return document.querySelector('#answer')")
+        .await;
+    let answer = browser.text("#answer").await;
+    assert!(answer.contains("The answer is 42."), "{answer}");
+    assert_eq!(browser.count("#answer.failed").await, 0);
+    assert!(browser.text(".summary").await.contains("6 steps"));
+    assert_eq!(browser.text(".run .task").await, "What is the answer?");
+
+    // The thought streamed in pieces before it was whole.
+    let first = ".card[data-iteration='1']";
+    let pieces = browser
+        .until(
+            "the streamed thought",
+            &format!("return Number(document.querySelector(\"{first}\").dataset.pieces)"),
+        )
+        .await;
+    assert!(pieces.as_u64().unwrap() > 1, "{pieces}");
+    assert!(browser
+        .text(&format!("{first} .thought"))
+        .await
+        .contains("see what is there"));
+
+    // Each step is a card: thought, action and arguments, observation, tokens and time.
+    assert_eq!(browser.count(".card").await, 6);
+    let reading = ".card[data-iteration='4']";
+    assert_eq!(browser.text(&format!("{reading} .tool")).await, "read_file");
+    assert!(browser
+        .text(&format!("{reading} .args"))
+        .await
+        .contains("src/answer.rs"));
+    let observed = browser.text(&format!("{reading} .observation")).await;
+    assert!(
+        observed.contains("pub const ANSWER: u32 = 6 * 7;"),
+        "{observed}"
+    );
+    let meta = browser.text(&format!("{reading} .meta")).await;
+    assert!(meta.contains("tokens") && meta.ends_with(" s"), "{meta}");
+    assert!(browser
+        .text(".card[data-iteration='6'] .meta")
+        .await
+        .contains("tokens"));
+
+    // A long observation is shortened, with a button that opens it whole.
+    let notes_card = ".card[data-iteration='2']";
+    let short = browser
+        .text(&format!("{notes_card} .observation pre"))
+        .await;
+    assert!(!short.contains("199: "), "{short}");
+    browser
+        .click(&format!("{notes_card} .observation button.more"))
+        .await;
+    let whole = browser
+        .text(&format!("{notes_card} .observation pre"))
+        .await;
+    assert!(
+        whole.contains("199: ") && whole.len() > short.len() * 10,
+        "{whole}"
+    );
+
+    // Each step's context budget is a bar: included, cut (the notes, at step 3), dropped.
+    assert_eq!(browser.count(".card .ctx-bar").await, 6);
+    assert_eq!(browser.count(".card .ctx-bar .seg.instructions").await, 6);
+    assert!(
+        browser
+            .count(".card[data-iteration='3'] .seg.truncated")
+            .await
+            == 1
+    );
+    let dropped = browser
+        .text(".card[data-iteration='4'] .dropped-chip")
+        .await;
+    assert!(dropped.contains("dropped"), "{dropped}");
+    let legend = browser.text(".card[data-iteration='3'] .ctx-legend").await;
+    assert!(
+        legend.contains("1 cut") && legend.contains("of 2,500 tokens"),
+        "{legend}"
+    );
+
+    // The picture shows the run's end: the notes closed again, the log at its foot.
+    browser
+        .click(&format!("{notes_card} .observation button.more"))
+        .await;
+    let log = "const log = document.querySelector('#log'); log.scrollTop = log.scrollHeight; return true;";
+    browser.client.execute(log, vec![]).await.unwrap();
+    let shot = browser.screenshot("ui-screenshot.png").await;
+    assert!(
+        std::fs::metadata(&shot).unwrap().len() > 10_000,
+        "{}",
+        shot.display()
+    );
+}
+
+#[tokio::test]
+async fn an_empty_task_is_said_to_be_empty_and_runs_nothing() {
+    let ws = workspace();
+    let ui = start_ui(ws.path(), Some(SCRIPT), &[]).await;
+    let browser = browser().await;
+    browser.open(&ui).await;
+    for empty in ["", "   "] {
+        browser.type_task(empty).await;
+        let said = browser
+            .until(
+                "the message",
+                "const m = document.querySelector('#message'); return !m.hidden && m.innerText",
+            )
+            .await;
+        assert_eq!(said, "Type a task first: the task is empty.");
+        assert_eq!(browser.count(".run").await, 0);
+    }
+}
+
+#[tokio::test]
+async fn a_hosted_model_without_its_key_says_so_on_the_page() {
+    let ws = workspace();
+    let ui = start_ui(ws.path(), None, &[]).await;
+    let browser = browser().await;
+    browser.open(&ui).await;
+    let banner = browser.text("#banner").await;
+    assert!(banner.contains("OPENAI_API_KEY is not set"), "{banner}");
+
+    browser.type_task("What is the answer?").await;
+    browser
+        .until(
+            "the failed run",
+            "return document.querySelector('#answer.failed')",
+        )
+        .await;
+    let failed = browser.text("#answer").await;
+    // The service's own error, and what to do about it.
+    assert!(failed.contains("user_api_keys.llmKey"), "{failed}");
+    assert!(
+        failed.contains("The model's key is missing: OPENAI_API_KEY"),
+        "{failed}"
+    );
+    let message = browser.text("#message").await;
+    assert!(message.contains("llmKey"), "{message}");
+}
+
+#[tokio::test]
+async fn a_call_waiting_for_approval_is_approved_or_denied_on_the_page() {
+    let ws = workspace();
+    let script = r#"Thought: read the constant
+Action: read_file(path="src/answer.rs")
+---
+Thought: and the list
+Action: list_directory(path="src")
+---
+Thought: done
+Action: submit_answer(answer="42")
+"#;
+    let ui = start_ui(ws.path(), Some(script), &["--approve", "all"]).await;
+    let browser = browser().await;
+    browser.open(&ui).await;
+    browser.type_task("What is the answer?").await;
+
+    let first = ".card[data-iteration='1']";
+    browser
+        .until(
+            "the first approval",
+            &format!("return document.querySelector(\"{first} .approval-request button.approve\")"),
+        )
+        .await;
+    assert!(browser
+        .text(&format!("{first} .approval-request"))
+        .await
+        .contains("read_file"));
+    browser.click(&format!("{first} button.approve")).await;
+    browser
+        .until(
+            "the approved call's observation",
+            &format!("return document.querySelector(\"{first} .observation\")"),
+        )
+        .await;
+    assert!(browser
+        .text(&format!("{first} .decision.approved"))
+        .await
+        .contains("approved"));
+    assert!(browser
+        .text(&format!("{first} .observation"))
+        .await
+        .contains("pub const ANSWER"));
+
+    let second = ".card[data-iteration='2']";
+    browser
+        .until(
+            "the second approval",
+            &format!("return document.querySelector(\"{second} .approval-request button.deny\")"),
+        )
+        .await;
+    let reason = browser
+        .client
+        .find(Locator::Css(&format!("{second} .approval-request input")))
+        .await
+        .unwrap();
+    reason.send_keys("not that folder").await.unwrap();
+    browser.click(&format!("{second} button.deny")).await;
+    browser
+        .until(
+            "the denied call's observation",
+            &format!("return document.querySelector(\"{second} .observation\")"),
+        )
+        .await;
+    let denied = browser.text(&format!("{second} .observation")).await;
+    assert!(
+        denied.contains("The user denied this call: not that folder"),
+        "{denied}"
+    );
+
+    browser
+        .until(
+            "the last approval",
+            "return document.querySelector(\".card[data-iteration='3'] button.approve\")",
+        )
+        .await;
+    browser
+        .click(".card[data-iteration='3'] button.approve")
+        .await;
+    browser
+        .until("the answer", "return document.querySelector('#answer')")
+        .await;
+    assert!(browser.text("#answer").await.contains("42"));
+}
+
+/// The guard, over plain HTTP: the page is served to loopback names only (DNS rebinding), and a
+/// task is taken only from the page's own origin; the page names no other site.
+#[tokio::test]
+async fn a_foreign_host_or_origin_is_refused_and_the_page_is_self_contained() {
+    let ws = workspace();
+    let ui = start_ui(ws.path(), Some(SCRIPT), &[]).await;
+    let http = reqwest::Client::new();
+    let origin = ui.url.trim_end_matches('/').to_string();
+    let host = origin.trim_start_matches("http://").to_string();
+
+    let page = http.get(&ui.url).send().await.unwrap();
+    assert_eq!(page.status(), 200);
+    let policy = page.headers()["content-security-policy"]
+        .to_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        policy.contains("default-src 'none'") && !policy.contains("frame-ancestors"),
+        "{policy}"
+    );
+    let html = page.text().await.unwrap();
+    assert!(html.contains("src=\"app.js\"") && html.contains("href=\"style.css\""));
+    for asset in ["", "app.js", "style.css"] {
+        let text = http
+            .get(format!("{}{asset}", ui.url))
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        assert!(
+            !text.contains("http://") && !text.contains("https://"),
+            "{asset} names another site"
+        );
+    }
+
+    for path in ["", "api/info"] {
+        let rebound = http
+            .get(format!("{}{path}", ui.url))
+            .header(
+                "Host",
+                format!("evil.example:{}", host.rsplit(':').next().unwrap()),
+            )
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(rebound.status(), 403, "{path}");
+        let why: Value = rebound.json().await.unwrap();
+        assert!(why["error"].as_str().unwrap().contains("loopback"), "{why}");
+    }
+
+    let post = |origin: Option<&str>, task: &str| {
+        let mut request = http
+            .post(format!("{}api/run", ui.url))
+            .json(&json!({ "task": task }));
+        if let Some(origin) = origin {
+            request = request.header("Origin", origin);
+        }
+        request.send()
+    };
+    for foreign in [Some("http://evil.example"), Some("null"), None] {
+        let refused = post(foreign, "read my files").await.unwrap();
+        assert_eq!(refused.status(), 403, "{foreign:?}");
+        let why: Value = refused.json().await.unwrap();
+        assert!(
+            why["error"].as_str().unwrap().contains("only this page"),
+            "{why}"
+        );
+    }
+    let empty = post(Some(&origin), " ").await.unwrap();
+    assert_eq!(empty.status(), 400);
+    let why: Value = empty.json().await.unwrap();
+    assert_eq!(why["error"], "Type a task first: the task is empty.");
+
+    let stray = http
+        .post(format!("{}api/approval", ui.url))
+        .header("Origin", &origin)
+        .json(&json!({"id": 7, "decision": "approve"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(stray.status(), 404);
+
+    // The page's own origin runs a task, its events streamed as lines of JSON.
+    let run = post(Some(&origin), "What is the answer?").await.unwrap();
+    assert_eq!(run.status(), 200);
+    let lines = run.text().await.unwrap();
+    let last: Value = serde_json::from_str(lines.lines().last().unwrap()).unwrap();
+    assert_eq!(last["type"], "end", "{lines}");
+    assert_eq!(last["answer"], "The answer is 42.");
+}
