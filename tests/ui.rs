@@ -227,7 +227,9 @@ fn notes(words: &str, lines: usize) -> String {
         .join("\n")
 }
 
-const SCRIPT: &str = r#"Thought: see what is there
+/// A loop of five calls and an answer: the notes and changes are big enough that the step's
+/// budget must cut them, and later drop them.
+const STEPS: &str = r#"Thought: see what is there
 Action: list_directory(path=".")
 ---
 Thought: read the notes first
@@ -243,30 +245,66 @@ Thought: compute it
 Action: calculator(expression="6 * 7")
 ---
 Thought: I know it
-Action: submit_answer(answer="The answer is 42.", confidence=0.9)
+Final Answer: The answer is 42.
 "#;
 
+/// A scripted output that is a plan (`--plan` takes the first) or an evaluation (`--reflect`).
+fn structured(value: Value) -> String {
+    format!("Thought: judged.\nFinal Answer: {value}\n---\n")
+}
+
+fn plan_step(n: u32, description: &str, tool: Option<&str>) -> Value {
+    json!({"step_number": n, "description": description, "tool_name": tool,
+           "depends_on": if n > 1 { json!([n - 1]) } else { json!([]) }})
+}
+
+/// `STEPS` with a plan of them before and an evaluation of the answer after.
+fn planned_steps() -> String {
+    let plan = json!({"complexity": "medium", "estimated_iterations": 6, "steps": [
+        plan_step(1, "See what the workspace holds", Some("list_directory")),
+        plan_step(2, "Read the notes", Some("read_file")),
+        plan_step(3, "Read the changes", Some("read_file")),
+        plan_step(4, "Read the constant", Some("read_file")),
+        plan_step(5, "Compute its value", Some("calculator")),
+        plan_step(6, "Say the answer", None),
+    ]});
+    let evaluation = json!({"completeness_score": 9, "quality_score": 8, "missing_info": [],
+        "suggestions": ["Say where the constant is defined"], "needs_retry": false});
+    format!("{}{STEPS}---\n{}", structured(plan), structured(evaluation))
+}
+
 #[tokio::test]
-async fn a_task_streams_its_thoughts_steps_context_and_answer_onto_the_page() {
+async fn a_task_streams_its_plan_thoughts_steps_context_evaluation_and_answer_onto_the_page() {
     let ws = workspace();
     let words = "the loop reads each file and keeps what fits in the budget of the model";
     std::fs::write(ws.path().join("NOTES.md"), notes(words, 200)).unwrap();
     let words = "each change to the driver is tested in a real browser with a scripted model";
     std::fs::write(ws.path().join("CHANGES.md"), notes(words, 120)).unwrap();
     // A small window, so each step's bar shows its budget filling, cut and dropped.
-    let budget = ["--token-limit", "3000", "--reserved-output-tokens", "500"];
-    let ui = start_ui(ws.path(), Some(SCRIPT), &budget).await;
+    let flags = [
+        "--plan",
+        "--reflect",
+        "--token-limit",
+        "3500",
+        "--reserved-output-tokens",
+        "500",
+    ];
+    let ui = start_ui(ws.path(), Some(&planned_steps()), &flags).await;
     let browser = browser().await;
     browser.open(&ui).await;
-    assert!(browser.text("#about").await.contains("offline"));
+    let about = browser.text("#about").await;
+    assert!(
+        about.contains("offline") && about.contains("plan") && about.contains("reflect"),
+        "{about}"
+    );
     browser.type_task("What is the answer?").await;
 
     browser
-        .until("the answer", "return document.querySelector('#answer')")
+        .until("the answer", "return document.querySelector('.answer')")
         .await;
-    let answer = browser.text("#answer").await;
+    let answer = browser.text(".answer").await;
     assert!(answer.contains("The answer is 42."), "{answer}");
-    assert_eq!(browser.count("#answer.failed").await, 0);
+    assert_eq!(browser.count(".answer.failed").await, 0);
     assert!(browser.text(".summary").await.contains("6 steps"));
     assert_eq!(browser.text(".run .task").await, "What is the answer?");
 
@@ -336,9 +374,22 @@ async fn a_task_streams_its_thoughts_steps_context_and_answer_onto_the_page() {
     assert!(dropped.contains("dropped"), "{dropped}");
     let legend = browser.text(".card[data-iteration='3'] .ctx-legend").await;
     assert!(
-        legend.contains("1 cut") && legend.contains("of 2,500 tokens"),
+        legend.contains("1 cut") && legend.contains("of 3,000 tokens"),
         "{legend}"
     );
+
+    // The plan is a checklist, all ticked once the answer came; the evaluation's scores.
+    assert_eq!(browser.count("#plan .checklist li").await, 6);
+    assert_eq!(browser.count("#plan .checklist li.done").await, 6);
+    assert!(browser.text("#plan .badge").await.contains("medium"));
+    let evaluation = browser.text("#evaluation").await;
+    assert!(
+        evaluation.contains("Completeness\n9/10") && evaluation.contains("Quality\n8/10"),
+        "{evaluation}"
+    );
+    assert!(evaluation.contains("accepted") && evaluation.contains("Say where the constant"));
+    let judged = browser.text(".card[data-iteration='6'] .evaluated").await;
+    assert!(judged.contains("completeness 9/10"), "{judged}");
 
     // The picture shows the run's end: the notes closed again, the log at its foot.
     browser
@@ -357,7 +408,7 @@ async fn a_task_streams_its_thoughts_steps_context_and_answer_onto_the_page() {
 #[tokio::test]
 async fn an_empty_task_is_said_to_be_empty_and_runs_nothing() {
     let ws = workspace();
-    let ui = start_ui(ws.path(), Some(SCRIPT), &[]).await;
+    let ui = start_ui(ws.path(), Some(STEPS), &[]).await;
     let browser = browser().await;
     browser.open(&ui).await;
     for empty in ["", "   "] {
@@ -386,10 +437,10 @@ async fn a_hosted_model_without_its_key_says_so_on_the_page() {
     browser
         .until(
             "the failed run",
-            "return document.querySelector('#answer.failed')",
+            "return document.querySelector('.answer.failed')",
         )
         .await;
-    let failed = browser.text("#answer").await;
+    let failed = browser.text(".answer").await;
     // The service's own error, and what to do about it.
     assert!(failed.contains("user_api_keys.llmKey"), "{failed}");
     assert!(
@@ -480,9 +531,86 @@ Action: submit_answer(answer="42")
         .click(".card[data-iteration='3'] button.approve")
         .await;
     browser
-        .until("the answer", "return document.querySelector('#answer')")
+        .until("the answer", "return document.querySelector('.answer')")
         .await;
-    assert!(browser.text("#answer").await.contains("42"));
+    assert!(browser.text(".answer").await.contains("42"));
+}
+
+#[tokio::test]
+async fn the_plan_runs_once_approved_and_ticks_as_its_steps_run() {
+    let ws = workspace();
+    let plan = json!({"complexity": "simple", "estimated_iterations": 3, "steps": [
+        plan_step(1, "See what the workspace holds", Some("list_directory")),
+        plan_step(2, "Read the constant", Some("read_file")),
+        plan_step(3, "Say the answer", None),
+    ]});
+    let script = format!(
+        "{}Thought: look\nAction: list_directory(path=\".\")\n---\n\
+         Thought: read\nAction: read_file(path=\"src/answer.rs\")\n---\n\
+         Thought: done\nFinal Answer: 42\n",
+        structured(plan)
+    );
+    // Each call waits for approval: the page is seen between the plan's steps.
+    let flags = ["--approve-plan", "--approve", "all"];
+    let ui = start_ui(ws.path(), Some(&script), &flags).await;
+    let browser = browser().await;
+    browser.open(&ui).await;
+    let done = "#plan .checklist li.done";
+
+    browser.type_task("What is the answer?").await;
+    browser
+        .until(
+            "the plan to approve",
+            "return document.querySelector('.plan-approval button.approve')",
+        )
+        .await;
+    assert_eq!(browser.count("#plan .checklist li").await, 3);
+    assert_eq!(browser.count(done).await, 0);
+    assert_eq!(
+        browser.count(".card").await,
+        0,
+        "nothing runs before the plan is approved"
+    );
+    browser.click(".plan-approval button.approve").await;
+
+    for (step, tool) in [(1, "list_directory"), (2, "read_file")] {
+        let card = format!(".card[data-iteration='{step}']");
+        browser
+            .until(
+                &format!("the call of {tool}"),
+                &format!("return document.querySelector(\"{card} button.approve\")"),
+            )
+            .await;
+        // The call's plan step is ticked as it runs, and no later one.
+        assert_eq!(browser.count(done).await, step, "{tool}");
+        browser.click(&format!("{card} button.approve")).await;
+    }
+    browser
+        .until("the answer", "return document.querySelector('.answer')")
+        .await;
+    assert_eq!(browser.count(done).await, 3);
+    assert!(browser.text(".answer").await.contains("42"));
+
+    // Rejected, the plan runs nothing, and the page says so.
+    browser.type_task("What is the answer, again?").await;
+    browser
+        .until(
+            "the second plan",
+            "return document.querySelector('.plan-approval button.deny')",
+        )
+        .await;
+    browser.click(".plan-approval button.deny").await;
+    browser
+        .until(
+            "the rejected run's end",
+            "return document.querySelector('.run:last-child .answer.failed')",
+        )
+        .await;
+    let ended = browser.text(".run:last-child .answer").await;
+    assert!(
+        ended.contains("plan rejected") && ended.contains("not approved"),
+        "{ended}"
+    );
 }
 
 /// The guard, over plain HTTP: the page is served to loopback names only (DNS rebinding), and a
@@ -490,7 +618,7 @@ Action: submit_answer(answer="42")
 #[tokio::test]
 async fn a_foreign_host_or_origin_is_refused_and_the_page_is_self_contained() {
     let ws = workspace();
-    let ui = start_ui(ws.path(), Some(SCRIPT), &[]).await;
+    let ui = start_ui(ws.path(), Some(STEPS), &[]).await;
     let http = reqwest::Client::new();
     let origin = ui.url.trim_end_matches('/').to_string();
     let host = origin.trim_start_matches("http://").to_string();

@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use futures_util::future::BoxFuture;
-use serde_json::json;
+use serde_json::{json, Value};
 use tokio::sync::oneshot;
 
 use super::watcher::Events;
@@ -42,6 +42,17 @@ impl Approvals {
     }
 
     async fn ask(&self, request: ApprovalRequest<'_>) -> Decision {
+        self.wait(json!({
+            "type": "approval_request", "iteration": request.iteration,
+            "tool": request.tool, "args": request.args,
+            "destructive": request.metadata.destructive,
+        }))
+        .await
+    }
+
+    /// Shows `event` (given an `id`) on the page of the run under way, and waits for the
+    /// decision posted back under that id.
+    async fn wait(&self, mut event: Value) -> Decision {
         let Some(page) = locked(&self.page).clone() else {
             return Decision::Deny(NO_ONE_TO_ASK.into());
         };
@@ -53,11 +64,7 @@ impl Approvals {
             approvals: self,
             id,
         };
-        let event = json!({
-            "type": "approval_request", "id": id, "iteration": request.iteration,
-            "tool": request.tool, "args": request.args,
-            "destructive": request.metadata.destructive,
-        });
+        event["id"] = json!(id);
         if page.send(event).is_err() {
             return Decision::Deny(PAGE_GONE.into());
         }
@@ -87,12 +94,18 @@ impl Approver for PageApprover {
     fn decide<'a>(&'a self, request: ApprovalRequest<'a>) -> BoxFuture<'a, Decision> {
         Box::pin(self.0.ask(request))
     }
+
+    /// The plan (already shown by the watcher) runs once the page approves it.
+    fn approve_plan<'a>(&'a self, _plan: &'a Value) -> BoxFuture<'a, bool> {
+        Box::pin(async move {
+            let event = json!({"type": "plan_approval_request"});
+            self.0.wait(event).await == Decision::Approve
+        })
+    }
 }
 
 #[cfg(test)]
 mod tests {
-    use serde_json::Value;
-
     use super::*;
     use crate::driver::registry::ToolMetadata;
 
@@ -123,6 +136,28 @@ mod tests {
         let (decision, ()) = tokio::join!(asking, answering);
         assert_eq!(decision, Decision::Deny("not now".into()));
         assert!(locked(&approvals.waiting).is_empty());
+    }
+
+    #[tokio::test]
+    async fn the_plan_runs_once_the_page_approves_it() {
+        let approvals = Arc::new(Approvals::default());
+        let approver = PageApprover(approvals.clone());
+        let plan = json!({"steps": []});
+        assert!(
+            !approver.approve_plan(&plan).await,
+            "with no page, no plan runs"
+        );
+        let (page, mut events) = tokio::sync::mpsc::unbounded_channel();
+        approvals.watch(Some(page));
+        let asking = approver.approve_plan(&plan);
+        let answering = async {
+            let event = events.recv().await.unwrap_or_default();
+            assert_eq!(event["type"], "plan_approval_request");
+            let id = event["id"].as_u64().unwrap_or_default();
+            approvals.answer(id, Decision::Approve)
+        };
+        let (approved, answered) = tokio::join!(asking, answering);
+        assert!(approved && answered);
     }
 
     #[tokio::test]

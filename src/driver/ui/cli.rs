@@ -141,6 +141,9 @@ fn info(args: &LoopArgs, missing_key: Option<String>) -> Value {
         "offline": args.mock_responses.is_some(),
         "missing_key": missing_key,
         "approve": approve,
+        "plan": args.plan || args.approve_plan,
+        "approve_plan": args.approve_plan,
+        "reflect": args.reflect,
         "server": args.server.as_deref().unwrap_or("in-process"),
         "version": env!("CARGO_PKG_VERSION"),
     })

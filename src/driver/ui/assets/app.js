@@ -92,6 +92,8 @@
       if (info.offline) parts.push('offline (scripted model)');
       parts.push(info.workspace);
       if (info.approve !== 'none') parts.push('approval: ' + info.approve);
+      if (info.plan) parts.push(info.approve_plan ? 'plan (approved first)' : 'plan');
+      if (info.reflect) parts.push('reflect');
       $('about').textContent = parts.join(' · ');
       if (info.missing_key) {
         banner('The model\'s key is missing: ' + info.missing_key + ' is not set, so a run of ' +
@@ -187,6 +189,7 @@
       context: context,
       action: action,
       approval_request: approvalRequest,
+      plan_approval_request: planApprovalRequest,
       approval: approval,
       observation: observation,
       step: step,
@@ -353,6 +356,35 @@
     (c.last || c.calls).append(box);
   }
 
+  /** With --approve-plan: the plan (shown above) runs once the person says so. */
+  function planApprovalRequest(e) {
+    const box = el('div', 'approval-request plan-approval');
+    box.dataset.id = e.id;
+    box.append(el('div', '', 'Run this plan?'));
+    const buttons = el('div', 'buttons');
+    const approve = el('button', 'approve', 'Run the plan');
+    const reject = el('button', 'deny', 'Reject');
+    approve.type = reject.type = 'button';
+    buttons.append(approve, reject);
+    box.append(buttons);
+    const answer = async (decision) => {
+      approve.disabled = reject.disabled = true;
+      try {
+        const response = await post('api/approval', { id: e.id, decision });
+        if (!response.ok) throw new Error(await errorOf(response));
+        box.classList.add('answered');
+        box.replaceChildren(el('span', 'decision ' + (decision === 'approve' ? 'approved' : 'denied'),
+          decision === 'approve' ? 'plan approved' : 'plan rejected'));
+      } catch (err) {
+        showMessage('The decision did not reach reactstep ui: ' + err.message);
+        approve.disabled = reject.disabled = false;
+      }
+    };
+    approve.addEventListener('click', () => answer('approve'));
+    reject.addEventListener('click', () => answer('deny'));
+    $('plan').append(box);
+  }
+
   function approval(e) {
     const c = card(e.iteration);
     const box = c.root.querySelector('.approval-request:not(.answered)');
@@ -488,6 +520,17 @@
       parts.push(el('h3', '', title), list);
     }
     box.replaceChildren(...parts);
+    // The step whose answer was judged says so too.
+    const cards = [...run.cards.values()];
+    const last = cards[cards.length - 1];
+    if (last) {
+      const r = row('evaluated', 'Evaluation');
+      r.text.textContent = 'completeness ' + (ev.completeness_score || 0) + '/10 · quality ' +
+        (ev.quality_score || 0) + '/10 · ' + (ev.needs_retry ? 'another try' +
+        ((ev.missing_info || []).length ? ': missing ' + ev.missing_info.join('; ') : '') : 'accepted');
+      r.row.classList.add(ev.needs_retry ? 'retry' : 'done');
+      last.calls.append(r.row);
+    }
   }
 
   // --- the end ---------------------------------------------------------------------------
@@ -518,7 +561,6 @@
       c.thought.row.classList.remove('forming');
     }
     const box = el('div', e.success ? 'answer' : 'answer failed');
-    box.id = 'answer';
     const title = e.success ? 'Answer' : 'The run ended without an answer (' + String(e.termination).replace(/_/g, ' ') + ')';
     box.append(el('span', 'title', title), document.createTextNode(e.answer || ''));
     if (e.hint) box.append(el('span', 'hint', e.hint));
