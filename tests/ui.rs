@@ -534,6 +534,26 @@ Action: submit_answer(answer="42")
         .until("the answer", "return document.querySelector('.answer')")
         .await;
     assert!(browser.text(".answer").await.contains("42"));
+
+    // Stop cancels a run, even one waiting for a decision.
+    browser.type_task("What is the answer, again?").await;
+    browser
+        .until(
+            "the next run's approval",
+            "return document.querySelector('.run:last-child button.approve')",
+        )
+        .await;
+    browser.click("#stop").await;
+    browser
+        .until(
+            "the stopped run's end",
+            "return document.querySelector('.run:last-child .answer.failed')",
+        )
+        .await;
+    let ended = browser.text(".run:last-child .answer").await;
+    assert!(ended.contains("cancelled"), "{ended}");
+    let closed = browser.text(".run:last-child .approval-request").await;
+    assert_eq!(closed, "not decided: the run ended");
 }
 
 #[tokio::test]

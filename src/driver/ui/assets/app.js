@@ -560,6 +560,11 @@
       c.status.textContent = '';
       c.thought.row.classList.remove('forming');
     }
+    // A question the run no longer waits for is closed.
+    for (const box of document.querySelectorAll('.approval-request:not(.answered)')) {
+      box.classList.add('answered');
+      box.replaceChildren(el('span', 'decision', 'not decided: the run ended'));
+    }
     const box = el('div', e.success ? 'answer' : 'answer failed');
     const title = e.success ? 'Answer' : 'The run ended without an answer (' + String(e.termination).replace(/_/g, ' ') + ')';
     box.append(el('span', 'title', title), document.createTextNode(e.answer || ''));
