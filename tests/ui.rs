@@ -42,6 +42,10 @@ async fn start_ui(ws: &Path, script: Option<&str>, extra: &[&str]) -> Ui {
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
         .kill_on_drop(true);
+    // The sessions go beside the script, never into the user's own store.
+    command
+        .arg("--memory")
+        .arg(scripts.path().join("memory.sqlite3"));
     if let Some(script) = script {
         let file = scripts.path().join("script.txt");
         std::fs::write(&file, script).unwrap();
@@ -167,6 +171,17 @@ impl Browser {
     /// The text of the first element `selector` finds ("" when none).
     async fn text(&self, selector: &str) -> String {
         let script = "const e = document.querySelector(arguments[0]); return e ? e.innerText : '';";
+        let value = self
+            .client
+            .execute(script, vec![json!(selector)])
+            .await
+            .unwrap();
+        value.as_str().unwrap_or_default().to_string()
+    }
+
+    /// The value of the input `selector` finds.
+    async fn text_value(&self, selector: &str) -> String {
+        let script = "return document.querySelector(arguments[0]).value;";
         let value = self
             .client
             .execute(script, vec![json!(selector)])
@@ -390,6 +405,15 @@ async fn a_task_streams_its_plan_thoughts_steps_context_evaluation_and_answer_on
     assert!(evaluation.contains("accepted") && evaluation.contains("Say where the constant"));
     let judged = browser.text(".card[data-iteration='6'] .evaluated").await;
     assert!(judged.contains("completeness 9/10"), "{judged}");
+
+    // The run is saved in the page's own new session, which the list shows with its run.
+    browser
+        .until(
+            "the run's session",
+            "return document.querySelector('ol.session-runs li')",
+        )
+        .await;
+    assert!(browser.text("#sessions li.current").await.contains("1 run"));
 
     // The picture shows the run's end: the notes closed again, the log at its foot.
     browser
@@ -631,6 +655,83 @@ async fn the_plan_runs_once_approved_and_ticks_as_its_steps_run() {
         ended.contains("plan rejected") && ended.contains("not approved"),
         "{ended}"
     );
+}
+
+#[tokio::test]
+async fn a_run_is_saved_in_its_session_which_the_reloaded_page_lists_and_continues() {
+    let ws = workspace();
+    let script = "Thought: read the constant\nAction: read_file(path=\"src/answer.rs\")\n---\n\
+                  Thought: I know it\nFinal Answer: The answer is 42.\n";
+    let ui = start_ui(ws.path(), Some(script), &[]).await;
+    let browser = browser().await;
+    browser.open(&ui).await;
+    let named = browser.text_value("#session").await;
+    assert!(
+        named.starts_with("ui "),
+        "a new session is named for the page: {named}"
+    );
+    let session = browser.client.find(Locator::Css("#session")).await.unwrap();
+    session.clear().await.unwrap();
+    session.send_keys("the answer").await.unwrap();
+    browser.type_task("What is the answer?").await;
+    browser
+        .until("the answer", "return document.querySelector('.answer')")
+        .await;
+    let summary = browser.text(".summary").await;
+    assert!(
+        summary.contains("saved in the session the answer"),
+        "{summary}"
+    );
+
+    // Reloaded, the page lists the session; chosen, it shows its runs and is continued.
+    browser.client.refresh().await.unwrap();
+    let listed = "#sessions li[data-name='the answer']";
+    browser
+        .until(
+            "the session in the list",
+            &format!("return document.querySelector(\"{listed}\")"),
+        )
+        .await;
+    assert!(browser.text(listed).await.contains("1 run"));
+    assert_ne!(browser.text_value("#session").await, "the answer");
+    browser.click(listed).await;
+    assert_eq!(browser.text_value("#session").await, "the answer");
+    browser
+        .until(
+            "the session's runs",
+            "return document.querySelector('ol.session-runs li')",
+        )
+        .await;
+    let runs = browser.text("ol.session-runs").await;
+    assert!(
+        runs.contains("What is the answer?") && runs.contains("The answer is 42."),
+        "{runs}"
+    );
+
+    browser.type_task("And once more?").await;
+    browser
+        .until(
+            "the second answer",
+            "return document.querySelector('.run:last-child .answer')",
+        )
+        .await;
+    let note = browser.text(".run:last-child .note").await;
+    assert!(
+        note.contains("continuing the session the answer (2 earlier turns)"),
+        "{note}"
+    );
+    browser
+        .until(
+            "the second run in the list",
+            &format!("return document.querySelector(\"{listed}\").innerText.includes('2 runs')"),
+        )
+        .await;
+    browser
+        .until(
+            "both runs shown",
+            "return document.querySelectorAll('ol.session-runs li').length === 2",
+        )
+        .await;
 }
 
 /// The guard, over plain HTTP: the page is served to loopback names only (DNS rebinding), and a

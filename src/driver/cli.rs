@@ -353,7 +353,7 @@ pub async fn start_tools(
 
 /// The MCP servers named: `--mcp` command lines first, then `--mcp-url`s with the headers and
 /// token every one of them is sent.
-fn endpoints(args: &LoopArgs) -> Result<Vec<Endpoint>, String> {
+pub(crate) fn endpoints(args: &LoopArgs) -> Result<Vec<Endpoint>, String> {
     let token = match &args.mcp_token_env {
         Some(variable) => Some(std::env::var(variable).map_err(|_| {
             format!("--mcp-token-env names {variable}, which is not set (or not UTF-8)")

@@ -286,6 +286,12 @@ impl Driver {
         }
     }
 
+    /// The conversation the next runs continue (a session's earlier turns and summary): a
+    /// driver that serves one run after another (`reactstep ui`) sets each run's own.
+    pub fn set_prior(&mut self, prior: PriorConversation) {
+        self.settings.prior = prior;
+    }
+
     pub fn with_approver(mut self, approver: impl Approver + 'static) -> Self {
         self.approver = Some(Box::new(approver));
         self

@@ -11,10 +11,14 @@ use clap::Parser;
 use serde_json::{json, Value};
 
 use super::approver::{Approvals, PageApprover};
-use super::runner::{self, Runs};
+use super::runner::{self, Memory, Runs};
 use super::server::{app, Page};
 use crate::driver::approval::ApprovalPolicy;
-use crate::driver::cli::{build_driver, key, key_variable, local_provider, start_tools, LoopArgs};
+use crate::driver::cli::{
+    build_driver, endpoints, key, key_variable, local_provider, start_tools, LoopArgs,
+};
+use crate::driver::mcp::Endpoint;
+use crate::driver::memory;
 use crate::driver::terminal::printable;
 use crate::driver::PriorConversation;
 
@@ -29,6 +33,10 @@ pub struct UiArgs {
     /// The port (0: any free one; the address is printed).
     #[arg(long, default_value_t = 8765)]
     pub port: u16,
+    /// Where the runs are saved, in the session the page names: a SQLite file (default:
+    /// reactstep/memory.sqlite3 under the user's data directory) or a postgres:// URL.
+    #[arg(long)]
+    pub memory: Option<String>,
     #[command(flatten)]
     pub loop_args: LoopArgs,
 }
@@ -54,19 +62,35 @@ pub async fn main(args: impl IntoIterator<Item = String>) -> i32 {
 async fn serve(args: UiArgs) -> Result<(), String> {
     let mut sigint = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())
         .map_err(|e| format!("Ctrl-C cannot be caught: {e}"))?;
+    // The store is opened before anything starts: one that cannot be is said now.
+    let memory = memory(&args).await?;
     // Approvals are asked on the page; the terminal answers only the MCP servers' questions.
     let tools = start_tools(&args.loop_args, false, &mut sigint).await?;
-    let served = serve_with(&args, tools.registry, &tools.servers).await;
+    let served = serve_with(&args, tools.registry, &tools.servers, memory).await;
     for server in tools.servers {
         server.stop().await;
     }
     served
 }
 
+/// The store `--memory` names, with the secrets it must never hold.
+async fn memory(args: &UiArgs) -> Result<Memory, String> {
+    let store = memory::open(args.memory.as_deref()).await?;
+    let endpoints = endpoints(&args.loop_args)?;
+    let named = key(&args.loop_args)
+        .into_iter()
+        .chain(endpoints.iter().flat_map(Endpoint::secrets));
+    Ok(Memory {
+        store: store.into(),
+        secrets: memory::redact::secrets(named),
+    })
+}
+
 async fn serve_with(
     args: &UiArgs,
     registry: crate::driver::ToolRegistry,
     servers: &[crate::driver::mcp::McpServer],
+    memory: Memory,
 ) -> Result<(), String> {
     let loop_args = &args.loop_args;
     let approvals = Arc::new(Approvals::default());
@@ -86,12 +110,17 @@ async fn serve_with(
         approvals.clone(),
         queue,
         key_hint,
+        Memory {
+            store: memory.store.clone(),
+            secrets: memory.secrets,
+        },
     ));
     let page = web::Data::new(Page {
         runs,
         approvals,
         info: info(loop_args, missing),
         bound: args.bind,
+        store: memory.store,
     });
     let server = HttpServer::new(move || app(page.clone()))
         .workers(1)

@@ -1,6 +1,8 @@
 //! The runs the page asks for, one at a time, on the one [`Driver`] the command built: each
 //! task's events go down its page's stream, and its end (the answer, or why there is none)
-//! closes it. A page that goes away, or its Stop button, cancels the run.
+//! closes it. A page that goes away, or its Stop button, cancels the run. A run named a
+//! session continues it (its earlier questions and answers go as history) and is saved in it
+//! when it ends, however it ends.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -10,13 +12,22 @@ use tokio::sync::{mpsc, oneshot};
 
 use super::approver::Approvals;
 use super::watcher::{Events, PageWatcher};
+use crate::driver::memory::{Conversation, SessionStore};
 use crate::driver::report::RunReport;
 use crate::driver::run::Driver;
 
-/// A task typed on the page.
+/// A task typed on the page, and the session it continues and is saved in (none: not saved).
 pub struct Job {
     pub task: String,
+    pub session: Option<String>,
     pub events: Events,
+}
+
+/// Where the runs are saved, and the secrets that never reach it (the model's key, the MCP
+/// servers' tokens and header values, the environment's keys).
+pub struct Memory {
+    pub store: Arc<dyn SessionStore>,
+    pub secrets: Vec<String>,
 }
 
 /// The runner as the server sees it: whether a run is under way, how to start and stop one.
@@ -70,32 +81,78 @@ impl Runs {
     }
 }
 
-/// Runs each job of `queue` to its end on `driver`, asking `approvals`' page about calls.
-/// `key_hint` is added to a failed run's end when the model's key is missing.
+/// Runs each job of `queue` to its end on `driver`, asking `approvals`' page about calls, each
+/// continuing its session and saved in it. `key_hint` is added to a failed run's end when the
+/// model's key is missing.
 pub async fn serve(
-    driver: Driver,
+    mut driver: Driver,
     runs: Arc<Runs>,
     approvals: Arc<Approvals>,
     mut queue: mpsc::Receiver<Job>,
     key_hint: Option<String>,
+    memory: Memory,
 ) {
     while let Some(job) = queue.recv().await {
-        let stopped = runs.stoppable();
-        approvals.watch(Some(job.events.clone()));
-        let mut watcher = PageWatcher::new(job.events.clone());
-        let page = job.events.clone();
-        let cancel = async move {
-            tokio::select! {
-                () = page.closed() => {}
-                _ = stopped => {}
+        let conversation = match &job.session {
+            Some(name) => {
+                let secrets = memory.secrets.clone();
+                match Conversation::resume(memory.store.clone(), name, secrets).await {
+                    Ok(conversation) => Some(conversation),
+                    Err(why) => {
+                        let why = format!("the session {name:?} cannot be read: {why}");
+                        let _ = job.events.send(unread(&why));
+                        runs.done();
+                        continue;
+                    }
+                }
             }
+            None => None,
         };
-        let report = driver.run_until(&job.task, &mut watcher, cancel).await;
-        approvals.watch(None);
-        let hint = key_hint.as_deref().filter(|_| !report.success);
-        let _ = job.events.send(end(&report, watcher.step_seconds(), hint));
+        let prior = conversation.as_ref().map(Conversation::prior);
+        if let Some(prior) = &prior {
+            let _ = job.events.send(json!({
+                "type": "session", "name": job.session, "earlier_turns": prior.history.len(),
+            }));
+        }
+        driver.set_prior(prior.unwrap_or_default());
+        let started = chrono::Utc::now().timestamp_millis();
+        let (report, step_seconds) = run(&driver, &approvals, &runs, &job).await;
+        let mut end = end(&report, step_seconds, key_hint.as_deref());
+        if let Some(conversation) = &conversation {
+            match conversation.save(&job.task, started, &report).await {
+                Ok(run) => end["saved"] = json!({"session": conversation.name(), "run": run.id}),
+                Err(why) => end["not_saved"] = json!(format!("the run was not saved: {why}")),
+            }
+        }
+        let _ = job.events.send(end);
         runs.done();
     }
+}
+
+/// One run of `job` on `driver`, cancelled when its page goes away or Stop is pressed; its
+/// report, and the seconds its last step took.
+async fn run(driver: &Driver, approvals: &Approvals, runs: &Runs, job: &Job) -> (RunReport, f64) {
+    let stopped = runs.stoppable();
+    approvals.watch(Some(job.events.clone()));
+    let mut watcher = PageWatcher::new(job.events.clone());
+    let page = job.events.clone();
+    let cancel = async move {
+        tokio::select! {
+            () = page.closed() => {}
+            _ = stopped => {}
+        }
+    };
+    let report = driver.run_until(&job.task, &mut watcher, cancel).await;
+    approvals.watch(None);
+    (report, watcher.step_seconds())
+}
+
+/// The end of a run that could not start: its session could not be read.
+fn unread(why: &str) -> Value {
+    json!({
+        "type": "end", "answer": why, "success": false, "termination": "failure",
+        "iterations": 0, "seconds": 0, "errors": [{"source": "memory", "error": why}],
+    })
 }
 
 /// The run's last event: the answer or why there is none, the totals, the errors on the way.

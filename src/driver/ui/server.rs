@@ -1,7 +1,8 @@
 //! The page's HTTP server: the page itself (`/`, `app.js`, `style.css`, built into the binary),
 //! what the command was started with (`api/info`), a task run with its events streamed back as
-//! lines of JSON (`POST api/run`), the Stop button (`POST api/stop`) and the person's approval
-//! of a call (`POST api/approval`). Every request passes the guard (`guard.rs`) first.
+//! lines of JSON (`POST api/run`), the Stop button (`POST api/stop`), the person's approval
+//! of a call (`POST api/approval`), and the sessions the runs are saved in (`api/sessions`,
+//! `api/sessions/{name}`). Every request passes the guard (`guard.rs`) first.
 
 use std::convert::Infallible;
 use std::net::IpAddr;
@@ -23,6 +24,7 @@ use super::approver::Approvals;
 use super::guard::{refused_host, refused_origin};
 use super::runner::{Job, Runs};
 use crate::driver::approval::Decision;
+use crate::driver::memory::{session_name, SessionStore};
 
 const INDEX: &str = include_str!("assets/index.html");
 const SCRIPT: &str = include_str!("assets/app.js");
@@ -48,6 +50,8 @@ pub struct Page {
     pub info: Value,
     /// The address the server listens on.
     pub bound: IpAddr,
+    /// Where the runs are saved, in sessions.
+    pub store: Arc<dyn SessionStore>,
 }
 
 /// The application for one worker.
@@ -104,6 +108,8 @@ pub fn app(
         .route("/api/run", web::post().to(run))
         .route("/api/stop", web::post().to(stop))
         .route("/api/approval", web::post().to(approval))
+        .route("/api/sessions", web::get().to(sessions))
+        .route("/api/sessions/{name}", web::get().to(session))
         .default_service(web::to(|| async {
             refusal(actix_web::http::StatusCode::NOT_FOUND, "no such page")
         }))
@@ -154,12 +160,22 @@ async fn info(page: web::Data<Page>) -> HttpResponse {
 #[derive(Deserialize)]
 struct RunRequest {
     task: String,
+    /// The session the run continues and is saved in; none (or empty): not saved.
+    #[serde(default)]
+    session: Option<String>,
 }
 
 /// Runs the task; its events, one JSON object a line, as they happen, the last one `end`.
 async fn run(page: web::Data<Page>, request: web::Json<RunRequest>) -> HttpResponse {
     use actix_web::http::StatusCode;
-    let task = request.into_inner().task;
+    let RunRequest { task, session } = request.into_inner();
+    let session = match session.filter(|name| !name.trim().is_empty()) {
+        Some(name) => match session_name(&name) {
+            Ok(name) => Some(name),
+            Err(why) => return refusal(StatusCode::BAD_REQUEST, &why),
+        },
+        None => None,
+    };
     if task.trim().is_empty() {
         return refusal(
             StatusCode::BAD_REQUEST,
@@ -171,7 +187,12 @@ async fn run(page: web::Data<Page>, request: web::Json<RunRequest>) -> HttpRespo
         return refusal(StatusCode::PAYLOAD_TOO_LARGE, &message);
     }
     let (events, stream) = tokio::sync::mpsc::unbounded_channel();
-    if let Err(why) = page.runs.start(Job { task, events }) {
+    let job = Job {
+        task,
+        session,
+        events,
+    };
+    if let Err(why) = page.runs.start(job) {
         return refusal(StatusCode::CONFLICT, &why);
     }
     HttpResponse::Ok()
@@ -236,5 +257,30 @@ async fn approval(page: web::Data<Page>, answer: web::Json<ApprovalAnswer>) -> H
     } else {
         let message = "no call waits for that approval (the run ended, or it was answered)";
         refusal(StatusCode::NOT_FOUND, message)
+    }
+}
+
+/// The sessions, the most recently active first.
+async fn sessions(page: web::Data<Page>) -> HttpResponse {
+    match page.store.list().await {
+        Ok(list) => HttpResponse::Ok()
+            .insert_header((header::CACHE_CONTROL, "no-store"))
+            .json(json!({ "store": page.store.describe(), "sessions": list })),
+        Err(why) => refusal(actix_web::http::StatusCode::SERVICE_UNAVAILABLE, &why),
+    }
+}
+
+/// One session and its runs, oldest first.
+async fn session(page: web::Data<Page>, name: web::Path<String>) -> HttpResponse {
+    use actix_web::http::StatusCode;
+    match page.store.show(&name).await {
+        Ok(Some(session)) => HttpResponse::Ok()
+            .insert_header((header::CACHE_CONTROL, "no-store"))
+            .json(session),
+        Ok(None) => refusal(
+            StatusCode::NOT_FOUND,
+            &format!("no session {:?}", name.as_str()),
+        ),
+        Err(why) => refusal(StatusCode::SERVICE_UNAVAILABLE, &why),
     }
 }

@@ -141,7 +141,7 @@
     setRunning(true);
     let started = false;
     try {
-      const response = await post('api/run', { task });
+      const response = await post('api/run', { task, session: $('session').value.trim() });
       if (!response.ok) {
         showMessage(await errorOf(response));
         return;
@@ -196,6 +196,9 @@
       plan: plan,
       evaluation: evaluation,
       tools_changed: (e) => run.root.append(el('div', 'note', e.text)),
+      session: (e) => run.root.append(el('div', 'note', e.earlier_turns
+        ? 'continuing the session ' + e.name + ' (' + e.earlier_turns + ' earlier turns)'
+        : 'a new session: ' + e.name)),
       end: end,
       heartbeat: () => {},
     }[event.type];
@@ -575,9 +578,80 @@
     if (total) summary += ' · ' + number(total) + ' tokens';
     summary += ' · ' + seconds(e.seconds || 0);
     if (e.confidence !== null && e.confidence !== undefined) summary += ' · confidence ' + e.confidence;
+    if (e.saved) summary += ' · saved in the session ' + e.saved.session;
     run.root.append(el('div', 'summary', summary));
     if (!e.success) showMessage(e.hint ? e.answer + ' ' + e.hint : e.answer);
+    if (e.not_saved) {
+      run.root.append(el('div', 'note error', e.not_saved));
+      showMessage(e.not_saved);
+    }
     tickPlan();
+    loadSessions();
+  }
+
+  // --- sessions ------------------------------------------------------------------------------
+
+  function when(time) {
+    const date = new Date(time);
+    return isNaN(date) ? '' : date.toLocaleString('en-GB', { dateStyle: 'short', timeStyle: 'short' });
+  }
+
+  /** The sessions the runs are saved in, the most recent first; the chosen one's runs. */
+  async function loadSessions() {
+    const box = $('sessions');
+    try {
+      const response = await fetch('api/sessions');
+      if (!response.ok) throw new Error(await errorOf(response));
+      const body = await response.json();
+      $('sessions-panel').title = 'kept in ' + body.store;
+      if (!body.sessions.length) {
+        box.replaceChildren(el('p', 'empty', 'No session saved yet.'));
+        return;
+      }
+      const list = el('ul', 'sessions');
+      const chosen = $('session').value.trim();
+      for (const s of body.sessions) {
+        const li = el('li');
+        li.dataset.name = s.name;
+        li.classList.toggle('current', s.name === chosen);
+        li.title = 'continue this session';
+        li.append(el('span', 'name', s.name),
+          el('span', 'when', s.run_count + (s.run_count === 1 ? ' run · ' : ' runs · ') + when(s.last_active)));
+        li.addEventListener('click', () => chooseSession(s.name));
+        list.append(li);
+      }
+      box.replaceChildren(list);
+      if (body.sessions.some((s) => s.name === chosen)) showSessionRuns(chosen);
+    } catch (e) {
+      box.replaceChildren(el('p', 'empty', 'The sessions cannot be read: ' + e.message));
+    }
+  }
+
+  function chooseSession(name) {
+    $('session').value = name;
+    for (const li of document.querySelectorAll('#sessions li')) {
+      li.classList.toggle('current', li.dataset.name === name);
+    }
+    showSessionRuns(name);
+  }
+
+  async function showSessionRuns(name) {
+    const box = $('session-runs');
+    try {
+      const response = await fetch('api/sessions/' + encodeURIComponent(name));
+      if (!response.ok) throw new Error(await errorOf(response));
+      const session = await response.json();
+      const list = el('ol', 'session-runs');
+      for (const r of session.runs) {
+        const li = el('li');
+        li.append(el('div', 'question', r.question),
+          el('div', 'said ' + (r.termination === 'success' ? 'ok' : 'failed'), r.answer));
+        list.append(li);
+      }
+      box.replaceChildren(el('h3', '', name), list);
+    } catch (e) {
+      box.replaceChildren(el('p', 'empty', 'The session cannot be read: ' + e.message));
+    }
   }
 
   // --- start ---------------------------------------------------------------------------------
@@ -593,6 +667,12 @@
       showMessage('The stop did not reach reactstep ui: ' + e.message);
     }
   });
+  // A new session for this page until another is named or chosen.
+  const now = new Date();
+  const pad = (n) => String(n).padStart(2, '0');
+  $('session').value = 'ui ' + now.getFullYear() + '-' + pad(now.getMonth() + 1) + '-' + pad(now.getDate()) +
+    ' ' + pad(now.getHours()) + ':' + pad(now.getMinutes()) + ':' + pad(now.getSeconds());
   loadInfo();
+  loadSessions();
   taskInput.focus();
 })();
