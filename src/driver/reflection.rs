@@ -28,7 +28,10 @@ impl Driver {
         if !self.settings.plan && !self.settings.approve_plan {
             return None;
         }
-        let body = self.task_body(session_id, progress, json!([])).await;
+        // A session's earlier turns, if any: the plan is made knowing the conversation.
+        let body = self
+            .task_body(session_id, progress, progress.history.clone())
+            .await;
         let plan = match self.ask_for("plan", body, progress).await {
             Ok(plan) => plan,
             Err(why) => {
