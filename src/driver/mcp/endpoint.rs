@@ -60,7 +60,7 @@ impl Endpoint {
             .iter()
             .cloned()
             .chain(values)
-            .chain(url.password().map(String::from))
+            .chain(password_forms(url))
             .chain(query)
             .filter(|secret| secret.len() >= 4)
             .collect()
@@ -78,6 +78,26 @@ impl Endpoint {
             Self::Url { url, .. } => url.host_str().unwrap_or_default().to_string(),
         }
     }
+}
+
+/// The URL's password as written (percent-encoded), as meant, and inside the `Basic`
+/// credential the HTTP client sends for the URL's user and password, which a server may echo.
+fn password_forms(url: &Url) -> Vec<String> {
+    use base64::Engine;
+    let Some(written) = url.password() else {
+        return Vec::new();
+    };
+    let decode = |text: &str| {
+        percent_encoding::percent_decode_str(text)
+            .decode_utf8_lossy()
+            .into_owned()
+    };
+    let password = decode(written);
+    let credential = format!("{}:{password}", decode(url.username()));
+    let basic = base64::engine::general_purpose::STANDARD.encode(credential);
+    let mut forms = vec![written.to_string(), password, basic];
+    forms.dedup();
+    forms
 }
 
 impl fmt::Display for Endpoint {
@@ -150,15 +170,36 @@ mod tests {
             .unwrap_or_else(|e| panic!("{e}"));
         let mut secrets = endpoint.secrets();
         secrets.sort();
+        // base64 of "u:pass-word", the Basic credential.
         assert_eq!(
             secrets,
-            ["key-value-1", "pass-word", "query-secret", "the-token"]
+            [
+                "dTpwYXNzLXdvcmQ=",
+                "key-value-1",
+                "pass-word",
+                "query-secret",
+                "the-token"
+            ]
         );
         assert_eq!(endpoint.to_string(), "https://h.example/mcp");
         let said = "401: Bearer the-token, X-Key key-value-1, ab";
         assert_eq!(
             redacted(said, &secrets),
             "401: Bearer [REDACTED], X-Key [REDACTED], ab"
+        );
+    }
+
+    #[test]
+    fn a_password_is_a_secret_as_meant_and_inside_the_basic_credential() {
+        let url = "http://user:p%40ss%3Aw0rd%2FX@127.0.0.1:1/mcp";
+        let endpoint = Endpoint::url(url, &[], None).unwrap_or_else(|e| panic!("{e}"));
+        let secrets = endpoint.secrets();
+        assert!(secrets.iter().any(|s| s == "p@ss:w0rd/X"), "{secrets:?}");
+        assert!(secrets.iter().any(|s| s == "p%40ss%3Aw0rd%2FX"));
+        // base64 of "user:p@ss:w0rd/X", as reqwest sends it.
+        assert!(
+            secrets.iter().any(|s| s == "dXNlcjpwQHNzOncwcmQvWA=="),
+            "{secrets:?}"
         );
     }
 
