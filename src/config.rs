@@ -126,6 +126,11 @@ pub struct Config {
     #[arg(skip)]
     pub base_urls: std::collections::BTreeMap<String, String>,
 
+    /// Whether the server stops on SIGINT, SIGTERM and SIGQUIT itself; off for a service run
+    /// inside `reactstep run`, whose loop ends on them first (and saves what it did).
+    #[arg(skip = true)]
+    pub stops_on_signals: bool,
+
     /// Values of the variables providers take headers from (`REACTSTEP_OPENROUTER_REFERER`,
     /// `REACTSTEP_OPENROUTER_TITLE`), by variable.
     #[arg(skip)]

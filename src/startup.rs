@@ -90,6 +90,9 @@ impl Application {
         let mut server = serve(listener, config, app)?;
         server = server.shutdown_timeout(config.shutdown_grace_secs);
         server = server.workers(workers);
+        if !config.stops_on_signals {
+            server = server.disable_signals();
+        }
         // Per worker; past it, connections wait in the listener's queue, holding no descriptor.
         server = server.max_concurrent_connections(descriptors.connections.div_ceil(workers));
         Ok(Self {

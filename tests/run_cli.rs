@@ -289,6 +289,46 @@ fn ctrl_c_ends_the_loop_cleanly_with_what_it_did() {
 }
 
 #[test]
+fn a_terminal_closing_or_a_process_manager_ends_the_loop_as_ctrl_c_does() {
+    let ws = workspace();
+    for signal in [libc::SIGTERM, libc::SIGHUP, libc::SIGQUIT] {
+        // The service runs in-process and calls a model server that never answers: the signal
+        // must end the loop, not the service under it.
+        let (listener, url) = silent_server();
+        let child = Command::new(env!("CARGO_BIN_EXE_reactstep"))
+            .args([
+                "run",
+                "q",
+                "--output",
+                "json",
+                "--provider",
+                "openai_compatible",
+            ])
+            .args(["--model", "local", "--token-limit", "8000"])
+            .args(["--reserved-output-tokens", "1000", "--workspace"])
+            .arg(ws.path())
+            .env("REACTSTEP_OPENAI_COMPATIBLE_BASE_URL", format!("{url}/v1"))
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let (_connection, _) = listener.accept().unwrap();
+        let pid = libc::pid_t::try_from(child.id()).unwrap();
+        // SAFETY: kill(2) on the child this test started and still owns.
+        assert_eq!(unsafe { libc::kill(pid, signal) }, 0);
+        let output = child.wait_with_output().unwrap();
+        let report: Value = serde_json::from_slice(&output.stdout).unwrap_or_else(|e| {
+            panic!("{signal}: {e}: {}", String::from_utf8_lossy(&output.stderr))
+        });
+        assert_eq!(
+            report["termination_reason"], "cancelled",
+            "{signal}: {report}"
+        );
+        assert_eq!(output.status.code(), Some(1), "{signal}");
+    }
+}
+
+#[test]
 fn the_loop_ends_with_timeout_when_its_time_is_up() {
     let ws = workspace();
     let (_listener, url) = silent_server();

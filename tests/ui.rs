@@ -826,3 +826,36 @@ async fn a_foreign_host_or_origin_is_refused_and_the_page_is_self_contained() {
     assert_eq!(last["type"], "end", "{lines}");
     assert_eq!(last["answer"], "The answer is 42.");
 }
+
+#[tokio::test]
+async fn a_stop_pressed_as_soon_as_the_run_is_accepted_stops_it() {
+    let ws = workspace();
+    // With --approve-plan the run would wait on the page: only a Stop ends it.
+    let ui = start_ui(ws.path(), Some(&planned_steps()), &["--approve-plan"]).await;
+    let http = reqwest::Client::new();
+    let origin = ui.url.trim_end_matches('/').to_string();
+    let run = http
+        .post(format!("{}api/run", ui.url))
+        .header("Origin", &origin)
+        .json(&json!({"task": "What is the answer?", "session": "stopped at once"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(run.status(), 200);
+    let stop: Value = http
+        .post(format!("{}api/stop", ui.url))
+        .header("Origin", &origin)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(stop["stopped"], true, "{stop}");
+    let lines = tokio::time::timeout(PATIENCE, run.text())
+        .await
+        .expect("the stopped run ends")
+        .unwrap();
+    let last: Value = serde_json::from_str(lines.lines().last().unwrap()).unwrap();
+    assert_eq!(last["termination"], "cancelled", "{lines}");
+}

@@ -234,10 +234,10 @@ async fn run(args: RunArgs) -> Result<i32, String> {
     };
     let prior = conversation.as_ref().map(Conversation::prior);
     let started = chrono::Utc::now().timestamp_millis();
-    // Ctrl-C is caught from here on: during the servers' start (a sign-in may wait on a
-    // person) it ends the command, the servers started so far killed as they are dropped.
-    let mut sigint = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())
-        .map_err(|e| format!("Ctrl-C cannot be caught: {e}"))?;
+    // Ctrl-C (and SIGTERM, SIGHUP, SIGQUIT) is caught from here on: during the servers' start
+    // (a sign-in may wait on a person) it ends the command, the servers started so far killed
+    // as they are dropped.
+    let mut sigint = super::interrupts::Interrupts::catch()?;
     // The person at the terminal answers approvals and the servers' questions.
     let asks = args.approve != ApprovalPolicy::None || args.approve_plan;
     let tools = start_tools(&args, asks, &mut sigint).await?;
@@ -318,7 +318,7 @@ pub struct Tools {
 pub async fn start_tools(
     args: &LoopArgs,
     approvals: bool,
-    sigint: &mut tokio::signal::unix::Signal,
+    sigint: &mut super::interrupts::Interrupts,
 ) -> Result<Tools, String> {
     let root = match &args.workspace {
         Some(dir) => dir.clone(),
@@ -377,7 +377,7 @@ async fn drive(
     registry: ToolRegistry,
     servers: &[McpServer],
     terminal: Option<Arc<Terminal>>,
-    mut sigint: tokio::signal::unix::Signal,
+    mut sigint: super::interrupts::Interrupts,
     prior: Option<PriorConversation>,
 ) -> Result<RunReport, String> {
     let mut driver = build_driver(args, registry, servers, prior.unwrap_or_default()).await?;
@@ -455,6 +455,8 @@ fn service_config(args: &LoopArgs) -> Config {
     let mut config = Config::defaults();
     config.bind = ([127, 0, 0, 1], 0).into();
     config.workers = 1;
+    // The loop ends on a signal first, and needs the service to tell its end.
+    config.stops_on_signals = false;
     config.read_provider_variables(|name| std::env::var(name).ok());
     if let Ok(url) = std::env::var("REACTSTEP_OLLAMA_BASE_URL") {
         config.ollama_base_url = url;

@@ -8,6 +8,7 @@ mod arithmetic;
 pub mod builtin;
 pub mod cli;
 pub mod execution;
+pub mod interrupts;
 pub mod mcp;
 pub mod memory;
 pub mod observation;

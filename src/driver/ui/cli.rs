@@ -60,8 +60,7 @@ pub async fn main(args: impl IntoIterator<Item = String>) -> i32 {
 }
 
 async fn serve(args: UiArgs) -> Result<(), String> {
-    let mut sigint = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())
-        .map_err(|e| format!("Ctrl-C cannot be caught: {e}"))?;
+    let mut sigint = crate::driver::interrupts::Interrupts::catch()?;
     // The store is opened before anything starts: one that cannot be is said now.
     let memory = memory(&args).await?;
     // Approvals are asked on the page; the terminal answers only the MCP servers' questions.

@@ -30,9 +30,16 @@ pub struct Memory {
     pub secrets: Vec<String>,
 }
 
+/// A job as the runner takes it, with what its Stop sends: made when the job is accepted, so a
+/// Stop pressed at once (while the session is still read) reaches the run.
+pub struct Queued {
+    job: Job,
+    stopped: oneshot::Receiver<()>,
+}
+
 /// The runner as the server sees it: whether a run is under way, how to start and stop one.
 pub struct Runs {
-    jobs: mpsc::Sender<Job>,
+    jobs: mpsc::Sender<Queued>,
     busy: AtomicBool,
     stop: Mutex<Option<oneshot::Sender<()>>>,
 }
@@ -42,7 +49,7 @@ pub const BUSY: &str = "a run is under way: wait for its end, or stop it, before
 
 impl Runs {
     /// The runner's handle, and the queue its loop reads (see [`serve`]).
-    pub fn new() -> (Arc<Self>, mpsc::Receiver<Job>) {
+    pub fn new() -> (Arc<Self>, mpsc::Receiver<Queued>) {
         let (jobs, queue) = mpsc::channel(1);
         let runs = Self {
             jobs,
@@ -57,8 +64,9 @@ impl Runs {
         if self.busy.swap(true, Ordering::AcqRel) {
             return Err(BUSY.into());
         }
-        self.jobs.try_send(job).map_err(|_| {
-            self.busy.store(false, Ordering::Release);
+        let stopped = self.stoppable();
+        self.jobs.try_send(Queued { job, stopped }).map_err(|_| {
+            self.done();
             "the runner has stopped: start reactstep ui again".to_string()
         })
     }
@@ -88,11 +96,11 @@ pub async fn serve(
     mut driver: Driver,
     runs: Arc<Runs>,
     approvals: Arc<Approvals>,
-    mut queue: mpsc::Receiver<Job>,
+    mut queue: mpsc::Receiver<Queued>,
     key_hint: Option<String>,
     memory: Memory,
 ) {
-    while let Some(job) = queue.recv().await {
+    while let Some(Queued { job, stopped }) = queue.recv().await {
         let conversation = match &job.session {
             Some(name) => {
                 let secrets = memory.secrets.clone();
@@ -116,7 +124,7 @@ pub async fn serve(
         }
         driver.set_prior(prior.unwrap_or_default());
         let started = chrono::Utc::now().timestamp_millis();
-        let (report, step_seconds) = run(&driver, &approvals, &runs, &job).await;
+        let (report, step_seconds) = run(&driver, &approvals, stopped, &job).await;
         let mut end = end(&report, step_seconds, key_hint.as_deref());
         if let Some(conversation) = &conversation {
             match conversation.save(&job.task, started, &report).await {
@@ -131,8 +139,12 @@ pub async fn serve(
 
 /// One run of `job` on `driver`, cancelled when its page goes away or Stop is pressed; its
 /// report, and the seconds its last step took.
-async fn run(driver: &Driver, approvals: &Approvals, runs: &Runs, job: &Job) -> (RunReport, f64) {
-    let stopped = runs.stoppable();
+async fn run(
+    driver: &Driver,
+    approvals: &Approvals,
+    stopped: oneshot::Receiver<()>,
+    job: &Job,
+) -> (RunReport, f64) {
     approvals.watch(Some(job.events.clone()));
     let mut watcher = PageWatcher::new(job.events.clone());
     let page = job.events.clone();
