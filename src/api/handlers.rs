@@ -91,36 +91,9 @@ pub async fn openapi() -> HttpResponse {
         .body(OPENAPI_YAML)
 }
 
-pub async fn react_step(
-    req: HttpRequest,
-    payload: web::Payload,
-    state: web::Data<AppState>,
-    request_id: RequestId,
-) -> HttpResponse {
-    answer(req, payload, state, request_id, Endpoint::Step).await
-}
-
-/// `POST /api/agent/plan`: a step asked for an `ExecutionPlan`.
-pub async fn plan(
-    req: HttpRequest,
-    payload: web::Payload,
-    state: web::Data<AppState>,
-    request_id: RequestId,
-) -> HttpResponse {
-    answer(req, payload, state, request_id, Endpoint::Plan).await
-}
-
-/// `POST /api/agent/evaluate`: a step asked for a `QualityEvaluation` of a candidate answer.
-pub async fn evaluate(
-    req: HttpRequest,
-    payload: web::Payload,
-    state: web::Data<AppState>,
-    request_id: RequestId,
-) -> HttpResponse {
-    answer(req, payload, state, request_id, Endpoint::Evaluate).await
-}
-
-async fn answer(
+/// `POST /api/agent/react_step`, `/plan` and `/evaluate`: the endpoint's task on one step,
+/// answered as JSON.
+pub async fn answer(
     req: HttpRequest,
     payload: web::Payload,
     state: web::Data<AppState>,
@@ -216,8 +189,8 @@ fn echo(req: &HttpRequest, request_id: RequestId) -> Echo {
 
 #[cfg(test)]
 mod future_size {
-    /// The size of the future an async function of four arguments returns.
-    fn future_of<A, B, C, D, R>(_: impl Fn(A, B, C, D) -> R) -> usize {
+    /// The size of the future an async function of five arguments returns.
+    fn future_of<A, B, C, D, E, R>(_: impl Fn(A, B, C, D, E) -> R) -> usize {
         std::mem::size_of::<R>()
     }
 
@@ -226,7 +199,7 @@ mod future_size {
         // Every step in flight holds one (5,000 in the burst benchmark): it was 5.3 KiB before
         // the states that are not the wait were boxed, and grows back silently when a new
         // local lives across the call or an `async fn` takes a large argument by value.
-        let size = future_of(super::react_step);
+        let size = future_of(super::answer);
         assert!(
             size <= 3 * 1024,
             "the step handler's future is {size} bytes"

@@ -56,32 +56,38 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
         .service(only("GET", web::to(handlers::metrics), "/metrics"))
         .service(only("GET", web::to(handlers::openapi), "/openapi.yaml"))
         .service(only("GET", web::to(handlers::providers), "/api/providers"))
+        .service(only("POST", task(Endpoint::Step), "/api/agent/react_step"))
+        .service(only("POST", task(Endpoint::Plan), "/api/agent/plan"))
         .service(only(
             "POST",
-            web::to(handlers::react_step),
-            "/api/agent/react_step",
-        ))
-        .service(only(
-            "POST",
-            web::to(stream::react_step_stream),
-            "/api/agent/react_step/stream",
-        ))
-        .service(only("POST", web::to(handlers::plan), "/api/agent/plan"))
-        .service(only(
-            "POST",
-            web::to(stream::plan_stream),
-            "/api/agent/plan/stream",
-        ))
-        .service(only(
-            "POST",
-            web::to(handlers::evaluate),
+            task(Endpoint::Evaluate),
             "/api/agent/evaluate",
         ))
         .service(only(
             "POST",
-            web::to(stream::evaluate_stream),
+            streamed(Endpoint::Step),
+            "/api/agent/react_step/stream",
+        ))
+        .service(only(
+            "POST",
+            streamed(Endpoint::Plan),
+            "/api/agent/plan/stream",
+        ))
+        .service(only(
+            "POST",
+            streamed(Endpoint::Evaluate),
             "/api/agent/evaluate/stream",
         ));
+}
+
+/// The endpoint's task answered as JSON.
+fn task(endpoint: Endpoint) -> actix_web::Route {
+    web::to(move |req, payload, state, id| handlers::answer(req, payload, state, id, endpoint))
+}
+
+/// The endpoint's task answered as server-sent events.
+fn streamed(endpoint: Endpoint) -> actix_web::Route {
+    web::to(move |req, payload, state, id| stream::streamed(req, payload, state, id, endpoint))
 }
 
 pub fn default_service() -> actix_web::Route {

@@ -71,36 +71,9 @@ struct Connection {
     timings: Option<Arc<PhaseTimes>>,
 }
 
-pub async fn react_step_stream(
-    req: HttpRequest,
-    payload: web::Payload,
-    state: web::Data<AppState>,
-    request_id: RequestId,
-) -> HttpResponse {
-    streamed(req, payload, state, request_id, Endpoint::Step).await
-}
-
-/// `POST /api/agent/plan/stream`: the plan step, its thought streamed as a step's is.
-pub async fn plan_stream(
-    req: HttpRequest,
-    payload: web::Payload,
-    state: web::Data<AppState>,
-    request_id: RequestId,
-) -> HttpResponse {
-    streamed(req, payload, state, request_id, Endpoint::Plan).await
-}
-
-/// `POST /api/agent/evaluate/stream`.
-pub async fn evaluate_stream(
-    req: HttpRequest,
-    payload: web::Payload,
-    state: web::Data<AppState>,
-    request_id: RequestId,
-) -> HttpResponse {
-    streamed(req, payload, state, request_id, Endpoint::Evaluate).await
-}
-
-async fn streamed(
+/// `POST /api/agent/react_step/stream`, `/plan/stream` and `/evaluate/stream`: the endpoint's
+/// task on one step, answered as server-sent events.
+pub async fn streamed(
     req: HttpRequest,
     payload: web::Payload,
     state: web::Data<AppState>,
