@@ -20,20 +20,19 @@ fn corpus(target: &str) -> Vec<(String, Vec<u8>)> {
         .collect()
 }
 
-#[test]
-fn every_request_in_the_corpus_passes_the_whole_path() {
-    let inputs = corpus("request");
-    assert!(inputs.len() >= 10, "the request corpus holds its seeds");
+/// Every input of `target`'s corpus through `check`; more than half must reach the step, or
+/// the seeds would fuzz only the decoder.
+fn replay(target: &str, check: fn(&[u8]) -> request_path::Reached) {
+    let inputs = corpus(target);
+    assert!(inputs.len() >= 10, "the {target} corpus holds its seeds");
     let mut stepped = 0;
     for (name, data) in &inputs {
-        let reached = std::panic::catch_unwind(|| request_path::check(data));
-        match reached {
+        match std::panic::catch_unwind(|| check(data)) {
             Ok(request_path::Reached::Step) => stepped += 1,
             Ok(_) => {}
             Err(_) => panic!("{name} broke an invariant"),
         }
     }
-    // Seeds that never get past decoding would fuzz only the decoder.
     assert!(
         stepped * 2 > inputs.len(),
         "{stepped} of {} seeds reach the step",
@@ -42,23 +41,13 @@ fn every_request_in_the_corpus_passes_the_whole_path() {
 }
 
 #[test]
+fn every_request_in_the_corpus_passes_the_whole_path() {
+    replay("request", request_path::check);
+}
+
+#[test]
 fn every_plan_and_evaluation_in_the_corpus_passes_the_whole_path() {
-    let inputs = corpus("task");
-    assert!(inputs.len() >= 10, "the task corpus holds its seeds");
-    let mut stepped = 0;
-    for (name, data) in &inputs {
-        let reached = std::panic::catch_unwind(|| request_path::check_task(data));
-        match reached {
-            Ok(request_path::Reached::Step) => stepped += 1,
-            Ok(_) => {}
-            Err(_) => panic!("{name} broke an invariant"),
-        }
-    }
-    assert!(
-        stepped * 2 > inputs.len(),
-        "{stepped} of {} seeds reach the step",
-        inputs.len()
-    );
+    replay("task", request_path::check_task);
 }
 
 #[test]
