@@ -15,6 +15,7 @@ use serde_json::Value;
 use wiremock::matchers::{body_string_contains, method, path};
 use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
 
+use reactstep::driver::memory;
 use support::postgres;
 use support::stream_upstream::openai_stream;
 use support::upstream::openai_reply;
@@ -138,6 +139,7 @@ on_both_stores!(
     a_run_cut_short_by_its_timeout_or_ctrl_c_is_saved,
     a_store_of_a_later_schema_is_refused_before_any_model_call,
     the_plan_and_the_evaluations_are_saved_with_the_run,
+    hidden_characters_are_refused_in_names_and_padded_names_are_found,
 );
 
 /// What a command did.
@@ -843,4 +845,57 @@ async fn the_plan_and_the_evaluations_are_saved_with_the_run(store: Store) {
     assert_eq!(run["evaluations"][0]["completeness_score"], 9);
     assert_eq!(run["report"]["steps"][0]["action"], "read_file");
     assert_eq!(run["answer"], "42");
+}
+
+async fn hidden_characters_are_refused_in_names_and_padded_names_are_found(store: Store) {
+    let hidden = [
+        "rtl\u{202E}gnp.exe",
+        "zw\u{200B}sp",
+        "ls\u{2028}sep",
+        "ps\u{2029}sep",
+        "bom\u{FEFF}x",
+        "tag\u{E0041}x",
+        "shy\u{AD}x",
+        "iso\u{2066}x",
+    ];
+    for name in hidden {
+        let model = model_server("Thought: t\nFinal Answer: a").await;
+        let ran = finished(&mut online(&store, name, "Hello?", &model, 16_000)).await;
+        assert_eq!(ran.code, 2, "{name:?}: {}", ran.stderr);
+        assert!(ran.stderr.contains("format characters"), "{}", ran.stderr);
+        assert!(chats(&model).await.is_empty(), "{name:?}: no model call");
+        assert!(
+            memory::session_name(name).is_err(),
+            "the page refuses {name:?} too"
+        );
+    }
+    let listed = sessions(&store, &["list", "--output", "json"]).await;
+    assert_eq!(listed.json(), serde_json::json!([]), "{}", listed.stderr);
+
+    let ran = offline(&store, "  padded  ", "Q?", "Thought: t\nFinal Answer: a").await;
+    assert_eq!(ran.code, 0, "{}", ran.stderr);
+    for typed in ["  padded  ", "padded", "\tpadded\n"] {
+        let shown = sessions(&store, &["show", typed, "--output", "json"]).await;
+        assert_eq!(shown.code, 0, "{typed:?}: {}", shown.stderr);
+        assert_eq!(shown.json()["name"], "padded");
+    }
+    let opened = memory::open(Some(&store.memory())).await.unwrap();
+    assert!(
+        opened.show(" padded ").await.unwrap().is_some(),
+        "the page's lookup"
+    );
+    let deleted = sessions(&store, &["delete", "  padded  "]).await;
+    assert_eq!(
+        (deleted.code, deleted.stdout.as_str()),
+        (0, "deleted the session padded\n"),
+        "{}",
+        deleted.stderr
+    );
+    let gone = sessions(&store, &["show", "  padded  "]).await;
+    assert_eq!(gone.code, 1, "{}", gone.stderr);
+    assert!(
+        gone.stderr.contains("no session named padded"),
+        "{}",
+        gone.stderr
+    );
 }

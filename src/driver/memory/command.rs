@@ -38,9 +38,9 @@ pub enum Output {
 pub enum Command {
     /// The sessions, the most recently active first.
     List,
-    /// A session's summary and its runs.
+    /// A session's summary and its runs (NAME is trimmed, as `run --session` trims it).
     Show { name: String },
-    /// Delete a session and its runs.
+    /// Delete a session and its runs (NAME is trimmed, as `run --session` trims it).
     Delete { name: String },
     /// Delete the sessions not active for a while, with their runs.
     Expire {
@@ -99,8 +99,11 @@ async fn answer(args: &SessionsArgs, store: &dyn SessionStore) -> Result<(String
             None => missing(store, name, json),
         },
         Command::Delete { name } => match store.delete(name).await? {
-            true if json => (as_json(&serde_json::json!({"deleted": name}))?, 0),
-            true => (format!("deleted the session {}\n", printable(name)), 0),
+            true if json => (as_json(&serde_json::json!({"deleted": name.trim()}))?, 0),
+            true => (
+                format!("deleted the session {}\n", printable(name.trim())),
+                0,
+            ),
             false => missing(store, name, json),
         },
         Command::Expire { older_than } => {
@@ -120,7 +123,7 @@ async fn answer(args: &SessionsArgs, store: &dyn SessionStore) -> Result<(String
 fn missing(store: &dyn SessionStore, name: &str, json: bool) -> (String, i32) {
     eprintln!(
         "reactstep sessions: no session named {} in {}",
-        printable(name),
+        printable(name.trim()),
         printable(&store.describe())
     );
     (if json { "null\n".into() } else { String::new() }, 1)

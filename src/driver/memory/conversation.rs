@@ -8,14 +8,12 @@ use std::sync::Arc;
 
 use serde_json::{json, Value};
 
+use super::name::session_name;
 use super::redact::{scrubbed, scrubbed_text};
 use super::store::SessionStore;
 use super::types::{now_ms, NewRun, SavedRun, Summary};
 use crate::driver::prior::PriorConversation;
 use crate::driver::report::{RunReport, Termination};
-
-/// The longest session name.
-const MOST_NAME_CHARS: usize = 200;
 
 pub struct Conversation {
     store: Arc<dyn SessionStore>,
@@ -25,35 +23,23 @@ pub struct Conversation {
     secrets: Vec<String>,
 }
 
-/// A session's name as given: words of at most 200 characters, no control characters.
-pub fn session_name(text: &str) -> Result<String, String> {
-    let name = text.trim();
-    if name.is_empty() {
-        return Err("a session name cannot be empty".into());
-    }
-    if name.chars().count() > MOST_NAME_CHARS || name.chars().any(char::is_control) {
-        return Err(format!(
-            "a session name is at most {MOST_NAME_CHARS} characters, without control characters"
-        ));
-    }
-    Ok(name.to_string())
-}
-
 impl Conversation {
     /// The session `name` in `store`, ready to continue (a session that does not exist yet is
-    /// made when the first run is saved). `secrets` never reach the store.
+    /// made when the first run is saved). `secrets` never reach the store. A name
+    /// [`session_name`] refuses is refused, and the name is kept as it reads it (trimmed).
     pub async fn resume(
         store: Arc<dyn SessionStore>,
         name: &str,
         secrets: Vec<String>,
     ) -> Result<Self, String> {
-        let (history, summary) = match store.show(name).await? {
+        let name = session_name(name)?;
+        let (history, summary) = match store.show(&name).await? {
             Some(session) => (turns(&session.runs), session.info.summary),
             None => (Vec::new(), None),
         };
         Ok(Self {
             store,
-            name: name.to_string(),
+            name,
             history,
             summary: summary.filter(|s| !s.text.is_empty()),
             secrets,
@@ -218,13 +204,5 @@ mod tests {
             ]
         );
         assert_eq!(sent[1]["timestamp"], "2026-01-01T00:00:05.000Z");
-    }
-
-    #[test]
-    fn a_session_name_is_words_without_control_characters() {
-        assert_eq!(session_name(" work "), Ok("work".into()));
-        assert!(session_name("  ").is_err());
-        assert!(session_name("a\u{1b}[2J").is_err());
-        assert!(session_name(&"x".repeat(201)).is_err());
     }
 }

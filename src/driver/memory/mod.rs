@@ -7,6 +7,7 @@
 
 pub mod command;
 pub mod conversation;
+mod name;
 mod open;
 mod postgres;
 pub mod redact;
@@ -16,7 +17,8 @@ mod sqlite;
 mod store;
 mod types;
 
-pub use conversation::{session_name, Conversation};
+pub use conversation::Conversation;
+pub use name::session_name;
 pub use open::{default_path, open, StoreSpec};
 pub use postgres::PostgresStore;
 pub use sqlite::SqliteStore;

@@ -9,6 +9,7 @@ use std::time::Duration;
 use tokio::sync::{MappedMutexGuard, Mutex, MutexGuard};
 use tokio_postgres::{Client, Config, NoTls};
 
+use super::name::{lookup, session_name};
 use super::schema::{self, Dialect};
 use super::sql::{self, RunRow, RunText, SessionRow};
 use super::store::SessionStore;
@@ -194,6 +195,9 @@ impl SessionStore for PostgresStore {
 
     async fn show(&self, name: &str) -> Result<Option<Session>, String> {
         let failed = |e: tokio_postgres::Error| self.said(&e);
+        let Some(name) = lookup(name) else {
+            return Ok(None);
+        };
         let mut client = self.client().await?;
         let tx = client
             .build_transaction()
@@ -222,6 +226,7 @@ impl SessionStore for PostgresStore {
 
     async fn save_run(&self, name: &str, run: NewRun) -> Result<SavedRun, String> {
         let failed = |e: tokio_postgres::Error| self.said(&e);
+        let name = session_name(name)?;
         let text = RunText::of(&run);
         let summary = run.summary.as_ref();
         let summary_text = summary.map(|s| s.text.as_str());
@@ -260,6 +265,9 @@ impl SessionStore for PostgresStore {
     }
 
     async fn delete(&self, name: &str) -> Result<bool, String> {
+        let Some(name) = lookup(name) else {
+            return Ok(false);
+        };
         let client = self.client().await?;
         let deleted = client
             .execute(sql::DELETE_SESSION, &[&name])

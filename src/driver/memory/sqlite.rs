@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use rusqlite::{params, Connection, ErrorCode, OptionalExtension, TransactionBehavior};
 
+use super::name::{lookup, session_name};
 use super::schema::{self, Dialect};
 use super::sql::{self, for_sqlite, RunRow, RunText, SessionRow};
 use super::store::SessionStore;
@@ -227,7 +228,9 @@ impl SessionStore for SqliteStore {
     }
 
     async fn show(&self, name: &str) -> Result<Option<Session>, String> {
-        let name = name.to_string();
+        let Some(name) = lookup(name).map(String::from) else {
+            return Ok(None);
+        };
         let Some((session, runs)) = self
             .with(move |connection| read_session(connection, &name))
             .await?
@@ -244,7 +247,7 @@ impl SessionStore for SqliteStore {
     }
 
     async fn save_run(&self, name: &str, run: NewRun) -> Result<SavedRun, String> {
-        let name = name.to_string();
+        let name = session_name(name)?;
         let (id, run) = self
             .with(move |connection| Ok((insert_run(connection, &name, &run)?, run)))
             .await?;
@@ -252,7 +255,9 @@ impl SessionStore for SqliteStore {
     }
 
     async fn delete(&self, name: &str) -> Result<bool, String> {
-        let name = name.to_string();
+        let Some(name) = lookup(name).map(String::from) else {
+            return Ok(false);
+        };
         self.with(move |connection| {
             let tx = connection.transaction_with_behavior(TransactionBehavior::Immediate)?;
             let deleted = tx.execute(&for_sqlite(sql::DELETE_SESSION), [name])?;

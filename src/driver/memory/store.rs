@@ -16,15 +16,18 @@ pub trait SessionStore: Send + Sync {
     /// Every session, the most recently active first.
     async fn list(&self) -> Result<Vec<SessionInfo>, String>;
 
-    /// The session `name` and its runs, oldest first; `None` when there is no such session.
+    /// The session `name` (trimmed, as [`super::session_name`] keeps it) and its runs, oldest
+    /// first; `None` when there is no such session (a name holding NUL: none).
     async fn show(&self, name: &str) -> Result<Option<Session>, String>;
 
     /// Saves `run` in the session `name`, made when there is none, and marks the session active
     /// when the run ended (or later, if another run ended later). In one transaction: two
-    /// runs saved at once into one session are both kept.
+    /// runs saved at once into one session are both kept. A name [`super::session_name`]
+    /// refuses is refused.
     async fn save_run(&self, name: &str, run: NewRun) -> Result<SavedRun, String>;
 
-    /// Deletes the session `name` and its runs; `false` when there was none.
+    /// Deletes the session `name` (trimmed, as `show` reads it) and its runs; `false` when
+    /// there was none.
     async fn delete(&self, name: &str) -> Result<bool, String>;
 
     /// Deletes every session last active more than `older_than` ago, with its runs; their
