@@ -15,7 +15,7 @@ use serde_json::Value;
 use wiremock::matchers::{body_string_contains, method, path};
 use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
 
-use reactstep::driver::memory;
+use reactstep::driver::memory::{self, NewRun, Summary};
 use support::postgres;
 use support::stream_upstream::openai_stream;
 use support::upstream::openai_reply;
@@ -140,6 +140,7 @@ on_both_stores!(
     a_store_of_a_later_schema_is_refused_before_any_model_call,
     the_plan_and_the_evaluations_are_saved_with_the_run,
     hidden_characters_are_refused_in_names_and_padded_names_are_found,
+    nul_is_saved_as_a_replacement_character_and_never_found_in_a_name,
 );
 
 /// What a command did.
@@ -898,4 +899,60 @@ async fn hidden_characters_are_refused_in_names_and_padded_names_are_found(store
         "{}",
         gone.stderr
     );
+}
+
+async fn nul_is_saved_as_a_replacement_character_and_never_found_in_a_name(store: Store) {
+    let ran = offline(&store, "nul", "Say it", "Thought: t\nFinal Answer: a\u{0}b").await;
+    assert_eq!(ran.code, 0, "{}", ran.stderr);
+    assert!(ran.stderr.contains("saved as run"), "{}", ran.stderr);
+    let printed = ran.json()["answer"].as_str().unwrap().to_string();
+    let session = show(&store, "nul").await;
+    assert_eq!(
+        session["runs"][0]["answer"],
+        printed.replace('\0', "\u{FFFD}")
+    );
+    assert!(!session.to_string().contains("\\u0000"), "{session}");
+
+    // Every string of a run saved through the store's own calls (as the page saves).
+    let opened = memory::open(Some(&store.memory())).await.unwrap();
+    let now = chrono::Utc::now().timestamp_millis();
+    let run = |question: &str| NewRun {
+        question: question.into(),
+        started_ms: now,
+        ended_ms: now,
+        answer: "an\0swer".into(),
+        termination: "success".into(),
+        report: serde_json::json!({"k\0": ["v\0", {"deep": "x\0y"}], "answer": "an\0swer"}),
+        plan: Some(serde_json::json!({"steps": ["p\0"]})),
+        evaluations: serde_json::json!([{"note": "e\0"}]),
+        summary: Some(Summary {
+            text: "s\0".into(),
+            turns: 2,
+        }),
+    };
+    let saved = opened.save_run("lib", run("q\0")).await.unwrap();
+    assert_eq!(saved.question, "q\u{FFFD}");
+    let session = opened.show("lib").await.unwrap().unwrap();
+    let shown = serde_json::to_string(&session).unwrap();
+    assert!(
+        !shown.contains("\\u0000") && !shown.contains('\0'),
+        "{shown}"
+    );
+    let run0 = &session.runs[0];
+    assert_eq!(run0.question, "q\u{FFFD}");
+    assert_eq!(run0.answer, "an\u{FFFD}swer");
+    assert_eq!(run0.report["k\u{FFFD}"][1]["deep"], "x\u{FFFD}y");
+    assert_eq!(run0.plan.as_ref().unwrap()["steps"][0], "p\u{FFFD}");
+    assert_eq!(run0.evaluations[0]["note"], "e\u{FFFD}");
+    assert_eq!(session.info.summary.unwrap().text, "s\u{FFFD}");
+
+    // A name holding NUL is no session: not a database error.
+    for name in ["lib\0", "\0", "l\0ib"] {
+        assert_eq!(opened.show(name).await, Ok(None), "{name:?}");
+        assert_eq!(opened.delete(name).await, Ok(false), "{name:?}");
+        assert!(opened.save_run(name, run("q")).await.is_err(), "{name:?}");
+    }
+    let listed = opened.list().await.unwrap();
+    let names: Vec<&str> = listed.iter().map(|s| s.name.as_str()).collect();
+    assert_eq!(names.len(), 2, "{names:?}");
 }

@@ -106,6 +106,7 @@ impl Conversation {
             evaluations: scrubbed(evaluations, secrets),
             summary,
         }
+        .without_nul()
     }
 
     /// The summary the run ended with, when it is not the one the session had. It may cover

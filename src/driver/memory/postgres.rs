@@ -227,6 +227,7 @@ impl SessionStore for PostgresStore {
     async fn save_run(&self, name: &str, run: NewRun) -> Result<SavedRun, String> {
         let failed = |e: tokio_postgres::Error| self.said(&e);
         let name = session_name(name)?;
+        let run = run.without_nul();
         let text = RunText::of(&run);
         let summary = run.summary.as_ref();
         let summary_text = summary.map(|s| s.text.as_str());

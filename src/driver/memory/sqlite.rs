@@ -248,6 +248,7 @@ impl SessionStore for SqliteStore {
 
     async fn save_run(&self, name: &str, run: NewRun) -> Result<SavedRun, String> {
         let name = session_name(name)?;
+        let run = run.without_nul();
         let (id, run) = self
             .with(move |connection| Ok((insert_run(connection, &name, &run)?, run)))
             .await?;

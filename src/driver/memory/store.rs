@@ -23,7 +23,7 @@ pub trait SessionStore: Send + Sync {
     /// Saves `run` in the session `name`, made when there is none, and marks the session active
     /// when the run ended (or later, if another run ended later). In one transaction: two
     /// runs saved at once into one session are both kept. A name [`super::session_name`]
-    /// refuses is refused.
+    /// refuses is refused; NUL in the run's texts is saved as U+FFFD.
     async fn save_run(&self, name: &str, run: NewRun) -> Result<SavedRun, String>;
 
     /// Deletes the session `name` (trimmed, as `show` reads it) and its runs; `false` when

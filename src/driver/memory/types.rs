@@ -68,6 +68,47 @@ pub struct NewRun {
     pub summary: Option<Summary>,
 }
 
+impl NewRun {
+    /// The run with every NUL character of its texts and of its JSON's strings and keys made
+    /// U+FFFD: PostgreSQL's text cannot hold NUL, and both stores keep the same.
+    pub fn without_nul(self) -> Self {
+        Self {
+            question: without_nul_text(self.question),
+            answer: without_nul_text(self.answer),
+            termination: without_nul_text(self.termination),
+            report: without_nul(self.report),
+            plan: self.plan.map(without_nul),
+            evaluations: without_nul(self.evaluations),
+            summary: self.summary.map(|s| Summary {
+                text: without_nul_text(s.text),
+                turns: s.turns,
+            }),
+            ..self
+        }
+    }
+}
+
+fn without_nul_text(text: String) -> String {
+    match text.contains('\0') {
+        true => text.replace('\0', "\u{FFFD}"),
+        false => text,
+    }
+}
+
+fn without_nul(value: Value) -> Value {
+    match value {
+        Value::String(text) => Value::String(without_nul_text(text)),
+        Value::Array(items) => Value::Array(items.into_iter().map(without_nul).collect()),
+        Value::Object(fields) => Value::Object(
+            fields
+                .into_iter()
+                .map(|(k, v)| (without_nul_text(k), without_nul(v)))
+                .collect(),
+        ),
+        other => other,
+    }
+}
+
 /// `ms` since the Unix epoch as RFC 3339 in UTC, to the millisecond.
 pub fn rfc3339(ms: i64) -> String {
     chrono::DateTime::from_timestamp_millis(ms)
