@@ -15,7 +15,7 @@ use serde_json::Value;
 use wiremock::matchers::{body_string_contains, method, path};
 use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
 
-use reactstep::driver::memory::{self, NewRun, Summary};
+use reactstep::driver::memory::{self, Conversation, NewRun, SessionStore, Summary};
 use support::postgres;
 use support::stream_upstream::openai_stream;
 use support::upstream::openai_reply;
@@ -67,6 +67,19 @@ impl Store {
                 let client = connect(url).await;
                 client.batch_execute(statement).await.unwrap();
             }
+        }
+    }
+
+    /// What `--memory` is given to name the store with `password` in its URL (PostgreSQL's
+    /// test server trusts every connection, so any password does); a file has none.
+    fn memory_with_password(&self, password: &str) -> String {
+        match self {
+            Self::Sqlite { .. } => self.memory(),
+            Self::Postgres { url } => url.replacen(
+                "postgres://reactstep@",
+                &format!("postgres://reactstep:{password}@"),
+                1,
+            ),
         }
     }
 
@@ -141,6 +154,8 @@ on_both_stores!(
     the_plan_and_the_evaluations_are_saved_with_the_run,
     hidden_characters_are_refused_in_names_and_padded_names_are_found,
     nul_is_saved_as_a_replacement_character_and_never_found_in_a_name,
+    a_session_name_holding_a_secret_is_refused_before_any_model_call,
+    aws_and_database_secrets_and_the_stores_own_password_are_never_saved,
 );
 
 /// What a command did.
@@ -190,8 +205,17 @@ fn run_command(
     question: &str,
     extra: &[&str],
 ) -> tokio::process::Command {
-    let memory = store.memory();
-    let mut args = vec!["run", question, "--session", session, "--memory", &memory];
+    run_command_in(&store.memory(), session, question, extra)
+}
+
+/// [`run_command`] with `--memory` given as `memory`.
+fn run_command_in(
+    memory: &str,
+    session: &str,
+    question: &str,
+    extra: &[&str],
+) -> tokio::process::Command {
+    let mut args = vec!["run", question, "--session", session, "--memory", memory];
     args.extend(["--output", "json"]);
     args.extend(extra);
     reactstep(&args)
@@ -246,6 +270,17 @@ fn online(
     server: &MockServer,
     window: u32,
 ) -> tokio::process::Command {
+    online_in(&store.memory(), session, question, server, window)
+}
+
+/// [`online`] with `--memory` given as `memory`.
+fn online_in(
+    memory: &str,
+    session: &str,
+    question: &str,
+    server: &MockServer,
+    window: u32,
+) -> tokio::process::Command {
     let window = window.to_string();
     let extra = [
         "--provider",
@@ -255,7 +290,7 @@ fn online(
         "--token-limit",
         &window,
     ];
-    let mut command = run_command(store, session, question, &extra);
+    let mut command = run_command_in(memory, session, question, &extra);
     command.env(
         "REACTSTEP_OPENAI_COMPATIBLE_BASE_URL",
         format!("{}/v1", server.uri()),
@@ -955,4 +990,120 @@ async fn nul_is_saved_as_a_replacement_character_and_never_found_in_a_name(store
     let listed = opened.list().await.unwrap();
     let names: Vec<&str> = listed.iter().map(|s| s.name.as_str()).collect();
     assert_eq!(names.len(), 2, "{names:?}");
+}
+
+/// A key as the attacks used it.
+const KEY: &str = "sk-proj-Zq8vT3xWm9Lk2Rb7Yp4NaB5cD6eF";
+const AWS_SECRET: &str = "wJalrXUtnFEMIK7MDENGbPxRfiCYEXAMPLEKEY";
+/// The password of the PostgreSQL store's URL, where the store is one.
+const STORE_PASSWORD: &str = "pgPassW0rd-Secret9";
+
+/// Asserts that `text` holds no piece of 10 characters of `secret`, in any case.
+fn holds_none_of(text: &str, secret: &str, what: &str) {
+    let text = text.to_lowercase();
+    let secret = secret.to_lowercase();
+    for piece in secret.as_bytes().windows(10) {
+        let piece = std::str::from_utf8(piece).unwrap();
+        assert!(
+            !text.contains(piece),
+            "{what}: {piece:?} of a secret in {text}"
+        );
+    }
+}
+
+async fn a_session_name_holding_a_secret_is_refused_before_any_model_call(store: Store) {
+    let memory = store.memory_with_password(STORE_PASSWORD);
+    let postgres = matches!(store, Store::Postgres { .. });
+    let mut names = vec![
+        format!("proj {KEY}"),
+        format!("proj {}", KEY.to_uppercase()),
+        format!("a piece {}", &KEY[9..21]),
+        format!("split {}", KEY.replace('-', " ")),
+        format!("aws {AWS_SECRET}"),
+    ];
+    if postgres {
+        names.push(format!("db {STORE_PASSWORD}"));
+    }
+    for name in &names {
+        let model = model_server("Thought: t\nFinal Answer: a").await;
+        let mut command = online_in(&memory, name, "Hello?", &model, 16_000);
+        command
+            .env("OPENAI_API_KEY", KEY)
+            .env("AWS_SECRET_ACCESS_KEY", AWS_SECRET);
+        let ran = finished(&mut command).await;
+        assert_eq!(ran.code, 2, "{name}: {}", ran.stderr);
+        assert!(ran.stderr.contains("holds a secret"), "{}", ran.stderr);
+        let said = format!("{}{}", ran.stdout, ran.stderr);
+        for secret in [KEY, AWS_SECRET, STORE_PASSWORD] {
+            holds_none_of(&said, secret, "what the refusal said");
+        }
+        assert!(chats(&model).await.is_empty(), "{name}: no model call");
+    }
+    let listed = sessions_in(&memory, &["list", "--output", "json"]).await;
+    assert_eq!(listed.json(), serde_json::json!([]), "nothing was saved");
+
+    // The page's path: the same call refuses it, the store's own password known without the
+    // caller naming it.
+    let opened = memory::open(Some(&memory)).await.unwrap();
+    let store_arc: std::sync::Arc<dyn SessionStore> = opened.into();
+    let secrets = memory::redact::secrets([KEY.to_string()]);
+    let mut refused = vec![format!("ui {KEY}")];
+    if postgres {
+        refused.push(format!("ui {STORE_PASSWORD}"));
+    }
+    for name in refused {
+        let resumed = Conversation::resume(store_arc.clone(), &name, secrets.clone()).await;
+        let Err(why) = resumed else {
+            panic!("{name:?} was taken")
+        };
+        assert!(why.contains("holds a secret"), "{why}");
+        holds_none_of(&why, KEY, "the page's refusal");
+        holds_none_of(&why, STORE_PASSWORD, "the page's refusal");
+    }
+    let fine = Conversation::resume(store_arc, "  work  ", secrets).await;
+    assert_eq!(fine.map(|c| c.name().to_string()), Ok("work".to_string()));
+}
+
+async fn aws_and_database_secrets_and_the_stores_own_password_are_never_saved(store: Store) {
+    let pg_password = "Pg-Env-Passw0rd-77";
+    let url_password = "Db-Url-S3cret-Word-42";
+    let memory = store.memory_with_password(STORE_PASSWORD);
+    let question =
+        format!("aws {AWS_SECRET} pg {pg_password} db {url_password} store {STORE_PASSWORD}?");
+    let folder = tempfile::tempdir().unwrap();
+    let script = folder.path().join("script.txt");
+    std::fs::write(
+        &script,
+        format!("Thought: t\nFinal Answer: they are {AWS_SECRET} and {STORE_PASSWORD}"),
+    )
+    .unwrap();
+    let ws = workspace();
+    let extra = [
+        "--mock-responses",
+        script.to_str().unwrap(),
+        "--workspace",
+        ws.path().to_str().unwrap(),
+    ];
+    let mut command = run_command_in(&memory, "env", &question, &extra);
+    command
+        .env("AWS_SECRET_ACCESS_KEY", AWS_SECRET)
+        .env("PGPASSWORD", pg_password)
+        .env(
+            "DATABASE_URL",
+            format!("postgres://app:{url_password}@db.internal:5432/app"),
+        );
+    let ran = finished(&mut command).await;
+    assert_eq!(ran.code, 0, "{}", ran.stderr);
+    let saved = String::from_utf8_lossy(&store.bytes().await).to_string();
+    assert!(
+        saved.contains("[REDACTED]"),
+        "the secrets' places are marked"
+    );
+    let mut secrets = vec![AWS_SECRET, pg_password, url_password];
+    if matches!(store, Store::Postgres { .. }) {
+        secrets.push(STORE_PASSWORD);
+    }
+    for secret in secrets {
+        holds_none_of(&saved, secret, "the store");
+    }
 }

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use serde_json::{json, Value};
 
 use super::name::session_name;
-use super::redact::{scrubbed, scrubbed_text};
+use super::redact::{self, scrubbed, scrubbed_text};
 use super::store::SessionStore;
 use super::types::{now_ms, NewRun, SavedRun, Summary};
 use crate::driver::prior::PriorConversation;
@@ -25,14 +25,25 @@ pub struct Conversation {
 
 impl Conversation {
     /// The session `name` in `store`, ready to continue (a session that does not exist yet is
-    /// made when the first run is saved). `secrets` never reach the store. A name
-    /// [`session_name`] refuses is refused, and the name is kept as it reads it (trimmed).
+    /// made when the first run is saved). `secrets`, and the store's own (its URL's password),
+    /// never reach the store: a name holding one (or a piece of one) is refused, without
+    /// saying it, and so is a name [`session_name`] refuses (the name is kept as it reads it,
+    /// trimmed).
     pub async fn resume(
         store: Arc<dyn SessionStore>,
         name: &str,
         secrets: Vec<String>,
     ) -> Result<Self, String> {
         let name = session_name(name)?;
+        let secrets = redact::with(secrets, store.secrets());
+        if redact::holds_secret(&name, &secrets) {
+            return Err(
+                "the session name holds a secret (a key, token or password this process knows \
+                 of, or a piece of one): it would be saved and listed as it is; choose another \
+                 name"
+                    .into(),
+            );
+        }
         let (history, summary) = match store.show(&name).await? {
             Some(session) => (turns(&session.runs), session.info.summary),
             None => (Vec::new(), None),

@@ -182,6 +182,14 @@ impl SessionStore for PostgresStore {
         self.shown.clone()
     }
 
+    fn secrets(&self) -> Vec<String> {
+        self.config
+            .get_password()
+            .map(|password| String::from_utf8_lossy(password).into_owned())
+            .into_iter()
+            .collect()
+    }
+
     async fn list(&self) -> Result<Vec<SessionInfo>, String> {
         let client = self.client().await?;
         let rows = client

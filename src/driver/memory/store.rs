@@ -13,6 +13,12 @@ pub trait SessionStore: Send + Sync {
     /// The store as messages name it: the file's path, or the URL without its password.
     fn describe(&self) -> String;
 
+    /// The secrets the store's own address holds (a PostgreSQL URL's password): kept out of
+    /// what is saved in it, with the caller's.
+    fn secrets(&self) -> Vec<String> {
+        Vec::new()
+    }
+
     /// Every session, the most recently active first.
     async fn list(&self) -> Result<Vec<SessionInfo>, String>;
 
