@@ -156,6 +156,7 @@ on_both_stores!(
     nul_is_saved_as_a_replacement_character_and_never_found_in_a_name,
     a_session_name_holding_a_secret_is_refused_before_any_model_call,
     aws_and_database_secrets_and_the_stores_own_password_are_never_saved,
+    a_run_whose_json_is_damaged_is_shown_and_continued_without_it,
 );
 
 /// What a command did.
@@ -1106,4 +1107,78 @@ async fn aws_and_database_secrets_and_the_stores_own_password_are_never_saved(st
     for secret in secrets {
         holds_none_of(&saved, secret, "the store");
     }
+}
+
+async fn a_run_whose_json_is_damaged_is_shown_and_continued_without_it(store: Store) {
+    let first = offline(
+        &store,
+        "dmg",
+        Q1,
+        &format!("Thought: t\nFinal Answer: {A1}"),
+    )
+    .await;
+    assert_eq!(first.code, 0, "{}", first.stderr);
+    let second = offline(&store, "dmg", "Second?", "Thought: t\nFinal Answer: two").await;
+    assert_eq!(second.code, 0, "{}", second.stderr);
+    store
+        .execute(&format!(
+            "UPDATE runs SET report = 'not json {{', plan = '[', evaluations = 'nope' \
+             WHERE question = '{Q1}'"
+        ))
+        .await;
+    let sqlite = matches!(store, Store::Sqlite { .. });
+    if sqlite {
+        // What another program could write in SQLite's loose columns: bytes that are not
+        // UTF-8, and a time that is not a number (that run cannot be read at all).
+        store
+            .execute("UPDATE runs SET answer = X'74776FFF' WHERE question = 'Second?'")
+            .await;
+        let third = offline(&store, "dmg", "Third?", "Thought: t\nFinal Answer: 3").await;
+        assert_eq!(third.code, 0, "{}", third.stderr);
+        store
+            .execute("UPDATE runs SET started_ms = 'soon' WHERE question = 'Third?'")
+            .await;
+    }
+
+    let shown = sessions(&store, &["show", "dmg", "--output", "json"]).await;
+    assert_eq!(shown.code, 0, "{}", shown.stderr);
+    assert!(
+        shown.stderr.contains("warning: the report of run") && shown.stderr.contains("not JSON"),
+        "{}",
+        shown.stderr
+    );
+    let session = shown.json();
+    let runs = session["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 2, "{session:#}");
+    assert_eq!(
+        (runs[0]["question"].as_str(), runs[0]["answer"].as_str()),
+        (Some(Q1), Some(A1))
+    );
+    assert!(
+        runs[0]["report"].is_null() && runs[0]["plan"].is_null(),
+        "{session:#}"
+    );
+    assert_eq!(runs[0]["evaluations"], serde_json::json!([]));
+    assert_eq!(runs[1]["report"]["answer"], "two");
+    let warnings = session["warnings"].as_array().unwrap();
+    assert_eq!(warnings.len(), if sqlite { 4 } else { 3 }, "{session:#}");
+    if sqlite {
+        assert_eq!(runs[1]["answer"], "two\u{FFFD}");
+        assert!(
+            shown.stderr.contains("a run cannot be read"),
+            "{}",
+            shown.stderr
+        );
+    }
+    let text = sessions(&store, &["show", "dmg"]).await;
+    assert_eq!(text.code, 0, "{}", text.stderr);
+    assert!(text.stdout.contains(A1), "{}", text.stdout);
+
+    // The session goes on: the damaged run's question and answer are still sent.
+    let model = model_server("Thought: t\nFinal Answer: 8443 still").await;
+    let next = finished(&mut online(&store, "dmg", "Which port?", &model, 16_000)).await;
+    assert_eq!(next.code, 0, "{}", next.stderr);
+    assert!(next.stderr.contains("not JSON"), "{}", next.stderr);
+    let sent = chats(&model).await.remove(0).to_string();
+    assert!(sent.contains(Q1) && sent.contains(A1), "{sent}");
 }

@@ -94,8 +94,15 @@ async fn answer(args: &SessionsArgs, store: &dyn SessionStore) -> Result<(String
             }
         }
         Command::Show { name } => match store.show(name).await? {
-            Some(session) if json => (as_json(&session)?, 0),
-            Some(session) => (session_text(&session), 0),
+            Some(session) => {
+                for warning in &session.warnings {
+                    eprintln!("reactstep sessions: warning: {}", printable(warning));
+                }
+                match json {
+                    true => (as_json(&session)?, 0),
+                    false => (session_text(&session), 0),
+                }
+            }
             None => missing(store, name, json),
         },
         Command::Delete { name } => match store.delete(name).await? {

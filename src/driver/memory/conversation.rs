@@ -14,6 +14,7 @@ use super::store::SessionStore;
 use super::types::{now_ms, NewRun, SavedRun, Summary};
 use crate::driver::prior::PriorConversation;
 use crate::driver::report::{RunReport, Termination};
+use crate::driver::terminal::printable;
 
 pub struct Conversation {
     store: Arc<dyn SessionStore>,
@@ -28,7 +29,8 @@ impl Conversation {
     /// made when the first run is saved). `secrets`, and the store's own (its URL's password),
     /// never reach the store: a name holding one (or a piece of one) is refused, without
     /// saying it, and so is a name [`session_name`] refuses (the name is kept as it reads it,
-    /// trimmed).
+    /// trimmed). A run of the session that cannot be read whole (a report that is not JSON)
+    /// is said on stderr, and its question and answer are sent without it.
     pub async fn resume(
         store: Arc<dyn SessionStore>,
         name: &str,
@@ -45,7 +47,16 @@ impl Conversation {
             );
         }
         let (history, summary) = match store.show(&name).await? {
-            Some(session) => (turns(&session.runs), session.info.summary),
+            Some(session) => {
+                for warning in &session.warnings {
+                    eprintln!(
+                        "reactstep: the session {}: {}",
+                        printable(&name),
+                        printable(warning)
+                    );
+                }
+                (turns(&session.runs), session.info.summary)
+            }
             None => (Vec::new(), None),
         };
         Ok(Self {

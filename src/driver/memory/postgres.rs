@@ -215,7 +215,7 @@ impl SessionStore for PostgresStore {
             .await
             .map_err(failed)?;
         let Some(session) = tx
-            .query_opt(&sql::session(), &[&name])
+            .query_opt(&sql::one_session(), &[&name])
             .await
             .map_err(failed)?
         else {
@@ -223,13 +223,14 @@ impl SessionStore for PostgresStore {
         };
         let runs = tx.query(sql::RUNS, &[&name]).await.map_err(failed)?;
         tx.commit().await.map_err(failed)?;
-        Ok(Some(Session {
-            info: session_row(&session).map_err(failed)?.info(),
-            runs: runs
-                .iter()
-                .map(|r| run_row(r).map_err(failed)?.run())
-                .collect::<Result<_, _>>()?,
-        }))
+        let runs = runs
+            .iter()
+            .map(|r| run_row(r).map_err(|e| self.bare(&e)))
+            .collect();
+        Ok(Some(sql::session(
+            session_row(&session).map_err(failed)?,
+            runs,
+        )))
     }
 
     async fn save_run(&self, name: &str, run: NewRun) -> Result<SavedRun, String> {

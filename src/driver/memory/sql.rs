@@ -3,7 +3,7 @@
 
 use serde_json::Value;
 
-use super::types::{rfc3339, NewRun, SavedRun, SessionInfo, Summary};
+use super::types::{rfc3339, NewRun, SavedRun, Session, SessionInfo, Summary};
 
 const SESSION_COLUMNS: &str = "SELECT s.name, s.created_ms, s.last_active_ms, s.summary_text, \
      s.summary_turns, (SELECT COUNT(*) FROM runs r WHERE r.session = s.name) FROM sessions s";
@@ -14,7 +14,7 @@ pub fn list() -> String {
 }
 
 /// The session `$1`.
-pub fn session() -> String {
+pub fn one_session() -> String {
     format!("{SESSION_COLUMNS} WHERE s.name = $1")
 }
 
@@ -50,7 +50,7 @@ pub fn for_sqlite(statement: &str) -> String {
     statement.replace('$', "?")
 }
 
-/// A row of [`list`] or [`session`], in column order.
+/// A row of [`list`] or [`one_session`], in column order.
 pub struct SessionRow {
     pub name: String,
     pub created_ms: i64,
@@ -93,26 +93,53 @@ pub struct RunRow {
 }
 
 impl RunRow {
-    pub fn run(self) -> Result<SavedRun, String> {
+    /// The run as callers see it. A damaged column of JSON (a report that is not JSON) is left
+    /// out, said in `warnings`: the run's question and answer are still shown and sent.
+    pub fn run(self, warnings: &mut Vec<String>) -> SavedRun {
         let id = self.id;
-        let json = |what: &str, text: &str| {
-            serde_json::from_str::<Value>(text)
-                .map_err(|e| format!("the {what} of run {id} is not JSON: {e}"))
+        let mut json = |what: &str, text: &str| match serde_json::from_str::<Value>(text) {
+            Ok(value) => Some(value),
+            Err(e) => {
+                warnings.push(format!(
+                    "the {what} of run {id} is not JSON ({e}): left out"
+                ));
+                None
+            }
         };
-        Ok(SavedRun {
+        SavedRun {
             id,
-            report: json("report", &self.report)?,
-            plan: match &self.plan {
-                Some(plan) => Some(json("plan", plan)?),
-                None => None,
-            },
-            evaluations: json("evaluations", &self.evaluations)?,
+            report: json("report", &self.report).unwrap_or(Value::Null),
+            plan: self.plan.and_then(|plan| json("plan", &plan)),
+            evaluations: json("evaluations", &self.evaluations)
+                .filter(Value::is_array)
+                .unwrap_or_else(|| Value::Array(Vec::new())),
             question: self.question,
             started: rfc3339(self.started_ms),
             ended: rfc3339(self.ended_ms),
             answer: self.answer,
             termination: self.termination,
+        }
+    }
+}
+
+/// The session of `row` with its `runs`: a run that could not be read at all (`Err`, why) is
+/// left out, and said in the session's warnings.
+pub fn session(row: SessionRow, runs: Vec<Result<RunRow, String>>) -> Session {
+    let mut warnings = Vec::new();
+    let runs = runs
+        .into_iter()
+        .filter_map(|run| match run {
+            Ok(run) => Some(run.run(&mut warnings)),
+            Err(why) => {
+                warnings.push(format!("a run cannot be read ({why}): left out"));
+                None
+            }
         })
+        .collect();
+    Session {
+        info: row.info(),
+        runs,
+        warnings,
     }
 }
 

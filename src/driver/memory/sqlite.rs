@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
+use rusqlite::types::ValueRef;
 use rusqlite::{params, Connection, ErrorCode, OptionalExtension, TransactionBehavior};
 
 use super::name::{lookup, session_name};
@@ -132,13 +133,26 @@ fn prepare(connection: &mut Connection) -> Result<(), String> {
     tx.commit().map_err(failed)
 }
 
+/// A column of text as it is, whatever another program wrote there: bytes that are not UTF-8
+/// read with U+FFFD, a number as its digits, NULL as nothing.
+fn text(row: &rusqlite::Row<'_>, at: usize) -> rusqlite::Result<Option<String>> {
+    Ok(match row.get_ref(at)? {
+        ValueRef::Null => None,
+        ValueRef::Integer(n) => Some(n.to_string()),
+        ValueRef::Real(x) => Some(x.to_string()),
+        ValueRef::Text(bytes) | ValueRef::Blob(bytes) => {
+            Some(String::from_utf8_lossy(bytes).into_owned())
+        }
+    })
+}
+
 fn session_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<SessionRow> {
     Ok(SessionRow {
-        name: row.get(0)?,
+        name: text(row, 0)?.unwrap_or_default(),
         created_ms: row.get(1)?,
         last_active_ms: row.get(2)?,
-        summary_text: row.get(3)?,
-        summary_turns: row.get(4)?,
+        summary_text: text(row, 3)?,
+        summary_turns: row.get(4).unwrap_or(None),
         runs: row.get(5)?,
     })
 }
@@ -146,33 +160,36 @@ fn session_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<SessionRow> {
 fn run_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<RunRow> {
     Ok(RunRow {
         id: row.get(0)?,
-        question: row.get(1)?,
+        question: text(row, 1)?.unwrap_or_default(),
         started_ms: row.get(2)?,
         ended_ms: row.get(3)?,
-        answer: row.get(4)?,
-        termination: row.get(5)?,
-        report: row.get(6)?,
-        plan: row.get(7)?,
-        evaluations: row.get(8)?,
+        answer: text(row, 4)?.unwrap_or_default(),
+        termination: text(row, 5)?.unwrap_or_default(),
+        report: text(row, 6)?.unwrap_or_default(),
+        plan: text(row, 7)?,
+        evaluations: text(row, 8)?.unwrap_or_default(),
     })
 }
 
-/// The session `name` and its rows, read in one transaction.
-fn read_session(
-    connection: &mut Connection,
-    name: &str,
-) -> rusqlite::Result<Option<(SessionRow, Vec<RunRow>)>> {
+/// A session's row and its runs' rows, each read or not (`Err`, why).
+type Rows = (SessionRow, Vec<Result<RunRow, String>>);
+
+/// The session `name` and its rows, read in one transaction: a row that cannot be read (a time
+/// that is not a number) is `Err`, why.
+fn read_session(connection: &mut Connection, name: &str) -> rusqlite::Result<Option<Rows>> {
     let tx = connection.transaction()?;
     let Some(session) = tx
-        .query_row(&for_sqlite(&sql::session()), [name], session_row)
+        .query_row(&for_sqlite(&sql::one_session()), [name], session_row)
         .optional()?
     else {
         return Ok(None);
     };
-    let runs = tx
-        .prepare(&for_sqlite(sql::RUNS))?
-        .query_map([name], run_row)?
-        .collect::<rusqlite::Result<Vec<_>>>()?;
+    let mut statement = tx.prepare(&for_sqlite(sql::RUNS))?;
+    let mut rows = statement.query([name])?;
+    let mut runs = Vec::new();
+    while let Some(row) = rows.next()? {
+        runs.push(run_row(row).map_err(|e| e.to_string()));
+    }
     Ok(Some((session, runs)))
 }
 
@@ -231,19 +248,10 @@ impl SessionStore for SqliteStore {
         let Some(name) = lookup(name).map(String::from) else {
             return Ok(None);
         };
-        let Some((session, runs)) = self
+        let read = self
             .with(move |connection| read_session(connection, &name))
-            .await?
-        else {
-            return Ok(None);
-        };
-        Ok(Some(Session {
-            info: session.info(),
-            runs: runs
-                .into_iter()
-                .map(RunRow::run)
-                .collect::<Result<_, _>>()?,
-        }))
+            .await?;
+        Ok(read.map(|(session, runs)| sql::session(session, runs)))
     }
 
     async fn save_run(&self, name: &str, run: NewRun) -> Result<SavedRun, String> {

@@ -23,7 +23,8 @@ pub trait SessionStore: Send + Sync {
     async fn list(&self) -> Result<Vec<SessionInfo>, String>;
 
     /// The session `name` (trimmed, as [`super::session_name`] keeps it) and its runs, oldest
-    /// first; `None` when there is no such session (a name holding NUL: none).
+    /// first; `None` when there is no such session (a name holding NUL: none). A run whose JSON
+    /// is damaged is shown without it, and said in the session's `warnings`.
     async fn show(&self, name: &str) -> Result<Option<Session>, String>;
 
     /// Saves `run` in the session `name`, made when there is none, and marks the session active

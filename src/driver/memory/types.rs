@@ -50,6 +50,10 @@ pub struct Session {
     #[serde(flatten)]
     pub info: SessionInfo,
     pub runs: Vec<SavedRun>,
+    /// What of the session could not be read (a run whose report is not JSON, one left out):
+    /// said, and the rest shown. Empty (and not written) for a sound session.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
 }
 
 /// A run to save: what [`SavedRun`] holds but its id, with the session's new summary, if the
