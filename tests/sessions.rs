@@ -157,6 +157,7 @@ on_both_stores!(
     a_session_name_holding_a_secret_is_refused_before_any_model_call,
     aws_and_database_secrets_and_the_stores_own_password_are_never_saved,
     a_run_whose_json_is_damaged_is_shown_and_continued_without_it,
+    a_store_that_cannot_be_written_is_refused_at_start_and_still_shown,
 );
 
 /// What a command did.
@@ -1181,4 +1182,213 @@ async fn a_run_whose_json_is_damaged_is_shown_and_continued_without_it(store: St
     assert!(next.stderr.contains("not JSON"), "{}", next.stderr);
     let sent = chats(&model).await.remove(0).to_string();
     assert!(sent.contains(Q1) && sent.contains(A1), "{sent}");
+}
+
+/// Whether this process runs as root, whom a file's mode does not stop.
+fn is_root() -> bool {
+    let me = std::process::Command::new("id").arg("-u").output().unwrap();
+    String::from_utf8_lossy(&me.stdout).trim() == "0"
+}
+
+/// A file or folder made read-only for a while: `chattr +i` as root, its mode otherwise;
+/// writable again when dropped.
+struct ReadOnly {
+    path: PathBuf,
+    mode: Option<u32>,
+}
+
+impl ReadOnly {
+    /// `None` where it cannot be done (root without the right to make a file immutable).
+    fn make(path: &std::path::Path) -> Option<Self> {
+        use std::os::unix::fs::PermissionsExt;
+        if is_root() {
+            let made = std::process::Command::new("chattr")
+                .arg("+i")
+                .arg(path)
+                .stderr(Stdio::null())
+                .status();
+            return made.is_ok_and(|s| s.success()).then(|| Self {
+                path: path.to_path_buf(),
+                mode: None,
+            });
+        }
+        let mode = std::fs::metadata(path).unwrap().permissions().mode();
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode & 0o555)).unwrap();
+        Some(Self {
+            path: path.to_path_buf(),
+            mode: Some(mode),
+        })
+    }
+}
+
+impl Drop for ReadOnly {
+    fn drop(&mut self) {
+        use std::os::unix::fs::PermissionsExt;
+        match self.mode {
+            None => {
+                let _ = std::process::Command::new("chattr")
+                    .arg("-i")
+                    .arg(&self.path)
+                    .status();
+            }
+            Some(mode) => {
+                let _ = std::fs::set_permissions(&self.path, std::fs::Permissions::from_mode(mode));
+            }
+        }
+    }
+}
+
+/// The store `memory` names cannot be written: a run is refused at start, before any model
+/// call, saying so; its sessions are still listed and shown; delete is refused.
+async fn refused_but_shown(memory: &str, why: &str) {
+    let model = model_server("Thought: t\nFinal Answer: a").await;
+    let ran = finished(&mut online_in(memory, "kept", "Again?", &model, 16_000)).await;
+    assert_eq!(ran.code, 2, "{memory}: {}", ran.stderr);
+    assert!(ran.stderr.contains("cannot be opened"), "{}", ran.stderr);
+    assert!(ran.stderr.contains(why), "{}", ran.stderr);
+    assert!(ran.stdout.is_empty(), "{}", ran.stdout);
+    assert!(chats(&model).await.is_empty(), "{memory}: no model call");
+    let listed = sessions_in(memory, &["list", "--output", "json"]).await;
+    assert_eq!(listed.code, 0, "{memory}: {}", listed.stderr);
+    assert_eq!(listed.json()[0]["name"], "kept");
+    let shown = sessions_in(memory, &["show", "kept", "--output", "json"]).await;
+    assert_eq!(shown.code, 0, "{memory}: {}", shown.stderr);
+    assert_eq!(shown.json()["runs"][0]["answer"], A1);
+    let deleted = sessions_in(memory, &["delete", "kept"]).await;
+    assert_eq!(deleted.code, 2, "{memory}: {}", deleted.stderr);
+}
+
+async fn a_store_that_cannot_be_written_is_refused_at_start_and_still_shown(store: Store) {
+    let first = offline(
+        &store,
+        "kept",
+        Q1,
+        &format!("Thought: t\nFinal Answer: {A1}"),
+    )
+    .await;
+    assert_eq!(first.code, 0, "{}", first.stderr);
+    match &store {
+        Store::Sqlite { file, .. } => {
+            let Some(locked) = ReadOnly::make(file) else {
+                eprintln!("skipped: this root cannot make a file immutable");
+                return;
+            };
+            refused_but_shown(&store.memory(), "cannot be written").await;
+            drop(locked);
+            // Writable again, it is written, though SQLite left its WAL and index beside it,
+            // read-only as the file was; the last connection to close takes them away.
+            let written = sessions(&store, &["delete", "nothing"]).await;
+            assert_eq!(written.code, 1, "{}", written.stderr);
+            // Its folder read-only, with no WAL beside it: SQLite cannot make one, nor read the
+            // file the usual way.
+            let wal = PathBuf::from(format!("{}-wal", file.display()));
+            assert!(!wal.exists(), "{}", wal.display());
+            let folder = file.parent().unwrap();
+            let locked = ReadOnly::make(folder).unwrap();
+            refused_but_shown(&store.memory(), "cannot be written").await;
+            drop(locked);
+        }
+        Store::Postgres { url } => {
+            // A role that may read the tables, and make tables, but not write these.
+            let database = url.rsplit('/').next().unwrap();
+            let reader = format!("reader_{database}");
+            store
+                .execute(&format!(
+                    "CREATE ROLE {reader} LOGIN; \
+                     GRANT USAGE, CREATE ON SCHEMA public TO {reader}; \
+                     GRANT SELECT ON ALL TABLES IN SCHEMA public TO {reader};"
+                ))
+                .await;
+            let as_reader = url.replacen("reactstep@", &format!("{reader}@"), 1);
+            refused_but_shown(&as_reader, "cannot be written").await;
+            // A server whose transactions are read-only.
+            let read_only = format!("{url}?options=-c%20default_transaction_read_only%3Don");
+            refused_but_shown(&read_only, "cannot be written").await;
+        }
+    }
+    // Writable again, the session is whole and goes on.
+    let again = offline(&store, "kept", "Again?", "Thought: t\nFinal Answer: yes").await;
+    assert_eq!(again.code, 0, "{}", again.stderr);
+    assert_eq!(
+        show(&store, "kept").await["runs"].as_array().unwrap().len(),
+        2
+    );
+}
+
+/// A SQLite store is never reached through a symbolic link (dangling or not, nothing is made
+/// where it points), and its file is its owner's alone, whoever made it.
+#[tokio::test]
+async fn a_store_through_a_link_is_refused_and_its_file_is_its_owners_alone() {
+    use std::os::unix::fs::PermissionsExt;
+    let folder = tempfile::tempdir().unwrap();
+    let at = |name: &str| folder.path().join(name);
+    let mode =
+        |path: &std::path::Path| std::fs::metadata(path).unwrap().permissions().mode() & 0o777;
+    let script = "Thought: t\nFinal Answer: kept";
+    let target = at("target.sqlite3");
+    let link = at("link.sqlite3");
+    std::os::unix::fs::symlink(&target, &link).unwrap();
+    let link_store = Store::Sqlite {
+        _folder: tempfile::tempdir().unwrap(),
+        file: link.clone(),
+    };
+    let refused = || async {
+        let ran = offline(&link_store, "s", "Q?", script).await;
+        assert_eq!(ran.code, 2, "{}", ran.stderr);
+        assert!(ran.stderr.contains("symbolic link"), "{}", ran.stderr);
+        for command in [&["list"][..], &["show", "s"][..], &["delete", "s"][..]] {
+            let looked = sessions(&link_store, command).await;
+            assert_eq!(looked.code, 2, "{command:?}: {}", looked.stderr);
+            assert!(looked.stderr.contains("symbolic link"), "{}", looked.stderr);
+        }
+    };
+    refused().await;
+    assert!(!target.exists(), "the dangling link made its target");
+    // A link to a real store is refused too.
+    let real = Store::Sqlite {
+        _folder: tempfile::tempdir().unwrap(),
+        file: target.clone(),
+    };
+    assert_eq!(offline(&real, "s", "Q?", script).await.code, 0);
+    refused().await;
+    assert_eq!(mode(&target), 0o600);
+
+    // A file another program made readable by all, with its WAL open beside it.
+    let shared = at("shared.sqlite3");
+    std::fs::write(&shared, b"").unwrap();
+    std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o666)).unwrap();
+    let other = rusqlite::Connection::open(&shared).unwrap();
+    other
+        .execute_batch(
+            "PRAGMA journal_mode=WAL; CREATE TABLE notes (n TEXT); INSERT INTO notes VALUES ('x');",
+        )
+        .unwrap();
+    let wal = at("shared.sqlite3-wal");
+    let shm = at("shared.sqlite3-shm");
+    std::fs::set_permissions(&wal, std::fs::Permissions::from_mode(0o644)).unwrap();
+    std::fs::set_permissions(&shm, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let shared_store = Store::Sqlite {
+        _folder: tempfile::tempdir().unwrap(),
+        file: shared.clone(),
+    };
+    let ran = offline(&shared_store, "s", "Q?", script).await;
+    assert_eq!(ran.code, 0, "{}", ran.stderr);
+    for path in [&shared, &wal, &shm] {
+        assert_eq!(mode(path), 0o600, "{}", path.display());
+    }
+    drop(other);
+
+    // A `file:` name is a file's name, not a URI that could open something else.
+    let ws = workspace();
+    let script_file = at("script.txt");
+    std::fs::write(&script_file, script).unwrap();
+    let uri = "file:uri.sqlite3?mode=memory";
+    let mut command = reactstep(&["run", "Q?", "--session", "s", "--memory", uri]);
+    command
+        .args(["--mock-responses", script_file.to_str().unwrap()])
+        .args(["--workspace", ws.path().to_str().unwrap()])
+        .current_dir(folder.path());
+    let ran = finished(&mut command).await;
+    assert_eq!(ran.code, 0, "{}", ran.stderr);
+    assert_eq!(mode(&at(uri)), 0o600, "the file is named as given");
 }

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use clap::{Parser, Subcommand, ValueEnum};
 
-use super::open::open;
+use super::open::{open, open_to_read};
 use super::store::SessionStore;
 use super::types::{Session, SessionInfo};
 use crate::driver::terminal::printable;
@@ -60,7 +60,12 @@ pub async fn main(args: impl IntoIterator<Item = String>) -> i32 {
             return if e.use_stderr() { 2 } else { 0 };
         }
     };
-    let store = match open(args.memory.as_deref()).await {
+    // Looking needs no write: a store that cannot be written is still listed and shown.
+    let opened = match args.command {
+        Command::List | Command::Show { .. } => open_to_read(args.memory.as_deref()).await,
+        Command::Delete { .. } | Command::Expire { .. } => open(args.memory.as_deref()).await,
+    };
+    let store = match opened {
         Ok(store) => store,
         Err(why) => {
             eprintln!("reactstep sessions: {}", printable(&why));

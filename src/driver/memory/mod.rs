@@ -7,6 +7,7 @@
 
 pub mod command;
 pub mod conversation;
+mod file;
 mod name;
 mod open;
 mod postgres;
@@ -19,8 +20,8 @@ mod types;
 
 pub use conversation::Conversation;
 pub use name::session_name;
-pub use open::{default_path, open, StoreSpec};
+pub use open::{default_path, open, open_to_read, StoreSpec};
 pub use postgres::PostgresStore;
 pub use sqlite::SqliteStore;
-pub use store::SessionStore;
+pub use store::{Access, SessionStore};
 pub use types::{NewRun, SavedRun, Session, SessionInfo, Summary};

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 
 use super::postgres::{shown_url, PostgresStore};
 use super::sqlite::SqliteStore;
-use super::store::SessionStore;
+use super::store::{Access, SessionStore};
 
 /// Where sessions are kept.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -48,19 +48,34 @@ pub fn default_path() -> Result<PathBuf, String> {
     Ok(data.join("reactstep").join("memory.sqlite3"))
 }
 
-/// Opens the store `memory` names (the default file without it), its schema made when new: a
-/// store that cannot be opened is an error naming it.
+/// Opens the store `memory` names (the default file without it) to save runs in, its schema
+/// made when new: a store that cannot be opened, or cannot be written (opening writes in it),
+/// is an error naming it. A SQLite file named through a symbolic link is refused.
 pub async fn open(memory: Option<&str>) -> Result<Box<dyn SessionStore>, String> {
+    open_for(memory, Access::Write).await
+}
+
+/// Opens the store `memory` names to look at it (`sessions list`, `show`): one that cannot be
+/// written is read as it is.
+pub async fn open_to_read(memory: Option<&str>) -> Result<Box<dyn SessionStore>, String> {
+    open_for(memory, Access::Read).await
+}
+
+async fn open_for(memory: Option<&str>, access: Access) -> Result<Box<dyn SessionStore>, String> {
     let spec = StoreSpec::parse(memory)?;
-    let opened: Result<Box<dyn SessionStore>, String> = match &spec {
-        StoreSpec::Sqlite(path) => match SqliteStore::open(path.clone()).await {
-            Ok(store) => Ok(Box::new(store)),
-            Err(why) => Err(why),
-        },
-        StoreSpec::Postgres(url) => match PostgresStore::open(url).await {
-            Ok(store) => Ok(Box::new(store)),
-            Err(why) => Err(why),
-        },
+    let opened: Result<Box<dyn SessionStore>, String> = match (&spec, access) {
+        (StoreSpec::Sqlite(path), Access::Write) => SqliteStore::open(path.clone())
+            .await
+            .map(|s| Box::new(s) as _),
+        (StoreSpec::Sqlite(path), Access::Read) => SqliteStore::open_to_read(path.clone())
+            .await
+            .map(|s| Box::new(s) as _),
+        (StoreSpec::Postgres(url), Access::Write) => {
+            PostgresStore::open(url).await.map(|s| Box::new(s) as _)
+        }
+        (StoreSpec::Postgres(url), Access::Read) => PostgresStore::open_to_read(url)
+            .await
+            .map(|s| Box::new(s) as _),
     };
     opened.map_err(|why| format!("the session store {} cannot be opened: {why}", spec.shown()))
 }

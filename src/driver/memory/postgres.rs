@@ -12,7 +12,7 @@ use tokio_postgres::{Client, Config, NoTls};
 use super::name::{lookup, session_name};
 use super::schema::{self, Dialect};
 use super::sql::{self, RunRow, RunText, SessionRow};
-use super::store::SessionStore;
+use super::store::{Access, SessionStore};
 use super::types::{now_ms, NewRun, SavedRun, Session, SessionInfo};
 
 /// How long connecting may take when the URL does not say (`connect_timeout`).
@@ -29,8 +29,20 @@ pub struct PostgresStore {
 }
 
 impl PostgresStore {
-    /// Connects to the database at `url` and makes or migrates its schema.
+    /// Connects to the database at `url` to save runs in, and makes or migrates its schema. A
+    /// database that cannot be written (a role that may only read, a read-only server) is
+    /// refused: opening writes in it.
     pub async fn open(url: &str) -> Result<Self, String> {
+        Self::open_for(url, Access::Write).await
+    }
+
+    /// Connects to the database at `url` to look at it: one that cannot be written is read as
+    /// it is. One without this build's schema is opened as [`Self::open`] opens it.
+    pub async fn open_to_read(url: &str) -> Result<Self, String> {
+        Self::open_for(url, Access::Read).await
+    }
+
+    async fn open_for(url: &str, access: Access) -> Result<Self, String> {
         let mut config: Config = url.parse().map_err(|e| {
             let shown = shown_url(url);
             format!(
@@ -47,7 +59,9 @@ impl PostgresStore {
             client: Mutex::new(None),
         };
         let mut client = store.connect().await?;
-        store.migrate(&mut client).await?;
+        if access == Access::Write || !store.current(&mut client).await? {
+            store.migrate(&mut client).await?;
+        }
         *store.client.lock().await = Some(client);
         Ok(store)
     }
@@ -65,8 +79,36 @@ impl PostgresStore {
         Ok(client)
     }
 
-    async fn migrate(&self, client: &mut Client) -> Result<(), String> {
+    /// Whether the database has this build's schema (a later one is refused), read without
+    /// writing.
+    async fn current(&self, client: &mut Client) -> Result<bool, String> {
         let failed = |e: tokio_postgres::Error| self.bare(&e);
+        let tx = client
+            .build_transaction()
+            .read_only(true)
+            .start()
+            .await
+            .map_err(failed)?;
+        let has_version: bool = tx
+            .query_one(schema::HAS_VERSION_TABLE_POSTGRES, &[])
+            .await
+            .and_then(|row| row.try_get(0))
+            .map_err(failed)?;
+        let current: i64 = match has_version {
+            true => tx
+                .query_one(schema::READ_VERSION, &[])
+                .await
+                .and_then(|row| row.try_get(0))
+                .map_err(failed)?,
+            false => 0,
+        };
+        tx.commit().await.map_err(failed)?;
+        schema::migrations(Dialect::Postgres, current)?;
+        Ok(current == schema::VERSION)
+    }
+
+    async fn migrate(&self, client: &mut Client) -> Result<(), String> {
+        let failed = |e: tokio_postgres::Error| self.unwritable_or_bare(&e);
         let tx = client.transaction().await.map_err(failed)?;
         tx.execute("SELECT pg_advisory_xact_lock($1)", &[&SCHEMA_LOCK])
             .await
@@ -92,6 +134,9 @@ impl PostgresStore {
                 .await
                 .map_err(failed)?;
         }
+        tx.execute(schema::TOUCH_VERSION, &[])
+            .await
+            .map_err(failed)?;
         tx.commit().await.map_err(failed)
     }
 
@@ -110,6 +155,23 @@ impl PostgresStore {
     /// What went wrong, with the causes, never the password.
     fn bare(&self, e: &tokio_postgres::Error) -> String {
         said(e, self.config.get_password())
+    }
+
+    /// What went wrong while the store was opened to be written: a database that may only be
+    /// read (a role without the right, a read-only transaction or server) said as such.
+    fn unwritable_or_bare(&self, e: &tokio_postgres::Error) -> String {
+        use tokio_postgres::error::SqlState;
+        let unwritable = [
+            SqlState::INSUFFICIENT_PRIVILEGE,
+            SqlState::READ_ONLY_SQL_TRANSACTION,
+        ];
+        match e.code() {
+            Some(code) if unwritable.contains(code) => format!(
+                "it cannot be written ({}), so a run saved in it would be lost",
+                self.bare(e)
+            ),
+            _ => self.bare(e),
+        }
     }
 
     /// What went wrong, naming the store.

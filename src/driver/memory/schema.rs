@@ -19,6 +19,13 @@ pub const VERSION_TABLE: &str =
 pub const READ_VERSION: &str = "SELECT COALESCE(MAX(version), 0) FROM schema_version";
 pub const CLEAR_VERSION: &str = "DELETE FROM schema_version";
 pub const WRITE_VERSION: &str = "INSERT INTO schema_version (version) VALUES ($1)";
+/// A write that changes nothing, done when a store is opened to save runs in: one that cannot
+/// be written fails here, at start, not after the run it would lose.
+pub const TOUCH_VERSION: &str = "UPDATE schema_version SET version = version";
+/// Whether the store has a `schema_version` table (read before a read-only store is read).
+pub const HAS_VERSION_TABLE_SQLITE: &str =
+    "SELECT EXISTS (SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'schema_version')";
+pub const HAS_VERSION_TABLE_POSTGRES: &str = "SELECT to_regclass('schema_version') IS NOT NULL";
 
 /// The statements that take a store at `current` to [`VERSION`], in order.
 pub fn migrations(dialect: Dialect, current: i64) -> Result<Vec<String>, String> {

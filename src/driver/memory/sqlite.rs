@@ -8,12 +8,13 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use rusqlite::types::ValueRef;
-use rusqlite::{params, Connection, ErrorCode, OptionalExtension, TransactionBehavior};
+use rusqlite::{params, Connection, ErrorCode, OpenFlags, OptionalExtension, TransactionBehavior};
 
+use super::file;
 use super::name::{lookup, session_name};
 use super::schema::{self, Dialect};
 use super::sql::{self, for_sqlite, RunRow, RunText, SessionRow};
-use super::store::SessionStore;
+use super::store::{Access, SessionStore};
 use super::types::{now_ms, NewRun, SavedRun, Session, SessionInfo};
 
 /// How long a write waits for another's to end before it fails.
@@ -25,11 +26,30 @@ pub struct SqliteStore {
 }
 
 impl SqliteStore {
-    /// Opens the store at `path`, making the file (readable by its owner only) and its folder
-    /// when they are missing, and its schema when it has none.
+    /// Opens the store at `path` to save runs in, making the file (readable by its owner only)
+    /// and its folder when they are missing, and its schema when it has none. A link is
+    /// refused, and so is a store that cannot be written: opening writes in it.
     pub async fn open(path: PathBuf) -> Result<Self, String> {
+        Self::open_for(path, Access::Write).await
+    }
+
+    /// Opens the store at `path` to look at it: a store that cannot be written is read as it
+    /// is. One that is missing, or has no schema or an older one, is opened as [`Self::open`]
+    /// opens it.
+    pub async fn open_to_read(path: PathBuf) -> Result<Self, String> {
+        Self::open_for(path, Access::Read).await
+    }
+
+    async fn open_for(path: PathBuf, access: Access) -> Result<Self, String> {
         let at = path.clone();
-        let connection = blocking(move || connect(&at)).await?;
+        let connection = blocking(move || match access {
+            Access::Write => connect(&at),
+            Access::Read => match connect_to_read(&at)? {
+                Some(connection) => Ok(connection),
+                None => connect(&at),
+            },
+        })
+        .await?;
         Ok(Self {
             path,
             connection: Arc::new(Mutex::new(connection)),
@@ -62,43 +82,107 @@ async fn blocking<T: Send + 'static>(
 fn said(e: &rusqlite::Error) -> String {
     match e.sqlite_error_code() {
         Some(ErrorCode::NotADatabase) => "it is not a SQLite database".into(),
+        Some(ErrorCode::ReadOnly) => {
+            format!("it cannot be written (a read-only file, folder or file system: {e})")
+        }
         _ => e.to_string(),
     }
 }
 
+/// What went wrong while the store was opened to be written.
+fn said_to_write(e: &rusqlite::Error) -> String {
+    match e.sqlite_error_code() {
+        Some(ErrorCode::ReadOnly) => format!("{}, so a run saved in it would be lost", said(e)),
+        // The file is there (it was made or looked at first): what SQLite cannot open is what
+        // it keeps beside it.
+        Some(ErrorCode::CannotOpen) => format!(
+            "it cannot be written: SQLite cannot open the journal it keeps beside the file \
+             ({e}): is its folder read-only?"
+        ),
+        _ => said(e),
+    }
+}
+
+/// The path as SQLite reads it: a file name, never a `file:` URI; never through a link.
+fn flags(access: Access) -> OpenFlags {
+    let common = OpenFlags::SQLITE_OPEN_NO_MUTEX | OpenFlags::SQLITE_OPEN_NOFOLLOW;
+    match access {
+        Access::Write => common | OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_CREATE,
+        Access::Read => common | OpenFlags::SQLITE_OPEN_READ_ONLY,
+    }
+}
+
 fn connect(path: &Path) -> Result<Connection, String> {
-    if let Some(folder) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
-        std::fs::create_dir_all(folder)
-            .map_err(|e| format!("its folder {} cannot be made: {e}", folder.display()))?;
-    }
-    if path.is_dir() {
-        return Err("it is a folder, not a file".into());
-    }
-    make_private(path)?;
-    let mut connection = Connection::open(path).map_err(|e| said(&e))?;
+    file::prepare(path, Access::Write)?;
+    file::match_companions(path, Access::Write)?;
+    let mut connection =
+        Connection::open_with_flags(path, flags(Access::Write)).map_err(|e| said_to_write(&e))?;
     prepare(&mut connection)?;
     Ok(connection)
 }
 
-/// A missing store file is made readable and writable by its owner only: it holds the
-/// conversations. (SQLite gives its WAL the same mode.)
-fn make_private(path: &Path) -> Result<(), String> {
-    use std::os::unix::fs::OpenOptionsExt;
-    match std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .open(path)
-    {
-        Ok(_) => Ok(()),
-        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
-        Err(e) => Err(format!("it cannot be made: {e}")),
+/// The store opened read-only, when it is there with this build's schema; `None` when it must
+/// be opened to be written first (missing, no schema or an older one).
+fn connect_to_read(path: &Path) -> Result<Option<Connection>, String> {
+    if !file::prepare(path, Access::Read)? {
+        return Ok(None);
     }
+    file::match_companions(path, Access::Read)?;
+    let (connection, current) = match read_only(path.as_os_str(), OpenFlags::empty()) {
+        // In a folder that cannot be written, SQLite cannot make the WAL's index beside the file
+        // to read it: nobody can write it there either, so it is read as immutable, unless a
+        // WAL holds runs not yet in the file, which that would not read.
+        Err(e)
+            if matches!(
+                e.sqlite_error_code(),
+                Some(ErrorCode::CannotOpen | ErrorCode::ReadOnly)
+            ) && !file::has_wal(path) =>
+        {
+            read_only(&immutable(path)?, OpenFlags::SQLITE_OPEN_URI)
+        }
+        read => read,
+    }
+    .map_err(|e| said(&e))?;
+    schema::migrations(Dialect::Sqlite, current)?;
+    Ok((current == schema::VERSION).then_some(connection))
 }
 
-/// The connection's settings, and the schema made or brought up to date.
+/// A read-only connection to `name` and the schema version it is at.
+fn read_only(name: impl AsRef<Path>, more: OpenFlags) -> rusqlite::Result<(Connection, i64)> {
+    let connection = Connection::open_with_flags(name, flags(Access::Read) | more)?;
+    connection.busy_timeout(BUSY_TIMEOUT)?;
+    let has_version: bool =
+        connection.query_row(schema::HAS_VERSION_TABLE_SQLITE, [], |row| row.get(0))?;
+    let current = match has_version {
+        true => connection.query_row(schema::READ_VERSION, [], |row| row.get(0))?,
+        false => 0,
+    };
+    Ok((connection, current))
+}
+
+/// `path` as a SQLite URI that reads it as immutable.
+fn immutable(path: &Path) -> Result<std::ffi::OsString, String> {
+    let full = std::fs::canonicalize(path).map_err(|e| format!("it cannot be found: {e}"))?;
+    let text = full
+        .to_str()
+        .ok_or("its path is not UTF-8, so it cannot be read in a read-only folder")?;
+    let mut uri = String::from("file:");
+    for c in text.chars() {
+        match c {
+            '%' => uri.push_str("%25"),
+            '?' => uri.push_str("%3f"),
+            '#' => uri.push_str("%23"),
+            c => uri.push(c),
+        }
+    }
+    uri.push_str("?immutable=1");
+    Ok(uri.into())
+}
+
+/// The connection's settings, and the schema made or brought up to date, and a row written:
+/// a store that cannot be written is refused now, not when the run is saved.
 fn prepare(connection: &mut Connection) -> Result<(), String> {
-    let failed = |e: rusqlite::Error| said(&e);
+    let failed = |e: rusqlite::Error| said_to_write(&e);
     connection.busy_timeout(BUSY_TIMEOUT).map_err(failed)?;
     // A file system without shared memory keeps the rollback journal: slower, still safe.
     connection
@@ -130,6 +214,7 @@ fn prepare(connection: &mut Connection) -> Result<(), String> {
         tx.execute(&for_sqlite(schema::WRITE_VERSION), [schema::VERSION])
             .map_err(failed)?;
     }
+    tx.execute(schema::TOUCH_VERSION, []).map_err(failed)?;
     tx.commit().map_err(failed)
 }
 

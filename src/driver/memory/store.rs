@@ -6,6 +6,16 @@ use std::time::Duration;
 
 use super::types::{NewRun, SavedRun, Session, SessionInfo};
 
+/// What a store is opened for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Access {
+    /// Runs are saved in it: opening it writes, so one that cannot be written is refused then,
+    /// not after the run it would lose.
+    Write,
+    /// It is only looked at (`sessions list`, `show`): a read-only store will do.
+    Read,
+}
+
 /// Sessions and their runs. Errors are sentences for a person, naming the store, never its
 /// password.
 #[async_trait::async_trait]
