@@ -901,6 +901,8 @@ async fn hidden_characters_are_refused_in_names_and_padded_names_are_found(store
         let ran = finished(&mut online(&store, name, "Hello?", &model, 16_000)).await;
         assert_eq!(ran.code, 2, "{name:?}: {}", ran.stderr);
         assert!(ran.stderr.contains("format characters"), "{}", ran.stderr);
+        // Refused without being printed as typed: the character would act on the terminal.
+        assert!(!ran.stderr.contains(name), "{:?}", ran.stderr);
         assert!(chats(&model).await.is_empty(), "{name:?}: no model call");
         assert!(
             memory::session_name(name).is_err(),

@@ -11,7 +11,7 @@ use serde_json::Value;
 
 use super::approval::{ApprovalPolicy, Decision, LineApprover};
 use super::mcp::{start_servers, Endpoint, McpServer};
-use super::memory::{self, session_name, Conversation};
+use super::memory::{self, Conversation};
 use super::terminal::{printable, Terminal};
 use super::window;
 use super::{
@@ -58,7 +58,9 @@ pub struct RunArgs {
     pub output: Output,
     /// Continue the session NAME: its earlier questions and answers (and its summary) are sent
     /// before the question, and this run is saved in it when it ends, however it ends.
-    #[arg(long, value_parser = session_name)]
+    /// Checked once parsed (`Conversation::resume`), not by the parser, whose refusal would
+    /// print the name as typed: a key or a terminal escape in it included.
+    #[arg(long)]
     pub session: Option<String>,
     /// Where sessions are kept: a SQLite file (default: reactstep/memory.sqlite3 under the
     /// user's data directory) or a postgres:// URL.

@@ -107,7 +107,8 @@ pub async fn serve(
                 match Conversation::resume(memory.store.clone(), name, secrets).await {
                     Ok(conversation) => Some(conversation),
                     Err(why) => {
-                        let why = format!("the session {name:?} cannot be read: {why}");
+                        // Not named: a name refused for holding a secret would carry it back.
+                        let why = format!("the session cannot be read: {why}");
                         let _ = job.events.send(unread(&why));
                         runs.done();
                         continue;
