@@ -6,7 +6,7 @@ use serde_json::Value;
 
 use super::body;
 use super::response::FieldError;
-use crate::step::{EvaluateAsk, PlanAsk, Task, MAX_PLAN_VALUES};
+use crate::step::{EvaluateAsk, PlanAsk, Task, MAX_PLAN_CHARS, MAX_PLAN_VALUES};
 
 /// The longest text a plan or evaluation field may hold, as for `user_query`.
 const MAX_TEXT_CHARS: usize = 1_000_000;
@@ -114,8 +114,8 @@ fn plan_value(field: &str, value: Option<Value>, problems: &mut Vec<FieldError>)
             let plan = Value::Object(plan);
             if values > MAX_PLAN_VALUES {
                 format!("holds more than {MAX_PLAN_VALUES} JSON values")
-            } else if plan.to_string().chars().count() > MAX_TEXT_CHARS {
-                format!("must be at most {MAX_TEXT_CHARS} characters as JSON")
+            } else if plan.to_string().chars().count() > MAX_PLAN_CHARS {
+                format!("must be at most {MAX_PLAN_CHARS} characters as JSON")
             } else {
                 return Some(plan);
             }

@@ -57,7 +57,7 @@ pub use live::{Live, LiveSender};
 pub use loop_guard::{LoopGuard, LoopReport};
 pub use output::{ModelUsed, Outcome, PromptPreview, StepOutput, Termination};
 pub use parse::Tags;
-pub use plan::{PlanAsk, MAX_PLAN_STEPS, MAX_PLAN_VALUES};
+pub use plan::{PlanAsk, MAX_PLAN_CHARS, MAX_PLAN_STEPS, MAX_PLAN_VALUES};
 pub use structured::Structured;
 pub use task::Task;
 pub use tools::{Catalog, ToolSpec};

@@ -15,6 +15,8 @@ pub const MAX_PLAN_STEPS: usize = 64;
 /// The most JSON values a plan may hold, answered or sent back: a plan the service answers is
 /// always one it takes back.
 pub const MAX_PLAN_VALUES: usize = 10_000;
+/// The most characters a plan may take as JSON, answered or sent back.
+pub const MAX_PLAN_CHARS: usize = 1_000_000;
 
 /// What a plan request asks beyond a step's fields: the plan to adjust and what it met.
 #[derive(Debug, Clone, Default)]
@@ -120,12 +122,12 @@ fn checked(plan: Value, catalog: &Catalog) -> Result<Value, String> {
         values += 1;
         values <= MAX_PLAN_VALUES
     });
-    match values <= MAX_PLAN_VALUES {
-        true => Ok(plan),
-        false => Err(format!(
-            "the plan holds more than {MAX_PLAN_VALUES} JSON values: give each step's parameters in brief"
-        )),
+    if values > MAX_PLAN_VALUES || plan.to_string().chars().count() > MAX_PLAN_CHARS {
+        return Err(format!(
+            "the plan holds more than {MAX_PLAN_VALUES} JSON values or {MAX_PLAN_CHARS} characters: give each step's parameters in brief"
+        ));
     }
+    Ok(plan)
 }
 
 /// Step `number` of the plan, checked and in full form.

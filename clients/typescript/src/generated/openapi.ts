@@ -198,9 +198,9 @@ export interface paths {
          *     request's tools (or null), its `parameters` those of the tool's schema with their types
          *     (a required one may be left out, for an earlier step to find), `step_number`s 1, 2, 3 …
          *     in order, each `depends_on` naming earlier steps only, and at least two steps for a
-         *     `complex` task, and no more than 10,000 JSON values in all. A plan that falls short, or a
-         *     tool called instead of a plan, gets one repair round with the problem (as an action does,
-         *     `max_repair_attempts`); one that still does is a 502
+         *     `complex` task, and no more than 10,000 JSON values and 1,000,000 characters in all. A
+         *     plan that falls short, or a tool called instead of a plan, gets one repair round with the
+         *     problem (as an action does, `max_repair_attempts`); one that still does is a 502
          *     `invalid_model_output`. With `previous_plan` and `latest_observation`, the model adjusts
          *     the earlier plan to what was observed and answers the whole adjusted plan.
          *     `react.final_answer_schema` cannot be given (400). `updated_conversation_history` is the
