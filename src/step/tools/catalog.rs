@@ -147,13 +147,7 @@ impl Catalog {
                 jsonschema::error::ValidationErrorKind::Required { .. }
             )
         });
-        problems
-            .take(3)
-            .map(|e| match e.instance_path.to_string() {
-                at if at.is_empty() => e.to_string(),
-                at => format!("{at}: {e}"),
-            })
-            .collect()
+        problems.take(3).map(|e| problem(&e)).collect()
     }
 
     /// The action's arguments, positional ones renamed to declared parameters, or why the action
@@ -196,14 +190,7 @@ impl Catalog {
             .validator
             .iter_errors(&instance)
             .take(3)
-            .map(|e| {
-                let at = e.instance_path.to_string();
-                if at.is_empty() {
-                    e.to_string()
-                } else {
-                    format!("{at}: {e}")
-                }
-            })
+            .map(|e| problem(&e))
             .collect();
         if !problems.is_empty() {
             return Err(format!(
@@ -340,6 +327,14 @@ impl Catalog {
             }
         }
         out
+    }
+}
+
+/// A schema's refusal as the model and the client read it: where in the value, then why.
+fn problem(error: &jsonschema::ValidationError) -> String {
+    match error.instance_path.to_string() {
+        at if at.is_empty() => error.to_string(),
+        at => format!("{at}: {error}"),
     }
 }
 
