@@ -750,21 +750,7 @@ async fn sqlite_stores_that_cannot_be_opened_are_said_at_start() {
     for (path, why) in cases {
         let model = model_server("Thought: t\nFinal Answer: a").await;
         let memory = path.display().to_string();
-        let mut command = reactstep(&["run", "Q?", "--session", "s", "--memory", &memory]);
-        command
-            .args([
-                "--provider",
-                "openai_compatible",
-                "--model",
-                "local",
-                "--token-limit",
-                "16000",
-            ])
-            .env(
-                "REACTSTEP_OPENAI_COMPATIBLE_BASE_URL",
-                format!("{}/v1", model.uri()),
-            );
-        let ran = finished(&mut command).await;
+        let ran = finished(&mut online_in(&memory, "s", "Q?", &model, 16_000)).await;
         assert_eq!(ran.code, 2, "{memory}: {}", ran.stderr);
         let said = format!("reactstep run: the session store {memory} cannot be opened: ");
         assert!(ran.stderr.starts_with(&said), "{memory}: {}", ran.stderr);
@@ -831,21 +817,7 @@ async fn postgresql_stores_that_cannot_be_opened_are_said_without_the_password()
     ];
     for (url, shown, why) in cases {
         let model = model_server("Thought: t\nFinal Answer: a").await;
-        let mut command = reactstep(&["run", "Q?", "--session", "s", "--memory", &url]);
-        command
-            .args([
-                "--provider",
-                "openai_compatible",
-                "--model",
-                "local",
-                "--token-limit",
-                "16000",
-            ])
-            .env(
-                "REACTSTEP_OPENAI_COMPATIBLE_BASE_URL",
-                format!("{}/v1", model.uri()),
-            );
-        let ran = finished(&mut command).await;
+        let ran = finished(&mut online_in(&url, "s", "Q?", &model, 16_000)).await;
         assert_eq!(ran.code, 2, "{}", ran.stderr);
         let said = format!("reactstep run: the session store {shown} cannot be opened: ");
         assert!(ran.stderr.starts_with(&said), "{}", ran.stderr);

@@ -168,36 +168,31 @@ impl Browser {
         }
     }
 
+    /// What `script` returns in the page, given `selector` as its one argument.
+    async fn on(&self, script: &str, selector: &str) -> Value {
+        self.client
+            .execute(script, vec![json!(selector)])
+            .await
+            .unwrap()
+    }
+
     /// The text of the first element `selector` finds ("" when none).
     async fn text(&self, selector: &str) -> String {
         let script = "const e = document.querySelector(arguments[0]); return e ? e.innerText : '';";
-        let value = self
-            .client
-            .execute(script, vec![json!(selector)])
-            .await
-            .unwrap();
+        let value = self.on(script, selector).await;
         value.as_str().unwrap_or_default().to_string()
     }
 
     /// The value of the input `selector` finds.
     async fn text_value(&self, selector: &str) -> String {
         let script = "return document.querySelector(arguments[0]).value;";
-        let value = self
-            .client
-            .execute(script, vec![json!(selector)])
-            .await
-            .unwrap();
+        let value = self.on(script, selector).await;
         value.as_str().unwrap_or_default().to_string()
     }
 
     async fn count(&self, selector: &str) -> u64 {
         let script = "return document.querySelectorAll(arguments[0]).length;";
-        let value = self
-            .client
-            .execute(script, vec![json!(selector)])
-            .await
-            .unwrap();
-        value.as_u64().unwrap()
+        self.on(script, selector).await.as_u64().unwrap()
     }
 
     async fn click(&self, selector: &str) {
