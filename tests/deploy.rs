@@ -23,6 +23,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::sync::OnceLock;
 
+#[path = "support/venv.rs"]
+mod venv;
+
 use clap::{CommandFactory, FromArgMatches};
 use reactstep::config::{ApiTokens, Config};
 use serde_json::Value;
@@ -30,8 +33,6 @@ use serde_json::Value;
 /// The Kubernetes versions the manifests must be valid for: 1.30 is the first whose kubelet
 /// runs the preStop `sleep` action by default; 1.37 is the newest the validator bundles.
 const KUBERNETES_VERSIONS: std::ops::RangeInclusive<u32> = 30..=37;
-
-const INSTALL_PYTHON: &str = "install Python 3 with its venv module (Debian: `apt-get install python3 python3-venv`), then run cargo test again";
 
 fn repo() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -72,42 +73,14 @@ fn run(program: &Path, args: &[&str]) -> Output {
 fn tools() -> &'static Path {
     static BIN: OnceLock<PathBuf> = OnceLock::new();
     BIN.get_or_init(|| {
-        let venv = Path::new(env!("CARGO_TARGET_TMPDIR")).join("deploy-venv");
-        let bin = venv.join("bin");
         let requirements = repo().join("tests/deploy/requirements.txt");
         let wanted = std::fs::read(&requirements).expect("tests/deploy/requirements.txt reads");
-        let stamp = venv.join("installed-from-requirements.txt");
-        if std::fs::read(&stamp).ok().as_deref() == Some(wanted.as_slice()) {
-            return bin;
-        }
-        let venv_arg = venv.to_str().expect("the target path is UTF-8");
-        let output = run_or(
-            INSTALL_PYTHON,
-            Path::new("python3"),
-            &["-m", "venv", "--clear", venv_arg],
-        );
-        assert!(
-            output.status.success(),
-            "python3 -m venv failed: {INSTALL_PYTHON}\n{}",
-            shown(&output)
-        );
-        let output = run(
-            &bin.join("pip"),
-            &[
-                "install",
-                "--quiet",
-                "--disable-pip-version-check",
-                "--requirement",
-                requirements.to_str().expect("the repository path is UTF-8"),
-            ],
-        );
-        assert!(
-            output.status.success(),
-            "pip install -r tests/deploy/requirements.txt failed:\n{}",
-            shown(&output)
-        );
-        std::fs::write(&stamp, &wanted).expect("the stamp is written");
-        bin
+        let requirements = requirements.to_str().expect("the repository path is UTF-8");
+        venv::ready(
+            "deploy-venv",
+            &wanted,
+            &[&["--quiet", "--requirement", requirements]],
+        )
     })
 }
 

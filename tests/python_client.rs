@@ -16,6 +16,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::sync::OnceLock;
 
+#[path = "support/venv.rs"]
+mod venv;
+
 const PYTHON_AT_LEAST: (u32, u32) = (3, 11);
 const INSTALL_PYTHON: &str = "install Python 3.11 or later with its venv module (Debian: `apt-get install python3 python3-venv`), then run cargo test again";
 
@@ -33,15 +36,6 @@ fn shown(output: &Output) -> String {
         String::from_utf8_lossy(&output.stdout),
         String::from_utf8_lossy(&output.stderr)
     )
-}
-
-/// Runs `program`; `hint` says what to install when it cannot run at all.
-fn run_or(hint: &str, program: &Path, args: &[&str]) -> Output {
-    Command::new(program)
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .unwrap_or_else(|e| panic!("{} could not run ({e}): {hint}", program.display()))
 }
 
 /// The version of `python3`, as (major, minor).
@@ -86,62 +80,24 @@ fn tools() -> &'static Path {
             version.0,
             version.1
         );
-        let venv = target_tmp().join("python-client-venv");
-        let bin = venv.join("bin");
-        let wanted = wanted();
-        let stamp = venv.join("installed-from-requirements-and-pyproject");
-        if std::fs::read(&stamp).ok().as_deref() == Some(wanted.as_slice()) {
-            return bin;
-        }
-        let venv_arg = venv.to_str().expect("the target path is UTF-8");
-        let output = run_or(
-            INSTALL_PYTHON,
-            Path::new("python3"),
-            &["-m", "venv", "--clear", venv_arg],
-        );
-        assert!(
-            output.status.success(),
-            "python3 -m venv failed: {INSTALL_PYTHON}\n{}",
-            shown(&output)
-        );
-        let pip = bin.join("pip");
         let requirements = package().join("requirements-dev.txt");
-        let output = run_or(
-            "the virtualenv has no pip: remove target/tmp/python-client-venv and run cargo test again",
-            &pip,
+        let requirements = requirements.to_str().expect("the repository path is UTF-8");
+        let package = package();
+        let package = package.to_str().expect("the repository path is UTF-8");
+        venv::ready(
+            "python-client-venv",
+            &wanted(),
             &[
-                "install",
-                "--quiet",
-                "--disable-pip-version-check",
-                "--requirement",
-                requirements.to_str().expect("the repository path is UTF-8"),
+                &["--quiet", "--requirement", requirements],
+                &[
+                    "--quiet",
+                    "--no-deps",
+                    "--no-build-isolation",
+                    "--editable",
+                    package,
+                ],
             ],
-        );
-        assert!(
-            output.status.success(),
-            "pip install -r clients/python/requirements-dev.txt failed:\n{}",
-            shown(&output)
-        );
-        let output = run_or(
-            "the virtualenv has no pip: remove target/tmp/python-client-venv and run cargo test again",
-            &pip,
-            &[
-                "install",
-                "--quiet",
-                "--disable-pip-version-check",
-                "--no-deps",
-                "--no-build-isolation",
-                "--editable",
-                package().to_str().expect("the repository path is UTF-8"),
-            ],
-        );
-        assert!(
-            output.status.success(),
-            "pip install --editable clients/python failed:\n{}",
-            shown(&output)
-        );
-        std::fs::write(&stamp, &wanted).expect("the stamp is written");
-        bin
+        )
     })
 }
 

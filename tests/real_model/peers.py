@@ -14,7 +14,6 @@ import inspect
 import json
 import os
 import shutil
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -128,7 +127,7 @@ def main():
     python = harness.python_with_server(args.work)
     if Path(sys.prefix).resolve() != python.parent.parent.resolve():
         # The peers live in the harness's virtual environment: run there.
-        subprocess.run([str(python), "-m", "pip", "install", "--quiet", *PEERS], check=True)
+        harness.pip(python, "install", "--quiet", *PEERS)
         os.execv(python, [str(python), __file__, *sys.argv[1:]])
     gguf = harness.model_file(args.work, python)
     spec = json.loads((harness.HERE / "tasks.json").read_text())

@@ -15,9 +15,9 @@
 //! - `binary`: the real `reactstep` binary as a child process;
 //! - `corpus`: the model-output corpus and how one case runs through the server;
 //! - `postgres`: a real PostgreSQL server from the system's packages, a database per test;
-//! - `https_upstream`, `schema_bombs`, `swap`, `system_packages`, `workspace`: what a few tests
-//!   need (an HTTPS upstream, hostile tool schemas, an atomic name exchange, programs from the
-//!   system's packages, a workspace for `reactstep run`).
+//! - `https_upstream`, `schema_bombs`, `swap`, `system_packages`, `venv`, `workspace`: what a
+//!   few tests need (an HTTPS upstream, hostile tool schemas, an atomic name exchange, programs
+//!   from the system's packages, Python packages from PyPI, a workspace for `reactstep run`).
 
 // Each test binary compiles all of the harness but uses only part of it.
 #![allow(dead_code)]
@@ -40,4 +40,5 @@ pub mod stream_upstream;
 pub mod swap;
 pub mod system_packages;
 pub mod upstream;
+pub mod venv;
 pub mod workspace;
