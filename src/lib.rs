@@ -5,6 +5,7 @@ pub mod api;
 pub(crate) mod beneath;
 pub mod config;
 pub mod descriptors;
+#[cfg(feature = "driver")]
 pub mod driver;
 pub mod json;
 pub mod llm;

@@ -6,16 +6,33 @@ fn main() -> std::io::Result<()> {
     // `reactstep run …` drives a loop in the terminal, `reactstep ui …` on a local web page,
     // `reactstep sessions …` looks at the sessions they keep; anything else runs the service.
     match std::env::args().nth(1).as_deref() {
+        #[cfg(feature = "driver")]
         Some("run") => command("reactstep run", reactstep::driver::cli::main),
+        #[cfg(feature = "driver")]
         Some("ui") => command("reactstep ui", reactstep::driver::ui::main),
+        #[cfg(feature = "driver")]
         Some("sessions") => command(
             "reactstep sessions",
             reactstep::driver::memory::command::main,
         ),
+        #[cfg(not(feature = "driver"))]
+        Some(name @ ("run" | "ui" | "sessions")) => without_driver(name),
         _ => actix_web::rt::System::new().block_on(serve()),
     }
 }
 
+/// A service-only build asked for a command of the driver: said plainly, and exit code 2 as for
+/// any command line that cannot run, rather than starting the service.
+#[cfg(not(feature = "driver"))]
+fn without_driver(name: &str) -> ! {
+    eprintln!(
+        "reactstep {name}: this build is the service only (built with --no-default-features); \
+         the loop driver's commands are in a build with the `driver` feature, the default"
+    );
+    std::process::exit(2);
+}
+
+#[cfg(feature = "driver")]
 /// Runs a command of the driver (`main` given its arguments, the first its name) and exits
 /// with its code.
 fn command<F: std::future::Future<Output = i32>>(
