@@ -146,6 +146,7 @@ macro_rules! on_both_stores {
 on_both_stores!(
     a_session_continues_with_its_earlier_questions_and_answers,
     the_summary_the_service_returns_is_kept_and_sent_again,
+    a_long_session_sends_its_newest_runs_with_the_summary_counted_from_them,
     sessions_are_listed_shown_deleted_and_expired,
     the_key_is_never_saved,
     runs_at_once_into_one_session_are_all_saved,
@@ -461,6 +462,91 @@ async fn summary_calls(server: &MockServer) -> usize {
         .iter()
         .filter(|c| c.to_string().contains("You keep the memory"))
         .count()
+}
+
+/// What the summary of [`a_long_session_sends_its_newest_runs_with_the_summary_counted_from_them`]
+/// says; the turns it covers are the session's first eight.
+const OLD_SUMMARY: &str = "The user asked 101 numbered questions; the first four were about ports.";
+
+async fn a_long_session_sends_its_newest_runs_with_the_summary_counted_from_them(store: Store) {
+    // 101 runs (202 turns), saved through the store as a long session would have left them.
+    let opened = memory::open(Some(&store.memory())).await.unwrap();
+    let now = chrono::Utc::now().timestamp_millis();
+    for n in 1..=101 {
+        let run = NewRun {
+            question: format!("question {n:03}?"),
+            started_ms: now,
+            ended_ms: now,
+            answer: format!("answer {n:03}."),
+            termination: "success".into(),
+            report: serde_json::json!({}),
+            plan: None,
+            evaluations: serde_json::json!([]),
+            summary: (n == 101).then(|| Summary {
+                text: OLD_SUMMARY.into(),
+                turns: 8,
+            }),
+        };
+        opened.save_run("long", run).await.unwrap();
+    }
+
+    // A window they all fit in: the newest 100 runs are sent, the first is not.
+    let model = model_server("Thought: counted\nFinal Answer: 101 questions.").await;
+    let ran = finished(&mut online(&store, "long", "How many?", &model, 32_000)).await;
+    assert_eq!(ran.code, 0, "{}", ran.stderr);
+    let sent = chats(&model).await.remove(0).to_string();
+    assert!(
+        !sent.contains("question 001?") && !sent.contains("answer 001."),
+        "{sent}"
+    );
+    for n in [2, 3, 50, 101] {
+        assert!(
+            sent.contains(&format!("question {n:03}?")),
+            "question {n}: {sent}"
+        );
+        assert!(
+            sent.contains(&format!("answer {n:03}.")),
+            "answer {n}: {sent}"
+        );
+    }
+    assert!(
+        !ran.stderr.contains("no summary covers them"),
+        "the summary covers the two turns left out: {}",
+        ran.stderr
+    );
+
+    // A window they do not fit in: the service is sent the summary counted from the first turn
+    // sent (8 - 4 left out = 4: runs 3 and 4), so the new summary it makes begins after them.
+    let model = summarising_model().await;
+    let ran = finished(&mut online(&store, "long", "And now?", &model, 3_000)).await;
+    assert_eq!(ran.code, 0, "{}", ran.stderr);
+    let asked = chats(&model).await;
+    let summary_request = asked
+        .iter()
+        .map(Value::to_string)
+        .find(|c| c.contains("You keep the memory"))
+        .unwrap_or_else(|| panic!("no summary was made: {asked:#?}"));
+    assert!(summary_request.contains(OLD_SUMMARY), "{summary_request}");
+    assert!(
+        summary_request.contains("question 005?"),
+        "{summary_request}"
+    );
+    assert!(
+        !summary_request.contains("question 004?"),
+        "{summary_request}"
+    );
+    // Kept counted from the session's first turn: what the service covered, plus the 4 left out.
+    let returned = ran.json()["conversation_summary"]["turns"]
+        .as_u64()
+        .unwrap();
+    let session = show(&store, "long").await;
+    assert_eq!(session["summary"]["text"], SUMMARY);
+    assert_eq!(
+        session["summary"]["turns"].as_u64(),
+        Some(returned + 4),
+        "{}",
+        session["summary"]
+    );
 }
 
 async fn sessions_are_listed_shown_deleted_and_expired(store: Store) {

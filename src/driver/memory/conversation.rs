@@ -3,6 +3,12 @@
 //! `conversation_summary`, and `history_strategy: summarize` is asked for so that the service
 //! returns a summary to keep when the turns no longer fit. When the loop ends, however it ended,
 //! the run is saved in the session, scrubbed of every secret the caller named.
+//!
+//! A run sends the newest runs only, within [`MOST_TURNS_SENT`] and [`MOST_BYTES_SENT`]: left
+//! unbounded, a long session would one day pass the service's 10,000 turns or its 8 MiB body,
+//! and every later run of it would be refused. The summary stands for what is left out; its
+//! `turns` are counted from the session's first turn where it is kept, and from the first turn
+//! sent where it is sent.
 
 use std::sync::Arc;
 
@@ -16,10 +22,19 @@ use crate::driver::prior::PriorConversation;
 use crate::driver::report::{RunReport, Termination};
 use crate::driver::terminal::printable;
 
+/// The most turns of a session a run sends (its newest 100 runs).
+pub const MOST_TURNS_SENT: usize = 200;
+/// The most bytes of turns' text a run sends: a quarter of the service's body limit, so that
+/// the question, context and tools have the rest.
+pub const MOST_BYTES_SENT: usize = 2 << 20;
+
 pub struct Conversation {
     store: Arc<dyn SessionStore>,
     name: String,
+    /// The turns a run sends: the newest runs'.
     history: Vec<Value>,
+    /// How many older turns of the session are not sent.
+    left_out: usize,
     summary: Option<Summary>,
     secrets: Vec<String>,
 }
@@ -59,10 +74,23 @@ impl Conversation {
             }
             None => (Vec::new(), None),
         };
+        let (history, left_out) = newest(history);
+        let covered = summary.as_ref().map_or(0, |s| s.turns as usize);
+        if left_out > covered {
+            eprintln!(
+                "reactstep: the session {}: its {} oldest turns are past what a run sends (the \
+                 newest {MOST_TURNS_SENT} turns, {} MiB) and no summary covers them, so they are \
+                 not sent",
+                printable(&name),
+                left_out - covered,
+                MOST_BYTES_SENT >> 20
+            );
+        }
         Ok(Self {
             store,
             name,
             history,
+            left_out,
             summary: summary.filter(|s| !s.text.is_empty()),
             secrets,
         })
@@ -80,7 +108,7 @@ impl Conversation {
     pub fn prior(&self) -> PriorConversation {
         PriorConversation {
             history: self.history.clone(),
-            summary: self.summary.as_ref().map(summary_json),
+            summary: self.summary.as_ref().map(|s| self.sent_summary(s)),
             history_strategy: Some("summarize".into()),
         }
     }
@@ -142,14 +170,38 @@ impl Conversation {
         let same_turns = self.history.len() as u64 + 1;
         let summary = Summary {
             text: text.to_string(),
-            turns: turns.min(same_turns),
+            turns: turns.min(same_turns) + self.left_out as u64,
         };
         (self.summary.as_ref() != Some(&summary)).then_some(summary)
     }
 }
 
-fn summary_json(summary: &Summary) -> Value {
-    json!({"text": summary.text, "turns": summary.turns})
+impl Conversation {
+    /// The kept summary as the service reads it: its turns counted from the first turn sent.
+    fn sent_summary(&self, summary: &Summary) -> Value {
+        let turns = summary.turns.saturating_sub(self.left_out as u64);
+        json!({"text": summary.text, "turns": turns})
+    }
+}
+
+/// The turns of the newest runs within [`MOST_TURNS_SENT`] and [`MOST_BYTES_SENT`] (whole runs,
+/// so the turns sent begin with a question), and how many older turns are left out.
+fn newest(mut turns: Vec<Value>) -> (Vec<Value>, usize) {
+    let mut bytes = 0;
+    let mut kept = 0;
+    for run in turns.rchunks(2) {
+        bytes += run
+            .iter()
+            .map(|t| t["content"].as_str().map_or(0, str::len))
+            .sum::<usize>();
+        if kept + run.len() > MOST_TURNS_SENT || bytes > MOST_BYTES_SENT {
+            break;
+        }
+        kept += run.len();
+    }
+    let left_out = turns.len() - kept;
+    turns.drain(..left_out);
+    (turns, left_out)
 }
 
 fn termination_name(termination: Termination) -> String {
@@ -227,5 +279,44 @@ mod tests {
             ]
         );
         assert_eq!(sent[1]["timestamp"], "2026-01-01T00:00:05.000Z");
+    }
+
+    fn runs_of(sizes: &[usize]) -> Vec<Value> {
+        let runs: Vec<SavedRun> = sizes
+            .iter()
+            .enumerate()
+            .map(|(i, &size)| run(&format!("{i}{}", "q".repeat(size)), "a", "success"))
+            .collect();
+        turns(&runs)
+    }
+
+    #[test]
+    fn a_session_within_the_bounds_is_sent_whole() {
+        let (sent, left_out) = newest(runs_of(&[10; 100]));
+        assert_eq!((sent.len(), left_out), (200, 0));
+        assert_eq!(newest(Vec::new()), (Vec::new(), 0));
+    }
+
+    #[test]
+    fn past_the_turns_bound_the_oldest_runs_are_left_out_whole() {
+        let (sent, left_out) = newest(runs_of(&[10; 103]));
+        assert_eq!((sent.len(), left_out), (MOST_TURNS_SENT, 6));
+        assert_eq!(sent[0]["role"], "user");
+        assert!(sent[0]["content"]
+            .as_str()
+            .is_some_and(|q| q.starts_with('3')));
+    }
+
+    #[test]
+    fn past_the_bytes_bound_the_oldest_runs_are_left_out_and_a_run_over_it_alone_sends_none() {
+        let big = MOST_BYTES_SENT / 3;
+        let (sent, left_out) = newest(runs_of(&[big, big, big, 10]));
+        assert_eq!((sent.len(), left_out), (6, 2));
+        let (sent, left_out) = newest(runs_of(&[10, MOST_BYTES_SENT]));
+        assert_eq!(
+            (sent.len(), left_out),
+            (0, 4),
+            "the newer run alone is over it"
+        );
     }
 }
