@@ -485,8 +485,8 @@ class Loop {
     if (this.options.signal?.aborted) {
       return { ended: this.end("cancelled", "the loop was cancelled") };
     }
-    const unevaluated = (why: string, error?: ReactStepError) => {
-      this.result.errors.push({ source: "service", message: `the evaluation failed: ${why}`, ...(error ? { error } : {}) });
+    const unevaluated = (why: string) => {
+      this.result.errors.push({ source: "service", message: `the evaluation failed: ${why}` });
       return { evaluation: undefined };
     };
     const request = this.scriptedOrNot<EvaluateRequest>({
@@ -510,10 +510,8 @@ class Loop {
       if (this.options.signal?.aborted) {
         return { ended: this.end("cancelled", "the loop was cancelled") };
       }
-      if (error instanceof ReactStepError) {
-        return unevaluated(`${error.type}: ${error.message}`, error);
-      }
-      return unevaluated(`the service did not answer: ${error instanceof Error ? error.message : String(error)}`);
+      this.result.errors.push(serviceError("the evaluation failed: ", error));
+      return { evaluation: undefined };
     }
     this.result.evaluations.push({ iteration, answer, evaluation });
     this.emit({ type: "evaluation", iteration, answer, evaluation });
@@ -642,16 +640,11 @@ class Loop {
     if (this.options.signal?.aborted) {
       return this.end("cancelled", "the loop was cancelled");
     }
-    if (error instanceof ReactStepError) {
-      const message = `${what}${error.type}: ${error.message}`;
-      this.result.errors.push({ source: "service", message, error });
-      // The service's loop guard refused a call that went on repeating itself.
-      const reason = error.type === "loop_detected" ? "stalled" : "failure";
-      return this.end(reason, message);
-    }
-    const message = `${what}the service did not answer: ${error instanceof Error ? error.message : String(error)}`;
-    this.result.errors.push({ source: "service", message });
-    return this.end("failure", message);
+    const entry = serviceError(what, error);
+    this.result.errors.push(entry);
+    // The service's loop guard refused a call that went on repeating itself.
+    const reason = entry.error?.type === "loop_detected" ? "stalled" : "failure";
+    return this.end(reason, entry.message);
   }
 
   private end(reason: TerminationReason, answer: string): LoopResult {
@@ -664,4 +657,16 @@ class Loop {
   private emit(event: LoopEvent): void {
     this.options.onEvent?.(event);
   }
+}
+
+/**
+ * The `errors` entry of a request to the service that threw: the service's error (its type and
+ * message), or why it did not answer; `what`, in front, says which request it was.
+ */
+function serviceError(what: string, error: unknown): LoopResult["errors"][number] {
+  if (error instanceof ReactStepError) {
+    return { source: "service", message: `${what}${error.type}: ${error.message}`, error };
+  }
+  const message = `${what}the service did not answer: ${error instanceof Error ? error.message : String(error)}`;
+  return { source: "service", message };
 }
