@@ -10,6 +10,7 @@ export type {
   LoopEvaluation,
   LoopEvent,
   LoopOptions,
+  LoopPlanAdjustment,
   LoopResult,
   LoopStep,
   LoopTool,

@@ -2,13 +2,14 @@
 // model proposed several), answer each call's id with a `tool_observation`, and go on until the
 // model answers, the loop stalls, fails, runs out of steps, or the caller cancels. The
 // termination reasons are those of the Rust driver (`reactstep run`, src/driver/run.rs), and
-// `plan_rejected`. With `plan` it asks for a plan first (and the caller's approval of it) and sends
-// it with each step; with `reflect` it has each final answer evaluated before accepting it, as
-// `reactstep run --plan --reflect` does (src/driver/reflection.rs; plan.ts here).
+// `plan_rejected`. With `plan` it asks for a plan first (and the caller's approval of it), sends
+// it with each step and has it adjusted after a failed call; with `reflect` it has each final
+// answer evaluated before accepting it, as `reactstep run --plan --reflect` does
+// (src/driver/reflection.rs; plan.ts here).
 import { approveCalls, type ApprovalOutcome, type Approver, type Verdict } from "./approval.js";
 import type { CallOptions, StepSender } from "./events.js";
 import { ReactStepError } from "./errors.js";
-import { decidePlan, PLAN_FILE, retryQuery, type PlanApprover } from "./plan.js";
+import { decidePlan, MAX_PLAN_ADJUSTMENTS, PLAN_FILE, retryQuery, type PlanApprover } from "./plan.js";
 import type {
   ActionDetails,
   ConversationTurn,
@@ -80,8 +81,9 @@ export interface LoopOptions {
   stream?: boolean;
   /**
    * A scripted model: one output per request the loop sends, in order, as its `mock_response`
-   * (offline runs, tests): with `plan` the plan's output first, with `reflect` each evaluation's
-   * output right after the answer it evaluates.
+   * (offline runs, tests): with `plan` the plan's output first and each adjustment's right after
+   * the step whose call failed, with `reflect` each evaluation's output right after the answer it
+   * evaluates.
    */
   mockResponses?: string[];
   /**
@@ -91,6 +93,15 @@ export interface LoopOptions {
    * `reactstep run --plan` sends it), and with `reflect` into each evaluation (its
    * `estimated_iterations` bounds the retries). A plan the service could not make ends the loop
    * as `failure` (`no plan was made: …`) before any step.
+   *
+   * After each failed call (its observation an error: the tool threw, there is no such tool, or
+   * the call was denied) the plan is adjusted: `plan()` again with the plan in force as
+   * `previous_plan` and the call's observation as `latest_observation`, at most 3 times a run
+   * (adjustments made: a plan request that failed does not count). The adjusted plan replaces the
+   * one sent with the steps after it and the one each evaluation gets; it goes to `onEvent`
+   * (`adjusting_plan`, then `plan_adjustment`) and into `planAdjustments`. A plan request that
+   * fails leaves the plan as it was and the loop going on, the failure in `errors` (`the plan
+   * adjustment failed: …`), as `reactstep run --plan` does.
    */
   plan?: boolean;
   /**
@@ -149,13 +160,29 @@ export type LoopEvent =
   /** With `reflect`: the answer of this iteration is being evaluated. */
   | { type: "evaluating"; iteration: number; answer: string }
   /** Its evaluation; with `needs_retry` the loop goes on (unless out of steps). */
-  | { type: "evaluation"; iteration: number; answer: string; evaluation: QualityEvaluation };
+  | { type: "evaluation"; iteration: number; answer: string; evaluation: QualityEvaluation }
+  /** With a plan: this failed call's observation is being sent to have the plan adjusted. */
+  | { type: "adjusting_plan"; iteration: number; tool: string; toolCallId: string | undefined; observation: string }
+  /** The adjusted plan, which the steps from now on follow. */
+  | ({ type: "plan_adjustment" } & LoopPlanAdjustment);
 
 /** A final answer the loop had evaluated (`reflect`), and what the service made of it. */
 export interface LoopEvaluation {
   iteration: number;
   answer: string;
   evaluation: QualityEvaluation;
+}
+
+/** The plan adjusted after a failed call (`plan`), and the call it was adjusted to. */
+export interface LoopPlanAdjustment {
+  /** The step that proposed the call. */
+  iteration: number;
+  tool: string;
+  toolCallId: string | undefined;
+  /** The call's observation, sent as `latest_observation`. */
+  observation: string;
+  /** The whole plan as the service adjusted it. */
+  plan: ExecutionPlan;
 }
 
 /** One call the model proposed, and what the loop answered it with. */
@@ -186,10 +213,12 @@ export interface LoopResult {
   toolUsage: Record<string, number>;
   /** The service's error that ended the loop, or the tools' failures, in order. */
   errors: { source: string; message: string; error?: ReactStepError }[];
-  /** Tokens the service reported, summed over the steps (the plan and the evaluations included). */
+  /** Tokens the service reported, summed over the steps (the plans and the evaluations included). */
   usage: { promptTokens: number; completionTokens: number };
-  /** With `plan`: the plan the loop followed. */
+  /** With `plan`: the plan made before the first step (as it was approved, with `approvePlan`). */
   plan?: ExecutionPlan;
+  /** With `plan`: each adjustment after a failed call, in order; the last one's plan is the one in force. */
+  planAdjustments: LoopPlanAdjustment[];
   /** With `reflect`: each final answer evaluated, in order (the last one the loop's answer, unless it ended otherwise). */
   evaluations: LoopEvaluation[];
   /** The conversation at the end: send it with the next question to go on. */
@@ -215,6 +244,7 @@ class Loop {
     toolUsage: {},
     errors: [],
     usage: { promptTokens: 0, completionTokens: 0 },
+    planAdjustments: [],
     evaluations: [],
     history: [],
     sessionId: undefined,
@@ -281,7 +311,7 @@ class Loop {
       if (step.status !== "action_proposed" || !step.action_details) {
         return this.end("failure", `the service answered a step of status ${step.status}`);
       }
-      const ended = await this.act(step, iteration);
+      const ended = await this.act(step, iteration, request.conversation_history ?? []);
       if (ended !== undefined) {
         return ended;
       }
@@ -324,9 +354,14 @@ class Loop {
     return request;
   }
 
+  /** The plan in force: the last adjustment's, else the one made first. */
+  private currentPlan(): ExecutionPlan | undefined {
+    return this.result.planAdjustments.at(-1)?.plan ?? this.result.plan;
+  }
+
   /** A step's request with the plan, as a file of its context (as `reactstep run --plan` sends it). */
   private withPlan(request: ReactStepRequest): ReactStepRequest {
-    const plan = this.result.plan;
+    const plan = this.currentPlan();
     if (plan === undefined) {
       return request;
     }
@@ -492,7 +527,7 @@ class Loop {
     const request = this.scriptedOrNot<EvaluateRequest>({
       ...this.sideRequest(this.options.question),
       candidate_answer: answer,
-      plan: this.result.plan ?? null,
+      plan: this.currentPlan() ?? null,
     });
     if (request === undefined) {
       return unevaluated(`the scripted responses ran out after ${this.scripted} steps`);
@@ -521,9 +556,10 @@ class Loop {
   /**
    * Asks about the calls that need approval (one at a time), runs every call that may run at
    * once, and puts their observations in the history, in the calls' order, each naming its
-   * call's id. The loop's end when it ends here.
+   * call's id; then has the plan adjusted to the calls that failed. `sent` is the history the
+   * step was sent with. The loop's end when it ends here.
    */
-  private async act(step: StepResponse, iteration: number): Promise<LoopResult | undefined> {
+  private async act(step: StepResponse, iteration: number, sent: ConversationTurn[]): Promise<LoopResult | undefined> {
     const calls: ActionDetails[] =
       step.parallel_actions && step.parallel_actions.length > 0
         ? step.parallel_actions
@@ -559,6 +595,71 @@ class Loop {
       });
     }
     this.result.history = history;
+    return this.adjustPlan(done, sent);
+  }
+
+  /**
+   * With a plan, after each failed call of a step in turn (while fewer than
+   * `MAX_PLAN_ADJUSTMENTS` were made): the plan adjusted to what it showed. A failed call is one
+   * whose observation is an error (`is_error` to the model, the driver's `failed`): the tool
+   * threw, there is no such tool, or the call was not approved.
+   */
+  private async adjustPlan(done: LoopStep[], sent: ConversationTurn[]): Promise<LoopResult | undefined> {
+    for (const record of done) {
+      const room = this.result.planAdjustments.length < MAX_PLAN_ADJUSTMENTS;
+      if (record.isError && room && this.result.plan !== undefined) {
+        const ended = await this.adjustedPlan(record, sent);
+        if (ended !== undefined) {
+          return ended;
+        }
+      }
+    }
+    return undefined;
+  }
+
+  /**
+   * Asks for the plan in force adjusted to `record`'s observation; keeps it when the service
+   * answers one. A plan it cannot make leaves the plan as it was, the failure in `errors` (the
+   * loop goes on, as the driver's does); the caller's abort ends the loop.
+   */
+  private async adjustedPlan(record: LoopStep, sent: ConversationTurn[]): Promise<LoopResult | undefined> {
+    const unadjusted = (why: string): undefined => {
+      this.result.errors.push({ source: "service", message: `the plan adjustment failed: ${why}` });
+      return undefined;
+    };
+    if (this.client.plan === undefined) {
+      return unadjusted("its client has no plan()");
+    }
+    // The history as the step was sent it, as the driver sends it: the failure is the observation.
+    const request = this.scriptedOrNot<PlanRequest>({
+      ...this.sideRequest(this.options.question),
+      conversation_history: sent,
+      previous_plan: this.currentPlan() ?? null,
+      latest_observation: record.observation,
+    });
+    if (request === undefined) {
+      return unadjusted(`the scripted responses ran out after ${this.scripted} steps`);
+    }
+    const { iteration, tool, toolCallId, observation } = record;
+    this.emit({ type: "adjusting_plan", iteration, tool, toolCallId, observation });
+    let plan: ExecutionPlan;
+    try {
+      const response = await this.client.plan(request, this.call());
+      this.took(response);
+      if (response.status !== "direct_response_provided") {
+        return unadjusted(`the service answered a plan of status ${response.status}`);
+      }
+      plan = response.plan;
+    } catch (error) {
+      if (this.options.signal?.aborted) {
+        return this.end("cancelled", "the loop was cancelled");
+      }
+      this.result.errors.push(serviceError("the plan adjustment failed: ", error));
+      return undefined;
+    }
+    const adjustment: LoopPlanAdjustment = { iteration, tool, toolCallId, observation, plan };
+    this.result.planAdjustments.push(adjustment);
+    this.emit({ type: "plan_adjustment", ...adjustment });
     return undefined;
   }
 

@@ -1,6 +1,6 @@
 // What `runLoop` does around a plan and an evaluation: asking `approvePlan` about the plan, the
-// name the plan goes by in each step's context, and the question that sends the model on when an
-// evaluation asks for a retry.
+// name the plan goes by in each step's context, how many times a run it is adjusted, and the
+// question that sends the model on when an evaluation asks for a retry.
 import type { ExecutionPlan, QualityEvaluation } from "./types.js";
 
 /** What `approvePlan` is asked about: the plan, before any step runs. */
@@ -86,6 +86,13 @@ function describe(answer: unknown): string {
 
 /** The name the plan is sent under with each step, as a file of its context (as the Rust driver's). */
 export const PLAN_FILE = "execution-plan.json";
+
+/**
+ * Plans adjusted after a failed call in one run, at most (the driver's `MAX_ADJUSTMENTS`): each
+ * is a model call, and a model that keeps failing should not be replanned without end. Only
+ * adjustments made count: a plan request that failed leaves the next failure its try.
+ */
+export const MAX_PLAN_ADJUSTMENTS = 3;
 
 /** The user's turn after an evaluation asked for a retry: what is missing, and what to do. */
 export function retryQuery(evaluation: QualityEvaluation): string {
