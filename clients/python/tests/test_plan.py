@@ -25,21 +25,10 @@ from reactstep import (
 )
 
 from .support.drive import KINDS, Kind
+from .support.plans import READ_FILE, TWO_STEPS, scored
 from .support.requests import KEY, OFFLINE, UPSTREAM_MODEL
 from .support.service import Service
 from .support.upstream import Upstream, completion
-
-READ_FILE: dict[str, Any] = {
-    "name": "read_file",
-    "description": "Read a file.",
-    "parameters": {"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]},
-}
-
-TWO_STEPS = (
-    'Thought: Read it, then explain.\nFinal Answer: {"complexity": "medium", "steps": ['
-    '{"step_number": 1, "description": "Read the test", "tool_name": "read_file", "parameters": {"path": "tests/login.rs"}}, '
-    '{"step_number": 2, "description": "Explain the fix", "depends_on": [1], "required": false}], "estimated_iterations": 2}'
-)
 
 ONE_STEP: dict[str, Any] = {
     "complexity": "simple",
@@ -55,18 +44,6 @@ ONE_STEP: dict[str, Any] = {
     ],
     "estimated_iterations": 1,
 }
-
-
-def scored(completeness: int, needs_retry: bool, missing: list[str] | None = None) -> str:
-    """What the model says of an answer, as an evaluation's final answer."""
-    evaluation = {
-        "completeness_score": completeness,
-        "quality_score": 6,
-        "missing_info": missing or [],
-        "suggestions": [f"find {m}" for m in missing or []],
-        "needs_retry": needs_retry,
-    }
-    return f"Thought: Scored.\nFinal Answer: {json.dumps(evaluation)}"
 
 
 def plan_with(kind: Kind, url: str, request: PlanRequest | dict[str, Any]) -> PlanResponse:

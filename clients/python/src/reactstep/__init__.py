@@ -1,16 +1,28 @@
 """reactstep: a typed client for the reactstep service, whose models come from openapi.yaml.
 
 ``Client`` and ``AsyncClient`` send one step (``step``) or stream it (``stream``), and ask for a
-plan (``plan``) or an evaluation of an answer (``evaluate``);
-``run_loop`` and ``arun_loop`` drive a whole loop with tools that are plain Python functions.
+plan (``plan``, streamed: ``stream_plan``) or an evaluation of an answer (``evaluate``, streamed:
+``stream_evaluate``); ``run_loop`` and ``arun_loop`` drive a whole loop with tools that are plain
+Python functions, optionally planning first (``plan``, ``approve_plan``) and having each final
+answer evaluated before accepting it (``reflect``).
 """
 
 from .aloop import AsyncStepSender, arun_loop
 from .approval import ApprovalRequest, Approve, AsyncApprover, Approver, Decision, Deny, Edit
-from .async_client import AsyncClient, AsyncEventStream
-from .client import Client, EventStream
+from .async_client import AsyncClient, AsyncEventStream, AsyncEventStreamOf
+from .client import Client, EventStream, EventStreamOf
 from .errors import STATUS_OF, ReactStepError, ReactStepErrorType, parse_retry_after
-from .events import AnswerEvent, ErrorEvent, RetryEvent, StepEvent, StreamEvent, ThoughtEvent
+from .events import (
+    AnswerEvent,
+    ErrorEvent,
+    EvaluationStreamEvent,
+    PlanStreamEvent,
+    RetryEvent,
+    StepEvent,
+    StreamEvent,
+    StreamEventOf,
+    ThoughtEvent,
+)
 from .loop import StepSender, run_loop
 from .loop_types import (
     LoopAction,
@@ -73,6 +85,7 @@ __all__ = [
     "AsyncApprover",
     "AsyncClient",
     "AsyncEventStream",
+    "AsyncEventStreamOf",
     "AsyncStepSender",
     "Approver",
     "Client",
@@ -88,7 +101,9 @@ __all__ = [
     "EvaluateRequest",
     "EvaluateResponse",
     "EvaluationMade",
+    "EvaluationStreamEvent",
     "EventStream",
+    "EventStreamOf",
     "ExecutionPlan",
     "FallbackAttempt",
     "FieldError",
@@ -115,6 +130,7 @@ __all__ = [
     "PlanMade",
     "PlanRequest",
     "PlanResponse",
+    "PlanStreamEvent",
     "PlanStep",
     "QualityEvaluation",
     "ReactStepError",
@@ -129,6 +145,7 @@ __all__ = [
     "StepSender",
     "StepStatus",
     "StreamEvent",
+    "StreamEventOf",
     "TerminationReason",
     "ThoughtEvent",
     "Tool",

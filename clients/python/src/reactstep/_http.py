@@ -23,7 +23,9 @@ from .types import (
 STEP_PATH = "/api/agent/react_step"
 STREAM_PATH = "/api/agent/react_step/stream"
 PLAN_PATH = "/api/agent/plan"
+PLAN_STREAM_PATH = "/api/agent/plan/stream"
 EVALUATE_PATH = "/api/agent/evaluate"
+EVALUATE_STREAM_PATH = "/api/agent/evaluate/stream"
 
 DEFAULT_TIMEOUT = httpx.Timeout(300.0, connect=10.0)
 """Five minutes for a step's answer (or between two events of a stream, which sends a heartbeat

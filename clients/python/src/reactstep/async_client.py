@@ -1,5 +1,5 @@
-"""The asyncio client: ``Client``'s calls (``step``, ``stream``, ``plan``, ``evaluate``),
-awaited, with the stream as an async iterator."""
+"""The asyncio client: ``Client``'s calls (``step``, ``stream``, ``plan``, ``stream_plan``,
+``evaluate``, ``stream_evaluate``), awaited, with the streams as async iterators."""
 
 from __future__ import annotations
 
@@ -7,18 +7,22 @@ import asyncio
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping, Sequence
 from contextlib import aclosing
 from types import TracebackType
-from typing import Any, Unpack
+from typing import Any, Generic, Self, TypeVar, Unpack
 
 import httpx
 from httpx_sse import EventSource
+from pydantic import TypeAdapter
 
 from ._http import (
     DEFAULT_TIMEOUT,
     EVALUATE_PATH,
     EVALUATE_RESPONSE,
+    EVALUATE_STREAM_PATH,
     PLAN_PATH,
     PLAN_RESPONSE,
+    PLAN_STREAM_PATH,
     STEP_PATH,
+    STEP_RESPONSE,
     STREAM_PATH,
     AnyRequest,
     EvaluateRequestLike,
@@ -36,37 +40,45 @@ from ._http import headers as make_headers
 from .aloop import arun_loop
 from .approval import AsyncApprover
 from .errors import ReactStepError
-from .events import StreamEvent, event_of, is_terminal
+from .events import StreamEventOf, event_of, is_terminal
 from .loop_types import LoopKwargs, LoopResult
 from .retry import Backoff, RetryOptions, retry_options
 from .tools import Tool
 from .types import EvaluateResponse, LlmConfig, PlanResponse, StepResponse
 
+S = TypeVar("S")
 
-class AsyncEventStream(AsyncIterator[StreamEvent]):
-    """The events of one streamed step. The stream closes after its terminal event, or on
-    ``aclose()`` (``async with`` closes it for you when you leave early), and the service then
-    stops the step."""
 
-    def __init__(self, events: AsyncGenerator[StreamEvent, None]) -> None:
+class AsyncEventStreamOf(AsyncIterator[StreamEventOf[S]], Generic[S]):
+    """The events of one stream, whose terminal ``StepEvent`` carries an ``S``: a step's
+    (``AsyncEventStream``), a plan's (``stream_plan``) or an evaluation's (``stream_evaluate``).
+    The stream closes after its terminal event, or on ``aclose()`` (``async with`` closes it for
+    you when you leave early), and the service then stops the step."""
+
+    def __init__(self, events: AsyncGenerator[StreamEventOf[S], None]) -> None:
         self._events = events
 
-    def __aiter__(self) -> AsyncEventStream:
+    def __aiter__(self) -> Self:
         return self
 
-    async def __anext__(self) -> StreamEvent:
+    async def __anext__(self) -> StreamEventOf[S]:
         return await anext(self._events)
 
     async def aclose(self) -> None:
         await self._events.aclose()
 
-    async def __aenter__(self) -> AsyncEventStream:
+    async def __aenter__(self) -> Self:
         return self
 
     async def __aexit__(
         self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
     ) -> None:
         await self.aclose()
+
+
+class AsyncEventStream(AsyncEventStreamOf[StepResponse]):
+    """The events of one streamed step (``stream``): its terminal ``StepEvent`` carries the
+    ``StepResponse``."""
 
 
 class AsyncClient:
@@ -106,14 +118,22 @@ class AsyncClient:
         """A plan of the task (see ``Client.plan``)."""
         return answer_of(await self._answer(PLAN_PATH, request), PLAN_RESPONSE, "the plan")
 
+    def stream_plan(self, request: PlanRequestLike) -> AsyncEventStreamOf[PlanResponse]:
+        """``plan`` as server-sent events (see ``Client.stream_plan``)."""
+        return AsyncEventStreamOf(self._events(PLAN_STREAM_PATH, request, PLAN_RESPONSE))
+
     async def evaluate(self, request: EvaluateRequestLike) -> EvaluateResponse:
         """An evaluation of ``candidate_answer`` (see ``Client.evaluate``)."""
         return answer_of(await self._answer(EVALUATE_PATH, request), EVALUATE_RESPONSE, "the evaluation")
 
+    def stream_evaluate(self, request: EvaluateRequestLike) -> AsyncEventStreamOf[EvaluateResponse]:
+        """``evaluate`` as server-sent events (see ``Client.stream_evaluate``)."""
+        return AsyncEventStreamOf(self._events(EVALUATE_STREAM_PATH, request, EVALUATE_RESPONSE))
+
     def stream(self, request: Request) -> AsyncEventStream:
         """One step as server-sent events (see ``Client.stream``). Cancelling the task that reads
         it closes the stream, and the service stops the step."""
-        return AsyncEventStream(self._events(request))
+        return AsyncEventStream(self._events(STREAM_PATH, request, STEP_RESPONSE))
 
     async def run_loop(
         self,
@@ -130,13 +150,15 @@ class AsyncClient:
             self, question, tools=tools, llm_config=llm_config, approve=approve, cancel=cancel, **options
         )
 
-    async def _events(self, request: Request) -> AsyncGenerator[StreamEvent, None]:
-        response = await self._send(STREAM_PATH, request, "text/event-stream")
+    async def _events(
+        self, path: str, request: AnyRequest, terminal: TypeAdapter[S]
+    ) -> AsyncGenerator[StreamEventOf[S], None]:
+        response = await self._send(path, request, "text/event-stream")
         async with aclosing(response):
             wrong = not_a_stream(response)
             if wrong is not None:
                 raise wrong
-            async with aclosing(_read(response)) as events:
+            async with aclosing(_read(response, terminal)) as events:
                 async for event in events:
                     yield event
 
@@ -183,13 +205,13 @@ class AsyncClient:
         return error_of(response)
 
 
-async def _read(response: httpx.Response) -> AsyncGenerator[StreamEvent, None]:
-    """The typed events of an event stream, to its terminal event."""
+async def _read(response: httpx.Response, terminal: TypeAdapter[S]) -> AsyncGenerator[StreamEventOf[S], None]:
+    """The typed events of an event stream, to its terminal event (its data read as ``terminal``)."""
     status = response.status_code
     sources = EventSource(response).aiter_sse()
     try:
         async for sse in sources:
-            event = event_of(sse, status)
+            event = event_of(sse, status, terminal)
             if event is not None:
                 yield event
                 if is_terminal(event):

@@ -1,6 +1,6 @@
 """The synchronous client: one step (``step``), one step as events (``stream``), a plan
-(``plan``) and an evaluation (``evaluate``), retries of the errors the service marks retryable,
-and the loop (``run_loop``) through it."""
+(``plan``, ``stream_plan``) and an evaluation (``evaluate``, ``stream_evaluate``), retries of the
+errors the service marks retryable, and the loop (``run_loop``) through it."""
 
 from __future__ import annotations
 
@@ -10,18 +10,22 @@ import time
 from contextlib import closing, suppress
 from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
 from types import TracebackType
-from typing import Any, Unpack
+from typing import Any, Generic, Self, TypeVar, Unpack
 
 import httpx
 from httpx_sse import EventSource
+from pydantic import TypeAdapter
 
 from ._http import (
     DEFAULT_TIMEOUT,
     EVALUATE_PATH,
     EVALUATE_RESPONSE,
+    EVALUATE_STREAM_PATH,
     PLAN_PATH,
     PLAN_RESPONSE,
+    PLAN_STREAM_PATH,
     STEP_PATH,
+    STEP_RESPONSE,
     STREAM_PATH,
     AnyRequest,
     EvaluateRequestLike,
@@ -38,27 +42,31 @@ from ._http import (
 )
 from .approval import Approver
 from .errors import ReactStepError
-from .events import StreamEvent, event_of, is_terminal
+from .events import StreamEventOf, event_of, is_terminal
 from .loop import run_loop
 from .loop_types import LoopKwargs, LoopResult
 from .retry import Backoff, RetryOptions, retry_options
 from .tools import Tool
 from .types import EvaluateResponse, LlmConfig, PlanResponse, StepResponse
 
+S = TypeVar("S")
 
-class EventStream(Iterator[StreamEvent]):
-    """The events of one streamed step. The stream closes after its terminal event, or on
-    ``close()`` (``with`` closes it for you when you leave early), and the service then stops
-    the step. ``abort()``, from any thread, cuts the connection under a read that waits."""
 
-    def __init__(self, events: Callable[[_Opened], Generator[StreamEvent, None, None]]) -> None:
+class EventStreamOf(Iterator[StreamEventOf[S]], Generic[S]):
+    """The events of one stream, whose terminal ``StepEvent`` carries an ``S``: a step's
+    (``EventStream``), a plan's (``stream_plan``) or an evaluation's (``stream_evaluate``). The
+    stream closes after its terminal event, or on ``close()`` (``with`` closes it for you when
+    you leave early), and the service then stops the step. ``abort()``, from any thread, cuts
+    the connection under a read that waits."""
+
+    def __init__(self, events: Callable[[_Opened], Generator[StreamEventOf[S], None, None]]) -> None:
         self._opened = _Opened()
         self._events = events(self._opened)
 
-    def __iter__(self) -> EventStream:
+    def __iter__(self) -> Self:
         return self
 
-    def __next__(self) -> StreamEvent:
+    def __next__(self) -> StreamEventOf[S]:
         return next(self._events)
 
     def close(self) -> None:
@@ -68,13 +76,18 @@ class EventStream(Iterator[StreamEvent]):
         """Cuts the connection: the read in progress, in whatever thread, ends with an error."""
         self._opened.abort()
 
-    def __enter__(self) -> EventStream:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(
         self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
     ) -> None:
         self.close()
+
+
+class EventStream(EventStreamOf[StepResponse]):
+    """The events of one streamed step (``stream``): its terminal ``StepEvent`` carries the
+    ``StepResponse``."""
 
 
 class _Opened:
@@ -161,6 +174,14 @@ class Client:
         planning exchange: do not carry it into a loop's history."""
         return answer_of(self._answer(PLAN_PATH, request), PLAN_RESPONSE, "the plan")
 
+    def stream_plan(self, request: PlanRequestLike) -> EventStreamOf[PlanResponse]:
+        """``plan`` as server-sent events (``POST /api/agent/plan/stream``), read as ``stream``
+        reads a step's: thought and answer deltas (the answer is the plan's JSON as the model
+        writes it), ``retry`` before a repair round, then a ``StepEvent`` whose ``step`` is the
+        ``PlanResponse`` ``plan`` returns, or an ``ErrorEvent`` (a plan still invalid after the
+        repair round is an ``invalid_model_output`` there)."""
+        return EventStreamOf(lambda opened: self._events(PLAN_STREAM_PATH, request, PLAN_RESPONSE, opened))
+
     def evaluate(self, request: EvaluateRequestLike) -> EvaluateResponse:
         """An evaluation of ``candidate_answer`` (``POST /api/agent/evaluate``) given the question,
         the steps taken (``conversation_history``) and the ``plan`` followed: an ``EvaluationMade``
@@ -170,12 +191,20 @@ class Client:
         ``estimated_iterations`` + 2 assistant turns (each overruling is in ``warnings``)."""
         return answer_of(self._answer(EVALUATE_PATH, request), EVALUATE_RESPONSE, "the evaluation")
 
+    def stream_evaluate(self, request: EvaluateRequestLike) -> EventStreamOf[EvaluateResponse]:
+        """``evaluate`` as server-sent events (``POST /api/agent/evaluate/stream``), read as
+        ``stream`` reads a step's: the deltas (the answer is the evaluation's JSON), then a
+        ``StepEvent`` whose ``step`` is the ``EvaluateResponse`` ``evaluate`` returns, or an
+        ``ErrorEvent``."""
+        path = EVALUATE_STREAM_PATH
+        return EventStreamOf(lambda opened: self._events(path, request, EVALUATE_RESPONSE, opened))
+
     def stream(self, request: Request) -> EventStream:
         """One step as server-sent events: thought and answer deltas while the model writes,
         then the step or its error. The request is sent at the first ``next``; an answer that is
         not a stream (a bad request, a rejected key, a rate limit) raises a ``ReactStepError``
         there."""
-        return EventStream(lambda opened: self._events(request, opened))
+        return EventStream(lambda opened: self._events(STREAM_PATH, request, STEP_RESPONSE, opened))
 
     def run_loop(
         self,
@@ -192,15 +221,17 @@ class Client:
             self, question, tools=tools, llm_config=llm_config, approve=approve, cancel=cancel, **options
         )
 
-    def _events(self, request: Request, opened: _Opened) -> Generator[StreamEvent, None, None]:
-        response = self._send(STREAM_PATH, request, "text/event-stream")
+    def _events(
+        self, path: str, request: AnyRequest, terminal: TypeAdapter[S], opened: _Opened
+    ) -> Generator[StreamEventOf[S], None, None]:
+        response = self._send(path, request, "text/event-stream")
         opened.open(response)
         with closing(response):
             try:
                 wrong = not_a_stream(response)
                 if wrong is not None:
                     raise wrong
-                yield from _read(response)
+                yield from _read(response, terminal)
             finally:
                 opened.done()
 
@@ -247,12 +278,12 @@ class Client:
         return error_of(response)
 
 
-def _read(response: httpx.Response) -> Generator[StreamEvent, None, None]:
-    """The typed events of an event stream, to its terminal event."""
+def _read(response: httpx.Response, terminal: TypeAdapter[S]) -> Generator[StreamEventOf[S], None, None]:
+    """The typed events of an event stream, to its terminal event (its data read as ``terminal``)."""
     status = response.status_code
     try:
         for sse in EventSource(response).iter_sse():
-            event = event_of(sse, status)
+            event = event_of(sse, status, terminal)
             if event is not None:
                 yield event
                 if is_terminal(event):

@@ -1,16 +1,22 @@
-"""The events of a streamed step, and how a server-sent event becomes one."""
+"""The events of a streamed step, plan or evaluation, and how a server-sent event becomes one.
+
+The three streams (``/react_step/stream``, ``/plan/stream``, ``/evaluate/stream``) send the same
+events; only what the terminal ``step`` event carries differs: ``StepEvent[S]`` holds the answer
+the plain call returns (a ``StepResponse``, a ``PlanResponse`` or an ``EvaluateResponse``)."""
 
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import ClassVar, Literal, TypeAlias
+from typing import ClassVar, Generic, Literal, TypeAlias, TypeVar
 
 from httpx_sse import ServerSentEvent
-from pydantic import ValidationError
+from pydantic import TypeAdapter, ValidationError
 
 from .errors import ReactStepError
-from .types import StepResponse, StreamDelta, StreamRetry
+from .types import EvaluateResponse, PlanResponse, StepResponse, StreamDelta, StreamRetry
+
+S = TypeVar("S")
 
 
 @dataclass(frozen=True)
@@ -38,31 +44,45 @@ class RetryEvent:
 
 
 @dataclass(frozen=True)
-class StepEvent:
-    """The complete step, as ``step()`` returns it. The last event."""
+class StepEvent(Generic[S]):
+    """The complete answer, as the plain call returns it: the step (``step()``), or on the plan
+    and evaluate streams the ``PlanResponse`` (``plan()``) or ``EvaluateResponse``
+    (``evaluate()``). The last event."""
 
     type: ClassVar[Literal["step"]] = "step"
-    step: StepResponse
+    step: S
 
 
 @dataclass(frozen=True)
 class ErrorEvent:
-    """The step failed after the stream began. The last event."""
+    """The step (plan, evaluation) failed after the stream began. The last event."""
 
     type: ClassVar[Literal["error"]] = "error"
     error: ReactStepError
 
 
-StreamEvent: TypeAlias = ThoughtEvent | AnswerEvent | RetryEvent | StepEvent | ErrorEvent
-"""One server-sent event of a streamed step. Heartbeats and unknown events are skipped."""
+StreamEventOf: TypeAlias = ThoughtEvent | AnswerEvent | RetryEvent | StepEvent[S] | ErrorEvent
+"""One server-sent event of a stream whose terminal event carries an ``S``. Heartbeats and
+unknown events are skipped."""
+
+StreamEvent: TypeAlias = StreamEventOf[StepResponse]
+"""One server-sent event of a streamed step (``stream``)."""
+
+PlanStreamEvent: TypeAlias = StreamEventOf[PlanResponse]
+"""One server-sent event of a streamed plan (``stream_plan``): the answer deltas are the plan's JSON."""
+
+EvaluationStreamEvent: TypeAlias = StreamEventOf[EvaluateResponse]
+"""One server-sent event of a streamed evaluation (``stream_evaluate``): the answer deltas are
+the evaluation's JSON."""
 
 
-def is_terminal(event: StreamEvent) -> bool:
+def is_terminal(event: StreamEventOf[S]) -> bool:
     return isinstance(event, (StepEvent, ErrorEvent))
 
 
-def event_of(sse: ServerSentEvent, status: int) -> StreamEvent | None:
-    """A server-sent event as a typed one; ``None`` for an event this client does not know."""
+def event_of(sse: ServerSentEvent, status: int, terminal: TypeAdapter[S]) -> StreamEventOf[S] | None:
+    """A server-sent event as a typed one, the terminal ``step`` event's data read as
+    ``terminal``; ``None`` for an event this client does not know."""
     if sse.event not in ("thought", "answer", "retry", "step", "error"):
         return None
     try:
@@ -72,17 +92,17 @@ def event_of(sse: ServerSentEvent, status: int) -> StreamEvent | None:
     if sse.event == "error":
         return ErrorEvent(ReactStepError.from_response(data, None))
     try:
-        return _typed(sse.event, data)
+        return _typed(sse.event, data, terminal)
     except ValidationError as invalid:
         why = f"the data of a {sse.event} event does not match the contract: {invalid}"
         raise ReactStepError.unreadable(status, why) from None
 
 
-def _typed(name: str, data: object) -> StreamEvent:
+def _typed(name: str, data: object, terminal: TypeAdapter[S]) -> StreamEventOf[S]:
     if name == "thought":
         return ThoughtEvent(StreamDelta.model_validate(data).delta)
     if name == "answer":
         return AnswerEvent(StreamDelta.model_validate(data).delta)
     if name == "retry":
         return RetryEvent(StreamRetry.model_validate(data).reason)
-    return StepEvent(StepResponse.model_validate(data))
+    return StepEvent(terminal.validate_python(data))
