@@ -7,7 +7,7 @@ Python functions, optionally planning first (``plan``, ``approve_plan``) and hav
 answer evaluated before accepting it (``reflect``).
 """
 
-from .aloop import AsyncStepSender, arun_loop
+from .aloop import AsyncEvaluator, AsyncPlanner, AsyncStepSender, arun_loop
 from .approval import ApprovalRequest, Approve, AsyncApprover, Approver, Decision, Deny, Edit
 from .async_client import AsyncClient, AsyncEventStream, AsyncEventStreamOf
 from .client import Client, EventStream, EventStreamOf
@@ -23,17 +23,22 @@ from .events import (
     StreamEventOf,
     ThoughtEvent,
 )
-from .loop import StepSender, run_loop
+from .loop import Evaluator, Planner, StepSender, run_loop
 from .loop_types import (
     LoopAction,
     LoopAnswer,
     LoopAnswerDelta,
     LoopApproval,
     LoopError,
+    LoopEvaluating,
+    LoopEvaluation,
     LoopEvent,
     LoopKwargs,
     LoopObservation,
     LoopOptions,
+    LoopPlan,
+    LoopPlanApproval,
+    LoopPlanning,
     LoopResult,
     LoopRetry,
     LoopStep,
@@ -42,6 +47,15 @@ from .loop_types import (
     LoopUsage,
     LoopWaiting,
     TerminationReason,
+)
+from .planning import (
+    PLAN_FILE,
+    ApprovePlan,
+    AsyncPlanApprover,
+    PlanApprovalRequest,
+    PlanApprover,
+    PlanDecision,
+    RejectPlan,
 )
 from .retry import RetryInfo, RetryOptions
 from .tools import Tool, ToolContext, tool
@@ -82,12 +96,16 @@ __all__ = [
     "AnswerEvent",
     "ApprovalRequest",
     "Approve",
+    "ApprovePlan",
+    "Approver",
     "AsyncApprover",
     "AsyncClient",
+    "AsyncEvaluator",
     "AsyncEventStream",
     "AsyncEventStreamOf",
+    "AsyncPlanApprover",
+    "AsyncPlanner",
     "AsyncStepSender",
-    "Approver",
     "Client",
     "ContextReport",
     "ConversationTurn",
@@ -102,6 +120,7 @@ __all__ = [
     "EvaluateResponse",
     "EvaluationMade",
     "EvaluationStreamEvent",
+    "Evaluator",
     "EventStream",
     "EventStreamOf",
     "ExecutionPlan",
@@ -114,11 +133,16 @@ __all__ = [
     "LoopAnswerDelta",
     "LoopApproval",
     "LoopError",
+    "LoopEvaluating",
+    "LoopEvaluation",
     "LoopEvent",
     "LoopGuardReport",
     "LoopKwargs",
     "LoopObservation",
     "LoopOptions",
+    "LoopPlan",
+    "LoopPlanApproval",
+    "LoopPlanning",
     "LoopResult",
     "LoopRetry",
     "LoopStep",
@@ -127,15 +151,21 @@ __all__ = [
     "LoopUsage",
     "LoopWaiting",
     "ModelUsed",
+    "PLAN_FILE",
+    "PlanApprovalRequest",
+    "PlanApprover",
+    "PlanDecision",
     "PlanMade",
     "PlanRequest",
     "PlanResponse",
-    "PlanStreamEvent",
     "PlanStep",
+    "PlanStreamEvent",
+    "Planner",
     "QualityEvaluation",
     "ReactStepError",
     "ReactStepErrorType",
     "ReactStepRequest",
+    "RejectPlan",
     "RetryEvent",
     "RetryInfo",
     "RetryOptions",

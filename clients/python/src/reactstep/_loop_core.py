@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from pydantic import ValidationError
@@ -29,10 +30,20 @@ from .loop_types import (
     LoopThoughtDelta,
     TerminationReason,
 )
+from .planning import plan_file
 from .tools import Tool, as_tool
 from .types import ActionDetails, ConversationTurn, StepResponse, ToolResult
 
 CANCELLED = "the loop was cancelled"
+
+
+@dataclass(frozen=True)
+class Answered:
+    """A final answer to have evaluated (``reflect``) before the loop accepts it, and the steps
+    the service said were left after it."""
+
+    answer: str
+    left: int
 
 
 class LoopCore:
@@ -42,32 +53,58 @@ class LoopCore:
         self.result = LoopResult(session_id=_session_of(options.request))
         self._declarations = [tool.declaration() for tool in self.tools.values()]
         self._last_call: tuple[str, int] | None = None
+        # Scripted outputs used so far (`mock_responses`): steps, plans and evaluations alike.
+        self._scripted = 0
 
     def emit(self, event: LoopEvent) -> None:
         if self.options.on_event is not None:
             self.options.on_event(event)
 
-    def request(self, query: str, iterations_left: int, iteration: int) -> dict[str, Any] | None:
-        """The request of a step; ``None`` when a scripted model has no output left for it."""
+    def request(self, query: str, iterations_left: int) -> dict[str, Any] | None:
+        """The request of a step, with the plan (as a file of its context) when there is one;
+        ``None`` when a scripted model has no output left for it."""
+        request = self._base(query)
+        request["max_iterations_left"] = iterations_left
+        if self.options.final_answer_schema is not None:
+            react = _object(request.get("react") or {})
+            request["react"] = {**react, "final_answer_schema": jsonable(self.options.final_answer_schema)}
+        plan = self.result.current_plan
+        if plan is not None:
+            request["explicit_context"] = [*_list(request.get("explicit_context")), plan_file(plan)]
+        return self.scripted(request)
+
+    def side_request(self, query: str) -> dict[str, Any]:
+        """The request of a plan or an evaluation: the loop's, without a final answer schema (which
+        they refuse) and without the plan's file (they are sent the plan as a field)."""
+        request = self._base(query)
+        react = request.get("react")
+        if isinstance(react, Mapping) and "final_answer_schema" in react:
+            request["react"] = {k: v for k, v in react.items() if k != "final_answer_schema"}
+        return request
+
+    def _base(self, query: str) -> dict[str, Any]:
         options = self.options
         request = _object(jsonable(options.request or {}))
         request.update(
             user_query=query,
             conversation_history=jsonable(self.result.history),
-            max_iterations_left=iterations_left,
             llm_config=jsonable(options.llm_config),
             tools=self._declarations,
         )
         if self.result.session_id is not None:
             request["session_id"] = self.result.session_id
-        if options.final_answer_schema is not None:
-            react = _object(request.get("react") or {})
-            request["react"] = {**react, "final_answer_schema": jsonable(options.final_answer_schema)}
         self._add_keys(request)
-        if options.mock_responses is not None:
-            if iteration > len(options.mock_responses):
-                return None
-            request["mock_response"] = options.mock_responses[iteration - 1]
+        return request
+
+    def scripted(self, request: dict[str, Any]) -> dict[str, Any] | None:
+        """The request with the scripted model's next output; ``None`` when it has none left."""
+        script = self.options.mock_responses
+        if script is None:
+            return request
+        if self._scripted >= len(script):
+            return None
+        request["mock_response"] = script[self._scripted]
+        self._scripted += 1
         return request
 
     def _add_keys(self, request: dict[str, Any]) -> None:
@@ -79,9 +116,21 @@ class LoopCore:
         if keys:
             request["user_api_keys"] = keys
 
+    @property
+    def scripted_count(self) -> int:
+        """Scripted outputs used so far."""
+        return self._scripted
+
     def scripted_out(self) -> LoopResult:
-        count = len(self.options.mock_responses or ())
-        return self.end("failure", f"the scripted responses ran out after {count} steps")
+        return self.end("failure", f"the scripted responses ran out after {self._scripted} steps")
+
+    def took(self, step: StepResponse) -> None:
+        """A step's session and tokens, into the result (a plan's and an evaluation's too)."""
+        result = self.result
+        result.session_id = step.session_id or result.session_id
+        if step.usage is not None:
+            result.usage.prompt_tokens += step.usage.prompt_tokens
+            result.usage.completion_tokens += step.usage.completion_tokens
 
     def streamed(self, event: StreamEvent, iteration: int) -> StepResponse | None:
         """Passes a stream's event on as the loop's; the step at its end (an error is raised)."""
@@ -97,14 +146,12 @@ class LoopCore:
             raise event.error
         return None
 
-    def absorb(self, step: StepResponse, iteration: int) -> LoopResult | list[ActionDetails]:
-        """Takes in a step's answer: the loop's end, or the calls to answer."""
+    def absorb(self, step: StepResponse, iteration: int) -> LoopResult | list[ActionDetails] | Answered:
+        """Takes in a step's answer: the loop's end, the calls to answer, or (``reflect``) the
+        answer to have evaluated."""
         result = self.result
         result.iterations = iteration
-        result.session_id = step.session_id or result.session_id
-        if step.usage is not None:
-            result.usage.prompt_tokens += step.usage.prompt_tokens
-            result.usage.completion_tokens += step.usage.completion_tokens
+        self.took(step)
         result.history = list(step.updated_conversation_history)
         if step.thought:
             self.emit(LoopThought(iteration, step.thought))
@@ -114,7 +161,7 @@ class LoopCore:
             return self.end("failure", f"the service answered a step of status {step.status}")
         return list(step.parallel_actions or [step.action_details])
 
-    def _answered(self, step: StepResponse, iteration: int) -> LoopResult:
+    def _answered(self, step: StepResponse, iteration: int) -> LoopResult | Answered:
         answer = step.direct_response or ""
         if "direct_response_json" in step.model_fields_set:
             self.result.answer_json = step.direct_response_json
@@ -124,7 +171,11 @@ class LoopCore:
             return self.end("failure", answer)
         # An answer the last step asked for (`forced_final`) may be a guess made to obey.
         limited = step.termination_reason == "max_iterations" or step.forced_final is True
-        return self.end("max_iterations" if limited else "success", answer)
+        if limited:
+            return self.end("max_iterations", answer)
+        if self.options.reflect:
+            return Answered(answer, step.iterations_remaining or 0)
+        return self.end("success", answer)
 
     def announce(self, calls: list[ActionDetails], iteration: int) -> LoopResult | None:
         """Tells of each call and counts it; the loop's end when one repeats too often."""
@@ -210,9 +261,10 @@ class LoopCore:
             return self.end("max_iterations", "the loop reached its step limit before an answer")
         return left
 
-    def failed(self, error: ReactStepError) -> LoopResult:
-        """The loop's end on the service's failure (its loop guard's refusal is a stall)."""
-        message = f"{error.type}: {error.message}"
+    def failed(self, error: ReactStepError, what: str = "") -> LoopResult:
+        """The loop's end on the service's failure (its loop guard's refusal is a stall); ``what``,
+        in front of the message, says which call failed when it was not a step."""
+        message = f"{what}{error.type}: {error.message}"
         self.result.errors.append(LoopError("service", message, error))
         return self.end("stalled" if error.type == "loop_detected" else "failure", message)
 
@@ -259,3 +311,7 @@ def _session_of(request: Mapping[str, Any] | None) -> str | None:
 
 def _object(value: object) -> dict[str, Any]:
     return dict(value) if isinstance(value, Mapping) else {}
+
+
+def _list(value: object) -> list[Any]:
+    return list(value) if isinstance(value, Sequence) and not isinstance(value, (str, bytes)) else []

@@ -1,6 +1,7 @@
-"""The loop an agent runs, on asyncio: as loop.py, with the step, the approvals and the tools
-awaited, the calls of one step run concurrently, and a ``cancel`` event that stops what is in
-flight at once (the stream is closed, so the service stops the step and its model call)."""
+"""The loop an agent runs, on asyncio: as loop.py, with the step, the plan, the evaluations, the
+approvals and the tools awaited, the calls of one step run concurrently, and a ``cancel`` event
+that stops what is in flight at once (the stream is closed, so the service stops the step and its
+model call)."""
 
 from __future__ import annotations
 
@@ -8,15 +9,17 @@ import asyncio
 import inspect
 from collections.abc import AsyncIterable, Awaitable, Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
-from typing import Any, Protocol, TypeVar, Unpack
+from typing import Any, Protocol, TypeVar, Unpack, runtime_checkable
 
-from ._loop_core import LoopCore, failure_of
+from ._loop_core import Answered, LoopCore, failure_of
+from ._plan_core import NO_EVALUATE, NO_PLAN, PlanCore
 from .approval import AsyncApprover, Plan
 from .errors import ReactStepError
 from .events import StreamEvent
 from .loop_types import LoopApproval, LoopKwargs, LoopOptions, LoopResult, LoopStep, LoopWaiting
+from .planning import AsyncPlanApprover
 from .tools import Tool, ToolContext
-from .types import ActionDetails, LlmConfig, StepResponse
+from .types import ActionDetails, EvaluateResponse, LlmConfig, PlanResponse, StepResponse
 
 T = TypeVar("T")
 
@@ -35,6 +38,20 @@ class AsyncStepSender(Protocol):
     def stream(self, request: Mapping[str, Any]) -> AsyncEventIterator: ...
 
 
+@runtime_checkable
+class AsyncPlanner(Protocol):
+    """What the loop needs of a client for ``plan``: a plan. ``AsyncClient`` is one."""
+
+    async def plan(self, request: Mapping[str, Any]) -> PlanResponse: ...
+
+
+@runtime_checkable
+class AsyncEvaluator(Protocol):
+    """What the loop needs of a client for ``reflect``: an evaluation. ``AsyncClient`` is one."""
+
+    async def evaluate(self, request: Mapping[str, Any]) -> EvaluateResponse: ...
+
+
 class _Cancelled(Exception):
     """The loop's cancel event was set while something was awaited."""
 
@@ -46,16 +63,18 @@ async def arun_loop(
     tools: Sequence[Tool[Any, Any] | Callable[..., Any]],
     llm_config: LlmConfig | Mapping[str, Any],
     approve: AsyncApprover | None = None,
+    approve_plan: AsyncPlanApprover | None = None,
     cancel: asyncio.Event | None = None,
     **options: Unpack[LoopKwargs],
 ) -> LoopResult:
     """Runs the loop on ``question`` to its end, through ``client`` (see ``run_loop``).
 
-    ``approve`` may be a plain function or a coroutine function. Setting ``cancel`` stops the
-    step, approval or tools in flight and ends the loop as ``cancelled``.
+    ``approve`` and ``approve_plan`` may be plain functions or coroutine functions. Setting
+    ``cancel`` stops the step, plan, evaluation, approval or tools in flight and ends the loop as
+    ``cancelled``.
     """
     settings = LoopOptions(question=question, llm_config=llm_config, **options)
-    loop = _Loop(client, LoopCore(settings, tools), approve, cancel)
+    loop = _Loop(client, LoopCore(settings, tools), approve, approve_plan, cancel)
     try:
         return await loop.run()
     except _Cancelled:
@@ -68,38 +87,108 @@ class _Loop:
         client: AsyncStepSender,
         core: LoopCore,
         approve: AsyncApprover | None,
+        approve_plan: AsyncPlanApprover | None,
         cancel: asyncio.Event | None,
     ) -> None:
         self.client = client
         self.core = core
+        self.planning = PlanCore(core)
         self.approve = approve
+        self.approve_plan = approve_plan
         self.cancel = cancel
 
     async def run(self) -> LoopResult:
         core = self.core
         query = core.options.question
         left = max(1, core.options.max_iterations)
+        if core.options.plan or self.approve_plan is not None:
+            ended = await self.plan_first(left)
+            if ended is not None:
+                return ended
         iteration = 0
         while True:
             iteration += 1
             self.check()
-            request = core.request(query, left, iteration)
+            request = core.request(query, left)
             if request is None:
                 return core.scripted_out()
             try:
                 step = await self.racing(self.send(request, iteration))
             except ReactStepError as error:
                 return core.failed(error)
-            calls = core.absorb(step, iteration)
-            if isinstance(calls, LoopResult):
-                return calls
-            ended = await self.act(step, calls, iteration)
-            if ended is not None:
-                return ended
-            after = core.after_calls(step)
+            after = await self.go_on(step, iteration)
             if isinstance(after, LoopResult):
                 return after
-            query, left = "", after
+            query, left = after
+
+    async def go_on(self, step: StepResponse, iteration: int) -> LoopResult | tuple[str, int]:
+        """After a step: the loop's end, or the next step's question and the steps left."""
+        core = self.core
+        outcome = core.absorb(step, iteration)
+        if isinstance(outcome, LoopResult):
+            return outcome
+        if isinstance(outcome, Answered):
+            retry = await self.reflect(outcome, iteration)
+            return retry if isinstance(retry, LoopResult) else (retry, outcome.left)
+        ended = await self.act(step, outcome, iteration)
+        if ended is not None:
+            return ended
+        left = core.after_calls(step)
+        return left if isinstance(left, LoopResult) else ("", left)
+
+    async def plan_first(self, iterations_left: int) -> LoopResult | None:
+        """Asks for the plan and for its approval; the loop's end when it ends there."""
+        core, planning = self.core, self.planning
+        if not isinstance(self.client, AsyncPlanner):
+            return core.end("failure", NO_PLAN)
+        request = planning.plan_request(iterations_left)
+        if isinstance(request, LoopResult):
+            return request
+        try:
+            plan = planning.planned(await self.racing(self.client.plan(request)))
+        except ReactStepError as error:
+            return planning.plan_failed(error)
+        if isinstance(plan, LoopResult):
+            return plan
+        if self.approve_plan is None:
+            return None
+        try:
+            answer = await self.racing(_awaited(self.approve_plan(planning.approval_request(plan))))
+        except _Cancelled:
+            raise
+        except Exception as error:
+            return planning.approval_failed(error)
+        return planning.decided(answer)
+
+    async def reflect(self, answered: Answered, iteration: int) -> LoopResult | str:
+        """The evaluation of a final answer: the loop's end, or the question that sends it on."""
+        core, planning = self.core, self.planning
+        if not isinstance(self.client, AsyncEvaluator):
+            return core.end("failure", NO_EVALUATE)
+        self.check()
+        request = planning.evaluation_request(answered, iteration)
+        evaluation = None
+        if request is not None:
+            try:
+                response = await self.racing(self.client.evaluate(request))
+                evaluation = planning.evaluated(response, answered, iteration)
+            except ReactStepError as error:
+                planning.evaluation_failed(error)
+        return planning.after_evaluation(answered, evaluation)
+
+    async def adjust(self, records: list[LoopStep], iteration: int) -> None:
+        """The plan adjusted to each failed call of the step, while the run may adjust it."""
+        if not isinstance(self.client, AsyncPlanner):
+            return
+        for record in (record for record in records if record.is_error):
+            request = self.planning.adjustment_request(record.observation, iteration)
+            if request is None:
+                return
+            try:
+                response = await self.racing(self.client.plan(request))
+                self.planning.adjusted(response, record.observation, iteration)
+            except ReactStepError as error:
+                self.planning.adjustment_failed(error)
 
     def check(self) -> None:
         if self.cancel is not None and self.cancel.is_set():
@@ -147,6 +236,7 @@ class _Loop:
         records = await self.racing(self.execute(calls, plans, iteration, step.thought or ""))
         self.check()
         core.answer_calls(step, records)
+        await self.adjust(records, iteration)
         return None
 
     async def plan(self, call: ActionDetails, iteration: int) -> Plan | LoopResult:

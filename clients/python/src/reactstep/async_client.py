@@ -39,6 +39,7 @@ from ._http import (
 from ._http import headers as make_headers
 from .aloop import arun_loop
 from .approval import AsyncApprover
+from .planning import AsyncPlanApprover
 from .errors import ReactStepError
 from .events import StreamEventOf, event_of, is_terminal
 from .loop_types import LoopKwargs, LoopResult
@@ -142,12 +143,20 @@ class AsyncClient:
         tools: Sequence[Tool[Any, Any] | Callable[..., Any]],
         llm_config: LlmConfig | Mapping[str, Any],
         approve: AsyncApprover | None = None,
+        approve_plan: AsyncPlanApprover | None = None,
         cancel: asyncio.Event | None = None,
         **options: Unpack[LoopKwargs],
     ) -> LoopResult:
         """Drives a whole loop through this client: see ``reactstep.arun_loop``."""
         return await arun_loop(
-            self, question, tools=tools, llm_config=llm_config, approve=approve, cancel=cancel, **options
+            self,
+            question,
+            tools=tools,
+            llm_config=llm_config,
+            approve=approve,
+            approve_plan=approve_plan,
+            cancel=cancel,
+            **options,
         )
 
     async def _events(

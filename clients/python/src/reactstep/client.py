@@ -41,6 +41,7 @@ from ._http import (
     stream_ended,
 )
 from .approval import Approver
+from .planning import PlanApprover
 from .errors import ReactStepError
 from .events import StreamEventOf, event_of, is_terminal
 from .loop import run_loop
@@ -213,12 +214,20 @@ class Client:
         tools: Sequence[Tool[Any, Any] | Callable[..., Any]],
         llm_config: LlmConfig | Mapping[str, Any],
         approve: Approver | None = None,
+        approve_plan: PlanApprover | None = None,
         cancel: threading.Event | None = None,
         **options: Unpack[LoopKwargs],
     ) -> LoopResult:
         """Drives a whole loop through this client: see ``reactstep.run_loop``."""
         return run_loop(
-            self, question, tools=tools, llm_config=llm_config, approve=approve, cancel=cancel, **options
+            self,
+            question,
+            tools=tools,
+            llm_config=llm_config,
+            approve=approve,
+            approve_plan=approve_plan,
+            cancel=cancel,
+            **options,
         )
 
     def _events(

@@ -1,7 +1,10 @@
 """The loop an agent runs, synchronously: send the step, ask the user about the calls that need
 approval, run the calls (several at once, in threads, when the model proposed several), answer
 each call's id with a ``tool_observation``, and go on until the model answers, the loop stalls,
-fails, runs out of steps, or the caller cancels."""
+fails, runs out of steps, or the caller cancels. With ``plan`` it asks for a plan first (and
+``approve_plan``'s approval of it), sends it with each step and has it adjusted after a failed
+call; with ``reflect`` it has each final answer evaluated before accepting it, as ``reactstep run
+--plan --reflect`` does."""
 
 from __future__ import annotations
 
@@ -9,15 +12,17 @@ import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager, contextmanager
-from typing import Any, Protocol, Unpack
+from typing import Any, Protocol, Unpack, runtime_checkable
 
-from ._loop_core import LoopCore, failure_of
+from ._loop_core import Answered, LoopCore, failure_of
+from ._plan_core import NO_EVALUATE, NO_PLAN, PlanCore
 from .approval import Approver, Plan
 from .errors import ReactStepError
 from .events import StreamEvent
 from .loop_types import LoopApproval, LoopKwargs, LoopOptions, LoopResult, LoopStep, LoopWaiting
+from .planning import PlanApprover
 from .tools import Tool, ToolContext
-from .types import ActionDetails, LlmConfig, StepResponse
+from .types import ActionDetails, EvaluateResponse, LlmConfig, PlanResponse, StepResponse
 
 
 class EventIterator(Iterable[StreamEvent], AbstractContextManager["EventIterator"], Protocol):
@@ -35,6 +40,20 @@ class StepSender(Protocol):
     def stream(self, request: Mapping[str, Any]) -> EventIterator: ...
 
 
+@runtime_checkable
+class Planner(Protocol):
+    """What the loop needs of a client for ``plan``: a plan. ``Client`` is one."""
+
+    def plan(self, request: Mapping[str, Any]) -> PlanResponse: ...
+
+
+@runtime_checkable
+class Evaluator(Protocol):
+    """What the loop needs of a client for ``reflect``: an evaluation. ``Client`` is one."""
+
+    def evaluate(self, request: Mapping[str, Any]) -> EvaluateResponse: ...
+
+
 def run_loop(
     client: StepSender,
     question: str,
@@ -42,28 +61,40 @@ def run_loop(
     tools: Sequence[Tool[Any, Any] | Callable[..., Any]],
     llm_config: LlmConfig | Mapping[str, Any],
     approve: Approver | None = None,
+    approve_plan: PlanApprover | None = None,
     cancel: threading.Event | None = None,
     **options: Unpack[LoopKwargs],
 ) -> LoopResult:
     """Runs the loop on ``question`` to its end, through ``client``.
 
     ``approve`` is asked about each call of a tool marked ``needs_approval``, in the calls'
-    order, before any of the step's calls runs. Setting ``cancel`` ends the loop as
-    ``cancelled``: a streamed step in flight is cut at once (the service stops it and its model
-    call); a step sent with ``stream=False`` is let finish; tools see it in their
+    order, before any of the step's calls runs. ``approve_plan`` (which implies ``plan``) is
+    asked about the plan before any step: ``ApprovePlan()``, or ``RejectPlan(reason)``, which
+    ends the loop as ``plan_rejected`` with no step run; a raise, or any other answer, ends it as
+    ``failure``. With ``plan`` the client needs a ``plan()``, with ``reflect`` an ``evaluate()``
+    (``Client`` has both). Setting ``cancel`` ends the loop as ``cancelled``: a streamed step in
+    flight is cut at once (the service stops it and its model call); a step sent with
+    ``stream=False``, a plan or an evaluation is let finish; tools see it in their
     ``ToolContext`` and the loop ends when they return.
     """
     settings = LoopOptions(question=question, llm_config=llm_config, **options)
-    return _Loop(client, LoopCore(settings, tools), approve, cancel).run()
+    return _Loop(client, LoopCore(settings, tools), approve, approve_plan, cancel).run()
 
 
 class _Loop:
     def __init__(
-        self, client: StepSender, core: LoopCore, approve: Approver | None, cancel: threading.Event | None
+        self,
+        client: StepSender,
+        core: LoopCore,
+        approve: Approver | None,
+        approve_plan: PlanApprover | None,
+        cancel: threading.Event | None,
     ) -> None:
         self.client = client
         self.core = core
+        self.planning = PlanCore(core)
         self.approve = approve
+        self.approve_plan = approve_plan
         self.cancel = cancel
 
     def cancelled(self) -> bool:
@@ -73,12 +104,16 @@ class _Loop:
         core = self.core
         query = core.options.question
         left = max(1, core.options.max_iterations)
+        if core.options.plan or self.approve_plan is not None:
+            ended = self.plan_first(left)
+            if ended is not None:
+                return ended
         iteration = 0
         while True:
             iteration += 1
             if self.cancelled():
                 return core.cancelled()
-            request = core.request(query, left, iteration)
+            request = core.request(query, left)
             if request is None:
                 return core.scripted_out()
             try:
@@ -87,16 +122,78 @@ class _Loop:
                 return core.cancelled() if self.cancelled() else core.failed(error)
             if step is None:
                 return core.cancelled()
-            calls = core.absorb(step, iteration)
-            if isinstance(calls, LoopResult):
-                return calls
-            ended = self.act(step, calls, iteration)
-            if ended is not None:
-                return ended
-            after = core.after_calls(step)
+            after = self.go_on(step, iteration)
             if isinstance(after, LoopResult):
                 return after
-            query, left = "", after
+            query, left = after
+
+    def go_on(self, step: StepResponse, iteration: int) -> LoopResult | tuple[str, int]:
+        """After a step: the loop's end, or the next step's question and the steps left."""
+        core = self.core
+        outcome = core.absorb(step, iteration)
+        if isinstance(outcome, LoopResult):
+            return outcome
+        if isinstance(outcome, Answered):
+            retry = self.reflect(outcome, iteration)
+            return retry if isinstance(retry, LoopResult) else (retry, outcome.left)
+        ended = self.act(step, outcome, iteration)
+        if ended is not None:
+            return ended
+        left = core.after_calls(step)
+        return left if isinstance(left, LoopResult) else ("", left)
+
+    def plan_first(self, iterations_left: int) -> LoopResult | None:
+        """Asks for the plan and for its approval; the loop's end when it ends there."""
+        core, planning = self.core, self.planning
+        if not isinstance(self.client, Planner):
+            return core.end("failure", NO_PLAN)
+        request = planning.plan_request(iterations_left)
+        if isinstance(request, LoopResult):
+            return request
+        try:
+            plan = planning.planned(self.client.plan(request))
+        except ReactStepError as error:
+            return core.cancelled() if self.cancelled() else planning.plan_failed(error)
+        if isinstance(plan, LoopResult):
+            return plan
+        if self.approve_plan is None:
+            return None
+        try:
+            answer = self.approve_plan(planning.approval_request(plan))
+        except Exception as error:
+            return planning.approval_failed(error)
+        return planning.decided(answer)
+
+    def reflect(self, answered: Answered, iteration: int) -> LoopResult | str:
+        """The evaluation of a final answer: the loop's end, or the question that sends it on."""
+        core, planning = self.core, self.planning
+        if not isinstance(self.client, Evaluator):
+            return core.end("failure", NO_EVALUATE)
+        if self.cancelled():
+            return core.cancelled()
+        request = planning.evaluation_request(answered, iteration)
+        evaluation = None
+        if request is not None:
+            try:
+                evaluation = planning.evaluated(self.client.evaluate(request), answered, iteration)
+            except ReactStepError as error:
+                if self.cancelled():
+                    return core.cancelled()
+                planning.evaluation_failed(error)
+        return planning.after_evaluation(answered, evaluation)
+
+    def adjust(self, records: list[LoopStep], iteration: int) -> None:
+        """The plan adjusted to each failed call of the step, while the run may adjust it."""
+        if not isinstance(self.client, Planner):
+            return
+        for record in (record for record in records if record.is_error):
+            request = self.planning.adjustment_request(record.observation, iteration)
+            if request is None:
+                return
+            try:
+                self.planning.adjusted(self.client.plan(request), record.observation, iteration)
+            except ReactStepError as error:
+                self.planning.adjustment_failed(error)
 
     def send(self, request: dict[str, Any], iteration: int) -> StepResponse | None:
         """One step, streamed unless the caller asked otherwise; ``None`` when cancelled."""
@@ -128,6 +225,7 @@ class _Loop:
         if self.cancelled():
             return core.cancelled()
         core.answer_calls(step, records)
+        self.adjust(records, iteration)
         return None
 
     def plan(self, call: ActionDetails, iteration: int) -> Plan | LoopResult:

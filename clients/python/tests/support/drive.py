@@ -8,6 +8,8 @@ from typing import Any, Literal, TypeAlias
 
 from reactstep import AsyncClient, Client, LoopResult
 
+from .recording import AsyncRecordingTransport, Recorder, RecordingTransport
+
 Kind: TypeAlias = Literal["sync", "async"]
 KINDS: tuple[Kind, ...] = ("sync", "async")
 
@@ -23,3 +25,17 @@ def run(kind: Kind, url: str, question: str, **options: Any) -> LoopResult:
             return await client.run_loop(question, **options)
 
     return asyncio.run(main())
+
+
+def run_recorded(kind: Kind, url: str, question: str, **options: Any) -> tuple[LoopResult, Recorder]:
+    """``run`` through a client whose transport keeps every request the loop sends."""
+    recorder = Recorder()
+    if kind == "sync":
+        with Client(url, transport=RecordingTransport(recorder)) as client:
+            return client.run_loop(question, **options), recorder
+
+    async def main() -> LoopResult:
+        async with AsyncClient(url, transport=AsyncRecordingTransport(recorder)) as client:
+            return await client.run_loop(question, **options)
+
+    return asyncio.run(main()), recorder

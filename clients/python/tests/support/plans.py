@@ -29,3 +29,16 @@ def scored(completeness: int, needs_retry: bool, missing: list[str] | None = Non
         "needs_retry": needs_retry,
     }
     return f"Thought: Scored.\nFinal Answer: {json.dumps(evaluation)}"
+
+
+def planned(estimated: int, first: str = "Read where login is", path: str = "src/auth.ts") -> str:
+    """A plan's output for the workspace's tools: read ``path``, then answer."""
+    plan = {
+        "complexity": "medium",
+        "steps": [
+            {"step_number": 1, "description": first, "tool_name": "read_file", "parameters": {"path": path}},
+            {"step_number": 2, "description": "Say what login returns", "depends_on": [1]},
+        ],
+        "estimated_iterations": estimated,
+    }
+    return f"Thought: Read, then answer.\nFinal Answer: {json.dumps(plan)}"
