@@ -190,3 +190,41 @@ fn a_failed_call_adjusts_the_plan() {
     assert_eq!(adjustments[0]["estimated_iterations"], 3);
     assert_eq!(report["answer"], "42");
 }
+
+#[test]
+fn a_plan_the_service_cannot_adjust_is_tried_three_times_a_run_and_the_loop_goes_on() {
+    let ws = workspace();
+    let missing =
+        |n: u32| format!("Thought: read it\nAction: read_file(path=\"src/nowhere{n}.rs\")");
+    let no_plan = "Thought: no plan comes to mind.\nFinal Answer: none".to_string();
+    // Four failed calls; the first three each take a try that yields no plan, the fourth none:
+    // a fourth try would take the answer's output as its plan and the loop would not end on it.
+    let outputs = [
+        plan(2),
+        missing(1),
+        no_plan.clone(),
+        missing(2),
+        no_plan.clone(),
+        missing(3),
+        no_plan,
+        missing(4),
+        answer("42"),
+    ];
+    let (code, report, err) = run(ws.path(), &outputs, &["--plan"], "");
+    assert_eq!(code, 0, "{report}\n{err}");
+    assert_eq!(report["answer"], "42", "{report}");
+    let adjustments = report["plan_adjustments"].as_array().map_or(0, Vec::len);
+    assert_eq!(adjustments, 0, "{report}");
+    let failed_tries = report["error_history"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["source"] == "service")
+        .count();
+    assert_eq!(failed_tries, 3, "{report}");
+    // The plan in force is still the first.
+    assert_eq!(
+        report["plan"]["steps"][0]["description"],
+        "Read the constant"
+    );
+}

@@ -13,7 +13,8 @@ use super::run::{add_models, llm_config, Driver, Next, Progress, Watcher};
 /// Under this completeness an answer is incomplete (the service's rule).
 const RETRY_BELOW: u64 = 7;
 
-/// Adjustments of the plan in one run: each is a model call.
+/// Tries at adjusting the plan in one run. Each is a model call, so one that failed counts too:
+/// a service that cannot plan (its provider down) costs a run three calls, not one per failure.
 const MAX_ADJUSTMENTS: usize = 3;
 
 impl Driver {
@@ -58,7 +59,7 @@ impl Driver {
         })
     }
 
-    /// After a failed call: the plan adjusted to what it showed (a few times a run at most);
+    /// After a failed call: the plan adjusted to what it showed (three tries a run at most);
     /// when the service cannot make one, the plan stays as it was.
     pub(super) async fn adjust_plan(
         &self,
@@ -69,9 +70,10 @@ impl Driver {
         let Some(previous) = progress.plan.clone() else {
             return;
         };
-        if progress.report.plan_adjustments.len() >= MAX_ADJUSTMENTS {
+        if progress.plan_adjustment_tries >= MAX_ADJUSTMENTS {
             return;
         }
+        progress.plan_adjustment_tries += 1;
         let session_id = uuid::Uuid::new_v4().to_string();
         let mut body = self
             .task_body(&session_id, progress, progress.history.clone())

@@ -210,6 +210,8 @@ pub(super) struct Progress {
     pub(super) plan: Option<Value>,
     /// Plans asked for and answers evaluated so far: each took a scripted response too.
     pub(super) task_calls: usize,
+    /// Plan adjustments asked for, made or not.
+    pub(super) plan_adjustment_tries: usize,
     pub(super) iterations_left: u32,
     /// The last call and how many times in a row it was made.
     last_call: Option<(String, String, usize)>,
@@ -241,6 +243,7 @@ impl Progress {
             query: question.to_string(),
             plan: None,
             task_calls: 0,
+            plan_adjustment_tries: 0,
             iterations_left: settings.max_iterations.max(1),
             last_call: None,
             executor: Executor::new(settings.tool_limits.clone(), settings.retry.clone()),

@@ -96,8 +96,8 @@ export interface LoopOptions {
    *
    * After each failed call (its observation an error: the tool threw, there is no such tool, or
    * the call was denied) the plan is adjusted: `plan()` again with the plan in force as
-   * `previous_plan` and the call's observation as `latest_observation`, at most 3 times a run
-   * (adjustments made: a plan request that failed does not count). The adjusted plan replaces the
+   * `previous_plan` and the call's observation as `latest_observation`, at most 3 tries a run
+   * (a plan request that failed counts: each is a model call). The adjusted plan replaces the
    * one sent with the steps after it and the one each evaluation gets; it goes to `onEvent`
    * (`adjusting_plan`, then `plan_adjustment`) and into `planAdjustments`. A plan request that
    * fails leaves the plan as it was and the loop going on, the failure in `errors` (`the plan
@@ -251,6 +251,8 @@ class Loop {
   };
   private readonly declarations: ToolDeclaration[];
   private lastCall: { key: string; count: number } | undefined;
+  /** Plan adjustments asked for, made or not (`MAX_PLAN_ADJUSTMENTS` bounds them). */
+  private planAdjustmentTries = 0;
   /** Scripted outputs used so far (`mockResponses`). */
   private scripted = 0;
 
@@ -600,13 +602,13 @@ class Loop {
 
   /**
    * With a plan, after each failed call of a step in turn (while fewer than
-   * `MAX_PLAN_ADJUSTMENTS` were made): the plan adjusted to what it showed. A failed call is one
+   * `MAX_PLAN_ADJUSTMENTS` were tried): the plan adjusted to what it showed. A failed call is one
    * whose observation is an error (`is_error` to the model, the driver's `failed`): the tool
    * threw, there is no such tool, or the call was not approved.
    */
   private async adjustPlan(done: LoopStep[], sent: ConversationTurn[]): Promise<LoopResult | undefined> {
     for (const record of done) {
-      const room = this.result.planAdjustments.length < MAX_PLAN_ADJUSTMENTS;
+      const room = this.planAdjustmentTries < MAX_PLAN_ADJUSTMENTS;
       if (record.isError && room && this.result.plan !== undefined) {
         const ended = await this.adjustedPlan(record, sent);
         if (ended !== undefined) {
@@ -640,6 +642,7 @@ class Loop {
     if (request === undefined) {
       return unadjusted(`the scripted responses ran out after ${this.scripted} steps`);
     }
+    this.planAdjustmentTries += 1;
     const { iteration, tool, toolCallId, observation } = record;
     this.emit({ type: "adjusting_plan", iteration, tool, toolCallId, observation });
     let plan: ExecutionPlan;

@@ -88,9 +88,10 @@ function describe(answer: unknown): string {
 export const PLAN_FILE = "execution-plan.json";
 
 /**
- * Plans adjusted after a failed call in one run, at most (the driver's `MAX_ADJUSTMENTS`): each
- * is a model call, and a model that keeps failing should not be replanned without end. Only
- * adjustments made count: a plan request that failed leaves the next failure its try.
+ * Tries at adjusting the plan after a failed call in one run, at most (the driver's
+ * `MAX_ADJUSTMENTS`): each is a model call, and a model that keeps failing should not be
+ * replanned without end. A plan request that failed counts too, so a service that cannot plan
+ * (its provider down) costs a run three calls, not one per failed call.
  */
 export const MAX_PLAN_ADJUSTMENTS = 3;
 
