@@ -576,6 +576,95 @@ Action: submit_answer(answer="42")
 }
 
 #[tokio::test]
+async fn a_call_is_run_with_the_arguments_edited_on_the_page_and_no_edit_that_is_not_an_object() {
+    let ws = workspace();
+    let script = r#"Thought: read the constant
+Action: read_file(path="src/nowhere.rs")
+---
+Thought: done
+Action: submit_answer(answer="42")
+"#;
+    let ui = start_ui(ws.path(), Some(script), &["--approve", "all"]).await;
+    let browser = browser().await;
+    browser.open(&ui).await;
+    browser.type_task("What is the answer?").await;
+    let first = ".card[data-iteration='1']";
+    browser
+        .until(
+            "the approval",
+            &format!("return document.querySelector(\"{first} .approval-request button.edit\")"),
+        )
+        .await;
+    browser.click(&format!("{first} button.edit")).await;
+    let proposed = browser.text_value(&format!("{first} textarea")).await;
+    assert!(proposed.contains("src/nowhere.rs"), "{proposed}");
+
+    // Text that is not a JSON object is said on the page, and nothing is decided.
+    let edit = |text: &'static str| {
+        let selector = format!("{first} textarea");
+        let browser = &browser;
+        async move {
+            let area = browser.client.find(Locator::Css(&selector)).await.unwrap();
+            area.clear().await.unwrap();
+            area.send_keys(text).await.unwrap();
+            browser.click(&format!("{first} button.run-edited")).await;
+        }
+    };
+    edit("path: src/answer.rs").await;
+    assert!(browser
+        .text(&format!("{first} .edit-problem"))
+        .await
+        .contains("not JSON"));
+    edit("[\"src/answer.rs\"]").await;
+    let problem = browser.text(&format!("{first} .edit-problem")).await;
+    assert!(problem.contains("must be a JSON object"), "{problem}");
+    assert_eq!(browser.count(&format!("{first} .decision")).await, 0);
+
+    // Nor does the endpoint take one posted by hand: 400, and the call still waits.
+    let posted = format!(
+        "const id = Number(document.querySelector(\"{first} .approval-request\").dataset.id);
+         return fetch('api/approval', {{method: 'POST', headers: {{'content-type': 'application/json'}},
+           body: JSON.stringify({{id, decision: 'edit', arguments: 'src/answer.rs'}})}})
+           .then(async r => [r.status, await r.text()]);"
+    );
+    let refused = browser.client.execute(&posted, vec![]).await.unwrap();
+    assert_eq!(refused[0], 400, "{refused}");
+    assert!(
+        refused[1].as_str().unwrap().contains("a JSON object"),
+        "{refused}"
+    );
+
+    edit("{\"path\": \"src/answer.rs\"}").await;
+    browser
+        .until(
+            "the edited call's observation",
+            &format!("return document.querySelector(\"{first} .observation\")"),
+        )
+        .await;
+    let observation = browser.text(&format!("{first} .observation")).await;
+    assert!(observation.contains("pub const ANSWER"), "{observation}");
+    let decided = browser.text(&format!("{first} .decision.edited")).await;
+    assert!(
+        decided.contains(r#"run with the arguments {"path":"src/answer.rs"}"#),
+        "{decided}"
+    );
+
+    browser
+        .until(
+            "the last approval",
+            "return document.querySelector(\".card[data-iteration='2'] button.approve\")",
+        )
+        .await;
+    browser
+        .click(".card[data-iteration='2'] button.approve")
+        .await;
+    browser
+        .until("the answer", "return document.querySelector('.answer')")
+        .await;
+    assert!(browser.text(".answer").await.contains("42"));
+}
+
+#[tokio::test]
 async fn the_plan_runs_once_approved_and_ticks_as_its_steps_run() {
     let ws = workspace();
     let plan = json!({"complexity": "simple", "estimated_iterations": 3, "steps": [

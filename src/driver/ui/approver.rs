@@ -18,8 +18,24 @@ use crate::driver::approval::{ApprovalRequest, Approver, Decision, NO_ONE_TO_ASK
 #[derive(Default)]
 pub struct Approvals {
     next: AtomicU64,
-    waiting: Mutex<HashMap<u64, oneshot::Sender<Decision>>>,
+    waiting: Mutex<HashMap<u64, Waiting>>,
     page: Mutex<Option<Events>>,
+}
+
+/// A decision awaited, and whether it may be an edit (a call's arguments; a plan has none).
+struct Waiting {
+    decided: oneshot::Sender<Decision>,
+    editable: bool,
+}
+
+/// What became of a decision posted back.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Answered {
+    Taken,
+    /// No decision waits under that id (the run ended, or it was answered).
+    NotWaiting,
+    /// An edit of something that has no arguments to edit (a plan); it still waits.
+    NotEditable,
 }
 
 /// Said to the model when the page that was asked closed before answering.
@@ -35,30 +51,40 @@ impl Approvals {
         *locked(&self.page) = page;
     }
 
-    /// The person's decision on the call `id`; `false` when no call waits under that id.
-    pub fn answer(&self, id: u64, decision: Decision) -> bool {
-        let waiting = locked(&self.waiting).remove(&id);
-        waiting.is_some_and(|call| call.send(decision).is_ok())
+    /// The person's decision on the call or plan `id`.
+    pub fn answer(&self, id: u64, decision: Decision) -> Answered {
+        let mut waiting = locked(&self.waiting);
+        if matches!(decision, Decision::Edit(_)) && waiting.get(&id).is_some_and(|w| !w.editable) {
+            return Answered::NotEditable;
+        }
+        match waiting.remove(&id).map(|call| call.decided.send(decision)) {
+            Some(Ok(())) => Answered::Taken,
+            _ => Answered::NotWaiting,
+        }
     }
 
     async fn ask(&self, request: ApprovalRequest<'_>) -> Decision {
-        self.wait(json!({
+        let event = json!({
             "type": "approval_request", "iteration": request.iteration,
             "tool": request.tool, "args": request.args,
             "destructive": request.metadata.destructive,
-        }))
-        .await
+        });
+        self.wait(event, true).await
     }
 
     /// Shows `event` (given an `id`) on the page of the run under way, and waits for the
-    /// decision posted back under that id.
-    async fn wait(&self, mut event: Value) -> Decision {
+    /// decision posted back under that id (an edit only when `editable`).
+    async fn wait(&self, mut event: Value, editable: bool) -> Decision {
         let Some(page) = locked(&self.page).clone() else {
             return Decision::Deny(NO_ONE_TO_ASK.into());
         };
         let id = self.next.fetch_add(1, Ordering::Relaxed) + 1;
         let (sender, decided) = oneshot::channel();
-        locked(&self.waiting).insert(id, sender);
+        let waiting = Waiting {
+            decided: sender,
+            editable,
+        };
+        locked(&self.waiting).insert(id, waiting);
         // Taken out again however the wait ends, the loop's cancellation included.
         let _forget = Forget {
             approvals: self,
@@ -99,7 +125,7 @@ impl Approver for PageApprover {
     fn approve_plan<'a>(&'a self, _plan: &'a Value) -> BoxFuture<'a, bool> {
         Box::pin(async move {
             let event = json!({"type": "plan_approval_request"});
-            self.0.wait(event).await == Decision::Approve
+            self.0.wait(event, false).await == Decision::Approve
         })
     }
 }
@@ -130,12 +156,50 @@ mod tests {
             assert_eq!(event["type"], "approval_request");
             assert_eq!(event["tool"], "write_file");
             let id = event["id"].as_u64().unwrap_or_default();
-            assert!(!approvals.answer(id + 1, Decision::Approve), "no such call");
-            assert!(approvals.answer(id, Decision::Deny("not now".into())));
+            let no_such_call = approvals.answer(id + 1, Decision::Approve);
+            assert_eq!(no_such_call, Answered::NotWaiting);
+            let taken = approvals.answer(id, Decision::Deny("not now".into()));
+            assert_eq!(taken, Answered::Taken);
+            let again = approvals.answer(id, Decision::Approve);
+            assert_eq!(again, Answered::NotWaiting, "one decision a call");
         };
         let (decision, ()) = tokio::join!(asking, answering);
         assert_eq!(decision, Decision::Deny("not now".into()));
         assert!(locked(&approvals.waiting).is_empty());
+    }
+
+    #[tokio::test]
+    async fn a_call_may_be_edited_and_a_plan_may_not() {
+        let approvals = Arc::new(Approvals::default());
+        let (page, mut events) = tokio::sync::mpsc::unbounded_channel();
+        approvals.watch(Some(page));
+        let (args, metadata) = (json!({"path": "a"}), ToolMetadata::default());
+        let asking = approvals.ask(request(&args, &metadata));
+        let edited = json!({"path": "b"});
+        let answering = async {
+            let event = events.recv().await.unwrap_or_default();
+            let id = event["id"].as_u64().unwrap_or_default();
+            approvals.answer(id, Decision::Edit(edited.clone()))
+        };
+        let (decision, answered) = tokio::join!(asking, answering);
+        assert_eq!(
+            (decision, answered),
+            (Decision::Edit(edited), Answered::Taken)
+        );
+
+        let approver = PageApprover(approvals.clone());
+        let plan = json!({"steps": []});
+        let asking = approver.approve_plan(&plan);
+        let answering = async {
+            let event = events.recv().await.unwrap_or_default();
+            let id = event["id"].as_u64().unwrap_or_default();
+            let edit = approvals.answer(id, Decision::Edit(json!({"steps": [1]})));
+            // Refused, and the plan still waits for its answer.
+            (edit, approvals.answer(id, Decision::Approve))
+        };
+        let (approved, answered) = tokio::join!(asking, answering);
+        assert_eq!(answered, (Answered::NotEditable, Answered::Taken));
+        assert!(approved);
     }
 
     #[tokio::test]
@@ -157,7 +221,7 @@ mod tests {
             approvals.answer(id, Decision::Approve)
         };
         let (approved, answered) = tokio::join!(asking, answering);
-        assert!(approved && answered);
+        assert!(approved && answered == Answered::Taken);
     }
 
     #[tokio::test]

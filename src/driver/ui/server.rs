@@ -20,7 +20,7 @@ use futures_util::FutureExt;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use super::approver::Approvals;
+use super::approver::{Answered, Approvals};
 use super::guard::{refused_host, refused_origin};
 use super::runner::{Job, Runs};
 use crate::driver::approval::Decision;
@@ -228,35 +228,53 @@ async fn stop(page: web::Data<Page>) -> HttpResponse {
 #[derive(Deserialize)]
 struct ApprovalAnswer {
     id: u64,
-    /// `approve` or `deny`.
+    /// `approve`, `deny` or `edit` (a call run with `arguments` instead of the proposed ones).
     decision: String,
     reason: Option<String>,
+    arguments: Option<Value>,
+}
+
+/// The decision an answer posts, or why it is not one.
+fn decision_of(answer: ApprovalAnswer) -> Result<Decision, String> {
+    match answer.decision.as_str() {
+        "approve" => Ok(Decision::Approve),
+        "deny" => {
+            let reason = answer.reason.unwrap_or_default();
+            let reason = reason.trim();
+            Ok(Decision::Deny(if reason.is_empty() {
+                "no reason was given".into()
+            } else {
+                reason.chars().take(2_000).collect()
+            }))
+        }
+        "edit" => match answer.arguments {
+            Some(arguments @ Value::Object(_)) => Ok(Decision::Edit(arguments)),
+            _ => Err("an edit's arguments are a JSON object".into()),
+        },
+        other => Err(format!(
+            "a decision is approve, deny or edit, not {other:?}"
+        )),
+    }
 }
 
 async fn approval(page: web::Data<Page>, answer: web::Json<ApprovalAnswer>) -> HttpResponse {
     use actix_web::http::StatusCode;
     let answer = answer.into_inner();
-    let decision = match answer.decision.as_str() {
-        "approve" => Decision::Approve,
-        "deny" => {
-            let reason = answer.reason.unwrap_or_default();
-            let reason = reason.trim();
-            Decision::Deny(if reason.is_empty() {
-                "no reason was given".into()
-            } else {
-                reason.chars().take(2_000).collect()
-            })
-        }
-        other => {
-            let message = format!("a decision is approve or deny, not {other:?}");
-            return refusal(StatusCode::BAD_REQUEST, &message);
-        }
+    let id = answer.id;
+    let decision = match decision_of(answer) {
+        Ok(decision) => decision,
+        Err(why) => return refusal(StatusCode::BAD_REQUEST, &why),
     };
-    if page.approvals.answer(answer.id, decision) {
-        HttpResponse::Ok().json(json!({ "answered": answer.id }))
-    } else {
-        let message = "no call waits for that approval (the run ended, or it was answered)";
-        refusal(StatusCode::NOT_FOUND, message)
+    match page.approvals.answer(id, decision) {
+        Answered::Taken => HttpResponse::Ok().json(json!({ "answered": id })),
+        Answered::NotWaiting => {
+            let message = "no call waits for that approval (the run ended, or it was answered)";
+            refusal(StatusCode::NOT_FOUND, message)
+        }
+        Answered::NotEditable => {
+            let message = "a plan is approved or rejected, not edited";
+            refusal(StatusCode::BAD_REQUEST, message)
+        }
     }
 }
 

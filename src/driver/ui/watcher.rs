@@ -74,13 +74,14 @@ impl Watcher for PageWatcher {
     }
 
     fn approval(&mut self, iteration: u32, tool: &str, decision: &Decision) {
-        let reason = match decision {
-            Decision::Deny(reason) => Some(reason.as_str()),
-            _ => None,
+        let (reason, arguments) = match decision {
+            Decision::Deny(reason) => (Some(reason.as_str()), None),
+            Decision::Edit(arguments) => (None, Some(arguments)),
+            Decision::Approve => (None, None),
         };
         self.send(json!({
             "type": "approval", "iteration": iteration, "tool": tool,
-            "decision": decision.name(), "reason": reason,
+            "decision": decision.name(), "reason": reason, "arguments": arguments,
         }));
     }
 

@@ -339,24 +339,68 @@
     const buttons = el('div', 'buttons');
     const approve = el('button', 'approve', 'Approve');
     const deny = el('button', 'deny', 'Deny');
+    const edit = el('button', 'edit', 'Edit…');
     const reason = el('input');
     reason.placeholder = 'reason, if you deny (the model reads it)';
-    approve.type = deny.type = 'button';
-    buttons.append(approve, deny, reason);
+    approve.type = deny.type = edit.type = 'button';
+    buttons.append(approve, deny, edit, reason);
     box.append(buttons);
-    const answer = async (decision) => {
-      approve.disabled = deny.disabled = true;
+    const editor = argumentsEditor(e.args);
+    const all = [approve, deny, edit, editor.run];
+    const answer = async (decision, extra) => {
+      for (const b of all) b.disabled = true;
       try {
-        const response = await post('api/approval', { id: e.id, decision, reason: reason.value });
+        const body = Object.assign({ id: e.id, decision, reason: reason.value }, extra);
+        const response = await post('api/approval', body);
         if (!response.ok) throw new Error(await errorOf(response));
       } catch (err) {
         showMessage('The decision did not reach reactstep ui: ' + err.message);
-        approve.disabled = deny.disabled = false;
+        for (const b of all) b.disabled = false;
       }
     };
     approve.addEventListener('click', () => answer('approve'));
     deny.addEventListener('click', () => answer('deny'));
+    edit.addEventListener('click', () => {
+      editor.root.hidden = false;
+      editor.text.focus();
+    });
+    editor.run.addEventListener('click', () => {
+      const args = editor.read();
+      if (args !== undefined) answer('edit', { arguments: args });
+    });
+    box.append(editor.root);
     (c.last || c.calls).append(box);
+  }
+
+  /** The call's arguments as JSON to edit (hidden until Edit is pressed); `read` gives the edited
+   * object, or says on the page why the text is not one. */
+  function argumentsEditor(args) {
+    const root = el('div', 'edit-arguments');
+    root.hidden = true;
+    const text = el('textarea');
+    text.value = JSON.stringify(args === undefined ? {} : args, null, 2);
+    text.rows = Math.min(12, text.value.split('\n').length + 1);
+    text.spellcheck = false;
+    const run = el('button', 'run-edited', 'Run with these arguments');
+    run.type = 'button';
+    const problem = el('div', 'edit-problem');
+    root.append(text, run, problem);
+    const read = () => {
+      let value;
+      try {
+        value = JSON.parse(text.value);
+      } catch (err) {
+        problem.textContent = 'That is not JSON: ' + err.message;
+        return undefined;
+      }
+      if (value === null || typeof value !== 'object' || Array.isArray(value)) {
+        problem.textContent = 'The arguments must be a JSON object ({ … }).';
+        return undefined;
+      }
+      problem.textContent = '';
+      return value;
+    };
+    return { root, text, run, read };
   }
 
   /** With --approve-plan: the plan (shown above) runs once the person says so. */
@@ -391,7 +435,9 @@
   function approval(e) {
     const c = card(e.iteration);
     const box = c.root.querySelector('.approval-request:not(.answered)');
-    const said = e.decision === 'denied' ? 'denied: ' + (e.reason || '') : e.decision;
+    const said = e.decision === 'denied' ? 'denied: ' + (e.reason || '')
+      : e.decision === 'edited' ? 'run with the arguments ' + JSON.stringify(e.arguments)
+      : e.decision;
     const decision = el('span', 'decision ' + e.decision, e.tool + ' ' + said);
     if (box) {
       box.classList.add('answered');
