@@ -45,14 +45,22 @@ fn filesystem_server() -> &'static Path {
         let prefix = Path::new(env!("CARGO_TARGET_TMPDIR")).join("mcp-filesystem");
         let entry =
             prefix.join("node_modules/@modelcontextprotocol/server-filesystem/dist/index.js");
-        if !entry.exists() {
+        // npm retries each fetch; an install cut off anyway is run again, twice at most.
+        for attempt in 1..=3 {
+            if entry.exists() {
+                break;
+            }
             let status = Command::new("npm")
-                .args(["install", "--no-audit", "--no-fund", "--silent", "--prefix"])
+                .args(["install", "--no-audit", "--no-fund", "--silent"])
+                .args(["--fetch-retries=5", "--prefix"])
                 .arg(&prefix)
                 .arg(FILESYSTEM_SERVER)
                 .status()
                 .expect("npm could not run: install Node.js 18+ with npm");
-            assert!(status.success(), "npm install {FILESYSTEM_SERVER} failed");
+            assert!(
+                status.success() || attempt < 3,
+                "npm install {FILESYSTEM_SERVER} failed three times"
+            );
         }
         entry
     })

@@ -73,10 +73,20 @@ fn installed() {
     // npm ci empties node_modules first, so the copy of the lock it was installed from goes too.
     let stamp = package().join("node_modules/.installed-from-package-lock.json");
     if std::fs::read(&stamp).ok().as_deref() != Some(lock.as_slice()) {
-        let output = npm(&["ci", "--no-audit", "--no-fund"]);
+        // The registry is a network away: npm retries each fetch, and a run cut off anyway
+        // (npm ci starts from an empty node_modules each time) is run again, twice at most.
+        let ci = || npm(&["ci", "--no-audit", "--no-fund", "--fetch-retries=5"]);
+        let mut output = ci();
+        for _ in 1..3 {
+            if output.status.success() {
+                break;
+            }
+            eprintln!("npm ci failed; trying again:\n{}", shown(&output));
+            output = ci();
+        }
         assert!(
             output.status.success(),
-            "npm ci failed:\n{}",
+            "npm ci failed three times; the last:\n{}",
             shown(&output)
         );
         std::fs::write(&stamp, &lock).expect("the stamp is written");

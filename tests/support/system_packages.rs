@@ -21,7 +21,15 @@ pub fn install(package: &str, present: impl Fn() -> bool) {
     }
     let apt = |args: &[&str]| {
         Command::new("apt-get")
-            .args(["-o", "DPkg::Lock::Timeout=300", "-q", "-y"])
+            // A mirror that drops a connection is tried again, not taken for a missing package.
+            .args([
+                "-o",
+                "DPkg::Lock::Timeout=300",
+                "-o",
+                "Acquire::Retries=5",
+                "-q",
+                "-y",
+            ])
             .args(args)
             .env("DEBIAN_FRONTEND", "noninteractive")
             .output()
