@@ -147,6 +147,7 @@ on_both_stores!(
     a_session_continues_with_its_earlier_questions_and_answers,
     the_summary_the_service_returns_is_kept_and_sent_again,
     a_long_session_sends_its_newest_runs_with_the_summary_counted_from_them,
+    a_planned_run_sends_the_sessions_summary_with_its_plan_as_with_its_steps,
     sessions_are_listed_shown_deleted_and_expired,
     the_key_is_never_saved,
     runs_at_once_into_one_session_are_all_saved,
@@ -547,6 +548,67 @@ async fn a_long_session_sends_its_newest_runs_with_the_summary_counted_from_them
         "{}",
         session["summary"]
     );
+}
+
+async fn a_planned_run_sends_the_sessions_summary_with_its_plan_as_with_its_steps(store: Store) {
+    // Two long runs, and a summary that covers all four of their turns.
+    let opened = memory::open(Some(&store.memory())).await.unwrap();
+    let now = chrono::Utc::now().timestamp_millis();
+    let notes = "The deployment notes say the staging proxy listens on port 8443. ".repeat(250);
+    for n in 1..=2 {
+        let run = NewRun {
+            question: format!("Part {n} of my notes: {notes}"),
+            started_ms: now,
+            ended_ms: now,
+            answer: format!("Noted part {n}."),
+            termination: "success".into(),
+            report: serde_json::json!({}),
+            plan: None,
+            evaluations: serde_json::json!([]),
+            summary: (n == 2).then(|| Summary {
+                text: SUMMARY.into(),
+                turns: 4,
+            }),
+        };
+        opened.save_run("planned", run).await.unwrap();
+    }
+    let model = MockServer::start().await;
+    let plan = serde_json::json!({"complexity": "simple", "estimated_iterations": 1, "steps": [
+        {"step_number": 1, "description": "Answer from the notes", "tool_name": null}]});
+    Mock::given(method("POST"))
+        .and(path("/v1/chat/completions"))
+        .and(body_string_contains("Make a plan for the task below"))
+        .respond_with(
+            ResponseTemplate::new(200).set_body_json(openai_reply(&format!(
+                "Thought: one step\nFinal Answer: {plan}"
+            ))),
+        )
+        .with_priority(1)
+        .mount(&model)
+        .await;
+    Mock::given(method("POST"))
+        .and(path("/v1/chat/completions"))
+        .respond_with(streamed(
+            "Thought: it is in the summary\nFinal Answer: 8443",
+        ))
+        .with_priority(2)
+        .mount(&model)
+        .await;
+    let ran = finished(online(&store, "planned", "What port?", &model, 6_000).arg("--plan")).await;
+    assert_eq!(ran.code, 0, "{}\n{}", ran.stdout, ran.stderr);
+    assert_eq!(ran.json()["answer"], "8443");
+    let asked: Vec<String> = chats(&model).await.iter().map(Value::to_string).collect();
+    assert!(
+        !asked.iter().any(|c| c.contains("You keep the memory")),
+        "the summary covers what does not fit: no new one is made"
+    );
+    let planned = asked
+        .iter()
+        .find(|c| c.contains("Make a plan for the task below"))
+        .unwrap_or_else(|| panic!("no plan was asked for: {asked:#?}"));
+    assert!(planned.contains(SUMMARY), "the plan's prompt: {planned}");
+    let step = asked.last().unwrap();
+    assert!(step.contains(SUMMARY), "the step's prompt: {step}");
 }
 
 async fn sessions_are_listed_shown_deleted_and_expired(store: Store) {

@@ -8,7 +8,7 @@ use serde_json::{json, Value};
 
 use super::observation;
 use super::report::{add_usage, record_error, Termination};
-use super::run::{add_models, llm_config, Driver, Next, Progress, Watcher};
+use super::run::{add_models, keep_summary, llm_config, Driver, Next, Progress, Watcher};
 
 /// Under this completeness an answer is incomplete (the service's rule).
 const RETRY_BELOW: u64 = 7;
@@ -156,6 +156,10 @@ impl Driver {
             "tools": self.declarations().await,
         });
         add_models(&mut body, s);
+        // A session's summary and strategy go with a plan or evaluation as with a step: its
+        // history is the same, and so are the turns that do not fit.
+        s.prior
+            .add_to(&mut body, progress.report.conversation_summary.as_ref());
         body
     }
 
@@ -194,6 +198,7 @@ impl Driver {
             .await
             .map_err(|e| format!("the service's answer is not JSON: {e}"))?;
         add_usage(&mut progress.report.token_usage, &reply["usage"]);
+        keep_summary(&mut progress.report, &reply);
         match reply.get(field) {
             Some(value) if value.is_object() => Ok(value.clone()),
             _ => Err(super::step_retry::said(&reply)),

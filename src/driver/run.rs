@@ -142,6 +142,14 @@ pub(super) fn add_models(body: &mut Value, s: &LoopSettings) {
     }
 }
 
+/// The `conversation_summary` a step, plan or evaluation answered: sent back with the next
+/// request, and kept by a session for its next run.
+pub(super) fn keep_summary(report: &mut RunReport, reply: &Value) {
+    if let Some(summary) = reply.get("conversation_summary").filter(|s| s.is_object()) {
+        report.conversation_summary = Some(summary.clone());
+    }
+}
+
 /// A step's `llm_config`, without the fallbacks (see `add_models`).
 pub(super) fn llm_config(s: &LoopSettings) -> Value {
     let mut config = json!({"modelName": s.model, "tokenLimit": s.token_limit,
@@ -501,10 +509,7 @@ impl Driver {
             }
         };
         add_usage(&mut progress.report.token_usage, &reply["usage"]);
-        // Sent back on the next step, and kept by a session for its next run.
-        if let Some(summary) = reply.get("conversation_summary").filter(|s| s.is_object()) {
-            progress.report.conversation_summary = Some(summary.clone());
-        }
+        keep_summary(&mut progress.report, &reply);
         if let Some(report) = reply.get("context_report").filter(|r| r.is_object()) {
             watcher.context(iteration, report);
         }
