@@ -665,6 +665,46 @@ Action: submit_answer(answer="42")
 }
 
 #[tokio::test]
+async fn an_answer_the_evaluation_sends_back_is_shown_on_its_card_with_its_verdict() {
+    let ws = workspace();
+    let retry = json!({"completeness_score": 4, "quality_score": 5, "needs_retry": true,
+                       "missing_info": ["where the constant is defined"], "suggestions": []});
+    let accepted = json!({"completeness_score": 9, "quality_score": 8, "needs_retry": false,
+                          "missing_info": [], "suggestions": []});
+    let script = format!(
+        "Thought: a guess\nFinal Answer: It is probably 41.\n---\n{}\
+         Thought: read it\nAction: read_file(path=\"src/answer.rs\")\n---\n\
+         Thought: found\nFinal Answer: The answer is 42.\n---\n{}",
+        structured(retry),
+        structured(accepted)
+    );
+    let ui = start_ui(ws.path(), Some(&script), &["--reflect"]).await;
+    let browser = browser().await;
+    browser.open(&ui).await;
+    browser.type_task("What is the answer?").await;
+    browser
+        .until("the answer", "return document.querySelector('.answer')")
+        .await;
+    assert!(browser.text(".answer").await.contains("The answer is 42."));
+
+    let first = ".card[data-iteration='1']";
+    let judged = browser.text(&format!("{first} .evaluated")).await;
+    assert!(
+        judged.contains("another try") && judged.contains("where the constant is defined"),
+        "{judged}"
+    );
+    let sent_back = browser.text(&format!("{first} .rejected")).await;
+    assert!(sent_back.contains("It is probably 41."), "{sent_back}");
+    // The accepted answer's card has a verdict and nothing sent back.
+    let last = ".card[data-iteration='3']";
+    assert!(browser
+        .text(&format!("{last} .evaluated"))
+        .await
+        .contains("accepted"));
+    assert_eq!(browser.count(&format!("{last} .rejected")).await, 0);
+}
+
+#[tokio::test]
 async fn the_plan_runs_once_approved_and_ticks_as_its_steps_run() {
     let ws = workspace();
     let plan = json!({"complexity": "simple", "estimated_iterations": 3, "steps": [

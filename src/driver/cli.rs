@@ -672,7 +672,7 @@ impl Watcher for Progress {
         self.line("[plan]", "\x1b[35m", &super::reflection::checklist(plan));
     }
 
-    fn evaluation(&mut self, evaluation: &Value) {
+    fn evaluation(&mut self, evaluation: &Value, _answer: &str) {
         let incomplete = evaluation["completeness_score"]
             .as_u64()
             .is_some_and(|c| c < 7);

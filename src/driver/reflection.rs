@@ -121,7 +121,7 @@ impl Driver {
                 return next;
             }
         };
-        watcher.evaluation(&evaluation);
+        watcher.evaluation(&evaluation, answer);
         progress.report.evaluations.push(evaluation.clone());
         let left = reply["iterations_remaining"].as_u64().unwrap_or(0) as u32;
         if evaluation["needs_retry"] != true {

@@ -184,8 +184,8 @@ pub trait Watcher {
     fn context(&mut self, _iteration: u32, _report: &Value) {}
     /// The plan the loop follows (`--plan`), first made or adjusted after an observation.
     fn plan(&mut self, _plan: &Value) {}
-    /// An evaluation of a candidate answer (`--reflect`).
-    fn evaluation(&mut self, _evaluation: &Value) {}
+    /// The evaluation of the candidate `answer` (`--reflect`).
+    fn evaluation(&mut self, _evaluation: &Value, _answer: &str) {}
     /// `true` ends the loop with `custom`.
     fn stop_after(&mut self, _step: &StepRecord) -> bool {
         false

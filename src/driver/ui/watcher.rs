@@ -93,8 +93,9 @@ impl Watcher for PageWatcher {
         self.send(json!({"type": "plan", "plan": plan}));
     }
 
-    fn evaluation(&mut self, evaluation: &Value) {
-        self.send(json!({"type": "evaluation", "evaluation": evaluation}));
+    fn evaluation(&mut self, evaluation: &Value, answer: &str) {
+        let event = json!({"type": "evaluation", "evaluation": evaluation, "answer": answer});
+        self.send(event);
     }
 
     fn stop_after(&mut self, step: &StepRecord) -> bool {

@@ -579,6 +579,12 @@
         ((ev.missing_info || []).length ? ': missing ' + ev.missing_info.join('; ') : '') : 'accepted');
       r.row.classList.add(ev.needs_retry ? 'retry' : 'done');
       last.calls.append(r.row);
+      // An answer sent back is not the run's answer, so it is shown here, where it was judged.
+      if (ev.needs_retry && e.answer) {
+        const sent = row('rejected', 'Sent back');
+        sent.text.textContent = e.answer;
+        last.calls.append(sent.row);
+      }
     }
   }
 
