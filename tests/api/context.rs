@@ -1,4 +1,4 @@
-use serde_json::json;
+use serde_json::{json, Value};
 
 use crate::support::app::{
     report_item, spawn_app, spawn_app_answering, spawn_app_answering_in_turn,
@@ -323,6 +323,58 @@ async fn context_priority_and_tokenizer_are_honoured() {
         report_item(&reply.body, "conversation_history[1]")["fate"],
         "included"
     );
+}
+
+#[tokio::test]
+async fn a_summary_the_model_writes_too_long_or_empty_is_returned_as_one_the_service_takes_back() {
+    let too_long = "word ".repeat(25_000);
+    let app = spawn_app_answering_in_turn(
+        OPENAI_PATH,
+        vec![
+            openai_reply(&too_long),
+            openai_reply("Thought: t\nFinal Answer: first"),
+            openai_reply("Thought: t\nFinal Answer: second"),
+            openai_reply("   "),
+            openai_reply("Thought: t\nFinal Answer: third"),
+            openai_reply("Thought: t\nFinal Answer: fourth"),
+        ],
+    )
+    .await;
+    let long = "lorem ipsum dolor sit amet ".repeat(150);
+    let mut body = request("gpt-4o", "And the middleware?");
+    body["conversation_history"] = json!([
+        {"role": "user", "content": format!("OLDEST {long}")},
+        {"role": "assistant", "content": format!("MIDDLE {long}")},
+        {"role": "user", "content": "NEWEST"}
+    ]);
+    body["history_strategy"] = json!("summarize");
+    body["llm_config"]["tokenLimit"] = json!(1200);
+    body["llm_config"]["reservedOutputTokens"] = json!(300);
+
+    let first = app.post_react_step(&body).await;
+    assert_eq!(first.status, 200, "{}", first.text);
+    let summary = first.body["conversation_summary"].clone();
+    let chars = summary["text"].as_str().unwrap().chars().count();
+    assert_eq!(chars, 100_000, "cut to what a request may send back");
+    body["conversation_summary"] = summary;
+    let second = app.post_react_step(&body).await;
+    assert_eq!(
+        second.status, 200,
+        "sent back, it is taken: {}",
+        second.text
+    );
+    assert_eq!(second.body["direct_response"], "second");
+
+    // A model that writes no summary: the marker stands in, and it too is taken back.
+    body["conversation_summary"] = Value::Null;
+    let third = app.post_react_step(&body).await;
+    assert_eq!(third.status, 200, "{}", third.text);
+    let summary = third.body["conversation_summary"].clone();
+    assert_eq!(summary["text"], "[2 earlier turns omitted]");
+    body["conversation_summary"] = summary;
+    let fourth = app.post_react_step(&body).await;
+    assert_eq!(fourth.status, 200, "{}", fourth.text);
+    assert_eq!(fourth.body["direct_response"], "fourth");
 }
 
 #[tokio::test]

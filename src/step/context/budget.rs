@@ -150,7 +150,7 @@ pub fn marker_reserve(counter: &TokenCounter) -> u32 {
     counter.count(&omission_part(&marker_text(usize::MAX))) + 2
 }
 
-fn marker_text(turns: usize) -> String {
+pub(super) fn marker_text(turns: usize) -> String {
     format!("[{turns} earlier turns omitted]")
 }
 

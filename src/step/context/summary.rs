@@ -14,6 +14,9 @@ use crate::step::parse::Tags;
 /// The most a summary may take of the prompt.
 const SUMMARY_MAX_TOKENS: u32 = 400;
 
+/// The longest summary a client may send back (`conversation_summary.text`), in characters.
+pub const MAX_SUMMARY_CHARS: usize = 100_000;
+
 const INSTRUCTIONS: &str = "You keep the memory of a coding assistant's conversation. Summarise \
 the conversation below for the assistant's own later use: the user's goal, each tool that was \
 called with what it found, decisions made and questions still open. Keep names, paths and \
@@ -79,10 +82,24 @@ pub async fn summarize(
         )
         .await?;
     let summary = ConversationSummary {
-        text: completion.text.trim().to_string(),
+        text: returnable(completion.text.trim(), omitted),
         turns: omitted,
     };
     Ok((summary, completion.usage))
+}
+
+/// The summary as the response returns it: what the client sends back must be taken back, so
+/// never more than [`MAX_SUMMARY_CHARS`] (a model that ignores the output limit could write
+/// more) and never empty (the marker stands in for a model that wrote nothing).
+fn returnable(text: &str, omitted: usize) -> String {
+    let text = match text.char_indices().nth(MAX_SUMMARY_CHARS) {
+        Some((end, _)) => &text[..end],
+        None => text,
+    };
+    match text.is_empty() {
+        true => super::budget::marker_text(omitted),
+        false => text.to_string(),
+    }
 }
 
 fn render_transcript(turns: &[Turn], tags: &Tags) -> String {
