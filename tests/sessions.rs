@@ -148,6 +148,7 @@ on_both_stores!(
     the_summary_the_service_returns_is_kept_and_sent_again,
     a_long_session_sends_its_newest_runs_with_the_summary_counted_from_them,
     a_planned_run_sends_the_sessions_summary_with_its_plan_as_with_its_steps,
+    what_a_session_sends_stays_within_what_the_service_takes,
     sessions_are_listed_shown_deleted_and_expired,
     the_key_is_never_saved,
     runs_at_once_into_one_session_are_all_saved,
@@ -465,31 +466,47 @@ async fn summary_calls(server: &MockServer) -> usize {
         .count()
 }
 
+/// Successful runs of `(question, answer)` saved in `session` through the store's own calls, as
+/// a session would have left them, the last with `summary`.
+async fn save_runs(
+    store: &Store,
+    session: &str,
+    runs: Vec<(String, String)>,
+    summary: Option<Summary>,
+) {
+    let opened = memory::open(Some(&store.memory())).await.unwrap();
+    let now = chrono::Utc::now().timestamp_millis();
+    let last = runs.len();
+    for (n, (question, answer)) in runs.into_iter().enumerate() {
+        let run = NewRun {
+            question,
+            started_ms: now,
+            ended_ms: now,
+            answer,
+            termination: "success".into(),
+            report: serde_json::json!({}),
+            plan: None,
+            evaluations: serde_json::json!([]),
+            summary: summary.clone().filter(|_| n + 1 == last),
+        };
+        opened.save_run(session, run).await.unwrap();
+    }
+}
+
 /// What the summary of [`a_long_session_sends_its_newest_runs_with_the_summary_counted_from_them`]
 /// says; the turns it covers are the session's first eight.
 const OLD_SUMMARY: &str = "The user asked 101 numbered questions; the first four were about ports.";
 
 async fn a_long_session_sends_its_newest_runs_with_the_summary_counted_from_them(store: Store) {
     // 101 runs (202 turns), saved through the store as a long session would have left them.
-    let opened = memory::open(Some(&store.memory())).await.unwrap();
-    let now = chrono::Utc::now().timestamp_millis();
-    for n in 1..=101 {
-        let run = NewRun {
-            question: format!("question {n:03}?"),
-            started_ms: now,
-            ended_ms: now,
-            answer: format!("answer {n:03}."),
-            termination: "success".into(),
-            report: serde_json::json!({}),
-            plan: None,
-            evaluations: serde_json::json!([]),
-            summary: (n == 101).then(|| Summary {
-                text: OLD_SUMMARY.into(),
-                turns: 8,
-            }),
-        };
-        opened.save_run("long", run).await.unwrap();
-    }
+    let runs = (1..=101)
+        .map(|n| (format!("question {n:03}?"), format!("answer {n:03}.")))
+        .collect();
+    let summary = Summary {
+        text: OLD_SUMMARY.into(),
+        turns: 8,
+    };
+    save_runs(&store, "long", runs, Some(summary)).await;
 
     // A window they all fit in: the newest 100 runs are sent, the first is not.
     let model = model_server("Thought: counted\nFinal Answer: 101 questions.").await;
@@ -552,26 +569,19 @@ async fn a_long_session_sends_its_newest_runs_with_the_summary_counted_from_them
 
 async fn a_planned_run_sends_the_sessions_summary_with_its_plan_as_with_its_steps(store: Store) {
     // Two long runs, and a summary that covers all four of their turns.
-    let opened = memory::open(Some(&store.memory())).await.unwrap();
-    let now = chrono::Utc::now().timestamp_millis();
     let notes = "The deployment notes say the staging proxy listens on port 8443. ".repeat(250);
-    for n in 1..=2 {
-        let run = NewRun {
-            question: format!("Part {n} of my notes: {notes}"),
-            started_ms: now,
-            ended_ms: now,
-            answer: format!("Noted part {n}."),
-            termination: "success".into(),
-            report: serde_json::json!({}),
-            plan: None,
-            evaluations: serde_json::json!([]),
-            summary: (n == 2).then(|| Summary {
-                text: SUMMARY.into(),
-                turns: 4,
-            }),
-        };
-        opened.save_run("planned", run).await.unwrap();
-    }
+    let runs = (1..=2).map(|n| {
+        (
+            format!("Part {n} of my notes: {notes}"),
+            format!("Noted part {n}."),
+        )
+    });
+    let runs = runs.collect();
+    let summary = Summary {
+        text: SUMMARY.into(),
+        turns: 4,
+    };
+    save_runs(&store, "planned", runs, Some(summary)).await;
     let model = MockServer::start().await;
     let plan = serde_json::json!({"complexity": "simple", "estimated_iterations": 1, "steps": [
         {"step_number": 1, "description": "Answer from the notes", "tool_name": null}]});
@@ -609,6 +619,55 @@ async fn a_planned_run_sends_the_sessions_summary_with_its_plan_as_with_its_step
     assert!(planned.contains(SUMMARY), "the plan's prompt: {planned}");
     let step = asked.last().unwrap();
     assert!(step.contains(SUMMARY), "the step's prompt: {step}");
+}
+
+async fn what_a_session_sends_stays_within_what_the_service_takes(store: Store) {
+    let model = model_server("Thought: fine\nFinal Answer: done").await;
+    let ask = |session: &'static str, question: &'static str| {
+        let store = &store;
+        let model = &model;
+        async move { finished(&mut online(store, session, question, model, 100_000)).await }
+    };
+
+    // Two million control characters are 12 MB as JSON: the run is left out, not sent whole
+    // into the service's 8 MiB body limit.
+    let question = format!("q{}", "\u{1}".repeat(2_000_000));
+    save_runs(&store, "ctrl", vec![(question, "a".to_string())], None).await;
+    let ran = ask("ctrl", "Next?").await;
+    assert_eq!(ran.code, 0, "{}\n{}", ran.stdout, ran.stderr);
+    assert!(
+        ran.stderr.contains("its 2 oldest turns are past"),
+        "{}",
+        ran.stderr
+    );
+
+    // A summary longer than the service takes back (one a model that ignored its limit wrote)
+    // is sent cut to it, so the session's runs are not all refused.
+    let text = "word ".repeat(25_000);
+    let runs = (1..=2)
+        .map(|n| (format!("q{n}"), format!("a{n}")))
+        .collect();
+    save_runs(&store, "wordy", runs, Some(Summary { text, turns: 4 })).await;
+    let ran = ask("wordy", "Next?").await;
+    assert_eq!(ran.code, 0, "{}\n{}", ran.stdout, ran.stderr);
+
+    // A summary of fewer turns than are left out is not stretched to cover them: the turns no
+    // summary covers are counted right, run after run.
+    let runs = (1..=101)
+        .map(|n| (format!("q{n}"), format!("a{n}")))
+        .collect();
+    let summary = Summary {
+        text: "Of the first question only.".into(),
+        turns: 1,
+    };
+    save_runs(&store, "thin", runs, Some(summary)).await;
+    for uncovered in [1, 3] {
+        let ran = ask("thin", "Next?").await;
+        assert_eq!(ran.code, 0, "{}", ran.stderr);
+        let said = format!("its {uncovered} oldest turns are past");
+        assert!(ran.stderr.contains(&said), "{said}: {}", ran.stderr);
+        assert_eq!(show(&store, "thin").await["summary"]["turns"], 1);
+    }
 }
 
 async fn sessions_are_listed_shown_deleted_and_expired(store: Store) {

@@ -24,8 +24,8 @@ use crate::driver::terminal::printable;
 
 /// The most turns of a session a run sends (its newest 100 runs).
 pub const MOST_TURNS_SENT: usize = 200;
-/// The most bytes of turns' text a run sends: a quarter of the service's body limit, so that
-/// the question, context and tools have the rest.
+/// The most bytes of turns' text a run sends, written as JSON: a quarter of the service's body
+/// limit, so that the question, context and tools have the rest.
 pub const MOST_BYTES_SENT: usize = 2 << 20;
 
 pub struct Conversation {
@@ -165,11 +165,15 @@ impl Conversation {
     /// which are the same in the next run, and the answer goes as a turn of its own.
     fn kept_summary(&self, report: &RunReport) -> Option<Summary> {
         let returned = report.conversation_summary.as_ref()?;
+        // The one the run was sent, unchanged (the service made none): nothing new to keep.
+        if self.summary.as_ref().map(|s| self.sent_summary(s)).as_ref() == Some(returned) {
+            return None;
+        }
         let text = returned["text"].as_str().filter(|t| !t.is_empty())?;
         let turns = returned["turns"].as_u64()?;
         let same_turns = self.history.len() as u64 + 1;
         let summary = Summary {
-            text: text.to_string(),
+            text: within_summary_bound(text).to_string(),
             turns: turns.min(same_turns) + self.left_out as u64,
         };
         (self.summary.as_ref() != Some(&summary)).then_some(summary)
@@ -178,10 +182,37 @@ impl Conversation {
 
 impl Conversation {
     /// The kept summary as the service reads it: its turns counted from the first turn sent.
+    /// Within what the service takes (`turns` a u32, the text at most 100,000 characters), so
+    /// that no summary kept, however it was made, makes the session's runs refused.
     fn sent_summary(&self, summary: &Summary) -> Value {
         let turns = summary.turns.saturating_sub(self.left_out as u64);
-        json!({"text": summary.text, "turns": turns})
+        let turns = turns.min(u64::from(u32::MAX));
+        json!({"text": within_summary_bound(&summary.text), "turns": turns})
     }
+}
+
+/// The most characters of a summary the service takes back.
+const MOST_SUMMARY_CHARS: usize = 100_000;
+
+/// `text`'s first [`MOST_SUMMARY_CHARS`] characters.
+fn within_summary_bound(text: &str) -> &str {
+    match text.char_indices().nth(MOST_SUMMARY_CHARS) {
+        Some((end, _)) => &text[..end],
+        None => text,
+    }
+}
+
+/// The bytes `text` takes as a JSON string: a control character is six (`\u0001`), a quote,
+/// a backslash or a newline two. A session's bound is on what is sent, not on characters.
+fn json_bytes(text: &str) -> usize {
+    text.bytes()
+        .map(|b| match b {
+            b'"' | b'\\' | b'\n' | b'\r' | b'\t' | 0x08 | 0x0c => 2,
+            0..=0x1f => 6,
+            _ => 1,
+        })
+        .sum::<usize>()
+        + 2
 }
 
 /// The turns of the newest runs within [`MOST_TURNS_SENT`] and [`MOST_BYTES_SENT`] (whole runs,
@@ -192,7 +223,7 @@ fn newest(mut turns: Vec<Value>) -> (Vec<Value>, usize) {
     for run in turns.rchunks(2) {
         bytes += run
             .iter()
-            .map(|t| t["content"].as_str().map_or(0, str::len))
+            .map(|t| t["content"].as_str().map_or(0, json_bytes))
             .sum::<usize>();
         if kept + run.len() > MOST_TURNS_SENT || bytes > MOST_BYTES_SENT {
             break;
