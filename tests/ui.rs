@@ -620,19 +620,29 @@ Action: submit_answer(answer="42")
     assert!(problem.contains("must be a JSON object"), "{problem}");
     assert_eq!(browser.count(&format!("{first} .decision")).await, 0);
 
-    // Nor does the endpoint take one posted by hand: 400, and the call still waits.
-    let posted = format!(
-        "const id = Number(document.querySelector(\"{first} .approval-request\").dataset.id);
-         return fetch('api/approval', {{method: 'POST', headers: {{'content-type': 'application/json'}},
-           body: JSON.stringify({{id, decision: 'edit', arguments: 'src/answer.rs'}})}})
-           .then(async r => [r.status, await r.text()]);"
-    );
-    let refused = browser.client.execute(&posted, vec![]).await.unwrap();
-    assert_eq!(refused[0], 400, "{refused}");
-    assert!(
-        refused[1].as_str().unwrap().contains("a JSON object"),
-        "{refused}"
-    );
+    // Nor does the endpoint take one posted by hand (not an object, or nested past 32 levels,
+    // which the run's report could not be read back with): 400, and the call still waits.
+    let post = |arguments: &str| {
+        format!(
+            "const id = Number(document.querySelector(\"{first} .approval-request\").dataset.id);
+             const deep = [...Array(40)].reduce(inner => ({{k: inner}}), 1);
+             return fetch('api/approval', {{method: 'POST', headers: {{'content-type': 'application/json'}},
+               body: JSON.stringify({{id, decision: 'edit', arguments: {arguments}}})}})
+               .then(async r => [r.status, await r.text()]);"
+        )
+    };
+    for (arguments, why) in [
+        ("'src/answer.rs'", "a JSON object"),
+        ("deep", "deeper than 32"),
+    ] {
+        let refused = browser
+            .client
+            .execute(&post(arguments), vec![])
+            .await
+            .unwrap();
+        assert_eq!(refused[0], 400, "{refused}");
+        assert!(refused[1].as_str().unwrap().contains(why), "{refused}");
+    }
 
     edit("{\"path\": \"src/answer.rs\"}").await;
     browser

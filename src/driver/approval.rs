@@ -84,6 +84,44 @@ pub const NO_ONE_TO_ASK: &str =
 /// Tries a person gets to type valid JSON for an edit before the call is denied.
 const EDIT_TRIES: usize = 3;
 
+/// How deep edited arguments may nest. The run's report holds them a few levels deeper, and a
+/// report past serde_json's 128 levels could not be read back from a session.
+pub const MAX_EDIT_DEPTH: usize = 32;
+
+/// What the model is told of arguments the user edited: short, so the tool's output is not cut
+/// off behind them, and without `secrets` (a password typed for the tool is not the model's).
+pub fn edit_note(args: &Value, secrets: &[String]) -> String {
+    const MOST_SHOWN: usize = 1_000;
+    let text = super::memory::redact::scrubbed_text(&args.to_string(), secrets);
+    let shown = match text.char_indices().nth(MOST_SHOWN) {
+        Some((end, _)) => format!("{}…", &text[..end]),
+        None => text,
+    };
+    format!("(The user edited the arguments to {shown}.)")
+}
+
+/// Arguments typed or posted as an edit, when they are a JSON object nested at most
+/// [`MAX_EDIT_DEPTH`] levels; otherwise why not.
+pub fn edited_arguments(value: Value) -> Result<Value, String> {
+    if !value.is_object() {
+        return Err("the arguments must be a JSON object".into());
+    }
+    let mut stack = vec![(&value, 1)];
+    while let Some((node, depth)) = stack.pop() {
+        if depth > MAX_EDIT_DEPTH {
+            return Err(format!(
+                "the arguments nest deeper than {MAX_EDIT_DEPTH} levels"
+            ));
+        }
+        match node {
+            Value::Array(items) => stack.extend(items.iter().map(|v| (v, depth + 1))),
+            Value::Object(map) => stack.extend(map.values().map(|v| (v, depth + 1))),
+            _ => {}
+        }
+    }
+    Ok(value)
+}
+
 /// Asks on stderr and reads the answers, a line each, from the terminal (or a pipe). An input
 /// that has ended can answer nothing: the call is denied, said so.
 pub struct LineApprover {
@@ -169,9 +207,9 @@ async fn edit(input: &mut Conversation<'_>, proposed: &Value) -> Decision {
         let Some(line) = input.line().await else {
             return Decision::Deny(NO_ONE_TO_ASK.into());
         };
-        match serde_json::from_str::<Value>(&line) {
-            Ok(args @ Value::Object(_)) => return Decision::Edit(args),
-            Ok(_) => eprintln!("The arguments must be a JSON object."),
+        match serde_json::from_str::<Value>(&line).map(edited_arguments) {
+            Ok(Ok(args)) => return Decision::Edit(args),
+            Ok(Err(why)) => eprintln!("Not taken: {why}."),
             Err(e) => eprintln!("That is not JSON: {e}"),
         }
     }
@@ -193,6 +231,45 @@ mod tests {
             parameters: json!({"type": "object"}),
             ..ToolMetadata::default()
         }
+    }
+
+    #[test]
+    fn an_edit_is_an_object_nested_within_the_bound() {
+        assert!(edited_arguments(json!({"path": "a"})).is_ok());
+        for refused in [json!([1]), json!("a"), json!(null), json!(3)] {
+            let why = edited_arguments(refused).err().unwrap_or_default();
+            assert!(why.contains("a JSON object"), "{why}");
+        }
+        let nested =
+            |levels: usize| (1..levels).fold(json!({"x": 1}), |inner, _| json!({ "k": inner }));
+        assert!(edited_arguments(nested(MAX_EDIT_DEPTH - 1)).is_ok());
+        let why = edited_arguments(nested(MAX_EDIT_DEPTH + 1))
+            .err()
+            .unwrap_or_default();
+        assert!(why.contains("deeper than 32"), "{why}");
+        let arrays = (0..MAX_EDIT_DEPTH).fold(json!(1), |inner, _| json!([inner]));
+        let in_an_array = json!({ "a": arrays });
+        assert!(edited_arguments(in_an_array).is_err());
+    }
+
+    #[test]
+    fn the_model_reads_an_edit_short_and_without_the_known_secrets() {
+        let secret = "hunter2hunter2xyz".to_string();
+        let args = json!({"path": "f.txt", "auth": secret, "content": "z".repeat(70_000)});
+        let note = edit_note(&args, std::slice::from_ref(&secret));
+        assert!(!note.contains(&secret), "{note}");
+        assert!(
+            note.contains("[REDACTED]") && note.contains("\"path\":\"f.txt\""),
+            "{note}"
+        );
+        assert!(
+            note.chars().count() < 1_100,
+            "{} characters",
+            note.chars().count()
+        );
+        assert!(note.ends_with("….)"), "{note}");
+        let short = edit_note(&json!({"path": "b"}), &[]);
+        assert_eq!(short, r#"(The user edited the arguments to {"path":"b"}.)"#);
     }
 
     async fn decided(typed: &str) -> Decision {

@@ -13,8 +13,9 @@ use super::run::{add_models, keep_summary, llm_config, Driver, Next, Progress, W
 /// Under this completeness an answer is incomplete (the service's rule).
 const RETRY_BELOW: u64 = 7;
 
-/// Tries at adjusting the plan in one run. Each is a model call, so one that failed counts too:
-/// a service that cannot plan (its provider down) costs a run three calls, not one per failure.
+/// Tries at adjusting the plan in one run. Each is a plan request (a model call, and the
+/// service's retries of it), so one that failed counts too: a service that cannot plan (its
+/// provider down) costs a run three requests, not one per failed call.
 const MAX_ADJUSTMENTS: usize = 3;
 
 impl Driver {

@@ -683,7 +683,10 @@ impl Driver {
         };
         let observation = match &proposed_args {
             // The model still holds its own arguments: it is told what ran instead.
-            Some(_) => format!("(The user edited the arguments to {args}.)\n{observation}"),
+            Some(_) => format!(
+                "{}\n{observation}",
+                approval::edit_note(&args, &self.known_secrets())
+            ),
             None => observation,
         };
         Ok(Ran {
@@ -693,6 +696,16 @@ impl Driver {
             approval,
             proposed_args,
         })
+    }
+
+    /// The models' keys and the environment's secrets.
+    fn known_secrets(&self) -> Vec<String> {
+        let s = &self.settings;
+        let keys = s
+            .key
+            .iter()
+            .chain(s.fallbacks.iter().filter_map(|f| f.key.as_ref()));
+        super::memory::redact::secrets(keys.cloned())
     }
 
     /// The approver's decision on a call the policy asks about; `None` when it does not ask.

@@ -23,7 +23,7 @@ use serde_json::{json, Value};
 use super::approver::{Answered, Approvals};
 use super::guard::{refused_host, refused_origin};
 use super::runner::{Job, Runs};
-use crate::driver::approval::Decision;
+use crate::driver::approval::{edited_arguments, Decision};
 use crate::driver::memory::{session_name, SessionStore};
 
 const INDEX: &str = include_str!("assets/index.html");
@@ -248,8 +248,8 @@ fn decision_of(answer: ApprovalAnswer) -> Result<Decision, String> {
             }))
         }
         "edit" => match answer.arguments {
-            Some(arguments @ Value::Object(_)) => Ok(Decision::Edit(arguments)),
-            _ => Err("an edit's arguments are a JSON object".into()),
+            Some(arguments) => edited_arguments(arguments).map(Decision::Edit),
+            None => Err("an edit names its arguments (a JSON object)".into()),
         },
         other => Err(format!(
             "a decision is approve, deny or edit, not {other:?}"
@@ -268,7 +268,7 @@ async fn approval(page: web::Data<Page>, answer: web::Json<ApprovalAnswer>) -> H
     match page.approvals.answer(id, decision) {
         Answered::Taken => HttpResponse::Ok().json(json!({ "answered": id })),
         Answered::NotWaiting => {
-            let message = "no call waits for that approval (the run ended, or it was answered)";
+            let message = "nothing waits for that decision (the run ended, or it was answered)";
             refusal(StatusCode::NOT_FOUND, message)
         }
         Answered::NotEditable => {
