@@ -252,7 +252,8 @@ fn turns(runs: &[SavedRun]) -> Vec<Value> {
                 question => question,
             };
             let answer = match (run.termination.as_str(), run.answer.trim()) {
-                ("success", answer) if !answer.is_empty() => answer.to_string(),
+                ("success", "") => "(an empty answer)".to_string(),
+                ("success", answer) => answer.to_string(),
                 (ended, "") => format!("[This run ended without an answer: {ended}.]"),
                 (ended, said) => format!("[This run ended without an answer: {ended}.] {said}"),
             };
@@ -287,6 +288,7 @@ mod tests {
         let sent = turns(&[
             run("What is 6 * 7?", "42", "success"),
             run("And 7 * 8?", "the loop was cancelled", "cancelled"),
+            run("  ", " ", "success"),
         ]);
         let shape: Vec<(&str, &str)> = sent
             .iter()
@@ -307,6 +309,8 @@ mod tests {
                     "assistant",
                     "[This run ended without an answer: cancelled.] the loop was cancelled"
                 ),
+                ("user", "(no question)"),
+                ("assistant", "(an empty answer)"),
             ]
         );
         assert_eq!(sent[1]["timestamp"], "2026-01-01T00:00:05.000Z");
