@@ -8,7 +8,7 @@ use validator::Validate;
 
 use crate::llm::{Provider, RawApiKey};
 use crate::step::{ContextSource, Encoding, Turn};
-use crate::step::{HistoryStrategy, ToolMode};
+use crate::step::{HistoryStrategy, ToolMode, MAX_SUMMARY_CHARS};
 
 /// Upper bounds that keep one request's work bounded whatever the body limit is. File contents
 /// are bounded by the body limit (`REACTSTEP_MAX_BODY_BYTES`) alone.
@@ -184,9 +184,13 @@ pub fn is_native_tool_name(name: &str) -> bool {
         .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'))
 }
 
+/// The validator's lengths are u64.
+const SUMMARY_CHARS: u64 = MAX_SUMMARY_CHARS as u64;
+
 #[derive(Debug, Deserialize, Validate)]
 pub struct ConversationSummaryDto {
-    #[validate(length(min = 1, max = 100_000))]
+    /// Never shorter or longer than a summary the service returns.
+    #[validate(length(min = 1, max = SUMMARY_CHARS))]
     pub text: String,
     pub turns: u32,
 }

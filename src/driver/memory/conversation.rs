@@ -21,6 +21,7 @@ use super::types::{now_ms, NewRun, SavedRun, Summary};
 use crate::driver::prior::PriorConversation;
 use crate::driver::report::{RunReport, Termination};
 use crate::driver::terminal::printable;
+use crate::step::within_summary_bound;
 
 /// The most turns of a session a run sends (its newest 100 runs).
 pub const MOST_TURNS_SENT: usize = 200;
@@ -178,9 +179,7 @@ impl Conversation {
         };
         (self.summary.as_ref() != Some(&summary)).then_some(summary)
     }
-}
 
-impl Conversation {
     /// The kept summary as the service reads it: its turns counted from the first turn sent.
     /// Within what the service takes (`turns` a u32, the text at most 100,000 characters), so
     /// that no summary kept, however it was made, makes the session's runs refused.
@@ -188,17 +187,6 @@ impl Conversation {
         let turns = summary.turns.saturating_sub(self.left_out as u64);
         let turns = turns.min(u64::from(u32::MAX));
         json!({"text": within_summary_bound(&summary.text), "turns": turns})
-    }
-}
-
-/// The most characters of a summary the service takes back.
-const MOST_SUMMARY_CHARS: usize = 100_000;
-
-/// `text`'s first [`MOST_SUMMARY_CHARS`] characters.
-fn within_summary_bound(text: &str) -> &str {
-    match text.char_indices().nth(MOST_SUMMARY_CHARS) {
-        Some((end, _)) => &text[..end],
-        None => text,
     }
 }
 

@@ -16,3 +16,4 @@ pub(super) mod truncate;
 pub mod workspace;
 
 pub use items::{dedupe, ContextItem, ContextReport, ContextSource, Excluded, Fate, ReportItem};
+pub use summary::{within_summary_bound, MAX_SUMMARY_CHARS};

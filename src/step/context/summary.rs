@@ -17,6 +17,14 @@ const SUMMARY_MAX_TOKENS: u32 = 400;
 /// The longest summary a client may send back (`conversation_summary.text`), in characters.
 pub const MAX_SUMMARY_CHARS: usize = 100_000;
 
+/// `text`'s first [`MAX_SUMMARY_CHARS`] characters: as much of a summary as a request takes.
+pub fn within_summary_bound(text: &str) -> &str {
+    match text.char_indices().nth(MAX_SUMMARY_CHARS) {
+        Some((end, _)) => &text[..end],
+        None => text,
+    }
+}
+
 const INSTRUCTIONS: &str = "You keep the memory of a coding assistant's conversation. Summarise \
 the conversation below for the assistant's own later use: the user's goal, each tool that was \
 called with what it found, decisions made and questions still open. Keep names, paths and \
@@ -92,10 +100,7 @@ pub async fn summarize(
 /// never more than [`MAX_SUMMARY_CHARS`] (a model that ignores the output limit could write
 /// more) and never empty (the marker stands in for a model that wrote nothing).
 fn returnable(text: &str, omitted: usize) -> String {
-    let text = match text.char_indices().nth(MAX_SUMMARY_CHARS) {
-        Some((end, _)) => &text[..end],
-        None => text,
-    };
+    let text = within_summary_bound(text);
     match text.is_empty() {
         true => super::budget::marker_text(omitted),
         false => text.to_string(),
