@@ -65,7 +65,7 @@ pub fn fit(body: &mut Value, limit: usize) -> Vec<u8> {
 }
 
 /// The bytes a string takes in JSON, escapes and quotes included.
-fn json_len(text: &str) -> usize {
+pub(crate) fn json_len(text: &str) -> usize {
     serde_json::to_string(text).map_or(text.len(), |s| s.len())
 }
 

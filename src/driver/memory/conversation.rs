@@ -18,6 +18,7 @@ use super::name::session_name;
 use super::redact::{self, scrubbed, scrubbed_text};
 use super::store::SessionStore;
 use super::types::{now_ms, NewRun, SavedRun, Summary};
+use crate::driver::observation::json_len;
 use crate::driver::prior::PriorConversation;
 use crate::driver::report::{RunReport, Termination};
 use crate::driver::terminal::printable;
@@ -190,19 +191,6 @@ impl Conversation {
     }
 }
 
-/// The bytes `text` takes as a JSON string: a control character is six (`\u0001`), a quote,
-/// a backslash or a newline two. A session's bound is on what is sent, not on characters.
-fn json_bytes(text: &str) -> usize {
-    text.bytes()
-        .map(|b| match b {
-            b'"' | b'\\' | b'\n' | b'\r' | b'\t' | 0x08 | 0x0c => 2,
-            0..=0x1f => 6,
-            _ => 1,
-        })
-        .sum::<usize>()
-        + 2
-}
-
 /// The turns of the newest runs within [`MOST_TURNS_SENT`] and [`MOST_BYTES_SENT`] (whole runs,
 /// so the turns sent begin with a question), and how many older turns are left out.
 fn newest(mut turns: Vec<Value>) -> (Vec<Value>, usize) {
@@ -211,7 +199,8 @@ fn newest(mut turns: Vec<Value>) -> (Vec<Value>, usize) {
     for run in turns.rchunks(2) {
         bytes += run
             .iter()
-            .map(|t| t["content"].as_str().map_or(0, json_bytes))
+            // As sent: a control character is six bytes (`\u0001`), not one.
+            .map(|t| t["content"].as_str().map_or(0, json_len))
             .sum::<usize>();
         if kept + run.len() > MOST_TURNS_SENT || bytes > MOST_BYTES_SENT {
             break;
