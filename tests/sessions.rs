@@ -582,7 +582,8 @@ async fn a_planned_run_sends_the_sessions_summary_with_its_plan_as_with_its_step
         turns: 4,
     };
     save_runs(&store, "planned", runs, Some(summary)).await;
-    let model = MockServer::start().await;
+    // The summarising model, that answers a plan request with a plan too.
+    let model = summarising_model().await;
     let plan = serde_json::json!({"complexity": "simple", "estimated_iterations": 1, "steps": [
         {"step_number": 1, "description": "Answer from the notes", "tool_name": null}]});
     Mock::given(method("POST"))
@@ -594,14 +595,6 @@ async fn a_planned_run_sends_the_sessions_summary_with_its_plan_as_with_its_step
             ))),
         )
         .with_priority(1)
-        .mount(&model)
-        .await;
-    Mock::given(method("POST"))
-        .and(path("/v1/chat/completions"))
-        .respond_with(streamed(
-            "Thought: it is in the summary\nFinal Answer: 8443",
-        ))
-        .with_priority(2)
         .mount(&model)
         .await;
     let ran = finished(online(&store, "planned", "What port?", &model, 6_000).arg("--plan")).await;

@@ -325,6 +325,21 @@ async fn context_priority_and_tokenizer_are_honoured() {
     );
 }
 
+/// A step with `history_strategy: summarize` whose two oldest turns do not fit its window.
+fn summarizing_request() -> Value {
+    let long = "lorem ipsum dolor sit amet ".repeat(150);
+    let mut body = request("gpt-4o", "And the middleware?");
+    body["conversation_history"] = json!([
+        {"role": "user", "content": format!("OLDEST {long}")},
+        {"role": "assistant", "content": format!("MIDDLE {long}")},
+        {"role": "user", "content": "NEWEST"}
+    ]);
+    body["history_strategy"] = json!("summarize");
+    body["llm_config"]["tokenLimit"] = json!(1200);
+    body["llm_config"]["reservedOutputTokens"] = json!(300);
+    body
+}
+
 #[tokio::test]
 async fn a_summary_the_model_writes_too_long_or_empty_is_returned_as_one_the_service_takes_back() {
     let too_long = "word ".repeat(25_000);
@@ -340,16 +355,7 @@ async fn a_summary_the_model_writes_too_long_or_empty_is_returned_as_one_the_ser
         ],
     )
     .await;
-    let long = "lorem ipsum dolor sit amet ".repeat(150);
-    let mut body = request("gpt-4o", "And the middleware?");
-    body["conversation_history"] = json!([
-        {"role": "user", "content": format!("OLDEST {long}")},
-        {"role": "assistant", "content": format!("MIDDLE {long}")},
-        {"role": "user", "content": "NEWEST"}
-    ]);
-    body["history_strategy"] = json!("summarize");
-    body["llm_config"]["tokenLimit"] = json!(1200);
-    body["llm_config"]["reservedOutputTokens"] = json!(300);
+    let mut body = summarizing_request();
 
     let first = app.post_react_step(&body).await;
     assert_eq!(first.status, 200, "{}", first.text);
@@ -388,16 +394,7 @@ async fn summarize_makes_one_summary_call_and_the_client_summary_is_reused() {
         ],
     )
     .await;
-    let long = "lorem ipsum dolor sit amet ".repeat(150);
-    let mut body = request("gpt-4o", "And the middleware?");
-    body["conversation_history"] = json!([
-        {"role": "user", "content": format!("OLDEST {long}")},
-        {"role": "assistant", "content": format!("MIDDLE {long}")},
-        {"role": "user", "content": "NEWEST"}
-    ]);
-    body["history_strategy"] = json!("summarize");
-    body["llm_config"]["tokenLimit"] = json!(1200);
-    body["llm_config"]["reservedOutputTokens"] = json!(300);
+    let mut body = summarizing_request();
 
     let first = app.post_react_step(&body).await;
 
