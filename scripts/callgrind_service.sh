@@ -10,6 +10,10 @@
 #           has not seen
 #     N 1000, C 4, WARM 100
 # REACTSTEP_BIN runs another build of the service (a copy kept for a before/after comparison).
+# TARGET=pass-through counts the bare actix-web + reqwest pass-through of `scripts/load.sh
+# compare` instead of the service, on the same bodies: the yardstick of issue 35's warm target
+# in instructions (a CPU-bound step at 0.9x the pass-through's throughput may run about 1.11x
+# its instructions).
 # The callgrind output is left in $CARGO_TARGET_DIR/callgrind/ for callgrind_annotate.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -34,13 +38,25 @@ trap 'kill "${pids[@]}" 2>/dev/null || true' EXIT
 coproc MOCK { exec "$load" mock-upstream; }
 pids+=("$MOCK_PID")
 read -r mock_port <&"${MOCK[0]}"
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-REACTSTEP_BIND="127.0.0.1:$port" REACTSTEP_OPENAI_BASE_URL="http://127.0.0.1:$mock_port/v1" \
-    valgrind --tool=callgrind --callgrind-out-file="$out/callgrind.out.%p" \
-    "$service_bin" >/dev/null 2>"$out/valgrind.log" &
-service=$!
+if [ "${TARGET:-service}" = pass-through ]; then
+    coproc PASS {
+        exec valgrind --tool=callgrind --callgrind-out-file="$out/callgrind.out.%p" \
+            "$load" pass-through "http://127.0.0.1:$mock_port" 2>"$out/valgrind.log"
+    }
+    service=$PASS_PID
+    read -r port <&"${PASS[0]}"
+else
+    port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+    REACTSTEP_BIND="127.0.0.1:$port" REACTSTEP_OPENAI_BASE_URL="http://127.0.0.1:$mock_port/v1" \
+        valgrind --tool=callgrind --callgrind-out-file="$out/callgrind.out.%p" \
+        "$service_bin" >/dev/null 2>"$out/valgrind.log" &
+    service=$!
+fi
 pids+=("$service")
-until curl -sf "http://127.0.0.1:$port/readyz" >/dev/null; do sleep 1; done
+# The pass-through has no /readyz: its port is printed once bound, and the warm-up waits on it.
+if [ "${TARGET:-service}" != pass-through ]; then
+    until curl -sf "http://127.0.0.1:$port/readyz" >/dev/null; do sleep 1; done
+fi
 
 drive() {
     python3 - "http://127.0.0.1:$port/api/agent/react_step" "$bodies" "$body" "$1" "$c" "$2" <<'PY'
