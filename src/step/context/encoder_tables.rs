@@ -1,11 +1,10 @@
-//! The token encoders, built from the zstd-compressed tables that build.rs puts in the binary.
+//! The token encoders, built from the packed tables that build.rs puts in the binary.
 //!
 //! bpe-openai's own encoders (`bpe_openai::o200k_base()`) would bring 47 MB of uncompressed
 //! msgpack into the executable; these are the same encoders written by their own serde
-//! implementation in postcard's form (read in half the instructions of msgpack), compressed to
-//! about 19 MB in release builds. Each is inflated once, when its encoder is first built, on as many
-//! threads as it has frames and the process has cores, and the inflated bytes are dropped as
-//! soon as the encoder is read from them.
+//! implementation in postcard's form (read in half the instructions of msgpack), compressed
+//! (`packed_table`: 29 MB in release builds). Each is inflated once, when its encoder is first
+//! built, and the inflated bytes are dropped as soon as the encoder is read from them.
 //!
 //! The pre-tokenizer is OpenAI's published pattern for each encoding, given to bpe-openai's
 //! `Tokenizer::new_lookahead`: the regex engine has no look-ahead, so tiktoken's `\s+(?!\S)` (a
@@ -28,7 +27,9 @@ use bpe_openai::Tokenizer;
 use regex_automata::meta::{Cache, Regex};
 use regex_automata::{Anchored, Input};
 
-static O200K_TABLE: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/o200k_base.postcard.zst"));
+use super::packed_table::{inflate, Packing};
+
+static O200K_TABLE: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/o200k_base.postcard.lz4"));
 static CL100K_TABLE: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/cl100k_base.postcard.zst"));
 
 /// The pre-tokenizer's alternatives after the main ones, with whether each ends in one
@@ -105,14 +106,14 @@ static O200K: LazyLock<Encoder> = LazyLock::new(|| {
         r"\s+$".to_string(),
     ]
     .join("|");
-    build("o200k_base", O200K_TABLE, &main, 0)
+    build("o200k_base", O200K_TABLE, Packing::Lz4, &main, 0)
 });
 
 static CL100K: LazyLock<Encoder> = LazyLock::new(|| {
     let main = format!(
         r"{CONTRACTIONS}|[^\r\n\p{{L}}\p{{N}}]?\p{{L}}+|\p{{N}}{{1,3}}| ?[^\s\p{{L}}\p{{N}}]+[\r\n]*|\s*[\r\n]+|\s+$"
     );
-    build("cl100k_base", CL100K_TABLE, &main, 1)
+    build("cl100k_base", CL100K_TABLE, Packing::Zstd, &main, 1)
 });
 
 /// `o200k_base`, built on first use.
@@ -127,8 +128,8 @@ pub fn cl100k_base() -> &'static Encoder {
 
 /// The encoder from its compressed table and the main alternatives of its pre-tokenizer. The
 /// tables are built into the binary, so a failure here is a broken build: it panics.
-fn build(name: &str, compressed: &[u8], main: &str, slot: usize) -> Encoder {
-    let table = inflate(compressed).unwrap_or_else(|e| panic!("{name}: bad table: {e}"));
+fn build(name: &str, packed: &[u8], packing: Packing, main: &str, slot: usize) -> Encoder {
+    let table = inflate(packed, packing).unwrap_or_else(|e| panic!("{name}: bad table: {e}"));
     let bpe: BytePairEncoding =
         postcard::from_bytes(&table).unwrap_or_else(|e| panic!("{name}: bad table: {e}"));
     drop(table);
@@ -143,62 +144,6 @@ fn build(name: &str, compressed: &[u8], main: &str, slot: usize) -> Encoder {
         lookahead: patterns.map(|(_, l)| l),
         slot,
     }
-}
-
-/// The bytes of a run of zstd frames, each inflated into its own part of one buffer, the frames
-/// shared among up to one thread per core.
-fn inflate(frames: &[u8]) -> std::io::Result<Vec<u8>> {
-    let invalid = |what: &str| std::io::Error::new(std::io::ErrorKind::InvalidData, what);
-    let mut parts = Vec::new();
-    let mut rest = frames;
-    while !rest.is_empty() {
-        let length = zstd::zstd_safe::find_frame_compressed_size(rest)
-            .map_err(|_| invalid("not a zstd frame"))?;
-        let (frame, after) = rest.split_at(length.min(rest.len()));
-        let size = zstd::zstd_safe::get_frame_content_size(frame)
-            .ok()
-            .flatten()
-            .ok_or_else(|| invalid("a frame without its size"))?;
-        parts.push((
-            frame,
-            usize::try_from(size).map_err(|_| invalid("too big"))?,
-        ));
-        rest = after;
-    }
-    let mut out = vec![0u8; parts.iter().map(|(_, size)| size).sum()];
-    let mut slices = Vec::with_capacity(parts.len());
-    let mut free = out.as_mut_slice();
-    for (frame, size) in parts {
-        let (slice, after) = free.split_at_mut(size);
-        slices.push((frame, slice));
-        free = after;
-    }
-    let cores = std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get);
-    let per_thread = slices.len().div_ceil(cores.max(1)).max(1);
-    std::thread::scope(|scope| {
-        let threads: Vec<_> = slices
-            .chunks_mut(per_thread)
-            .map(|group| scope.spawn(move || inflate_into(group)))
-            .collect();
-        threads
-            .into_iter()
-            .try_for_each(|t| t.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
-    })?;
-    Ok(out)
-}
-
-/// Inflates each frame into its slice, which is exactly its size.
-fn inflate_into(group: &mut [(&[u8], &mut [u8])]) -> std::io::Result<()> {
-    for (frame, slice) in group.iter_mut() {
-        let written = zstd::bulk::decompress_to_buffer(frame, slice)?;
-        if written != slice.len() {
-            return Err(std::io::Error::new(
-                std::io::ErrorKind::InvalidData,
-                "a frame shorter than its size",
-            ));
-        }
-    }
-    Ok(())
 }
 
 #[cfg(test)]
@@ -231,11 +176,5 @@ mod tests {
             let theirs: Vec<String> = encoder.tokenizer.split(text).map(str::to_string).collect();
             assert_eq!(ours, theirs);
         }
-    }
-
-    #[test]
-    fn a_table_that_is_not_zstd_is_refused() {
-        assert!(inflate(b"not zstd at all").is_err());
-        assert_eq!(inflate(b"").ok(), Some(Vec::new()));
     }
 }

@@ -8,6 +8,7 @@ pub mod clearing;
 mod encoder_tables;
 mod items;
 mod margin;
+mod packed_table;
 pub mod prompt;
 pub(super) mod summary;
 pub mod token_cache;
