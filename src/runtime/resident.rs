@@ -1,8 +1,8 @@
 //! Gives back the memory of data compiled into the binary once start-up has read it.
 //!
-//! The token encoders are built at start from tables compiled into the executable (about 19 MB,
-//! zstd-compressed: `src/step/context/encoder_tables.rs`). Once built, those tables are never
-//! read again, but their pages stay resident
+//! The token encoders are built at start from tables compiled into the executable (about 29 MB,
+//! packed with LZ4 and zstd: `src/step/context/packed_table.rs`). Once built, those tables are
+//! never read again, but their pages stay resident
 //! and count against the process (and a container's memory limit) for its whole life. The
 //! kernel is asked to page out the executable's read-only data; a page that is needed later is
 //! read back from the file. `MADV_PAGEOUT` never discards what it cannot restore: a page that
