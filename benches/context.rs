@@ -262,5 +262,53 @@ fn counting(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, prompt_building, loop_steps, counting);
+/// A warm step's lookups (a dozen texts, every count in the cache) made by N threads at once,
+/// each thread one round per iteration and its own texts (N loops' steps): with no contention,
+/// an iteration takes as long on N threads as on one. Threads past the machine's cores are not
+/// measured: they would only wait.
+fn concurrent_lookups(c: &mut Criterion) {
+    let cores = std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get);
+    let loops: Vec<Vec<String>> = (0..16)
+        .map(|l| (0..12).map(|i| code(1_500, 100 * i + 10_000 * l)).collect())
+        .collect();
+    let counter = TokenCounter::for_model(Provider::OPENAI, "gpt-4o");
+    for text in loops.iter().flatten() {
+        counter.count(text);
+    }
+    let mut group = c.benchmark_group("token cache, a warm step's 12 lookups on every thread");
+    for threads in [1, 2, 4, 8, 16].into_iter().filter(|&n| n <= cores) {
+        group.bench_function(format!("{threads} threads"), |b| {
+            b.iter_custom(|iters| {
+                let start = &std::sync::Barrier::new(threads + 1);
+                std::thread::scope(|scope| {
+                    for texts in &loops[..threads] {
+                        scope.spawn(move || {
+                            let counter = TokenCounter::for_model(Provider::OPENAI, "gpt-4o");
+                            start.wait();
+                            for _ in 0..iters {
+                                for text in texts {
+                                    black_box(counter.count(black_box(text)));
+                                }
+                            }
+                        });
+                    }
+                    start.wait();
+                    let began = std::time::Instant::now();
+                    // The scope joins every thread before it returns.
+                    began
+                })
+                .elapsed()
+            })
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(
+    benches,
+    prompt_building,
+    loop_steps,
+    counting,
+    concurrent_lookups
+);
 criterion_main!(benches);

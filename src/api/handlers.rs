@@ -39,6 +39,7 @@ pub async fn readyz(state: web::Data<AppState>) -> HttpResponse {
 
 /// Prometheus metrics, as OpenMetrics text.
 pub async fn metrics() -> HttpResponse {
+    crate::step::publish_token_cache_metrics();
     HttpResponse::Ok()
         .content_type("application/openmetrics-text; version=1.0.0; charset=utf-8")
         .body(crate::telemetry::metrics::global().render())

@@ -44,6 +44,7 @@ mod usage;
 // answers, and how it fails. The edge names nothing deeper (tests/architecture.rs).
 pub use answer_schema::AnswerSchema;
 pub use context::clearing::ClearToolResults;
+pub use context::token_cache::publish_metrics as publish_token_cache_metrics;
 pub use context::tokens::{is_warm as encoders_warm, Encoding};
 pub use context::{dedupe, ContextItem, ContextReport, ContextSource, Excluded, Fate};
 pub use context::{within_summary_bound, MAX_SUMMARY_CHARS};

@@ -12,7 +12,6 @@
 
 use std::hash::BuildHasher;
 use std::num::NonZeroUsize;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, OnceLock};
 
 use foldhash::fast::FixedState;
@@ -36,14 +35,31 @@ struct Key {
     hashes: (u64, u64),
 }
 
+/// Shards of the cache, each with its own lock, entries and tallies: a step's dozen lookups from
+/// every core would otherwise take turns on one lock, one LRU list and four shared counters
+/// (issue 35 named the cache among the suspects of a step that scales worse than its
+/// pass-through). A key's shard is chosen by its first hash; each drops its own least recently
+/// used entry first.
+const SHARDS: usize = 32;
+
 pub struct TokenCache {
-    counts: Mutex<LruCache<Key, u32, FixedState>>,
+    shards: Box<[Shard]>,
     capacity: usize,
-    hits: AtomicU64,
-    misses: AtomicU64,
+}
+
+/// A shard alone on its cache lines (128 bytes: adjacent lines are fetched in pairs), so that
+/// two cores working in two shards never share a line.
+#[repr(align(128))]
+struct Shard(Mutex<Entries>);
+
+struct Entries {
+    counts: LruCache<Key, u32, FixedState>,
+    capacity: usize,
+    hits: u64,
+    misses: u64,
     /// The text looked up, answered from the cache and counted afresh: how cold steps are.
-    hit_bytes: AtomicU64,
-    miss_bytes: AtomicU64,
+    hit_bytes: u64,
+    miss_bytes: u64,
 }
 
 static CACHE: OnceLock<Option<TokenCache>> = OnceLock::new();
@@ -64,18 +80,30 @@ pub const DEFAULT_MIB: u64 = 64;
 
 impl TokenCache {
     fn with_mib(mib: u64) -> Option<Self> {
+        Self::sharded(mib, SHARDS)
+    }
+
+    /// A cache of `mib` in `shards` shards (fewer when it holds fewer entries than that), their
+    /// capacities differing by one entry at most.
+    fn sharded(mib: u64, shards: usize) -> Option<Self> {
         let bytes = usize::try_from(mib.saturating_mul(1 << 20)).unwrap_or(usize::MAX);
-        let capacity = NonZeroUsize::new(bytes / ENTRY_BYTES)?;
-        Some(Self {
-            // Unbounded, with the bound kept here: `with_hasher` would allocate (and touch) the
-            // whole table at start-up, tens of MiB before a single count.
-            counts: Mutex::new(LruCache::unbounded_with_hasher(FixedState::with_seed(0))),
-            capacity: capacity.get(),
-            hits: AtomicU64::new(0),
-            misses: AtomicU64::new(0),
-            hit_bytes: AtomicU64::new(0),
-            miss_bytes: AtomicU64::new(0),
-        })
+        let capacity = NonZeroUsize::new(bytes / ENTRY_BYTES)?.get();
+        let shards = shards.clamp(1, capacity);
+        let shards = (0..shards)
+            .map(|i| {
+                Shard(Mutex::new(Entries {
+                    // Unbounded, with the bound kept here: `with_hasher` would allocate (and
+                    // touch) the whole table at start-up, tens of MiB before a single count.
+                    counts: LruCache::unbounded_with_hasher(FixedState::with_seed(0)),
+                    capacity: capacity / shards + usize::from(i < capacity % shards),
+                    hits: 0,
+                    misses: 0,
+                    hit_bytes: 0,
+                    miss_bytes: 0,
+                }))
+            })
+            .collect();
+        Some(Self { shards, capacity })
     }
 
     /// The count of `text`, from the cache or from `count` (then remembered). `count` may
@@ -91,21 +119,11 @@ impl TokenCache {
         count: impl FnOnce() -> Option<u32>,
     ) -> Option<u32> {
         let key = key(encoding, text);
-        let bytes = text.len() as u64;
-        let answered = match self.lock().get(&key).copied() {
-            Some(n) if n & OVER == 0 => Some(Some(n)),
-            Some(bound) if limit <= bound & !OVER => Some(None),
-            _ => None,
-        };
+        let shard = self.shard(&key);
+        let answered = Self::answered(&mut lock(shard), &key, text.len(), limit);
         if let Some(answer) = answered {
-            self.hits.fetch_add(1, Ordering::Relaxed);
-            self.hit_bytes.fetch_add(bytes, Ordering::Relaxed);
-            lookups(true).inc();
             return answer;
         }
-        self.misses.fetch_add(1, Ordering::Relaxed);
-        self.miss_bytes.fetch_add(bytes, Ordering::Relaxed);
-        lookups(false).inc();
         // Counted without the lock held: counting takes long, and other threads count too.
         let counted = count();
         let entry = match counted {
@@ -114,55 +132,97 @@ impl TokenCache {
             Some(_) => return counted,
             None => OVER | limit.min(OVER - 1),
         };
-        let len = {
-            let mut counts = self.lock();
-            counts.put(key, entry);
-            while counts.len() > self.capacity {
-                counts.pop_lru();
-            }
-            counts.len()
-        };
-        crate::telemetry::metrics::global()
-            .token_cache_bytes
-            .set(i64::try_from(len * ENTRY_BYTES).unwrap_or(i64::MAX));
+        let mut entries = lock(shard);
+        entries.counts.put(key, entry);
+        while entries.counts.len() > entries.capacity {
+            entries.counts.pop_lru();
+        }
         counted
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, LruCache<Key, u32, FixedState>> {
-        // A panic while holding the lock cannot leave a half-written entry: use it anyway.
-        self.counts.lock().unwrap_or_else(|e| e.into_inner())
+    /// The answer the shard holds for `key` within `limit`, if any, tallied as a hit or a miss.
+    fn answered(entries: &mut Entries, key: &Key, bytes: usize, limit: u32) -> Option<Option<u32>> {
+        let answer = match entries.counts.get(key).copied() {
+            Some(n) if n & OVER == 0 => Some(Some(n)),
+            Some(bound) if limit <= bound & !OVER => Some(None),
+            _ => None,
+        };
+        let (lookups, looked_up) = match answer {
+            Some(_) => (&mut entries.hits, &mut entries.hit_bytes),
+            None => (&mut entries.misses, &mut entries.miss_bytes),
+        };
+        *lookups += 1;
+        *looked_up += bytes as u64;
+        answer
+    }
+
+    fn shard(&self, key: &Key) -> &Shard {
+        // The second hash's high bits: the LRU's table uses the key's own hash of all fields.
+        &self.shards[(key.hashes.1 >> 32) as usize % self.shards.len()]
     }
 
     /// Forgets every count: for benchmarks that measure text never seen before.
     pub fn clear(&self) {
-        self.lock().clear();
+        for shard in &self.shards {
+            lock(shard).counts.clear();
+        }
+    }
+
+    /// Brings the metrics up to the shards' tallies. Lookups are tallied in their shard, under
+    /// the lock they take anyway, not on a counter that every core would update at every
+    /// lookup; `/metrics` publishes them when it is read.
+    fn publish(&self) {
+        // Two readers at once would both add the same difference.
+        static PUBLISHING: Mutex<()> = Mutex::new(());
+        let _one = PUBLISHING.lock().unwrap_or_else(|e| e.into_inner());
+        for (hit, total) in [(true, self.hits()), (false, self.misses())] {
+            let counter = lookups(hit);
+            counter.inc_by(total.saturating_sub(counter.get()));
+        }
+        crate::telemetry::metrics::global()
+            .token_cache_bytes
+            .set(i64::try_from(self.bytes().0).unwrap_or(i64::MAX));
+    }
+
+    /// The sum over the shards of `f` of each.
+    fn total(&self, f: impl Fn(&Entries) -> u64) -> u64 {
+        self.shards.iter().map(|shard| f(&lock(shard))).sum()
     }
 
     pub fn hits(&self) -> u64 {
-        self.hits.load(Ordering::Relaxed)
+        self.total(|e| e.hits)
     }
 
     pub fn misses(&self) -> u64 {
-        self.misses.load(Ordering::Relaxed)
+        self.total(|e| e.misses)
     }
 
     /// The bytes of text looked up so far: answered from the cache, and counted afresh.
     pub fn looked_up_bytes(&self) -> (u64, u64) {
-        (
-            self.hit_bytes.load(Ordering::Relaxed),
-            self.miss_bytes.load(Ordering::Relaxed),
-        )
+        (self.total(|e| e.hit_bytes), self.total(|e| e.miss_bytes))
     }
 
     /// Bytes the entries take now, and at most.
     pub fn bytes(&self) -> (usize, usize) {
-        let len = self.lock().len();
+        let len = self.total(|e| e.counts.len() as u64) as usize;
         (len * ENTRY_BYTES, self.capacity * ENTRY_BYTES)
     }
 }
 
-/// The counter of hits or of misses, fetched from its family once: a step makes a dozen
-/// lookups, each a hashed read of the family before. Created at first use, as before.
+/// Brings the cache's metrics (lookups by kind, bytes held) up to date: for `/metrics`.
+pub fn publish_metrics() {
+    if let Some(cache) = CACHE.get().and_then(Option::as_ref) {
+        cache.publish();
+    }
+}
+
+fn lock(shard: &Shard) -> std::sync::MutexGuard<'_, Entries> {
+    // A panic while holding the lock cannot leave a half-written entry: use it anyway.
+    shard.0.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// The counter of hits or of misses, fetched from its family once. Created when first
+/// published, so that a process with the cache off has neither.
 fn lookups(hit: bool) -> &'static Counter {
     static HIT: OnceLock<Counter> = OnceLock::new();
     static MISS: OnceLock<Counter> = OnceLock::new();
@@ -194,7 +254,8 @@ mod tests {
 
     #[test]
     fn a_count_is_remembered_and_the_least_recently_used_goes_first() {
-        let cache = TokenCache::with_mib(1).unwrap_or_else(|| panic!("a cache"));
+        // One shard: the order is the whole cache's.
+        let cache = TokenCache::sharded(1, 1).unwrap_or_else(|| panic!("a cache"));
         let capacity = cache.capacity;
         let mut calls = 0;
         for i in 0..capacity + 1 {
@@ -263,6 +324,88 @@ mod tests {
         assert_eq!(count(5, 9), Some(9), "now a count: the caller judges it");
         assert_eq!(calls, 2);
         assert_eq!((cache.hits(), cache.misses()), (3, 2));
+    }
+
+    #[test]
+    fn shards_hold_the_capacity_between_them_and_keep_the_newest() {
+        let cache = TokenCache::with_mib(1).unwrap_or_else(|| panic!("a cache"));
+        let capacity = cache.capacity;
+        let smallest = capacity / SHARDS;
+        assert_eq!(cache.shards.len(), SHARDS);
+        let texts: Vec<String> = (0..2 * capacity).map(|i| format!("text {i}")).collect();
+        for text in &texts {
+            cache.count_with(0, text, u32::MAX, || Some(1));
+        }
+        assert_eq!(cache.bytes().0, capacity * ENTRY_BYTES, "full, not over");
+        // Looked at without a lookup, which would move or add entries.
+        let held = |text: &str| {
+            let key = key(0, text);
+            lock(cache.shard(&key)).counts.peek(&key).is_some()
+        };
+        // No shard took more of the last `smallest` texts than it holds: all are still there.
+        for text in &texts[texts.len() - smallest..] {
+            assert!(held(text), "{text} was dropped");
+        }
+        // And the older half was pushed out: each shard took about its share of the newer.
+        let kept = texts[..capacity].iter().filter(|t| held(t)).count();
+        assert!(kept < capacity / 10, "{kept} of the oldest kept");
+    }
+
+    #[test]
+    fn lookups_racing_on_every_shard_are_all_tallied() {
+        let cache = TokenCache::with_mib(1).unwrap_or_else(|| panic!("a cache"));
+        let texts: Vec<String> = (0..200).map(|i| format!("shared text {i}")).collect();
+        std::thread::scope(|scope| {
+            for _ in 0..8 {
+                scope.spawn(|| {
+                    for _ in 0..50 {
+                        for (i, text) in texts.iter().enumerate() {
+                            let got = cache.count_with(0, text, u32::MAX, || u32::try_from(i).ok());
+                            assert_eq!(got, u32::try_from(i).ok());
+                        }
+                    }
+                });
+            }
+        });
+        let lookups = 8 * 50 * texts.len() as u64;
+        assert_eq!(cache.hits() + cache.misses(), lookups);
+        // Each text was counted at least once and at most once per thread.
+        assert!(
+            (200..=8 * 200).contains(&cache.misses()),
+            "{}",
+            cache.misses()
+        );
+        let bytes: u64 = texts.iter().map(|t| t.len() as u64).sum::<u64>() * 8 * 50;
+        let (hit, miss) = cache.looked_up_bytes();
+        assert_eq!(hit + miss, bytes);
+        assert_eq!(cache.bytes().0, texts.len() * ENTRY_BYTES);
+    }
+
+    #[test]
+    fn a_cache_smaller_than_its_shards_has_one_entry_a_shard() {
+        let cache = TokenCache::sharded(1, usize::MAX).unwrap_or_else(|| panic!("a cache"));
+        assert_eq!(cache.shards.len(), cache.capacity);
+        assert!(cache.shards.iter().all(|s| lock(s).capacity == 1));
+    }
+
+    /// The only test that publishes: the counters are the process's.
+    #[test]
+    fn publishing_again_or_at_once_adds_only_what_is_new() {
+        let cache = TokenCache::with_mib(1).unwrap_or_else(|| panic!("a cache"));
+        let lookup = |text: &str| cache.count_with(0, text, u32::MAX, || Some(1));
+        lookup("a");
+        lookup("a");
+        lookup("b");
+        std::thread::scope(|scope| {
+            for _ in 0..4 {
+                scope.spawn(|| cache.publish());
+            }
+        });
+        cache.publish();
+        assert_eq!((lookups(true).get(), lookups(false).get()), (1, 2));
+        lookup("b");
+        cache.publish();
+        assert_eq!((lookups(true).get(), lookups(false).get()), (2, 2));
     }
 
     #[test]
