@@ -6,6 +6,7 @@ pub mod admission;
 pub mod approval;
 mod arithmetic;
 pub mod builtin;
+mod calls;
 pub mod cli;
 pub mod execution;
 pub mod interrupts;

@@ -7,11 +7,11 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
-use super::approval::{self, ApprovalPolicy, ApprovalRequest, Approver, Decision};
+use super::approval::{ApprovalPolicy, Approver, Decision};
 use super::execution::{Executor, RetryPolicy};
 use super::observation;
 use super::prior::PriorConversation;
-use super::registry::{ToolOutcome, ToolRegistry, ToolSource};
+use super::registry::{ToolRegistry, ToolSource};
 use super::report::{add_usage, record_error, record_tool_error};
 use super::report::{RunReport, StepRecord, Termination, TokenTotals};
 use super::step_retry;
@@ -200,7 +200,7 @@ pub struct Driver {
     pub(super) http: reqwest::Client,
     pub(super) settings: LoopSettings,
     /// Behind a lock only so a source can list its tools again between steps.
-    registry: tokio::sync::RwLock<ToolRegistry>,
+    pub(super) registry: tokio::sync::RwLock<ToolRegistry>,
     sources: Vec<Box<dyn ToolSource>>,
     /// Who decides the calls `settings.approval` asks about; without one, they are denied.
     pub(super) approver: Option<Box<dyn Approver>>,
@@ -222,8 +222,8 @@ pub(super) struct Progress {
     pub(super) plan_adjustment_tries: usize,
     pub(super) iterations_left: u32,
     /// The last call and how many times in a row it was made.
-    last_call: Option<(String, String, usize)>,
-    executor: Executor,
+    pub(super) last_call: Option<(String, String, usize)>,
+    pub(super) executor: Executor,
 }
 
 impl Progress {
@@ -262,28 +262,6 @@ impl Progress {
 pub(super) enum Next {
     Continue,
     End(Termination, String),
-}
-
-/// A call the loop asked about and ran (or did not, when denied).
-struct Ran {
-    observation: String,
-    failed: bool,
-    /// The arguments it ran with.
-    args: Value,
-    approval: Option<&'static str>,
-    proposed_args: Option<Value>,
-}
-
-impl Ran {
-    fn failed(observation: String, args: Value, approval: Option<&'static str>) -> Self {
-        Self {
-            observation,
-            failed: true,
-            args,
-            approval,
-            proposed_args: None,
-        }
-    }
 }
 
 impl Driver {
@@ -564,182 +542,6 @@ impl Driver {
             _ => Termination::Success,
         };
         Next::End(termination, answer)
-    }
-
-    /// Runs every proposed call and sends the results back, each answering its call's id.
-    async fn act(
-        &self,
-        reply: &Value,
-        iteration: u32,
-        thought: &str,
-        progress: &mut Progress,
-        watcher: &mut dyn Watcher,
-    ) -> Next {
-        let calls: Vec<Value> = match reply["parallel_actions"].as_array() {
-            Some(all) if !all.is_empty() => all.clone(),
-            _ => vec![reply["action_details"].clone()],
-        };
-        let mut history = reply["updated_conversation_history"].clone();
-        for call in &calls {
-            let tool = call["tool_name"].as_str().unwrap_or_default().to_string();
-            let args = call["tool_args"].clone();
-            watcher.action(iteration, &tool, &args);
-            if let Some(stalled) = self.stalled(progress, &tool, &args) {
-                return stalled;
-            }
-            let ran = match self
-                .run_call(iteration, &tool, args, progress, watcher)
-                .await
-            {
-                Ok(ran) => ran,
-                Err(end) => return end,
-            };
-            let (observation, failed) = (ran.observation, ran.failed);
-            watcher.observation(iteration, &observation);
-            if failed {
-                self.adjust_plan(&observation, progress, watcher).await;
-            }
-            let step = StepRecord {
-                iteration,
-                thought: thought.to_string(),
-                action: tool,
-                args: ran.args,
-                observation: observation.clone(),
-                timestamp: chrono::Utc::now().to_rfc3339(),
-                token_usage: reply["usage"].clone(),
-                approval: ran.approval,
-                proposed_args: ran.proposed_args,
-            };
-            let stop = watcher.stop_after(&step);
-            progress.report.steps.push(step);
-            if stop {
-                return Next::End(Termination::Custom, "stopped by the caller".into());
-            }
-            if let Some(turns) = history.as_array_mut() {
-                // The report keeps the whole observation; the service gets what it accepts.
-                let sent = observation::cut(&observation, observation::MAX_SENT_BYTES);
-                turns.push(json!({
-                    "role": "tool_observation", "content": sent,
-                    "tool_call_id": call["tool_call_id"], "is_error": failed,
-                }));
-            }
-        }
-        progress.history = history;
-        progress.query.clear();
-        progress.iterations_left = reply["iterations_remaining"].as_u64().unwrap_or(0) as u32;
-        if progress.iterations_left == 0 {
-            return Next::End(
-                Termination::MaxIterations,
-                "the loop reached its step limit before an answer".into(),
-            );
-        }
-        Next::Continue
-    }
-
-    /// Asks about the call where the policy says so, then runs it unless it was denied; `Err`
-    /// is the loop's end (the model's answer given through a tool).
-    async fn run_call(
-        &self,
-        iteration: u32,
-        tool: &str,
-        args: Value,
-        progress: &mut Progress,
-        watcher: &mut dyn Watcher,
-    ) -> Result<Ran, Next> {
-        let decision = self.decision(iteration, tool, &args).await;
-        if let Some(decision) = &decision {
-            watcher.approval(iteration, tool, decision);
-        }
-        let approval = decision.as_ref().map(Decision::name);
-        let (args, proposed_args) = match decision {
-            Some(Decision::Deny(reason)) => {
-                let observation = approval::denial(&reason);
-                return Ok(Ran::failed(observation, args, approval));
-            }
-            Some(Decision::Edit(edited)) => (edited, Some(args)),
-            _ => (args, None),
-        };
-        *progress
-            .report
-            .tool_usage
-            .entry(tool.to_string())
-            .or_default() += 1;
-        let registry = self.registry.read().await;
-        let executed = progress.executor.run(&registry, tool, &args).await;
-        drop(registry);
-        if let Some(why) = &executed.recovered_from {
-            record_tool_error(&mut progress.report, tool, why, executed.retries, true);
-        }
-        let (observation, failed) = match executed.outcome {
-            ToolOutcome::Done(text) => (text, false),
-            ToolOutcome::Failed(why) => {
-                record_tool_error(&mut progress.report, tool, &why, executed.retries, false);
-                (why, true)
-            }
-            ToolOutcome::Submitted { answer, confidence } => {
-                progress.report.confidence = confidence;
-                return Err(Next::End(Termination::Success, answer));
-            }
-        };
-        let observation = match &proposed_args {
-            // The model still holds its own arguments: it is told what ran instead.
-            Some(_) => format!(
-                "{}\n{observation}",
-                approval::edit_note(&args, &self.known_secrets())
-            ),
-            None => observation,
-        };
-        Ok(Ran {
-            observation,
-            failed,
-            args,
-            approval,
-            proposed_args,
-        })
-    }
-
-    /// The models' keys and the environment's secrets.
-    fn known_secrets(&self) -> Vec<String> {
-        let s = &self.settings;
-        let keys = s
-            .key
-            .iter()
-            .chain(s.fallbacks.iter().filter_map(|f| f.key.as_ref()));
-        super::memory::redact::secrets(keys.cloned())
-    }
-
-    /// The approver's decision on a call the policy asks about; `None` when it does not ask.
-    async fn decision(&self, iteration: u32, tool: &str, args: &Value) -> Option<Decision> {
-        let metadata = self.registry.read().await.get(tool)?.1.clone();
-        if !self.settings.approval.asks(&metadata) {
-            return None;
-        }
-        let request = ApprovalRequest {
-            iteration,
-            tool,
-            args,
-            metadata: &metadata,
-        };
-        Some(match &self.approver {
-            Some(approver) => approver.decide(request).await,
-            None => Decision::Deny(approval::NO_ONE_TO_ASK.into()),
-        })
-    }
-
-    /// The loop's end when this call is the same as the last `stall_threshold - 1`.
-    fn stalled(&self, progress: &mut Progress, tool: &str, args: &Value) -> Option<Next> {
-        let key = args.to_string();
-        let count = match &progress.last_call {
-            Some((t, a, n)) if t == tool && *a == key => n + 1,
-            _ => 1,
-        };
-        progress.last_call = Some((tool.to_string(), key, count));
-        (count >= self.settings.stall_threshold.max(1)).then(|| {
-            Next::End(
-                Termination::Stalled,
-                format!("the model called {tool} with the same arguments {count} times in a row"),
-            )
-        })
     }
 }
 
