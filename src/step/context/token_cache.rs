@@ -3,8 +3,8 @@
 //! process-wide cache maps (encoding, text) to its count, so only text never seen before is
 //! tokenized. The key is the text's length and two independent 64-bit hashes of it (a false
 //! hit needs both to collide at once), never the text itself, so an entry costs the same small
-//! size whatever it counts; the cache holds `REACTSTEP_TOKEN_CACHE_MIB` of entries and drops the
-//! least recently used first.
+//! size whatever it counts; the cache holds `REACTSTEP_TOKEN_CACHE_MIB` of entries, in shards
+//! that each drop their least recently used first.
 //!
 //! Small texts are counted word by word instead, through a per-thread memo of the pieces the
 //! tokenizer's pre-tokenizer cuts text into: the encoder's set-up for each piece costs more than
@@ -38,7 +38,7 @@ struct Key {
 /// Shards of the cache, each with its own lock, entries and tallies: a step's dozen lookups from
 /// every core would otherwise take turns on one lock, one LRU list and four shared counters
 /// (issue 35 named the cache among the suspects of a step that scales worse than its
-/// pass-through). A key's shard is chosen by its first hash; each drops its own least recently
+/// pass-through). A key's shard is chosen by its second hash; each drops its own least recently
 /// used entry first.
 const SHARDS: usize = 32;
 
