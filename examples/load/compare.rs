@@ -514,6 +514,10 @@ pub struct Figures {
     pub p99: f64,
     pub errors: u64,
     pub requests: u64,
+    /// What the service said it added (`X-Reactstep-Overhead-Ms`), seconds, at p50 and p99
+    /// (NaN: not told).
+    pub own_p50: f64,
+    pub own_p99: f64,
     /// CPU time of the process that served the requests, per request, in µs (0: not measured).
     pub cpu_us: f64,
     /// CPU time of the whole machine (every process and the kernel, steal excluded), per
@@ -720,6 +724,8 @@ fn mean(figures: &[Figures]) -> Figures {
         p99: sum(|f| f.p99),
         errors: figures.iter().map(|f| f.errors).sum(),
         requests: figures.iter().map(|f| f.requests).sum(),
+        own_p50: sum(|f| f.own_p50),
+        own_p99: sum(|f| f.own_p99),
         cpu_us: sum(|f| f.cpu_us),
         machine_us: sum(|f| f.machine_us),
     }

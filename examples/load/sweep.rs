@@ -19,6 +19,11 @@
 //! distinct sets of the same sizes, so each request's files and observations are text the
 //! service has not counted. `tokenizer-pass` times one pass of `o200k_base` over that new text
 //! (no cache, no memo), the yardstick of issue 35's cold target.
+//!
+//! Beside the added latency the client sees, the table gives what the service told it added
+//! (`X-Reactstep-Overhead-Ms`, its own phases less the upstream call, "told"): where the two
+//! part, the time went between the processes (waking, the loopback, the larger upstream body),
+//! not into the step's own work.
 
 use std::io::{BufRead, BufReader, Write};
 use std::process::Stdio;
@@ -136,7 +141,8 @@ fn new_texts(body: &[u8]) -> Vec<String> {
 // The generator (`drive URL warm|cold SECONDS CONCURRENCY`), a child pinned to its own cores
 
 /// One closed loop on one keep-alive connection: send, read the whole answer, send again, until
-/// `until`; the latencies (µs) of the requests sent after `measure_from`.
+/// `until`; the latencies (µs) of the requests sent after `measure_from`, and the time the
+/// service says it added to each (`X-Reactstep-Overhead-Ms`, µs; none from the pass-through).
 async fn connection(
     url: Arc<hyper::Uri>,
     next: Arc<AtomicU64>,
@@ -144,7 +150,7 @@ async fn connection(
     cold: bool,
     run: u64,
     (measure_from, until): (Instant, Instant),
-) -> (Vec<u32>, u64) {
+) -> (Vec<u32>, Vec<u32>, u64) {
     use http_body_util::{BodyExt, Full};
     let authority = url.authority().unwrap().to_string();
     let stream = tokio::net::TcpStream::connect(&authority).await.unwrap();
@@ -152,7 +158,7 @@ async fn connection(
     let io = hyper_util::rt::TokioIo::new(stream);
     let (mut sender, conn) = hyper::client::conn::http1::handshake(io).await.unwrap();
     tokio::spawn(conn);
-    let (mut latencies, mut errors) = (Vec::new(), 0);
+    let (mut latencies, mut own, mut errors) = (Vec::new(), Vec::new(), 0);
     while Instant::now() < until {
         let i = next.fetch_add(1, Ordering::Relaxed);
         let request = hyper::Request::post(url.path())
@@ -161,22 +167,45 @@ async fn connection(
             .body(Full::new(body(&templates, cold, run, i)))
             .unwrap();
         let sent = Instant::now();
-        let ok = match sender.send_request(request).await {
+        let (ok, overhead) = match sender.send_request(request).await {
             Ok(reply) => {
                 let status = reply.status();
-                reply.into_body().collect().await.is_ok() && status == 200
+                let overhead = overhead_us(reply.headers());
+                (
+                    reply.into_body().collect().await.is_ok() && status == 200,
+                    overhead,
+                )
             }
-            Err(_) => false,
+            Err(_) => (false, None),
         };
         if sent >= measure_from {
             latencies.push(u32::try_from(sent.elapsed().as_micros()).unwrap_or(u32::MAX));
+            own.extend(overhead);
             errors += u64::from(!ok);
         }
         if !ok {
             break;
         }
     }
-    (latencies, errors)
+    (latencies, own, errors)
+}
+
+/// The service's own time in a reply, in µs.
+fn overhead_us(headers: &hyper::HeaderMap) -> Option<u32> {
+    let ms: f64 = headers
+        .get("x-reactstep-overhead-ms")?
+        .to_str()
+        .ok()?
+        .parse()
+        .ok()?;
+    Some((ms * 1000.0).round() as u32)
+}
+
+/// The value at quantile `p` of sorted µs, in seconds.
+fn quantile(sorted: &[u32], p: f64) -> f64 {
+    sorted
+        .get(((sorted.len() as f64 - 1.0) * p).round() as usize)
+        .map_or(f64::NAN, |&us| f64::from(us) / 1e6)
 }
 
 /// `drive`: prints one JSON line of figures.
@@ -197,23 +226,22 @@ pub async fn drive(url: &str, kind: &str, seconds: u64, concurrency: u64) {
             tokio::spawn(connection(url, next, templates, cold, run, window))
         })
         .collect();
-    let (mut latencies, mut errors) = (Vec::new(), 0);
+    let (mut latencies, mut own, mut errors) = (Vec::new(), Vec::new(), 0);
     for handle in loops {
-        let (l, e) = handle.await.unwrap();
+        let (l, o, e) = handle.await.unwrap();
         latencies.extend(l);
+        own.extend(o);
         errors += e;
     }
     latencies.sort_unstable();
-    let at = |p: f64| {
-        latencies
-            .get(((latencies.len() as f64 - 1.0) * p).round() as usize)
-            .map_or(f64::NAN, |&us| f64::from(us) / 1e6)
-    };
+    own.sort_unstable();
+    let at = |p: f64| quantile(&latencies, p);
     let measured = (Instant::now() - window.0).as_secs_f64();
     let line = json!({
         "requests": latencies.len(), "errors": errors,
         "rps": latencies.len() as f64 / measured,
         "p50": at(0.5), "p90": at(0.9), "p99": at(0.99),
+        "own_p50": quantile(&own, 0.5), "own_p99": quantile(&own, 0.99),
     });
     println!("{line}");
 }
@@ -350,6 +378,8 @@ fn figures(line: &str) -> Figures {
         p99: f("p99"),
         errors: v["errors"].as_u64().unwrap_or(0),
         requests: v["requests"].as_u64().unwrap_or(0),
+        own_p50: f("own_p50"),
+        own_p99: f("own_p99"),
         ..Figures::default()
     }
 }
@@ -474,8 +504,11 @@ pub async fn run(seconds: u64) {
         compare::ms(pass["median_s"].as_f64().unwrap_or(f64::NAN))
     );
     let _ = writeln!(out);
-    let _ = writeln!(out, "| cores | body | c | pass-through req/s | p50 | p99 | reactstep req/s | p50 | p99 | ÷ pass-through | added p50 | added p99 | errors |");
-    let _ = writeln!(out, "|---|---|---|---|---|---|---|---|---|---|---|---|---|");
+    let _ = writeln!(out, "| cores | body | c | pass-through req/s | p50 | p99 | reactstep req/s | p50 | p99 | ÷ pass-through | added p50 | added p99 | told p50 | told p99 | errors |");
+    let _ = writeln!(
+        out,
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+    );
     for (layout, (pass, service)) in fit.iter().zip(&rows) {
         let kinds = ["warm", "cold"]
             .iter()
@@ -483,7 +516,7 @@ pub async fn run(seconds: u64) {
         for ((kind, c), (p, s)) in kinds.zip(pass.iter().zip(service)) {
             let _ = writeln!(
                 out,
-                "| {} | {kind} | {c} | {:.0} | {} | {} | {:.0} | {} | {} | {:.2}× | {} | {} | {} |",
+                "| {} | {kind} | {c} | {:.0} | {} | {} | {:.0} | {} | {} | {:.2}× | {} | {} | {} | {} | {} |",
                 layout.cores,
                 p.rps,
                 compare::ms(p.p50),
@@ -494,6 +527,8 @@ pub async fn run(seconds: u64) {
                 s.rps / p.rps,
                 compare::added(s.p50 - p.p50),
                 compare::added(s.p99 - p.p99),
+                compare::ms(s.own_p50),
+                compare::ms(s.own_p99),
                 p.errors + s.errors,
             );
         }
