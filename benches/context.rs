@@ -264,9 +264,12 @@ fn counting(c: &mut Criterion) {
 
 /// A warm step's lookups (a dozen texts, every count in the cache) made by N threads at once,
 /// each thread one round per iteration and its own texts (N loops' steps): with no contention,
-/// an iteration takes as long on N threads as on one. Threads past the machine's cores are not
-/// measured: they would only wait.
+/// an iteration takes as long on N threads as on one. Beside it, the floor: the same rounds of
+/// the two hashes that make a lookup's key, which share nothing, so what slows them as threads
+/// are added is the machine's (cores that share a physical core, a lower clock). Threads past
+/// the machine's cores are not measured: they would only wait.
 fn concurrent_lookups(c: &mut Criterion) {
+    use std::hash::BuildHasher;
     let cores = std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get);
     let loops: Vec<Vec<String>> = (0..16)
         .map(|l| (0..12).map(|i| code(1_500, 100 * i + 10_000 * l)).collect())
@@ -275,33 +278,49 @@ fn concurrent_lookups(c: &mut Criterion) {
     for text in loops.iter().flatten() {
         counter.count(text);
     }
+    let lookup = |text: &str| u64::from(counter.count(text));
+    let (first, second) = (
+        foldhash::fast::FixedState::with_seed(1),
+        foldhash::fast::FixedState::with_seed(2),
+    );
+    let hashes = |text: &str| first.hash_one(text) ^ second.hash_one(text);
     let mut group = c.benchmark_group("token cache, a warm step's 12 lookups on every thread");
     for threads in [1, 2, 4, 8, 16].into_iter().filter(|&n| n <= cores) {
         group.bench_function(format!("{threads} threads"), |b| {
-            b.iter_custom(|iters| {
-                let start = &std::sync::Barrier::new(threads + 1);
-                std::thread::scope(|scope| {
-                    for texts in &loops[..threads] {
-                        scope.spawn(move || {
-                            let counter = TokenCounter::for_model(Provider::OPENAI, "gpt-4o");
-                            start.wait();
-                            for _ in 0..iters {
-                                for text in texts {
-                                    black_box(counter.count(black_box(text)));
-                                }
-                            }
-                        });
-                    }
-                    start.wait();
-                    let began = std::time::Instant::now();
-                    // The scope joins every thread before it returns.
-                    began
-                })
-                .elapsed()
-            })
+            b.iter_custom(|iters| rounds(&loops[..threads], iters, &lookup))
+        });
+        group.bench_function(format!("{threads} threads, the hashes alone"), |b| {
+            b.iter_custom(|iters| rounds(&loops[..threads], iters, &hashes))
         });
     }
     group.finish();
+}
+
+/// The time `iters` rounds of `work` over its texts take on each of `loops`' threads, all
+/// started at once.
+fn rounds(
+    loops: &[Vec<String>],
+    iters: u64,
+    work: &(impl Fn(&str) -> u64 + Sync),
+) -> std::time::Duration {
+    let start = &std::sync::Barrier::new(loops.len() + 1);
+    std::thread::scope(|scope| {
+        for texts in loops {
+            scope.spawn(move || {
+                start.wait();
+                for _ in 0..iters {
+                    for text in texts {
+                        black_box(work(black_box(text)));
+                    }
+                }
+            });
+        }
+        start.wait();
+        let began = std::time::Instant::now();
+        // The scope joins every thread before it returns.
+        began
+    })
+    .elapsed()
 }
 
 criterion_group!(
