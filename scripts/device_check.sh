@@ -9,6 +9,10 @@
 #                                           the 64 MiB a device call carries)
 #   scripts/device_check.sh run [DIR] [S]   there (no cargo, no registry): the sweep, S seconds
 #                                           a point (3), then start-up, then the token cache
+#   scripts/device_check.sh sweeps [DIR] [S] [N]
+#                                           there: the sweep alone N times (2) in a row, to see
+#                                           how much one machine's runs differ (SWEEP_BODIES=warm
+#                                           halves each)
 #
 # One device call: carry [".perf"] with `scripts/device_check.sh run`.
 set -euo pipefail
@@ -36,7 +40,7 @@ for line in sys.stdin:
         xz -T1 --lzma2=preset=9e,dict=192MiB >"$dir/all.tar.xz"
     du -b "$dir/all.tar.xz"
     ;;
-run)
+run | sweeps)
     seconds="${3:-3}"
     bin=$(mktemp -d)
     trap 'rm -rf "$bin"' EXIT
@@ -44,13 +48,19 @@ run)
     chmod +x "$bin"/*
     echo "cores: $(nproc)"
     export REACTSTEP_BIN="$bin/reactstep" LOAD_BIN="$bin/load"
+    if [ "$mode" = sweeps ]; then
+        for _ in $(seq "${4:-2}"); do
+            scripts/load.sh sweep "$seconds"
+        done
+        exit
+    fi
     scripts/load.sh sweep "$seconds"
     scripts/load.sh startup 10
     "$bin/context" --bench "token cache" --warm-up-time 1 --measurement-time 3 2>&1 |
         grep -E "^token cache|time:"
     ;;
 *)
-    echo "usage: $0 prepare|run [DIR] [SECONDS]" >&2
+    echo "usage: $0 prepare|run|sweeps [DIR] [SECONDS] [RUNS]" >&2
     exit 2
     ;;
 esac

@@ -15,7 +15,8 @@
 #   scripts/load.sh sweep [SECONDS]        the service and the pass-through on 1, 2, 4 and 8
 #                                          cores, pinned with taskset, warm and cold bodies, at
 #                                          concurrency 1, 16 and 64: one table (3 s a point,
-#                                          about 3 minutes; no oha, the example drives the load)
+#                                          about 3 minutes; no oha, the example drives the load;
+#                                          SWEEP_BODIES=warm or cold: that body alone)
 #   scripts/load.sh startup [RUNS]         start to /readyz, the first step of each encoder and the
 #                                          RSS of a fresh service, medians over RUNS (10)
 #

@@ -9,7 +9,8 @@
 //! size themselves from the cores it may run on (`available_parallelism`, which follows the
 //! affinity `taskset` sets), as actix-web's workers do in the pass-through. A core count that
 //! does not fit the machine is skipped, and the run says so. Each point is `SECONDS` (3) after a
-//! 0.5 s warm-up on the same connections: 48 points, about 3 minutes in all.
+//! 0.5 s warm-up on the same connections: 48 points, about 3 minutes in all. `SWEEP_BODIES=warm`
+//! (or `cold`) measures one body alone, in half the time.
 //!
 //! The load generator is this binary (`drive`), not oha: a cold run needs a body the service has
 //! never seen on every request, and oha sends one body. Both bodies go through the same code:
@@ -384,11 +385,26 @@ fn figures(line: &str) -> Figures {
     }
 }
 
+/// The bodies measured: `SWEEP_BODIES` (`warm`, `cold` or both, comma-separated), else both.
+fn bodies() -> Vec<&'static str> {
+    let asked = std::env::var("SWEEP_BODIES").unwrap_or_default();
+    let asked: Vec<&str> = asked.split(',').map(str::trim).collect();
+    let chosen: Vec<_> = ["warm", "cold"]
+        .into_iter()
+        .filter(|kind| asked.contains(kind))
+        .collect();
+    if chosen.is_empty() {
+        vec!["warm", "cold"]
+    } else {
+        chosen
+    }
+}
+
 /// Every point of one target on one layout: body × concurrency.
 fn points(layout: &Layout, url: &str, seconds: u64) -> Vec<Figures> {
     let exe = std::env::current_exe().unwrap();
     let mut out = Vec::new();
-    for kind in ["warm", "cold"] {
+    for kind in bodies() {
         for c in CONCURRENCIES {
             eprintln!("{} cores, {url}, {kind}, c={c}", layout.cores);
             let args = ["drive", url, kind, &seconds.to_string(), &c.to_string()];
@@ -510,8 +526,8 @@ pub async fn run(seconds: u64) {
         "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
     );
     for (layout, (pass, service)) in fit.iter().zip(&rows) {
-        let kinds = ["warm", "cold"]
-            .iter()
+        let kinds = bodies()
+            .into_iter()
             .flat_map(|k| CONCURRENCIES.iter().map(move |c| (k, c)));
         for ((kind, c), (p, s)) in kinds.zip(pass.iter().zip(service)) {
             let _ = writeln!(
