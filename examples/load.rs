@@ -2,7 +2,8 @@
 //! a slow mock upstream on loopback. Run through `scripts/load.sh`:
 //!
 //! - `burst [N] [http|https|https:S]`: N steps (default 5,000) at once, the upstream answering each after
-//!   2 s. Every step must come back 200 with the model's answer; reports the service's peak RSS
+//!   2 s. Every step must come back 200 with the model's answer, or 503 `at_capacity` past the
+//!   steps the descriptor limit leaves room for (counted apart); reports the service's peak RSS
 //!   and the latency it added over the 2 s, at p50 and p99. `http` (the default) is a plain
 //!   HTTP/1.1 upstream, like a local model server: one upstream connection per step. `https` is
 //!   TLS with ALPN, like the hosted providers: HTTP/2, the steps sharing the service's few
@@ -200,6 +201,25 @@ fn body(i: u64) -> serde_json::Value {
     })
 }
 
+/// What became of one step of a burst.
+enum Outcome {
+    Answered,
+    /// 503 `at_capacity`: more steps at once than the descriptor limit leaves room for.
+    AtCapacity,
+    Failed,
+}
+
+/// The service's soft limit on open files, as it raised it.
+fn descriptor_limit(pid: u32) -> String {
+    std::fs::read_to_string(format!("/proc/{pid}/limits"))
+        .unwrap_or_default()
+        .lines()
+        .find(|l| l.starts_with("Max open files"))
+        .and_then(|l| l.split_whitespace().nth(3))
+        .unwrap_or("unknown")
+        .to_string()
+}
+
 fn percentile(sorted: &[Duration], p: f64) -> Duration {
     sorted[((sorted.len() as f64 - 1.0) * p).round() as usize]
 }
@@ -242,25 +262,32 @@ async fn burst(n: u64, https: Option<Option<u32>>) {
             tokio::spawn(async move {
                 let t = Instant::now();
                 let reply = client.post(&url).json(&body(i)).send().await;
-                let ok = match reply {
-                    Ok(r) if r.status() == 200 => r
-                        .json::<serde_json::Value>()
-                        .await
-                        .is_ok_and(|b| b["direct_response"] == ANSWER),
-                    _ => false,
+                let outcome = match reply {
+                    Ok(r) => {
+                        let status = r.status();
+                        let b = r.json::<serde_json::Value>().await.unwrap_or_default();
+                        if status == 200 && b["direct_response"] == ANSWER {
+                            Outcome::Answered
+                        } else if status == 503 && b["error"]["type"] == "at_capacity" {
+                            Outcome::AtCapacity
+                        } else {
+                            Outcome::Failed
+                        }
+                    }
+                    Err(_) => Outcome::Failed,
                 };
-                (ok, t.elapsed())
+                (outcome, t.elapsed())
             })
         })
         .collect();
     let mut latencies = Vec::with_capacity(n as usize);
-    let mut failed = 0;
+    let (mut failed, mut refused) = (0, 0);
     for task in tasks {
-        let (ok, latency) = task.await.unwrap();
-        if !ok {
-            failed += 1;
+        match task.await.unwrap() {
+            (Outcome::Answered, latency) => latencies.push(latency.saturating_sub(UPSTREAM_DELAY)),
+            (Outcome::AtCapacity, _) => refused += 1,
+            (Outcome::Failed, _) => failed += 1,
         }
-        latencies.push(latency.saturating_sub(UPSTREAM_DELAY));
     }
     let wall = started.elapsed();
     latencies.sort();
@@ -287,9 +314,15 @@ async fn burst(n: u64, https: Option<Option<u32>>) {
         UPSTREAM_DELAY.as_secs()
     );
     println!(
-        "  answered correctly: {} / {n} (failed: {failed})",
-        n - failed
+        "  answered correctly: {} / {n} (refused at capacity: {refused}; failed: {failed})",
+        n - failed - refused
     );
+    if refused > 0 {
+        println!(
+            "  the descriptor limit ({}) bounds the steps in flight at once: the rest get 503 at_capacity (src/descriptors.rs)",
+            descriptor_limit(pid)
+        );
+    }
     println!("  wall time: {:.2} s", wall.as_secs_f64());
     println!(
         "  added latency over the upstream's 2 s: p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms",

@@ -71,8 +71,8 @@ struct Entries {
     miss_bytes: u64,
 }
 
-/// Entries a thread keeps in its front, of about 64 bytes each: a few hundred loops' texts.
-/// A full front is emptied and fills again from the shards.
+/// Entries a thread keeps in its front, about 80 bytes each with the table's room: a few
+/// hundred loops' texts. A full front is emptied and fills again from the shards.
 const FRONT_ENTRIES: usize = 2048;
 
 /// A thread's own copy of the entries it looked up lately, in front of the shards. The count of
