@@ -226,10 +226,12 @@ impl TokenCache {
 
     /// Forgets every count: for benchmarks that measure text never seen before.
     pub fn clear(&self) {
-        self.generation.fetch_add(1, Ordering::Relaxed);
         for shard in &self.shards {
             lock(shard).counts.clear();
         }
+        // After the shards: a front that takes an entry from a shard not yet cleared still
+        // holds the old generation, and drops it at its next lookup.
+        self.generation.fetch_add(1, Ordering::Relaxed);
     }
 
     /// Brings the metrics up to the shards' tallies. Lookups are tallied in their shard, under
