@@ -86,7 +86,8 @@ pub async fn streamed(
     );
     match opened.await {
         Ok(response) => response,
-        Err(error) => error.render().await,
+        // Boxed, as in `handlers::answer`: not the state a stream waits in.
+        Err(error) => Box::pin(error.render()).await,
     }
 }
 
@@ -100,7 +101,8 @@ async fn open_stream(
     let Some(slot) = state.step_slots.take() else {
         return Err(at_capacity(&req, &state, request_id));
     };
-    let (input, echo) = prepare(&req, payload, &state, request_id, endpoint).await?;
+    // Boxed: reading the body is not the state the handler waits for the first event in.
+    let (input, echo) = Box::pin(prepare(&req, payload, &state, request_id, endpoint)).await?;
     let timings = req.extensions().get::<Arc<PhaseTimes>>().cloned();
     let (sender, mut events) = mpsc::channel(BUFFERED_EVENTS);
     let step_state = state.clone();

@@ -240,8 +240,11 @@ impl LlmClients {
     }
 }
 
-/// The request as reqwest sends it, its body held in an allocation of exactly its size: a call
-/// holds its body until it is answered.
+/// The request as reqwest sends it, its body in an allocation of exactly its size, handed over
+/// as a body that cannot be cloned: reqwest keeps a copy of a clonable body (for redirects and
+/// its own retries, both off here) until the call is answered, so every step waiting on the
+/// model held its request twice. Sent once, the body is freed as soon as it is written; it still
+/// goes with its `Content-Length`, its size being exact. A retry builds the request again.
 fn builder(http: &reqwest::Client, outgoing: Outgoing) -> reqwest::RequestBuilder {
     let mut builder = match parsed(&outgoing.url) {
         Some(url) => http.post(url),
@@ -252,7 +255,8 @@ fn builder(http: &reqwest::Client, outgoing: Outgoing) -> reqwest::RequestBuilde
     for (name, value) in outgoing.headers {
         builder = builder.header(name, value);
     }
-    builder.body(bytes::Bytes::from(outgoing.body.into_boxed_slice()))
+    let body = bytes::Bytes::from(outgoing.body.into_boxed_slice());
+    builder.body(reqwest::Body::wrap(http_body_util::Full::new(body)))
 }
 
 /// `url` parsed, remembered per worker: every step of a loop calls the same URL, and parsing it

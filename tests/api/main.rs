@@ -74,6 +74,7 @@ mod tls;
 mod tool_call_ids;
 mod tools;
 mod traces;
+mod upstream_body;
 mod window_refit;
 mod workflow;
 mod workspace;

@@ -28,6 +28,29 @@ pub struct HttpsUpstream {
     pub connections: Arc<AtomicUsize>,
     /// How many of the next connections to close as soon as they are accepted.
     pub drop_next: Arc<AtomicUsize>,
+    /// How every request's body was framed, in order.
+    pub framings: Arc<Mutex<Vec<Framing>>>,
+}
+
+/// How a request's body came: the `Content-Length` it declared, whether it was sent in chunks
+/// (HTTP/1.1's `Transfer-Encoding`), and the bytes that arrived.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Framing {
+    pub content_length: Option<usize>,
+    pub chunked: bool,
+    pub received: usize,
+}
+
+impl Framing {
+    fn of(headers: &hyper::HeaderMap, received: usize) -> Self {
+        Self {
+            content_length: headers
+                .get(hyper::header::CONTENT_LENGTH)
+                .and_then(|v| v.to_str().ok()?.parse().ok()),
+            chunked: headers.contains_key(hyper::header::TRANSFER_ENCODING),
+            received,
+        }
+    }
 }
 
 /// Serves every request with what `answer` makes of its body: a status and a JSON body.
@@ -81,12 +104,19 @@ where
     let versions = Arc::new(Mutex::new(Vec::new()));
     let connections = Arc::new(AtomicUsize::new(0));
     let drop_next = Arc::new(AtomicUsize::new(0));
+    let framings = Arc::new(Mutex::new(Vec::new()));
+    let records = Records {
+        versions: versions.clone(),
+        connections: connections.clone(),
+        drop_next: drop_next.clone(),
+        framings: framings.clone(),
+    };
     tokio::spawn(serve(
         listener,
         TlsAcceptor::from(Arc::new(tls)),
         max_streams,
         answer,
-        (versions.clone(), connections.clone(), drop_next.clone()),
+        records,
     ));
     HttpsUpstream {
         uri,
@@ -94,7 +124,17 @@ where
         versions,
         connections,
         drop_next,
+        framings,
     }
+}
+
+/// What the server records, shared with the [`HttpsUpstream`] handle.
+#[derive(Clone)]
+struct Records {
+    versions: Arc<Mutex<Vec<hyper::Version>>>,
+    connections: Arc<AtomicUsize>,
+    drop_next: Arc<AtomicUsize>,
+    framings: Arc<Mutex<Vec<Framing>>>,
 }
 
 async fn serve<F, Fut>(
@@ -102,11 +142,7 @@ async fn serve<F, Fut>(
     acceptor: TlsAcceptor,
     max_streams: Option<u32>,
     answer: F,
-    (versions, connections, drop_next): (
-        Arc<Mutex<Vec<hyper::Version>>>,
-        Arc<AtomicUsize>,
-        Arc<AtomicUsize>,
-    ),
+    records: Records,
 ) where
     F: Fn(Bytes) -> Fut + Clone + Send + Sync + 'static,
     Fut: Future<Output = (u16, String)> + Send + 'static,
@@ -115,29 +151,32 @@ async fn serve<F, Fut>(
         let Ok((socket, _)) = listener.accept().await else {
             continue;
         };
-        connections.fetch_add(1, Ordering::SeqCst);
-        let dropped =
-            drop_next.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1));
+        records.connections.fetch_add(1, Ordering::SeqCst);
+        let dropped = records
+            .drop_next
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1));
         if dropped.is_ok() {
             drop(socket);
             continue;
         }
-        let (acceptor, answer, versions) = (acceptor.clone(), answer.clone(), versions.clone());
+        let (acceptor, answer, records) = (acceptor.clone(), answer.clone(), records.clone());
         tokio::spawn(async move {
             // A client that rejects the certificate ends the handshake: nothing to serve.
             let Ok(stream) = acceptor.accept(socket).await else {
                 return;
             };
             let service = service_fn(move |request: hyper::Request<hyper::body::Incoming>| {
-                let (answer, versions) = (answer.clone(), versions.clone());
+                let (answer, records) = (answer.clone(), records.clone());
                 async move {
-                    versions.lock().unwrap().push(request.version());
-                    let body = request
-                        .into_body()
+                    records.versions.lock().unwrap().push(request.version());
+                    let (head, body) = request.into_parts();
+                    let body = body
                         .collect()
                         .await
                         .map(|b| b.to_bytes())
                         .unwrap_or_default();
+                    let framing = Framing::of(&head.headers, body.len());
+                    records.framings.lock().unwrap().push(framing);
                     let (status, reply) = answer(body).await;
                     let response = hyper::Response::builder()
                         .status(status)
