@@ -12,33 +12,26 @@
 //! tokenizer's pre-tokenizer cuts text into: the encoder's set-up for each piece costs more than
 //! the counting, and the same words recur everywhere.
 
-use std::cell::RefCell;
-use std::collections::HashMap;
-use std::hash::BuildHasher;
+mod entry;
+mod front;
+
 use std::num::NonZeroUsize;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Mutex, OnceLock};
 
 use foldhash::fast::FixedState;
 use lru::LruCache;
 use prometheus_client::metrics::counter::Counter;
 
+use entry::{answer_within, key, Key, OVER};
+#[cfg(test)]
+use front::FRONT_ENTRIES;
+use front::{with_front, Fronts};
+
 /// Texts shorter than this are not worth an entry: the per-piece memo counts them fast.
 pub const MIN_CACHED_BYTES: usize = 256;
 
-/// An entry with this bit set is a bound, not a count: the text has more tokens than the rest of
-/// the entry says (it was counted only up to a limit).
-const OVER: u32 = 1 << 31;
-
 /// What one entry takes: its key, its count and the LRU list's links and table slot.
 const ENTRY_BYTES: usize = 96;
-
-#[derive(Clone, Copy, PartialEq, Eq, Hash)]
-struct Key {
-    encoding: u8,
-    len: u64,
-    hashes: (u64, u64),
-}
 
 /// Shards of the cache, each with its own lock, entries and tallies: a step's dozen lookups from
 /// every core would otherwise take turns on one lock, one LRU list and four shared counters
@@ -50,10 +43,8 @@ const SHARDS: usize = 32;
 pub struct TokenCache {
     shards: Box<[Shard]>,
     capacity: usize,
-    /// Bumped by [`TokenCache::clear`]: a thread's front made before it is dropped.
-    generation: AtomicU64,
-    /// The hits answered by threads' fronts.
-    fronts: Mutex<FrontTallies>,
+    /// What the threads' copies in front of the shards share (see [`front`]).
+    fronts: Fronts,
 }
 
 /// A shard alone on its cache lines (128 bytes: adjacent lines are fetched in pairs), so that
@@ -69,46 +60,6 @@ struct Entries {
     /// The text looked up, answered from the cache and counted afresh: how cold steps are.
     hit_bytes: u64,
     miss_bytes: u64,
-}
-
-/// Entries a thread keeps in its front, about 80 bytes each with the table's room: a few
-/// hundred loops' texts. A full front is emptied and fills again from the shards.
-const FRONT_ENTRIES: usize = 2048;
-
-/// A thread's own copy of the entries it looked up lately, in front of the shards. The count of
-/// a text never changes, so a copy cannot go stale; it only lives longer than the shard's entry
-/// when the shard drops that first. A hit here writes nothing another core reads, where a
-/// shard's hit takes its lock and moves the entry up its LRU list: on 16 cores a warm step's
-/// lookups took 4.2 times as long as on one.
-struct Front {
-    /// The cache the entries are of, and its generation when they were taken.
-    of: Option<(&'static TokenCache, u64)>,
-    entries: HashMap<Key, u32, FixedState>,
-    tallies: Arc<ThreadTallies>,
-}
-
-/// What one thread's front answered: written by that thread alone, read by `/metrics`.
-#[derive(Default)]
-struct ThreadTallies {
-    hits: AtomicU64,
-    hit_bytes: AtomicU64,
-}
-
-/// The tallies of the fronts of one cache: those of living threads, and what threads that
-/// ended or moved to another cache had answered.
-#[derive(Default)]
-struct FrontTallies {
-    living: Vec<Arc<ThreadTallies>>,
-    hits: u64,
-    hit_bytes: u64,
-}
-
-thread_local! {
-    static FRONT: RefCell<Front> = RefCell::new(Front {
-        of: None,
-        entries: HashMap::with_hasher(FixedState::with_seed(0)),
-        tallies: Arc::default(),
-    });
 }
 
 static CACHE: OnceLock<Option<TokenCache>> = OnceLock::new();
@@ -155,8 +106,7 @@ impl TokenCache {
         Some(Self {
             shards,
             capacity,
-            generation: AtomicU64::new(0),
-            fronts: Mutex::default(),
+            fronts: Fronts::default(),
         })
     }
 
@@ -173,13 +123,14 @@ impl TokenCache {
         count: impl FnOnce() -> Option<u32>,
     ) -> Option<u32> {
         let key = key(encoding, text);
-        if let Some(Some(answer)) = with_front(|f| f.answer(self, &key, text.len(), limit)) {
+        if let Some(Some(answer)) = with_front(|f| f.answer(&self.fronts, &key, text.len(), limit))
+        {
             return answer;
         }
         let shard = self.shard(&key);
         let (entry, answered) = Self::answered(&mut lock(shard), &key, text.len(), limit);
         if let (Some(entry), Some(answer)) = (entry, answered) {
-            with_front(|f| f.keep(self, key, entry));
+            with_front(|f| f.keep(&self.fronts, key, entry));
             return answer;
         }
         // Counted without the lock held: counting takes long, and other threads count too.
@@ -196,7 +147,7 @@ impl TokenCache {
             entries.counts.pop_lru();
         }
         drop(entries);
-        with_front(|f| f.keep(self, key, entry));
+        with_front(|f| f.keep(&self.fronts, key, entry));
         counted
     }
 
@@ -231,7 +182,7 @@ impl TokenCache {
         }
         // After the shards: a front that takes an entry from a shard not yet cleared still
         // holds the old generation, and drops it at its next lookup.
-        self.generation.fetch_add(1, Ordering::Relaxed);
+        self.fronts.clear();
     }
 
     /// Brings the metrics up to the shards' tallies. Lookups are tallied in their shard, under
@@ -255,21 +206,8 @@ impl TokenCache {
         self.shards.iter().map(|shard| f(&lock(shard))).sum()
     }
 
-    /// What the threads' fronts answered, in lookups and in bytes.
-    fn front_hits(&self) -> (u64, u64) {
-        let fronts = lock_fronts(self);
-        let living = |f: fn(&ThreadTallies) -> &AtomicU64| -> u64 {
-            let sum = fronts.living.iter();
-            sum.map(|t| f(t).load(Ordering::Relaxed)).sum()
-        };
-        (
-            fronts.hits + living(|t| &t.hits),
-            fronts.hit_bytes + living(|t| &t.hit_bytes),
-        )
-    }
-
     pub fn hits(&self) -> u64 {
-        self.total(|e| e.hits) + self.front_hits().0
+        self.total(|e| e.hits) + self.fronts.hits().0
     }
 
     pub fn misses(&self) -> u64 {
@@ -278,12 +216,12 @@ impl TokenCache {
 
     /// The bytes of text looked up so far: answered from the cache, and counted afresh.
     pub fn looked_up_bytes(&self) -> (u64, u64) {
-        let hit_bytes = self.total(|e| e.hit_bytes) + self.front_hits().1;
+        let hit_bytes = self.total(|e| e.hit_bytes) + self.fronts.hits().1;
         (hit_bytes, self.total(|e| e.miss_bytes))
     }
 
     /// Bytes the shards' entries take now, and at most (the threads' fronts beside them take
-    /// up to [`FRONT_ENTRIES`] entries each).
+    /// up to `front::FRONT_ENTRIES` entries each).
     pub fn bytes(&self) -> (usize, usize) {
         let len = self.total(|e| e.counts.len() as u64) as usize;
         (len * ENTRY_BYTES, self.capacity * ENTRY_BYTES)
@@ -302,96 +240,6 @@ fn lock(shard: &Shard) -> std::sync::MutexGuard<'_, Entries> {
     shard.0.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-fn lock_fronts(cache: &TokenCache) -> std::sync::MutexGuard<'_, FrontTallies> {
-    // Tallies are whole numbers written one at a time: nothing a panic could leave half done.
-    cache.fronts.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-/// What `entry` answers for a lookup within `limit`: a count, "over the limit" (`Some(None)`),
-/// or nothing (a bound below the limit: count again).
-fn answer_within(entry: u32, limit: u32) -> Option<Option<u32>> {
-    match entry {
-        n if n & OVER == 0 => Some(Some(n)),
-        bound if limit <= bound & !OVER => Some(None),
-        _ => None,
-    }
-}
-
-/// Runs `f` on this thread's front; nothing once the thread is ending and its front is gone
-/// (the shards answer alone then).
-fn with_front<T>(f: impl FnOnce(&mut Front) -> T) -> Option<T> {
-    FRONT.try_with(|front| f(&mut front.borrow_mut())).ok()
-}
-
-impl Front {
-    /// The answer this front holds for `key` of `cache` within `limit`, tallied as a hit.
-    fn answer(
-        &mut self,
-        cache: &'static TokenCache,
-        key: &Key,
-        bytes: usize,
-        limit: u32,
-    ) -> Option<Option<u32>> {
-        self.bind(cache);
-        let answer = answer_within(*self.entries.get(key)?, limit)?;
-        // This thread alone writes its tallies: a load and a store, no locked instruction.
-        let add = |tally: &AtomicU64, n: u64| {
-            tally.store(tally.load(Ordering::Relaxed) + n, Ordering::Relaxed)
-        };
-        add(&self.tallies.hits, 1);
-        add(&self.tallies.hit_bytes, bytes as u64);
-        Some(answer)
-    }
-
-    /// Keeps `entry` for `key` of `cache`; a full front is emptied first.
-    fn keep(&mut self, cache: &'static TokenCache, key: Key, entry: u32) {
-        self.bind(cache);
-        if self.entries.len() >= FRONT_ENTRIES {
-            self.entries.clear();
-        }
-        self.entries.insert(key, entry);
-    }
-
-    /// Holds entries of `cache` as it is now: what it held of another cache, or of this one
-    /// before it was cleared, is dropped, and its tallies go to the cache they were of.
-    fn bind(&mut self, cache: &'static TokenCache) {
-        let generation = cache.generation.load(Ordering::Relaxed);
-        match self.of {
-            Some((of, at)) if std::ptr::eq(of, cache) => {
-                if at != generation {
-                    self.entries.clear();
-                    self.of = Some((cache, generation));
-                }
-            }
-            _ => {
-                self.leave();
-                self.entries.clear();
-                lock_fronts(cache).living.push(self.tallies.clone());
-                self.of = Some((cache, generation));
-            }
-        }
-    }
-
-    /// Hands this thread's tallies to its cache's total, and starts new ones.
-    fn leave(&mut self) {
-        let Some((cache, _)) = self.of.take() else {
-            return;
-        };
-        let mut fronts = lock_fronts(cache);
-        fronts.hits += self.tallies.hits.load(Ordering::Relaxed);
-        fronts.hit_bytes += self.tallies.hit_bytes.load(Ordering::Relaxed);
-        fronts.living.retain(|t| !Arc::ptr_eq(t, &self.tallies));
-        drop(fronts);
-        self.tallies = Arc::default();
-    }
-}
-
-impl Drop for Front {
-    fn drop(&mut self) {
-        self.leave();
-    }
-}
-
 /// The counter of hits or of misses, fetched from its family once. Created when first
 /// published, so that a process with the cache off has neither.
 fn lookups(hit: bool) -> &'static Counter {
@@ -408,20 +256,10 @@ fn lookups(hit: bool) -> &'static Counter {
     })
 }
 
-fn key(encoding: u8, text: &str) -> Key {
-    Key {
-        encoding,
-        len: text.len() as u64,
-        hashes: (
-            FixedState::with_seed(0x9e37_79b9_7f4a_7c15).hash_one(text),
-            FixedState::with_seed(0xc2b2_ae3d_27d4_eb4f).hash_one(text),
-        ),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::atomic::Ordering;
 
     /// A cache for one test: lookups need one that lives as long as the threads' fronts.
     fn leaked(cache: Option<TokenCache>) -> &'static TokenCache {
