@@ -152,6 +152,7 @@ on_both_stores!(
     sessions_are_listed_shown_deleted_and_expired,
     the_key_is_never_saved,
     runs_at_once_into_one_session_are_all_saved,
+    a_summary_covering_fewer_turns_never_replaces_one_covering_more,
     a_run_cut_short_by_its_timeout_or_ctrl_c_is_saved,
     a_store_of_a_later_schema_is_refused_before_any_model_call,
     the_plan_and_the_evaluations_are_saved_with_the_run,
@@ -847,6 +848,72 @@ async fn runs_at_once_into_one_session_are_all_saved(store: Store) {
         .map(|r| r["id"].as_i64().unwrap())
         .collect();
     assert!(ids.windows(2).all(|w| w[0] < w[1]), "oldest first: {ids:?}");
+}
+
+/// Two runs of a session at once each end with a summary of what they were sent. The one saved
+/// last may be the one that started first and covers fewer turns: it must not replace the
+/// summary that covers more (the session would send again, raw, turns it had folded away), nor
+/// may a summary of the same coverage or more be refused.
+async fn a_summary_covering_fewer_turns_never_replaces_one_covering_more(store: Store) {
+    let run = |n: usize| (format!("Question {n}"), format!("Answer {n}"));
+    let summary = |text: &str, turns: u64| Summary {
+        text: text.into(),
+        turns,
+    };
+    save_runs(
+        &store,
+        "raced",
+        vec![run(1), run(2)],
+        Some(summary("covers eight", 8)),
+    )
+    .await;
+    let kept = |session: &Value| {
+        let kept = &session["summary"];
+        (
+            kept["text"].as_str().unwrap().to_string(),
+            kept["turns"].as_u64().unwrap(),
+        )
+    };
+
+    // The slower run, saved last with the older, smaller summary: the run is kept, the summary
+    // is not.
+    save_runs(
+        &store,
+        "raced",
+        vec![run(3)],
+        Some(summary("covers four", 4)),
+    )
+    .await;
+    let session = show(&store, "raced").await;
+    assert_eq!(kept(&session), ("covers eight".into(), 8), "{session:#}");
+    assert_eq!(session["runs"].as_array().unwrap().len(), 3, "{session:#}");
+
+    // One of the same coverage is a newer wording of it; one covering more replaces it too.
+    save_runs(
+        &store,
+        "raced",
+        vec![run(4)],
+        Some(summary("also eight", 8)),
+    )
+    .await;
+    assert_eq!(kept(&show(&store, "raced").await), ("also eight".into(), 8));
+    save_runs(
+        &store,
+        "raced",
+        vec![run(5)],
+        Some(summary("covers ten", 10)),
+    )
+    .await;
+    assert_eq!(
+        kept(&show(&store, "raced").await),
+        ("covers ten".into(), 10)
+    );
+
+    // A run without a new summary leaves it as it is.
+    save_runs(&store, "raced", vec![run(6)], None).await;
+    let session = show(&store, "raced").await;
+    assert_eq!(kept(&session), ("covers ten".into(), 10), "{session:#}");
+    assert_eq!(session["runs"].as_array().unwrap().len(), 6, "{session:#}");
 }
 
 /// Answers after a minute, and says when it was asked.

@@ -23,15 +23,19 @@ pub const RUNS: &str = "SELECT id, question, started_ms, ended_ms, answer, termi
      plan, evaluations FROM runs WHERE session = $1 ORDER BY id";
 
 /// Makes the session `$1` (created `$2`) or marks it active at `$3` unless it was active later;
-/// its summary becomes `$4` (covering `$5` turns) when one is given.
+/// its summary becomes `$4` (covering `$5` turns) when one is given that covers no fewer turns
+/// than the one kept: two runs of a session at once each end with a summary of what they were
+/// sent, and the one that started earlier, saved last, must not undo what the other covered.
 pub const UPSERT_SESSION: &str = "INSERT INTO sessions \
      (name, created_ms, last_active_ms, summary_text, summary_turns) VALUES ($1, $2, $3, $4, $5) \
      ON CONFLICT (name) DO UPDATE SET \
      last_active_ms = CASE WHEN excluded.last_active_ms > sessions.last_active_ms \
          THEN excluded.last_active_ms ELSE sessions.last_active_ms END, \
      summary_text = CASE WHEN excluded.summary_text IS NULL \
+         OR excluded.summary_turns < sessions.summary_turns \
          THEN sessions.summary_text ELSE excluded.summary_text END, \
      summary_turns = CASE WHEN excluded.summary_text IS NULL \
+         OR excluded.summary_turns < sessions.summary_turns \
          THEN sessions.summary_turns ELSE excluded.summary_turns END";
 
 /// A run of the session `$1`; its id.
