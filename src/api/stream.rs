@@ -134,7 +134,7 @@ async fn open_stream(
         None => match task.result().await {
             Err(err) => return Err(ApiError::new(err.into(), echo)),
             Ok(output) => {
-                let frame = step_frame(Ok(output), &echo, timings.as_deref()).await;
+                let frame = Box::pin(step_frame(Ok(output), &echo, timings.as_deref())).await;
                 let kept = (held_frame(&state.memory, &frame), echo.body_held.clone());
                 let frames = futures_util::stream::iter([Ok(frame)]).map(move |f| {
                     let _kept = &kept;
@@ -197,7 +197,9 @@ async fn next_frame(c: &mut Connection) -> Option<Bytes> {
                 None => {
                     c.done = true;
                     let result = c.task.result().await;
-                    let frame = step_frame(result, &c.echo, c.timings.as_deref()).await;
+                    // Boxed: the terminal event is written once, and unboxed its room (and the
+                    // step's result) would be held by every stream through all its waits.
+                    let frame = Box::pin(step_frame(result, &c.echo, c.timings.as_deref())).await;
                     c.terminal = held_frame(&c.memory, &frame);
                     return Some(frame);
                 }
@@ -255,4 +257,34 @@ fn frame(name: &str, json: &[u8]) -> Bytes {
     frame.extend_from_slice(json);
     frame.extend_from_slice(b"\n\n");
     Bytes::from(frame)
+}
+
+#[cfg(test)]
+mod future_size {
+    fn future_of<A, R>(_: impl Fn(A) -> R) -> usize {
+        std::mem::size_of::<R>()
+    }
+
+    fn handler_future_of<A, B, C, D, E, R>(_: impl Fn(A, B, C, D, E) -> R) -> usize {
+        std::mem::size_of::<R>()
+    }
+
+    // A stream holds these while its step waits on the model (thousands at once in a burst).
+    // Writing the terminal event, inline, made them 2,904 and 4,320 bytes in a debug build (160
+    // and 1,784 now): a future keeps room for the largest of its states.
+
+    #[test]
+    fn a_stream_waiting_for_its_next_event_holds_under_512_bytes_of_future() {
+        let size = future_of(super::next_frame);
+        assert!(size <= 512, "a stream's next-frame future is {size} bytes");
+    }
+
+    #[test]
+    fn a_stream_waiting_for_its_first_event_holds_under_2_kib_of_future() {
+        let size = handler_future_of(super::streamed);
+        assert!(
+            size <= 2 * 1024,
+            "the stream handler's future is {size} bytes"
+        );
+    }
 }
