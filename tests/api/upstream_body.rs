@@ -1,12 +1,15 @@
 //! The upstream request's body as the provider receives it. The service hands reqwest a body it
 //! cannot copy (so that no copy is kept while the model thinks): these tests check that it still
 //! arrives whole, with an exact `Content-Length` and never in chunks, over plain HTTP/1.1 and over
-//! TLS in both HTTP versions, and again, whole, when a failed call is retried.
+//! TLS in both HTTP versions, and again, whole, when a failed call is retried (also when the
+//! upstream hung up halfway through reading it).
 
 use std::io::Write;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpListener;
 use wiremock::MockServer;
 
 use crate::support::app::spawn_app_with;
@@ -137,4 +140,81 @@ async fn over_https_http1_a_retried_call_sends_the_whole_body_again_with_its_len
     assert_eq!(framings.len(), 2);
     assert!(framings.iter().all(exact), "{framings:?}");
     assert_eq!(framings[0].received, framings[1].received);
+}
+
+/// Reads one HTTP/1.1 request from `socket`: its declared length and the body bytes that
+/// came, stopping once `stop_after` body bytes are in (or the whole body).
+async fn read_request(socket: &mut tokio::net::TcpStream, stop_after: usize) -> (usize, Vec<u8>) {
+    let mut data = Vec::new();
+    let mut buf = [0u8; 16 * 1024];
+    loop {
+        let n = socket.read(&mut buf).await.unwrap_or(0);
+        data.extend_from_slice(&buf[..n]);
+        let text = String::from_utf8_lossy(&data).to_ascii_lowercase();
+        if let Some(end) = text.find("\r\n\r\n") {
+            let length: usize = text[..end]
+                .lines()
+                .find_map(|l| l.strip_prefix("content-length:"))
+                .map_or(0, |v| v.trim().parse().unwrap());
+            let body = &data[end + 4..];
+            if n == 0 || body.len() >= length.min(stop_after) {
+                return (length, body.to_vec());
+            }
+        } else if n == 0 {
+            return (0, Vec::new());
+        }
+    }
+}
+
+#[tokio::test]
+async fn an_upstream_that_hangs_up_halfway_through_the_body_gets_it_whole_on_the_retry() {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let uri = format!("http://{}", listener.local_addr().unwrap());
+    let (seen_tx, mut seen) = tokio::sync::mpsc::unbounded_channel();
+    tokio::spawn(async move {
+        // The first connection is closed once 4 KB of the body are in; the next is answered.
+        let mut first = true;
+        while let Ok((mut socket, _)) = listener.accept().await {
+            let (length, body) =
+                read_request(&mut socket, if first { 4096 } else { usize::MAX }).await;
+            let _ = seen_tx.send((length, body.clone()));
+            if std::mem::take(&mut first) {
+                drop(socket);
+                continue;
+            }
+            let reply = openai_reply(OUTPUT).to_string();
+            let head = format!(
+                "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+                reply.len()
+            );
+            let _ = socket.write_all(format!("{head}{reply}").as_bytes()).await;
+        }
+    });
+    let app = spawn_app_with(move |c| {
+        c.openai_base_url = format!("{uri}/v1");
+        c.retry_base_ms = 1;
+        c.retry_cap_ms = 5;
+    })
+    .await;
+
+    let reply = app.post_react_step(&large_request()).await;
+
+    assert_eq!(reply.status, 200, "{}", reply.text);
+    assert_eq!(reply.body["direct_response"], "framed");
+    let (cut_length, cut) = seen.recv().await.unwrap();
+    assert!(
+        cut.len() < cut_length,
+        "the first attempt was cut: {} of {cut_length}",
+        cut.len()
+    );
+    let (length, body) = seen.recv().await.unwrap();
+    assert_eq!(length, cut_length, "the same request again");
+    assert_eq!(body.len(), length, "whole this time");
+    let body: serde_json::Value = serde_json::from_slice(&body).unwrap();
+    let file = SOURCE.repeat(2_000);
+    assert!(body["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|m| m["content"].as_str().is_some_and(|c| c.contains(&file))));
 }
