@@ -18,6 +18,7 @@ pub mod reflection;
 pub mod registry;
 pub mod report;
 pub mod run;
+mod stderr_progress;
 mod step_retry;
 pub mod terminal;
 pub mod ui;

@@ -1,0 +1,130 @@
+//! A loop's progress on stderr as `reactstep run` prints it: each step's thought (as it
+//! streams), action, approval and observation, the plan and the evaluations, in colour on a
+//! terminal.
+
+use serde_json::Value;
+
+use super::approval::Decision;
+use super::terminal::printable;
+use super::Watcher;
+
+/// Progress on stderr, as it happens.
+pub struct StderrProgress {
+    colour: bool,
+    /// The step's thought was printed as it streamed.
+    streamed: bool,
+}
+
+impl StderrProgress {
+    /// Coloured when `colour` (stderr is a terminal).
+    pub fn new(colour: bool) -> Self {
+        Self {
+            colour,
+            streamed: false,
+        }
+    }
+
+    fn line(&self, label: &str, colour: &str, text: &str) {
+        let (on, off) = if self.colour {
+            (colour, "\x1b[0m")
+        } else {
+            ("", "")
+        };
+        eprintln!("{on}{label}{off} {}", printable(text));
+    }
+}
+
+/// An observation's first line, and how much more there is.
+fn shortened(text: &str) -> String {
+    const SHOWN: usize = 160;
+    let first = text.lines().next().unwrap_or_default();
+    let cut: String = first.chars().take(SHOWN).collect();
+    if cut.len() < text.trim_end().len() {
+        format!("{cut} … ({} bytes)", text.len())
+    } else {
+        cut
+    }
+}
+
+impl Watcher for StderrProgress {
+    fn waiting(&mut self, iteration: u32) {
+        self.streamed = false;
+        if self.colour {
+            self.line(
+                &format!("[{iteration}]"),
+                "\x1b[2m",
+                "waiting for the model …",
+            );
+        }
+    }
+
+    fn thought_piece(&mut self, iteration: u32, piece: &str) {
+        if !self.streamed {
+            let (on, off) = if self.colour {
+                ("\x1b[36m", "\x1b[0m")
+            } else {
+                ("", "")
+            };
+            eprint!("{on}[{iteration}] thought:{off} ");
+            self.streamed = true;
+        }
+        eprint!("{}", printable(piece));
+    }
+
+    fn thought(&mut self, iteration: u32, thought: &str) {
+        if self.streamed {
+            eprintln!();
+            return;
+        }
+        self.line(&format!("[{iteration}] thought:"), "\x1b[36m", thought);
+    }
+
+    fn plan(&mut self, plan: &Value) {
+        self.line("[plan]", "\x1b[35m", &super::reflection::checklist(plan));
+    }
+
+    fn evaluation(&mut self, evaluation: &Value, _answer: &str) {
+        let incomplete = evaluation["completeness_score"]
+            .as_u64()
+            .is_some_and(|c| c < 7);
+        let verdict = match (evaluation["needs_retry"] == true, incomplete) {
+            (true, _) => "another try",
+            (false, true) => "accepted as it is: the plan's steps are spent",
+            (false, false) => "accepted",
+        };
+        let scores = format!(
+            "completeness {}/10, quality {}/10: {verdict}",
+            evaluation["completeness_score"], evaluation["quality_score"]
+        );
+        self.line("evaluation:", "\x1b[35m", &scores);
+    }
+
+    fn action(&mut self, iteration: u32, tool: &str, args: &Value) {
+        self.line(
+            &format!("[{iteration}] action:"),
+            "\x1b[33m",
+            &format!("{tool} {args}"),
+        );
+    }
+
+    fn tools_changed(&mut self, note: &str) {
+        eprintln!("{note}");
+    }
+
+    fn approval(&mut self, iteration: u32, tool: &str, decision: &Decision) {
+        let said = match decision {
+            Decision::Approve => format!("{tool} approved"),
+            Decision::Deny(reason) => format!("{tool} denied: {reason}"),
+            Decision::Edit(args) => format!("{tool} approved with the arguments {args}"),
+        };
+        self.line(&format!("[{iteration}] approval:"), "\x1b[35m", &said);
+    }
+
+    fn observation(&mut self, iteration: u32, text: &str) {
+        self.line(
+            &format!("[{iteration}] observation:"),
+            "\x1b[32m",
+            &shortened(text),
+        );
+    }
+}
