@@ -8,14 +8,14 @@ use std::io::Write;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
 use tokio::net::TcpListener;
 use wiremock::MockServer;
 
 use crate::support::app::spawn_app_with;
 use crate::support::https_upstream::{self, Framing, HttpsUpstream};
 use crate::support::requests::request;
-use crate::support::upstream::{mount, openai_reply, OPENAI_PATH};
+use crate::support::upstream::{mount, openai_reply, read_request_upto, OPENAI_PATH};
 
 const OUTPUT: &str = "Thought: It is known.\nFinal Answer: framed";
 /// A file's lines, with characters JSON escapes.
@@ -142,30 +142,6 @@ async fn over_https_http1_a_retried_call_sends_the_whole_body_again_with_its_len
     assert_eq!(framings[0].received, framings[1].received);
 }
 
-/// Reads one HTTP/1.1 request from `socket`: its declared length and the body bytes that
-/// came, stopping once `stop_after` body bytes are in (or the whole body).
-async fn read_request(socket: &mut tokio::net::TcpStream, stop_after: usize) -> (usize, Vec<u8>) {
-    let mut data = Vec::new();
-    let mut buf = [0u8; 16 * 1024];
-    loop {
-        let n = socket.read(&mut buf).await.unwrap_or(0);
-        data.extend_from_slice(&buf[..n]);
-        let text = String::from_utf8_lossy(&data).to_ascii_lowercase();
-        if let Some(end) = text.find("\r\n\r\n") {
-            let length: usize = text[..end]
-                .lines()
-                .find_map(|l| l.strip_prefix("content-length:"))
-                .map_or(0, |v| v.trim().parse().unwrap());
-            let body = &data[end + 4..];
-            if n == 0 || body.len() >= length.min(stop_after) {
-                return (length, body.to_vec());
-            }
-        } else if n == 0 {
-            return (0, Vec::new());
-        }
-    }
-}
-
 #[tokio::test]
 async fn an_upstream_that_hangs_up_halfway_through_the_body_gets_it_whole_on_the_retry() {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -176,7 +152,7 @@ async fn an_upstream_that_hangs_up_halfway_through_the_body_gets_it_whole_on_the
         let mut first = true;
         while let Ok((mut socket, _)) = listener.accept().await {
             let (length, body) =
-                read_request(&mut socket, if first { 4096 } else { usize::MAX }).await;
+                read_request_upto(&mut socket, if first { 4096 } else { usize::MAX }).await;
             let _ = seen_tx.send((length, body.clone()));
             if std::mem::take(&mut first) {
                 drop(socket);

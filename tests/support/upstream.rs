@@ -173,23 +173,36 @@ pub async fn read_request(socket: &mut tokio::net::TcpStream) {
 /// Reads one request as `read_request` does; false when the service closes the connection
 /// before the request is complete (a step stopped while its call was being sent).
 pub async fn read_request_or_close(socket: &mut tokio::net::TcpStream) -> bool {
+    let (length, body) = read_request_upto(socket, usize::MAX).await;
+    length != usize::MAX && body.len() >= length
+}
+
+/// Reads one request from a plain HTTP/1.1 connection until `stop_after` bytes of its body (or
+/// all of it) are in, or the connection closes: its declared `Content-Length` and the body bytes
+/// that came (`usize::MAX` as the length when the head never came whole).
+pub async fn read_request_upto(
+    socket: &mut tokio::net::TcpStream,
+    stop_after: usize,
+) -> (usize, Vec<u8>) {
     let mut data = Vec::new();
     let mut buf = [0u8; 8192];
     loop {
         let n = socket.read(&mut buf).await.unwrap_or(0);
-        if n == 0 {
-            return false;
-        }
         data.extend_from_slice(&buf[..n]);
         let text = String::from_utf8_lossy(&data).to_ascii_lowercase();
-        if let Some(end) = text.find("\r\n\r\n") {
-            let length: usize = text[..end]
-                .lines()
-                .find_map(|l| l.strip_prefix("content-length:"))
-                .map_or(0, |v| v.trim().parse().unwrap());
-            if data.len() >= end + 4 + length {
-                return true;
+        let Some(end) = text.find("\r\n\r\n") else {
+            if n == 0 {
+                return (usize::MAX, Vec::new());
             }
+            continue;
+        };
+        let length: usize = text[..end]
+            .lines()
+            .find_map(|l| l.strip_prefix("content-length:"))
+            .map_or(0, |v| v.trim().parse().unwrap());
+        let body = &data[end + 4..];
+        if n == 0 || body.len() >= length.min(stop_after) {
+            return (length, body.to_vec());
         }
     }
 }
