@@ -68,6 +68,43 @@ pub fn secret_fragments(secret: &str, text: &str) -> String {
     replace(text, &merge(spans))
 }
 
+/// Texts longer than this are scrubbed afresh every time by [`secret_fragments_remembered`].
+const REMEMBERED_BYTES: usize = 256;
+
+/// [`secret_fragments`] of a short text that every step of a loop repeats with the same secret
+/// (its session id, logged with each line), from this thread's memo when the two were scrubbed
+/// lately: 16 K instructions a step otherwise. The memo keeps a 128-bit fingerprint of the
+/// secret, never the secret itself.
+pub fn secret_fragments_remembered(secret: &str, text: &str) -> String {
+    use crate::runtime::memo::{remembered, Memo};
+    thread_local! {
+        static SCRUBBED: std::cell::RefCell<Memo<Box<str>>> =
+            const { std::cell::RefCell::new(Memo::new()) };
+    }
+    if text.len() > REMEMBERED_BYTES {
+        return secret_fragments(secret, text);
+    }
+    let print = fingerprint(secret);
+    let print = std::str::from_utf8(&print).unwrap_or_default();
+    remembered(&SCRUBBED, &[print, text], || {
+        secret_fragments(secret, text).into()
+    })
+    .into()
+}
+
+/// Two independent 64-bit hashes of `secret`, as 32 hex digits.
+fn fingerprint(secret: &str) -> [u8; 32] {
+    use std::hash::BuildHasher;
+    let hash = |seed| foldhash::fast::FixedState::with_seed(seed).hash_one(secret);
+    let both =
+        u128::from(hash(0x243f_6a88_85a3_08d3)) << 64 | u128::from(hash(0x1319_8a2e_0370_7344));
+    let mut hex = [0u8; 32];
+    for (i, digit) in hex.iter_mut().enumerate() {
+        *digit = b"0123456789abcdef"[(both >> (124 - 4 * i) & 0xf) as usize];
+    }
+    hex
+}
+
 /// The spans of `text` holding a run of the secret's `keep` bytes (when it has `min_kept` of
 /// them), read as is and, when the text is `encoded`, with `%XX` decoded.
 fn find(
@@ -323,6 +360,43 @@ pub fn json_error(err: &serde_json::Error) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_remembered_scrub_is_the_scrub_for_that_secret_alone() {
+        let (a, b) = (
+            "sk-proj-Abcdefgh12345678Zyxwvuts",
+            "sk-proj-Qrstuvwx87654321Mnopqrst",
+        );
+        // A session id holding a fragment of `a` only, scrubbed first for `b` (nothing to take
+        // out), then for `a`: the memo must not answer `a` with what it kept for `b`.
+        let id = "run-abcdefgh12345678-x";
+        assert_eq!(secret_fragments_remembered(b, id), id);
+        let for_a = secret_fragments_remembered(a, id);
+        assert_eq!(for_a, secret_fragments(a, id));
+        assert!(
+            for_a.contains(MARK) && !for_a.contains("12345678"),
+            "{for_a}"
+        );
+        // Again, now from the memo, and alternating.
+        for _ in 0..3 {
+            assert_eq!(secret_fragments_remembered(a, id), for_a);
+            assert_eq!(secret_fragments_remembered(b, id), id);
+        }
+        // A longer text is scrubbed afresh, and the same.
+        let long = format!("{}{id}", "x".repeat(REMEMBERED_BYTES));
+        assert_eq!(
+            secret_fragments_remembered(a, &long),
+            secret_fragments(a, &long)
+        );
+    }
+
+    #[test]
+    fn a_fingerprint_is_32_hex_digits_that_differ_by_secret() {
+        let (a, b) = (fingerprint("sk-one"), fingerprint("sk-two"));
+        assert!(a.iter().chain(&b).all(u8::is_ascii_hexdigit));
+        assert_ne!(a, b);
+        assert_eq!(a, fingerprint("sk-one"));
+    }
     use proptest::prelude::*;
 
     const KEY: &str = "sk-proj-Qz7Xv3Lm9Wd2Kf8Hn4Tr6Yb1Pc5Gj0";

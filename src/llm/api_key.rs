@@ -36,6 +36,12 @@ impl ApiKey {
     pub fn redact_from(&self, text: &str) -> String {
         crate::scrub::secret_fragments(self.expose(), text)
     }
+
+    /// As [`ApiKey::redact_from`], for a short text every step of a loop repeats (the session
+    /// id): remembered per thread (see [`crate::scrub::secret_fragments_remembered`]).
+    pub fn redact_from_repeated(&self, text: &str) -> String {
+        crate::scrub::secret_fragments_remembered(self.expose(), text)
+    }
 }
 
 impl fmt::Debug for ApiKey {

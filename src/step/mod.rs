@@ -80,7 +80,7 @@ use usage::Billed;
 /// taken out of it (not key shapes: a session id is often a UUID, which is shaped like one).
 /// The model is named by the request's span around this one, scrubbed there once.
 #[tracing::instrument(name = "react step", skip_all, fields(
-    session_id = %input.key.as_ref().map_or_else(|| input.session_id.clone(), |k| k.redact_from(&input.session_id)),
+    session_id = %input.key.as_ref().map_or_else(|| input.session_id.clone(), |k| k.redact_from_repeated(&input.session_id)),
 ))]
 pub async fn run(
     mut input: Box<StepInput>,
