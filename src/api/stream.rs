@@ -270,8 +270,9 @@ mod future_size {
     }
 
     // A stream holds these while its step waits on the model (thousands at once in a burst).
-    // Writing the terminal event, inline, made them 2,904 and 4,320 bytes in a debug build (160
-    // and 1,784 now): a future keeps room for the largest of its states.
+    // Writing the terminal event (and, for the handler, reading the body) inline made them 2,904
+    // and 4,320 bytes in a debug build (160 and 1,784 now): a future keeps room for the largest
+    // of its states.
 
     #[test]
     fn a_stream_waiting_for_its_next_event_holds_under_512_bytes_of_future() {
