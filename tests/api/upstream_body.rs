@@ -8,14 +8,15 @@ use std::io::Write;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
-use tokio::io::AsyncWriteExt;
 use tokio::net::TcpListener;
 use wiremock::MockServer;
 
 use crate::support::app::spawn_app_with;
 use crate::support::https_upstream::{self, Framing, HttpsUpstream};
 use crate::support::requests::request;
-use crate::support::upstream::{mount, openai_reply, read_request_upto, OPENAI_PATH};
+use crate::support::upstream::{
+    mount, openai_reply, read_request_upto, write_openai_reply, OPENAI_PATH,
+};
 
 const OUTPUT: &str = "Thought: It is known.\nFinal Answer: framed";
 /// A file's lines, with characters JSON escapes.
@@ -158,12 +159,7 @@ async fn an_upstream_that_hangs_up_halfway_through_the_body_gets_it_whole_on_the
                 drop(socket);
                 continue;
             }
-            let reply = openai_reply(OUTPUT).to_string();
-            let head = format!(
-                "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
-                reply.len()
-            );
-            let _ = socket.write_all(format!("{head}{reply}").as_bytes()).await;
+            let _ = write_openai_reply(&mut socket, OUTPUT).await;
         }
     });
     let app = spawn_app_with(move |c| {

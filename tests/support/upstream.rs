@@ -152,14 +152,22 @@ pub async fn held_upstream(
         read_request(&mut socket).await;
         arrived_tx.send(()).unwrap();
         go_rx.await.unwrap();
-        let body = openai_reply(answer).to_string();
-        let reply = format!(
-            "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
-            body.len()
-        );
-        socket.write_all(reply.as_bytes()).await.unwrap();
+        write_openai_reply(&mut socket, answer).await.unwrap();
     });
     (uri, arrived, go)
+}
+
+/// Answers on a plain HTTP/1.1 connection with OpenAI's reply of `answer`, then closes it.
+pub async fn write_openai_reply(
+    socket: &mut tokio::net::TcpStream,
+    answer: &str,
+) -> std::io::Result<()> {
+    let body = openai_reply(answer).to_string();
+    let reply = format!(
+        "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    socket.write_all(reply.as_bytes()).await
 }
 
 /// Reads one request with a Content-Length body from a plain HTTP/1.1 connection.
