@@ -360,43 +360,6 @@ pub fn json_error(err: &serde_json::Error) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn a_remembered_scrub_is_the_scrub_for_that_secret_alone() {
-        let (a, b) = (
-            "sk-proj-Abcdefgh12345678Zyxwvuts",
-            "sk-proj-Qrstuvwx87654321Mnopqrst",
-        );
-        // A session id holding a fragment of `a` only, scrubbed first for `b` (nothing to take
-        // out), then for `a`: the memo must not answer `a` with what it kept for `b`.
-        let id = "run-abcdefgh12345678-x";
-        assert_eq!(secret_fragments_remembered(b, id), id);
-        let for_a = secret_fragments_remembered(a, id);
-        assert_eq!(for_a, secret_fragments(a, id));
-        assert!(
-            for_a.contains(MARK) && !for_a.contains("12345678"),
-            "{for_a}"
-        );
-        // Again, now from the memo, and alternating.
-        for _ in 0..3 {
-            assert_eq!(secret_fragments_remembered(a, id), for_a);
-            assert_eq!(secret_fragments_remembered(b, id), id);
-        }
-        // A longer text is scrubbed afresh, and the same.
-        let long = format!("{}{id}", "x".repeat(REMEMBERED_BYTES));
-        assert_eq!(
-            secret_fragments_remembered(a, &long),
-            secret_fragments(a, &long)
-        );
-    }
-
-    #[test]
-    fn a_fingerprint_is_32_hex_digits_that_differ_by_secret() {
-        let (a, b) = (fingerprint("sk-one"), fingerprint("sk-two"));
-        assert!(a.iter().chain(&b).all(u8::is_ascii_hexdigit));
-        assert_ne!(a, b);
-        assert_eq!(a, fingerprint("sk-one"));
-    }
     use proptest::prelude::*;
 
     const KEY: &str = "sk-proj-Qz7Xv3Lm9Wd2Kf8Hn4Tr6Yb1Pc5Gj0";
@@ -645,5 +608,42 @@ mod tests {
             let out_padded = secret_fragments(&key, &padded);
             prop_assert_eq!(out_padded.trim_start(), out.trim_start());
         }
+    }
+
+    #[test]
+    fn a_remembered_scrub_is_the_scrub_for_that_secret_alone() {
+        let (a, b) = (
+            "sk-proj-Abcdefgh12345678Zyxwvuts",
+            "sk-proj-Qrstuvwx87654321Mnopqrst",
+        );
+        // A session id holding a fragment of `a` only, scrubbed first for `b` (nothing to take
+        // out), then for `a`: the memo must not answer `a` with what it kept for `b`.
+        let id = "run-abcdefgh12345678-x";
+        assert_eq!(secret_fragments_remembered(b, id), id);
+        let for_a = secret_fragments_remembered(a, id);
+        assert_eq!(for_a, secret_fragments(a, id));
+        assert!(
+            for_a.contains(MARK) && !for_a.contains("12345678"),
+            "{for_a}"
+        );
+        // Again, now from the memo, and alternating.
+        for _ in 0..3 {
+            assert_eq!(secret_fragments_remembered(a, id), for_a);
+            assert_eq!(secret_fragments_remembered(b, id), id);
+        }
+        // A longer text is scrubbed afresh, and the same.
+        let long = format!("{}{id}", "x".repeat(REMEMBERED_BYTES));
+        assert_eq!(
+            secret_fragments_remembered(a, &long),
+            secret_fragments(a, &long)
+        );
+    }
+
+    #[test]
+    fn a_fingerprint_is_32_hex_digits_that_differ_by_secret() {
+        let (a, b) = (fingerprint("sk-one"), fingerprint("sk-two"));
+        assert!(a.iter().chain(&b).all(u8::is_ascii_hexdigit));
+        assert_ne!(a, b);
+        assert_eq!(a, fingerprint("sk-one"));
     }
 }

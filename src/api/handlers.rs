@@ -209,4 +209,15 @@ mod future_size {
             "the step handler's future is {size} bytes"
         );
     }
+
+    #[test]
+    fn a_stream_waiting_for_its_first_event_holds_under_2_kib_of_future() {
+        // Held until the model's first event: writing the terminal event and reading the body
+        // inline made it 4,320 bytes in a debug build (1,784 now).
+        let size = future_of(super::super::stream::streamed);
+        assert!(
+            size <= 2 * 1024,
+            "the stream handler's future is {size} bytes"
+        );
+    }
 }
