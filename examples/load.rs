@@ -448,7 +448,8 @@ async fn run(args: Vec<String>) {
         Some("drive") => {
             let seconds = args[4].parse().unwrap();
             let concurrency = args[5].parse().unwrap();
-            sweep::drive(&args[2], &args[3], seconds, concurrency).await;
+            let pid = args.get(6).and_then(|p| p.parse().ok());
+            sweep::drive(&args[2], &args[3], seconds, concurrency, pid).await;
         }
         Some("tokenizer-pass") => sweep::tokenizer_pass(),
         Some("cold-bodies") => sweep::write_cold_bodies(args[2].parse().unwrap()),

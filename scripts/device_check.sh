@@ -13,6 +13,12 @@
 #                                           there: the sweep alone N times (2) in a row, to see
 #                                           how much one machine's runs differ (SWEEP_BODIES=warm
 #                                           halves each)
+#   scripts/device_check.sh allocators [DIR] [S]
+#                                           there: the whole sweep with glibc's allocator, then
+#                                           the warm body with mimalloc and with jemalloc
+#                                           preloaded into the service alone (Debian's builds,
+#                                           which prepare unpacks into DIR/alloc), then the warm
+#                                           body with glibc's again (how far two runs differ)
 #
 # One device call: carry [".perf"] with `scripts/device_check.sh run`.
 set -euo pipefail
@@ -39,8 +45,14 @@ for line in sys.stdin:
     tar -C "$stage" -cf - reactstep load context |
         xz -T1 --lzma2=preset=9e,dict=192MiB >"$dir/all.tar.xz"
     du -b "$dir/all.tar.xz"
+    # Two allocators to try against glibc's, as Debian builds them (preloaded: no second build).
+    mkdir -p "$dir/alloc"
+    (cd "$stage" && apt-get download libmimalloc2.0 libjemalloc2 >/dev/null &&
+        for deb in ./*.deb; do dpkg -x "$deb" unpacked; done)
+    cp -L "$stage"/unpacked/usr/lib/x86_64-linux-gnu/lib{mimalloc,jemalloc}.so.2 "$dir/alloc/"
+    ls -l "$dir/alloc"
     ;;
-run | sweeps)
+run | sweeps | allocators)
     seconds="${3:-3}"
     bin=$(mktemp -d)
     trap 'rm -rf "$bin"' EXIT
@@ -48,6 +60,15 @@ run | sweeps)
     chmod +x "$bin"/*
     echo "cores: $(nproc)"
     export REACTSTEP_BIN="$bin/reactstep" LOAD_BIN="$bin/load"
+    if [ "$mode" = allocators ]; then
+        scripts/load.sh sweep "$seconds"
+        for lib in mimalloc jemalloc; do
+            SWEEP_BODIES=warm SWEEP_SERVICE_PRELOAD="$(realpath "$dir/alloc/lib$lib.so.2")" \
+                scripts/load.sh sweep "$seconds"
+        done
+        SWEEP_BODIES=warm scripts/load.sh sweep "$seconds"
+        exit
+    fi
     if [ "$mode" = sweeps ]; then
         for _ in $(seq "${4:-2}"); do
             scripts/load.sh sweep "$seconds"
@@ -60,7 +81,7 @@ run | sweeps)
         grep -E "^token cache|time:"
     ;;
 *)
-    echo "usage: $0 prepare|run|sweeps [DIR] [SECONDS] [RUNS]" >&2
+    echo "usage: $0 prepare|run|sweeps|allocators [DIR] [SECONDS] [RUNS]" >&2
     exit 2
     ;;
 esac

@@ -25,6 +25,13 @@
 //! (`X-Reactstep-Overhead-Ms`, its own phases less the upstream call, "told"): where the two
 //! part, the time went between the processes (waking, the loopback, the larger upstream body),
 //! not into the step's own work.
+//!
+//! And what each target's process spent: CPU per request over the measured window, how busy it
+//! kept the cores it was given, and its busiest thread. This is the profile a machine without
+//! `perf` allows: a lock or a single queue that flattens the scaling shows as cores left idle
+//! while latency grows, or as one thread near 100 %; contention on shared lines shows as CPU
+//! per request growing with the cores. `SWEEP_SERVICE_PRELOAD=lib.so` starts the service (alone,
+//! not the pass-through or the helpers) with that library preloaded, to try an allocator.
 
 use std::io::{BufRead, BufReader, Write};
 use std::process::Stdio;
@@ -209,8 +216,75 @@ fn quantile(sorted: &[u32], p: f64) -> f64 {
         .map_or(f64::NAN, |&us| f64::from(us) / 1e6)
 }
 
-/// `drive`: prints one JSON line of figures.
-pub async fn drive(url: &str, kind: &str, seconds: u64, concurrency: u64) {
+/// CPU time in clock ticks (user and system) of a process and of each of its live threads.
+struct ThreadTimes {
+    process: u64,
+    threads: std::collections::HashMap<String, (String, u64)>,
+}
+
+/// A `stat` line's name (in parentheses) and its utime + stime (fields 14 and 15).
+fn stat_ticks(stat: &str) -> Option<(String, u64)> {
+    let (head, rest) = stat.rsplit_once(')')?;
+    let name = head.split_once('(')?.1.to_string();
+    let fields: Vec<u64> = rest
+        .split_whitespace()
+        .map(|f| f.parse().unwrap_or(0))
+        .collect();
+    Some((name, fields.get(11)? + fields.get(12)?))
+}
+
+impl ThreadTimes {
+    fn now(pid: u32) -> Self {
+        let read = |path: String| std::fs::read_to_string(path).ok();
+        let process = read(format!("/proc/{pid}/stat"))
+            .and_then(|s| stat_ticks(&s))
+            .map_or(0, |(_, ticks)| ticks);
+        let threads = std::fs::read_dir(format!("/proc/{pid}/task"))
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter_map(|task| {
+                let tid = task.file_name().to_string_lossy().into_owned();
+                let stat = read(format!("/proc/{pid}/task/{tid}/stat"))?;
+                Some((tid, stat_ticks(&stat)?))
+            })
+            .collect();
+        Self { process, threads }
+    }
+
+    /// Seconds of CPU since `before`: the process's, and its busiest thread's with its name.
+    fn since(&self, before: &Self) -> (f64, f64, String) {
+        // SAFETY: sysconf only reads a constant of the system.
+        let per_second = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
+        let busiest = self
+            .threads
+            .iter()
+            .filter_map(|(tid, (name, ticks))| {
+                let was = before.threads.get(tid)?.1;
+                Some((ticks.saturating_sub(was), name.clone()))
+            })
+            .max()
+            .unwrap_or_default();
+        let seconds = |ticks: u64| ticks as f64 / per_second;
+        (
+            seconds(self.process.saturating_sub(before.process)),
+            seconds(busiest.0),
+            busiest.1,
+        )
+    }
+}
+
+/// The CPU `pid` spends from `from` to `until`: its seconds, its busiest thread's and that
+/// thread's name.
+async fn watch(pid: u32, (from, until): (Instant, Instant)) -> (f64, f64, String) {
+    tokio::time::sleep_until(from.into()).await;
+    let before = ThreadTimes::now(pid);
+    tokio::time::sleep_until(until.into()).await;
+    ThreadTimes::now(pid).since(&before)
+}
+
+/// `drive`: prints one JSON line of figures; with the target's `pid`, what it spent in CPU.
+pub async fn drive(url: &str, kind: &str, seconds: u64, concurrency: u64, pid: Option<u32>) {
     let cold = kind == "cold";
     let templates = Arc::new(templates(cold));
     let url: Arc<hyper::Uri> = Arc::new(url.parse().unwrap());
@@ -221,6 +295,7 @@ pub async fn drive(url: &str, kind: &str, seconds: u64, concurrency: u64) {
         start + WARM_UP,
         start + WARM_UP + Duration::from_secs(seconds),
     );
+    let watcher = pid.map(|pid| tokio::spawn(watch(pid, window)));
     let loops: Vec<_> = (0..concurrency)
         .map(|_| {
             let (url, next, templates) = (url.clone(), next.clone(), templates.clone());
@@ -238,11 +313,17 @@ pub async fn drive(url: &str, kind: &str, seconds: u64, concurrency: u64) {
     own.sort_unstable();
     let at = |p: f64| quantile(&latencies, p);
     let measured = (Instant::now() - window.0).as_secs_f64();
+    let (cpu, busiest, thread) = match watcher {
+        Some(watcher) => watcher.await.unwrap(),
+        None => (f64::NAN, f64::NAN, String::new()),
+    };
     let line = json!({
         "requests": latencies.len(), "errors": errors,
         "rps": latencies.len() as f64 / measured,
         "p50": at(0.5), "p90": at(0.9), "p99": at(0.99),
         "own_p50": quantile(&own, 0.5), "own_p99": quantile(&own, 0.99),
+        "cpu_s": cpu, "busiest_s": busiest, "busiest_thread": thread,
+        "window_s": seconds as f64,
     });
     println!("{line}");
 }
@@ -368,6 +449,29 @@ fn pinned(
     (Process::from(child), line.trim().to_string())
 }
 
+/// What a target's process spent over a point's window.
+struct Spent {
+    /// CPU per request, µs.
+    cpu_us: f64,
+    /// CPU seconds per second: how many of its cores it kept busy.
+    cores_busy: f64,
+    /// The busiest thread's CPU seconds per second, and its name.
+    busiest: f64,
+    thread: String,
+}
+
+fn spent(line: &str) -> Spent {
+    let v: Value = serde_json::from_str(line).unwrap_or_default();
+    let f = |k: &str| v[k].as_f64().unwrap_or(f64::NAN);
+    let requests = v["requests"].as_u64().unwrap_or(0).max(1) as f64;
+    Spent {
+        cpu_us: f("cpu_s") * 1e6 / requests,
+        cores_busy: f("cpu_s") / f("window_s"),
+        busiest: f("busiest_s") / f("window_s"),
+        thread: v["busiest_thread"].as_str().unwrap_or("").to_string(),
+    }
+}
+
 fn figures(line: &str) -> Figures {
     let v: Value =
         serde_json::from_str(line).unwrap_or_else(|e| panic!("drive said {line:?}: {e}"));
@@ -400,23 +504,26 @@ fn bodies() -> Vec<&'static str> {
     }
 }
 
-/// Every point of one target on one layout: body × concurrency.
-fn points(layout: &Layout, url: &str, seconds: u64) -> Vec<Figures> {
+/// Every point of one target (served by `pid`) on one layout: body × concurrency.
+fn points(layout: &Layout, url: &str, pid: u32, seconds: u64) -> Vec<(Figures, Spent)> {
     let exe = std::env::current_exe().unwrap();
     let mut out = Vec::new();
     for kind in bodies() {
         for c in CONCURRENCIES {
             eprintln!("{} cores, {url}, {kind}, c={c}", layout.cores);
-            let args = ["drive", url, kind, &seconds.to_string(), &c.to_string()];
+            let (seconds, c, pid) = (seconds.to_string(), c.to_string(), pid.to_string());
+            let args = ["drive", url, kind, &seconds, &c, &pid];
             let (_child, line) = pinned(&layout.generator, &exe, &args, &[]);
-            out.push(figures(&line));
+            out.push((figures(&line), spent(&line)));
         }
     }
     out
 }
 
+type Points = Vec<(Figures, Spent)>;
+
 /// The pass-through's and the service's points on one layout.
-async fn measure(layout: &Layout, seconds: u64) -> (Vec<Figures>, Vec<Figures>) {
+async fn measure(layout: &Layout, seconds: u64) -> (Points, Points) {
     let exe = std::env::current_exe().unwrap();
     let client = reqwest::Client::new();
     let (_mock, mock_port) = pinned(&layout.mock, &exe, &["mock-upstream"], &[]);
@@ -443,23 +550,31 @@ async fn measure(layout: &Layout, seconds: u64) -> (Vec<Figures>, Vec<Figures>) 
         }
     };
     check(url.clone()).await;
-    let pass_points = points(layout, &url, seconds);
+    let pass_points = points(layout, &url, pass.id(), seconds);
     drop(pass);
 
     let port = compare::free_port();
-    let env = [
+    let mut env = vec![
         ("REACTSTEP_BIND", format!("127.0.0.1:{port}")),
         ("REACTSTEP_OPENAI_BASE_URL", format!("{mock_url}/v1")),
         ("REACTSTEP_WORKERS", layout.cores.to_string()),
     ];
+    env.extend(service_preload().map(|lib| ("LD_PRELOAD", lib)));
     let binary = compare::release_binary();
     let service = pinned_silent(&layout.target, &binary, &env);
     compare::wait_ready(&client, port).await;
     let url = format!("http://127.0.0.1:{port}/api/agent/react_step");
     check(url.clone()).await;
-    let service_points = points(layout, &url, seconds);
+    let service_points = points(layout, &url, service.id(), seconds);
     drop(service);
     (pass_points, service_points)
+}
+
+/// The library the service alone is started with preloaded (`SWEEP_SERVICE_PRELOAD`), if any.
+fn service_preload() -> Option<String> {
+    std::env::var("SWEEP_SERVICE_PRELOAD")
+        .ok()
+        .filter(|lib| !lib.is_empty())
 }
 
 /// The service, pinned, its output thrown away (it says nothing on stdout to wait for).
@@ -519,20 +634,26 @@ pub async fn run(seconds: u64) {
         pass["texts"],
         compare::ms(pass["median_s"].as_f64().unwrap_or(f64::NAN))
     );
+    if let Some(lib) = service_preload() {
+        let _ = writeln!(out, "the service alone started with LD_PRELOAD={lib}");
+    }
     let _ = writeln!(out);
-    let _ = writeln!(out, "| cores | body | c | pass-through req/s | p50 | p99 | reactstep req/s | p50 | p99 | ÷ pass-through | added p50 | added p99 | told p50 | told p99 | errors |");
-    let _ = writeln!(
-        out,
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
-    );
-    for (layout, (pass, service)) in fit.iter().zip(&rows) {
+    write_table(&mut out, &fit, &rows);
+}
+
+/// One row per point: latency and throughput against the pass-through, what the service told,
+/// and what each process spent.
+fn write_table(out: &mut impl Write, fit: &[Layout], rows: &[(Points, Points)]) {
+    let _ = writeln!(out, "| cores | body | c | pass-through req/s | p50 | p99 | reactstep req/s | p50 | p99 | ÷ pass-through | added p50 | added p99 | told p50 | told p99 | errors | pass-through CPU µs/req | cores busy | reactstep CPU µs/step | cores busy | busiest thread |");
+    let _ = writeln!(out, "{}|", "|---".repeat(20));
+    for (layout, (pass, service)) in fit.iter().zip(rows) {
         let kinds = bodies()
             .into_iter()
             .flat_map(|k| CONCURRENCIES.iter().map(move |c| (k, c)));
-        for ((kind, c), (p, s)) in kinds.zip(pass.iter().zip(service)) {
+        for ((kind, c), ((p, pc), (s, sc))) in kinds.zip(pass.iter().zip(service)) {
             let _ = writeln!(
                 out,
-                "| {} | {kind} | {c} | {:.0} | {} | {} | {:.0} | {} | {} | {:.2}× | {} | {} | {} | {} | {} |",
+                "| {} | {kind} | {c} | {:.0} | {} | {} | {:.0} | {} | {} | {:.2}× | {} | {} | {} | {} | {} | {:.0} | {:.2} | {:.0} | {:.2} | {:.0} % ({}) |",
                 layout.cores,
                 p.rps,
                 compare::ms(p.p50),
@@ -546,6 +667,12 @@ pub async fn run(seconds: u64) {
                 compare::ms(s.own_p50),
                 compare::ms(s.own_p99),
                 p.errors + s.errors,
+                pc.cpu_us,
+                pc.cores_busy,
+                sc.cpu_us,
+                sc.cores_busy,
+                sc.busiest * 100.0,
+                sc.thread,
             );
         }
     }
