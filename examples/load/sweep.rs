@@ -386,6 +386,25 @@ fn allowed_cpus() -> Vec<usize> {
         .collect()
 }
 
+/// Which CPUs share a physical core, as the kernel tells it: a target whose CPUs share cores
+/// with the helpers' runs slower per request than one on cores of its own.
+fn siblings(cpus: &[usize]) -> String {
+    let mut groups: Vec<String> = cpus
+        .iter()
+        .filter_map(|cpu| {
+            let path = format!("/sys/devices/system/cpu/cpu{cpu}/topology/thread_siblings_list");
+            Some(std::fs::read_to_string(path).ok()?.trim().to_string())
+        })
+        .collect();
+    groups.sort();
+    groups.dedup();
+    if groups.is_empty() {
+        "CPUs sharing a physical core: not told by this kernel".into()
+    } else {
+        format!("CPUs sharing a physical core: {}", groups.join(" · "))
+    }
+}
+
 /// The layout of each core count that fits, and a line for each that does not. Helpers get up
 /// to 4 cores each; with one core left for both, they share it (and the line says so).
 fn layouts(cpus: &[usize]) -> (Vec<Layout>, Vec<String>) {
@@ -627,6 +646,7 @@ pub async fn run(seconds: u64) {
     for note in &notes {
         let _ = writeln!(out, "{note}");
     }
+    let _ = writeln!(out, "{}", siblings(&cpus));
     let _ = writeln!(
         out,
         "one tokenizer pass (o200k_base, no cache) over a cold request's new text ({} bytes in {} texts: its 3 files and its observations): {}",
