@@ -1,13 +1,15 @@
 //! Load against the real release binary, from one process that is both the load generator and
 //! a slow mock upstream on loopback. Run through `scripts/load.sh`:
 //!
-//! - `burst [N] [http|https|https:S]`: N steps (default 5,000) at once, the upstream answering each after
+//! - `burst [N] [http|https|https:S|stream]`: N steps (default 5,000) at once, the upstream answering each after
 //!   2 s. Every step must come back 200 with the model's answer, or 503 `at_capacity` past the
 //!   steps the descriptor limit leaves room for (counted apart); reports the service's peak RSS
 //!   and the latency it added over the 2 s, at p50 and p99. `http` (the default) is a plain
 //!   HTTP/1.1 upstream, like a local model server: one upstream connection per step. `https` is
 //!   TLS with ALPN, like the hosted providers: HTTP/2, the steps sharing the service's few
 //!   connections. `https:S` allows S streams per connection, as a provider's server does.
+//!   `stream` is `https` with every step on `react_step/stream` and the upstream streaming its
+//!   answer: each step must end with its `step` event holding the answer.
 //! - `soak [SECONDS] [RATE]`: steady load (default 600 s at 100 steps/s) with 10 % of upstream
 //!   replies failing (500, 503, 429); every answer must be a documented outcome, and the
 //!   service's RSS is sampled every 10 s to show it stays flat.
@@ -50,6 +52,12 @@ mod https_upstream;
 mod mixed;
 #[path = "load/startup.rs"]
 mod startup;
+#[path = "../tests/support/stream_upstream.rs"]
+#[expect(
+    dead_code,
+    reason = "the burst takes only the OpenAI stream's frames; the tests script the rest"
+)]
+mod stream_upstream;
 #[path = "load/sweep.rs"]
 mod sweep;
 
@@ -224,13 +232,49 @@ fn percentile(sorted: &[Duration], p: f64) -> Duration {
     sorted[((sorted.len() as f64 - 1.0) * p).round() as usize]
 }
 
+/// The upstream's answer to a streamed call: the whole stream of server-sent events at once.
+fn streamed_answer() -> (u16, String) {
+    let frames =
+        stream_upstream::openai_stream(&["Thought: Known.\nFinal ", "Answer: ", ANSWER], "stop");
+    (200, String::from_utf8(frames).unwrap())
+}
+
+/// How one step of a burst went: a JSON answer, or a stream that ends with its `step` event.
+async fn outcome(reply: reqwest::Response, streamed: bool) -> Outcome {
+    let status = reply.status();
+    let text = reply.text().await.unwrap_or_default();
+    let answered = if streamed {
+        let step = text.split("event: step\ndata: ").nth(1).unwrap_or("");
+        let step: serde_json::Value = serde_json::from_str(step.trim_end()).unwrap_or_default();
+        step["direct_response"] == ANSWER
+    } else {
+        let body: serde_json::Value = serde_json::from_str(&text).unwrap_or_default();
+        body["direct_response"] == ANSWER
+    };
+    if status == 200 && answered {
+        return Outcome::Answered;
+    }
+    let body: serde_json::Value = serde_json::from_str(&text).unwrap_or_default();
+    if status == 503 && body["error"]["type"] == "at_capacity" {
+        Outcome::AtCapacity
+    } else {
+        Outcome::Failed
+    }
+}
+
 /// `https`: over TLS, with this many streams allowed per connection (`None`: any number).
-async fn burst(n: u64, https: Option<Option<u32>>) {
+/// `streamed`: every step on the stream endpoint, the upstream streaming (HTTPS only).
+async fn burst(n: u64, https: Option<Option<u32>>, streamed: bool) {
     let mut ca_file = tempfile::NamedTempFile::new().unwrap();
     let (uri, seen) = if let Some(max_streams) = https {
-        let upstream = https_upstream::start(max_streams, |_body| async {
+        let upstream = https_upstream::start(max_streams, |body: bytes::Bytes| async move {
             tokio::time::sleep(UPSTREAM_DELAY).await;
-            answer(0, false)
+            let asked_to_stream = memchr::memmem::find(&body, b"\"stream\":true").is_some();
+            if asked_to_stream {
+                streamed_answer()
+            } else {
+                answer(0, false)
+            }
         })
         .await;
         ca_file.write_all(upstream.ca_pem.as_bytes()).unwrap();
@@ -258,22 +302,16 @@ async fn burst(n: u64, https: Option<Option<u32>>) {
     let tasks: Vec<_> = (0..n)
         .map(|i| {
             let client = client.clone();
-            let url = service.url.clone();
+            let url = if streamed {
+                format!("{}/stream", service.url)
+            } else {
+                service.url.clone()
+            };
             tokio::spawn(async move {
                 let t = Instant::now();
                 let reply = client.post(&url).json(&body(i)).send().await;
                 let outcome = match reply {
-                    Ok(r) => {
-                        let status = r.status();
-                        let b = r.json::<serde_json::Value>().await.unwrap_or_default();
-                        if status == 200 && b["direct_response"] == ANSWER {
-                            Outcome::Answered
-                        } else if status == 503 && b["error"]["type"] == "at_capacity" {
-                            Outcome::AtCapacity
-                        } else {
-                            Outcome::Failed
-                        }
-                    }
+                    Ok(reply) => outcome(reply, streamed).await,
                     Err(_) => Outcome::Failed,
                 };
                 (outcome, t.elapsed())
@@ -308,6 +346,11 @@ async fn burst(n: u64, https: Option<Option<u32>>) {
             )
         }
         None => "plain HTTP/1.1".to_string(),
+    };
+    let shape = if streamed {
+        format!("{shape}, every step streamed")
+    } else {
+        shape
     };
     println!(
         "burst: {n} concurrent steps, upstream ({shape}) answering after {} s",
@@ -470,14 +513,16 @@ async fn run(args: Vec<String>) {
         }
         _ => {
             let n = args.get(2).and_then(|s| s.parse().ok()).unwrap_or(5_000);
-            let https = match args.get(3).map(String::as_str) {
-                Some("https") => Some(None),
+            let shape = args.get(3).map(String::as_str);
+            let streamed = shape == Some("stream");
+            let https = match shape {
+                Some("https" | "stream") => Some(None),
                 Some(shape) => shape
                     .strip_prefix("https:")
                     .map(|s| Some(s.parse().expect("https:<streams per connection>"))),
                 None => None,
             };
-            burst(n, https).await;
+            burst(n, https, streamed).await;
         }
     }
 }

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Load against the release binary on loopback (see examples/load.rs):
-#   scripts/load.sh burst [N] [http|https|https:S]
+#   scripts/load.sh burst [N] [http|https|https:S|stream]
 #                                          N steps at once, upstream answering after 2 s (5,000),
 #                                          over plain HTTP/1.1 (default) or TLS with HTTP/2
-#                                          (https:S: S streams allowed per connection)
+#                                          (https:S: S streams allowed per connection; stream:
+#                                          https, every step streamed end to end)
 #   scripts/load.sh soak [SECONDS] [RATE]  steady load with 10 % upstream faults (600 s, 100/s)
 #   scripts/load.sh compare [SECONDS] [CONCURRENCY]
 #                                          oha on a mock upstream, a bare actix-web + reqwest

@@ -53,7 +53,8 @@ impl Framing {
     }
 }
 
-/// Serves every request with what `answer` makes of its body: a status and a JSON body.
+/// Serves every request with what `answer` makes of its body: a status and a JSON body, or
+/// server-sent events (a body that begins `data:`).
 /// `max_streams` is HTTP/2's limit on streams per connection, as a hosted provider's server sets
 /// one; `None` allows any number, so that a burst measures the service, not the limit.
 pub async fn start<F, Fut>(max_streams: Option<u32>, answer: F) -> HttpsUpstream
@@ -178,9 +179,15 @@ async fn serve<F, Fut>(
                     let framing = Framing::of(&head.headers, body.len());
                     records.framings.lock().unwrap().push(framing);
                     let (status, reply) = answer(body).await;
+                    // A reply of server-sent events is one streamed call's whole answer.
+                    let content_type = if reply.starts_with("data:") {
+                        "text/event-stream"
+                    } else {
+                        "application/json"
+                    };
                     let response = hyper::Response::builder()
                         .status(status)
-                        .header("content-type", "application/json")
+                        .header("content-type", content_type)
                         .body(Full::new(Bytes::from(reply)))
                         .unwrap();
                     Ok::<_, Infallible>(response)
