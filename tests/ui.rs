@@ -470,6 +470,42 @@ async fn a_hosted_model_without_its_key_says_so_on_the_page() {
     assert!(message.contains("llmKey"), "{message}");
 }
 
+/// The page of a run of `script` in which every call waits for approval, its task typed, once
+/// the first card offers `button` (`approve`, `deny`, `edit`): the opening the approval tests
+/// share. The page's server lives as long as the `Ui`.
+async fn at_first_approval(ws: &Path, script: &str, button: &str) -> (Ui, Browser) {
+    let ui = start_ui(ws, Some(script), &["--approve", "all"]).await;
+    let browser = browser().await;
+    browser.open(&ui).await;
+    browser.type_task("What is the answer?").await;
+    browser
+        .until(
+            "the first approval",
+            &format!(
+                "return document.querySelector(\".card[data-iteration='1'] .approval-request button.{button}\")"
+            ),
+        )
+        .await;
+    (ui, browser)
+}
+
+/// Approves the call on card `iteration`, the run's last, and checks the answer it ends with.
+async fn approve_last(browser: &Browser, iteration: u32, answer: &str) {
+    let card = format!(".card[data-iteration='{iteration}']");
+    browser
+        .until(
+            "the last approval",
+            &format!("return document.querySelector(\"{card} button.approve\")"),
+        )
+        .await;
+    browser.click(&format!("{card} button.approve")).await;
+    browser
+        .until("the answer", "return document.querySelector('.answer')")
+        .await;
+    let ended = browser.text(".answer").await;
+    assert!(ended.contains(answer), "{ended}");
+}
+
 #[tokio::test]
 async fn a_call_waiting_for_approval_is_approved_or_denied_on_the_page() {
     let ws = workspace();
@@ -482,18 +518,8 @@ Action: list_directory(path="src")
 Thought: done
 Action: submit_answer(answer="42")
 "#;
-    let ui = start_ui(ws.path(), Some(script), &["--approve", "all"]).await;
-    let browser = browser().await;
-    browser.open(&ui).await;
-    browser.type_task("What is the answer?").await;
-
+    let (_ui, browser) = at_first_approval(ws.path(), script, "approve").await;
     let first = ".card[data-iteration='1']";
-    browser
-        .until(
-            "the first approval",
-            &format!("return document.querySelector(\"{first} .approval-request button.approve\")"),
-        )
-        .await;
     assert!(browser
         .text(&format!("{first} .approval-request"))
         .await
@@ -540,19 +566,7 @@ Action: submit_answer(answer="42")
         "{denied}"
     );
 
-    browser
-        .until(
-            "the last approval",
-            "return document.querySelector(\".card[data-iteration='3'] button.approve\")",
-        )
-        .await;
-    browser
-        .click(".card[data-iteration='3'] button.approve")
-        .await;
-    browser
-        .until("the answer", "return document.querySelector('.answer')")
-        .await;
-    assert!(browser.text(".answer").await.contains("42"));
+    approve_last(&browser, 3, "42").await;
 
     // Stop cancels a run, even one waiting for a decision.
     browser.type_task("What is the answer, again?").await;
@@ -584,17 +598,8 @@ Action: read_file(path="src/nowhere.rs")
 Thought: done
 Action: submit_answer(answer="42")
 "#;
-    let ui = start_ui(ws.path(), Some(script), &["--approve", "all"]).await;
-    let browser = browser().await;
-    browser.open(&ui).await;
-    browser.type_task("What is the answer?").await;
+    let (_ui, browser) = at_first_approval(ws.path(), script, "edit").await;
     let first = ".card[data-iteration='1']";
-    browser
-        .until(
-            "the approval",
-            &format!("return document.querySelector(\"{first} .approval-request button.edit\")"),
-        )
-        .await;
     browser.click(&format!("{first} button.edit")).await;
     let proposed = browser.text_value(&format!("{first} textarea")).await;
     assert!(proposed.contains("src/nowhere.rs"), "{proposed}");
@@ -659,19 +664,7 @@ Action: submit_answer(answer="42")
         "{decided}"
     );
 
-    browser
-        .until(
-            "the last approval",
-            "return document.querySelector(\".card[data-iteration='2'] button.approve\")",
-        )
-        .await;
-    browser
-        .click(".card[data-iteration='2'] button.approve")
-        .await;
-    browser
-        .until("the answer", "return document.querySelector('.answer')")
-        .await;
-    assert!(browser.text(".answer").await.contains("42"));
+    approve_last(&browser, 2, "42").await;
 }
 
 #[tokio::test]
