@@ -1,5 +1,6 @@
 """The servers the tests run against: the real reactstep binary (``REACTSTEP_BIN``) offline, and
-one whose OpenAI calls go to the mock upstream; each started once for the whole run."""
+one whose OpenAI calls go to the mock upstream; each started once for the whole run. And
+``kind``: a test that takes it runs once with each client, sync and async."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from .support.drive import KINDS, Kind
 from .support.service import Service, start_service
 from .support.upstream import Upstream, start_upstream
 
@@ -46,3 +48,9 @@ def upstream(upstream_server: Upstream) -> Iterator[Upstream]:
     upstream_server.reset()
     yield upstream_server
     assert upstream_server.refused == [], "the service sent what OpenAI would refuse"
+
+
+@pytest.fixture(params=KINDS)
+def kind(request: pytest.FixtureRequest) -> Kind:
+    value: Kind = request.param
+    return value

@@ -21,19 +21,12 @@ from reactstep import (
     tool,
 )
 
-from .support.drive import KINDS, Kind, run
+from .support.drive import LLM, Kind, run
 from .support.service import Service
 from .support.workspace import FILES, Workspace, workspace
 
-LLM = {"modelName": "gpt-4o", "tokenLimit": 16000, "reservedOutputTokens": 1000}
 READ = "Thought: Read it.\nAction: read_file(path='src/auth.ts')"
 DONE = "Thought: Done.\nFinal Answer: done"
-
-
-@pytest.fixture(params=KINDS)
-def kind(request: pytest.FixtureRequest) -> Kind:
-    value: Kind = request.param
-    return value
 
 
 class Asker:

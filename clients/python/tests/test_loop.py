@@ -27,18 +27,9 @@ from reactstep import (
     tool,
 )
 
-from .support.drive import KINDS, Kind, run
+from .support.drive import LLM, Kind, run
 from .support.service import Service
 from .support.workspace import FILES, workspace
-
-LLM = {"modelName": "gpt-4o", "tokenLimit": 16000, "reservedOutputTokens": 1000}
-
-
-@pytest.fixture(params=KINDS)
-def kind(request: pytest.FixtureRequest) -> Kind:
-    value: Kind = request.param
-    return value
-
 
 def test_three_scripted_steps_a_call_two_parallel_calls_answered_by_their_ids_then_the_answer(
     service: Service, kind: Kind

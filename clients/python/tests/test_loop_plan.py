@@ -35,25 +35,18 @@ from reactstep import (
     tool,
 )
 
-from .support.drive import KINDS, Kind, run_recorded
+from .support.drive import LLM, Kind, run_recorded
 from .support.plans import planned
 from .support.recording import Recorder
 from .support.requests import KEY
 from .support.service import Service
 from .support.workspace import workspace
 
-LLM = {"modelName": "gpt-4o", "tokenLimit": 16000, "reservedOutputTokens": 1000}
 QUESTION = "What does login return?"
 BAD_PLAN = (
     'Thought: x\nFinal Answer: {"complexity": "simple", "steps": [{"step_number": 1, '
     '"description": "d", "tool_name": "nope"}], "estimated_iterations": 1}'
 )
-
-
-@pytest.fixture(params=KINDS)
-def kind(request: pytest.FixtureRequest) -> Kind:
-    value: Kind = request.param
-    return value
 
 
 def dumped(plan: ExecutionPlan | None) -> dict[str, Any]:

@@ -14,22 +14,15 @@ import pytest
 
 from reactstep import AsyncClient, LoopAnswer, LoopEvaluating, LoopEvaluation, LoopEvent, LoopResult
 
-from .support.drive import KINDS, Kind, run_recorded
+from .support.drive import LLM, Kind, run_recorded
 from .support.plans import planned, scored
 from .support.requests import KEY, UPSTREAM_MODEL
 from .support.service import Service
 from .support.upstream import Hang, Upstream, completion
 from .support.workspace import workspace
 
-LLM = {"modelName": "gpt-4o", "tokenLimit": 16000, "reservedOutputTokens": 1000}
 QUESTION = "What does login return?"
 WHOLE = "login(user) returns session(user), an object holding the user."
-
-
-@pytest.fixture(params=KINDS)
-def kind(request: pytest.FixtureRequest) -> Kind:
-    value: Kind = request.param
-    return value
 
 
 @pytest.mark.parametrize("stream", [True, False])

@@ -13,7 +13,7 @@ import pytest
 
 from reactstep import AsyncClient, Client, LoopEvent, LoopResult, LoopThoughtDelta, arun_loop, run_loop
 
-from .support.drive import KINDS, Kind, run
+from .support.drive import Kind, run
 from .support.requests import UPSTREAM_MODEL
 from .support.service import Service
 from .support.upstream import Exchange, Hang, Upstream, completion, failure, tool_calls
@@ -23,12 +23,6 @@ NATIVE = {**UPSTREAM_MODEL, "tool_mode": "native"}
 FIRST_KEY = "sk-first-model-key-0000000000"
 FALLBACK_KEY = "sk-fallback-model-key-1111111111"
 WELL_BEFORE_THE_SERVICES_LIMIT = 20.0
-
-
-@pytest.fixture(params=KINDS)
-def kind(request: pytest.FixtureRequest) -> Kind:
-    value: Kind = request.param
-    return value
 
 
 @pytest.mark.parametrize("stream", [True, False])

@@ -13,6 +13,9 @@ from .recording import AsyncRecordingTransport, Recorder, RecordingTransport
 Kind: TypeAlias = Literal["sync", "async"]
 KINDS: tuple[Kind, ...] = ("sync", "async")
 
+# The model settings the loop tests step with.
+LLM = {"modelName": "gpt-4o", "tokenLimit": 16000, "reservedOutputTokens": 1000}
+
 
 def run(kind: Kind, url: str, question: str, **options: Any) -> LoopResult:
     """``run_loop`` of the sync client, or ``run_loop`` of the async one in an event loop of its own."""
