@@ -29,10 +29,11 @@ pub fn summary_of(request: &actix_web::HttpRequest, started: Instant) -> Summary
 pub fn tell<B>(response: &mut ServiceResponse<B>, started: Instant) {
     let summary = summary_of(response.request(), started);
     let headers = response.headers_mut();
-    if let Ok(value) = HeaderValue::from_str(&summary.header()) {
+    // From the `String` itself: `from_str` would copy each value into an allocation of its own.
+    if let Ok(value) = HeaderValue::try_from(summary.header()) {
         headers.insert(SERVER_TIMING, value);
     }
-    if let Ok(value) = HeaderValue::from_str(&summary.overhead()) {
+    if let Ok(value) = HeaderValue::try_from(summary.overhead()) {
         headers.insert(OVERHEAD, value);
     }
 }
