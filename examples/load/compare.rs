@@ -533,18 +533,22 @@ struct Cpu {
     machine: u64,
 }
 
+/// A `stat` line's command name (in parentheses) and its CPU ticks, user and system. After the
+/// name, field 3 (state) comes first: utime and stime (fields 14 and 15) are the 12th and 13th.
+pub fn stat_ticks(stat: &str) -> Option<(String, u64)> {
+    let (head, rest) = stat.rsplit_once(')')?;
+    let name = head.split_once('(')?.1.to_string();
+    let fields: Vec<u64> = rest
+        .split_whitespace()
+        .map(|f| f.parse().unwrap_or(0))
+        .collect();
+    Some((name, fields.get(11)? + fields.get(12)?))
+}
+
 impl Cpu {
     fn now(pid: u32) -> Self {
         let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-        // After the command's name in parentheses, field 3 (state) comes first: utime and stime
-        // (fields 14 and 15) are the 12th and 13th.
-        let fields: Vec<u64> = stat
-            .rsplit_once(')')
-            .map_or("", |r| r.1)
-            .split_whitespace()
-            .map(|f| f.parse().unwrap_or(0))
-            .collect();
-        let process = fields.get(11).unwrap_or(&0) + fields.get(12).unwrap_or(&0);
+        let process = stat_ticks(&stat).map_or(0, |(_, ticks)| ticks);
         let all = std::fs::read_to_string("/proc/stat").unwrap_or_default();
         let ticks: Vec<u64> = all
             .lines()

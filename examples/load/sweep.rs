@@ -222,22 +222,11 @@ struct ThreadTimes {
     threads: std::collections::HashMap<String, (String, u64)>,
 }
 
-/// A `stat` line's name (in parentheses) and its utime + stime (fields 14 and 15).
-fn stat_ticks(stat: &str) -> Option<(String, u64)> {
-    let (head, rest) = stat.rsplit_once(')')?;
-    let name = head.split_once('(')?.1.to_string();
-    let fields: Vec<u64> = rest
-        .split_whitespace()
-        .map(|f| f.parse().unwrap_or(0))
-        .collect();
-    Some((name, fields.get(11)? + fields.get(12)?))
-}
-
 impl ThreadTimes {
     fn now(pid: u32) -> Self {
         let read = |path: String| std::fs::read_to_string(path).ok();
         let process = read(format!("/proc/{pid}/stat"))
-            .and_then(|s| stat_ticks(&s))
+            .and_then(|s| compare::stat_ticks(&s))
             .map_or(0, |(_, ticks)| ticks);
         let threads = std::fs::read_dir(format!("/proc/{pid}/task"))
             .into_iter()
@@ -246,7 +235,7 @@ impl ThreadTimes {
             .filter_map(|task| {
                 let tid = task.file_name().to_string_lossy().into_owned();
                 let stat = read(format!("/proc/{pid}/task/{tid}/stat"))?;
-                Some((tid, stat_ticks(&stat)?))
+                Some((tid, compare::stat_ticks(&stat)?))
             })
             .collect();
         Self { process, threads }

@@ -118,8 +118,9 @@ impl Summary {
 }
 
 /// Milliseconds with three decimals, written from whole microseconds: formatting an `f64` with
-/// a precision took some 3,000 instructions a number under callgrind, and `write!` of the two
-/// integers still half the headers' cost; the digits are written directly.
+/// a precision took some 3,000 instructions a number under callgrind. The digits are written
+/// without the formatting machinery too, which every response pays for (docs/benchmarks.md,
+/// "What `Server-Timing` costs a step").
 fn push_ms(out: &mut String, ms: f64) {
     let micros = (ms * 1000.0).round().max(0.0) as u64;
     out.push_str(itoa::Buffer::new().format(micros / 1000));
