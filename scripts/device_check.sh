@@ -12,7 +12,8 @@
 #   scripts/device_check.sh sweeps [DIR] [S] [N]
 #                                           there: the sweep alone N times (2) in a row, to see
 #                                           how much one machine's runs differ (SWEEP_BODIES=warm
-#                                           halves each)
+#                                           halves each, SWEEP_CORES=1,8 halves it again: the two
+#                                           points the scaling target compares)
 #   scripts/device_check.sh allocators [DIR] [S]
 #                                           there: the whole sweep with glibc's allocator, then
 #                                           the warm body with mimalloc and with jemalloc

@@ -18,6 +18,7 @@
 #                                          concurrency 1, 16 and 64: one table (3 s a point,
 #                                          about 3 minutes; no oha, the example drives the load;
 #                                          SWEEP_BODIES=warm or cold: that body alone;
+#                                          SWEEP_CORES=1,8: those core counts alone;
 #                                          SWEEP_SERVICE_PRELOAD=lib.so: the service alone
 #                                          started with that library preloaded)
 #   scripts/load.sh startup [RUNS]         start to /readyz, the first step of each encoder and the

@@ -10,7 +10,8 @@
 //! affinity `taskset` sets), as actix-web's workers do in the pass-through. A core count that
 //! does not fit the machine is skipped, and the run says so. Each point is `SECONDS` (3) after a
 //! 0.5 s warm-up on the same connections: 48 points, about 3 minutes in all. `SWEEP_BODIES=warm`
-//! (or `cold`) measures one body alone, in half the time.
+//! (or `cold`) measures one body alone, in half the time; `SWEEP_CORES=1,8` those core counts
+//! alone.
 //!
 //! The load generator is this binary (`drive`), not oha: a cold run needs a body the service has
 //! never seen on every request, and oha sends one body. Both bodies go through the same code:
@@ -398,7 +399,7 @@ fn siblings(cpus: &[usize]) -> String {
 /// to 4 cores each; with one core left for both, they share it (and the line says so).
 fn layouts(cpus: &[usize]) -> (Vec<Layout>, Vec<String>) {
     let (mut fit, mut notes) = (Vec::new(), Vec::new());
-    for cores in CORE_COUNTS {
+    for cores in core_counts() {
         let rest = cpus.len().saturating_sub(cores);
         if rest == 0 {
             notes.push(format!(
@@ -494,6 +495,26 @@ fn figures(line: &str) -> Figures {
         own_p50: f("own_p50"),
         own_p99: f("own_p99"),
         ..Figures::default()
+    }
+}
+
+/// The core counts measured: those of `SWEEP_CORES` (comma-separated) among 1, 2, 4 and 8, else
+/// all four. `SWEEP_CORES=1,8` gives the two points the scaling target compares, in half the
+/// time, so that one lent machine can repeat them more often.
+fn core_counts() -> Vec<usize> {
+    let asked = std::env::var("SWEEP_CORES").unwrap_or_default();
+    let asked: Vec<usize> = asked
+        .split(',')
+        .filter_map(|n| n.trim().parse().ok())
+        .collect();
+    let chosen: Vec<usize> = CORE_COUNTS
+        .into_iter()
+        .filter(|n| asked.contains(n))
+        .collect();
+    if chosen.is_empty() {
+        CORE_COUNTS.to_vec()
+    } else {
+        chosen
     }
 }
 
