@@ -243,18 +243,18 @@ fn streamed_answer() -> (u16, String) {
 async fn outcome(reply: reqwest::Response, streamed: bool) -> Outcome {
     let status = reply.status();
     let text = reply.text().await.unwrap_or_default();
+    // The answer, or an error: JSON, streamed or not (a stream's errors before it opens too).
+    let body: serde_json::Value = serde_json::from_str(&text).unwrap_or_default();
     let answered = if streamed {
         let step = text.split("event: step\ndata: ").nth(1).unwrap_or("");
         let step: serde_json::Value = serde_json::from_str(step.trim_end()).unwrap_or_default();
         step["direct_response"] == ANSWER
     } else {
-        let body: serde_json::Value = serde_json::from_str(&text).unwrap_or_default();
         body["direct_response"] == ANSWER
     };
     if status == 200 && answered {
         return Outcome::Answered;
     }
-    let body: serde_json::Value = serde_json::from_str(&text).unwrap_or_default();
     if status == 503 && body["error"]["type"] == "at_capacity" {
         Outcome::AtCapacity
     } else {

@@ -458,10 +458,9 @@ fn pinned(
     (Process::from(child), line.trim().to_string())
 }
 
-/// What a target's process spent over a point's window.
+/// How busy a target's process was over a point's window (its CPU per request is in the
+/// point's `Figures`).
 struct Spent {
-    /// CPU per request, µs.
-    cpu_us: f64,
     /// CPU seconds per second: how many of its cores it kept busy.
     cores_busy: f64,
     /// The busiest thread's CPU seconds per second, and its name.
@@ -469,33 +468,30 @@ struct Spent {
     thread: String,
 }
 
-fn spent(line: &str) -> Spent {
-    let v: Value = serde_json::from_str(line).unwrap_or_default();
-    let f = |k: &str| v[k].as_f64().unwrap_or(f64::NAN);
-    let requests = v["requests"].as_u64().unwrap_or(0).max(1) as f64;
-    Spent {
-        cpu_us: f("cpu_s") * 1e6 / requests,
-        cores_busy: f("cpu_s") / f("window_s"),
-        busiest: f("busiest_s") / f("window_s"),
-        thread: v["busiest_thread"].as_str().unwrap_or("").to_string(),
-    }
-}
-
-fn figures(line: &str) -> Figures {
+/// One point from the line `drive` printed.
+fn point(line: &str) -> (Figures, Spent) {
     let v: Value =
         serde_json::from_str(line).unwrap_or_else(|e| panic!("drive said {line:?}: {e}"));
     let f = |k: &str| v[k].as_f64().unwrap_or(f64::NAN);
-    Figures {
+    let requests = v["requests"].as_u64().unwrap_or(0);
+    let figures = Figures {
         rps: f("rps"),
         p50: f("p50"),
         p90: f("p90"),
         p99: f("p99"),
         errors: v["errors"].as_u64().unwrap_or(0),
-        requests: v["requests"].as_u64().unwrap_or(0),
+        requests,
         own_p50: f("own_p50"),
         own_p99: f("own_p99"),
+        cpu_us: f("cpu_s") * 1e6 / requests.max(1) as f64,
         ..Figures::default()
-    }
+    };
+    let spent = Spent {
+        cores_busy: f("cpu_s") / f("window_s"),
+        busiest: f("busiest_s") / f("window_s"),
+        thread: v["busiest_thread"].as_str().unwrap_or("").to_string(),
+    };
+    (figures, spent)
 }
 
 /// The core counts measured: those of `SWEEP_CORES` (comma-separated) among 1, 2, 4 and 8, else
@@ -543,7 +539,7 @@ fn points(layout: &Layout, url: &str, pid: u32, seconds: u64) -> Vec<(Figures, S
             let (seconds, c, pid) = (seconds.to_string(), c.to_string(), pid.to_string());
             let args = ["drive", url, kind, &seconds, &c, &pid];
             let (_child, line) = pinned(&layout.generator, &exe, &args, &[]);
-            out.push((figures(&line), spent(&line)));
+            out.push(point(&line));
         }
     }
     out
@@ -697,9 +693,9 @@ fn write_table(out: &mut impl Write, fit: &[Layout], rows: &[(Points, Points)]) 
                 compare::ms(s.own_p50),
                 compare::ms(s.own_p99),
                 p.errors + s.errors,
-                pc.cpu_us,
+                p.cpu_us,
                 pc.cores_busy,
-                sc.cpu_us,
+                s.cpu_us,
                 sc.cores_busy,
                 sc.busiest * 100.0,
                 sc.thread,
