@@ -23,7 +23,11 @@ const PATIENCE: Duration = Duration::from_secs(45);
 
 /// The real `reactstep ui` on a free loopback port, killed when dropped.
 struct Ui {
+    /// The address printed, with the page's token: what a person opens.
     url: String,
+    /// The same without its query: where the page's paths are.
+    base: String,
+    token: String,
     _child: tokio::process::Child,
     _scripts: tempfile::TempDir,
 }
@@ -62,11 +66,20 @@ async fn start_ui(ws: &Path, script: Option<&str>, extra: &[&str]) -> Ui {
         .strip_prefix("reactstep ui: ")
         .unwrap_or_else(|| panic!("the first line names the address: {line}"))
         .to_string();
+    let (base, token) = url
+        .split_once("?token=")
+        .unwrap_or_else(|| panic!("the address carries the page's token: {url}"));
     assert!(
-        url.starts_with("http://127.0.0.1:") && url.ends_with('/'),
+        base.starts_with("http://127.0.0.1:") && base.ends_with('/'),
+        "{url}"
+    );
+    assert!(
+        token.len() == 32 && token.bytes().all(|b| b.is_ascii_hexdigit()),
         "{url}"
     );
     Ui {
+        base: base.to_string(),
+        token: token.to_string(),
         url,
         _child: child,
         _scripts: scripts,
@@ -631,7 +644,9 @@ Action: submit_answer(answer="42")
         format!(
             "const id = Number(document.querySelector(\"{first} .approval-request\").dataset.id);
              const deep = [...Array(40)].reduce(inner => ({{k: inner}}), 1);
-             return fetch('api/approval', {{method: 'POST', headers: {{'content-type': 'application/json'}},
+             const token = new URLSearchParams(location.search).get('token');
+             return fetch('api/approval', {{method: 'POST',
+               headers: {{'content-type': 'application/json', 'x-reactstep-token': token}},
                body: JSON.stringify({{id, decision: 'edit', arguments: {arguments}}})}})
                .then(async r => [r.status, await r.text()]);"
         )
@@ -868,7 +883,7 @@ async fn a_foreign_host_or_origin_is_refused_and_the_page_is_self_contained() {
     let ws = workspace();
     let ui = start_ui(ws.path(), Some(STEPS), &[]).await;
     let http = reqwest::Client::new();
-    let origin = ui.url.trim_end_matches('/').to_string();
+    let origin = ui.base.trim_end_matches('/').to_string();
     let host = origin.trim_start_matches("http://").to_string();
 
     let page = http.get(&ui.url).send().await.unwrap();
@@ -885,7 +900,7 @@ async fn a_foreign_host_or_origin_is_refused_and_the_page_is_self_contained() {
     assert!(html.contains("src=\"app.js\"") && html.contains("href=\"style.css\""));
     for asset in ["", "app.js", "style.css"] {
         let text = http
-            .get(format!("{}{asset}", ui.url))
+            .get(format!("{}{asset}", ui.base))
             .send()
             .await
             .unwrap()
@@ -900,7 +915,8 @@ async fn a_foreign_host_or_origin_is_refused_and_the_page_is_self_contained() {
 
     for path in ["", "api/info"] {
         let rebound = http
-            .get(format!("{}{path}", ui.url))
+            .get(format!("{}{path}", ui.base))
+            .header("X-Reactstep-Token", &ui.token)
             .header(
                 "Host",
                 format!("evil.example:{}", host.rsplit(':').next().unwrap()),
@@ -913,9 +929,36 @@ async fn a_foreign_host_or_origin_is_refused_and_the_page_is_self_contained() {
         assert!(why["error"].as_str().unwrap().contains("loopback"), "{why}");
     }
 
+    // Another program on this machine reaches the port too, and sends any Origin it likes:
+    // without the page's token, nothing of the API answers it.
+    let other = "0".repeat(32);
+    for (method, path) in [
+        ("GET", "api/info"),
+        ("GET", "api/sessions"),
+        ("GET", "api/sessions/ui"),
+        ("POST", "api/run"),
+        ("POST", "api/approval"),
+        ("POST", "api/stop"),
+    ] {
+        for token in [None, Some(other.as_str()), Some(&ui.token[..31])] {
+            let mut request = http
+                .request(method.parse().unwrap(), format!("{}{path}", ui.base))
+                .header("Origin", &origin)
+                .json(&json!({"task": "read my files", "id": 1, "decision": "approve"}));
+            if let Some(token) = token {
+                request = request.header("X-Reactstep-Token", token);
+            }
+            let refused = request.send().await.unwrap();
+            assert_eq!(refused.status(), 403, "{method} {path} {token:?}");
+            let why: Value = refused.json().await.unwrap();
+            assert!(why["error"].as_str().unwrap().contains("token"), "{why}");
+        }
+    }
+
     let post = |origin: Option<&str>, task: &str| {
         let mut request = http
-            .post(format!("{}api/run", ui.url))
+            .post(format!("{}api/run", ui.base))
+            .header("X-Reactstep-Token", &ui.token)
             .json(&json!({ "task": task }));
         if let Some(origin) = origin {
             request = request.header("Origin", origin);
@@ -937,7 +980,8 @@ async fn a_foreign_host_or_origin_is_refused_and_the_page_is_self_contained() {
     assert_eq!(why["error"], "Type a task first: the task is empty.");
 
     let stray = http
-        .post(format!("{}api/approval", ui.url))
+        .post(format!("{}api/approval", ui.base))
+        .header("X-Reactstep-Token", &ui.token)
         .header("Origin", &origin)
         .json(&json!({"id": 7, "decision": "approve"}))
         .send()
@@ -960,9 +1004,10 @@ async fn a_stop_pressed_as_soon_as_the_run_is_accepted_stops_it() {
     // With --approve-plan the run would wait on the page: only a Stop ends it.
     let ui = start_ui(ws.path(), Some(&planned_steps()), &["--approve-plan"]).await;
     let http = reqwest::Client::new();
-    let origin = ui.url.trim_end_matches('/').to_string();
+    let origin = ui.base.trim_end_matches('/').to_string();
     let run = http
-        .post(format!("{}api/run", ui.url))
+        .post(format!("{}api/run", ui.base))
+        .header("X-Reactstep-Token", &ui.token)
         .header("Origin", &origin)
         .json(&json!({"task": "What is the answer?", "session": "stopped at once"}))
         .send()
@@ -970,7 +1015,8 @@ async fn a_stop_pressed_as_soon_as_the_run_is_accepted_stops_it() {
         .unwrap();
     assert_eq!(run.status(), 200);
     let stop: Value = http
-        .post(format!("{}api/stop", ui.url))
+        .post(format!("{}api/stop", ui.base))
+        .header("X-Reactstep-Token", &ui.token)
         .header("Origin", &origin)
         .send()
         .await

@@ -1,6 +1,6 @@
 //! `reactstep ui`: builds the tools and the driver as `reactstep run` does (the same flags),
 //! then serves the page and prints the one line a person or a test reads its address from:
-//! `reactstep ui: http://127.0.0.1:PORT/`.
+//! `reactstep ui: http://127.0.0.1:PORT/?token=TOKEN`.
 
 use std::io::Write;
 use std::net::IpAddr;
@@ -114,12 +114,14 @@ async fn serve_with(
             secrets: memory.secrets,
         },
     ));
+    let token = super::guard::new_token()?;
     let page = web::Data::new(Page {
         runs,
         approvals,
         info: info(loop_args, missing),
         bound: args.bind,
         store: memory.store,
+        token: token.clone(),
     });
     let server = HttpServer::new(move || app(page.clone()))
         .workers(1)
@@ -137,7 +139,7 @@ async fn serve_with(
         .copied()
         .ok_or("the page's server listens nowhere")?;
     let mut out = std::io::stdout();
-    writeln!(out, "reactstep ui: http://{address}/")
+    writeln!(out, "reactstep ui: http://{address}/?token={token}")
         .and_then(|()| out.flush())
         .map_err(|e| e.to_string())?;
     server.run().await.map_err(|e| e.to_string())

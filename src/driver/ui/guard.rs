@@ -2,7 +2,10 @@
 //! reach it. A request whose `Host` is not this machine's loopback (or the address the page was
 //! bound to) is refused, which defeats DNS rebinding (a hostile name pointed at 127.0.0.1); a
 //! request that changes something (any method but GET and HEAD) must come from the page itself,
-//! its `Origin` this server's, so another site's form or script cannot post a task.
+//! its `Origin` this server's, so another site's form or script cannot post a task. Neither stops
+//! another program on this machine (any local user can reach a loopback port and send any
+//! `Origin`), so every request of the page's API must also carry the page's token: random, made
+//! at start and printed only in the page's address.
 
 use std::net::IpAddr;
 
@@ -36,6 +39,31 @@ pub fn refused_origin(origin: Option<&str>, host: &str) -> Option<String> {
         )),
         None => Some(
             "a request without an Origin header is refused: only this page may run tasks".into(),
+        ),
+    }
+}
+
+/// The header the page sends its token in.
+pub const TOKEN_HEADER: &str = "x-reactstep-token";
+
+/// A new token for the page: 128 bits from the system's random source, as 32 hex digits.
+pub fn new_token() -> Result<String, String> {
+    let mut bytes = [0u8; 16];
+    getrandom::fill(&mut bytes).map_err(|e| format!("no random token for the page: {e}"))?;
+    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
+}
+
+/// Why a request of the page's API is refused: it does not carry the page's `token`. Compared
+/// in a time that does not depend on where the two differ.
+pub fn refused_token(sent: Option<&[u8]>, token: &str) -> Option<String> {
+    let token = token.as_bytes();
+    let same = |sent: &[u8]| {
+        sent.len() == token.len() && sent.iter().zip(token).fold(0, |d, (a, b)| d | (a ^ b)) == 0
+    };
+    match sent {
+        Some(sent) if same(sent) => None,
+        _ => Some(
+            "the request does not carry the page's token: open the address reactstep ui printed (it ends in ?token=…)".into(),
         ),
     }
 }
@@ -94,5 +122,26 @@ mod tests {
         assert!(refused_origin(Some("https://evil.example"), "127.0.0.1:5").is_some());
         assert!(refused_origin(Some("null"), "127.0.0.1:5").is_some());
         assert!(refused_origin(None, "127.0.0.1:5").is_some());
+    }
+
+    #[test]
+    fn only_the_pages_own_token_passes() {
+        let token = new_token().unwrap_or_default();
+        assert_eq!(token.len(), 32);
+        assert!(token.bytes().all(|b| b.is_ascii_hexdigit()));
+        assert_ne!(new_token().unwrap_or_default(), token, "a token per start");
+        assert_eq!(refused_token(Some(token.as_bytes()), &token), None);
+        let mut other = token.clone().into_bytes();
+        other[31] = if other[31] == b'0' { b'1' } else { b'0' };
+        let longer = format!("{token}0");
+        for sent in [
+            Some(other.as_slice()),
+            Some(&token.as_bytes()[..31]),
+            Some(longer.as_bytes()),
+            Some(b"".as_slice()),
+            None,
+        ] {
+            assert!(refused_token(sent, &token).is_some(), "{sent:?}");
+        }
     }
 }

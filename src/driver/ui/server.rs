@@ -21,7 +21,7 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 
 use super::approver::{Answered, Approvals};
-use super::guard::{refused_host, refused_origin};
+use super::guard::{refused_host, refused_origin, refused_token, TOKEN_HEADER};
 use super::runner::{Job, Runs};
 use crate::driver::approval::{edited_arguments, Decision};
 use crate::driver::memory::{session_name, SessionStore};
@@ -52,6 +52,8 @@ pub struct Page {
     pub bound: IpAddr,
     /// Where the runs are saved, in sessions.
     pub store: Arc<dyn SessionStore>,
+    /// What every request of the API must carry (`guard::new_token`).
+    pub token: String,
 }
 
 /// The application for one worker.
@@ -66,7 +68,10 @@ pub fn app(
         InitError = (),
     >,
 > {
-    let bound = page.bound;
+    let guard = Guard {
+        bound: page.bound,
+        token: page.token.clone(),
+    };
     let json = web::JsonConfig::default()
         .limit(MAX_BODY_BYTES)
         .error_handler(|err, _| {
@@ -80,7 +85,7 @@ pub fn app(
     App::new()
         .app_data(page)
         .app_data(json)
-        .wrap_fn(move |req, service| match guarded(&req, bound) {
+        .wrap_fn(move |req, service| match guard.refuses(&req) {
             Some(why) => {
                 let response =
                     req.into_response(refusal(actix_web::http::StatusCode::FORBIDDEN, &why));
@@ -115,23 +120,39 @@ pub fn app(
         }))
 }
 
-/// Why the guard refuses `req`, if it does.
-fn guarded(req: &ServiceRequest, bound: IpAddr) -> Option<String> {
-    let host = req
-        .headers()
-        .get(header::HOST)
-        .and_then(|h| h.to_str().ok());
-    if let Some(why) = refused_host(host, bound) {
-        return Some(why);
+/// What every request is checked against (`guard.rs`).
+#[derive(Clone)]
+struct Guard {
+    bound: IpAddr,
+    token: String,
+}
+
+impl Guard {
+    /// Why `req` is refused, if it is. The page and its script and style hold nothing of the
+    /// user's, so they are served without the token, and the page can say what is missing.
+    fn refuses(&self, req: &ServiceRequest) -> Option<String> {
+        let host = req
+            .headers()
+            .get(header::HOST)
+            .and_then(|h| h.to_str().ok());
+        if let Some(why) = refused_host(host, self.bound) {
+            return Some(why);
+        }
+        if req.path().starts_with("/api/") {
+            let sent = req.headers().get(TOKEN_HEADER).map(|h| h.as_bytes());
+            if let Some(why) = refused_token(sent, &self.token) {
+                return Some(why);
+            }
+        }
+        if req.method() == Method::GET || req.method() == Method::HEAD {
+            return None;
+        }
+        let origin = req
+            .headers()
+            .get(header::ORIGIN)
+            .and_then(|h| h.to_str().ok());
+        refused_origin(origin, host.unwrap_or_default())
     }
-    if req.method() == Method::GET || req.method() == Method::HEAD {
-        return None;
-    }
-    let origin = req
-        .headers()
-        .get(header::ORIGIN)
-        .and_then(|h| h.to_str().ok());
-    refused_origin(origin, host.unwrap_or_default())
 }
 
 /// An error the page shows as it is: `{"error": "…"}`.

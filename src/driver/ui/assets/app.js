@@ -73,8 +73,18 @@
     return text.trim() || 'reactstep ui answered ' + response.status + ' ' + response.statusText;
   }
 
+  // The page's token, from the address reactstep ui printed: every request of the API
+  // carries it, so no other program on this machine can run tasks or approve calls.
+  const token = new URLSearchParams(location.search).get('token') || '';
+
+  function api(path, init) {
+    const options = init || {};
+    options.headers = Object.assign({ 'X-Reactstep-Token': token }, options.headers || {});
+    return fetch(path, options);
+  }
+
   async function post(path, body) {
-    return fetch(path, {
+    return api(path, {
       method: 'POST',
       headers: { 'Content-Type': 'application/json' },
       body: JSON.stringify(body),
@@ -85,7 +95,7 @@
 
   async function loadInfo() {
     try {
-      const response = await fetch('api/info');
+      const response = await api('api/info');
       if (!response.ok) throw new Error(await errorOf(response));
       const info = await response.json();
       const parts = [info.model];
@@ -652,7 +662,7 @@
   async function loadSessions() {
     const box = $('sessions');
     try {
-      const response = await fetch('api/sessions');
+      const response = await api('api/sessions');
       if (!response.ok) throw new Error(await errorOf(response));
       const body = await response.json();
       $('sessions-panel').title = 'kept in ' + body.store;
@@ -690,7 +700,7 @@
   async function showSessionRuns(name) {
     const box = $('session-runs');
     try {
-      const response = await fetch('api/sessions/' + encodeURIComponent(name));
+      const response = await api('api/sessions/' + encodeURIComponent(name));
       if (!response.ok) throw new Error(await errorOf(response));
       const session = await response.json();
       const list = el('ol', 'session-runs');
