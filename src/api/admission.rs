@@ -198,8 +198,33 @@ async fn decode(
         ApiError::new(e.into(), echo)
     })?;
     decoded.map_err(|(message, fields)| {
-        ApiError::invalid(message, fields, echo_from_raw(bytes, request_id))
+        let raw: serde_json::Value = serde_json::from_slice(bytes).unwrap_or_default();
+        let (message, fields) = without_raw_keys(&raw, message, fields);
+        ApiError::invalid(message, fields, echo_from_value(&raw, request_id))
     })
+}
+
+/// A refusal's message and fields without any key the body holds (`user_api_keys`' values): a
+/// name the client wrote is quoted in a path, and a client may have pasted its key as one.
+fn without_raw_keys(
+    raw: &serde_json::Value,
+    mut message: String,
+    mut fields: Vec<FieldError>,
+) -> (String, Vec<FieldError>) {
+    let keys = &raw["user_api_keys"];
+    let provider_keys = keys["providerKeys"].as_object().into_iter().flatten();
+    let secrets = std::iter::once(&keys["llmKey"])
+        .chain(provider_keys.map(|(_, v)| v))
+        .filter_map(|v| v.as_str());
+    for secret in secrets {
+        let scrub = |text: &str| crate::scrub::secret_fragments(secret, text);
+        message = scrub(&message);
+        for field in &mut fields {
+            field.field = scrub(&field.field);
+            field.message = scrub(&field.message);
+        }
+    }
+    (message, fields)
 }
 
 /// The request's log line names the provider and the model.
@@ -336,6 +361,10 @@ fn same_bytes(a: &[u8], b: &[u8]) -> bool {
 /// error does not lose them.
 fn echo_from_raw(bytes: &[u8], request_id: &str) -> Echo {
     let raw: serde_json::Value = serde_json::from_slice(bytes).unwrap_or_default();
+    echo_from_value(&raw, request_id)
+}
+
+fn echo_from_value(raw: &serde_json::Value, request_id: &str) -> Echo {
     Echo {
         request_id: request_id.to_string(),
         session_id: raw

@@ -125,11 +125,19 @@ pub fn decode_knowing<T: DeserializeOwned>(
     // A body checked as UTF-8 in one pass is read as text: serde_json then checks no string
     // again, where from bytes it checks each one (a body of code is hundreds of strings).
     let mut unknown = Unknown::knowing(also_known);
-    let good = match std::str::from_utf8(body) {
+    let text = std::str::from_utf8(body);
+    let good = match text {
         Ok(text) => noting(serde_json::Deserializer::from_str(text), &mut unknown),
         Err(_) => noting(serde_json::Deserializer::from_slice(body), &mut unknown),
     };
     if let Some(value) = good {
+        // From bytes, serde_json checks the strings it keeps and skips the rest unread.
+        if let Err(e) = text {
+            return Err(refused_body(format!(
+                "the body is not UTF-8: an invalid byte at offset {}",
+                e.valid_up_to()
+            )));
+        }
         return Ok((value, unknown));
     }
     let mut deserializer = serde_json::Deserializer::from_slice(body);
@@ -138,32 +146,16 @@ pub fn decode_knowing<T: DeserializeOwned>(
         Ok(value) => {
             return match deserializer.end() {
                 Ok(()) => Ok((value, unknown)),
-                Err(e) => {
-                    let message = format!("the body is not valid JSON: {e}");
-                    Err((
-                        message.clone(),
-                        vec![FieldError {
-                            field: "body".into(),
-                            message,
-                        }],
-                    ))
-                }
+                Err(e) => Err(refused_body(format!("the body is not valid JSON: {e}"))),
             }
         }
         Err(err) => err,
     };
     let inner = err.inner();
     if inner.is_syntax() || inner.is_eof() {
-        let message = format!("the body is not valid JSON: {inner}");
-        return Err((
-            message.clone(),
-            vec![FieldError {
-                field: "body".into(),
-                message,
-            }],
-        ));
+        return Err(refused_body(format!("the body is not valid JSON: {inner}")));
     }
-    let mut field = err.path().to_string();
+    let mut field = shown_path(err.path());
     let text = inner.to_string();
     // serde reports a missing field at its parent; name the field itself.
     if let Some(missing) = text
@@ -200,6 +192,45 @@ fn noting<'de, R: serde_json::de::Read<'de>, T: serde::Deserialize<'de>>(
     })
     .ok()?;
     deserializer.end().ok().map(|()| value)
+}
+
+/// A refusal of the body as a whole.
+fn refused_body(message: String) -> (String, Vec<FieldError>) {
+    let field = FieldError {
+        field: "body".into(),
+        message: message.clone(),
+    };
+    (message, vec![field])
+}
+
+/// The longest name of a field shown in a path: the rest of a long name is cut.
+const SHOWN_NAME_CHARS: usize = 64;
+
+/// `path` as serde_path_to_error writes it (`a.b[2].c`, `.` when empty), each name the client
+/// wrote (an unknown field's, a map's key) without anything shaped like a key and cut to
+/// [`SHOWN_NAME_CHARS`] characters: a key pasted as a field's name would otherwise come back in
+/// the message, whole, and go into the log line of the refusal.
+fn shown_path(path: &serde_path_to_error::Path) -> String {
+    use serde_path_to_error::Segment;
+    let mut shown = String::new();
+    for segment in path {
+        if !matches!(segment, Segment::Seq { .. }) && !shown.is_empty() {
+            shown.push('.');
+        }
+        match segment {
+            Segment::Seq { index } => shown.push_str(&format!("[{index}]")),
+            Segment::Map { key } | Segment::Enum { variant: key } => {
+                // Scrubbed whole, then cut: a cut through a key leaves pieces too short to find.
+                let name = crate::llm::redact_key_shapes(key);
+                shown.extend(name.chars().take(SHOWN_NAME_CHARS));
+            }
+            Segment::Unknown => shown.push('?'),
+        }
+    }
+    if shown.is_empty() {
+        shown.push('.');
+    }
+    shown
 }
 
 /// serde_json appends " at line L column C"; the field path says more to a client.
@@ -301,6 +332,36 @@ mod tests {
             "inner.tokenLimit: invalid type: string, expected u32"
         );
         assert!(!fields[0].message.contains("Qz7X"));
+    }
+
+    /// A name the client wrote, deep in the body, is shown without a key and cut: an unknown
+    /// field named with the key itself would otherwise come back whole.
+    #[test]
+    fn a_key_used_as_a_fields_name_is_not_shown() {
+        #[derive(Debug, serde::Deserialize)]
+        #[serde(deny_unknown_fields)]
+        struct Inner {
+            #[serde(rename = "modelName")]
+            _model: Option<String>,
+        }
+        #[derive(Debug, serde::Deserialize)]
+        struct Outer {
+            _list: Vec<Inner>,
+        }
+        let key = "sk-proj-Zq7Xw3Kp9Lm2Nb8Vc4Rt6Yh1Ju5Ik0Ol";
+        let long = "n".repeat(2_000);
+        for name in [key, long.as_str()] {
+            let body = format!(r#"{{"_list":[{{"modelName":"m"}},{{"{name}":1}}]}}"#);
+            let Err((message, fields)) = decode::<Outer>(body.as_bytes()) else {
+                panic!("an unknown field is refused");
+            };
+            assert!(
+                !message.contains(key) && !fields[0].field.contains(key),
+                "{message}"
+            );
+            assert!(message.len() < 300, "{message}");
+            assert!(fields[0].field.starts_with("_list[1]."), "{fields:?}");
+        }
     }
 
     #[test]

@@ -72,7 +72,12 @@ async fn bodies_that_are_not_utf8_json_are_400s() {
     let mut not_utf8 = serde_json::to_vec(&offline("q")).unwrap();
     let at = not_utf8.windows(3).position(|w| w == b"\"q\"").unwrap();
     not_utf8[at + 1] = 0xff;
+    // In a field the contract does not know, which is skipped unread: still not UTF-8 JSON.
+    let mut unknown_not_utf8 = serde_json::to_vec(&offline("q")).unwrap();
+    unknown_not_utf8.pop();
+    unknown_not_utf8.extend_from_slice(b",\"zz\":\"\xff\xfe\"}");
     for body in [
+        unknown_not_utf8,
         not_utf8,
         Vec::new(),
         b"   ".to_vec(),
@@ -82,6 +87,51 @@ async fn bodies_that_are_not_utf8_json_are_400s() {
         let (status, reply) = post_bytes(&app, Some("application/json"), body.clone()).await;
         assert_eq!(status, 400, "{:?}", String::from_utf8_lossy(&body));
         assert_eq!(reply["error"]["type"], "invalid_request");
+    }
+    still_serving(&app).await;
+}
+
+/// A key pasted as the name of a field the contract does not know, deep in the body, where
+/// the refusal names the field by its path: the path does not show it (the log line of the
+/// refusal: `logging.rs`), and a name of megabytes is cut.
+#[tokio::test]
+async fn a_key_used_as_a_nested_fields_name_is_not_repeated() {
+    let app = spawn_app().await;
+    let huge = "n".repeat(2_000_000);
+    type Place = fn(&mut Value, &str);
+    let places: [(&str, Place); 3] = [
+        ("llm_config.fallbacks[0].", |body, name| {
+            body["llm_config"]["fallbacks"] =
+                json!([{"provider": "anthropic", "modelName": "claude-sonnet-4-5", name: 1}]);
+        }),
+        ("react.clear_tool_results.", |body, name| {
+            body["react"] = json!({"clear_tool_results": {name: 1}});
+        }),
+        ("conversation_history[0].reasoning_state.", |body, name| {
+            body["conversation_history"] = json!([{"role": "assistant", "content": "c",
+                "reasoning_state": {"provider": "openai", name: 1}}]);
+        }),
+    ];
+    for (path, place) in places {
+        for name in [KEY, "hunterhunterhunter2", huge.as_str()] {
+            let mut body = offline("q");
+            body["user_api_keys"]["providerKeys"] = json!({"anthropic": "hunterhunterhunter2"});
+            place(&mut body, name);
+            let (status, reply) = post_bytes(
+                &app,
+                Some("application/json"),
+                serde_json::to_vec(&body).unwrap(),
+            )
+            .await;
+            assert_eq!(status, 400, "{path}");
+            let text = reply.to_string();
+            assert!(
+                !text.contains(KEY) && !text.contains("hunterhunter"),
+                "{text}"
+            );
+            assert!(text.len() < 4_000, "{path}: {} bytes", text.len());
+            assert!(fields(&reply)[0].starts_with(path), "{reply}");
+        }
     }
     still_serving(&app).await;
 }

@@ -65,3 +65,28 @@ async fn one_line_per_request_with_its_figures_and_no_content() {
     assert_eq!(second["status"], 400);
     assert_eq!(second["error_type"], "invalid_request");
 }
+
+/// A key pasted as the name of a field deep in the body is refused by the field's path, and the
+/// refusal's log line does not hold it (`bad_input.rs` checks the answer).
+#[tokio::test]
+async fn a_key_used_as_a_fields_name_does_not_reach_the_log() {
+    let (_llm, server) = binary_answering("Thought: t\nFinal Answer: a").await;
+    let url = format!("http://127.0.0.1:{}/api/agent/react_step", server.port);
+    let mut body = request("gpt-4o", "q");
+    let key = body["user_api_keys"]["llmKey"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    body["llm_config"]["fallbacks"] =
+        json!([{"provider": "openai", "modelName": "m", key.as_str(): 1}]);
+    let refused = reqwest::Client::new()
+        .post(&url)
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(refused.status(), 400);
+    let log = server.stop().await;
+    assert!(log.contains("llm_config.fallbacks[0]"), "{log}");
+    assert!(!log.contains(&key), "the key reached the log:\n{log}");
+}
