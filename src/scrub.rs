@@ -47,12 +47,16 @@ fn is_separator(b: u8) -> bool {
 }
 
 /// Removes from `text` every run of [`MIN_FRAGMENT`] or more characters that is a piece of
-/// `secret` (all of `secret` when it is shorter), also when the run is split by separators,
-/// written in another case, in rot13, or percent-encoded. Runs are matched with the separators
-/// skipped, and with everything but letters and digits skipped, so that a key split by dashes
-/// is found too. The text spanned by a match, separators included, becomes [`MARK`]; text
-/// holding no such run is returned unchanged.
+/// `secret`, also when the run is split by separators, written in another case, in rot13, or
+/// percent-encoded. Runs are matched with the separators skipped, and with everything but
+/// letters and digits skipped, so that a key split by dashes is found too. The text spanned by a
+/// match, separators included, becomes [`MARK`]; text holding no such run is returned unchanged.
+/// A secret with fewer than [`MIN_FRAGMENT`] characters between its separators is removed only
+/// where it stands whole, in its own case (see [`whole_words`]).
 pub fn secret_fragments(secret: &str, text: &str) -> String {
+    if secret.bytes().filter(|&b| !is_separator(b)).count() < MIN_FRAGMENT {
+        return whole_words(secret, text);
+    }
     // Only a text holding a `%` can hold a percent-encoded piece: the rest are read once a pass.
     let encoded = memchr::memchr(b'%', text.as_bytes()).is_some();
     let mut spans = Vec::new();
@@ -65,6 +69,34 @@ pub fn secret_fragments(secret: &str, text: &str) -> String {
         return text.to_string();
     }
     spans.sort_unstable();
+    replace(text, &merge(spans))
+}
+
+/// `text` with each occurrence of `secret` that stands whole (no letter, digit or `_` on either
+/// side) as [`MARK`]. A secret this short is a placeholder (vLLM's `EMPTY`, Ollama's `ollama`)
+/// or a local server's own word: matched in any case, in pieces or in rot13 as a long key is,
+/// it would take ordinary words out of every message (a key `a` took each `a` and, in rot13,
+/// each `n`).
+fn whole_words(secret: &str, text: &str) -> String {
+    let word = |b: u8| b.is_ascii_alphanumeric() || b == b'_';
+    let bytes = text.as_bytes();
+    // A JSON escape before it (`\nEMPTY` in an upstream's error body) is a boundary too.
+    let escape = |at: usize| at >= 2 && bytes[at - 2] == b'\\';
+    let standing = |at: usize| {
+        let end = at + secret.len();
+        let before = at == 0 || !word(bytes[at - 1]) || escape(at);
+        before && !bytes.get(end).is_some_and(|&b| word(b))
+    };
+    let spans: Vec<(usize, usize)> = match secret {
+        "" => Vec::new(),
+        _ => memchr::memmem::find_iter(bytes, secret)
+            .filter(|&at| standing(at))
+            .map(|at| (at, at + secret.len()))
+            .collect(),
+    };
+    if spans.is_empty() {
+        return text.to_string();
+    }
     replace(text, &merge(spans))
 }
 
@@ -458,6 +490,26 @@ mod tests {
             secret_fragments("sk-abc", "bad key sk-abc, sk-abc"),
             "bad key [REDACTED], [REDACTED]"
         );
+        assert_eq!(
+            secret_fragments("sk-abc", "(sk-abc)\\nsk-abc\tsk-abc"),
+            "([REDACTED])\\n[REDACTED]\t[REDACTED]"
+        );
+    }
+
+    /// A placeholder or a one-letter key leaves the service's own words alone: only the key
+    /// standing whole, in its own case, is removed.
+    #[test]
+    fn a_short_key_takes_no_ordinary_word_out_of_a_message() {
+        let message = "user_query: must not be empty when conversation_history is empty; the parameters schema is not valid";
+        for key in ["EMPTY", "a", "n", "tools", "sk", "ollama", "1234567"] {
+            assert_eq!(secret_fragments(key, message), message, "{key}");
+        }
+        assert_eq!(
+            secret_fragments("EMPTY", "key EMPTY refused, EMPTYish, xEMPTY, EMPTY_1"),
+            "key [REDACTED] refused, EMPTYish, xEMPTY, EMPTY_1"
+        );
+        assert_eq!(secret_fragments("a", "a: b a"), "[REDACTED]: b [REDACTED]");
+        assert_eq!(secret_fragments("", message), message);
     }
 
     #[test]
