@@ -22,9 +22,10 @@ pub fn wait_before_retry(reply: &Result<Value, String>) -> Option<Duration> {
         return None;
     }
     match error["retry_after_seconds"].as_f64() {
-        Some(secs) if secs.is_finite() && secs >= 0.0 => {
-            Some(Duration::from_secs_f64(secs)).filter(|wait| *wait <= MAX_WAIT)
-        }
+        // `try_`: a wait past what a `Duration` holds (`1e20`) is no retry, not a panic.
+        Some(secs) if secs.is_finite() && secs >= 0.0 => Duration::try_from_secs_f64(secs)
+            .ok()
+            .filter(|wait| *wait <= MAX_WAIT),
         _ => Some(Duration::from_secs(1)),
     }
 }
@@ -83,6 +84,10 @@ mod tests {
             None,
             "an hour's wait ends the loop instead"
         );
+        let endless = error(
+            json!({"type": "llm_rate_limited", "retryable": true, "retry_after_seconds": 1e20}),
+        );
+        assert_eq!(wait_before_retry(&endless), None);
         let odd = error(json!({"type": "x", "retryable": true, "retry_after_seconds": -1}));
         assert_eq!(wait_before_retry(&odd), Some(Duration::from_secs(1)));
         let final_ = error(json!({"type": "llm_auth", "retryable": false}));

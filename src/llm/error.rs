@@ -14,9 +14,13 @@ const MAX_UPSTREAM_MESSAGE_CHARS: usize = 500;
 
 #[derive(Debug, thiserror::Error)]
 pub enum LlmError {
-    /// The provider refused the key (401/403).
-    #[error("the {provider} API rejected the API key (HTTP {status}): check user_api_keys.llmKey")]
-    Auth { provider: Provider, status: u16 },
+    /// The provider refused the key (401/403): `llmKey`, or on a fallback the provider's own slot.
+    #[error("the {provider} API rejected the API key (HTTP {status}): check {}", key_field(*.provider, *.fallback))]
+    Auth {
+        provider: Provider,
+        status: u16,
+        fallback: bool,
+    },
     /// The provider does not know the model, or the key may not use it (404).
     #[error("the {provider} API does not offer this model (HTTP 404): {message}")]
     ModelNotFound { provider: Provider, message: String },
@@ -77,6 +81,15 @@ pub enum LlmError {
     },
 }
 
+/// The request's field that held a key the provider refused: a fallback is sent only its
+/// provider's own key (`providerKeys`), never `llmKey`.
+fn key_field(provider: Provider, fallback: bool) -> String {
+    match fallback {
+        true => format!("user_api_keys.providerKeys.{}", provider.name()),
+        false => "user_api_keys.llmKey".into(),
+    }
+}
+
 impl WireError {
     /// The error as the transport reports it: naming the provider, with the key scrubbed from
     /// what the provider said.
@@ -87,6 +100,7 @@ impl WireError {
             Self::KeyNotHeader => LlmError::Auth {
                 provider,
                 status: 401,
+                fallback: false,
             },
         }
     }
@@ -118,6 +132,7 @@ impl LlmError {
             401 | 403 => Self::Auth {
                 provider,
                 status: status_code,
+                fallback: false,
             },
             404 => Self::ModelNotFound { provider, message },
             429 => {
@@ -302,9 +317,12 @@ fn retry_after(headers: &HeaderMap) -> Option<Duration> {
             .and_then(|v| v.trim().parse::<f64>().ok())
             .filter(|v| v.is_finite() && *v >= 0.0)
     };
+    // Past what a `Duration` holds (`1e20`), `from_secs_f64` panics: any wait that long is
+    // "not within this step", so it is held at 136 years, as far as any use of it goes.
+    let wait = |secs: f64| Duration::from_secs_f64(secs.min(f64::from(u32::MAX)));
     number("retry-after-ms")
-        .map(|ms| Duration::from_secs_f64(ms / 1000.0))
-        .or_else(|| number("retry-after").map(Duration::from_secs_f64))
+        .map(|ms| wait(ms / 1000.0))
+        .or_else(|| number("retry-after").map(wait))
 }
 
 /// Upstream text made fit to show and log: the user's key in any piece of 8 or more characters,
@@ -384,6 +402,25 @@ mod tests {
             panic!("expected a rate limit")
         };
         assert_eq!(retry_after, Some(Duration::from_millis(1500)));
+    }
+
+    /// A wait no `Duration` holds is read as the longest one kept, never a panic.
+    #[test]
+    fn a_wait_past_any_duration_is_held_not_a_panic() {
+        for (name, value) in [
+            ("retry-after", "1e20"),
+            ("retry-after-ms", "1e30"),
+            ("retry-after", "1.7976931348623157e308"),
+        ] {
+            let mut headers = HeaderMap::new();
+            headers.insert(name, HeaderValue::from_static(value));
+            let err = reply(429, &headers, r#"{"error":{"message":"slow"}}"#);
+            assert_eq!(
+                err.retry_after(),
+                Some(Duration::from_secs(u64::from(u32::MAX))),
+                "{name}: {value}"
+            );
+        }
     }
 
     #[test]

@@ -179,6 +179,7 @@ mod tests {
                     Err::<(), _>(LlmError::Auth {
                         provider: Provider::OPENAI,
                         status: 401,
+                        fallback: false,
                     })
                 },
             )

@@ -108,6 +108,7 @@ where
         return step(input, live).await;
     }
     attempts.with(|tried| tried.chained = true);
+    let mut on_fallback = false;
     loop {
         input.falls_back = !rest.is_empty();
         // The request as it arrived, for the next model: this one's step consumes its own.
@@ -117,10 +118,13 @@ where
             tried.current = Some((input.llm.provider, input.llm.model.clone(), before));
         });
         let (result, streamed) = attempt(&step, input, live.as_ref(), spare.is_some()).await;
-        let error = match result {
+        let mut error = match result {
             Ok(output) => return Ok(output),
             Err(error) => error,
         };
+        if let StepErrorKind::Llm(LlmError::Auth { fallback, .. }) = &mut error.kind {
+            *fallback = on_fallback;
+        }
         let Some(mut next_input) = spare else {
             return Err(error);
         };
@@ -150,6 +154,7 @@ where
         next_input.llm = next.llm;
         next_input.key = next.key;
         input = next_input;
+        on_fallback = true;
     }
 }
 
@@ -353,6 +358,7 @@ mod tests {
             StepErrorKind::Llm(LlmError::Auth {
                 provider: Provider::OPENAI,
                 status: 401,
+                fallback: false,
             }),
             StepErrorKind::Llm(LlmError::Rejected {
                 provider: Provider::OPENAI,

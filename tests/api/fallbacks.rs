@@ -256,6 +256,45 @@ async fn a_rejected_key_or_request_does_not_fall_back() {
     assert!(received(&app, ANTHROPIC_PATH).await.is_empty());
 }
 
+/// A fallback is sent its provider's own key: when that key is refused, the error names its
+/// slot, not `llmKey`, which the first model used and which may be fine.
+#[tokio::test]
+async fn a_fallbacks_refused_key_is_named_by_its_own_slot() {
+    let app = spawn_app().await;
+    mount(&app.llm, OPENAI_PATH, 429, rate_limited()).await;
+    let bad_key = json!({"type": "error", "error": {"type": "authentication_error",
+        "message": "invalid x-api-key"}});
+    mount(&app.llm, ANTHROPIC_PATH, 401, bad_key).await;
+
+    let reply = app
+        .post_react_step(&chained(json!([claude()]), all_keys()))
+        .await;
+    assert_eq!(reply.status, 401, "{}", reply.text);
+    assert_eq!(reply.body["error"]["type"], "llm_auth");
+    let message = reply.body["error"]["message"].as_str().unwrap();
+    assert!(
+        message.ends_with("check user_api_keys.providerKeys.anthropic"),
+        "{message}"
+    );
+    let attempts = &reply.body["fallback_attempts"];
+    assert_eq!(attempts[1]["message"], message);
+    assert_eq!(attempts[0]["error_type"], "llm_rate_limited");
+
+    // The first model's refused key is `llmKey`'s.
+    let app = spawn_app().await;
+    mount(&app.llm, OPENAI_PATH, 401, bad_key_openai()).await;
+    let reply = app
+        .post_react_step(&chained(json!([claude()]), all_keys()))
+        .await;
+    let message = reply.body["error"]["message"].as_str().unwrap();
+    assert!(message.ends_with("check user_api_keys.llmKey"), "{message}");
+}
+
+fn bad_key_openai() -> Value {
+    json!({"error": {"message": "Incorrect API key provided.",
+        "type": "invalid_request_error", "param": null, "code": "invalid_api_key"}})
+}
+
 /// A price for each model of the chain, in dollars per million tokens.
 const PRICES: &str = r#"{
     "gpt-4o": {"input": 2.5, "cached_input": 1.25, "output": 10},
