@@ -164,6 +164,9 @@ fn checked(
     catalog: &Catalog,
 ) -> Result<(Call, Option<String>), String> {
     copied(tool_name, tool_args, raw_action_string, catalog)?;
+    if let Some(why) = crate::step::history::too_deep(tool_args) {
+        return Err(why);
+    }
     let (tool_name, renamed) = catalog
         .resolve(tool_name)
         .unwrap_or_else(|| (tool_name.to_string(), None));
@@ -554,6 +557,7 @@ fn looks_like_keywords(input: &str) -> bool {
 #[expect(clippy::unwrap_used, reason = "a test fails loudly")]
 mod tests {
     use super::*;
+    use crate::step::history::MAX_ARGUMENT_DEPTH;
     use crate::step::tools::ToolSpec;
     use serde_json::json;
 
@@ -663,6 +667,33 @@ mod tests {
 
     fn no_names() -> Catalog {
         Catalog::new(Vec::new(), "Tools are described elsewhere.").unwrap()
+    }
+
+    /// What is proposed must go back in the conversation: arguments that nest past what a
+    /// body can carry there are refused (a repair round), at the first level too deep.
+    #[test]
+    fn arguments_too_deep_to_send_back_are_refused() {
+        // The object written in the parentheses is the tool's `input`, the first level: the
+        // arguments nest `levels` deep.
+        let nested = |levels: usize| {
+            let inner = format!("{}1{}", "[".repeat(levels - 2), "]".repeat(levels - 2));
+            format!("Thought: t\nAction: no_schema({{\"query\": {inner}}})")
+        };
+        let any = Catalog::new(
+            vec![ToolSpec {
+                name: "no_schema".into(),
+                description: String::new(),
+                parameters: json!({}),
+            }],
+            "",
+        )
+        .unwrap();
+        let ok = verdict(&nested(MAX_ARGUMENT_DEPTH), &any);
+        assert!(ok.is_ok(), "{ok:?}");
+        for levels in [MAX_ARGUMENT_DEPTH + 1, 123] {
+            let why = verdict(&nested(levels), &any).unwrap_err();
+            assert!(why.contains("nest more than 64 levels"), "{why}");
+        }
     }
 
     #[test]

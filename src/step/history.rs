@@ -136,6 +136,31 @@ pub fn walk_json<'a>(
     }
 }
 
+/// How deep a call's arguments (or a planned step's parameters) may nest, their object the
+/// first level. They go back to the service inside the conversation (or the plan), four levels
+/// down a body that may nest 128 in all: what is answered must be what can be sent back.
+pub const MAX_ARGUMENT_DEPTH: usize = 64;
+
+/// Why `arguments` cannot be sent back, when they nest deeper than [`MAX_ARGUMENT_DEPTH`].
+pub fn too_deep(arguments: &Map<String, Value>) -> Option<String> {
+    // Each value with its depth, on a stack of its own.
+    let mut stack: Vec<(&Value, usize)> = arguments.values().map(|v| (v, 2)).collect();
+    while let Some((value, depth)) = stack.pop() {
+        let inner = match value {
+            Value::Array(items) => items.iter().collect::<Vec<_>>(),
+            Value::Object(map) => map.values().collect(),
+            _ => continue,
+        };
+        if depth > MAX_ARGUMENT_DEPTH {
+            return Some(format!(
+                "the arguments nest more than {MAX_ARGUMENT_DEPTH} levels deep, more than a call can be sent back with in the conversation: flatten them"
+            ));
+        }
+        stack.extend(inner.into_iter().map(|v| (v, depth + 1)));
+    }
+    None
+}
+
 pub fn timestamp_now() -> String {
     chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
 }

@@ -146,6 +146,9 @@ fn checked_step(number: usize, step: Value, catalog: &Catalog) -> Result<Value, 
         Some(Value::Object(p)) => p,
         _ => Map::new(),
     };
+    if let Some(why) = super::history::too_deep(&parameters) {
+        return Err(format!("step {number}: {why}"));
+    }
     let tool = match step.remove("tool_name") {
         Some(Value::String(name)) if !name.trim().is_empty() => {
             Value::String(tool_of(number, &name, &parameters, catalog)?)
