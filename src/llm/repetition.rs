@@ -14,6 +14,9 @@ const MIN_LINE_CHARS: usize = 8;
 pub struct LineRepeats {
     /// Where the first line not yet looked at begins.
     checked: usize,
+    /// How much of the text was searched for a line break: each byte is searched once, or a
+    /// line that never ends costs its length with every piece.
+    searched: usize,
     /// The last counted line's hash, and how many times in a row it came.
     last: Option<(u64, u32)>,
 }
@@ -22,8 +25,11 @@ impl LineRepeats {
     /// Looks at the lines `text` completed since the last call; the run's length when it
     /// reaches [`MAX_REPEATED_LINES`].
     pub fn check(&mut self, text: &str) -> Option<u32> {
+        let fresh = text.get(self.searched..)?;
+        let ended = fresh.rfind('\n').map(|i| self.searched + i);
+        self.searched = text.len();
         let rest = text.get(self.checked..)?;
-        let done = rest.rfind('\n')?;
+        let done = ended? - self.checked;
         for line in rest[..done].split('\n') {
             let line = line.trim();
             if line.chars().count() < MIN_LINE_CHARS {

@@ -121,6 +121,14 @@ fn long_runs(bytes: usize) -> Vec<(&'static str, String)> {
         ),
         ("one long line", "x".repeat(bytes)),
         (
+            "an answer of one long word, which may still open a call",
+            format!("Thought: done\nFinal Answer: {}", "abcd".repeat(bytes / 4)),
+        ),
+        (
+            "a thought of one long word",
+            format!("Thought: {}", "abcd".repeat(bytes / 4)),
+        ),
+        (
             "a line of spaces",
             format!("Thought: x\n{}", " ".repeat(bytes)),
         ),

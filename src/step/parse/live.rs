@@ -64,6 +64,8 @@ pub struct LiveParser {
     searched: usize,
     /// How long the held line start was when last looked at (0 when none is held).
     held: usize,
+    /// The same for the opening of an answer held while it may still be a call.
+    answer_held: usize,
     /// Whether the start of the current line has been read (as a tag or as text).
     line_read: bool,
     /// Line breaks and spaces inside a section, sent only when more of the section follows.
@@ -90,6 +92,7 @@ impl LiveParser {
             newline: None,
             searched: 0,
             held: 0,
+            answer_held: 0,
             line_read: false,
             breaks: String::new(),
             started: false,
@@ -174,9 +177,13 @@ impl LiveParser {
         if line_end.is_none() && !end {
             text_end -= self.tail_to_hold(text_end);
         }
+        let whole = line_end.is_some() || end;
+        if self.answer_still_held(text_end, whole) {
+            return false;
+        }
         let text: String = self.rest()[..text_end].to_string();
         work::add(text.len());
-        if self.answer_opens_with_tag(&text, line_end.is_some() || end) {
+        if self.answer_opens_with_tag(&text, whole) {
             return false;
         }
         if let Some(at) = self.invented_turn_at(&text) {
@@ -277,6 +284,25 @@ impl LiveParser {
         if self.section != Section::Answer || self.started {
             return false;
         }
+        let held = self.answer_opening_held(text, whole);
+        self.answer_held = if held { text.len() } else { 0 };
+        held
+    }
+
+    /// Whether the answer's opening, held when last looked at, is still held without a look:
+    /// as with a line start, it is looked at again only once it has doubled, so an opening that
+    /// stays undecided (a run of letters that may be a tool's name) does not cost its length
+    /// with every piece (a 400 KB line in 4-byte pieces took 26 s).
+    fn answer_still_held(&self, len: usize, whole: bool) -> bool {
+        self.section == Section::Answer
+            && !self.started
+            && !whole
+            && len > HELD_LOOKED_AT_EACH_PIECE
+            && len < self.answer_held.saturating_mul(2)
+    }
+
+    /// [`Self::answer_opens_with_tag`] for an answer that has sent nothing yet.
+    fn answer_opening_held(&mut self, text: &str, whole: bool) -> bool {
         let text = text.trim_start();
         if text.is_empty() {
             return false;
