@@ -14,7 +14,12 @@ pub struct SseDecoder {
     pending: Vec<u8>,
     event: Option<String>,
     data: Option<String>,
+    /// Whether the stream's first bytes were read past a byte order mark, which the standard
+    /// drops: left in, it made the first line an unknown field, and the first delta was lost.
+    past_bom: bool,
 }
+
+const BOM: &[u8] = b"\xef\xbb\xbf";
 
 /// The stream is not text: a line was not UTF-8.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -27,6 +32,16 @@ impl SseDecoder {
         // are, so a line that never ends costs time in proportion to its length, not its square.
         let mut from = self.pending.len();
         self.pending.extend_from_slice(bytes);
+        if !self.past_bom {
+            if BOM.starts_with(&self.pending) && self.pending.len() < BOM.len() {
+                return Ok(Vec::new());
+            }
+            if self.pending.starts_with(BOM) {
+                self.pending.drain(..BOM.len());
+            }
+            self.past_bom = true;
+            from = 0;
+        }
         let mut events = Vec::new();
         let mut start = 0;
         while let Some(offset) = self.pending[from..].iter().position(|&b| b == b'\n') {
@@ -86,6 +101,23 @@ mod tests {
             events.extend(decoder.push(chunk).unwrap_or_else(|_| panic!("not text")));
         }
         events
+    }
+
+    /// A byte order mark before the first event is dropped, as the standard says, however the
+    /// bytes are split; one anywhere else is text.
+    #[test]
+    fn a_byte_order_mark_at_the_start_is_dropped() {
+        let stream = "\u{feff}data: {\"a\":1}\n\ndata: \u{feff}x\n\n";
+        let whole = all(&[stream.as_bytes()]);
+        assert_eq!(whole.len(), 2);
+        assert_eq!(whole[0].data, "{\"a\":1}");
+        assert_eq!(whole[1].data, "\u{feff}x");
+        for size in [1, 2, 4] {
+            let bytes: Vec<&[u8]> = stream.as_bytes().chunks(size).collect();
+            assert_eq!(all(&bytes), whole, "{size}");
+        }
+        assert_eq!(all(&[b"\xef\xbb", b"\xbfdata: y\n\n"])[0].data, "y");
+        assert!(all(&[b"\xef\xbb"]).is_empty());
     }
 
     #[test]
