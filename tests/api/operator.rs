@@ -53,9 +53,15 @@ async fn with_operator_tokens_the_api_needs_one() {
         assert_eq!(headers["www-authenticate"], "Bearer");
         assert_conforms("post", path, 401, &body);
     }
-    let bearer = format!("Bearer {TOKEN}");
-    let (status, _, _) = post_with(&app.address, path, Some(&bearer), &offline()).await;
-    assert_eq!(status, 200);
+    // The scheme's name in any case (RFC 9110, 11.1); the token itself exactly.
+    for scheme in ["Bearer", "bearer", "BEARER"] {
+        let bearer = format!("{scheme} {TOKEN}");
+        let (status, _, _) = post_with(&app.address, path, Some(&bearer), &offline()).await;
+        assert_eq!(status, 200, "{scheme}");
+    }
+    let shouted = format!("Bearer {}", TOKEN.to_uppercase());
+    let (status, _, _) = post_with(&app.address, path, Some(&shouted), &offline()).await;
+    assert_eq!(status, 401);
     let (status, _, _) = post_with(
         &app.address,
         "/api/agent/react_step/stream",
