@@ -256,6 +256,66 @@ fn silent_server() -> (std::net::TcpListener, String) {
     (listener, url)
 }
 
+/// A service that proposes a new call at every step and always says ten steps are left: the
+/// loop's own count must end it. Answers until the test ends; the number of steps it was asked.
+fn service_that_never_counts_down() -> (String, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+    use std::io::{BufRead, BufReader, Read, Write};
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let asked = std::sync::Arc::new(AtomicUsize::new(0));
+    let counted = asked.clone();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { return };
+            let mut reader = BufReader::new(stream.try_clone().unwrap());
+            let mut length = 0;
+            let mut line = String::new();
+            while reader.read_line(&mut line).unwrap_or(0) > 0 && line != "\r\n" {
+                let lower = line.to_ascii_lowercase();
+                if let Some(n) = lower.strip_prefix("content-length:") {
+                    length = n.trim().parse().unwrap_or(0);
+                }
+                line.clear();
+            }
+            let mut body = vec![0; length];
+            let _ = reader.read_exact(&mut body);
+            let n = counted.fetch_add(1, Ordering::SeqCst);
+            let reply = serde_json::json!({
+                "status": "action_proposed", "thought": "one more",
+                "action_details": {"tool_name": "read_file", "tool_args": {"path": format!("f{n}.txt")},
+                    "raw_action_string": "", "tool_call_id": format!("c{n}")},
+                "updated_conversation_history": [], "iterations_remaining": 10,
+            })
+            .to_string();
+            let _ = write!(
+                stream,
+                "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{reply}",
+                reply.len()
+            );
+        }
+    });
+    (url, asked)
+}
+
+#[test]
+fn the_loops_own_step_limit_holds_whatever_the_service_counts() {
+    let ws = workspace();
+    let (url, asked) = service_that_never_counts_down();
+    let output = Command::new(env!("CARGO_BIN_EXE_reactstep"))
+        .args(["run", "q", "--output", "json", "--max-iterations", "3"])
+        .args(["--server", &url, "--workspace"])
+        .arg(ws.path())
+        .output()
+        .unwrap();
+    let report: Value = serde_json::from_slice(&output.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&output.stderr)));
+    assert_eq!(output.status.code(), Some(1), "{report}");
+    assert_eq!(report["termination_reason"], "max_iterations");
+    assert_eq!(report["iterations"], 3, "{report}");
+    assert_eq!(asked.load(std::sync::atomic::Ordering::SeqCst), 3);
+}
+
 #[test]
 fn ctrl_c_ends_the_loop_cleanly_with_what_it_did() {
     let ws = workspace();

@@ -93,7 +93,11 @@ impl Driver {
         }
         progress.history = history;
         progress.query.clear();
-        progress.iterations_left = reply["iterations_remaining"].as_u64().unwrap_or(0) as u32;
+        // The service counts the steps down; the loop's own count bounds what it says, so a
+        // service that answers more steps than were left cannot run the loop past its limit.
+        let told = reply["iterations_remaining"].as_u64().unwrap_or(0);
+        let own = progress.iterations_left.saturating_sub(1);
+        progress.iterations_left = u32::try_from(told).unwrap_or(u32::MAX).min(own);
         if progress.iterations_left == 0 {
             return Next::End(
                 Termination::MaxIterations,
