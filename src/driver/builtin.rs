@@ -22,6 +22,9 @@ const MAX_MATCHES: usize = 100;
 /// A matching line is shown up to this many characters: a minified file's one line is not the
 /// whole file again.
 const MAX_MATCH_CHARS: usize = 500;
+/// A search reads at most this much of each file: a log or a data file of megabytes is still
+/// searched, and one larger is searched this far and said to be cut.
+const MAX_SEARCHED_FILE_BYTES: u64 = 8 * 1024 * 1024;
 /// A search reads at most this many files, so a huge tree cannot hold the loop.
 const MAX_FILES_SEARCHED: usize = 20_000;
 /// Folders a search does not go into: version control and build output.
@@ -93,6 +96,7 @@ fn grep_search(ws: &Workspace, args: &Map<String, Value>) -> Result<String, Stri
     };
     let mut pending = vec![(start, kind)];
     let mut matches = Vec::new();
+    let mut passed = PassedOver::default();
     let mut searched = 0;
     while let Some((path, kind)) = pending.pop() {
         if searched == MAX_FILES_SEARCHED {
@@ -103,7 +107,7 @@ fn grep_search(ws: &Workspace, args: &Map<String, Value>) -> Result<String, Stri
             Kind::Folder => pending.extend(children(ws, &path)),
             Kind::File => {
                 searched += 1;
-                if search_file(ws, &path, &regex, &mut matches) {
+                if search_file(ws, &path, &regex, &mut matches, &mut passed) {
                     matches.push(format!("[stopped at {MAX_MATCHES} matches]"));
                     return Ok(matches.join("\n"));
                 }
@@ -113,9 +117,41 @@ fn grep_search(ws: &Workspace, args: &Map<String, Value>) -> Result<String, Stri
         }
     }
     if matches.is_empty() {
-        return Ok(format!("no line matches {pattern}"));
+        matches.push(format!("no line matches {pattern}"));
     }
+    matches.extend(passed.said());
     Ok(matches.join("\n"))
+}
+
+/// Files a search could not search whole, said after the matches: a search that says nothing
+/// of them reads as "nowhere", which a model then believes.
+#[derive(Default)]
+struct PassedOver {
+    binary: usize,
+    cut: Vec<String>,
+}
+
+impl PassedOver {
+    fn said(self) -> Vec<String> {
+        let mut said = Vec::new();
+        if self.binary > 0 {
+            said.push(format!("[{} binary file(s) not searched]", self.binary));
+        }
+        if !self.cut.is_empty() {
+            let names: Vec<&str> = self.cut.iter().take(5).map(String::as_str).collect();
+            let more = self.cut.len().saturating_sub(names.len());
+            let more = if more > 0 {
+                format!(" and {more} more")
+            } else {
+                String::new()
+            };
+            said.push(format!(
+                "[searched only in their first {MAX_SEARCHED_FILE_BYTES} bytes: {}{more}]",
+                names.join(", ")
+            ));
+        }
+        said
+    }
 }
 
 /// A folder's entries to search, in reverse name order (the stack pops them in order), less the
@@ -133,28 +169,36 @@ fn children(ws: &Workspace, dir: &Path) -> Vec<(PathBuf, Kind)> {
 }
 
 /// Adds the file's matching lines; whether the search is full. A file that is not a regular
-/// one once opened, too large or not text is passed over.
+/// one once opened is passed over; a binary one (holding a NUL) is counted in `passed`, and one
+/// longer than [`MAX_SEARCHED_FILE_BYTES`] searched that far and named there. Text that is
+/// not UTF-8 is searched as `read_file` reads it, each bad byte a U+FFFD.
 fn search_file(
     ws: &Workspace,
     path: &Path,
     regex: &regex::Regex,
     matches: &mut Vec<String>,
+    passed: &mut PassedOver,
 ) -> bool {
     let Ok(opened) = ws.open_file(path) else {
         return false;
     };
-    if opened.len > MAX_FILE_BYTES {
-        return false;
-    }
-    let mut text = String::new();
+    let mut bytes = Vec::new();
     if opened
         .file
-        .take(MAX_FILE_BYTES)
-        .read_to_string(&mut text)
+        .take(MAX_SEARCHED_FILE_BYTES)
+        .read_to_end(&mut bytes)
         .is_err()
     {
         return false;
     }
+    if memchr::memchr(0, &bytes).is_some() {
+        passed.binary += 1;
+        return false;
+    }
+    if opened.len > MAX_SEARCHED_FILE_BYTES {
+        passed.cut.push(Workspace::shown(path));
+    }
+    let text = String::from_utf8_lossy(&bytes);
     for (n, line) in text.lines().enumerate() {
         if regex.is_match(line) {
             let line = line.trim();
@@ -365,6 +409,41 @@ mod tests {
         assert_eq!(
             grep_search(&ws, &args(json!({"pattern": "TODO"}))).as_deref(),
             Ok("src/a.rs:2: // TODO: b")
+        );
+    }
+
+    /// A large file and one that is not UTF-8 are searched, a binary one is said to be passed
+    /// over, and a file past the bound is searched that far and named: a search never says
+    /// "no line matches" of a file it did not read.
+    #[test]
+    fn large_and_odd_files_are_searched_or_said_to_be_passed_over() {
+        let (dir, ws) = workspace();
+        let src = dir.path().join("src");
+        let big = "x TODO y\n".repeat(400_000);
+        fs::write(src.join("big.txt"), &big).unwrap_or_else(|e| panic!("{e}"));
+        fs::write(src.join("latin1.txt"), b"ok \xff\xfe text\n").unwrap_or_else(|e| panic!("{e}"));
+        fs::write(src.join("blob.bin"), b"ok\0\x01ok").unwrap_or_else(|e| panic!("{e}"));
+        let search = |pattern: &str, path: &str| {
+            grep_search(&ws, &args(json!({"pattern": pattern, "path": path}))).unwrap_or_default()
+        };
+        let found = search("TODO", "src/big.txt");
+        assert!(found.starts_with("src/big.txt:1: x TODO y"), "{found}");
+        assert!(found.ends_with("[stopped at 100 matches]"), "{found}");
+        assert_eq!(
+            search("ok", "src/latin1.txt"),
+            "src/latin1.txt:1: ok \u{fffd}\u{fffd} text"
+        );
+        let found = search("ok", "src");
+        assert!(found.contains("src/latin1.txt:1:"), "{found}");
+        assert!(
+            found.ends_with("[1 binary file(s) not searched]"),
+            "{found}"
+        );
+        let huge = "z".repeat(MAX_SEARCHED_FILE_BYTES as usize) + "\nNEEDLE\n";
+        fs::write(src.join("huge.log"), huge).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(
+            search("NEEDLE", "src/huge.log"),
+            format!("no line matches NEEDLE\n[searched only in their first {MAX_SEARCHED_FILE_BYTES} bytes: src/huge.log]")
         );
     }
 
