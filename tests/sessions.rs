@@ -1371,7 +1371,7 @@ async fn a_run_whose_json_is_damaged_is_shown_and_continued_without_it(store: St
     let sqlite = matches!(store, Store::Sqlite { .. });
     if sqlite {
         // What another program could write in SQLite's loose columns: bytes that are not
-        // UTF-8, and a time that is not a number (that run cannot be read at all).
+        // UTF-8, and times that are not numbers (the run and the session are still read).
         store
             .execute("UPDATE runs SET answer = X'74776FFF' WHERE question = 'Second?'")
             .await;
@@ -1380,6 +1380,12 @@ async fn a_run_whose_json_is_damaged_is_shown_and_continued_without_it(store: St
         store
             .execute("UPDATE runs SET started_ms = 'soon' WHERE question = 'Third?'")
             .await;
+        store
+            .execute("UPDATE sessions SET last_active_ms = 'x' WHERE name = 'dmg'")
+            .await;
+        let listed = sessions(&store, &["list", "--output", "json"]).await;
+        assert_eq!(listed.code, 0, "{}", listed.stderr);
+        assert!(listed.stdout.contains("\"dmg\""), "{}", listed.stdout);
     }
 
     let shown = sessions(&store, &["show", "dmg", "--output", "json"]).await;
@@ -1391,7 +1397,7 @@ async fn a_run_whose_json_is_damaged_is_shown_and_continued_without_it(store: St
     );
     let session = shown.json();
     let runs = session["runs"].as_array().unwrap();
-    assert_eq!(runs.len(), 2, "{session:#}");
+    assert_eq!(runs.len(), if sqlite { 3 } else { 2 }, "{session:#}");
     assert_eq!(
         (runs[0]["question"].as_str(), runs[0]["answer"].as_str()),
         (Some(Q1), Some(A1))
@@ -1406,8 +1412,13 @@ async fn a_run_whose_json_is_damaged_is_shown_and_continued_without_it(store: St
     assert_eq!(warnings.len(), if sqlite { 4 } else { 3 }, "{session:#}");
     if sqlite {
         assert_eq!(runs[1]["answer"], "two\u{FFFD}");
+        assert_eq!(
+            (runs[2]["question"].as_str(), runs[2]["answer"].as_str()),
+            (Some("Third?"), Some("3"))
+        );
+        assert_eq!(runs[2]["started"], "");
         assert!(
-            shown.stderr.contains("a run cannot be read"),
+            shown.stderr.contains("the start time of run") && shown.stderr.contains("not a number"),
             "{}",
             shown.stderr
         );
@@ -1419,7 +1430,7 @@ async fn a_run_whose_json_is_damaged_is_shown_and_continued_without_it(store: St
     // The session goes on: the damaged run's question and answer are still sent.
     let model = model_server("Thought: t\nFinal Answer: 8443 still").await;
     let next = finished(&mut online(&store, "dmg", "Which port?", &model, 16_000)).await;
-    assert_eq!(next.code, 0, "{}", next.stderr);
+    assert_eq!(next.code, 0, "{}\n{}", next.stderr, next.stdout);
     assert!(next.stderr.contains("not JSON"), "{}", next.stderr);
     let sent = chats(&model).await.remove(0).to_string();
     assert!(sent.contains(Q1) && sent.contains(A1), "{sent}");

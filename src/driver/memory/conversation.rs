@@ -234,9 +234,11 @@ fn turns(runs: &[SavedRun]) -> Vec<Value> {
                 (ended, "") => format!("[This run ended without an answer: {ended}.]"),
                 (ended, said) => format!("[This run ended without an answer: {ended}.] {said}"),
             };
+            // A time that could not be read from the store ("") is sent as none.
+            let at = |time: &str| (!time.is_empty()).then(|| time.to_string());
             [
-                json!({"role": "user", "content": question, "timestamp": run.started}),
-                json!({"role": "assistant", "content": answer, "timestamp": run.ended}),
+                json!({"role": "user", "content": question, "timestamp": at(&run.started)}),
+                json!({"role": "assistant", "content": answer, "timestamp": at(&run.ended)}),
             ]
         })
         .collect()

@@ -216,8 +216,8 @@ pub fn shown_url(url: &str) -> String {
 fn session_row(row: &tokio_postgres::Row) -> Result<SessionRow, tokio_postgres::Error> {
     Ok(SessionRow {
         name: row.try_get(0)?,
-        created_ms: row.try_get(1)?,
-        last_active_ms: row.try_get(2)?,
+        created_ms: Some(row.try_get(1)?),
+        last_active_ms: Some(row.try_get(2)?),
         summary_text: row.try_get(3)?,
         summary_turns: row.try_get(4)?,
         runs: row.try_get(5)?,
@@ -228,8 +228,8 @@ fn run_row(row: &tokio_postgres::Row) -> Result<RunRow, tokio_postgres::Error> {
     Ok(RunRow {
         id: row.try_get(0)?,
         question: row.try_get(1)?,
-        started_ms: row.try_get(2)?,
-        ended_ms: row.try_get(3)?,
+        started_ms: Some(row.try_get(2)?),
+        ended_ms: Some(row.try_get(3)?),
         answer: row.try_get(4)?,
         termination: row.try_get(5)?,
         report: row.try_get(6)?,

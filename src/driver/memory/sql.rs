@@ -57,8 +57,9 @@ pub fn for_sqlite(statement: &str) -> String {
 /// A row of [`list`] or [`one_session`], in column order.
 pub struct SessionRow {
     pub name: String,
-    pub created_ms: i64,
-    pub last_active_ms: i64,
+    /// `None` for a time that is not a number (written by another program): shown as "".
+    pub created_ms: Option<i64>,
+    pub last_active_ms: Option<i64>,
     pub summary_text: Option<String>,
     pub summary_turns: Option<i64>,
     pub runs: i64,
@@ -75,8 +76,8 @@ impl SessionRow {
         });
         SessionInfo {
             name: self.name,
-            created: rfc3339(self.created_ms),
-            last_active: rfc3339(self.last_active_ms),
+            created: time(self.created_ms),
+            last_active: time(self.last_active_ms),
             summary,
             run_count: u64::try_from(self.runs).unwrap_or(0),
         }
@@ -87,8 +88,9 @@ impl SessionRow {
 pub struct RunRow {
     pub id: i64,
     pub question: String,
-    pub started_ms: i64,
-    pub ended_ms: i64,
+    /// `None` for a time that is not a number, left out with a warning.
+    pub started_ms: Option<i64>,
+    pub ended_ms: Option<i64>,
     pub answer: String,
     pub termination: String,
     pub report: String,
@@ -101,6 +103,13 @@ impl RunRow {
     /// out, said in `warnings`: the run's question and answer are still shown and sent.
     pub fn run(self, warnings: &mut Vec<String>) -> SavedRun {
         let id = self.id;
+        for (what, ms) in [("start", self.started_ms), ("end", self.ended_ms)] {
+            if ms.is_none() {
+                warnings.push(format!(
+                    "the {what} time of run {id} is not a number: left out"
+                ));
+            }
+        }
         let mut json = |what: &str, text: &str| match serde_json::from_str::<Value>(text) {
             Ok(value) => Some(value),
             Err(e) => {
@@ -118,12 +127,17 @@ impl RunRow {
                 .filter(Value::is_array)
                 .unwrap_or_else(|| Value::Array(Vec::new())),
             question: self.question,
-            started: rfc3339(self.started_ms),
-            ended: rfc3339(self.ended_ms),
+            started: time(self.started_ms),
+            ended: time(self.ended_ms),
             answer: self.answer,
             termination: self.termination,
         }
     }
+}
+
+/// A time as RFC 3339, or "" for one that could not be read.
+fn time(ms: Option<i64>) -> String {
+    ms.map_or_else(String::new, rfc3339)
 }
 
 /// The session of `row` with its `runs`: a run that could not be read at all (`Err`, why) is

@@ -231,11 +231,23 @@ fn text(row: &rusqlite::Row<'_>, at: usize) -> rusqlite::Result<Option<String>> 
     })
 }
 
+/// A time column in milliseconds; `None` when another program wrote what is not a number (SQLite
+/// keeps any value in any column): the row is still read, and its question and answer shown.
+fn time(row: &rusqlite::Row<'_>, i: usize) -> rusqlite::Result<Option<i64>> {
+    Ok(match row.get_ref(i)? {
+        ValueRef::Integer(n) => Some(n),
+        ValueRef::Text(text) => std::str::from_utf8(text)
+            .ok()
+            .and_then(|t| t.trim().parse().ok()),
+        _ => None,
+    })
+}
+
 fn session_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<SessionRow> {
     Ok(SessionRow {
         name: text(row, 0)?.unwrap_or_default(),
-        created_ms: row.get(1)?,
-        last_active_ms: row.get(2)?,
+        created_ms: time(row, 1)?,
+        last_active_ms: time(row, 2)?,
         summary_text: text(row, 3)?,
         summary_turns: row.get(4).unwrap_or(None),
         runs: row.get(5)?,
@@ -246,8 +258,8 @@ fn run_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<RunRow> {
     Ok(RunRow {
         id: row.get(0)?,
         question: text(row, 1)?.unwrap_or_default(),
-        started_ms: row.get(2)?,
-        ended_ms: row.get(3)?,
+        started_ms: time(row, 2)?,
+        ended_ms: time(row, 3)?,
         answer: text(row, 4)?.unwrap_or_default(),
         termination: text(row, 5)?.unwrap_or_default(),
         report: text(row, 6)?.unwrap_or_default(),
