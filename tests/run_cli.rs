@@ -158,6 +158,41 @@ fn an_answer_the_last_step_asked_for_is_not_a_success() {
     assert_eq!(report["termination_reason"], "success");
 }
 
+/// `submit_answer` on the last step ends the loop with its answer (as `max_iterations`, given
+/// where the model was told to answer), not with the step limit's summary.
+#[test]
+fn an_answer_submitted_on_the_last_step_is_kept() {
+    let ws = workspace();
+    let (code, report) = json_run(
+        ws.path(),
+        "Thought: t\nAction: submit_answer(answer=\"ans\", confidence=0.5)",
+        &["--max-iterations", "1"],
+    );
+    assert_eq!(code, 1, "{report}");
+    assert_eq!(report["termination_reason"], "max_iterations");
+    assert_eq!(report["answer"], "ans");
+    assert_eq!(report["confidence"], 0.5);
+    let script = [
+        "Thought: a\nAction: calculator(expression=\"1+1\")",
+        "Thought: b\nAction: calculator(expression=\"2+2\")",
+        "Thought: c\nAction: submit_answer(answer=\"four\")",
+    ]
+    .join("\n---\n");
+    let (code, report) = json_run(ws.path(), &script, &["--max-iterations", "3"]);
+    assert_eq!(code, 1, "{report}");
+    assert_eq!(
+        (
+            report["termination_reason"].as_str(),
+            report["answer"].as_str()
+        ),
+        (Some("max_iterations"), Some("four"))
+    );
+    // With a step to spare, the same answer is the model's own.
+    let (code, report) = json_run(ws.path(), &script, &["--max-iterations", "4"]);
+    assert_eq!(code, 0, "{report}");
+    assert_eq!(report["termination_reason"], "success");
+}
+
 #[test]
 fn a_final_answer_schema_gets_the_answer_back_as_json() {
     let ws = workspace();

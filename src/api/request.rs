@@ -103,6 +103,9 @@ pub struct ReactDto {
     /// `false`, `true` or `{"warn_after", "stop_after"}`: read by `convert`, which names the
     /// field at fault.
     pub loop_guard: Option<serde_json::Value>,
+    /// The tool whose call is the loop's answer: on the last step it is proposed.
+    #[validate(length(min = 1, max = MAX_TOOL_NAME_CHARS))]
+    pub answer_tool: Option<String>,
 }
 
 /// `react.clear_tool_results`.

@@ -15,6 +15,9 @@ pub use super::workspace::Workspace;
 #[expect(clippy::unwrap_used, reason = "a test fails loudly")]
 mod attacks;
 
+/// The tool whose call is the loop's answer (the service's `react.answer_tool`).
+pub const ANSWER_TOOL: &str = "submit_answer";
+
 /// The most a read or a listing gives back; the rest is said to be left out.
 const MAX_FILE_BYTES: u64 = 256 * 1024;
 const MAX_ENTRIES: usize = 500;
@@ -341,7 +344,7 @@ fn register_plain_tools(registry: &mut ToolRegistry) {
         ),
     );
     registry.register(
-        "submit_answer",
+        ANSWER_TOOL,
         submit_answer,
         meta(
             "Give the final answer, with how confident you are in it (0 to 1).",

@@ -149,7 +149,15 @@ impl Driver {
             }
             ToolOutcome::Submitted { answer, confidence } => {
                 progress.report.confidence = confidence;
-                return Err(Next::End(Termination::Success, answer));
+                // Given on the last step, where the model was told to answer now: as a
+                // `forced_final` answer is, it ends the loop as `max_iterations`.
+                let last = progress.iterations_left <= 1;
+                let ended = if last {
+                    Termination::MaxIterations
+                } else {
+                    Termination::Success
+                };
+                return Err(Next::End(ended, answer));
             }
         };
         let observation = match &proposed_args {

@@ -427,8 +427,10 @@ impl Driver {
             "tools": self.declarations().await,
         });
         add_models(&mut body, s);
+        // A `submit_answer` on the last step is proposed, not summarised: its answer is kept.
+        body["react"] = json!({ "answer_tool": super::builtin::ANSWER_TOOL });
         if let Some(schema) = &s.final_answer_schema {
-            body["react"] = json!({ "final_answer_schema": schema });
+            body["react"]["final_answer_schema"] = schema.clone();
         }
         if let Some(plan) = &progress.plan {
             body["explicit_context"] = json!([{"path": PLAN_PATH, "content": plan.to_string()}]);

@@ -34,6 +34,9 @@ pub struct ReactSettings {
     /// The step must end in the final answer: a call of a tool is invalid output, for the
     /// repair round (a plan or an evaluation step).
     pub answer_only: bool,
+    /// The client's tool whose call is its loop's answer (`react.answer_tool`, a driver's
+    /// `submit_answer`): on the last step a call of it is proposed, not summarised.
+    pub answer_tool: Option<String>,
 }
 
 impl Default for ReactSettings {
@@ -49,6 +52,7 @@ impl Default for ReactSettings {
             clear_tool_results: None,
             loop_guard: Some(LoopGuard::default()),
             answer_only: false,
+            answer_tool: None,
         }
     }
 }

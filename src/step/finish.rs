@@ -63,6 +63,16 @@ pub(super) fn finish_step(
     } = ledger;
     warnings.extend(parsed.warnings);
     let outcome = match valid {
+        Valid::Action { call, .. } if input.iterations_left == 1 && answers(&input, &call) => {
+            warnings.push(format!(
+                "the model answered through '{}' (react.answer_tool) on its last step: the call is proposed, not summarised, and any other call of the turn left out",
+                call.tool_name
+            ));
+            Outcome::from(Valid::Action {
+                call,
+                parallel: Vec::new(),
+            })
+        }
         Valid::Action { .. } if input.iterations_left == 1 => {
             warnings.push(
                 "the model proposed a tool call on its last step; a summary was returned instead"
@@ -113,6 +123,11 @@ pub(super) fn finish_step(
         fallback_attempts: Vec::new(),
         structured: None,
     }
+}
+
+/// Whether `call` is of the client's answer tool (`react.answer_tool`).
+fn answers(input: &StepInput, call: &super::decide::Call) -> bool {
+    input.react.answer_tool.as_deref() == Some(call.tool_name.as_str())
 }
 
 /// Whether the answer is one the last step asked for: the prompt told the model not to call a

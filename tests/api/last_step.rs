@@ -161,3 +161,64 @@ async fn a_streamed_step_marks_the_answer_left_out() {
     );
     assert_eq!(streamed.joined("answer"), "");
 }
+
+/// The client's answer tool (`react.answer_tool`, a driver's `submit_answer`) called on the last
+/// step is proposed, so the answer it carries is not lost; any other call there is summarised.
+#[tokio::test]
+async fn the_answer_tool_on_the_last_step_is_proposed_not_summarised() {
+    let answered = openai_reply(
+        "Thought: Found it.\nAction: submit_answer(answer=\"login is in auth.rs\")\nAction: code_search(query=\"x\")",
+    );
+    let other = openai_reply("Thought: One more look.\nAction: code_search(query=\"login\")");
+    let app = spawn_app_answering_in_turn(
+        OPENAI_PATH,
+        vec![answered.clone(), other.clone(), answered, other],
+    )
+    .await;
+    let mut body = request("gpt-4o", "Where is login handled?");
+    body["available_tools_prompt_segment"] = json!(
+        "- code_search(query): search the code\n- submit_answer(answer): give the final answer"
+    );
+    body["max_iterations_left"] = json!(1);
+    body["react"] = json!({"answer_tool": "submit_answer"});
+
+    let reply = app.post_react_step(&body).await;
+    assert_eq!(reply.status, 200, "{}", reply.text);
+    assert_conforms("POST", "/api/agent/react_step", 200, &reply.body);
+    assert_eq!(reply.body["status"], "action_proposed");
+    assert_eq!(reply.body["iterations_remaining"], 0);
+    let action = &reply.body["action_details"];
+    assert_eq!(action["tool_name"], "submit_answer");
+    assert_eq!(action["tool_args"]["answer"], "login is in auth.rs");
+    assert!(
+        reply.body.get("parallel_actions").is_none(),
+        "{}",
+        reply.text
+    );
+    assert!(reply.body["warnings"]
+        .to_string()
+        .contains("react.answer_tool"));
+
+    // Any other tool on the last step is summarised, as without the setting.
+    let reply = app.post_react_step(&body).await;
+    assert_eq!(
+        reply.body["status"], "direct_response_provided",
+        "{}",
+        reply.text
+    );
+    assert_eq!(reply.body["termination_reason"], "max_iterations");
+
+    // Without the setting, the answer tool is summarised like any tool.
+    body.as_object_mut().unwrap().remove("react");
+    let reply = app.post_react_step(&body).await;
+    assert_eq!(
+        reply.body["status"], "direct_response_provided",
+        "{}",
+        reply.text
+    );
+    let long = "t".repeat(65);
+    body["react"] = json!({"answer_tool": long});
+    let reply = app.post_react_step(&body).await;
+    assert_eq!(reply.status, 400, "{}", reply.text);
+    assert!(reply.text.contains("react.answer_tool"), "{}", reply.text);
+}

@@ -61,6 +61,7 @@ pub fn react_settings(
         }
     }
     settings.loop_guard = loop_guard(dto.loop_guard, fail);
+    settings.answer_tool = dto.answer_tool;
     settings
 }
 

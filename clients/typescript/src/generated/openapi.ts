@@ -547,6 +547,16 @@ export interface components {
              */
             final_answer_schema?: Record<string, unknown> | boolean | null;
             /**
+             * @description The name of your own tool whose call is your loop's answer (a `submit_answer`). On
+             *     the last step (`max_iterations_left: 1`) a call of any other tool is summarised into
+             *     a direct response; a call of this one is proposed as any call is (`action_proposed`,
+             *     `iterations_remaining: 0`, the turn's other calls left out, a warning), so the
+             *     answer it carries is not lost. Report it as given on the last step, as
+             *     `forced_final` says of a direct answer. Absent: every call on the last step is
+             *     summarised.
+             */
+            answer_tool?: string | null;
+            /**
              * @description The loop guard, read from `conversation_history` alone: the same call (tool and
              *     arguments, compared as JSON values, key order aside) made several times in a row with
              *     the same result (the observations answering it have the same content), or a cycle of
