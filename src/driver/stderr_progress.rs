@@ -100,10 +100,19 @@ impl Watcher for StderrProgress {
     }
 
     fn action(&mut self, iteration: u32, tool: &str, args: &Value) {
+        // A call's arguments may be a whole file: the line shows their start, and their size.
+        const SHOWN: usize = 500;
+        let args = args.to_string();
+        let shown: String = args.chars().take(SHOWN).collect();
+        let more = if shown.len() < args.len() {
+            format!(" … ({} bytes)", args.len())
+        } else {
+            String::new()
+        };
         self.line(
             &format!("[{iteration}] action:"),
             "\x1b[33m",
-            &format!("{tool} {args}"),
+            &format!("{tool} {shown}{more}"),
         );
     }
 
