@@ -17,6 +17,7 @@ const MAX_HISTORY_TURNS: u64 = 10_000;
 pub const MAX_CONTEXT_ITEMS: u64 = 1_000;
 
 #[derive(Debug, Deserialize, Validate)]
+#[serde(remote = "Self")]
 pub struct ReactStepRequest {
     #[validate(length(min = 1, max = 256))]
     pub project_id: Option<String>,
@@ -81,6 +82,7 @@ const MAX_TOOL_NAME_CHARS: u64 = 64;
 pub const MAX_TOOL_DESCRIPTION_CHARS: u64 = 10_000;
 
 #[derive(Debug, Deserialize, Validate)]
+#[serde(remote = "Self")]
 pub struct ReactDto {
     #[validate(length(min = 1, max = 40), custom(function = "is_tag"))]
     pub thought_tag: Option<String>,
@@ -110,7 +112,7 @@ pub struct ReactDto {
 
 /// `react.clear_tool_results`.
 #[derive(Debug, Deserialize, Validate)]
-#[serde(deny_unknown_fields)]
+#[serde(remote = "Self", deny_unknown_fields)]
 pub struct ClearToolResultsDto {
     #[validate(range(min = 1, max = 1000))]
     pub keep_last_steps: u32,
@@ -136,6 +138,7 @@ fn is_tag(tag: &str) -> Result<(), validator::ValidationError> {
 }
 
 #[derive(Debug, Deserialize, Validate)]
+#[serde(remote = "Self")]
 pub struct ToolDto {
     #[validate(
         length(min = 1, max = "MAX_TOOL_NAME_CHARS"),
@@ -191,6 +194,7 @@ pub fn is_native_tool_name(name: &str) -> bool {
 const SUMMARY_CHARS: u64 = MAX_SUMMARY_CHARS as u64;
 
 #[derive(Debug, Deserialize, Validate)]
+#[serde(remote = "Self")]
 pub struct ConversationSummaryDto {
     /// Never shorter or longer than a summary the service returns.
     #[validate(length(min = 1, max = SUMMARY_CHARS))]
@@ -199,6 +203,7 @@ pub struct ConversationSummaryDto {
 }
 
 #[derive(Debug, Deserialize, Validate)]
+#[serde(remote = "Self")]
 pub struct ImplicitContext {
     #[validate(length(min = 1, max = 4096))]
     pub last_focused_file_path: Option<String>,
@@ -208,6 +213,7 @@ pub struct ImplicitContext {
 }
 
 #[derive(Debug, Deserialize, Validate)]
+#[serde(remote = "Self")]
 pub struct InlineFile {
     #[validate(length(min = 1, max = 4096))]
     pub path: String,
@@ -215,6 +221,7 @@ pub struct InlineFile {
 }
 
 #[derive(Debug, Deserialize, Validate)]
+#[serde(remote = "Self")]
 pub struct PinnedItem {
     #[validate(length(min = 1, max = 4096))]
     pub id: String,
@@ -224,6 +231,7 @@ pub struct PinnedItem {
 }
 
 #[derive(Debug, Deserialize, Validate)]
+#[serde(remote = "Self")]
 #[validate(schema(function = "line_range_is_ordered"))]
 pub struct VectorResult {
     #[validate(length(min = 1, max = 4096))]
@@ -245,6 +253,7 @@ fn line_range_is_ordered(v: &VectorResult) -> Result<(), validator::ValidationEr
 }
 
 #[derive(Debug, Deserialize, Validate)]
+#[serde(remote = "Self")]
 pub struct LlmConfigDto {
     #[serde(rename = "modelName")]
     #[validate(length(min = 1, max = 256))]
@@ -286,7 +295,7 @@ pub struct LlmConfigDto {
 /// `user_api_keys.providerKeys.<provider>`. A field this does not name is refused, not ignored:
 /// a `temperature` set here would otherwise silently not apply.
 #[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(remote = "Self", deny_unknown_fields)]
 pub struct FallbackDto {
     pub provider: Option<Provider>,
     #[serde(rename = "modelName")]
@@ -300,6 +309,7 @@ pub struct FallbackDto {
 }
 
 #[derive(Debug, Deserialize)]
+#[serde(remote = "Self")]
 pub struct UserApiKeys {
     #[serde(rename = "llmKey")]
     pub llm_key: Option<RawApiKey>,
@@ -361,3 +371,18 @@ pub fn wire_name(field: &str) -> &str {
         other => other,
     }
 }
+
+crate::json::objects_only!(
+    ReactStepRequest,
+    ReactDto,
+    ClearToolResultsDto,
+    ToolDto,
+    ConversationSummaryDto,
+    ImplicitContext,
+    InlineFile,
+    PinnedItem,
+    VectorResult,
+    LlmConfigDto,
+    FallbackDto,
+    UserApiKeys
+);

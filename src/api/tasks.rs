@@ -20,6 +20,7 @@ pub enum Endpoint {
 }
 
 #[derive(Deserialize)]
+#[serde(remote = "Self")]
 struct PlanFields {
     #[serde(default)]
     previous_plan: Option<Value>,
@@ -28,6 +29,7 @@ struct PlanFields {
 }
 
 #[derive(Deserialize)]
+#[serde(remote = "Self")]
 struct EvaluateFields {
     candidate_answer: String,
     #[serde(default)]
@@ -128,3 +130,5 @@ fn plan_value(field: &str, value: Option<Value>, problems: &mut Vec<FieldError>)
     });
     None
 }
+
+crate::json::objects_only!(PlanFields, EvaluateFields);

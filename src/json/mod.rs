@@ -8,6 +8,9 @@
 mod escape;
 pub use escape::{write_escaped, write_str};
 mod key;
+mod object_only;
+pub(crate) use object_only::objects_only;
+pub use object_only::ObjectOnly;
 mod write;
 
 /// `value` as compact JSON, the same bytes as `serde_json::to_vec(value)`.

@@ -46,7 +46,7 @@ impl ReasoningEffort {
 /// What a reply's reasoning leaves for the next request: opaque to the client, which returns it
 /// on the assistant turn (`reasoning_state`) as it got it.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, Serialize)]
-#[serde(deny_unknown_fields)]
+#[serde(remote = "Self", deny_unknown_fields)]
 pub struct ReasoningState {
     /// Anthropic's thinking blocks, in order, signatures intact.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -70,7 +70,7 @@ pub struct ReasoningState {
 
 /// A thought signature and the call it came with.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
-#[serde(deny_unknown_fields)]
+#[serde(remote = "Self", deny_unknown_fields)]
 pub struct CallSignature {
     pub call_id: String,
     pub signature: String,
@@ -78,7 +78,7 @@ pub struct CallSignature {
 
 /// The provider, wire (`chat`, `responses`) and model a state was made by.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
-#[serde(deny_unknown_fields)]
+#[serde(remote = "Self", deny_unknown_fields)]
 pub struct StateOrigin {
     pub provider: String,
     pub api: String,
@@ -178,6 +178,8 @@ fn summary_texts(item: &serde_json::Value) -> impl Iterator<Item = &str> {
 fn reasoning_item_texts(item: &serde_json::Value) -> impl Iterator<Item = &str> {
     summary_texts(item).chain(item["encrypted_content"].as_str())
 }
+
+crate::json::objects_only!(; both: ReasoningState, CallSignature, StateOrigin);
 
 #[cfg(test)]
 mod tests {

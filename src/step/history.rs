@@ -13,6 +13,7 @@ pub enum Role {
 }
 
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(remote = "Self")]
 pub struct ToolCall {
     /// The call's id, which the `tool_observation` answering it names in `tool_call_id`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -23,6 +24,7 @@ pub struct ToolCall {
 }
 
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(remote = "Self")]
 pub struct ToolResult {
     pub success: bool,
     #[serde(default)]
@@ -30,6 +32,7 @@ pub struct ToolResult {
 }
 
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(remote = "Self")]
 pub struct Turn {
     pub role: Role,
     pub content: String,
@@ -193,6 +196,8 @@ pub fn write_call(out: &mut String, name: &str, parameters: &Map<String, Value>)
     *out = String::from_utf8(bytes)
         .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned());
 }
+
+crate::json::objects_only!(; both: ToolCall, ToolResult, Turn);
 
 #[cfg(test)]
 mod tests {

@@ -136,6 +136,57 @@ async fn a_key_used_as_a_nested_fields_name_is_not_repeated() {
     still_serving(&app).await;
 }
 
+/// Every struct of a request is an object in the contract: serde would also read one from an
+/// array of its fields in order, and took `["b.py", "text"]` as a file. Each is a 400 naming
+/// the field, at any depth.
+#[tokio::test]
+async fn an_array_where_an_object_belongs_is_refused_by_its_field() {
+    let app = spawn_app().await;
+    let cases: [(&str, fn(&mut Value)); 6] = [
+        ("explicit_context[0]", |b| {
+            b["explicit_context"] = json!([["b.py", "EXPLICIT"]]);
+        }),
+        ("implicit_context", |b| {
+            b["implicit_context"] = json!(["src/a.py", "IMPLICIT", 1]);
+        }),
+        ("conversation_history[0].toolResult", |b| {
+            b["conversation_history"] = json!([{"role": "tool_observation", "content": "c",
+                "toolResult": [true, "res"]}]);
+        }),
+        ("conversation_history[0]", |b| {
+            b["conversation_history"] = json!([["user", "hi"]]);
+        }),
+        ("llm_config", |b| {
+            b["llm_config"] = json!(["gpt-4o", 8192, 512]);
+        }),
+        ("react.clear_tool_results", |b| {
+            b["react"] = json!({"clear_tool_results": [3]});
+        }),
+    ];
+    for (field, place) in cases {
+        let mut body = offline("q");
+        place(&mut body);
+        let (status, reply) = post_bytes(
+            &app,
+            Some("application/json"),
+            serde_json::to_vec(&body).unwrap(),
+        )
+        .await;
+        assert_eq!(status, 400, "{field}: {reply}");
+        assert_eq!(fields(&reply), [field], "{reply}");
+        let message = reply["error"]["message"].as_str().unwrap();
+        assert!(message.contains("invalid type: sequence"), "{message}");
+    }
+    let whole = serde_json::to_vec(&json!(["q", "gpt-4o"])).unwrap();
+    let (status, reply) = post_bytes(&app, Some("application/json"), whole).await;
+    assert_eq!(
+        (status, fields(&reply)),
+        (400, vec!["body".to_string()]),
+        "{reply}"
+    );
+    still_serving(&app).await;
+}
+
 #[tokio::test]
 async fn deep_nesting_is_refused_or_skipped_without_harm() {
     let app = spawn_app().await;
