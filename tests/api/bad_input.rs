@@ -142,7 +142,8 @@ async fn a_key_used_as_a_nested_fields_name_is_not_repeated() {
 #[tokio::test]
 async fn an_array_where_an_object_belongs_is_refused_by_its_field() {
     let app = spawn_app().await;
-    let cases: [(&str, fn(&mut Value)); 6] = [
+    type Place = fn(&mut Value);
+    let cases: [(&str, Place); 6] = [
         ("explicit_context[0]", |b| {
             b["explicit_context"] = json!([["b.py", "EXPLICIT"]]);
         }),
