@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, RootModel
+from typing_extensions import TypeAliasType
 
 
 class Health(BaseModel):
@@ -381,11 +382,16 @@ class LlmFallback(BaseModel):
     """
 
 
+ProviderKeysAdditionalProperty = TypeAliasType(
+    "ProviderKeysAdditionalProperty", Annotated[str, Field(max_length=4096)]
+)
+
+
 class UserApiKeys(BaseModel):
     model_config = ConfigDict(
         extra='allow',
     )
-    llmKey: str | None = None
+    llmKey: Annotated[str | None, Field(max_length=4096)] = None
     """
     The user's own provider key: printable ASCII, no spaces. Required for openai and
     anthropic unless `mock_response` is given; optional for ollama. A key whose prefix
@@ -396,7 +402,7 @@ class UserApiKeys(BaseModel):
 
     """
     providerKeys: Annotated[
-        dict[Literal['openai', 'anthropic', 'ollama', 'gemini', 'openrouter', 'deepseek', 'mistral', 'groq', 'xai', 'azure', 'bedrock', 'openai_compatible'], str] | None,
+        dict[Literal['openai', 'anthropic', 'ollama', 'gemini', 'openrouter', 'deepseek', 'mistral', 'groq', 'xai', 'azure', 'bedrock', 'openai_compatible'], ProviderKeysAdditionalProperty] | None,
         Field(max_length=32),
     ] = None
     """
@@ -1149,7 +1155,7 @@ class ContextReport(BaseModel):
 class ReactStepRequest(BaseModel):
     """
     The original service's fields, plus additive optional ones. Unknown fields are ignored
-    (forward compatible); `null` for an optional field means the same as leaving it out. Every field is bounded: text fields by `maxLength`, lists by
+    (forward compatible); `null` for an optional field whose schema allows `null` means the same as leaving it out (the lists and `dry_run` do not allow it). Every field is bounded: text fields by `maxLength`, lists by
     `maxItems`, numbers by their ranges, file contents and the whole body by
     `REACTSTEP_MAX_BODY_BYTES` (413 beyond it), and JSON nesting by a depth of 128. A body
     that is not UTF-8 JSON, or that is sent with a `Content-Type` other than JSON, is a 400.

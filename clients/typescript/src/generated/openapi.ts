@@ -329,7 +329,7 @@ export interface components {
         };
         /**
          * @description The original service's fields, plus additive optional ones. Unknown fields are ignored
-         *     (forward compatible); `null` for an optional field means the same as leaving it out. Every field is bounded: text fields by `maxLength`, lists by
+         *     (forward compatible); `null` for an optional field whose schema allows `null` means the same as leaving it out (the lists and `dry_run` do not allow it). Every field is bounded: text fields by `maxLength`, lists by
          *     `maxItems`, numbers by their ranges, file contents and the whole body by
          *     `REACTSTEP_MAX_BODY_BYTES` (413 beyond it), and JSON nesting by a depth of 128. A body
          *     that is not UTF-8 JSON, or that is sent with a `Content-Type` other than JSON, is a 400.
