@@ -932,6 +932,7 @@ async fn a_foreign_host_or_origin_is_refused_and_the_page_is_self_contained() {
     // Another program on this machine reaches the port too, and sends any Origin it likes:
     // without the page's token, nothing of the API answers it.
     let other = "0".repeat(32);
+    // The router decodes a path before it matches it: `%61pi/run` is `api/run`.
     for (method, path) in [
         ("GET", "api/info"),
         ("GET", "api/sessions"),
@@ -939,6 +940,11 @@ async fn a_foreign_host_or_origin_is_refused_and_the_page_is_self_contained() {
         ("POST", "api/run"),
         ("POST", "api/approval"),
         ("POST", "api/stop"),
+        ("GET", "%61pi/info"),
+        ("GET", "%61pi/sessions"),
+        ("POST", "%61pi/run"),
+        ("POST", "api/%72un"),
+        ("GET", "./api/info"),
     ] {
         for token in [None, Some(other.as_str()), Some(&ui.token[..31])] {
             let mut request = http

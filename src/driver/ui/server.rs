@@ -120,6 +120,9 @@ pub fn app(
         }))
 }
 
+/// The paths served without the page's token, exactly as sent.
+const PUBLIC: [&str; 3] = ["/", "/app.js", "/style.css"];
+
 /// What every request is checked against (`guard.rs`).
 #[derive(Clone)]
 struct Guard {
@@ -130,6 +133,8 @@ struct Guard {
 impl Guard {
     /// Why `req` is refused, if it is. The page and its script and style hold nothing of the
     /// user's, so they are served without the token, and the page can say what is missing.
+    /// Every other path needs it: the router matches a path decoded (`/%61pi/run` is
+    /// `/api/run`), so the public ones are named as sent, and anything else is not public.
     fn refuses(&self, req: &ServiceRequest) -> Option<String> {
         let host = req
             .headers()
@@ -138,7 +143,7 @@ impl Guard {
         if let Some(why) = refused_host(host, self.bound) {
             return Some(why);
         }
-        if req.path().starts_with("/api/") {
+        if !PUBLIC.contains(&req.path()) {
             let sent = req.headers().get(TOKEN_HEADER).map(|h| h.as_bytes());
             if let Some(why) = refused_token(sent, &self.token) {
                 return Some(why);
