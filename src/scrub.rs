@@ -80,11 +80,15 @@ pub fn secret_fragments(secret: &str, text: &str) -> String {
 fn whole_words(secret: &str, text: &str) -> String {
     let word = |b: u8| b.is_ascii_alphanumeric() || b == b'_';
     let bytes = text.as_bytes();
-    // A JSON escape before it (`\nEMPTY` in an upstream's error body) is a boundary too.
+    // A JSON escape before it (`\nEMPTY` in an upstream's error body) is a boundary too, and so
+    // is a URL's (`Bearer%20EMPTY`).
     let escape = |at: usize| at >= 2 && bytes[at - 2] == b'\\';
+    let percent = |at: usize| {
+        at >= 3 && bytes[at - 3] == b'%' && bytes[at - 2..at].iter().all(u8::is_ascii_hexdigit)
+    };
     let standing = |at: usize| {
         let end = at + secret.len();
-        let before = at == 0 || !word(bytes[at - 1]) || escape(at);
+        let before = at == 0 || !word(bytes[at - 1]) || escape(at) || percent(at);
         before && !bytes.get(end).is_some_and(|&b| word(b))
     };
     let spans: Vec<(usize, usize)> = match secret {
@@ -509,6 +513,10 @@ mod tests {
             "key [REDACTED] refused, EMPTYish, xEMPTY, EMPTY_1"
         );
         assert_eq!(secret_fragments("a", "a: b a"), "[REDACTED]: b [REDACTED]");
+        assert_eq!(
+            secret_fragments("EMPTY", "Bearer%20EMPTY rejected, %2aEMPTY%20"),
+            "Bearer%20[REDACTED] rejected, %2a[REDACTED]%20"
+        );
         assert_eq!(secret_fragments("", message), message);
     }
 

@@ -12,6 +12,7 @@ use super::client_address::Client;
 use super::convert::{self, Conversion, DEFAULT_MAX_ITERATIONS};
 use super::error::{ApiError, Echo, EchoedHistory, ErrorKind};
 use super::rate_limit::Refusal;
+use super::raw_keys;
 use super::request::ReactStepRequest;
 use super::request_log;
 use super::response::FieldError;
@@ -198,25 +199,19 @@ async fn decode(
         ApiError::new(e.into(), echo)
     })?;
     decoded.map_err(|(message, fields)| {
-        let raw: serde_json::Value = serde_json::from_slice(bytes).unwrap_or_default();
-        let (message, fields) = without_raw_keys(&raw, message, fields);
-        ApiError::invalid(message, fields, echo_from_value(&raw, request_id))
+        let (message, fields) = without_raw_keys(&raw_keys::in_body(bytes), message, fields);
+        ApiError::invalid(message, fields, echo_from_raw(bytes, request_id))
     })
 }
 
-/// A refusal's message and fields without any key the body holds (`user_api_keys`' values): a
-/// name the client wrote is quoted in a path, and a client may have pasted its key as one.
+/// A refusal's message and fields without any of `keys` (the body's own): a name the client
+/// wrote is quoted in a path, and a client may have pasted its key as one.
 fn without_raw_keys(
-    raw: &serde_json::Value,
+    keys: &[String],
     mut message: String,
     mut fields: Vec<FieldError>,
 ) -> (String, Vec<FieldError>) {
-    let keys = &raw["user_api_keys"];
-    let provider_keys = keys["providerKeys"].as_object().into_iter().flatten();
-    let secrets = std::iter::once(&keys["llmKey"])
-        .chain(provider_keys.map(|(_, v)| v))
-        .filter_map(|v| v.as_str());
-    for secret in secrets {
+    for secret in keys {
         let scrub = |text: &str| crate::scrub::secret_fragments(secret, text);
         message = scrub(&message);
         for field in &mut fields {
@@ -366,10 +361,6 @@ fn same_bytes(a: &[u8], b: &[u8]) -> bool {
 /// error does not lose them.
 fn echo_from_raw(bytes: &[u8], request_id: &str) -> Echo {
     let raw: serde_json::Value = serde_json::from_slice(bytes).unwrap_or_default();
-    echo_from_value(&raw, request_id)
-}
-
-fn echo_from_value(raw: &serde_json::Value, request_id: &str) -> Echo {
     Echo {
         request_id: request_id.to_string(),
         session_id: raw

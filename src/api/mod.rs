@@ -15,6 +15,7 @@ mod held_body;
 pub mod offline;
 pub mod protocol;
 mod rate_limit;
+mod raw_keys;
 mod request;
 pub mod request_log;
 mod response;

@@ -26,15 +26,17 @@ impl<'de, D: Deserializer<'de>> Deserializer<'de> for ObjectOnly<D> {
             .deserialize_struct(name, fields, NoSeq(visitor, PhantomData))
     }
 
+    // An internally tagged enum reads its content through `deserialize_any`, and takes the tag
+    // from an array's first item as readily as from an object's `type`.
     fn deserialize_any<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, D::Error> {
-        self.0.deserialize_any(visitor)
+        self.0.deserialize_any(NoSeq(visitor, PhantomData))
     }
 
     fn is_human_readable(&self) -> bool {
         self.0.is_human_readable()
     }
 
-    // A derived struct asks for a struct; nothing else reaches here.
+    // A derived struct asks for a struct, a tagged enum for anything; nothing else reaches here.
     serde::forward_to_deserialize_any! {
         bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string
         bytes byte_buf option unit unit_struct newtype_struct seq tuple
@@ -42,7 +44,7 @@ impl<'de, D: Deserializer<'de>> Deserializer<'de> for ObjectOnly<D> {
     }
 }
 
-/// A struct's visitor that takes a map and refuses a sequence.
+/// A struct's (or a tagged enum's) visitor that takes a map and refuses a sequence.
 struct NoSeq<'de, V>(V, PhantomData<&'de ()>);
 
 impl<'de, V: Visitor<'de>> Visitor<'de> for NoSeq<'de, V> {
@@ -106,7 +108,25 @@ mod tests {
         n: u32,
     }
 
-    objects_only!(; both: Inner, File);
+    #[derive(Debug, PartialEq, Deserialize, Serialize)]
+    #[serde(remote = "Self", tag = "type", rename_all = "snake_case")]
+    enum Block {
+        Thinking { text: String },
+    }
+
+    objects_only!(; both: Inner, File, Block);
+
+    #[test]
+    fn a_tagged_enum_is_read_from_an_object_only() {
+        let block: Block = serde_json::from_str(r#"{"type":"thinking","text":"t"}"#)
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(block, Block::Thinking { text: "t".into() });
+        assert!(serde_json::from_str::<Block>(r#"["thinking","t"]"#).is_err());
+        assert_eq!(
+            serde_json::to_string(&block).unwrap_or_default(),
+            r#"{"type":"thinking","text":"t"}"#
+        );
+    }
 
     #[test]
     fn an_object_is_read_and_an_array_refused_at_any_level() {

@@ -87,7 +87,12 @@ pub struct StateOrigin {
 
 /// A thinking block as Anthropic sends it and wants it back.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
-#[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
+#[serde(
+    remote = "Self",
+    tag = "type",
+    rename_all = "snake_case",
+    deny_unknown_fields
+)]
 pub enum ThinkingBlock {
     Thinking { thinking: String, signature: String },
     RedactedThinking { data: String },
@@ -179,7 +184,7 @@ fn reasoning_item_texts(item: &serde_json::Value) -> impl Iterator<Item = &str> 
     summary_texts(item).chain(item["encrypted_content"].as_str())
 }
 
-crate::json::objects_only!(; both: ReasoningState, CallSignature, StateOrigin);
+crate::json::objects_only!(; both: ReasoningState, CallSignature, StateOrigin, ThinkingBlock);
 
 #[cfg(test)]
 mod tests {

@@ -112,17 +112,22 @@ async fn a_key_used_as_a_nested_fields_name_is_not_repeated() {
                 "reasoning_state": {"provider": "openai", name: 1}}]);
         }),
     ];
-    for (path, place) in places {
+    // After the keys, what makes a refused body harder to read again: bytes that are not
+    // UTF-8, and the keys given a second time.
+    let tails: [&[u8]; 3] = [
+        b"}",
+        b",\"zz\":\"\xff\"}",
+        b",\"user_api_keys\":{\"llmKey\":\"another-key-0123\"}}",
+    ];
+    for ((path, place), tail) in places.into_iter().zip(tails) {
         for name in [KEY, "hunterhunterhunter2", huge.as_str()] {
             let mut body = offline("q");
             body["user_api_keys"]["providerKeys"] = json!({"anthropic": "hunterhunterhunter2"});
             place(&mut body, name);
-            let (status, reply) = post_bytes(
-                &app,
-                Some("application/json"),
-                serde_json::to_vec(&body).unwrap(),
-            )
-            .await;
+            let mut bytes = serde_json::to_vec(&body).unwrap();
+            bytes.pop();
+            bytes.extend_from_slice(tail);
+            let (status, reply) = post_bytes(&app, Some("application/json"), bytes).await;
             assert_eq!(status, 400, "{path}");
             let text = reply.to_string();
             assert!(
@@ -143,7 +148,7 @@ async fn a_key_used_as_a_nested_fields_name_is_not_repeated() {
 async fn an_array_where_an_object_belongs_is_refused_by_its_field() {
     let app = spawn_app().await;
     type Place = fn(&mut Value);
-    let cases: [(&str, Place); 6] = [
+    let cases: [(&str, Place); 7] = [
         ("explicit_context[0]", |b| {
             b["explicit_context"] = json!([["b.py", "EXPLICIT"]]);
         }),
@@ -162,6 +167,11 @@ async fn an_array_where_an_object_belongs_is_refused_by_its_field() {
         }),
         ("react.clear_tool_results", |b| {
             b["react"] = json!({"clear_tool_results": [3]});
+        }),
+        ("conversation_history[1].reasoning_state.blocks[0]", |b| {
+            b["conversation_history"] = json!([{"role": "user", "content": "hi"},
+                {"role": "assistant", "content": "c",
+                 "reasoning_state": {"blocks": [["thinking", "t", "s"]]}}]);
         }),
     ];
     for (field, place) in cases {
