@@ -457,6 +457,15 @@ fn native_decision(call: &NativeCall) -> Decision {
             tool_args: args.clone(),
             raw_action_string: render_native(call),
         },
+        // A bound's note (`[arguments of more than …]`) says why; other text is no object.
+        Err(note) if note.starts_with("[arguments of ") => Decision::Unreadable {
+            why: format!(
+                "the arguments of the call to '{}' are past a bound: {}",
+                call.name,
+                note.trim_matches(['[', ']'])
+            ),
+            raw_action_string: render_native(call),
+        },
         Err(_) => Decision::Unreadable {
             why: format!(
                 "the arguments of the call to '{}' are not a JSON object",
@@ -698,6 +707,33 @@ mod tests {
             let why = verdict(&nested(levels), &any).unwrap_err();
             assert!(why.contains("nest more than 64 levels"), "{why}");
         }
+    }
+
+    /// A native call whose arguments the reply's reader left unread (past its bounds) is told
+    /// as such, not as "not a JSON object".
+    #[test]
+    fn a_native_call_past_the_readers_bounds_says_which() {
+        let text = format!("{{\"q\": {}1{}}}", "[".repeat(40), "]".repeat(40));
+        let call = crate::llm::NativeCall {
+            id: None,
+            name: "read_file".into(),
+            arguments: crate::llm::bounded::arguments(&text),
+        };
+        let Decision::Unreadable { why, .. } = native_decision(&call) else {
+            panic!("no call is read");
+        };
+        assert!(
+            why.contains("past a bound") && why.contains("nested more than 32"),
+            "{why}"
+        );
+        let call = crate::llm::NativeCall {
+            arguments: Err("[1, 2]".into()),
+            ..call
+        };
+        let Decision::Unreadable { why, .. } = native_decision(&call) else {
+            panic!("no call is read");
+        };
+        assert!(why.contains("not a JSON object"), "{why}");
     }
 
     #[test]
