@@ -63,25 +63,8 @@ pub(super) fn finish_step(
     } = ledger;
     warnings.extend(parsed.warnings);
     let outcome = match valid {
-        Valid::Action { call, .. } if input.iterations_left == 1 && answers(&input, &call) => {
-            warnings.push(format!(
-                "the model answered through '{}' (react.answer_tool) on its last step: the call is proposed, not summarised, and any other call of the turn left out",
-                call.tool_name
-            ));
-            Outcome::from(Valid::Action {
-                call,
-                parallel: Vec::new(),
-            })
-        }
-        Valid::Action { .. } if input.iterations_left == 1 => {
-            warnings.push(
-                "the model proposed a tool call on its last step; a summary was returned instead"
-                    .into(),
-            );
-            Outcome::Answer {
-                text: limits::summary(&input.history, &parsed.thought),
-                termination: Termination::MaxIterations,
-            }
+        Valid::Action { call, parallel } if input.iterations_left == 1 => {
+            last_call(&input, call, parallel, &parsed.thought, &mut warnings)
         }
         valid => Outcome::from(valid),
     };
@@ -125,9 +108,42 @@ pub(super) fn finish_step(
     }
 }
 
-/// Whether `call` is of the client's answer tool (`react.answer_tool`).
-fn answers(input: &StepInput, call: &super::decide::Call) -> bool {
-    input.react.answer_tool.as_deref() == Some(call.tool_name.as_str())
+/// The outcome of calls proposed on the last step: a call of the client's answer tool
+/// (`react.answer_tool`), wherever it stands in the turn, proposed alone; any other, the step
+/// limit's summary.
+fn last_call(
+    input: &StepInput,
+    call: super::decide::Call,
+    parallel: Vec<super::decide::Call>,
+    thought: &str,
+    warnings: &mut Vec<String>,
+) -> Outcome {
+    let answer_tool = input.react.answer_tool.as_deref();
+    let answer = std::iter::once(call)
+        .chain(parallel)
+        .find(|c| Some(c.tool_name.as_str()) == answer_tool);
+    match answer {
+        Some(call) => {
+            warnings.push(format!(
+                "the model answered through '{}' (react.answer_tool) on its last step: the call is proposed, not summarised, and any other call of the turn left out",
+                call.tool_name
+            ));
+            Outcome::from(Valid::Action {
+                call,
+                parallel: Vec::new(),
+            })
+        }
+        None => {
+            warnings.push(
+                "the model proposed a tool call on its last step; a summary was returned instead"
+                    .into(),
+            );
+            Outcome::Answer {
+                text: limits::summary(&input.history, thought),
+                termination: Termination::MaxIterations,
+            }
+        }
+    }
 }
 
 /// Whether the answer is one the last step asked for: the prompt told the model not to call a

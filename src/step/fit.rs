@@ -304,6 +304,7 @@ fn build_prompt(
     }
     let origin = input.llm.state_origin();
     let cleared = cleared_results(&input, &counter);
+    let last_step = prompt::last_step(input.react.answer_tool.as_deref());
     let candidates = Candidates {
         head: &head,
         items: &input.context,
@@ -316,7 +317,7 @@ fn build_prompt(
         tags: &input.react.tags,
         native: how.native,
         notice: match input.iterations_left {
-            1 => Some(prompt::LAST_STEP),
+            1 => Some(&*last_step),
             _ => input.loop_notice.as_deref(),
         },
         state_origin: Some(&origin),

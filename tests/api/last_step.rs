@@ -170,9 +170,12 @@ async fn the_answer_tool_on_the_last_step_is_proposed_not_summarised() {
         "Thought: Found it.\nAction: submit_answer(answer=\"login is in auth.rs\")\nAction: code_search(query=\"x\")",
     );
     let other = openai_reply("Thought: One more look.\nAction: code_search(query=\"login\")");
+    let second = openai_reply(
+        "Thought: Found it.\nAction: code_search(query=\"x\")\nAction: submit_answer(answer=\"in auth.rs\")",
+    );
     let app = spawn_app_answering_in_turn(
         OPENAI_PATH,
-        vec![answered.clone(), other.clone(), answered, other],
+        vec![answered.clone(), second, other.clone(), answered, other],
     )
     .await;
     let mut body = request("gpt-4o", "Where is login handled?");
@@ -198,6 +201,26 @@ async fn the_answer_tool_on_the_last_step_is_proposed_not_summarised() {
     assert!(reply.body["warnings"]
         .to_string()
         .contains("react.answer_tool"));
+
+    // Wherever the answer tool stands in the turn, it is the call proposed.
+    let reply = app.post_react_step(&body).await;
+    assert_eq!(reply.body["status"], "action_proposed", "{}", reply.text);
+    assert_eq!(
+        reply.body["action_details"]["tool_args"]["answer"],
+        "in auth.rs"
+    );
+    assert!(
+        reply.body.get("parallel_actions").is_none(),
+        "{}",
+        reply.text
+    );
+    // The last step's notice leaves the answer tool open.
+    let sent = app.upstream_bodies().await;
+    let notice = sent[0]["messages"].as_array().unwrap().last().unwrap()["content"].to_string();
+    assert!(
+        notice.contains("call no tool but submit_answer"),
+        "{notice}"
+    );
 
     // Any other tool on the last step is summarised, as without the setting.
     let reply = app.post_react_step(&body).await;

@@ -83,6 +83,17 @@ arguments in double quotes. Call at most one tool per step. Never write an \
 pub const LAST_STEP: &str = "This is the last step you have: do not call a tool. Give the Final \
 Answer now, based on what you have found so far.";
 
+/// [`LAST_STEP`], or with the client's answer tool (`react.answer_tool`) the one call left.
+pub fn last_step(answer_tool: Option<&str>) -> std::borrow::Cow<'static, str> {
+    match answer_tool {
+        None => LAST_STEP.into(),
+        Some(tool) => format!(
+            "This is the last step you have: call no tool but {tool}. Give your answer now, through {tool} or as the Final Answer, based on what you have found so far."
+        )
+        .into(),
+    }
+}
+
 const NO_TOOLS: &str = "No tools are available in this step: give the Final Answer.";
 
 const NATIVE_TOOLS: &str = "The tools are offered through the tool-calling interface: call one \

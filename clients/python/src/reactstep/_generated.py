@@ -820,11 +820,12 @@ class ReactSettings(BaseModel):
     """
     The name of your own tool whose call is your loop's answer (a `submit_answer`). On
     the last step (`max_iterations_left: 1`) a call of any other tool is summarised into
-    a direct response; a call of this one is proposed as any call is (`action_proposed`,
-    `iterations_remaining: 0`, the turn's other calls left out, a warning), so the
-    answer it carries is not lost. Report it as given on the last step, as
-    `forced_final` says of a direct answer. Absent: every call on the last step is
-    summarised.
+    a direct response; a call of this one, wherever it stands among the turn's calls, is
+    proposed as any call is (`action_proposed`, `iterations_remaining: 0`, the turn's
+    other calls left out, a warning), so the answer it carries is not lost, and the last
+    step's notice tells the model it may still call it. Report it as given on the last
+    step, as `forced_final` says of a direct answer. Absent: every call on the last step
+    is summarised.
 
     """
     loop_guard: Annotated[bool | LoopGuard | None, Field(validate_default=True)] = {
