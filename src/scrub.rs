@@ -348,7 +348,38 @@ pub fn serde_message(message: &str) -> String {
     } else {
         return "invalid value".into();
     };
-    format!("{what}{tail}")
+    // A number serde_json read as a float where an integer belongs: 1.5, but also 2^64 and
+    // -0, which no integer type holds. Saying "floating point" of 18446744073709551616 misleads.
+    let what = what.replace(
+        "invalid type: floating point",
+        "invalid value: a number that is not a whole number in range",
+    );
+    format!("{what}{}", objects_named_as_such(tail))
+}
+
+/// `, expected struct LlmConfigDto` (serde names the Rust type; a tagged enum's too) as the
+/// contract says it: `, expected an object`.
+fn objects_named_as_such(tail: &str) -> std::borrow::Cow<'_, str> {
+    const NAMES: [&str; 2] = ["expected struct ", "expected internally tagged enum "];
+    let Some((at, said)) = NAMES
+        .iter()
+        .find_map(|said| tail.find(said).map(|at| (at, *said)))
+    else {
+        return tail.into();
+    };
+    let after = &tail[at + said.len()..];
+    let name_end = after
+        .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+        .unwrap_or(after.len());
+    let rest = &after[name_end..];
+    // `with 15 elements`: the length serde would read from an array, which is no object's.
+    let rest = match rest.strip_prefix(" with ") {
+        Some(more) => more
+            .split_once(" element")
+            .map_or(rest, |(_, r)| r.strip_prefix('s').unwrap_or(r)),
+        None => rest,
+    };
+    format!("{}expected an object{rest}", &tail[..at]).into()
 }
 
 /// The kind of a value serde quotes (`string "…"`, `integer \`5\``, `null`), without the value.
@@ -560,6 +591,22 @@ mod tests {
                 "unknown field, there are no fields",
             ),
             ("missing field `modelName`", "missing field `modelName`"),
+            (
+                "invalid type: sequence, expected struct LlmConfigDto",
+                "invalid type: sequence, expected an object",
+            ),
+            (
+                "invalid length 2, expected struct InlineFile with 3 elements",
+                "invalid length 2, expected an object",
+            ),
+            (
+                "invalid type: sequence, expected internally tagged enum ThinkingBlock",
+                "invalid type: sequence, expected an object",
+            ),
+            (
+                "invalid type: floating point `18446744073709552000`, expected u32",
+                "invalid value: a number that is not a whole number in range, expected u32",
+            ),
             ("sk-proj-x is not a key", "invalid value"),
         ] {
             assert_eq!(serde_message(raw), clean, "{raw}");

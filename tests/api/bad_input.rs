@@ -186,7 +186,10 @@ async fn an_array_where_an_object_belongs_is_refused_by_its_field() {
         assert_eq!(status, 400, "{field}: {reply}");
         assert_eq!(fields(&reply), [field], "{reply}");
         let message = reply["error"]["message"].as_str().unwrap();
-        assert!(message.contains("invalid type: sequence"), "{message}");
+        assert!(
+            message.contains("invalid type: sequence, expected an object"),
+            "{message}"
+        );
     }
     let whole = serde_json::to_vec(&json!(["q", "gpt-4o"])).unwrap();
     let (status, reply) = post_bytes(&app, Some("application/json"), whole).await;
@@ -266,6 +269,17 @@ async fn out_of_range_and_unknown_values_name_their_field() {
             fields(&reply.body)
         );
         assert!(!reply.text.contains(KEY));
+    }
+    // 2^64 and -0 are numbers no integer field holds: said so, not called "floating point".
+    for number in ["18446744073709551616", "-0", "1.5"] {
+        let text = serde_json::to_string(&request("gpt-4o", "q"))
+            .unwrap()
+            .replace("\"tokenLimit\":8192", &format!("\"tokenLimit\":{number}"));
+        let (status, reply) = post_bytes(&app, Some("application/json"), text.into_bytes()).await;
+        assert_eq!(status, 400, "{number}");
+        assert_eq!(fields(&reply), ["llm_config.tokenLimit"], "{reply}");
+        let message = reply["error"]["message"].as_str().unwrap();
+        assert!(message.contains("not a whole number in range"), "{message}");
     }
 }
 
