@@ -343,3 +343,20 @@ def test_retry_after_is_read_as_seconds_or_as_an_http_date() -> None:
     assert parse_retry_after("soon") is None
     assert parse_retry_after("") is None
     assert parse_retry_after(None) is None
+    # Past what any wait means, and past what int() or a date holds: no wait, never a raise.
+    assert parse_retry_after("9" * 5000) is None
+    assert parse_retry_after("Mon, 01 Jan 99999999999999999999 00:00:00 GMT") is None
+
+
+def test_an_answer_too_odd_to_read_is_still_a_react_step_error() -> None:
+    """A body nested past Python's recursion limit, a Retry-After of 5,000 digits, a wait no
+    float holds: each is a ``ReactStepError``, with retries on or off."""
+    deep = b"[" * 200_000 + b"]" * 200_000
+    huge_wait = b'{"error": {"type": "overloaded", "message": "m", "retryable": true, "retry_after_seconds": 1' + b"0" * 400 + b"}}"
+    digits = httpx.MockTransport(
+        lambda request: httpx.Response(429, headers={"retry-after": "9" * 5000}, content=b"{}")
+    )
+    for transport in [fixed(200, deep), fixed(500, deep), fixed(503, huge_wait), digits]:
+        for retry in [None, RetryOptions(attempts=2, base_delay=0.001, max_delay=1.0)]:
+            with Client("http://reactstep.invalid", transport=transport, retry=retry) as client:
+                raised(client, offline("Final Answer: x"))

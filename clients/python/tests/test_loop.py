@@ -8,6 +8,7 @@ import asyncio
 import threading
 from typing import Any
 
+import httpx
 import pytest
 from pydantic import BaseModel, field_validator
 
@@ -28,6 +29,7 @@ from reactstep import (
 )
 
 from .support.drive import LLM, Kind, run
+from .support.requests import OFFLINE, offline
 from .support.service import Service
 from .support.workspace import FILES, workspace
 
@@ -446,3 +448,25 @@ def test_two_tools_of_one_name_are_refused() -> None:
         pytest.raises(ValueError, match="two tools are named read_file"),
     ):
         run_loop(client, "x", tools=[read_file, Tool(read_file)], llm_config=LLM, mock_responses=[])
+
+
+def test_the_loops_own_step_limit_holds_whatever_the_service_counts(service: Service) -> None:
+    """A service that says 99 steps are left after every step, each with a new call, cannot run
+    the loop past ``max_iterations``: the loop counts its own steps."""
+    real = httpx.post(f"{service.url}/api/agent/react_step", json=offline('Thought: t\nAction: read_file(path="a")'))
+    template = real.json()
+    assert template["status"] == "action_proposed", template
+    asked: list[httpx.Request] = []
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        asked.append(request)
+        details = {**template["action_details"], "tool_args": {"path": f"f{len(asked)}"}}
+        return httpx.Response(200, json={**template, "iterations_remaining": 99, "action_details": details})
+
+    def read_file(path: str) -> str:
+        return f"nothing in {path}"
+
+    with Client("http://reactstep.invalid", transport=httpx.MockTransport(answer)) as client:
+        result = run_loop(client, "q", tools=[read_file], llm_config=OFFLINE, max_iterations=3, stream=False)
+    assert (result.termination_reason, result.iterations, len(asked)) == ("max_iterations", 3, 3)
+

@@ -84,7 +84,7 @@ def answer_of(response: httpx.Response, model: TypeAdapter[T], what: str) -> T:
     status = response.status_code
     try:
         body = json.loads(response.content)
-    except ValueError:
+    except (ValueError, RecursionError):
         raise ReactStepError.unreadable(status, f"{what} is not JSON") from None
     try:
         return model.validate_python(body)
@@ -97,7 +97,7 @@ def error_of(response: httpx.Response) -> ReactStepError:
     status = response.status_code
     try:
         body = json.loads(response.content)
-    except ValueError:
+    except (ValueError, RecursionError):
         return ReactStepError.unreadable(status, f"HTTP {status} whose body is not JSON")
     if not isinstance(body, dict) or "error" not in body:
         return ReactStepError.unreadable(status, f"HTTP {status} without an error object")

@@ -55,6 +55,9 @@ class LoopCore:
         self._last_call: tuple[str, int] | None = None
         # Scripted outputs used so far (`mock_responses`): steps, plans and evaluations alike.
         self._scripted = 0
+        # The steps left when the last step was sent: what the service says is left after it
+        # is bounded by this less one, so no service can run the loop past `max_iterations`.
+        self._sent_left = max(1, options.max_iterations)
 
     def emit(self, event: LoopEvent) -> None:
         if self.options.on_event is not None:
@@ -65,6 +68,7 @@ class LoopCore:
         ``None`` when a scripted model has no output left for it."""
         request = self._base(query)
         request["max_iterations_left"] = iterations_left
+        self._sent_left = iterations_left
         if self.options.final_answer_schema is not None:
             react = _object(request.get("react") or {})
             request["react"] = {**react, "final_answer_schema": jsonable(self.options.final_answer_schema)}
@@ -174,7 +178,7 @@ class LoopCore:
         if limited:
             return self.end("max_iterations", answer)
         if self.options.reflect:
-            return Answered(answer, step.iterations_remaining or 0)
+            return Answered(answer, self._left_after(step))
         return self.end("success", answer)
 
     def announce(self, calls: list[ActionDetails], iteration: int) -> LoopResult | None:
@@ -254,9 +258,13 @@ class LoopCore:
             history.append(_observation_turn(record))
         self.result.history = history
 
+    def _left_after(self, step: StepResponse) -> int:
+        """The steps left after ``step``: the service's count, never more than the loop's own."""
+        return min(step.iterations_remaining or 0, self._sent_left - 1)
+
     def after_calls(self, step: StepResponse) -> int | LoopResult:
         """Steps left after this one, or the loop's end when none is."""
-        left = step.iterations_remaining or 0
+        left = self._left_after(step)
         if left <= 0:
             return self.end("max_iterations", "the loop reached its step limit before an answer")
         return left

@@ -174,10 +174,11 @@ def parse_retry_after(value: str | None) -> int | None:
     if not text:
         return None
     if text.isascii() and text.isdigit():
-        return int(text)
+        # Past a day's worth of digits no wait is meant (and `int` refuses 4,300 digits).
+        return int(text) if len(text) <= 12 else None
     try:
         at = parsedate_to_datetime(text)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         return None
     if at.tzinfo is None:
         at = at.replace(tzinfo=timezone.utc)

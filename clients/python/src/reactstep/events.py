@@ -87,7 +87,7 @@ def event_of(sse: ServerSentEvent, status: int, terminal: TypeAdapter[S]) -> Str
         return None
     try:
         data = json.loads(sse.data)
-    except ValueError:
+    except (ValueError, RecursionError):
         raise ReactStepError.unreadable(status, f"the data of a {sse.event} event is not JSON") from None
     if sse.event == "error":
         return ErrorEvent(ReactStepError.from_response(data, None))

@@ -3,6 +3,7 @@ and in the time spent waiting, and never sooner than the service's ``Retry-After
 
 from __future__ import annotations
 
+import math
 import random
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -50,7 +51,8 @@ class Backoff:
             return None
         left = max(0.0, options.max_total_delay - self._waited)
         if error.retry_after is not None:
-            delay = float(error.retry_after)
+            # An integer past what a float holds is a wait longer than any bound.
+            delay = float(error.retry_after) if error.retry_after < 2**53 else math.inf
             if delay > options.max_delay or delay > left:
                 return None
         else:
