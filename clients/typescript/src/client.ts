@@ -134,7 +134,17 @@ export class ReactStepClient {
   private async call<T>(path: string, request: object, options: CallOptions, what: string): Promise<T> {
     const response = await this.send(path, request, "application/json", options.signal);
     try {
-      return (await response.json()) as T;
+      let body: unknown;
+      try {
+        body = await response.json();
+      } catch {
+        // Not JSON, cut short, or nested past what the engine's parser follows (a RangeError).
+        throw ReactStepError.unreadable(response.status, "the step is not JSON");
+      }
+      if (!isObject(body)) {
+        throw ReactStepError.unreadable(response.status, "the step is not a JSON object");
+      }
+      return body as T;
     } catch (cause) {
       if (options.signal?.aborted) {
         throw cause;
@@ -275,17 +285,37 @@ function typed<T>(message: EventSourceMessage, status: number): StreamEvent<T> |
   } catch {
     throw ReactStepError.unreadable(status, `the data of a ${message.event} event is not JSON`);
   }
+  // What each event's data must hold for the caller to read it, or the stream is no stream of
+  // the service's: a `null` or a wrong type there is an unreadable answer, not a TypeError.
+  const field = (name: string): unknown => (isObject(data) ? data[name] : undefined);
+  const unreadable = () => ReactStepError.unreadable(status, `the data of a ${message.event} event is not what the contract says`);
   switch (message.event) {
     case "thought":
-    case "answer":
+    case "answer": {
+      const delta = field("delta");
+      if (typeof delta !== "string") throw unreadable();
       return { type: message.event, delta: (data as StreamDelta).delta };
-    case "retry":
+    }
+    case "retry": {
+      const reason = field("reason");
+      if (typeof reason !== "string") throw unreadable();
       return { type: "retry", reason: (data as StreamRetry).reason };
+    }
     case "step":
+      if (!isObject(data)) throw unreadable();
       return { type: "step", step: data as T };
-    default:
+    default: {
+      const error = field("error");
+      if (!isObject(error) || typeof error.type !== "string" || typeof error.message !== "string") {
+        throw unreadable();
+      }
       return { type: "error", error: ReactStepError.fromResponse(data as ErrorResponse, undefined) };
+    }
   }
+}
+
+function isObject(value: unknown): value is Record<string, unknown> {
+  return typeof value === "object" && value !== null && !Array.isArray(value);
 }
 
 /** Waits `ms`, or rejects with the signal's reason when it aborts first. */

@@ -287,7 +287,7 @@ class Loop {
       }
       let step: StepResponse;
       try {
-        step = await this.send(request, iteration);
+        step = readable(await this.send(request, iteration));
       } catch (error) {
         return this.failed(error);
       }
@@ -304,7 +304,7 @@ class Loop {
         }
         // The evaluation asked for more: the model reads what is missing and goes on.
         query = answered;
-        iterationsLeft = step.iterations_remaining ?? 0;
+        iterationsLeft = leftAfter(step, iterationsLeft);
         if (iterationsLeft <= 0) {
           return this.end("max_iterations", step.direct_response ?? "");
         }
@@ -318,7 +318,7 @@ class Loop {
         return ended;
       }
       query = "";
-      iterationsLeft = step.iterations_remaining ?? 0;
+      iterationsLeft = leftAfter(step, iterationsLeft);
       if (iterationsLeft <= 0) {
         return this.end("max_iterations", "the loop reached its step limit before an answer");
       }
@@ -574,7 +574,13 @@ class Loop {
       if (stalled !== undefined) {
         return this.end("stalled", stalled);
       }
-      this.result.toolUsage[call.tool_name] = (this.result.toolUsage[call.tool_name] ?? 0) + 1;
+      // Defined, not assigned: a call named `__proto__` or `constructor` is counted as any other.
+      Object.defineProperty(this.result.toolUsage, call.tool_name, {
+        value: (own(this.result.toolUsage, call.tool_name) ?? 0) + 1,
+        enumerable: true,
+        writable: true,
+        configurable: true,
+      });
     }
     const verdicts = await this.approvals(calls, iteration);
     if (!Array.isArray(verdicts)) {
@@ -670,7 +676,7 @@ class Loop {
   private async approvals(calls: ActionDetails[], iteration: number): Promise<Verdict[] | LoopResult> {
     const verdicts = await approveCalls(calls, iteration, {
       approve: this.options.approve,
-      needsApproval: (name) => this.options.tools[name]?.needsApproval === true,
+      needsApproval: (name) => own(this.options.tools, name)?.needsApproval === true,
       signal: this.options.signal,
       decided: (call, decision) =>
         this.emit({ type: "approval", iteration, tool: call.tool_name, toolCallId: call.tool_call_id, decision }),
@@ -713,9 +719,12 @@ class Loop {
     args: Record<string, unknown>,
     iteration: number,
   ): Promise<{ observation: string; isError: boolean }> {
-    const tool = this.options.tools[call.tool_name];
+    const tool = own(this.options.tools, call.tool_name);
     if (tool === undefined) {
       return { observation: `there is no tool named ${call.tool_name}`, isError: true };
+    }
+    if (typeof args !== "object" || args === null || Array.isArray(args)) {
+      return { observation: `the arguments of ${call.tool_name} are not a JSON object`, isError: true };
     }
     try {
       const observation = await tool.run(args, { signal: this.options.signal, toolCallId: call.tool_call_id, iteration });
@@ -773,4 +782,45 @@ function serviceError(what: string, error: unknown): LoopResult["errors"][number
   }
   const message = `${what}the service did not answer: ${error instanceof Error ? error.message : String(error)}`;
   return { source: "service", message };
+}
+
+/**
+ * The steps left after `step`, sent with `sentLeft` left: the service's count, never more than
+ * the loop's own less one, so no service can run the loop past `maxIterations`.
+ */
+function leftAfter(step: StepResponse, sentLeft: number): number {
+  const told = typeof step.iterations_remaining === "number" ? step.iterations_remaining : 0;
+  return Math.min(told, sentLeft - 1);
+}
+
+/** `record`'s own entry `name`: never one of `Object.prototype` (`constructor`, `toString`). */
+function own<T>(record: Record<string, T>, name: string): T | undefined {
+  return Object.prototype.hasOwnProperty.call(record, name) ? record[name] : undefined;
+}
+
+/**
+ * `step` when it has what the loop reads of a step (a status, the history, a call's name and
+ * arguments), or an `unreadable_response` error: a service that answers otherwise must end the
+ * loop as a failure, not with a `TypeError` after a tool has run.
+ */
+function readable(step: StepResponse): StepResponse {
+  const object = (value: unknown) => typeof value === "object" && value !== null && !Array.isArray(value);
+  const wrong = (why: string) => ReactStepError.unreadable(200, `the step ${why}`);
+  if (!object(step)) {
+    throw wrong("is not a JSON object");
+  }
+  if (typeof step.status !== "string" || !Array.isArray(step.updated_conversation_history)) {
+    throw wrong("has no status or no updated_conversation_history");
+  }
+  const parallel: unknown = step.parallel_actions;
+  if (parallel !== undefined && parallel !== null && !Array.isArray(parallel)) {
+    throw wrong("has parallel_actions that are not a list");
+  }
+  const calls = [step.action_details, ...(step.parallel_actions ?? [])];
+  for (const call of calls) {
+    if (call !== null && call !== undefined && (!object(call) || typeof call.tool_name !== "string")) {
+      throw wrong("proposes a call that has no tool_name");
+    }
+  }
+  return step;
 }
