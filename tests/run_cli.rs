@@ -193,6 +193,48 @@ fn an_answer_submitted_on_the_last_step_is_kept() {
     assert_eq!(report["termination_reason"], "success");
 }
 
+/// An observation holding a secret the driver knows (a token of its environment, as an MCP
+/// server that echoes its environment or a file holding the key returns) is scrubbed before it
+/// is printed, kept in the report or sent to the model.
+#[test]
+fn a_secret_a_tool_returns_is_never_printed_kept_or_sent() {
+    let ws = workspace();
+    let token = "tok-Zq7Xw3Kp9Lm2Nb8Vc4Rt";
+    std::fs::write(
+        ws.path().join("notes.txt"),
+        format!("deploy with {token} please\n"),
+    )
+    .unwrap();
+    let scripts = tempfile::tempdir().unwrap();
+    let file = scripts.path().join("script.txt");
+    let script = "Thought: t\nAction: read_file(path=\"notes.txt\")\n---\nThought: t\nAction: submit_answer(answer=\"done\")";
+    std::fs::write(&file, script).unwrap();
+    let output = Command::new(env!("CARGO_BIN_EXE_reactstep"))
+        .args(["run", "q", "--output", "json", "--workspace"])
+        .arg(ws.path())
+        .arg("--mock-responses")
+        .arg(&file)
+        .env("DEPLOY_TOKEN", token)
+        .env_remove("OPENAI_API_KEY")
+        .output()
+        .unwrap();
+    let (out, err) = (
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr),
+    );
+    assert_eq!(output.status.code(), Some(0), "{out}\n{err}");
+    assert!(
+        !out.contains("Zq7Xw3Kp") && !err.contains("Zq7Xw3Kp"),
+        "{out}\n{err}"
+    );
+    let report: Value = serde_json::from_str(&out).unwrap();
+    let observation = report["steps"][0]["observation"].as_str().unwrap();
+    assert!(
+        observation.starts_with("deploy with [REDACTED]"),
+        "{observation}"
+    );
+}
+
 #[test]
 fn a_final_answer_schema_gets_the_answer_back_as_json() {
     let ws = workspace();

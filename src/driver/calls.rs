@@ -141,7 +141,7 @@ impl Driver {
         if let Some(why) = &executed.recovered_from {
             record_tool_error(&mut progress.report, tool, why, executed.retries, true);
         }
-        let (observation, failed) = match executed.outcome {
+        let (observation, failed) = match scrubbed(executed.outcome, &self.known_secrets()) {
             ToolOutcome::Done(text) => (text, false),
             ToolOutcome::Failed(why) => {
                 record_tool_error(&mut progress.report, tool, &why, executed.retries, false);
@@ -177,7 +177,8 @@ impl Driver {
         })
     }
 
-    /// The models' keys and the environment's secrets.
+    /// The models' keys and the environment's secrets (an MCP token named by `*_TOKEN` among
+    /// them).
     fn known_secrets(&self) -> Vec<String> {
         let s = &self.settings;
         let keys = s
@@ -219,5 +220,17 @@ impl Driver {
                 format!("the model called {tool} with the same arguments {count} times in a row"),
             )
         })
+    }
+}
+
+/// A tool's outcome without any secret the driver knows: a tool (an MCP server that echoes its
+/// environment, a file holding a key) may return one, and the observation is printed, kept in
+/// the report and sent to the model.
+fn scrubbed(outcome: ToolOutcome, secrets: &[String]) -> ToolOutcome {
+    use super::memory::redact::scrubbed_text;
+    match outcome {
+        ToolOutcome::Done(text) => ToolOutcome::Done(scrubbed_text(&text, secrets)),
+        ToolOutcome::Failed(why) => ToolOutcome::Failed(scrubbed_text(&why, secrets)),
+        submitted => submitted,
     }
 }
