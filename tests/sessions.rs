@@ -769,11 +769,13 @@ async fn the_key_is_never_saved(store: Store) {
     let mut command = run_command(&store, "secret", &question, &extra);
     let ran = finished(command.env("OPENAI_API_KEY", key)).await;
     assert_eq!(ran.code, 0, "{}", ran.stderr);
-    // The report printed is the run's own; what is saved is not.
-    assert!(ran.json()["steps"][0]["observation"]
-        .as_str()
-        .unwrap()
-        .contains(key));
+    // Not even the report printed holds a key a tool returned: it never reaches the model.
+    let observation = ran.json()["steps"][0]["observation"].clone();
+    let observation = observation.as_str().unwrap();
+    assert!(
+        !observation.contains(key) && observation.contains("[REDACTED]"),
+        "{observation}"
+    );
 
     let saved = String::from_utf8_lossy(&store.bytes().await).to_lowercase();
     assert!(saved.contains("[redacted]"), "the key's places are marked");
