@@ -3,8 +3,9 @@
 import assert from "node:assert/strict";
 import { after, before, beforeEach, describe, test } from "node:test";
 
-import { ReactStepClient, ReactStepError, type ReactStepRequest } from "../src/index.js";
+import { ReactStepClient, type ReactStepRequest } from "../src/index.js";
 import { completion, failure, garbage, startService, startUpstream, type Service, type Upstream } from "./support/server.js";
+import { thrown } from "./support/thrown.js";
 
 const history = [
   { role: "user" as const, content: "Where is login handled?" },
@@ -19,16 +20,6 @@ const upstreamStep: ReactStepRequest = {
   user_api_keys: { llmKey: "sk-test-0000000000000000000000" },
   max_iterations_left: 5,
 };
-
-async function thrown(promise: Promise<unknown>): Promise<ReactStepError> {
-  try {
-    await promise;
-  } catch (error) {
-    assert.ok(error instanceof ReactStepError, `not a ReactStepError: ${String(error)}`);
-    return error;
-  }
-  assert.fail("the call did not throw");
-}
 
 describe("errors", () => {
   let upstream: Upstream;

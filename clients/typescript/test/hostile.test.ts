@@ -5,7 +5,8 @@
 import assert from "node:assert/strict";
 import { describe, test } from "node:test";
 
-import { ReactStepClient, ReactStepError, type LoopTool } from "../src/index.js";
+import { ReactStepClient, type LoopTool } from "../src/index.js";
+import { thrown } from "./support/thrown.js";
 
 const llmConfig = { modelName: "gpt-4o", tokenLimit: 16000, reservedOutputTokens: 1000 };
 const request = { user_query: "q", llm_config: llmConfig };
@@ -42,16 +43,6 @@ function proposal(tool: string, args: unknown, left: number) {
     prompt: null,
     error: null,
   };
-}
-
-async function thrown(promise: Promise<unknown>): Promise<ReactStepError> {
-  try {
-    await promise;
-  } catch (error) {
-    assert.ok(error instanceof ReactStepError, `not a ReactStepError: ${String(error)}`);
-    return error;
-  }
-  assert.fail("no error");
 }
 
 async function drained(client: ReactStepClient): Promise<unknown[]> {
