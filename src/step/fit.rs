@@ -304,7 +304,9 @@ fn build_prompt(
     }
     let origin = input.llm.state_origin();
     let cleared = cleared_results(&input, &counter);
-    let last_step = prompt::last_step(input.react.answer_tool.as_deref());
+    // Only the last step has the notice (made there: with an answer tool it is a format).
+    let last_step =
+        (input.iterations_left == 1).then(|| prompt::last_step(input.react.answer_tool.as_deref()));
     let candidates = Candidates {
         head: &head,
         items: &input.context,
@@ -316,9 +318,9 @@ fn build_prompt(
         omission_reserve: how.omission_reserve,
         tags: &input.react.tags,
         native: how.native,
-        notice: match input.iterations_left {
-            1 => Some(&*last_step),
-            _ => input.loop_notice.as_deref(),
+        notice: match &last_step {
+            Some(notice) => Some(notice),
+            None => input.loop_notice.as_deref(),
         },
         state_origin: Some(&origin),
         cleared: &cleared,
