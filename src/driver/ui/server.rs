@@ -68,10 +68,7 @@ pub fn app(
         InitError = (),
     >,
 > {
-    let guard = Guard {
-        bound: page.bound,
-        token: page.token.clone(),
-    };
+    let guarded = page.clone();
     let json = web::JsonConfig::default()
         .limit(MAX_BODY_BYTES)
         .error_handler(|err, _| {
@@ -85,7 +82,7 @@ pub fn app(
     App::new()
         .app_data(page)
         .app_data(json)
-        .wrap_fn(move |req, service| match guard.refuses(&req) {
+        .wrap_fn(move |req, service| match refused(&req, &guarded) {
             Some(why) => {
                 let response =
                     req.into_response(refusal(actix_web::http::StatusCode::FORBIDDEN, &why));
@@ -123,41 +120,32 @@ pub fn app(
 /// The paths served without the page's token, exactly as sent.
 const PUBLIC: [&str; 3] = ["/", "/app.js", "/style.css"];
 
-/// What every request is checked against (`guard.rs`).
-#[derive(Clone)]
-struct Guard {
-    bound: IpAddr,
-    token: String,
-}
-
-impl Guard {
-    /// Why `req` is refused, if it is. The page and its script and style hold nothing of the
-    /// user's, so they are served without the token, and the page can say what is missing.
-    /// Every other path needs it: the router matches a path decoded (`/%61pi/run` is
-    /// `/api/run`), so the public ones are named as sent, and anything else is not public.
-    fn refuses(&self, req: &ServiceRequest) -> Option<String> {
-        let host = req
-            .headers()
-            .get(header::HOST)
-            .and_then(|h| h.to_str().ok());
-        if let Some(why) = refused_host(host, self.bound) {
+/// Why `req` is refused, if it is (`guard.rs`). The page and its script and style hold nothing
+/// of the user's, so they are served without the token, and the page can say what is missing.
+/// Every other path needs it: the router matches a path decoded (`/%61pi/run` is `/api/run`),
+/// so the public ones are named as sent, and anything else is not public.
+fn refused(req: &ServiceRequest, page: &Page) -> Option<String> {
+    let host = req
+        .headers()
+        .get(header::HOST)
+        .and_then(|h| h.to_str().ok());
+    if let Some(why) = refused_host(host, page.bound) {
+        return Some(why);
+    }
+    if !PUBLIC.contains(&req.path()) {
+        let sent = req.headers().get(TOKEN_HEADER).map(|h| h.as_bytes());
+        if let Some(why) = refused_token(sent, &page.token) {
             return Some(why);
         }
-        if !PUBLIC.contains(&req.path()) {
-            let sent = req.headers().get(TOKEN_HEADER).map(|h| h.as_bytes());
-            if let Some(why) = refused_token(sent, &self.token) {
-                return Some(why);
-            }
-        }
-        if req.method() == Method::GET || req.method() == Method::HEAD {
-            return None;
-        }
-        let origin = req
-            .headers()
-            .get(header::ORIGIN)
-            .and_then(|h| h.to_str().ok());
-        refused_origin(origin, host.unwrap_or_default())
     }
+    if req.method() == Method::GET || req.method() == Method::HEAD {
+        return None;
+    }
+    let origin = req
+        .headers()
+        .get(header::ORIGIN)
+        .and_then(|h| h.to_str().ok());
+    refused_origin(origin, host.unwrap_or_default())
 }
 
 /// An error the page shows as it is: `{"error": "…"}`.
