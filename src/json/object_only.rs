@@ -74,18 +74,14 @@ macro_rules! objects_only {
                 }
             }
         )*
-        $($(
-            impl<'de> serde::Deserialize<'de> for $both {
-                fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-                    <$both>::deserialize($crate::json::ObjectOnly(d))
-                }
-            }
-            impl serde::Serialize for $both {
+        $(
+            $crate::json::objects_only!($($both),*);
+            $(impl serde::Serialize for $both {
                 fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
                     <$both>::serialize(self, s)
                 }
-            }
-        )*)?
+            })*
+        )?
     };
 }
 pub(crate) use objects_only;
