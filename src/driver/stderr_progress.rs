@@ -34,11 +34,15 @@ impl StderrProgress {
     }
 }
 
-/// An observation's first line, and how much more there is.
-fn shortened(text: &str) -> String {
-    const SHOWN: usize = 160;
+/// Characters of an observation's first line shown.
+const OBSERVATION_SHOWN: usize = 160;
+/// Characters of a call's arguments shown: they may be a whole file.
+const ARGUMENTS_SHOWN: usize = 500;
+
+/// The first `shown` characters of `text`'s first line, and how much more there is.
+fn shortened(text: &str, shown: usize) -> String {
     let first = text.lines().next().unwrap_or_default();
-    let cut: String = first.chars().take(SHOWN).collect();
+    let cut: String = first.chars().take(shown).collect();
     if cut.len() < text.trim_end().len() {
         format!("{cut} … ({} bytes)", text.len())
     } else {
@@ -100,19 +104,12 @@ impl Watcher for StderrProgress {
     }
 
     fn action(&mut self, iteration: u32, tool: &str, args: &Value) {
-        // A call's arguments may be a whole file: the line shows their start, and their size.
-        const SHOWN: usize = 500;
-        let args = args.to_string();
-        let shown: String = args.chars().take(SHOWN).collect();
-        let more = if shown.len() < args.len() {
-            format!(" … ({} bytes)", args.len())
-        } else {
-            String::new()
-        };
+        // Compact JSON is one line: its start is shown, and its size.
+        let args = shortened(&args.to_string(), ARGUMENTS_SHOWN);
         self.line(
             &format!("[{iteration}] action:"),
             "\x1b[33m",
-            &format!("{tool} {shown}{more}"),
+            &format!("{tool} {args}"),
         );
     }
 
@@ -133,7 +130,7 @@ impl Watcher for StderrProgress {
         self.line(
             &format!("[{iteration}] observation:"),
             "\x1b[32m",
-            &shortened(text),
+            &shortened(text, OBSERVATION_SHOWN),
         );
     }
 }
