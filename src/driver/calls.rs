@@ -141,7 +141,8 @@ impl Driver {
         if let Some(why) = &executed.recovered_from {
             record_tool_error(&mut progress.report, tool, why, executed.retries, true);
         }
-        let (observation, failed) = match scrubbed(executed.outcome, &self.known_secrets()) {
+        let secrets = self.known_secrets();
+        let (observation, failed) = match scrubbed(executed.outcome, &secrets) {
             ToolOutcome::Done(text) => (text, false),
             ToolOutcome::Failed(why) => {
                 record_tool_error(&mut progress.report, tool, &why, executed.retries, false);
@@ -162,10 +163,7 @@ impl Driver {
         };
         let observation = match &proposed_args {
             // The model still holds its own arguments: it is told what ran instead.
-            Some(_) => format!(
-                "{}\n{observation}",
-                approval::edit_note(&args, &self.known_secrets())
-            ),
+            Some(_) => format!("{}\n{observation}", approval::edit_note(&args, &secrets)),
             None => observation,
         };
         Ok(Ran {
