@@ -641,3 +641,99 @@ fn a_question_no_one_answers_is_cut_by_ctrl_c_and_by_the_deadline() {
     assert_eq!(code, Some(1), "{report}");
     assert_eq!(report["termination_reason"], "timeout");
 }
+
+/// A server with one tool, `environment`, that answers with every variable it started with, as
+/// `NAME=value` lines.
+const ENVIRONMENT_SERVER: &str = r#"
+import json, os, sys
+for line in sys.stdin:
+    msg = json.loads(line)
+    method, id = msg.get("method"), msg.get("id")
+    if id is None:
+        continue
+    if method == "initialize":
+        result = {"protocolVersion": "2025-06-18", "capabilities": {"tools": {}},
+                  "serverInfo": {"name": "env", "version": "1"}}
+    elif method == "tools/list":
+        result = {"tools": [{"name": "environment", "inputSchema": {"type": "object"},
+                             "annotations": {"readOnlyHint": True}}]}
+    elif method == "tools/call":
+        text = "\n".join(f"{k}={v}" for k, v in sorted(os.environ.items()))
+        result = {"content": [{"type": "text", "text": text}]}
+    else:
+        error = {"code": -32601, "message": f"Method not found: {method}"}
+        print(json.dumps({"jsonrpc": "2.0", "id": id, "error": error}), flush=True)
+        continue
+    print(json.dumps({"jsonrpc": "2.0", "id": id, "result": result}), flush=True)
+"#;
+
+/// A stdio server starts with the few variables a program needs and those `--mcp-env` names,
+/// never the driver's whole environment: not the model's key, not a token the shell exports,
+/// not anything else. A value given on the line under a secret's name is taken out of what the
+/// server says, as the environment's own secrets are.
+#[test]
+fn a_stdio_server_gets_no_key_and_no_variable_it_was_not_given() {
+    let ws = workspace();
+    let (scripts, server) = server_file(ENVIRONMENT_SERVER);
+    let script_file = scripts.path().join("script.txt");
+    let script =
+        "Thought: what do you see?\nAction: environment()\n---\nThought: done\nFinal Answer: seen";
+    std::fs::write(&script_file, script).unwrap();
+    let output = Command::new(env!("CARGO_BIN_EXE_reactstep"))
+        .args(["run", "q", "--output", "json", "--workspace"])
+        .arg(ws.path())
+        .arg("--mock-responses")
+        .arg(&script_file)
+        .args(["--mcp", &format!("python3 {}", server.display())])
+        .args(["--mcp-env", "PROXY_FOR_SERVER"])
+        .args(["--mcp-env", "GIVEN_TOKEN=ghp-given-on-the-line-42"])
+        .args(["--mcp-env", "PLAIN_SETTING=visible"])
+        .env("OPENAI_API_KEY", "sk-model-key-never-passed-0123456789")
+        .env("DEPLOY_TOKEN", "tok-shell-export-never-passed")
+        .env("UNRELATED_SETTING", "not-passed")
+        .env("PROXY_FOR_SERVER", "http://proxy.test:3128")
+        .env("HOME", ws.path())
+        .output()
+        .unwrap();
+    let (out, err) = (
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr),
+    );
+    assert_eq!(output.status.code(), Some(0), "{out}\n{err}");
+    let report = report(&out, &err);
+    let seen: Vec<&str> = observation(&report, 0).lines().collect();
+    let names: Vec<&str> = seen.iter().map(|l| l.split('=').next().unwrap()).collect();
+    for name in [
+        "OPENAI_API_KEY",
+        "DEPLOY_TOKEN",
+        "UNRELATED_SETTING",
+        "CARGO_MANIFEST_DIR",
+    ] {
+        assert!(!names.contains(&name), "{name} was passed: {seen:?}");
+    }
+    assert!(
+        seen.contains(&"PROXY_FOR_SERVER=http://proxy.test:3128"),
+        "{seen:?}"
+    );
+    assert!(seen.contains(&"PLAIN_SETTING=visible"), "{seen:?}");
+    assert!(seen.contains(&"GIVEN_TOKEN=[REDACTED]"), "{seen:?}");
+    assert!(
+        seen.contains(&format!("HOME={}", ws.path().display()).as_str()),
+        "{seen:?}"
+    );
+    assert!(names.contains(&"PATH"), "{seen:?}");
+    for secret in ["ghp-given-on-the-line", "sk-model-key", "tok-shell-export"] {
+        assert!(!out.contains(secret) && !err.contains(secret), "{secret}");
+    }
+    // A name that is not set is refused before any server starts.
+    let (code, _, err) = run(
+        ws.path(),
+        script,
+        &["--mcp-env".into(), "REACTSTEP_SURELY_UNSET".into()],
+    );
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("--mcp-env names REACTSTEP_SURELY_UNSET, which is not set"),
+        "{err}"
+    );
+}

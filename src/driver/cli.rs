@@ -9,7 +9,7 @@ use std::time::Duration;
 use clap::{Parser, ValueEnum};
 
 use super::approval::{ApprovalPolicy, LineApprover};
-use super::mcp::{start_servers, Endpoint, McpServer};
+use super::mcp::{start_servers, Endpoint, McpServer, ServerEnvironment};
 use super::memory::{self, Conversation};
 use super::stderr_progress::StderrProgress;
 use super::terminal::{printable, Terminal};
@@ -138,6 +138,11 @@ pub struct LoopArgs {
     /// "npx -y @modelcontextprotocol/server-filesystem .".
     #[arg(long = "mcp")]
     pub mcp: Vec<String>,
+    /// A variable every --mcp server starts with (repeatable): NAME, taken from this
+    /// environment, or NAME=value. Besides these a server has only PATH, HOME, USER, LOGNAME,
+    /// SHELL, TERM, the locale and TMPDIR: never the model's key.
+    #[arg(long = "mcp-env")]
+    pub mcp_env: Vec<String>,
     /// An MCP server to reach over streamable HTTP (repeatable), e.g. "https://host/mcp".
     #[arg(long = "mcp-url")]
     pub mcp_urls: Vec<String>,
@@ -362,10 +367,13 @@ pub(crate) fn endpoints(args: &LoopArgs) -> Result<Vec<Endpoint>, String> {
         })?),
         None => None,
     };
-    let commands = args
-        .mcp
-        .iter()
-        .map(|line| Ok(Endpoint::Command(line.clone())));
+    let env = ServerEnvironment::from_process(&args.mcp_env)?;
+    let commands = args.mcp.iter().map(|line| {
+        Ok(Endpoint::Command {
+            line: line.clone(),
+            env: env.clone(),
+        })
+    });
     let urls = args
         .mcp_urls
         .iter()

@@ -8,8 +8,13 @@ use std::fmt;
 use reqwest::header::{HeaderName, HeaderValue};
 use reqwest::Url;
 
+use super::environment::ServerEnvironment;
+
 pub enum Endpoint {
-    Command(String),
+    Command {
+        line: String,
+        env: ServerEnvironment,
+    },
     Url {
         url: Url,
         headers: HashMap<HeaderName, HeaderValue>,
@@ -42,14 +47,15 @@ impl Endpoint {
 
     /// What must never be printed nor sent on: the token, every header's value, the URL's
     /// password and its query's values (of four bytes or more, so no common word is taken out).
+    /// A stdio server's: the values given to it on the command line under a secret's name.
     pub fn secrets(&self) -> Vec<String> {
-        let Self::Url {
-            url,
-            headers,
-            token,
-        } = self
-        else {
-            return Vec::new();
+        let (url, headers, token) = match self {
+            Self::Command { env, .. } => return env.given_secrets.clone(),
+            Self::Url {
+                url,
+                headers,
+                token,
+            } => (url, headers, token),
         };
         let values = headers
             .values()
@@ -69,7 +75,7 @@ impl Endpoint {
     /// A name for a server that gives none: its program's, or its host's.
     pub fn fallback_name(&self) -> String {
         match self {
-            Self::Command(line) => {
+            Self::Command { line, .. } => {
                 let program = shlex::split(line)
                     .and_then(|words| words.into_iter().next())
                     .unwrap_or_default();
@@ -103,7 +109,7 @@ fn password_forms(url: &Url) -> Vec<String> {
 impl fmt::Display for Endpoint {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Self::Command(line) => write!(f, "`{line}`"),
+            Self::Command { line, .. } => write!(f, "`{line}`"),
             Self::Url { url, .. } => f.write_str(&shown(url)),
         }
     }
@@ -225,7 +231,11 @@ mod tests {
         };
         assert!(!why.contains("sec"), "{why}");
         assert_eq!(
-            Endpoint::Command("node /srv/server.js .".into()).fallback_name(),
+            Endpoint::Command {
+                line: "node /srv/server.js .".into(),
+                env: ServerEnvironment::default(),
+            }
+            .fallback_name(),
             "node"
         );
     }

@@ -9,6 +9,7 @@
 //! way back to the service like any observation (`observation.rs`).
 
 mod endpoint;
+mod environment;
 pub mod input;
 mod listing;
 mod oauth;
@@ -17,5 +18,6 @@ mod servers;
 mod tool;
 
 pub use endpoint::Endpoint;
+pub use environment::ServerEnvironment;
 pub use server::{Listed, McpServer};
 pub use servers::start_servers;

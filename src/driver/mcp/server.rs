@@ -18,6 +18,7 @@ use rmcp::transport::StreamableHttpClientTransport;
 use serde_json::Value;
 
 use super::endpoint::{redacted, Endpoint};
+use super::environment::ServerEnvironment;
 use super::input::Asker;
 use super::listing;
 use super::oauth;
@@ -151,8 +152,8 @@ async fn session(
     terminal: Option<Arc<Terminal>>,
 ) -> Result<(Session, Option<tokio::process::Child>), String> {
     Ok(match endpoint {
-        Endpoint::Command(line) => {
-            let (transport, child) = spawn(line)?;
+        Endpoint::Command { line, env } => {
+            let (transport, child) = spawn(line, env)?;
             let opened = Asker::new(terminal).serve_with_lifecycle(transport, lifecycle());
             (timed(endpoint, patience, opened).await?, Some(child))
         }
@@ -172,10 +173,11 @@ async fn session(
     })
 }
 
-/// Starts `command_line` (split as a shell would, without running one), its output and input
-/// the session's transport.
+/// Starts `command_line` (split as a shell would, without running one) with `env` as its whole
+/// environment, its output and input the session's transport.
 fn spawn(
     command_line: &str,
+    env: &ServerEnvironment,
 ) -> Result<
     (
         AsyncRwTransport<rmcp::RoleClient, tokio::process::ChildStdout, tokio::process::ChildStdin>,
@@ -191,6 +193,8 @@ fn spawn(
     // Killed when dropped, so no path out of here (a timeout, a panic) leaves it running.
     let mut child = tokio::process::Command::new(&words[0])
         .args(&words[1..])
+        .env_clear()
+        .envs(env.variables.iter().map(|(name, value)| (name, value)))
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .kill_on_drop(true)

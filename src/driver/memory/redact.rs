@@ -34,9 +34,8 @@ pub fn secrets(named: impl IntoIterator<Item = String>) -> Vec<String> {
         let (Some(name), Some(value)) = (name.to_str(), value.to_str()) else {
             return Vec::new();
         };
-        let name = name.to_ascii_uppercase();
         let mut found = url_passwords(value);
-        if SECRET_NAME_ENDS.iter().any(|end| name.ends_with(end)) {
+        if names_a_secret(name) {
             found.push(value.to_string());
         }
         found.retain(|secret| secret.len() >= SHORTEST_FOUND);
@@ -48,6 +47,12 @@ pub fn secrets(named: impl IntoIterator<Item = String>) -> Vec<String> {
         .chain(found)
         .collect();
     longest_first(all)
+}
+
+/// Whether a variable called `name` holds a secret, by how its name ends (in any case).
+pub fn names_a_secret(name: &str) -> bool {
+    let name = name.to_ascii_uppercase();
+    SECRET_NAME_ENDS.iter().any(|end| name.ends_with(end))
 }
 
 /// `secrets` with `more` (named by the caller, as [`secrets`] takes them), longest first.

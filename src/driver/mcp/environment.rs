@@ -1,0 +1,165 @@
+//! What a stdio MCP server starts with. Not the driver's environment, which holds the model's key
+//! and whatever else the user's shell exports, but the few variables a program needs to find its
+//! tools and its home (the set MCP's own SDKs pass on), plus each one named by `--mcp-env`.
+
+use std::ffi::OsString;
+
+/// Passed on to every stdio server when the driver has them: where programs are, who and where
+/// the user is, the terminal, the locale and the temporary folder. None of them holds a secret.
+#[cfg(not(windows))]
+const INHERITED: [&str; 10] = [
+    "HOME", "LOGNAME", "PATH", "SHELL", "TERM", "USER", "LANG", "LC_ALL", "LC_CTYPE", "TMPDIR",
+];
+#[cfg(windows)]
+const INHERITED: [&str; 13] = [
+    "APPDATA",
+    "HOMEDRIVE",
+    "HOMEPATH",
+    "LOCALAPPDATA",
+    "PATH",
+    "PROCESSOR_ARCHITECTURE",
+    "PROGRAMFILES",
+    "SYSTEMDRIVE",
+    "SYSTEMROOT",
+    "TEMP",
+    "TMP",
+    "USERNAME",
+    "USERPROFILE",
+];
+
+/// The variables a stdio server starts with, as (name, value).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ServerEnvironment {
+    pub variables: Vec<(OsString, OsString)>,
+    /// Values given on the command line (`NAME=value`) under a name that holds a secret: they
+    /// are in no environment the driver scans, so they are taken out of what the server says.
+    pub given_secrets: Vec<String>,
+}
+
+impl ServerEnvironment {
+    /// [`INHERITED`] as `lookup` finds them, then each of `passed`: `NAME` (taken from
+    /// `lookup`, an error when it has no such variable) or `NAME=value`. A later entry for a
+    /// name replaces an earlier one.
+    pub fn new(
+        passed: &[String],
+        lookup: impl Fn(&str) -> Option<OsString>,
+    ) -> Result<Self, String> {
+        let mut env = Self::default();
+        for name in INHERITED {
+            // A shell function exported by bash (`() { …`) is no value a server needs.
+            if let Some(value) = lookup(name).filter(|v| !v.as_encoded_bytes().starts_with(b"()")) {
+                env.set(name, value);
+            }
+        }
+        for entry in passed {
+            let (name, given) = match entry.split_once('=') {
+                Some((name, value)) => (name, Some(value)),
+                None => (entry.as_str(), None),
+            };
+            // Not echoed: what stands before a mistaken `=` may be a pasted secret.
+            if !valid_name(name) {
+                return Err(
+                    "--mcp-env takes NAME or NAME=value, where NAME is letters, digits \
+                     and `_`, not starting with a digit"
+                        .into(),
+                );
+            }
+            let value = match given {
+                Some(value) => {
+                    if crate::driver::memory::redact::names_a_secret(name) {
+                        env.given_secrets.push(value.to_string());
+                    }
+                    OsString::from(value)
+                }
+                None => lookup(name).ok_or_else(|| {
+                    format!("--mcp-env names {name}, which is not set in the environment")
+                })?,
+            };
+            env.set(name, value);
+        }
+        Ok(env)
+    }
+
+    /// From the driver's own environment.
+    pub fn from_process(passed: &[String]) -> Result<Self, String> {
+        Self::new(passed, |name| std::env::var_os(name))
+    }
+
+    fn set(&mut self, name: &str, value: OsString) {
+        self.variables.retain(|(n, _)| n != name);
+        self.variables.push((name.into(), value));
+    }
+}
+
+/// A name a shell can export: letters, digits and `_`, not starting with a digit.
+fn valid_name(name: &str) -> bool {
+    let mut chars = name.chars();
+    chars
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn driver(name: &str) -> Option<OsString> {
+        match name {
+            "PATH" => Some("/usr/bin".into()),
+            "HOME" => Some("/home/me".into()),
+            "SHELL" => Some("() { :; }; echo pwned".into()),
+            "OPENAI_API_KEY" => Some("sk-driver-key-123456".into()),
+            "HTTPS_PROXY" => Some("http://proxy:3128".into()),
+            _ => None,
+        }
+    }
+
+    fn names(env: &ServerEnvironment) -> Vec<String> {
+        env.variables
+            .iter()
+            .map(|(n, v)| format!("{}={}", n.to_string_lossy(), v.to_string_lossy()))
+            .collect()
+    }
+
+    #[test]
+    fn only_the_few_a_program_needs_are_inherited_never_a_key() {
+        let env = ServerEnvironment::new(&[], driver).unwrap_or_default();
+        assert_eq!(names(&env), ["HOME=/home/me", "PATH=/usr/bin"]);
+        assert!(env.given_secrets.is_empty());
+    }
+
+    #[test]
+    fn named_variables_are_passed_from_the_driver_or_as_given() {
+        let passed = [
+            "HTTPS_PROXY".to_string(),
+            "GITHUB_TOKEN=ghp_given_on_the_line".into(),
+            "PATH=/opt/bin".into(),
+            "EMPTY=".into(),
+        ];
+        let env = ServerEnvironment::new(&passed, driver).unwrap_or_default();
+        assert_eq!(
+            names(&env),
+            [
+                "HOME=/home/me",
+                "HTTPS_PROXY=http://proxy:3128",
+                "GITHUB_TOKEN=ghp_given_on_the_line",
+                "PATH=/opt/bin",
+                "EMPTY=",
+            ]
+        );
+        assert_eq!(env.given_secrets, ["ghp_given_on_the_line"]);
+    }
+
+    #[test]
+    fn an_unset_or_malformed_name_is_refused_without_echoing_a_value() {
+        let unset = ServerEnvironment::new(&["NOT_SET".into()], driver);
+        assert!(unset.is_err_and(|e| e.contains("NOT_SET") && e.contains("not set")));
+        for bad in ["=value", "9LIVES=x", "A B=secret-value", "A-B", ""] {
+            let Err(refused) = ServerEnvironment::new(&[bad.to_string()], driver) else {
+                panic!("{bad:?} is not a variable's name");
+            };
+            assert!(!refused.contains("secret-value"), "{refused}");
+        }
+    }
+}
