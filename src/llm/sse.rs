@@ -1,6 +1,7 @@
 //! Server-sent events from bytes as they arrive: network reads may split a line, a `\r\n`, or a
 //! multi-byte character anywhere, so bytes are buffered until a line is whole and decoded only
-//! then. Comments (`: ping`) are skipped; `data:` lines of one event are joined with `\n`.
+//! then. A line ends as the standard says, at `\r\n`, `\n` or a bare `\r`. Comments (`: ping`)
+//! are skipped; `data:` lines of one event are joined with `\n`.
 
 /// One event: its `event:` name, if any, and its data.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -17,6 +18,9 @@ pub struct SseDecoder {
     /// Whether the stream's first bytes were read past a byte order mark, which the standard
     /// drops: left in, it made the first line an unknown field, and the first delta was lost.
     past_bom: bool,
+    /// The last line ended at a `\r` that was the last byte read: a `\n` first in the next read
+    /// belongs to that line's end.
+    after_cr: bool,
 }
 
 const BOM: &[u8] = b"\xef\xbb\xbf";
@@ -42,14 +46,29 @@ impl SseDecoder {
             self.past_bom = true;
             from = 0;
         }
+        if self.after_cr && !self.pending.is_empty() {
+            self.after_cr = false;
+            if self.pending[0] == b'\n' {
+                self.pending.remove(0);
+            }
+        }
         let mut events = Vec::new();
         let mut start = 0;
-        while let Some(offset) = self.pending[from..].iter().position(|&b| b == b'\n') {
+        while let Some(offset) = self.pending[from..]
+            .iter()
+            .position(|&b| b == b'\n' || b == b'\r')
+        {
             let end = from + offset;
-            let line = &self.pending[start..end];
-            let line = line.strip_suffix(b"\r").unwrap_or(line);
-            let line = std::str::from_utf8(line).map_err(|_| NotText)?.to_string();
+            let line = std::str::from_utf8(&self.pending[start..end]).map_err(|_| NotText)?;
+            let line = line.to_string();
             start = end + 1;
+            if self.pending[end] == b'\r' {
+                match self.pending.get(start) {
+                    Some(b'\n') => start += 1,
+                    Some(_) => {}
+                    None => self.after_cr = true,
+                }
+            }
             from = start;
             if let Some(event) = self.line(&line) {
                 events.push(event);
@@ -130,6 +149,28 @@ mod tests {
         assert_eq!(whole[1].data, "[DONE]");
         let bytes: Vec<&[u8]> = stream.as_bytes().chunks(1).collect();
         assert_eq!(all(&bytes), whole);
+    }
+
+    /// `\r`, `\n` and `\r\n` each end a line, mixed in one stream and however the reads split
+    /// them: a `\r\n` split across two reads is one line end, `\r\r` an empty line.
+    #[test]
+    fn every_line_ending_the_standard_names_is_one() {
+        let lines = ["event: a", "data: x", "data: y", "", ": ping", "", "data: [DONE]", ""];
+        let expected = all(&[format!("{}\n", lines.join("\n")).as_bytes()]);
+        assert_eq!(expected.len(), 2);
+        assert_eq!(expected[0].data, "x\ny");
+        let mixed = ["\r", "\r\n", "\n", "\r", "\r", "\n", "\r", "\r"];
+        for ends in [["\r"; 8], ["\r\n"; 8], mixed] {
+            let stream: String = lines.iter().zip(ends).map(|(l, e)| format!("{l}{e}")).collect();
+            for size in 1..6 {
+                let reads: Vec<&[u8]> = stream.as_bytes().chunks(size).collect();
+                assert_eq!(all(&reads), expected, "{stream:?} in reads of {size}");
+            }
+            // An empty read between a `\r` and its `\n` changes nothing.
+            let at = stream.find('\r').unwrap_or_default() + 1;
+            let (head, tail) = stream.as_bytes().split_at(at);
+            assert_eq!(all(&[head, b"", tail]), expected, "{stream:?}");
+        }
     }
 
     #[test]

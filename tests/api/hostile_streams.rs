@@ -95,6 +95,29 @@ async fn text_after_done_in_the_same_read_is_not_part_of_the_answer() {
     assert_eq!(data["direct_response"], "ok", "{data}");
 }
 
+/// The standard lets a line end at a bare `\r`: such a stream is read whole, also where a read
+/// ends between a `\r` and a `\n` (which is then one line end, not two).
+#[tokio::test]
+async fn lines_ended_by_a_bare_cr_or_a_split_crlf_are_read_as_the_standard_says() {
+    let chunk = |text: &str| openai_chunk(json!({"content": text})).to_string();
+    let stream = format!(
+        "data: {}\r\r: keep-alive\r\rdata: {}\r\n\r\ndata: [DONE]\r\r",
+        chunk("Thought: t\nFinal Answer: o"),
+        chunk("k"),
+    );
+    // A read ends after every `\r`.
+    let pieces = stream
+        .split_inclusive('\r')
+        .map(|piece| piece.as_bytes().to_vec())
+        .collect();
+    let app = openai_streaming(pieces).await;
+    let (name, data) = stream_terminal(&app, &request("gpt-4o", "q"))
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(name, "step", "{data}");
+    assert_eq!(data["direct_response"], "ok", "{data}");
+}
+
 #[tokio::test]
 async fn ollama_text_after_done_true_in_the_same_read_is_not_part_of_the_answer() {
     let lines = [
