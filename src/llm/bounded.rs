@@ -55,26 +55,45 @@ pub const MAX_ARGUMENT_BYTES: usize = 1024 * 1024;
 pub const MAX_ARGUMENT_VALUES: usize = 10_000;
 pub const MAX_ARGUMENT_DEPTH: usize = 32;
 
-/// A call's arguments read from their JSON text, or why not: the text itself when it is not an
-/// object, a short note when it is past a bound (never the text: it would be echoed).
-pub fn arguments(text: &str) -> Result<Map<String, Value>, String> {
+/// Why a call's arguments were not read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Unread {
+    /// The text as the model wrote it, which is no JSON object.
+    NotAnObject(String),
+    /// Past a bound: which one (never the text, which would be echoed).
+    PastBound(String),
+}
+
+impl Unread {
+    /// What stands for the arguments where the call is written out: the model's own text, or
+    /// the bound's note in brackets.
+    pub fn shown(&self) -> std::borrow::Cow<'_, str> {
+        match self {
+            Self::NotAnObject(text) => text.into(),
+            Self::PastBound(note) => format!("[{note}]").into(),
+        }
+    }
+}
+
+/// A call's arguments read from their JSON text, or why not.
+pub fn arguments(text: &str) -> Result<Map<String, Value>, Unread> {
     if text.trim().is_empty() {
         return Ok(Map::new());
     }
     if text.len() > MAX_ARGUMENT_BYTES {
-        return Err(format!(
-            "[{} bytes of arguments, more than the {MAX_ARGUMENT_BYTES} a call may hold]",
+        return Err(Unread::PastBound(format!(
+            "{} bytes of arguments, more than the {MAX_ARGUMENT_BYTES} a call may hold",
             text.len()
-        ));
+        )));
     }
     match serde_json::from_str::<Value>(text) {
         Ok(Value::Object(map)) => match shape_within(&map) {
             true => Ok(map),
-            false => Err(format!(
-                "[arguments of more than {MAX_ARGUMENT_VALUES} values or nested more than {MAX_ARGUMENT_DEPTH} deep]"
-            )),
+            false => Err(Unread::PastBound(format!(
+                "arguments of more than {MAX_ARGUMENT_VALUES} values or nested more than {MAX_ARGUMENT_DEPTH} deep"
+            ))),
         },
-        _ => Err(text.to_string()),
+        _ => Err(Unread::NotAnObject(text.to_string())),
     }
 }
 
@@ -200,20 +219,24 @@ mod tests {
 
     #[test]
     fn arguments_past_a_bound_are_a_short_note_never_read_whole() {
+        let past = |text: &str| match arguments(text) {
+            Err(Unread::PastBound(note)) => note,
+            other => panic!("{other:?}"),
+        };
         let big = format!("{{\"path\":[{}0]}}", "0,".repeat(MAX_ARGUMENT_BYTES));
-        let note = arguments(&big).unwrap_err();
+        let note = past(&big);
         assert!(
             note.len() < 200 && note.contains("bytes of arguments"),
             "{note}"
         );
         let many = format!("{{\"a\":[{}0]}}", "0,".repeat(MAX_ARGUMENT_VALUES));
-        assert!(arguments(&many).unwrap_err().contains("values"));
+        assert!(past(&many).contains("values"));
         let deep = format!(
             "{{\"a\":{}1{}}}",
             "[".repeat(MAX_ARGUMENT_DEPTH),
             "]".repeat(MAX_ARGUMENT_DEPTH)
         );
-        assert!(arguments(&deep).unwrap_err().contains("nested"));
+        assert!(past(&deep).contains("nested"));
         let fine = format!(
             "{{\"a\":{}1{}}}",
             "[".repeat(MAX_ARGUMENT_DEPTH - 1),
@@ -223,7 +246,7 @@ mod tests {
         assert_eq!(arguments(" ").unwrap(), Map::new());
         assert_eq!(
             arguments("[1]").unwrap_err(),
-            "[1]",
+            Unread::NotAnObject("[1]".into()),
             "not an object: the text as written"
         );
     }

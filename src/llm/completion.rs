@@ -13,8 +13,8 @@ pub struct NativeCall {
     /// The provider's id for the call (OpenAI `call_…`, Anthropic `toolu_…`); Ollama gives none.
     pub id: Option<String>,
     pub name: String,
-    /// The arguments object, or the text the model wrote when it is not a JSON object.
-    pub arguments: Result<serde_json::Map<String, serde_json::Value>, String>,
+    /// The arguments object, or why it was not read.
+    pub arguments: Result<serde_json::Map<String, serde_json::Value>, bounded::Unread>,
 }
 
 impl NativeCall {
@@ -25,7 +25,7 @@ impl NativeCall {
             Some(b'"') if json.len() <= bounded::MAX_ARGUMENT_BYTES => {
                 match serde_json::from_str::<String>(json) {
                     Ok(text) => bounded::arguments(&text),
-                    Err(_) => Err(json.to_string()),
+                    Err(_) => Err(bounded::Unread::NotAnObject(json.to_string())),
                 }
             }
             _ => bounded::arguments(json),
@@ -107,7 +107,7 @@ impl Completion {
             bytes += json_len(&call.name)
                 + match &call.arguments {
                     Ok(map) => json_len(map),
-                    Err(raw) => json_len(raw),
+                    Err(unread) => json_len(&unread.shown()),
                 };
         }
         if bytes <= MAX_TURN_JSON_BYTES {

@@ -155,13 +155,26 @@ mod tests {
     /// them: a `\r\n` split across two reads is one line end, `\r\r` an empty line.
     #[test]
     fn every_line_ending_the_standard_names_is_one() {
-        let lines = ["event: a", "data: x", "data: y", "", ": ping", "", "data: [DONE]", ""];
+        let lines = [
+            "event: a",
+            "data: x",
+            "data: y",
+            "",
+            ": ping",
+            "",
+            "data: [DONE]",
+            "",
+        ];
         let expected = all(&[format!("{}\n", lines.join("\n")).as_bytes()]);
         assert_eq!(expected.len(), 2);
         assert_eq!(expected[0].data, "x\ny");
         let mixed = ["\r", "\r\n", "\n", "\r", "\r", "\n", "\r", "\r"];
         for ends in [["\r"; 8], ["\r\n"; 8], mixed] {
-            let stream: String = lines.iter().zip(ends).map(|(l, e)| format!("{l}{e}")).collect();
+            let stream: String = lines
+                .iter()
+                .zip(ends)
+                .map(|(l, e)| format!("{l}{e}"))
+                .collect();
             for size in 1..6 {
                 let reads: Vec<&[u8]> = stream.as_bytes().chunks(size).collect();
                 assert_eq!(all(&reads), expected, "{stream:?} in reads of {size}");

@@ -11,6 +11,7 @@ use super::context::prompt::{ARGUMENT_PLACEHOLDER, TOOL_PLACEHOLDER, VALUE_PLACE
 use super::loop_guard::LoopGuard;
 use super::parse::{self, thought_warnings, Decision, Parsed, Tags};
 use super::tools::{type_name_of, Catalog};
+use crate::llm::bounded::Unread;
 use crate::llm::{ChatMessage, ChatRole, NativeCall};
 
 /// The client's `react` settings.
@@ -457,16 +458,14 @@ fn native_decision(call: &NativeCall) -> Decision {
             tool_args: args.clone(),
             raw_action_string: render_native(call),
         },
-        // A bound's note (`[arguments of more than …]`) says why; other text is no object.
-        Err(note) if note.starts_with("[arguments of ") => Decision::Unreadable {
+        Err(Unread::PastBound(note)) => Decision::Unreadable {
             why: format!(
-                "the arguments of the call to '{}' are past a bound: {}",
-                call.name,
-                note.trim_matches(['[', ']'])
+                "the arguments of the call to '{}' are past a bound: {note}",
+                call.name
             ),
             raw_action_string: render_native(call),
         },
-        Err(_) => Decision::Unreadable {
+        Err(Unread::NotAnObject(_)) => Decision::Unreadable {
             why: format!(
                 "the arguments of the call to '{}' are not a JSON object",
                 call.name
@@ -480,7 +479,7 @@ fn native_decision(call: &NativeCall) -> Decision {
 pub fn render_native(call: &NativeCall) -> String {
     match &call.arguments {
         Ok(args) => format!("{}({})", call.name, Value::Object(args.clone())),
-        Err(raw) => format!("{}({raw})", call.name),
+        Err(unread) => format!("{}({})", call.name, unread.shown()),
     }
 }
 
@@ -726,8 +725,30 @@ mod tests {
             why.contains("past a bound") && why.contains("nested more than 32"),
             "{why}"
         );
+        // Past the bytes a call may hold: told as such, and the text is never written back.
+        let huge = format!(
+            "{{\"q\": \"{}\"}}",
+            "x".repeat(crate::llm::bounded::MAX_ARGUMENT_BYTES)
+        );
         let call = crate::llm::NativeCall {
-            arguments: Err("[1, 2]".into()),
+            arguments: crate::llm::bounded::arguments(&huge),
+            ..call
+        };
+        let Decision::Unreadable {
+            why,
+            raw_action_string,
+        } = native_decision(&call)
+        else {
+            panic!("no call is read");
+        };
+        assert!(
+            why.contains("past a bound")
+                && why.contains("bytes of arguments, more than the 1048576"),
+            "{why}"
+        );
+        assert!(raw_action_string.len() < 200, "{raw_action_string}");
+        let call = crate::llm::NativeCall {
+            arguments: Err(crate::llm::bounded::Unread::NotAnObject("[1, 2]".into())),
             ..call
         };
         let Decision::Unreadable { why, .. } = native_decision(&call) else {

@@ -51,7 +51,7 @@ pub(super) fn own_count(counter: &TokenCounter, prompt: u32, completion: &Comple
         .map(|c| {
             let arguments = match &c.arguments {
                 Ok(map) => serde_json::Value::Object(map.clone()).to_string(),
-                Err(text) => text.clone(),
+                Err(unread) => unread.shown().into_owned(),
             };
             counter.count(&c.name) + counter.count(&arguments)
         })

@@ -484,7 +484,12 @@ mod tests {
         assert_eq!(done.finish, FinishReason::Stop);
         assert_eq!(done.calls.len(), 2);
         assert!(done.calls[0].arguments.is_ok());
-        assert_eq!(done.calls[1].arguments, Err("{\"x\":".to_string()));
+        assert_eq!(
+            done.calls[1].arguments,
+            Err(crate::llm::bounded::Unread::NotAnObject(
+                "{\"x\":".to_string()
+            ))
+        );
     }
 
     #[test]
