@@ -1,18 +1,26 @@
 //! From parsed output to what the client gets: an action is proposed only for a tool that
 //! exists, with arguments that match its schema; anything else is invalid, and the model gets a
-//! repair round with the problem as its observation. Also the `/tool …` commands that need no
-//! model call.
+//! repair round with the problem as its observation.
+
+mod command;
+mod copied;
+mod native;
+mod valid;
+
+pub use command::command;
+pub use native::{native_parsed, render_native};
+pub use valid::{Call, Valid};
 
 use serde_json::{Map, Value};
 
 use super::answer_schema::{AnswerSchema, FINAL_ANSWER_TOOL};
 use super::context::clearing::ClearToolResults;
-use super::context::prompt::{ARGUMENT_PLACEHOLDER, TOOL_PLACEHOLDER, VALUE_PLACEHOLDER};
+use super::context::prompt::TOOL_PLACEHOLDER;
 use super::loop_guard::LoopGuard;
 use super::parse::{self, thought_warnings, Decision, Parsed, Tags};
-use super::tools::{type_name_of, Catalog};
-use crate::llm::bounded::Unread;
-use crate::llm::{ChatMessage, ChatRole, NativeCall};
+use super::tools::Catalog;
+use crate::llm::{ChatMessage, ChatRole};
+use copied::{copied, is_placeholder, signature_reason, written_as_values};
 
 /// The client's `react` settings.
 #[derive(Debug, Clone)]
@@ -56,28 +64,6 @@ impl Default for ReactSettings {
             answer_tool: None,
         }
     }
-}
-
-/// A decision the client may act on.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Valid {
-    Action {
-        /// The turn's first call. Its id is the provider's for a native call; a text call gets
-        /// one of the service's.
-        call: Call,
-        /// The turn's further calls, each checked as the first was.
-        parallel: Vec<Call>,
-    },
-    Answer(String),
-}
-
-/// One call of a turn with several.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Call {
-    pub tool_name: String,
-    pub tool_args: Map<String, Value>,
-    pub raw_action_string: String,
-    pub tool_call_id: Option<String>,
 }
 
 /// The parsed output as a valid decision (with warnings about its thought), or why it is not one.
@@ -233,162 +219,10 @@ fn further_calls(
     calls
 }
 
-/// Why an action is a copy of the prompt rather than a call, if it is: the format example's
-/// placeholders (today's, or the `tool_name(param="value", other_param=2)` small models still
-/// reproduce from older prompts) or a tool's signature from the tool list. Either would run
-/// something the model never meant, so it is refused even when no tool is known by name.
-fn copied(
-    tool: &str,
-    args: &Map<String, Value>,
-    raw: &str,
-    catalog: &Catalog,
-) -> Result<(), String> {
-    if let Some(why) = placeholder(tool, args, catalog) {
-        return Err(why);
-    }
-    if signature_in(raw) {
-        return Err(signature_reason(tool));
-    }
-    Ok(())
-}
-
-/// Names of the format example, old and new, that are placeholders unless the request
-/// declares them.
-const EXAMPLE_TOOLS: [&str; 2] = ["tool_name", TOOL_PLACEHOLDER];
-const EXAMPLE_ARGUMENTS: [&str; 3] = ["param", "other_param", ARGUMENT_PLACEHOLDER];
-
-/// Why the action repeats the format example's placeholders, if it does.
-fn placeholder(tool: &str, args: &Map<String, Value>, catalog: &Catalog) -> Option<String> {
-    let example = "the answer format's placeholder";
-    if EXAMPLE_TOOLS.contains(&tool) && !catalog.has(tool) {
-        return Some(format!(
-            "'{tool}' is {example}, not a tool: call one of the tools listed under Tools"
-        ));
-    }
-    if let Some(key) = args
-        .keys()
-        .find(|k| EXAMPLE_ARGUMENTS.contains(&k.as_str()) && !catalog.declares(tool, k))
-    {
-        return Some(format!(
-            "'{key}' is {example}, not an argument of '{tool}': write only the tool's own arguments"
-        ));
-    }
-    // The example's `<value>` in any case, alone or in a longer value (`<value>/src/app.py`),
-    // unless its closing tag is there too (a search for the markup, `<value>.*</value>`).
-    if let Some((key, _)) = args.iter().find(|(_, v)| {
-        v.as_str().is_some_and(|v| {
-            let v = v.to_lowercase();
-            v.contains(VALUE_PLACEHOLDER) && !v.contains("</value>")
-        })
-    }) {
-        return Some(format!(
-            "the value of '{key}' is {example} '{VALUE_PLACEHOLDER}': write the real value"
-        ));
-    }
-    // `read_file(path="<path>")`: the argument's own name in angle brackets, the example's
-    // shape with the name put in.
-    let (key, value) = args.iter().find(|(k, v)| {
-        v.as_str()
-            .and_then(|v| v.strip_prefix('<')?.strip_suffix('>'))
-            .is_some_and(|name| {
-                name == k.as_str()
-                    || k.as_str() == "input" && catalog.declares(tool, name)
-                    || describes(name, k)
-            })
-    })?;
-    Some(format!(
-        "the value of '{key}' is a placeholder, {value}: write the real value"
-    ))
-}
-
-/// Whether the words in angle brackets describe the argument `key` rather than being a value
-/// of it: words only (letters, digits, spaces, `_`, `-`), more than one of them or the key's
-/// own words among them (`<file path>`, `<file_path>`, `<your search query>` for `query`). One
-/// word unrelated to the key (`<title>`, `<body>`) is markup a search may look for.
-fn describes(inner: &str, key: &str) -> bool {
-    const WORDS: [&str; 4] = ["your", "value", "argument", "here"];
-    let plain = !inner.is_empty()
-        && inner
-            .chars()
-            .all(|c| c.is_alphanumeric() || matches!(c, ' ' | '_' | '-'));
-    if !plain {
-        return false;
-    }
-    let lower = inner.to_lowercase();
-    let words: Vec<&str> = lower
-        .split([' ', '_', '-'])
-        .filter(|w| !w.is_empty())
-        .collect();
-    let key = key.to_lowercase();
-    let key_words: Vec<&str> = key.split('_').filter(|w| !w.is_empty()).collect();
-    words
-        .iter()
-        .any(|w| WORDS.contains(w) || key_words.contains(w))
-        && (words.len() > 1 || inner.contains(' '))
-}
-
-fn signature_reason(tool: &str) -> String {
-    format!(
-        "this is the signature of '{tool}' copied from the tool list, not a call: write each \
-argument's value, not its type"
-    )
-}
-
-/// Whether the call's argument list is a signature: some argument written `name: type` or
-/// `name?: type` with an unquoted JSON Schema or Python type name (`path: string`,
-/// `limit?: integer`, `items: list[str]`, `x: int = 0`).
-fn signature_in(raw: &str) -> bool {
-    let Some(open) = raw.find('(') else {
-        return false;
-    };
-    let inner = &raw[open + 1..];
-    let inner = &inner[..inner.find(')').unwrap_or(inner.len())];
-    inner.split(',').any(|piece| {
-        let Some((name, ty)) = piece.split_once(':') else {
-            return false;
-        };
-        let name = name.trim().trim_end_matches('?');
-        let ty = ty.trim_start();
-        let word_len = ty
-            .find(|c: char| !c.is_ascii_alphabetic())
-            .unwrap_or(ty.len());
-        let (word, after) = (&ty[..word_len], ty[word_len..].trim_start());
-        !name.is_empty()
-            && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
-            && (type_name_of(word).is_some() || is_generic(word) && after.starts_with('['))
-            && after
-                .chars()
-                .next()
-                .is_none_or(|c| matches!(c, '[' | '|' | '=' | '<'))
-    })
-}
-
-/// Python's `typing` generics, a type only when followed by `[` (`Optional[str]`).
-fn is_generic(word: &str) -> bool {
-    matches!(
-        word,
-        "Optional" | "Union" | "List" | "Dict" | "Tuple" | "Sequence" | "Literal"
-    )
-}
-
 /// An answer that is nothing but a call of a declared tool (`read_file(path="a.py")`): the
 /// model meant the call or copied one, and which is for it to say.
 fn answer_is_a_call(text: &str, catalog: &Catalog) -> bool {
     parse::bare_call(text).is_some_and(|name| catalog.resolve(name).is_some())
-}
-
-/// Whether every argument that looks like a type name was written as a quoted value of a call
-/// (`query="string"`, `code_search('string')`): a real value the model chose, not a signature.
-fn written_as_values(args: &Map<String, Value>, raw: &str) -> bool {
-    let compact: String = raw.chars().filter(|c| !c.is_whitespace()).collect();
-    args.iter().all(|(key, value)| {
-        let v = value.as_str().unwrap_or_default();
-        ["=", "(", ","].iter().any(|before| {
-            compact.contains(&format!("{before}\"{v}\""))
-                && (*before != "=" || compact.contains(&format!("{key}=\"{v}\"")))
-                || compact.contains(&format!("{before}'{v}'"))
-        })
-    })
 }
 
 /// In native mode, where the prompt shows no `Action:` format, an answer that is itself a call
@@ -429,69 +263,6 @@ pub fn answer_as_call(parsed: Parsed, catalog: &Catalog, tags: &Tags) -> Parsed 
     }
 }
 
-/// A reply that called a tool through the provider's tool calling: the thought is the text
-/// written before the call, the action the first call.
-pub fn native_parsed(text: &str, calls: &[NativeCall], tags: &Tags) -> Option<Parsed> {
-    calls.first()?;
-    let warnings = Vec::new();
-    let thought = parse::parse(text, tags)
-        .map(|p| p.thought)
-        .filter(|t| !t.is_empty())
-        .unwrap_or_else(|| text.trim().to_string());
-    let mut decisions = calls.iter().map(native_decision);
-    Some(Parsed {
-        thought,
-        decision: decisions.next()?,
-        also: decisions.collect(),
-        warnings,
-        structured: true,
-        open_ended: false,
-        answer_left_out: false,
-        call_ids: calls.iter().map(|c| c.id.clone()).collect(),
-    })
-}
-
-fn native_decision(call: &NativeCall) -> Decision {
-    match &call.arguments {
-        Ok(args) => Decision::Action {
-            tool_name: call.name.clone(),
-            tool_args: args.clone(),
-            raw_action_string: render_native(call),
-        },
-        Err(Unread::PastBound(note)) => Decision::Unreadable {
-            why: format!(
-                "the arguments of the call to '{}' are past a bound: {note}",
-                call.name
-            ),
-            raw_action_string: render_native(call),
-        },
-        Err(Unread::NotAnObject(_)) => Decision::Unreadable {
-            why: format!(
-                "the arguments of the call to '{}' are not a JSON object",
-                call.name
-            ),
-            raw_action_string: render_native(call),
-        },
-    }
-}
-
-/// A native call as text: `name({"arg": …})`, or with the arguments as the model wrote them.
-pub fn render_native(call: &NativeCall) -> String {
-    match &call.arguments {
-        Ok(args) => format!("{}({})", call.name, Value::Object(args.clone())),
-        Err(unread) => format!("{}({})", call.name, unread.shown()),
-    }
-}
-
-/// Words in angle brackets, as the answer format writes its placeholders
-/// (`<your complete answer to the user>`); a tag such as `<br>` has no space in it.
-fn is_placeholder(text: &str) -> bool {
-    let text = text.trim();
-    text.strip_prefix('<')
-        .and_then(|t| t.strip_suffix('>'))
-        .is_some_and(|inner| inner.contains(' ') && !inner.contains(['<', '>']))
-}
-
 /// The words of the repair message a model sometimes repeats as its answer.
 const REPAIR_INSTRUCTION: &str = "Answer again in the required format";
 
@@ -521,50 +292,6 @@ pub fn repair_messages(raw_output: &str, why: &str, tags: &Tags, native: bool) -
     ]
 }
 
-/// A query such as `/read_file src/auth.js` or `/code_search query="login"` that names a known
-/// tool: the action, without a model call. Any other `/…` is `None` and goes to the model.
-pub fn command(query: &str, catalog: &Catalog) -> Option<Valid> {
-    let rest = query.trim().strip_prefix('/')?;
-    let name_len = rest
-        .find(|c: char| c.is_whitespace() || c == '(')
-        .unwrap_or(rest.len());
-    let name = &rest[..name_len];
-    if name.is_empty() || !catalog.has(name) {
-        return None;
-    }
-    let input = rest[name_len..].trim();
-    let args = if let Some(inner) = input.strip_prefix('(').and_then(|i| i.strip_suffix(')')) {
-        parse::parse_args(inner).ok()?
-    } else if looks_like_keywords(input) {
-        parse::parse_args(input).ok()?
-    } else {
-        let mut args = Map::new();
-        let value = input.trim_matches(|c| c == '"' || c == '\'');
-        if !value.is_empty() {
-            args.insert("input".into(), Value::String(value.to_string()));
-        }
-        args
-    };
-    let tool_args = catalog.check(name, args).ok()?;
-    Some(Valid::Action {
-        call: Call {
-            tool_name: name.to_string(),
-            tool_args,
-            raw_action_string: query.trim().to_string(),
-            tool_call_id: None,
-        },
-        parallel: Vec::new(),
-    })
-}
-
-/// `key=value …` rather than free text.
-fn looks_like_keywords(input: &str) -> bool {
-    let key_len = input
-        .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
-        .unwrap_or(input.len());
-    key_len > 0 && input[key_len..].trim_start().starts_with('=')
-}
-
 #[cfg(test)]
 #[expect(clippy::unwrap_used, reason = "a test fails loudly")]
 mod tests {
@@ -573,7 +300,7 @@ mod tests {
     use crate::step::tools::ToolSpec;
     use serde_json::json;
 
-    fn catalog() -> Catalog {
+    pub(super) fn catalog() -> Catalog {
         Catalog::new(
             vec![
                 ToolSpec {
@@ -592,7 +319,7 @@ mod tests {
         .unwrap_or_else(|e| panic!("{e:?}"))
     }
 
-    fn action(name: &str, args: Value) -> Option<Valid> {
+    pub(super) fn action(name: &str, args: Value) -> Option<Valid> {
         let Value::Object(tool_args) = args else {
             return None;
         };
@@ -607,7 +334,7 @@ mod tests {
         })
     }
 
-    fn strip_raw(v: Option<Valid>) -> Option<Valid> {
+    pub(super) fn strip_raw(v: Option<Valid>) -> Option<Valid> {
         v.map(|v| match v {
             Valid::Action { call, .. } => Valid::Action {
                 call: Call {
@@ -619,36 +346,6 @@ mod tests {
             },
             other => other,
         })
-    }
-
-    #[test]
-    fn commands_for_declared_tools_need_no_model() {
-        let c = catalog();
-        assert_eq!(
-            strip_raw(command("/read_file src/auth.js", &c)),
-            action("read_file", json!({"path": "src/auth.js"}))
-        );
-        assert_eq!(
-            strip_raw(command("/code_search query=\"login\" limit=3", &c)),
-            action("code_search", json!({"query": "login", "limit": 3}))
-        );
-        assert_eq!(
-            strip_raw(command("/code_search(\"login form\")", &c)),
-            action("code_search", json!({"query": "login form"}))
-        );
-    }
-
-    #[test]
-    fn other_slashes_go_to_the_model() {
-        let c = catalog();
-        assert_eq!(command("/help", &c), None);
-        assert_eq!(
-            command("/read_file", &c),
-            None,
-            "a required argument is missing"
-        );
-        assert_eq!(command("read_file a.rs", &c), None);
-        assert_eq!(command("/ read_file", &c), None);
     }
 
     #[test]
@@ -706,55 +403,6 @@ mod tests {
             let why = verdict(&nested(levels), &any).unwrap_err();
             assert!(why.contains("nest more than 64 levels"), "{why}");
         }
-    }
-
-    /// A native call whose arguments the reply's reader left unread (past its bounds) is told
-    /// as such, not as "not a JSON object".
-    #[test]
-    fn a_native_call_past_the_readers_bounds_says_which() {
-        let text = format!("{{\"q\": {}1{}}}", "[".repeat(40), "]".repeat(40));
-        let call = crate::llm::NativeCall {
-            id: None,
-            name: "read_file".into(),
-            arguments: crate::llm::bounded::arguments(&text),
-        };
-        let Decision::Unreadable { why, .. } = native_decision(&call) else {
-            panic!("no call is read");
-        };
-        assert!(
-            why.contains("past a bound") && why.contains("nested more than 32"),
-            "{why}"
-        );
-        // Past the bytes a call may hold: told as such, and the text is never written back.
-        let huge = format!(
-            "{{\"q\": \"{}\"}}",
-            "x".repeat(crate::llm::bounded::MAX_ARGUMENT_BYTES)
-        );
-        let call = crate::llm::NativeCall {
-            arguments: crate::llm::bounded::arguments(&huge),
-            ..call
-        };
-        let Decision::Unreadable {
-            why,
-            raw_action_string,
-        } = native_decision(&call)
-        else {
-            panic!("no call is read");
-        };
-        assert!(
-            why.contains("past a bound")
-                && why.contains("bytes of arguments, more than the 1048576"),
-            "{why}"
-        );
-        assert!(raw_action_string.len() < 200, "{raw_action_string}");
-        let call = crate::llm::NativeCall {
-            arguments: Err(crate::llm::bounded::Unread::NotAnObject("[1, 2]".into())),
-            ..call
-        };
-        let Decision::Unreadable { why, .. } = native_decision(&call) else {
-            panic!("no call is read");
-        };
-        assert!(why.contains("not a JSON object"), "{why}");
     }
 
     #[test]
