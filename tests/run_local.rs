@@ -390,6 +390,30 @@ async fn a_step_the_service_says_to_retry_is_sent_once_more() {
         .unwrap()
         .starts_with("invalid_model_output:"));
     assert_eq!(errors[0]["recovered"], true);
+    // The failed try's streamed thought ends its line; the retry is said on one of its own.
+    let lines: Vec<&str> = stderr.lines().collect();
+    let retry = lines
+        .iter()
+        .position(|l| l.starts_with("[1] retry: invalid_model_output:"))
+        .unwrap_or_else(|| panic!("no retry line: {stderr}"));
+    assert!(
+        lines[retry].ends_with("; the step is sent again in 1.0 s"),
+        "{stderr}"
+    );
+    // Each attempt's thought on a line of its own: the step's, then its repair round's.
+    assert_eq!(
+        lines[retry - 3..retry],
+        [
+            "[1] thought: let me look",
+            "[1] repair: there is no tool named 'no_such_tool'; the tools are: read_file, list_directory, grep_search, calculator, string_helper, submit_answer; the model is asked again",
+            "[1] thought: let me look",
+        ],
+        "{stderr}"
+    );
+    assert!(
+        lines.iter().all(|l| l.matches("thought:").count() <= 1),
+        "{stderr}"
+    );
 
     let stuck = MockServer::start().await;
     Mock::given(method("POST"))

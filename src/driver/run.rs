@@ -174,6 +174,12 @@ pub trait Watcher {
     fn thought_piece(&mut self, _iteration: u32, _piece: &str) {}
     /// The step's whole thought.
     fn thought(&mut self, _iteration: u32, _thought: &str) {}
+    /// The output streamed so far was invalid (`reason`): the service asks the model again in a
+    /// repair round, whose thought streams anew.
+    fn repairing(&mut self, _iteration: u32, _reason: &str) {}
+    /// The service failed the step in a way it says a retry can help (`why`): it is sent again
+    /// after `wait`.
+    fn retrying(&mut self, _iteration: u32, _why: &str, _wait: std::time::Duration) {}
     fn action(&mut self, _iteration: u32, _tool: &str, _args: &Value) {}
     fn observation(&mut self, _iteration: u32, _text: &str) {}
     /// A source's tools were listed again (or could not be): what changed.
@@ -390,6 +396,7 @@ impl Driver {
             match wait.filter(|_| failed_before < step_retry::STEP_RETRIES) {
                 Some(wait) => {
                     let why = step_retry::described(&reply);
+                    watcher.retrying(iteration, &why, wait);
                     record_tool_error(&mut progress.report, "service", &why, failed_before, false);
                     failed_before += 1;
                     tokio::time::sleep(wait).await;
@@ -568,6 +575,9 @@ async fn read_events(
             match event.event.as_deref() {
                 Some("thought") => {
                     watcher.thought_piece(iteration, data["delta"].as_str().unwrap_or_default());
+                }
+                Some("retry") => {
+                    watcher.repairing(iteration, data["reason"].as_str().unwrap_or_default());
                 }
                 Some("step" | "error") => return Ok(data),
                 _ => {}

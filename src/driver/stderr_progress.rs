@@ -32,6 +32,14 @@ impl StderrProgress {
         };
         eprintln!("{on}{label}{off} {}", printable(text));
     }
+
+    /// Ends the line a streamed thought was printed on, when one was, so that what comes next
+    /// starts a line of its own.
+    fn end_streamed_line(&mut self) {
+        if std::mem::take(&mut self.streamed) {
+            eprintln!();
+        }
+    }
 }
 
 /// Characters of an observation's first line shown.
@@ -52,7 +60,7 @@ fn shortened(text: &str, shown: usize) -> String {
 
 impl Watcher for StderrProgress {
     fn waiting(&mut self, iteration: u32) {
-        self.streamed = false;
+        self.end_streamed_line();
         if self.colour {
             self.line(
                 &format!("[{iteration}]"),
@@ -77,10 +85,29 @@ impl Watcher for StderrProgress {
 
     fn thought(&mut self, iteration: u32, thought: &str) {
         if self.streamed {
-            eprintln!();
+            self.end_streamed_line();
             return;
         }
         self.line(&format!("[{iteration}] thought:"), "\x1b[36m", thought);
+    }
+
+    fn repairing(&mut self, iteration: u32, reason: &str) {
+        self.end_streamed_line();
+        let said = format!(
+            "{}; the model is asked again",
+            shortened(reason, OBSERVATION_SHOWN)
+        );
+        self.line(&format!("[{iteration}] repair:"), "\x1b[35m", &said);
+    }
+
+    fn retrying(&mut self, iteration: u32, why: &str, wait: std::time::Duration) {
+        self.end_streamed_line();
+        let said = format!(
+            "{}; the step is sent again in {:.1} s",
+            shortened(why, OBSERVATION_SHOWN),
+            wait.as_secs_f64()
+        );
+        self.line(&format!("[{iteration}] retry:"), "\x1b[35m", &said);
     }
 
     fn plan(&mut self, plan: &Value) {

@@ -1,5 +1,5 @@
 //! The loop's events as the page reads them: each [`Watcher`] callback becomes one JSON object
-//! with a `type` (`waiting`, `thought_piece`, `thought`, `action`, `approval`, `observation`,
+//! with a `type` (`waiting`, `thought_piece`, `thought`, `repair`, `action`, `approval`, `observation`,
 //! `context`, `plan`, `evaluation`, `step`, `tools_changed`), sent down the run's stream.
 
 use std::time::Instant;
@@ -56,6 +56,10 @@ impl Watcher for PageWatcher {
 
     fn thought(&mut self, iteration: u32, thought: &str) {
         self.send(json!({"type": "thought", "iteration": iteration, "text": thought}));
+    }
+
+    fn repairing(&mut self, iteration: u32, reason: &str) {
+        self.send(json!({"type": "repair", "iteration": iteration, "reason": reason}));
     }
 
     fn action(&mut self, iteration: u32, tool: &str, args: &Value) {
@@ -117,12 +121,16 @@ mod tests {
         let mut watcher = PageWatcher::new(events);
         watcher.waiting(1);
         watcher.thought_piece(1, "lo");
+        watcher.repairing(1, "no tool named x");
         watcher.action(1, "read_file", &json!({"path": "a"}));
         watcher.approval(1, "read_file", &Decision::Deny("no".into()));
         watcher.observation(1, &"x".repeat(MAX_SHOWN_BYTES + 10));
         let mut types = Vec::new();
         while let Ok(event) = read.try_recv() {
             types.push(event["type"].as_str().unwrap_or_default().to_string());
+            if event["type"] == "repair" {
+                assert_eq!(event["reason"], "no tool named x");
+            }
             if event["type"] == "approval" {
                 assert_eq!(event["decision"], "denied");
                 assert_eq!(event["reason"], "no");
@@ -137,6 +145,7 @@ mod tests {
             [
                 "waiting",
                 "thought_piece",
+                "repair",
                 "action",
                 "approval",
                 "observation"

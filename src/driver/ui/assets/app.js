@@ -1,6 +1,6 @@
 // reactstep ui: the page. It posts a task to api/run and reads the run's events back, one JSON
-// object a line, as the loop's Watcher sends them: waiting, thought_piece, thought, context,
-// action, approval_request, approval, observation, step, plan, evaluation, tools_changed, end.
+// object a line, as the loop's Watcher sends them: waiting, thought_piece, repair, thought,
+// context, action, approval_request, approval, observation, step, plan, evaluation, tools_changed, end.
 // Plain script, no framework, no other site: every path is relative, so an editor's webview
 // can embed the page.
 'use strict';
@@ -195,6 +195,7 @@
     const on = {
       waiting: waiting,
       thought_piece: thoughtPiece,
+      repair: repair,
       thought: thought,
       context: context,
       action: action,
@@ -249,6 +250,14 @@
     const c = card(e.iteration);
     c.status.textContent = 'waiting for the model…';
     // A step sent again (the service said a retry can help) streams its thought anew.
+    c.thought.text.textContent = '';
+    c.thought.row.classList.remove('forming');
+  }
+
+  // The service asks the model again (a repair round): the next attempt's thought streams anew.
+  function repair(e) {
+    const c = card(e.iteration);
+    c.status.textContent = 'asked again: ' + e.reason;
     c.thought.text.textContent = '';
     c.thought.row.classList.remove('forming');
   }
