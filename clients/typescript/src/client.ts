@@ -25,6 +25,12 @@ const PLAN_STREAM_PATH = "/api/agent/plan/stream";
 const EVALUATE_PATH = "/api/agent/evaluate";
 const EVALUATE_STREAM_PATH = "/api/agent/evaluate/stream";
 
+/** A stream's quiet spell at most, by default: four of the heartbeats the service sends every 15 s. */
+const DEFAULT_STREAM_IDLE_TIMEOUT_MS = 60_000;
+
+/** The longest delay `setTimeout` keeps (a longer one fires at once); a longer wait is several. */
+const MAX_TIMER_MS = 2 ** 31 - 1;
+
 /** Retries of an error the service marks `retryable`. Off unless given. */
 export interface RetryOptions {
   /** Tries in all, the first included (1 to 10; default 3). */
@@ -49,6 +55,15 @@ export interface ClientOptions {
   fetch?: typeof fetch;
   /** `true` for the defaults; off by default. */
   retry?: RetryOptions | boolean;
+  /**
+   * The longest a stream may go without a whole block (an event, or a comment such as the
+   * heartbeat the service sends every 15 s, ended by its blank line), in milliseconds; 60 000
+   * when not given. Past it the connection is closed and the stream throws a retryable
+   * `ReactStepError` of type `transport_error`. The time the caller holds an event before asking
+   * for the next is not counted. A positive, finite number: anything else throws a `RangeError`
+   * here.
+   */
+  streamIdleTimeoutMs?: number;
 }
 
 export type { CallOptions, StreamEvent } from "./events.js";
@@ -65,9 +80,11 @@ export class ReactStepClient {
   private readonly apiToken: string | undefined;
   private readonly fetchImpl: typeof fetch;
   private readonly retry: Retry | undefined;
+  private readonly streamIdleTimeoutMs: number;
 
   constructor(options: ClientOptions) {
     this.baseUrl = options.baseUrl.replace(/\/+$/, "");
+    this.streamIdleTimeoutMs = streamIdleTimeout(options.streamIdleTimeoutMs);
     this.apiToken = options.apiToken;
     const given = options.fetch;
     this.fetchImpl = given ? (input, init) => given(input, init) : (input, init) => fetch(input, init);
@@ -153,7 +170,11 @@ export class ReactStepClient {
     }
   }
 
-  /** A streamed call: its events, up to the terminal one, whose `step` is a `T`. */
+  /**
+   * A streamed call: its events, up to the terminal one, whose `step` is a `T`. Each read waits
+   * until the stream's next whole block is due (`streamIdleTimeoutMs` after the last one, or
+   * after the caller asked for the next event); past it the connection is closed.
+   */
   private async *events<T>(
     path: string,
     request: object,
@@ -167,15 +188,22 @@ export class ReactStepClient {
     }
     const received: EventSourceMessage[] = [];
     const parser = createParser({ onEvent: (message) => received.push(message) });
+    const blocks = new Blocks();
+    const idleMs = this.streamIdleTimeoutMs;
+    let deadline = performance.now() + idleMs;
     const reader = response.body.getReader();
     const decoder = new TextDecoder();
     try {
       for (;;) {
-        const { done, value } = await reader.read();
+        const { done, value } = await beforeDeadline(reader.read(), deadline, () => streamIdle(idleMs));
         if (done) {
           break;
         }
-        parser.feed(decoder.decode(value, { stream: true }));
+        const text = decoder.decode(value, { stream: true });
+        if (blocks.feed(text) > 0) {
+          deadline = performance.now() + idleMs;
+        }
+        parser.feed(text);
         for (let message = received.shift(); message; message = received.shift()) {
           const event = typed<T>(message, response.status);
           if (event === undefined) {
@@ -185,6 +213,8 @@ export class ReactStepClient {
           if (event.type === "step" || event.type === "error") {
             return;
           }
+          // The caller's time with the event is not the service's.
+          deadline = performance.now() + idleMs;
         }
       }
       throw ReactStepError.unreadable(response.status, "the event stream ended without its step");
@@ -238,6 +268,82 @@ export class ReactStepClient {
     const ceiling = Math.min(retry.maxDelayMs, retry.baseDelayMs * 2 ** (next - 2));
     return Math.round(Math.random() * ceiling);
   }
+}
+
+/** `streamIdleTimeoutMs`, checked: the default when not given. */
+function streamIdleTimeout(option: number | undefined): number {
+  if (option === undefined) {
+    return DEFAULT_STREAM_IDLE_TIMEOUT_MS;
+  }
+  if (typeof option !== "number" || !Number.isFinite(option) || option <= 0) {
+    throw new RangeError(`streamIdleTimeoutMs must be a positive number of milliseconds, not ${String(option)}`);
+  }
+  return option;
+}
+
+/** The error of a stream that went `idleMs` without a whole block. */
+function streamIdle(idleMs: number): ReactStepError {
+  return new ReactStepError({
+    status: 0,
+    type: "transport_error",
+    message: `the event stream went quiet: no whole event arrived within ${idleMs / 1000} s`,
+    retryable: true,
+  });
+}
+
+/**
+ * Where a stream's blocks end: a block is one or more lines ended by a blank line (an event, or
+ * comments such as the heartbeat). A blank line that ends no line is no block, so that a peer
+ * cannot keep a stream alive with line ends alone.
+ */
+class Blocks {
+  private lineLength = 0;
+  private lines = 0;
+  private afterCR = false;
+
+  /** How many blocks `text` ends. */
+  feed(text: string): number {
+    let ended = 0;
+    for (let i = 0; i < text.length; i += 1) {
+      const code = text.charCodeAt(i);
+      if (code === 10 && this.afterCR) {
+        // The \n of a \r\n: the line already ended at its \r.
+        this.afterCR = false;
+        continue;
+      }
+      this.afterCR = code === 13;
+      if (code !== 10 && code !== 13) {
+        this.lineLength += 1;
+      } else if (this.lineLength > 0) {
+        this.lines += 1;
+        this.lineLength = 0;
+      } else if (this.lines > 0) {
+        ended += 1;
+        this.lines = 0;
+      }
+    }
+    return ended;
+  }
+}
+
+/**
+ * `read`, or a rejection with `late()` once `deadline` (on `performance.now()`'s clock) passes
+ * first. The timer goes when either settles; the read left waiting is the caller's to cancel.
+ */
+function beforeDeadline<T>(read: Promise<T>, deadline: number, late: () => Error): Promise<T> {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const expired = new Promise<never>((_resolve, reject) => {
+    const check = () => {
+      const left = deadline - performance.now();
+      if (left <= 0) {
+        reject(late());
+        return;
+      }
+      timer = setTimeout(check, Math.min(Math.ceil(left), MAX_TIMER_MS));
+    };
+    check();
+  });
+  return Promise.race([read, expired]).finally(() => clearTimeout(timer));
 }
 
 function retrySettings(option: ClientOptions["retry"]): Retry | undefined {

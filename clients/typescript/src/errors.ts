@@ -43,14 +43,17 @@ const STATUS_OF: Record<ErrorType, number> = {
 };
 
 /**
- * The service's error types, and `unreadable_response` for an answer that is not the service's
- * (a proxy's HTML page, a body cut short, a stream that ended without its terminal event).
+ * The service's error types, `unreadable_response` for an answer that is not the service's
+ * (a proxy's HTML page, a body cut short, a stream that ended without its terminal event), and
+ * `transport_error` for an answer that stopped coming: a stream that went `streamIdleTimeoutMs`
+ * without a whole event or heartbeat, and was closed (status 0, retryable), as the Python
+ * client's `transport_error`.
  */
-export type ReactStepErrorType = ErrorType | "unreadable_response";
+export type ReactStepErrorType = ErrorType | "unreadable_response" | "transport_error";
 
 export class ReactStepError extends Error {
   override readonly name = "ReactStepError";
-  /** The HTTP status (for an error event of a stream: the status its type has). */
+  /** The HTTP status (for an error event of a stream: the status its type has; 0 for a `transport_error`). */
   readonly status: number;
   readonly type: ReactStepErrorType;
   /** Whether sending the same request again can succeed. */

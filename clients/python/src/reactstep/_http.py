@@ -4,6 +4,7 @@ body becomes a step or an error. No I/O here."""
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping, Sequence
 from typing import Any, TypeAlias, TypeVar
 
@@ -28,8 +29,11 @@ EVALUATE_PATH = "/api/agent/evaluate"
 EVALUATE_STREAM_PATH = "/api/agent/evaluate/stream"
 
 DEFAULT_TIMEOUT = httpx.Timeout(300.0, connect=10.0)
-"""Five minutes for a step's answer (or between two events of a stream, which sends a heartbeat
-every 15 s), ten seconds to connect."""
+"""Five minutes for a step's answer (or between two pieces of a stream), ten seconds to connect."""
+
+DEFAULT_STREAM_IDLE_TIMEOUT = 60.0
+"""Seconds a stream may go without a whole block (an event, or a comment such as the heartbeat
+the service sends every 15 s): four heartbeats."""
 
 Request: TypeAlias = ReactStepRequest | Mapping[str, Any]
 """A step's request: the model, or a mapping sent as it is (the service checks it)."""
@@ -115,6 +119,32 @@ def not_a_stream(response: httpx.Response) -> ReactStepError | None:
         return None
     return ReactStepError.unreadable(
         response.status_code, f"not an event stream ({content_type or 'no content type'})"
+    )
+
+
+def stream_idle_timeout_of(value: float | None) -> float:
+    """The bound of ``stream_idle_timeout``: the default for ``None``, else a positive, finite
+    number of seconds (anything else is refused)."""
+    if value is None:
+        return DEFAULT_STREAM_IDLE_TIMEOUT
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or not math.isfinite(value)
+        or value <= 0
+    ):
+        raise ValueError(f"stream_idle_timeout must be a positive number of seconds, not {value!r}")
+    return float(value)
+
+
+def stream_idle(bound: float) -> ReactStepError:
+    """A stream that went quiet: no whole block (event or heartbeat) within ``bound`` seconds. The
+    connection is closed; a try again may find a livelier one."""
+    return ReactStepError(
+        status=0,
+        type="transport_error",
+        message=f"the event stream went quiet: no whole event arrived within {bound:g} s",
+        retryable=True,
     )
 
 

@@ -7,10 +7,9 @@ import asyncio
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping, Sequence
 from contextlib import aclosing
 from types import TracebackType
-from typing import Any, Generic, Self, TypeVar, Unpack
+from typing import Any, Generic, Self, TypeVar, Unpack, cast
 
 import httpx
-from httpx_sse import EventSource
 from pydantic import TypeAdapter
 
 from ._http import (
@@ -35,8 +34,11 @@ from ._http import (
     not_a_stream,
     step_of,
     stream_ended,
+    stream_idle,
+    stream_idle_timeout_of,
 )
 from ._http import headers as make_headers
+from ._sse import Blocks
 from .aloop import arun_loop
 from .approval import AsyncApprover
 from .planning import AsyncPlanApprover
@@ -92,10 +94,12 @@ class AsyncClient:
         api_token: str | None = None,
         headers: Mapping[str, str] | None = None,
         timeout: float | httpx.Timeout | None = DEFAULT_TIMEOUT,
+        stream_idle_timeout: float | None = None,
         retry: RetryOptions | bool | None = None,
         transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
         self.base_url = base_url.rstrip("/")
+        self._stream_idle_timeout = stream_idle_timeout_of(stream_idle_timeout)
         self._headers = make_headers(api_token, headers)
         self._retry = retry_options(retry)
         self._http = httpx.AsyncClient(timeout=timeout, transport=transport)
@@ -167,7 +171,7 @@ class AsyncClient:
             wrong = not_a_stream(response)
             if wrong is not None:
                 raise wrong
-            async with aclosing(_read(response, terminal)) as events:
+            async with aclosing(_read(response, terminal, self._stream_idle_timeout)) as events:
                 async for event in events:
                     yield event
 
@@ -214,19 +218,37 @@ class AsyncClient:
         return error_of(response)
 
 
-async def _read(response: httpx.Response, terminal: TypeAdapter[S]) -> AsyncGenerator[StreamEventOf[S], None]:
-    """The typed events of an event stream, to its terminal event (its data read as ``terminal``)."""
+async def _read(
+    response: httpx.Response, terminal: TypeAdapter[S], idle: float
+) -> AsyncGenerator[StreamEventOf[S], None]:
+    """The typed events of an event stream, to its terminal event (its data read as ``terminal``).
+    Once ``idle`` seconds pass without a whole block (the caller's time with an event aside), the
+    read is cancelled and a ``transport_error`` raised (the caller then closes the response)."""
     status = response.status_code
-    sources = EventSource(response).aiter_sse()
+    blocks = Blocks()
+    texts = cast(AsyncGenerator[str, None], response.aiter_text())
+    clock = asyncio.get_running_loop()
+    deadline = clock.time() + idle
     try:
-        async for sse in sources:
-            event = event_of(sse, status, terminal)
-            if event is not None:
+        while True:
+            try:
+                async with asyncio.timeout_at(deadline):
+                    text = await anext(texts)
+            except StopAsyncIteration:
+                break
+            except TimeoutError:
+                raise stream_idle(idle) from None
+            for block in blocks.feed(text):
+                deadline = clock.time() + idle
+                event = event_of(block, status, terminal) if block is not None else None
+                if event is None:
+                    continue
                 yield event
                 if is_terminal(event):
                     return
+                deadline = clock.time() + idle
     except httpx.TransportError as cut:
         raise stream_ended(status, cut) from cut
     finally:
-        await sources.aclose()
+        await texts.aclose()
     raise stream_ended(status)

@@ -13,7 +13,6 @@ from types import TracebackType
 from typing import Any, Generic, Self, TypeVar, Unpack
 
 import httpx
-from httpx_sse import EventSource
 from pydantic import TypeAdapter
 
 from ._http import (
@@ -39,7 +38,10 @@ from ._http import (
     not_a_stream,
     step_of,
     stream_ended,
+    stream_idle,
+    stream_idle_timeout_of,
 )
+from ._sse import Blocks
 from .approval import Approver
 from .planning import PlanApprover
 from .errors import ReactStepError
@@ -132,8 +134,11 @@ class Client:
 
     ``api_token`` is one of the operator's tokens (sent as ``Authorization: Bearer``);
     ``headers`` go with every call; ``timeout`` bounds the connection and each wait for data;
-    ``retry`` (``True`` for the defaults) retries what the service marks retryable;
-    ``transport`` replaces httpx's own (a proxy, a test double).
+    ``stream_idle_timeout`` bounds, in seconds, the wait for each whole block of a stream (an
+    event, or the heartbeat the service sends every 15 s), 60 by default (``None``): past it the
+    stream is closed and raises a retryable ``transport_error``; ``retry`` (``True`` for the
+    defaults) retries what the service marks retryable; ``transport`` replaces httpx's own (a
+    proxy, a test double).
     """
 
     def __init__(
@@ -143,10 +148,12 @@ class Client:
         api_token: str | None = None,
         headers: Mapping[str, str] | None = None,
         timeout: float | httpx.Timeout | None = DEFAULT_TIMEOUT,
+        stream_idle_timeout: float | None = None,
         retry: RetryOptions | bool | None = None,
         transport: httpx.BaseTransport | None = None,
     ) -> None:
         self.base_url = base_url.rstrip("/")
+        self._stream_idle_timeout = stream_idle_timeout_of(stream_idle_timeout)
         self._headers = make_headers(api_token, headers)
         self._retry = retry_options(retry)
         self._http = httpx.Client(timeout=timeout, transport=transport)
@@ -240,7 +247,7 @@ class Client:
                 wrong = not_a_stream(response)
                 if wrong is not None:
                     raise wrong
-                yield from _read(response, terminal)
+                yield from _read(response, terminal, self._stream_idle_timeout)
             finally:
                 opened.done()
 
@@ -287,16 +294,89 @@ class Client:
         return error_of(response)
 
 
-def _read(response: httpx.Response, terminal: TypeAdapter[S]) -> Generator[StreamEventOf[S], None, None]:
-    """The typed events of an event stream, to its terminal event (its data read as ``terminal``)."""
+def _read(
+    response: httpx.Response, terminal: TypeAdapter[S], idle: float
+) -> Generator[StreamEventOf[S], None, None]:
+    """The typed events of an event stream, to its terminal event (its data read as ``terminal``).
+    Once ``idle`` seconds pass without a whole block (the caller's time with an event aside), the
+    connection is cut and a ``transport_error`` raised."""
     status = response.status_code
+    blocks = Blocks()
+    watch = _IdleWatch(idle, response)
     try:
-        for sse in EventSource(response).iter_sse():
-            event = event_of(sse, status, terminal)
-            if event is not None:
+        for text in response.iter_text():
+            if watch.expired():
+                # A peer that dribbles a block, where no socket could be cut (another transport).
+                raise stream_idle(idle)
+            for block in blocks.feed(text):
+                watch.arm()
+                event = event_of(block, status, terminal) if block is not None else None
+                if event is None:
+                    continue
+                watch.pause()
                 yield event
                 if is_terminal(event):
                     return
+                watch.arm()
     except httpx.TransportError as cut:
+        if watch.expired():
+            raise stream_idle(idle) from None
         raise stream_ended(status, cut) from cut
+    finally:
+        watch.stop()
+    if watch.expired():
+        raise stream_idle(idle)
     raise stream_ended(status)
+
+
+class _IdleWatch:
+    """The bound on the wait for a stream's next whole block: a thread that cuts the response's
+    connection once ``idle`` seconds pass after ``arm()`` with no ``arm()`` since, so that a read
+    waiting on it, however slowly bytes come, ends. ``pause()`` while the caller holds an event;
+    ``stop()`` ends the thread (before the response is released: no cut comes after it)."""
+
+    def __init__(self, idle: float, response: httpx.Response) -> None:
+        self._idle = idle
+        self._response = response
+        self._changed = threading.Condition()
+        self._deadline = time.monotonic() + idle
+        self._paused = False
+        self._stopped = False
+        self._expired = False
+        self._thread = threading.Thread(target=self._watch, name="reactstep-stream-idle", daemon=True)
+        self._thread.start()
+
+    def arm(self) -> None:
+        """A whole block came (or the caller asks for the next event): the wait starts again."""
+        with self._changed:
+            self._deadline = time.monotonic() + self._idle
+            self._paused = False
+
+    def pause(self) -> None:
+        with self._changed:
+            self._paused = True
+
+    def expired(self) -> bool:
+        """Whether the bound passed (the connection then cut, where it has a socket)."""
+        with self._changed:
+            return self._expired
+
+    def stop(self) -> None:
+        with self._changed:
+            self._stopped = True
+            self._changed.notify()
+        self._thread.join()
+
+    def _watch(self) -> None:
+        # The deadline only ever moves later, so the thread needs waking only to stop.
+        with self._changed:
+            while not self._stopped:
+                if self._paused:
+                    self._changed.wait(self._idle)
+                    continue
+                left = self._deadline - time.monotonic()
+                if left <= 0:
+                    self._expired = True
+                    _cut(self._response)
+                    return
+                self._changed.wait(left)
