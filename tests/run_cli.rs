@@ -664,3 +664,111 @@ fn huge_observations_are_cut_for_the_service_and_kept_whole_in_the_report() {
         );
     }
 }
+
+/// A service on loopback that answers every step's stream with its head, then runs `body` on
+/// the connection (which it writes the stream's bytes to) until `body` returns or the driver
+/// closes it.
+fn streaming_service(body: fn(&mut std::net::TcpStream) -> std::io::Result<()>) -> String {
+    use std::io::{BufRead, BufReader, Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { return };
+            std::thread::spawn(move || {
+                let mut reader = BufReader::new(stream.try_clone()?);
+                let (mut length, mut line) = (0, String::new());
+                while reader.read_line(&mut line)? > 0 && line != "\r\n" {
+                    let lower = line.to_ascii_lowercase();
+                    if let Some(n) = lower.strip_prefix("content-length:") {
+                        length = n.trim().parse().unwrap_or(0);
+                    }
+                    line.clear();
+                }
+                reader.read_exact(&mut vec![0; length])?;
+                stream.write_all(
+                    b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nconnection: close\r\n\r\n",
+                )?;
+                body(&mut stream)
+            });
+        }
+    });
+    url
+}
+
+fn run_against(url: &str, flags: &[&str]) -> (Option<i32>, Value, String) {
+    let ws = workspace();
+    let output = Command::new(env!("CARGO_BIN_EXE_reactstep"))
+        .args(["run", "q", "--output", "json", "--server", url])
+        .args(flags)
+        .arg("--workspace")
+        .arg(ws.path())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+    let report = serde_json::from_slice(&output.stdout).unwrap_or_else(|e| panic!("{e}: {stderr}"));
+    (output.status.code(), report, stderr)
+}
+
+/// A service whose stream dribbles a byte every 50 ms and never ends a block: the step fails
+/// once the bound passes without a whole event or heartbeat, instead of waiting for ever.
+#[test]
+fn a_stream_that_never_ends_a_block_fails_the_step_at_the_bound() {
+    let url = streaming_service(|stream| loop {
+        use std::io::Write;
+        stream.write_all(b"x")?;
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    });
+    let (code, report, stderr) = run_against(&url, &["--stream-idle-timeout", "0.5"]);
+    assert_eq!(code, Some(1), "{report}\n{stderr}");
+    assert_eq!(report["termination_reason"], "failure", "{report}");
+    assert_eq!(
+        report["answer"],
+        "the service's stream went quiet: no whole event or heartbeat within 0.5 s",
+        "{report}"
+    );
+    // A service that takes the step and never answers its head is bounded the same way.
+    let (_listener, url) = silent_server();
+    let (code, report, stderr) = run_against(&url, &["--stream-idle-timeout", "0.5"]);
+    assert_eq!(code, Some(1), "{report}\n{stderr}");
+    assert_eq!(
+        report["answer"],
+        "the service's stream went quiet: no whole event or heartbeat within 0.5 s",
+        "{report}"
+    );
+}
+
+/// Heartbeats (comments) keep a stream alive past the bound: the step's answer, a second and a
+/// half in, is taken.
+#[test]
+fn heartbeats_keep_a_stream_alive_past_the_bound() {
+    let url = streaming_service(|stream| {
+        use std::io::Write;
+        for _ in 0..15 {
+            stream.write_all(b": heartbeat\n\n")?;
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+        let step = serde_json::json!({
+            "status": "direct_response_provided", "thought": "t", "direct_response": "42",
+            "updated_conversation_history": [], "iterations_remaining": 9,
+        });
+        write!(stream, "event: step\ndata: {step}\n\n")
+    });
+    let (code, report, stderr) = run_against(&url, &["--stream-idle-timeout", "0.5"]);
+    assert_eq!(code, Some(0), "{report}\n{stderr}");
+    assert_eq!(report["answer"], "42", "{report}");
+    // A bound that is no positive number of seconds is refused before the loop starts.
+    for bad in ["0", "-1", "NaN", "inf", "1e20"] {
+        let output = Command::new(env!("CARGO_BIN_EXE_reactstep"))
+            .args(["run", "q", "--server", &url])
+            .arg(format!("--stream-idle-timeout={bad}"))
+            .output()
+            .unwrap();
+        assert_eq!(output.status.code(), Some(2), "{bad}");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(
+            stderr.contains("is not a number of seconds"),
+            "{bad}: {stderr}"
+        );
+    }
+}

@@ -114,6 +114,10 @@ pub struct LoopArgs {
     /// Seconds the whole loop may take.
     #[arg(long)]
     pub timeout: Option<u64>,
+    /// Seconds a step's stream may go without a whole event or heartbeat (the service sends one
+    /// every 15 s while the model is quiet) before the step fails.
+    #[arg(long, default_value_t = 60.0, value_parser = positive_seconds)]
+    pub stream_idle_timeout: f64,
     /// The variable holding the model's key (default: OPENAI_API_KEY, or ANTHROPIC_API_KEY for
     /// Claude models).
     #[arg(long)]
@@ -212,6 +216,17 @@ fn tool_limit(text: &str) -> Result<(String, u32), String> {
         .parse()
         .map_err(|_| format!("{n} is not a number of calls"))?;
     Ok((name.trim().to_string(), n))
+}
+
+/// A number of seconds from a thousandth to a day: past a day is no bound worth the name, and
+/// a `Duration` cannot hold every float.
+fn positive_seconds(text: &str) -> Result<f64, String> {
+    match text.trim().parse::<f64>() {
+        Ok(secs) if (0.001..=86_400.0).contains(&secs) => Ok(secs),
+        _ => Err(format!(
+            "{text} is not a number of seconds from 0.001 to 86400"
+        )),
+    }
 }
 
 /// Runs `reactstep run`; the process's exit code (0 when the loop succeeded).
@@ -432,6 +447,7 @@ pub async fn build_driver(
     settings.timeout = args.timeout.map(Duration::from_secs);
     settings.tool_limits = args.tool_limits.iter().cloned().collect();
     settings.stream = true;
+    settings.stream_idle = Duration::from_secs_f64(args.stream_idle_timeout);
     settings.mock_responses = match &args.mock_responses {
         Some(path) => Some(read_script(path)?),
         None => None,

@@ -22,6 +22,9 @@ const PLAN_PATH: &str = "execution-plan.json";
 /// The service's default body limit.
 pub const DEFAULT_MAX_REQUEST_BYTES: usize = 8 * 1024 * 1024;
 
+/// A stream's quiet spell at most, by default: four of the service's heartbeats.
+pub const DEFAULT_STREAM_IDLE: Duration = Duration::from_secs(60);
+
 /// How the loop talks to the service and when it gives up.
 #[derive(Debug, Clone)]
 pub struct LoopSettings {
@@ -50,6 +53,9 @@ pub struct LoopSettings {
     pub mock_responses: Option<Vec<String>>,
     /// Steps go through the streaming endpoint, so the thought is seen as it forms.
     pub stream: bool,
+    /// The longest a step's stream may go without a whole block (an event, or the heartbeat the
+    /// service sends every 15 s), its head included: past it the step fails.
+    pub stream_idle: Duration,
     /// Calls each tool may make in the loop; a call past its limit is refused.
     pub tool_limits: BTreeMap<String, u32>,
     pub retry: RetryPolicy,
@@ -93,6 +99,7 @@ impl LoopSettings {
             timeout: None,
             mock_responses: None,
             stream: false,
+            stream_idle: DEFAULT_STREAM_IDLE,
             tool_limits: BTreeMap::new(),
             retry: RetryPolicy::default(),
             max_request_bytes: DEFAULT_MAX_REQUEST_BYTES,
@@ -459,20 +466,26 @@ impl Driver {
             "/api/agent/react_step"
         };
         let bytes = observation::fit(&mut body, s.max_request_bytes);
-        let response = self
+        let sent = self
             .http
             .post(format!("{}{path}", s.server))
             .header(reqwest::header::CONTENT_TYPE, "application/json")
             .body(bytes)
-            .send()
-            .await
-            .map_err(|e| format!("the service did not answer: {e}"))?;
+            .send();
+        // A stream's head comes at once; a plain answer only with the step.
+        let sent = match s.stream {
+            true => tokio::time::timeout(s.stream_idle, sent)
+                .await
+                .map_err(|_| went_quiet(s.stream_idle))?,
+            false => sent.await,
+        };
+        let response = sent.map_err(|e| format!("the service did not answer: {e}"))?;
         let streamed = response
             .headers()
             .get(reqwest::header::CONTENT_TYPE)
             .is_some_and(|v| v.as_bytes().starts_with(b"text/event-stream"));
         if streamed {
-            return read_events(response, iteration, watcher).await;
+            return read_events(response, iteration, watcher, s.stream_idle).await;
         }
         response
             .json()
@@ -556,20 +569,29 @@ impl Driver {
 
 /// The streamed step: each piece of the thought to the watcher as it forms, then the step's
 /// answer (the `step` event) or its error (the `error` event), as the plain endpoint gives them.
+/// A stream that goes `idle` without a whole block fails: bytes that never end one (a peer
+/// sending a byte a second) do not keep it alive.
 async fn read_events(
     mut response: reqwest::Response,
     iteration: u32,
     watcher: &mut dyn Watcher,
+    idle: Duration,
 ) -> Result<Value, String> {
     let mut decoder = crate::llm::sse::SseDecoder::default();
-    while let Some(chunk) = response
-        .chunk()
-        .await
-        .map_err(|e| format!("the service's stream broke off: {e}"))?
-    {
+    let mut deadline = tokio::time::Instant::now() + idle;
+    loop {
+        let chunk = tokio::time::timeout_at(deadline, response.chunk())
+            .await
+            .map_err(|_| went_quiet(idle))?
+            .map_err(|e| format!("the service's stream broke off: {e}"))?;
+        let Some(chunk) = chunk else { break };
+        let before = decoder.blocks_ended();
         let events = decoder
             .push(&chunk)
             .map_err(|_| "the service's stream is not text".to_string())?;
+        if decoder.blocks_ended() > before {
+            deadline = tokio::time::Instant::now() + idle;
+        }
         for event in events {
             let data: Value = serde_json::from_str(&event.data).unwrap_or(Value::Null);
             match event.event.as_deref() {
@@ -585,4 +607,12 @@ async fn read_events(
         }
     }
     Err("the service's stream ended without the step".into())
+}
+
+/// Why a stream was given up: no whole event or heartbeat within `idle`.
+fn went_quiet(idle: Duration) -> String {
+    format!(
+        "the service's stream went quiet: no whole event or heartbeat within {} s",
+        idle.as_secs_f64()
+    )
 }

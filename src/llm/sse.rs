@@ -21,6 +21,10 @@ pub struct SseDecoder {
     /// The last line ended at a `\r` that was the last byte read: a `\n` first in the next read
     /// belongs to that line's end.
     after_cr: bool,
+    /// A line of the block under way was read (a comment counts).
+    in_block: bool,
+    /// Blocks a blank line has ended so far, events and comments alike.
+    blocks_ended: u64,
 }
 
 const BOM: &[u8] = b"\xef\xbb\xbf";
@@ -78,6 +82,12 @@ impl SseDecoder {
         Ok(events)
     }
 
+    /// How many blocks (an event, or comments such as a heartbeat) have ended so far: what a
+    /// reader that bounds a stream's quiet spells counts, since a comment is no event.
+    pub fn blocks_ended(&self) -> u64 {
+        self.blocks_ended
+    }
+
     /// Whether the bytes so far end between events (nothing half-received).
     pub fn is_between_events(&self) -> bool {
         self.pending.is_empty() && self.data.is_none() && self.event.is_none()
@@ -85,10 +95,12 @@ impl SseDecoder {
 
     fn line(&mut self, line: &str) -> Option<SseEvent> {
         if line.is_empty() {
+            self.blocks_ended += u64::from(std::mem::take(&mut self.in_block));
             let data = self.data.take();
             let event = self.event.take();
             return data.map(|data| SseEvent { event, data });
         }
+        self.in_block = true;
         if line.starts_with(':') {
             return None;
         }
@@ -184,6 +196,16 @@ mod tests {
             let (head, tail) = stream.as_bytes().split_at(at);
             assert_eq!(all(&[head, b"", tail]), expected, "{stream:?}");
         }
+    }
+
+    /// Every block a blank line ends is counted, a comment's too; blank lines alone end none.
+    #[test]
+    fn blocks_are_counted_comments_among_them() {
+        let mut decoder = SseDecoder::default();
+        let _ = decoder.push(b"\n\n\r\n: heartbeat\n\n: a\n: b\n");
+        assert_eq!(decoder.blocks_ended(), 1);
+        let _ = decoder.push(b"\ndata: x\n\n\n\n");
+        assert_eq!(decoder.blocks_ended(), 3);
     }
 
     #[test]
