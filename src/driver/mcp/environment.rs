@@ -71,9 +71,7 @@ impl ServerEnvironment {
                     }
                     OsString::from(value)
                 }
-                None => lookup(name).ok_or_else(|| {
-                    format!("--mcp-env names {name}, which is not set in the environment")
-                })?,
+                None => lookup(name).ok_or_else(|| not_set(name))?,
             };
             env.set(name, value);
         }
@@ -88,6 +86,20 @@ impl ServerEnvironment {
     fn set(&mut self, name: &str, value: OsString) {
         self.variables.retain(|(n, _)| n != name);
         self.variables.push((name.into(), value));
+    }
+}
+
+/// Why a name cannot be passed. The name is shown only when it is written as variables' names
+/// are (capitals, digits, `_`): `--mcp-env $GITHUB_TOKEN` passes the token itself as a name.
+fn not_set(name: &str) -> String {
+    let conventional = name
+        .chars()
+        .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_');
+    match conventional {
+        true => format!("--mcp-env names {name}, which is not set in the environment"),
+        false => "--mcp-env names a variable that is not set in the environment (not shown: \
+                  it is not written as a variable's name, and may be a secret)"
+            .into(),
     }
 }
 
@@ -155,6 +167,9 @@ mod tests {
     fn an_unset_or_malformed_name_is_refused_without_echoing_a_value() {
         let unset = ServerEnvironment::new(&["NOT_SET".into()], driver);
         assert!(unset.is_err_and(|e| e.contains("NOT_SET") && e.contains("not set")));
+        // A token passed where a name belongs (`--mcp-env $GITHUB_TOKEN`) is not echoed.
+        let pasted = ServerEnvironment::new(&["ghp_R3alL00kingT0ken".into()], driver);
+        assert!(pasted.is_err_and(|e| !e.contains("R3al") && e.contains("not set")));
         for bad in ["=value", "9LIVES=x", "A B=secret-value", "A-B", ""] {
             let Err(refused) = ServerEnvironment::new(&[bad.to_string()], driver) else {
                 panic!("{bad:?} is not a variable's name");

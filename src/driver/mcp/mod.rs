@@ -14,6 +14,7 @@ pub mod input;
 mod listing;
 mod oauth;
 mod server;
+mod server_log;
 mod servers;
 mod tool;
 

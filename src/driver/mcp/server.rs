@@ -22,8 +22,10 @@ use super::environment::ServerEnvironment;
 use super::input::Asker;
 use super::listing;
 use super::oauth;
+use super::server_log;
 use super::tool::{McpTool, Session};
 use crate::driver::admission::{Admission, Refusal};
+use crate::driver::memory::redact;
 use crate::driver::registry::{ToolMetadata, ToolRegistry, ToolSource};
 use crate::driver::terminal::Terminal;
 
@@ -81,9 +83,11 @@ impl McpServer {
         patience: Duration,
         terminal: Option<Arc<Terminal>>,
     ) -> Result<Self, String> {
-        // A server's error may echo what it was sent: the token and headers are taken out.
-        let opened = session(endpoint, patience, terminal).await;
-        let (session, child) = opened.map_err(|e| redacted(&e, &endpoint.secrets()))?;
+        // What a server says or names is scrubbed of what it was given and of the secrets the
+        // driver knows (its own environment's): a server may echo either.
+        let secrets: Arc<[String]> = redact::secrets(endpoint.secrets()).into();
+        let opened = session(endpoint, patience, terminal, &secrets).await;
+        let (session, child) = opened.map_err(|e| redacted(&e, &secrets))?;
         let info = session.peer_info();
         let protocol = info
             .as_ref()
@@ -92,13 +96,13 @@ impl McpServer {
         let name = info
             .and_then(|info| info.server_info.as_ref().map(|s| s.name.clone()))
             .unwrap_or_else(|| endpoint.fallback_name());
-        let name = identifier(&name);
+        let name = identifier(&redacted(&name, &secrets));
         let shared = Shared {
             name: name.clone(),
             session: Arc::new(session),
             patience,
             stale_at: Mutex::new(None),
-            secrets: endpoint.secrets().into(),
+            secrets,
         };
         Ok(Self {
             name,
@@ -150,10 +154,11 @@ async fn session(
     endpoint: &Endpoint,
     patience: Duration,
     terminal: Option<Arc<Terminal>>,
+    secrets: &Arc<[String]>,
 ) -> Result<(Session, Option<tokio::process::Child>), String> {
     Ok(match endpoint {
         Endpoint::Command { line, env } => {
-            let (transport, child) = spawn(line, env)?;
+            let (transport, child) = spawn(line, env, endpoint.fallback_name(), secrets)?;
             let opened = Asker::new(terminal).serve_with_lifecycle(transport, lifecycle());
             (timed(endpoint, patience, opened).await?, Some(child))
         }
@@ -178,6 +183,8 @@ async fn session(
 fn spawn(
     command_line: &str,
     env: &ServerEnvironment,
+    label: String,
+    secrets: &Arc<[String]>,
 ) -> Result<
     (
         AsyncRwTransport<rmcp::RoleClient, tokio::process::ChildStdout, tokio::process::ChildStdin>,
@@ -190,6 +197,7 @@ fn spawn(
         .ok_or_else(|| format!("the MCP command line `{command_line}` cannot be read"))?;
     let could_not_start =
         |e: &dyn std::fmt::Display| format!("the MCP server `{command_line}` could not start: {e}");
+    server_log::keep_the_driver_from_servers();
     // Killed when dropped, so no path out of here (a timeout, a panic) leaves it running.
     let mut child = tokio::process::Command::new(&words[0])
         .args(&words[1..])
@@ -197,12 +205,16 @@ fn spawn(
         .envs(env.variables.iter().map(|(name, value)| (name, value)))
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
         .kill_on_drop(true)
         .spawn()
         .map_err(|e| could_not_start(&e))?;
-    let (Some(output), Some(input)) = (child.stdout.take(), child.stdin.take()) else {
+    let (Some(output), Some(input), Some(errors)) =
+        (child.stdout.take(), child.stdin.take(), child.stderr.take())
+    else {
         return Err(could_not_start(&"its input and output are not pipes"));
     };
+    server_log::forward(errors, label, secrets.clone());
     let transport =
         AsyncRwTransport::new_client(output, input).with_max_line_length(MAX_MESSAGE_BYTES);
     Ok((transport, child))
@@ -305,9 +317,12 @@ impl Shared {
         let wanted: Vec<&str> = listed.tools.iter().map(|t| t.name.as_ref()).collect();
         let names = names_for(registry, &self.name, &wanted);
         for (tool, name) in listed.tools.iter().zip(names) {
+            // A definition goes to the service and the model: scrubbed as a result would be.
             let schema = Value::Object((*tool.input_schema).clone());
+            let schema = redact::scrubbed(schema, &self.secrets);
             let description = tool.description.as_deref().unwrap_or_default();
-            let description = match admission.admit(&name, description, &schema) {
+            let description = redacted(description, &self.secrets);
+            let description = match admission.admit(&name, &description, &schema) {
                 Ok(description) => description,
                 Err(Refusal::Full) => {
                     outcome.over_the_limit.push(name);

@@ -49,10 +49,13 @@ pub fn secrets(named: impl IntoIterator<Item = String>) -> Vec<String> {
     longest_first(all)
 }
 
-/// Whether a variable called `name` holds a secret, by how its name ends (in any case).
+/// Whether a variable called `name` holds a secret, by how its name ends (in any case), or by
+/// being one of the endings alone (`TOKEN`, `API_KEY`).
 pub fn names_a_secret(name: &str) -> bool {
     let name = name.to_ascii_uppercase();
-    SECRET_NAME_ENDS.iter().any(|end| name.ends_with(end))
+    SECRET_NAME_ENDS
+        .iter()
+        .any(|end| name.ends_with(end) || name == end.trim_start_matches('_'))
 }
 
 /// `secrets` with `more` (named by the caller, as [`secrets`] takes them), longest first.
@@ -174,5 +177,33 @@ mod tests {
             "{all:?}"
         );
         assert_eq!(at("abc"), None);
+    }
+
+    #[test]
+    fn a_secrets_name_is_known_by_its_ending_or_by_the_ending_alone() {
+        for name in [
+            "OPENAI_API_KEY",
+            "github_token",
+            "DB_PASSWORD",
+            "PGPASSWORD",
+            "API_KEY",
+            "TOKEN",
+            "Secret",
+            "SECRET_KEY",
+            "ACCESS_KEY",
+            "PRIVATE_KEY",
+        ] {
+            assert!(names_a_secret(name), "{name}");
+        }
+        for name in [
+            "PATH",
+            "TOKENIZER",
+            "MY_TOKENS",
+            "KEYBOARD",
+            "SECRETARY",
+            "HOME",
+        ] {
+            assert!(!names_a_secret(name), "{name}");
+        }
     }
 }
