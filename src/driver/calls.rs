@@ -8,7 +8,8 @@ use super::approval::{self, ApprovalRequest, Decision};
 use super::observation;
 use super::registry::ToolOutcome;
 use super::report::{record_tool_error, StepRecord, Termination};
-use super::run::{Driver, Next, Progress, Watcher};
+use super::run::{Driver, Next, Progress};
+use super::watcher::Watcher;
 
 /// A call the loop asked about and ran (or did not, when denied).
 struct Ran {

@@ -8,7 +8,8 @@ use serde_json::{json, Value};
 
 use super::observation;
 use super::report::{add_usage, record_error, Termination};
-use super::run::{add_models, keep_summary, llm_config, Driver, Next, Progress, Watcher};
+use super::run::{add_models, keep_summary, llm_config, Driver, Next, Progress};
+use super::watcher::Watcher;
 
 /// Under this completeness an answer is incomplete (the service's rule).
 const RETRY_BELOW: u64 = 7;

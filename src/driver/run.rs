@@ -7,14 +7,16 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
-use super::approval::{ApprovalPolicy, Approver, Decision};
+use super::approval::{ApprovalPolicy, Approver};
 use super::execution::{Executor, RetryPolicy};
 use super::observation;
 use super::prior::PriorConversation;
 use super::registry::{ToolRegistry, ToolSource};
 use super::report::{add_usage, record_error, record_tool_error};
-use super::report::{RunReport, StepRecord, Termination, TokenTotals};
+use super::report::{RunReport, Termination, TokenTotals};
+use super::service_reply;
 use super::step_retry;
+use super::watcher::Watcher;
 
 /// The name the plan is sent under, as a file of the step's context.
 const PLAN_PATH: &str = "execution-plan.json";
@@ -172,42 +174,6 @@ pub(super) fn llm_config(s: &LoopSettings) -> Value {
     }
     config
 }
-
-/// What the loop tells whoever watches it, as it goes.
-pub trait Watcher {
-    /// A step was sent; the model is at work.
-    fn waiting(&mut self, _iteration: u32) {}
-    /// A piece of the thought as it forms (streamed steps only).
-    fn thought_piece(&mut self, _iteration: u32, _piece: &str) {}
-    /// The step's whole thought.
-    fn thought(&mut self, _iteration: u32, _thought: &str) {}
-    /// The output streamed so far was invalid (`reason`): the service asks the model again in a
-    /// repair round, whose thought streams anew.
-    fn repairing(&mut self, _iteration: u32, _reason: &str) {}
-    /// The service failed the step in a way it says a retry can help (`why`): it is sent again
-    /// after `wait`.
-    fn retrying(&mut self, _iteration: u32, _why: &str, _wait: std::time::Duration) {}
-    fn action(&mut self, _iteration: u32, _tool: &str, _args: &Value) {}
-    fn observation(&mut self, _iteration: u32, _text: &str) {}
-    /// A source's tools were listed again (or could not be): what changed.
-    fn tools_changed(&mut self, _note: &str) {}
-    /// A call was asked about, and this was decided.
-    fn approval(&mut self, _iteration: u32, _tool: &str, _decision: &Decision) {}
-    /// The step's `context_report`: what the service included, cut and dropped to fit.
-    fn context(&mut self, _iteration: u32, _report: &Value) {}
-    /// The plan the loop follows (`--plan`), first made or adjusted after an observation.
-    fn plan(&mut self, _plan: &Value) {}
-    /// The evaluation of the candidate `answer` (`--reflect`).
-    fn evaluation(&mut self, _evaluation: &Value, _answer: &str) {}
-    /// `true` ends the loop with `custom`.
-    fn stop_after(&mut self, _step: &StepRecord) -> bool {
-        false
-    }
-}
-
-/// Watches nothing.
-pub struct Quiet;
-impl Watcher for Quiet {}
 
 pub struct Driver {
     pub(super) http: reqwest::Client,
@@ -472,25 +438,11 @@ impl Driver {
             .header(reqwest::header::CONTENT_TYPE, "application/json")
             .body(bytes)
             .send();
-        // A stream's head comes at once; a plain answer only with the step.
-        let sent = match s.stream {
-            true => tokio::time::timeout(s.stream_idle, sent)
-                .await
-                .map_err(|_| went_quiet(s.stream_idle))?,
-            false => sent.await,
+        let bounds = service_reply::Bounds {
+            idle: s.stream.then_some(s.stream_idle),
+            bytes: service_reply::most_bytes(s.max_request_bytes),
         };
-        let response = sent.map_err(|e| format!("the service did not answer: {e}"))?;
-        let streamed = response
-            .headers()
-            .get(reqwest::header::CONTENT_TYPE)
-            .is_some_and(|v| v.as_bytes().starts_with(b"text/event-stream"));
-        if streamed {
-            return read_events(response, iteration, watcher, s.stream_idle).await;
-        }
-        response
-            .json()
-            .await
-            .map_err(|e| format!("the service's answer is not JSON: {e}"))
+        service_reply::read(sent, &bounds, iteration, watcher).await
     }
 
     /// Takes one answer of the service into the loop.
@@ -565,54 +517,4 @@ impl Driver {
         };
         Next::End(termination, answer)
     }
-}
-
-/// The streamed step: each piece of the thought to the watcher as it forms, then the step's
-/// answer (the `step` event) or its error (the `error` event), as the plain endpoint gives them.
-/// A stream that goes `idle` without a whole block fails: bytes that never end one (a peer
-/// sending a byte a second) do not keep it alive.
-async fn read_events(
-    mut response: reqwest::Response,
-    iteration: u32,
-    watcher: &mut dyn Watcher,
-    idle: Duration,
-) -> Result<Value, String> {
-    let mut decoder = crate::llm::sse::SseDecoder::default();
-    let mut deadline = tokio::time::Instant::now() + idle;
-    loop {
-        let chunk = tokio::time::timeout_at(deadline, response.chunk())
-            .await
-            .map_err(|_| went_quiet(idle))?
-            .map_err(|e| format!("the service's stream broke off: {e}"))?;
-        let Some(chunk) = chunk else { break };
-        let before = decoder.blocks_ended();
-        let events = decoder
-            .push(&chunk)
-            .map_err(|_| "the service's stream is not text".to_string())?;
-        if decoder.blocks_ended() > before {
-            deadline = tokio::time::Instant::now() + idle;
-        }
-        for event in events {
-            let data: Value = serde_json::from_str(&event.data).unwrap_or(Value::Null);
-            match event.event.as_deref() {
-                Some("thought") => {
-                    watcher.thought_piece(iteration, data["delta"].as_str().unwrap_or_default());
-                }
-                Some("retry") => {
-                    watcher.repairing(iteration, data["reason"].as_str().unwrap_or_default());
-                }
-                Some("step" | "error") => return Ok(data),
-                _ => {}
-            }
-        }
-    }
-    Err("the service's stream ended without the step".into())
-}
-
-/// Why a stream was given up: no whole event or heartbeat within `idle`.
-fn went_quiet(idle: Duration) -> String {
-    format!(
-        "the service's stream went quiet: no whole event or heartbeat within {} s",
-        idle.as_secs_f64()
-    )
 }

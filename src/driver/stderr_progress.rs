@@ -30,7 +30,7 @@ impl StderrProgress {
         } else {
             ("", "")
         };
-        eprintln!("{on}{label}{off} {}", printable(text));
+        eprintln!("{on}{label}{off} {}", shown(text));
     }
 
     /// Ends the line a streamed thought was printed on, when one was, so that what comes next
@@ -40,6 +40,13 @@ impl StderrProgress {
             eprintln!();
         }
     }
+}
+
+/// `text` made printable, each line after the first indented: a model's thought, a tool's name
+/// or a service's reason cannot print a line that passes for one of the loop's own
+/// (`[1] approval: … approved`).
+fn shown(text: &str) -> String {
+    printable(text).replace('\n', "\n    ")
 }
 
 /// Characters of an observation's first line shown.
@@ -80,7 +87,7 @@ impl Watcher for StderrProgress {
             eprint!("{on}[{iteration}] thought:{off} ");
             self.streamed = true;
         }
-        eprint!("{}", printable(piece));
+        eprint!("{}", shown(piece));
     }
 
     fn thought(&mut self, iteration: u32, thought: &str) {

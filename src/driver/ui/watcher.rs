@@ -10,7 +10,7 @@ use tokio::sync::mpsc::UnboundedSender;
 use crate::driver::approval::Decision;
 use crate::driver::observation;
 use crate::driver::report::StepRecord;
-use crate::driver::run::Watcher;
+use crate::driver::watcher::Watcher;
 
 /// Where a run's events go: the page's stream, one JSON object each.
 pub type Events = UnboundedSender<Value>;
