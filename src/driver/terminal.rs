@@ -68,17 +68,30 @@ fn skip_past_newline(input: &mut impl BufRead) {
 
 /// Text from elsewhere (a server, a model, a browser) as it may be shown on a terminal: control
 /// characters but the line break written as escapes, so none can move the cursor, clear the
-/// screen, retitle the window or write the clipboard.
+/// screen, retitle the window or write the clipboard; and the invisible characters that turn
+/// text around or hide it (bidirectional overrides, zero-width characters, Unicode's own line
+/// and paragraph separators), so what is shown reads as what was sent.
 pub fn printable(text: &str) -> String {
     text.chars()
         .map(|c| {
-            if c.is_control() && c != '\n' {
+            if (c.is_control() && c != '\n') || invisible(c) {
                 c.escape_default().to_string()
             } else {
                 c.to_string()
             }
         })
         .collect()
+}
+
+/// A character that changes how the text around it is shown without showing itself.
+fn invisible(c: char) -> bool {
+    matches!(
+        c,
+        '\u{200b}'..='\u{200f}'
+            | '\u{2028}'..='\u{202e}'
+            | '\u{2060}'..='\u{206f}'
+            | '\u{feff}'
+    )
 }
 
 impl Terminal {
@@ -131,6 +144,11 @@ mod tests {
         assert_eq!(
             printable("ok\x1b[2J\x07\nnext\r"),
             "ok\\u{1b}[2J\\u{7}\nnext\\r"
+        );
+        // Text turned around or hidden is shown as what it is.
+        assert_eq!(
+            printable("a\u{202e}txt.exe\u{2066}b\u{200b}c\u{2028}d"),
+            "a\\u{202e}txt.exe\\u{2066}b\\u{200b}c\\u{2028}d"
         );
     }
 }

@@ -4,6 +4,8 @@
 
 use std::ffi::OsString;
 
+use crate::driver::memory::redact::names_a_secret;
+
 /// Passed on to every stdio server when the driver has them: where programs are, who and where
 /// the user is, the terminal, the locale and the temporary folder. None of them holds a secret.
 #[cfg(not(windows))]
@@ -31,8 +33,9 @@ const INHERITED: [&str; 13] = [
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct ServerEnvironment {
     pub variables: Vec<(OsString, OsString)>,
-    /// Values given on the command line (`NAME=value`) under a name that holds a secret: they
-    /// are in no environment the driver scans, so they are taken out of what the server says.
+    /// Values passed under a name that holds a secret: one given on the command line
+    /// (`NAME=value`) is in no environment the driver scans, and one passed by name may be
+    /// shorter than the scan keeps; both are taken out of what the server says.
     pub given_secrets: Vec<String>,
 }
 
@@ -66,12 +69,20 @@ impl ServerEnvironment {
             }
             let value = match given {
                 Some(value) => {
-                    if crate::driver::memory::redact::names_a_secret(name) {
+                    if names_a_secret(name) {
                         env.given_secrets.push(value.to_string());
                     }
                     OsString::from(value)
                 }
-                None => lookup(name).ok_or_else(|| not_set(name))?,
+                None => {
+                    let value = lookup(name).ok_or_else(|| not_set(name))?;
+                    // The environment's scan keeps only values of 8 bytes and more; one passed
+                    // on by name is as named as one given on the line.
+                    if let Some(text) = value.to_str().filter(|_| names_a_secret(name)) {
+                        env.given_secrets.push(text.to_string());
+                    }
+                    value
+                }
             };
             env.set(name, value);
         }
@@ -123,6 +134,7 @@ mod tests {
             "SHELL" => Some("() { :; }; echo pwned".into()),
             "OPENAI_API_KEY" => Some("sk-driver-key-123456".into()),
             "HTTPS_PROXY" => Some("http://proxy:3128".into()),
+            "DB_PASSWORD" => Some("hunter2".into()),
             _ => None,
         }
     }
@@ -145,6 +157,7 @@ mod tests {
     fn named_variables_are_passed_from_the_driver_or_as_given() {
         let passed = [
             "HTTPS_PROXY".to_string(),
+            "DB_PASSWORD".into(),
             "GITHUB_TOKEN=ghp_given_on_the_line".into(),
             "PATH=/opt/bin".into(),
             "EMPTY=".into(),
@@ -155,12 +168,14 @@ mod tests {
             [
                 "HOME=/home/me",
                 "HTTPS_PROXY=http://proxy:3128",
+                "DB_PASSWORD=hunter2",
                 "GITHUB_TOKEN=ghp_given_on_the_line",
                 "PATH=/opt/bin",
                 "EMPTY=",
             ]
         );
-        assert_eq!(env.given_secrets, ["ghp_given_on_the_line"]);
+        // A short secret passed by name is scrubbed too (the environment's scan needs 8 bytes).
+        assert_eq!(env.given_secrets, ["hunter2", "ghp_given_on_the_line"]);
     }
 
     #[test]
