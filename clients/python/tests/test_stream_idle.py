@@ -182,12 +182,13 @@ def test_blocks_are_read_as_httpx_sse_reads_events_whatever_the_line_ends_and_th
         wire = text.replace("\n", end)
         response = httpx.Response(200, headers={"content-type": "text/event-stream"}, text=wire)
         expected = [(sse.event, sse.data, sse.id, sse.retry) for sse in EventSource(response).iter_sse()]
-        for size in [1, 2, 3, len(wire)]:
+        data = wire.encode()
+        for size in [1, 2, 3, len(data)]:
             blocks = Blocks()
             read = [
                 block
-                for start in range(0, len(wire), size)
-                for block in blocks.feed(wire[start : start + size])
+                for start in range(0, len(data), size)
+                for block in blocks.feed(data[start : start + size])
             ]
             # Six blocks: the stray blank lines end none.
             assert len(read) == 6, (repr(end), size, read)
@@ -195,7 +196,7 @@ def test_blocks_are_read_as_httpx_sse_reads_events_whatever_the_line_ends_and_th
             assert events == expected, (repr(end), size)
             assert [sse is None for sse in read] == [True, False, True, False, False, False]
         # An empty piece between a ``\r`` and its ``\n`` changes nothing.
-        pieces = [piece for part in wire.split("\r") for piece in (part, "\r", "")]
+        pieces = [piece.encode() for part in wire.split("\r") for piece in (part, "\r", "")]
         blocks = Blocks()
         read = [block for piece in pieces for block in blocks.feed(piece)]
         assert len(read) == 6, (repr(end), read)

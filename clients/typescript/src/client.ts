@@ -1,11 +1,10 @@
 // The thin client: one step (`step`), one step as events (`stream`), a plan (`plan`,
 // `streamPlan`) and an evaluation (`evaluate`, `streamEvaluate`), and retries of the errors the
 // service marks retryable. `runLoop` (loop.ts) drives a whole loop through it.
-import { createParser, type EventSourceMessage } from "eventsource-parser";
-
 import { ReactStepError } from "./errors.js";
 import type { CallOptions, StreamEvent } from "./events.js";
 import { runLoop, type LoopOptions, type LoopResult } from "./loop.js";
+import { Blocks, TooLong, type ServerSentEvent } from "./sse.js";
 import type {
   ErrorResponse,
   EvaluateRequest,
@@ -56,12 +55,12 @@ export interface ClientOptions {
   /** `true` for the defaults; off by default. */
   retry?: RetryOptions | boolean;
   /**
-   * The longest a stream may go without a whole block (an event, or a comment such as the
-   * heartbeat the service sends every 15 s, ended by its blank line), in milliseconds; 60 000
-   * when not given. Past it the connection is closed and the stream throws a retryable
-   * `ReactStepError` of type `transport_error`. The time the caller holds an event before asking
-   * for the next is not counted. A positive, finite number: anything else throws a `RangeError`
-   * here.
+   * The longest a stream may wait for its response head (from the moment the request is sent),
+   * and then go without a whole block (an event, or a comment such as the heartbeat the service
+   * sends every 15 s, ended by its blank line), in milliseconds; 60 000 when not given. Past it
+   * the connection is closed and the stream throws a retryable `ReactStepError` of type
+   * `transport_error`. The time the caller holds an event before asking for the next is not
+   * counted. A positive, finite number: anything else throws a `RangeError` here.
    */
   streamIdleTimeoutMs?: number;
 }
@@ -171,65 +170,80 @@ export class ReactStepClient {
   }
 
   /**
-   * A streamed call: its events, up to the terminal one, whose `step` is a `T`. Each read waits
-   * until the stream's next whole block is due (`streamIdleTimeoutMs` after the last one, or
-   * after the caller asked for the next event); past it the connection is closed.
+   * A streamed call: its events, up to the terminal one, whose `step` is a `T`. The response
+   * head is due `streamIdleTimeoutMs` after the request is sent; then each read waits until the
+   * stream's next whole block is due (`streamIdleTimeoutMs` after the head or the last block, or
+   * after the caller asked for the next event). Past either the connection is closed.
    */
   private async *events<T>(
     path: string,
     request: object,
     options: CallOptions,
   ): AsyncGenerator<StreamEvent<T>, void, undefined> {
-    const response = await this.send(path, request, "text/event-stream", options.signal);
-    const contentType = response.headers.get("content-type") ?? "";
-    if (!contentType.startsWith("text/event-stream") || response.body === null) {
-      await response.body?.cancel().catch(() => undefined);
-      throw ReactStepError.unreadable(response.status, `not an event stream (${contentType || "no content type"})`);
-    }
-    const received: EventSourceMessage[] = [];
-    const parser = createParser({ onEvent: (message) => received.push(message) });
-    const blocks = new Blocks();
     const idleMs = this.streamIdleTimeoutMs;
-    let deadline = performance.now() + idleMs;
-    const reader = response.body.getReader();
-    const decoder = new TextDecoder();
+    // The request's signal: the caller's (its abort, with its reason, passed on), and the bound
+    // on the head.
+    const link = follow(options.signal);
     try {
-      for (;;) {
-        const { done, value } = await beforeDeadline(reader.read(), deadline, () => streamIdle(idleMs));
-        if (done) {
-          break;
-        }
-        const text = decoder.decode(value, { stream: true });
-        if (blocks.feed(text) > 0) {
-          deadline = performance.now() + idleMs;
-        }
-        parser.feed(text);
-        for (let message = received.shift(); message; message = received.shift()) {
-          const event = typed<T>(message, response.status);
-          if (event === undefined) {
-            continue;
-          }
-          yield event;
-          if (event.type === "step" || event.type === "error") {
-            return;
-          }
-          // The caller's time with the event is not the service's.
-          deadline = performance.now() + idleMs;
-        }
+      const response = await this.send(path, request, "text/event-stream", link.signal, { ms: idleMs, cut: link.abort });
+      const contentType = response.headers.get("content-type") ?? "";
+      if (!contentType.startsWith("text/event-stream") || response.body === null) {
+        await response.body?.cancel().catch(() => undefined);
+        throw ReactStepError.unreadable(response.status, `not an event stream (${contentType || "no content type"})`);
       }
-      throw ReactStepError.unreadable(response.status, "the event stream ended without its step");
+      const blocks = new Blocks();
+      let deadline = performance.now() + idleMs;
+      const reader = response.body.getReader();
+      try {
+        for (;;) {
+          const { done, value } = await beforeDeadline(reader.read(), deadline, () => streamIdle(idleMs));
+          if (done) {
+            break;
+          }
+          let ended: (ServerSentEvent | null)[];
+          try {
+            ended = blocks.feed(value);
+          } catch (error) {
+            if (error instanceof TooLong) {
+              throw ReactStepError.unreadable(response.status, error.message);
+            }
+            throw error;
+          }
+          for (const block of ended) {
+            deadline = performance.now() + idleMs;
+            const event = block === null ? undefined : typed<T>(block, response.status);
+            if (event === undefined) {
+              continue;
+            }
+            yield event;
+            if (event.type === "step" || event.type === "error") {
+              return;
+            }
+            // The caller's time with the event is not the service's.
+            deadline = performance.now() + idleMs;
+          }
+        }
+        throw ReactStepError.unreadable(response.status, "the event stream ended without its step");
+      } finally {
+        // Closes the connection when the caller left early or the signal aborted the read.
+        await reader.cancel().catch(() => undefined);
+      }
     } finally {
-      // Closes the connection when the caller left early or the signal aborted the read.
-      await reader.cancel().catch(() => undefined);
+      link.stop();
     }
   }
 
-  /** Sends the request; a 2xx response, after the retries the settings allow. */
+  /**
+   * Sends the request; a 2xx response, after the retries the settings allow. With `head` (a
+   * stream's), each try's response head is due within `head.ms`: past it `head.cut` aborts the
+   * request and a `transport_error` is thrown.
+   */
   private async send(
     path: string,
     request: object,
     accept: string,
     signal: AbortSignal | undefined,
+    head?: HeadBound,
   ): Promise<Response> {
     const headers: Record<string, string> = { "content-type": "application/json", accept };
     if (this.apiToken !== undefined) {
@@ -241,7 +255,8 @@ export class ReactStepClient {
       if (signal !== undefined) {
         init.signal = signal;
       }
-      const response = await this.fetchImpl(`${this.baseUrl}${path}`, init);
+      const url = `${this.baseUrl}${path}`;
+      const response = head === undefined ? await this.fetchImpl(url, init) : await this.fetchHead(url, init, head);
       if (response.ok) {
         return response;
       }
@@ -253,6 +268,32 @@ export class ReactStepClient {
       this.retry?.onRetry?.({ attempt, delayMs, error });
       await sleep(delayMs, signal);
     }
+  }
+
+  /**
+   * `fetch`, its response head due within `head.ms`. The timer aborts the request (which closes
+   * its connection), and the abort it caused is the `transport_error`, not the fetch's own error.
+   */
+  private async fetchHead(url: string, init: RequestInit, head: HeadBound): Promise<Response> {
+    let late = false;
+    const stop = at(performance.now() + head.ms, () => {
+      late = true;
+      head.cut(streamIdle(head.ms, "head"));
+    });
+    let response: Response;
+    try {
+      response = await this.fetchImpl(url, init);
+    } catch (error) {
+      throw late ? streamIdle(head.ms, "head") : error;
+    } finally {
+      stop();
+    }
+    if (late) {
+      // A fetch that answered anyway, or the timer fired as the head came: too late all the same.
+      await response.body?.cancel().catch(() => undefined);
+      throw streamIdle(head.ms, "head");
+    }
+    return response;
   }
 
   /** The wait before try `next`, or `undefined` when there is to be none. */
@@ -281,49 +322,45 @@ function streamIdleTimeout(option: number | undefined): number {
   return option;
 }
 
-/** The error of a stream that went `idleMs` without a whole block. */
-function streamIdle(idleMs: number): ReactStepError {
+/** The error of a stream that went `idleMs` without a whole block, or without its response head. */
+function streamIdle(idleMs: number, what: "block" | "head" = "block"): ReactStepError {
+  const missing = what === "head" ? "no response head" : "no whole event";
   return new ReactStepError({
     status: 0,
     type: "transport_error",
-    message: `the event stream went quiet: no whole event arrived within ${idleMs / 1000} s`,
+    message: `the event stream went quiet: ${missing} arrived within ${idleMs / 1000} s`,
     retryable: true,
   });
 }
 
-/**
- * Where a stream's blocks end: a block is one or more lines ended by a blank line (an event, or
- * comments such as the heartbeat). A blank line that ends no line is no block, so that a peer
- * cannot keep a stream alive with line ends alone.
- */
-class Blocks {
-  private lineLength = 0;
-  private lines = 0;
-  private afterCR = false;
+/** The bound on a stream's response head, and how to abort its request. */
+interface HeadBound {
+  ms: number;
+  cut: (reason: Error) => void;
+}
 
-  /** How many blocks `text` ends. */
-  feed(text: string): number {
-    let ended = 0;
-    for (let i = 0; i < text.length; i += 1) {
-      const code = text.charCodeAt(i);
-      if (code === 10 && this.afterCR) {
-        // The \n of a \r\n: the line already ended at its \r.
-        this.afterCR = false;
-        continue;
-      }
-      this.afterCR = code === 13;
-      if (code !== 10 && code !== 13) {
-        this.lineLength += 1;
-      } else if (this.lineLength > 0) {
-        this.lines += 1;
-        this.lineLength = 0;
-      } else if (this.lines > 0) {
-        ended += 1;
-        this.lines = 0;
-      }
-    }
-    return ended;
+/**
+ * A signal of the stream's own that follows the caller's `signal` (aborting with its reason, so
+ * that an abort of the caller's throws what it always threw) and can also be aborted by the
+ * client. `stop` forgets the caller's signal.
+ */
+function follow(signal: AbortSignal | undefined): {
+  signal: AbortSignal;
+  abort: (reason: Error) => void;
+  stop: () => void;
+} {
+  const own = new AbortController();
+  const passOn = () => own.abort(signal?.reason);
+  if (signal?.aborted) {
+    passOn();
+  } else {
+    signal?.addEventListener("abort", passOn, { once: true });
   }
+  return {
+    signal: own.signal,
+    abort: (reason) => own.abort(reason),
+    stop: () => signal?.removeEventListener("abort", passOn),
+  };
 }
 
 /**
@@ -331,19 +368,29 @@ class Blocks {
  * first. The timer goes when either settles; the read left waiting is the caller's to cancel.
  */
 function beforeDeadline<T>(read: Promise<T>, deadline: number, late: () => Error): Promise<T> {
-  let timer: ReturnType<typeof setTimeout> | undefined;
+  let stop = () => {};
   const expired = new Promise<never>((_resolve, reject) => {
-    const check = () => {
-      const left = deadline - performance.now();
-      if (left <= 0) {
-        reject(late());
-        return;
-      }
-      timer = setTimeout(check, Math.min(Math.ceil(left), MAX_TIMER_MS));
-    };
-    check();
+    stop = at(deadline, () => reject(late()));
   });
-  return Promise.race([read, expired]).finally(() => clearTimeout(timer));
+  return Promise.race([read, expired]).finally(() => stop());
+}
+
+/**
+ * Calls `fire` once `deadline` (on `performance.now()`'s clock) passes, however far it is (a
+ * wait past what one `setTimeout` keeps is several); the function returned cancels it.
+ */
+function at(deadline: number, fire: () => void): () => void {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const check = () => {
+    const left = deadline - performance.now();
+    if (left <= 0) {
+      fire();
+      return;
+    }
+    timer = setTimeout(check, Math.min(Math.ceil(left), MAX_TIMER_MS));
+  };
+  check();
+  return () => clearTimeout(timer);
 }
 
 function retrySettings(option: ClientOptions["retry"]): Retry | undefined {
@@ -380,9 +427,9 @@ async function errorOf(response: Response): Promise<ReactStepError> {
 }
 
 /** A parsed server-sent event as a typed one; `undefined` for an event this client does not know. */
-function typed<T>(message: EventSourceMessage, status: number): StreamEvent<T> | undefined {
+function typed<T>(message: ServerSentEvent, status: number): StreamEvent<T> | undefined {
   const known = ["thought", "answer", "retry", "step", "error"];
-  if (message.event === undefined || !known.includes(message.event)) {
+  if (!known.includes(message.event)) {
     return undefined;
   }
   let data: unknown;

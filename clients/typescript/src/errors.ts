@@ -44,10 +44,11 @@ const STATUS_OF: Record<ErrorType, number> = {
 
 /**
  * The service's error types, `unreadable_response` for an answer that is not the service's
- * (a proxy's HTML page, a body cut short, a stream that ended without its terminal event), and
- * `transport_error` for an answer that stopped coming: a stream that went `streamIdleTimeoutMs`
- * without a whole event or heartbeat, and was closed (status 0, retryable), as the Python
- * client's `transport_error`.
+ * (a proxy's HTML page, a body cut short, a stream that ended without its terminal event, a
+ * stream with a line or an event's data past 16 MiB), and `transport_error` for an answer that
+ * stopped coming: a stream that went `streamIdleTimeoutMs` without its response head, or without
+ * a whole event or heartbeat, and was closed (status 0, retryable), as the Python client's
+ * `transport_error`.
  */
 export type ReactStepErrorType = ErrorType | "unreadable_response" | "transport_error";
 

@@ -137,13 +137,15 @@ def stream_idle_timeout_of(value: float | None) -> float:
     return float(value)
 
 
-def stream_idle(bound: float) -> ReactStepError:
-    """A stream that went quiet: no whole block (event or heartbeat) within ``bound`` seconds. The
-    connection is closed; a try again may find a livelier one."""
+def stream_idle(bound: float, *, head: bool = False) -> ReactStepError:
+    """A stream that went quiet: no whole block (event or heartbeat) within ``bound`` seconds,
+    or with ``head`` no response head within ``bound`` seconds of the request. The connection is
+    closed; a try again may find a livelier one."""
+    what = "no response head" if head else "no whole event"
     return ReactStepError(
         status=0,
         type="transport_error",
-        message=f"the event stream went quiet: no whole event arrived within {bound:g} s",
+        message=f"the event stream went quiet: {what} arrived within {bound:g} s",
         retryable=True,
     )
 

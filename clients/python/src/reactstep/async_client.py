@@ -38,7 +38,7 @@ from ._http import (
     stream_idle_timeout_of,
 )
 from ._http import headers as make_headers
-from ._sse import Blocks
+from ._sse import Blocks, TooLong
 from .aloop import arun_loop
 from .approval import AsyncApprover
 from .planning import AsyncPlanApprover
@@ -166,7 +166,7 @@ class AsyncClient:
     async def _events(
         self, path: str, request: AnyRequest, terminal: TypeAdapter[S]
     ) -> AsyncGenerator[StreamEventOf[S], None]:
-        response = await self._send(path, request, "text/event-stream")
+        response = await self._send(path, request, "text/event-stream", self._stream_idle_timeout)
         async with aclosing(response):
             wrong = not_a_stream(response)
             if wrong is not None:
@@ -185,14 +185,17 @@ class AsyncClient:
                 raise cut_short(response.status_code) from None
         return response
 
-    async def _send(self, path: str, request: AnyRequest, accept: str) -> httpx.Response:
-        """Sends the request; a 2xx response, open, after the retries the settings allow."""
+    async def _send(
+        self, path: str, request: AnyRequest, accept: str, head: float | None = None
+    ) -> httpx.Response:
+        """Sends the request; a 2xx response, open, after the retries the settings allow. With
+        ``head`` (a stream's bound), each try's response head is due within that many seconds."""
         body = encode(request)
         backoff = Backoff(self._retry)
         attempt = 0
         while True:
             attempt += 1
-            answer = await self._try(path, body, accept)
+            answer = await self._try(path, body, accept, head)
             if isinstance(answer, httpx.Response):
                 return answer
             delay = backoff.delay_before(attempt, answer)
@@ -200,14 +203,23 @@ class AsyncClient:
                 raise answer
             await asyncio.sleep(delay)
 
-    async def _try(self, path: str, body: bytes, accept: str) -> httpx.Response | ReactStepError:
+    async def _try(
+        self, path: str, body: bytes, accept: str, head: float | None
+    ) -> httpx.Response | ReactStepError:
         request = self._http.build_request(
             "POST", self.base_url + path, content=body, headers={**self._headers, "accept": accept}
         )
         try:
-            response = await self._http.send(request, stream=True)
+            # httpx's read timeout starts again with each byte of the head: this bound does not.
+            # Cancelled, the send closes its connection.
+            async with asyncio.timeout(head):
+                response = await self._http.send(request, stream=True)
         except httpx.TransportError as failed:
             return ReactStepError.transport(failed)
+        except TimeoutError:
+            if head is None:
+                raise
+            return stream_idle(head, head=True)
         if response.is_success:
             return response
         async with aclosing(response):
@@ -223,22 +235,23 @@ async def _read(
 ) -> AsyncGenerator[StreamEventOf[S], None]:
     """The typed events of an event stream, to its terminal event (its data read as ``terminal``).
     Once ``idle`` seconds pass without a whole block (the caller's time with an event aside), the
-    read is cancelled and a ``transport_error`` raised (the caller then closes the response)."""
+    read is cancelled and a ``transport_error`` raised (the caller then closes the response); a
+    line or an event past ``_sse.MAX_SIZE`` is an ``unreadable_response``."""
     status = response.status_code
     blocks = Blocks()
-    texts = cast(AsyncGenerator[str, None], response.aiter_text())
+    pieces = cast(AsyncGenerator[bytes, None], response.aiter_bytes())
     clock = asyncio.get_running_loop()
     deadline = clock.time() + idle
     try:
         while True:
             try:
                 async with asyncio.timeout_at(deadline):
-                    text = await anext(texts)
+                    piece = await anext(pieces)
             except StopAsyncIteration:
                 break
             except TimeoutError:
                 raise stream_idle(idle) from None
-            for block in blocks.feed(text):
+            for block in blocks.feed(piece):
                 deadline = clock.time() + idle
                 event = event_of(block, status, terminal) if block is not None else None
                 if event is None:
@@ -249,6 +262,8 @@ async def _read(
                 deadline = clock.time() + idle
     except httpx.TransportError as cut:
         raise stream_ended(status, cut) from cut
+    except TooLong as long:
+        raise ReactStepError.unreadable(status, str(long)) from None
     finally:
-        await texts.aclose()
+        await pieces.aclose()
     raise stream_ended(status)

@@ -41,7 +41,7 @@ from ._http import (
     stream_idle,
     stream_idle_timeout_of,
 )
-from ._sse import Blocks
+from ._sse import Blocks, TooLong
 from .approval import Approver
 from .planning import PlanApprover
 from .errors import ReactStepError
@@ -122,9 +122,20 @@ class _Opened:
 
 def _cut(response: httpx.Response) -> None:
     """Shuts the response's socket: a read waiting on it, in any thread, ends at once."""
-    network = response.extensions.get("network_stream")
-    connection = network.get_extra_info("socket") if network is not None else None
-    if isinstance(connection, socket.socket):
+    _shut(_socket_of(response.extensions.get("network_stream")))
+
+
+def _socket_of(network: object) -> socket.socket | None:
+    """The socket of an httpcore network stream (a response's ``network_stream``, or a new
+    connection's), when it has one."""
+    get_extra_info = getattr(network, "get_extra_info", None)
+    connection = get_extra_info("socket") if callable(get_extra_info) else None
+    return connection if isinstance(connection, socket.socket) else None
+
+
+def _shut(connection: socket.socket | None) -> None:
+    """Shuts ``connection``: a read or a write waiting on it, in any thread, ends at once."""
+    if connection is not None:
         with suppress(OSError):
             connection.shutdown(socket.SHUT_RDWR)
 
@@ -134,9 +145,10 @@ class Client:
 
     ``api_token`` is one of the operator's tokens (sent as ``Authorization: Bearer``);
     ``headers`` go with every call; ``timeout`` bounds the connection and each wait for data;
-    ``stream_idle_timeout`` bounds, in seconds, the wait for each whole block of a stream (an
-    event, or the heartbeat the service sends every 15 s), 60 by default (``None``): past it the
-    stream is closed and raises a retryable ``transport_error``; ``retry`` (``True`` for the
+    ``stream_idle_timeout`` bounds, in seconds, the wait for a stream's response head (from the
+    moment the request is sent) and then for each whole block of it (an event, or the heartbeat
+    the service sends every 15 s), 60 by default (``None``): past it the stream is closed and
+    raises a retryable ``transport_error``; ``retry`` (``True`` for the
     defaults) retries what the service marks retryable; ``transport`` replaces httpx's own (a
     proxy, a test double).
     """
@@ -157,6 +169,16 @@ class Client:
         self._headers = make_headers(api_token, headers)
         self._retry = retry_options(retry)
         self._http = httpx.Client(timeout=timeout, transport=transport)
+        # A stream's connection is a new one, never one kept alive from an earlier call: the
+        # watch on its head (`_IdleWatch`) is told of it as it is made, and can cut it. A
+        # transport of the caller's is used as it is (its connections are cut where reachable).
+        self._stream_http = (
+            self._http
+            if transport is not None
+            else httpx.Client(
+                timeout=timeout, limits=httpx.Limits(max_connections=100, max_keepalive_connections=0)
+            )
+        )
 
     def __enter__(self) -> Client:
         return self
@@ -168,6 +190,7 @@ class Client:
 
     def close(self) -> None:
         self._http.close()
+        self._stream_http.close()
 
     def step(self, request: Request) -> StepResponse:
         """One step. A non-2xx answer, or none, raises a ``ReactStepError``."""
@@ -240,16 +263,23 @@ class Client:
     def _events(
         self, path: str, request: AnyRequest, terminal: TypeAdapter[S], opened: _Opened
     ) -> Generator[StreamEventOf[S], None, None]:
-        response = self._send(path, request, "text/event-stream")
-        opened.open(response)
-        with closing(response):
-            try:
-                wrong = not_a_stream(response)
-                if wrong is not None:
-                    raise wrong
-                yield from _read(response, terminal, self._stream_idle_timeout)
-            finally:
-                opened.done()
+        # The watch runs from before the request is sent: the head is bounded too.
+        watch = _IdleWatch(self._stream_idle_timeout)
+        try:
+            response = self._send(path, request, "text/event-stream", watch)
+            opened.open(response)
+            with closing(response):
+                try:
+                    wrong = not_a_stream(response)
+                    if wrong is not None:
+                        raise wrong
+                    yield from _read(response, terminal, watch)
+                finally:
+                    opened.done()
+                    # Before the response is released: no cut comes after it.
+                    watch.stop()
+        finally:
+            watch.stop()
 
     def _answer(self, path: str, request: AnyRequest) -> httpx.Response:
         """A plain call's 2xx response, its body read."""
@@ -261,14 +291,17 @@ class Client:
                 raise cut_short(response.status_code) from None
         return response
 
-    def _send(self, path: str, request: AnyRequest, accept: str) -> httpx.Response:
-        """Sends the request; a 2xx response, open, after the retries the settings allow."""
+    def _send(
+        self, path: str, request: AnyRequest, accept: str, watch: _IdleWatch | None = None
+    ) -> httpx.Response:
+        """Sends the request; a 2xx response, open, after the retries the settings allow. With
+        ``watch`` (a stream's), each try's head is bounded by it."""
         body = encode(request)
         backoff = Backoff(self._retry)
         attempt = 0
         while True:
             attempt += 1
-            answer = self._try(path, body, accept)
+            answer = self._try(path, body, accept, watch)
             if isinstance(answer, httpx.Response):
                 return answer
             delay = backoff.delay_before(attempt, answer)
@@ -276,16 +309,41 @@ class Client:
                 raise answer
             time.sleep(delay)
 
-    def _try(self, path: str, body: bytes, accept: str) -> httpx.Response | ReactStepError:
-        request = self._http.build_request(
-            "POST", self.base_url + path, content=body, headers={**self._headers, "accept": accept}
+    def _try(
+        self, path: str, body: bytes, accept: str, watch: _IdleWatch | None
+    ) -> httpx.Response | ReactStepError:
+        http = self._http if watch is None else self._stream_http
+        request = http.build_request(
+            "POST",
+            self.base_url + path,
+            content=body,
+            headers={**self._headers, "accept": accept},
+            # httpcore's trace hook tells the watch of the connection as soon as it is made.
+            extensions={} if watch is None else {"trace": watch.trace},
         )
+        if watch is not None:
+            watch.begin()
         try:
-            response = self._http.send(request, stream=True)
+            response = http.send(request, stream=True)
         except httpx.TransportError as failed:
+            if watch is not None:
+                late = watch.expired()
+                watch.let_go()
+                if late:
+                    return stream_idle(watch.idle, head=True)
             return ReactStepError.transport(failed)
+        if watch is not None:
+            watch.reach(_socket_of(response.extensions.get("network_stream")))
+            if watch.expired():
+                # A transport whose connection the watch could not reach: the head came late.
+                watch.let_go()
+                response.close()
+                return stream_idle(watch.idle, head=True)
         if response.is_success:
             return response
+        if watch is not None:
+            # An error answer's body is read as a plain call's.
+            watch.let_go()
         with closing(response):
             try:
                 response.read()
@@ -295,20 +353,23 @@ class Client:
 
 
 def _read(
-    response: httpx.Response, terminal: TypeAdapter[S], idle: float
+    response: httpx.Response, terminal: TypeAdapter[S], watch: _IdleWatch
 ) -> Generator[StreamEventOf[S], None, None]:
     """The typed events of an event stream, to its terminal event (its data read as ``terminal``).
-    Once ``idle`` seconds pass without a whole block (the caller's time with an event aside), the
-    connection is cut and a ``transport_error`` raised."""
+    Once ``watch.idle`` seconds pass without a whole block (the caller's time with an event
+    aside), the connection is cut and a ``transport_error`` raised; a line or an event past
+    ``_sse.MAX_SIZE`` is an ``unreadable_response``."""
     status = response.status_code
+    idle = watch.idle
     blocks = Blocks()
-    watch = _IdleWatch(idle, response)
+    # The head came: the first block is due within the bound, as each one after it.
+    watch.arm()
     try:
-        for text in response.iter_text():
+        for piece in response.iter_bytes():
             if watch.expired():
                 # A peer that dribbles a block, where no socket could be cut (another transport).
                 raise stream_idle(idle)
-            for block in blocks.feed(text):
+            for block in blocks.feed(piece):
                 watch.arm()
                 event = event_of(block, status, terminal) if block is not None else None
                 if event is None:
@@ -322,61 +383,101 @@ def _read(
         if watch.expired():
             raise stream_idle(idle) from None
         raise stream_ended(status, cut) from cut
+    except TooLong as long:
+        raise ReactStepError.unreadable(status, str(long)) from None
     finally:
-        watch.stop()
+        watch.let_go()
     if watch.expired():
         raise stream_idle(idle)
     raise stream_ended(status)
 
 
 class _IdleWatch:
-    """The bound on the wait for a stream's next whole block: a thread that cuts the response's
-    connection once ``idle`` seconds pass after ``arm()`` with no ``arm()`` since, so that a read
-    waiting on it, however slowly bytes come, ends. ``pause()`` while the caller holds an event;
-    ``stop()`` ends the thread (before the response is released: no cut comes after it)."""
+    """The bound on a stream's waits: for its response head from the moment the request is sent
+    (``begin()``), then for each whole block (``arm()``). A thread cuts the connection once
+    ``idle`` seconds pass after either with no ``arm()`` since, so that a wait on it, however
+    slowly bytes come, ends. The connection is the one ``trace`` (httpcore's trace hook) saw
+    made, or the one ``reach`` names. ``pause()`` while the caller holds an event; ``let_go()``
+    before a response is released (no cut comes after it); ``stop()`` ends the thread."""
 
-    def __init__(self, idle: float, response: httpx.Response) -> None:
-        self._idle = idle
-        self._response = response
+    def __init__(self, idle: float) -> None:
+        self.idle = idle
         self._changed = threading.Condition()
-        self._deadline = time.monotonic() + idle
-        self._paused = False
-        self._stopped = False
+        self._deadline = 0.0
+        self._waiting = False
+        """A wait is bounded now (not paused)."""
+        self._socket: socket.socket | None = None
         self._expired = False
+        self._stopped = False
         self._thread = threading.Thread(target=self._watch, name="reactstep-stream-idle", daemon=True)
         self._thread.start()
+
+    def begin(self) -> None:
+        """A request is about to be sent: its head is due within the bound, on a connection the
+        watch has yet to be told of."""
+        with self._changed:
+            self._socket = None
+            self._expired = False
+            self._start()
 
     def arm(self) -> None:
         """A whole block came (or the caller asks for the next event): the wait starts again."""
         with self._changed:
-            self._deadline = time.monotonic() + self._idle
-            self._paused = False
+            self._start()
+
+    def _start(self) -> None:
+        self._deadline = time.monotonic() + self.idle
+        if not self._waiting:
+            self._waiting = True
+            self._changed.notify()
 
     def pause(self) -> None:
         with self._changed:
-            self._paused = True
+            self._waiting = False
+
+    def let_go(self) -> None:
+        """No wait is bounded, and the connection is no longer the watch's to cut."""
+        with self._changed:
+            self._waiting = False
+            self._socket = None
+
+    def trace(self, name: str, info: Mapping[str, Any]) -> None:
+        """httpcore's ``trace`` extension: a new connection is reached as soon as it is made."""
+        if name.endswith((".connect_tcp.complete", ".connect_unix_socket.complete")):
+            self.reach(_socket_of(info.get("return_value")))
+
+    def reach(self, connection: socket.socket | None) -> None:
+        """``connection`` is the one to cut (at once, when the bound already passed)."""
+        if connection is None:
+            return
+        with self._changed:
+            self._socket = connection
+            if self._expired:
+                _shut(connection)
 
     def expired(self) -> bool:
-        """Whether the bound passed (the connection then cut, where it has a socket)."""
+        """Whether the bound passed (the connection then cut, where the watch reached it)."""
         with self._changed:
             return self._expired
 
     def stop(self) -> None:
         with self._changed:
             self._stopped = True
+            self._socket = None
             self._changed.notify()
         self._thread.join()
 
     def _watch(self) -> None:
-        # The deadline only ever moves later, so the thread needs waking only to stop.
+        # A deadline that moves later needs no waking: the thread finds it when it wakes.
         with self._changed:
             while not self._stopped:
-                if self._paused:
-                    self._changed.wait(self._idle)
+                if not self._waiting:
+                    self._changed.wait()
                     continue
                 left = self._deadline - time.monotonic()
                 if left <= 0:
                     self._expired = True
-                    _cut(self._response)
-                    return
+                    self._waiting = False
+                    _shut(self._socket)
+                    continue
                 self._changed.wait(left)

@@ -45,9 +45,10 @@ have answered. A test holds its keys equal to the spec's error types."""
 
 ReactStepErrorType: TypeAlias = ErrorType | Literal["unreadable_response", "transport_error"]
 """The service's error types; ``unreadable_response`` for an answer that is not the service's (a
-proxy's HTML page, a body cut short, a stream that ended without its terminal event);
-``transport_error`` when no answer came (the connection failed or timed out, or a stream went
-``stream_idle_timeout`` without a whole event or heartbeat and was closed)."""
+proxy's HTML page, a body cut short, a stream that ended without its terminal event, a stream
+with a line or an event's data past 16 MiB); ``transport_error`` when no answer came (the
+connection failed or timed out, or a stream went ``stream_idle_timeout`` without its response
+head, or without a whole event or heartbeat, and was closed)."""
 
 
 class ReactStepError(Exception):
