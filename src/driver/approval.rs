@@ -8,7 +8,7 @@ use futures_util::future::BoxFuture;
 use serde_json::Value;
 
 use super::registry::ToolMetadata;
-use super::terminal::{Conversation, Terminal};
+use super::terminal::{printable, Conversation, Terminal};
 
 /// Which calls are asked about.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
@@ -135,7 +135,7 @@ impl LineApprover {
 
     async fn ask(&self, request: ApprovalRequest<'_>) -> Decision {
         let mut input = self.terminal.conversation().await;
-        eprintln!("{}", question(request));
+        eprintln!("{}", printable(&question(request)));
         loop {
             eprint!("Approve? [a]pprove, [d]eny, [e]dit the arguments: ");
             let Some(answer) = input.line().await else {
@@ -201,7 +201,10 @@ async fn deny(input: &mut Conversation<'_>) -> Decision {
 }
 
 async fn edit(input: &mut Conversation<'_>, proposed: &Value) -> Decision {
-    eprintln!("The arguments as one line of JSON (an object); proposed: {proposed}");
+    eprintln!(
+        "The arguments as one line of JSON (an object); proposed: {}",
+        printable(&proposed.to_string())
+    );
     for _ in 0..EDIT_TRIES {
         eprint!("Arguments: ");
         let Some(line) = input.line().await else {

@@ -24,7 +24,10 @@ impl StderrProgress {
         }
     }
 
-    fn line(&self, label: &str, colour: &str, text: &str) {
+    fn line(&mut self, label: &str, colour: &str, text: &str) {
+        // A thought streamed without its step's whole thought (an empty one) leaves its line
+        // open: what comes next starts its own.
+        self.end_streamed_line();
         let (on, off) = if self.colour {
             (colour, "\x1b[0m")
         } else {
@@ -148,7 +151,8 @@ impl Watcher for StderrProgress {
     }
 
     fn tools_changed(&mut self, note: &str) {
-        eprintln!("{note}");
+        self.end_streamed_line();
+        eprintln!("{}", shown(note));
     }
 
     fn approval(&mut self, iteration: u32, tool: &str, decision: &Decision) {

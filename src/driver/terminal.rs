@@ -87,10 +87,14 @@ pub fn printable(text: &str) -> String {
 fn invisible(c: char) -> bool {
     matches!(
         c,
-        '\u{200b}'..='\u{200f}'
+        '\u{ad}'
+            | '\u{61c}'
+            | '\u{180e}'
+            | '\u{200b}'..='\u{200f}'
             | '\u{2028}'..='\u{202e}'
             | '\u{2060}'..='\u{206f}'
             | '\u{feff}'
+            | '\u{e0000}'..='\u{e007f}'
     )
 }
 
@@ -147,8 +151,8 @@ mod tests {
         );
         // Text turned around or hidden is shown as what it is.
         assert_eq!(
-            printable("a\u{202e}txt.exe\u{2066}b\u{200b}c\u{2028}d"),
-            "a\\u{202e}txt.exe\\u{2066}b\\u{200b}c\\u{2028}d"
+            printable("a\u{202e}txt.exe\u{2066}b\u{200b}c\u{2028}d\u{61c}e\u{e0041}"),
+            "a\\u{202e}txt.exe\\u{2066}b\\u{200b}c\\u{2028}d\\u{61c}e\\u{e0041}"
         );
     }
 }

@@ -13,8 +13,8 @@ mod environment;
 pub mod input;
 mod listing;
 mod oauth;
+mod process;
 mod server;
-mod server_log;
 mod servers;
 mod tool;
 

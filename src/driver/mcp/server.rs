@@ -22,7 +22,7 @@ use super::environment::ServerEnvironment;
 use super::input::Asker;
 use super::listing;
 use super::oauth;
-use super::server_log;
+use super::process::{self, ServerProcess};
 use super::tool::{McpTool, Session};
 use crate::driver::admission::{Admission, Refusal};
 use crate::driver::memory::redact;
@@ -43,7 +43,7 @@ pub struct McpServer {
     /// The revision spoken: `2026-07-28`, or `2025-11-25` for an older server.
     pub protocol: String,
     shared: Arc<Shared>,
-    child: Option<tokio::process::Child>,
+    process: Option<ServerProcess>,
 }
 
 /// What the server's tools and its refreshes share.
@@ -87,7 +87,7 @@ impl McpServer {
         // driver knows (its own environment's): a server may echo either.
         let secrets: Arc<[String]> = redact::secrets(endpoint.secrets()).into();
         let opened = session(endpoint, patience, terminal, &secrets).await;
-        let (session, child) = opened.map_err(|e| redacted(&e, &secrets))?;
+        let (session, process) = opened.map_err(|e| redacted(&e, &secrets))?;
         let info = session.peer_info();
         let protocol = info
             .as_ref()
@@ -108,7 +108,7 @@ impl McpServer {
             name,
             protocol,
             shared: Arc::new(shared),
-            child,
+            process,
         })
     }
 
@@ -140,9 +140,15 @@ impl McpServer {
             Ok(Err(session)) => session.cancellation_token().cancel(),
             Err(shared) => shared.session.cancellation_token().cancel(),
         }
-        let Some(mut child) = self.child else { return };
-        if tokio::time::timeout(GRACE, child.wait()).await.is_err() {
-            if let Err(e) = child.kill().await {
+        // Dropped at the end: what it started goes with it.
+        let Some(mut process) = self.process else {
+            return;
+        };
+        if tokio::time::timeout(GRACE, process.child.wait())
+            .await
+            .is_err()
+        {
+            if let Err(e) = process.child.kill().await {
                 tracing::debug!(server = %name, "the MCP server could not be killed: {e}");
             }
         }
@@ -155,7 +161,7 @@ async fn session(
     patience: Duration,
     terminal: Option<Arc<Terminal>>,
     secrets: &Arc<[String]>,
-) -> Result<(Session, Option<tokio::process::Child>), String> {
+) -> Result<(Session, Option<ServerProcess>), String> {
     Ok(match endpoint {
         Endpoint::Command { line, env } => {
             let (transport, child) = spawn(line, env, endpoint.fallback_name(), secrets)?;
@@ -188,7 +194,7 @@ fn spawn(
 ) -> Result<
     (
         AsyncRwTransport<rmcp::RoleClient, tokio::process::ChildStdout, tokio::process::ChildStdin>,
-        tokio::process::Child,
+        ServerProcess,
     ),
     String,
 > {
@@ -197,24 +203,26 @@ fn spawn(
         .ok_or_else(|| format!("the MCP command line `{command_line}` cannot be read"))?;
     let could_not_start =
         |e: &dyn std::fmt::Display| format!("the MCP server `{command_line}` could not start: {e}");
-    server_log::keep_the_driver_from_servers();
-    // Killed when dropped, so no path out of here (a timeout, a panic) leaves it running.
-    let mut child = tokio::process::Command::new(&words[0])
+    process::keep_the_driver_from_servers();
+    let mut command = tokio::process::Command::new(&words[0]);
+    command
         .args(&words[1..])
         .env_clear()
         .envs(env.variables.iter().map(|(name, value)| (name, value)))
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .map_err(|e| could_not_start(&e))?;
+        .stderr(Stdio::piped());
+    process::in_a_session_of_its_own(&mut command);
+    // Killed when dropped, its group with it, so no path out of here (a timeout, a panic)
+    // leaves it or what it started running.
+    let mut child = ServerProcess::new(command.spawn().map_err(|e| could_not_start(&e))?);
+    let pipes = &mut child.child;
     let (Some(output), Some(input), Some(errors)) =
-        (child.stdout.take(), child.stdin.take(), child.stderr.take())
+        (pipes.stdout.take(), pipes.stdin.take(), pipes.stderr.take())
     else {
         return Err(could_not_start(&"its input and output are not pipes"));
     };
-    server_log::forward(errors, label, secrets.clone());
+    process::forward(errors, label, secrets.clone());
     let transport =
         AsyncRwTransport::new_client(output, input).with_max_line_length(MAX_MESSAGE_BYTES);
     Ok((transport, child))

@@ -31,7 +31,10 @@ pub async fn start_servers(
         match started {
             Ok((server, listed)) => {
                 let protocol = printable(&server.protocol);
-                eprintln!("MCP server {} speaks MCP {protocol}", server.name);
+                eprintln!(
+                    "MCP server {} speaks MCP {protocol}",
+                    printable(&server.name)
+                );
                 tell_listed(&server.name, &listed);
                 servers.push(server);
             }
@@ -48,8 +51,14 @@ pub async fn start_servers(
 
 /// Says on stderr which of a server's tools the model may call, and which were left out and why.
 fn tell_listed(server: &str, listed: &Listed) {
-    eprintln!("MCP server {server}: {}", listed.names.join(", "));
+    // A server's names and the refusals that quote its schemas are its text, not ours.
+    let server = printable(server);
+    eprintln!(
+        "MCP server {server}: {}",
+        printable(&listed.names.join(", "))
+    );
     for (name, why) in &listed.refused {
+        let (name, why) = (printable(name), printable(why));
         eprintln!(
             "MCP server {server}: tool {name:?} left out, as the service would refuse it: {why}"
         );
@@ -58,7 +67,7 @@ fn tell_listed(server: &str, listed: &Listed) {
         eprintln!(
             "MCP server {server}: {} tools left out, past the service's limit of {MAX_TOOLS} tools in a request (built-in ones included): {}",
             listed.over_the_limit.len(),
-            listed.over_the_limit.join(", ")
+            printable(&listed.over_the_limit.join(", "))
         );
     }
 }
