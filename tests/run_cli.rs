@@ -848,3 +848,151 @@ fn an_answer_past_the_time_or_size_bounds_fails_the_step() {
         );
     }
 }
+
+/// The plan is asked for within the loop's own bounds: a service that never answers it is cut
+/// by `--timeout`, and a plan the size of memory fails at the answer's bound.
+#[test]
+fn the_plan_is_asked_for_within_the_loops_bounds() {
+    let (_listener, silent) = silent_server();
+    let (code, report, stderr) = run_against(&silent, &["--plan", "--timeout", "1"]);
+    assert_eq!(code, Some(1), "{report}\n{stderr}");
+    assert_eq!(report["termination_reason"], "timeout", "{report}");
+    let huge = answering_service("application/json", |stream| {
+        use std::io::Write;
+        let mib = vec![b'7'; 1 << 20];
+        for _ in 0..40 {
+            stream.write_all(&mib)?;
+        }
+        Ok(())
+    });
+    let (code, report, stderr) = run_against(&huge, &["--plan"]);
+    assert_eq!(code, Some(1), "{report}\n{stderr}");
+    assert!(
+        report.to_string().contains("passed 32 MiB"),
+        "{report}\n{stderr}"
+    );
+}
+
+/// A service that redirects the step elsewhere: not followed, since the step's body holds the
+/// model's key; the step fails saying why.
+#[test]
+fn a_redirect_is_not_followed_with_the_key() {
+    let elsewhere = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    elsewhere.set_nonblocking(true).unwrap();
+    let target = format!("http://{}/steal", elsewhere.local_addr().unwrap());
+    let redirecting = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", redirecting.local_addr().unwrap());
+    std::thread::spawn(move || {
+        use std::io::{BufRead, BufReader, Write};
+        for stream in redirecting.incoming() {
+            let Ok(mut stream) = stream else { return };
+            let mut reader = BufReader::new(stream.try_clone().unwrap());
+            let mut line = String::new();
+            while reader.read_line(&mut line).unwrap_or(0) > 0 && line != "\r\n" {
+                line.clear();
+            }
+            let _ = write!(
+                stream,
+                "HTTP/1.1 307 Temporary Redirect\r\nlocation: {target}\r\ncontent-length: 0\r\nconnection: close\r\n\r\n"
+            );
+        }
+    });
+    let ws = workspace();
+    let output = Command::new(env!("CARGO_BIN_EXE_reactstep"))
+        .args([
+            "run",
+            "q",
+            "--output",
+            "json",
+            "--server",
+            &url,
+            "--workspace",
+        ])
+        .arg(ws.path())
+        .env("OPENAI_API_KEY", "sk-never-posted-elsewhere-0123456789")
+        .output()
+        .unwrap();
+    let report: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(output.status.code(), Some(1), "{report}");
+    assert!(
+        report["answer"]
+            .as_str()
+            .unwrap()
+            .starts_with("the service answered with a redirect (HTTP 307), which is not followed"),
+        "{report}"
+    );
+    assert!(
+        elsewhere.accept().is_err(),
+        "the step was posted on to the redirect's target"
+    );
+}
+
+/// A streamed thought whose step holds no whole thought leaves its line open: the action still
+/// starts a line of its own.
+#[test]
+fn a_streamed_thought_without_its_whole_ends_its_line() {
+    let url = streaming_service(|stream| {
+        use std::io::Write;
+        let step = serde_json::json!({
+            "status": "action_proposed", "thought": "",
+            "action_details": {"tool_name": "read_file", "tool_args": {"path": "src/answer.rs"},
+                "raw_action_string": "", "tool_call_id": "c1"},
+            "updated_conversation_history": [], "iterations_remaining": 0,
+        });
+        write!(
+            stream,
+            "event: thought\ndata: {{\"delta\": \"second\"}}\n\nevent: step\ndata: {step}\n\n"
+        )
+    });
+    let (_, _, stderr) = run_against(&url, &["--max-iterations", "1"]);
+    let lines: Vec<&str> = stderr.lines().collect();
+    assert!(lines.contains(&"[1] thought: second"), "{stderr}");
+    assert!(
+        lines.iter().any(|l| l.starts_with("[1] action: read_file")),
+        "{stderr}"
+    );
+}
+
+/// A body limit that would leave the answer unbounded, or no step room, is refused.
+#[test]
+fn a_body_limit_out_of_range_is_refused() {
+    for bad in ["0", "1000", "18446744073709551615", "-1", "2147483648"] {
+        let output = Command::new(env!("CARGO_BIN_EXE_reactstep"))
+            .args(["run", "q", "--server", "http://127.0.0.1:9"])
+            .arg(format!("--server-max-body-bytes={bad}"))
+            .output()
+            .unwrap();
+        assert_eq!(output.status.code(), Some(2), "{bad}");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(
+            stderr.contains("is not a number of bytes"),
+            "{bad}: {stderr}"
+        );
+    }
+}
+
+/// An answer under the byte bound that holds millions of tiny values is refused before they are
+/// built (5 million `{}` took 1.1 GB once read).
+#[test]
+fn an_answer_of_millions_of_tiny_values_is_refused() {
+    let wide = answering_service("application/json", |stream| {
+        use std::io::Write;
+        stream.write_all(
+            br#"{"status":"action_proposed","thought":"t","updated_conversation_history":["#,
+        )?;
+        let many = "{},".repeat(1 << 20);
+        for _ in 0..5 {
+            stream.write_all(many.as_bytes())?;
+        }
+        stream.write_all(b"{}]}")
+    });
+    let (code, report, stderr) = run_against(&wide, &[]);
+    assert_eq!(code, Some(1), "{report}\n{stderr}");
+    assert!(
+        report["answer"]
+            .as_str()
+            .unwrap()
+            .contains("more JSON values than an answer may hold"),
+        "{report}"
+    );
+}

@@ -178,7 +178,7 @@ pub struct LoopArgs {
     pub mcp_timeout: u64,
     /// The body limit of the service named by --server (its REACTSTEP_MAX_BODY_BYTES), when
     /// it is not the default: older observations are cut to keep each step under it.
-    #[arg(long, default_value_t = super::run::DEFAULT_MAX_REQUEST_BYTES)]
+    #[arg(long, default_value_t = super::run::DEFAULT_MAX_REQUEST_BYTES, value_parser = body_limit)]
     pub server_max_body_bytes: usize,
 }
 
@@ -216,6 +216,17 @@ fn tool_limit(text: &str) -> Result<(String, u32), String> {
         .parse()
         .map_err(|_| format!("{n} is not a number of calls"))?;
     Ok((name.trim().to_string(), n))
+}
+
+/// A body limit from 64 KiB (a step with its tools needs that much) to 1 GiB (past it, the
+/// answer's bound, four times this, would bound nothing).
+fn body_limit(text: &str) -> Result<usize, String> {
+    match text.trim().parse::<usize>() {
+        Ok(bytes) if (64 << 10..=1 << 30).contains(&bytes) => Ok(bytes),
+        _ => Err(format!(
+            "{text} is not a number of bytes from 65536 to 1073741824"
+        )),
+    }
 }
 
 /// A number of seconds from a thousandth to a day: past a day is no bound worth the name, and

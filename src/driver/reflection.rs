@@ -9,7 +9,8 @@ use serde_json::{json, Value};
 use super::observation;
 use super::report::{add_usage, record_error, Termination};
 use super::run::{add_models, keep_summary, llm_config, Driver, Next, Progress};
-use super::watcher::Watcher;
+use super::service_reply;
+use super::watcher::{Quiet, Watcher};
 
 /// Under this completeness an answer is incomplete (the service's rule).
 const RETRY_BELOW: u64 = 7;
@@ -188,17 +189,18 @@ impl Driver {
         }
         progress.task_calls += 1;
         let bytes = observation::fit(&mut body, self.settings.max_request_bytes);
-        let reply: Value = self
+        let sent = self
             .http
             .post(format!("{}{path}", self.settings.server))
             .header(reqwest::header::CONTENT_TYPE, "application/json")
             .body(bytes)
-            .send()
-            .await
-            .map_err(|e| format!("the service did not answer: {e}"))?
-            .json()
-            .await
-            .map_err(|e| format!("the service's answer is not JSON: {e}"))?;
+            .send();
+        // Bounded as a step's answer is: a plan the size of memory is no plan.
+        let bounds = service_reply::Bounds {
+            idle: None,
+            bytes: service_reply::most_bytes(self.settings.max_request_bytes),
+        };
+        let reply = service_reply::read(sent, &bounds, 0, &mut Quiet).await?;
         add_usage(&mut progress.report.token_usage, &reply["usage"]);
         keep_summary(&mut progress.report, &reply);
         match reply.get(field) {

@@ -24,6 +24,15 @@ const PLAN_PATH: &str = "execution-plan.json";
 /// The service's default body limit.
 pub const DEFAULT_MAX_REQUEST_BYTES: usize = 8 * 1024 * 1024;
 
+/// The client the loop talks to the service with. It follows no redirect: each step's body
+/// holds the model's key, which a redirect would post on to wherever it points.
+fn service_client() -> reqwest::Client {
+    reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap_or_default()
+}
+
 /// A stream's quiet spell at most, by default: four of the service's heartbeats.
 pub const DEFAULT_STREAM_IDLE: Duration = Duration::from_secs(60);
 
@@ -246,7 +255,7 @@ pub(super) enum Next {
 impl Driver {
     pub fn new(settings: LoopSettings, registry: ToolRegistry) -> Self {
         Self {
-            http: reqwest::Client::new(),
+            http: service_client(),
             settings,
             registry: tokio::sync::RwLock::new(registry),
             sources: Vec::new(),
@@ -308,6 +317,7 @@ impl Driver {
         let mut cancel = std::pin::pin!(cancel);
         let planned = tokio::select! {
             planned = self.plan_first(&session_id, &mut progress, &mut *watcher) => planned,
+            () = self.out_of_time(started) => Some((Termination::Timeout, "the loop ran out of time".into())),
             () = &mut cancel => Some((Termination::Cancelled, "the loop was cancelled".into())),
         };
         let (termination, answer) = if let Some(end) = planned {
@@ -315,16 +325,6 @@ impl Driver {
         } else {
             loop {
                 let iteration = progress.report.iterations + 1;
-                let remaining = self
-                    .settings
-                    .timeout
-                    .map(|t| t.saturating_sub(started.elapsed()));
-                let out_of_time = async {
-                    match remaining {
-                        Some(r) => tokio::time::sleep(r).await,
-                        None => std::future::pending().await,
-                    }
-                };
                 // The deadline and Ctrl-C reach the tools' runs too, not only the service's step.
                 let whole_step = async {
                     let reply = self
@@ -336,7 +336,7 @@ impl Driver {
                 };
                 let next = tokio::select! {
                     next = whole_step => next,
-                    () = out_of_time => Next::End(Termination::Timeout, "the loop ran out of time".into()),
+                    () = self.out_of_time(started) => Next::End(Termination::Timeout, "the loop ran out of time".into()),
                     () = &mut cancel => Next::End(Termination::Cancelled, "the loop was cancelled".into()),
                 };
                 if let Next::End(termination, answer) = next {
@@ -350,6 +350,15 @@ impl Driver {
         report.answer = answer;
         report.execution_time = started.elapsed().as_secs_f64();
         report
+    }
+
+    /// Completes when the loop's `--timeout`, counted from `started`, has passed; never
+    /// without one. The plan and every step are raced against it.
+    async fn out_of_time(&self, started: Instant) {
+        match self.settings.timeout {
+            Some(t) => tokio::time::sleep(t.saturating_sub(started.elapsed())).await,
+            None => std::future::pending().await,
+        }
     }
 
     /// The step, sent again (up to `STEP_RETRIES` times) while the service answers with an

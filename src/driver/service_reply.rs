@@ -41,6 +41,13 @@ pub async fn read(
         None => sent.await,
     };
     let response = sent.map_err(|e| format!("the service did not answer: {e}"))?;
+    if response.status().is_redirection() {
+        return Err(format!(
+            "the service answered with a redirect (HTTP {}), which is not followed: the request \
+             holds the model's key",
+            response.status().as_u16()
+        ));
+    }
     let streamed = response
         .headers()
         .get(reqwest::header::CONTENT_TYPE)
@@ -50,7 +57,7 @@ pub async fn read(
         return reader.events(iteration, watcher).await;
     }
     let body = reader.whole().await?;
-    serde_json::from_slice(&body).map_err(|e| format!("the service's answer is not JSON: {e}"))
+    answer_of(&body)
 }
 
 /// A response read a chunk at a time, against its deadline and its byte bound.
@@ -121,7 +128,10 @@ impl<'a> Reader<'a> {
                 self.heard();
             }
             for event in events {
-                let data: Value = serde_json::from_str(&event.data).unwrap_or(Value::Null);
+                let data = match event.event.as_deref() {
+                    Some("step" | "error") => answer_of(event.data.as_bytes())?,
+                    _ => serde_json::from_str(&event.data).unwrap_or(Value::Null),
+                };
                 let text = |field: &str| data[field].as_str().unwrap_or_default().to_string();
                 match event.event.as_deref() {
                     Some("thought") => watcher.thought_piece(iteration, &text("delta")),
@@ -133,6 +143,17 @@ impl<'a> Reader<'a> {
         }
         Err("the service's stream ended without the step".into())
     }
+}
+
+/// The most JSON values an answer may hold. The service takes a history of at most 100,000
+/// values in its calls and results; an answer echoes it with its turns' own fields and adds a
+/// turn. Past this, an answer of a few MiB would take gigabytes once read.
+const MOST_VALUES: usize = 1_000_000;
+
+/// An answer's JSON, read within [`MOST_VALUES`].
+fn answer_of(bytes: &[u8]) -> Result<Value, String> {
+    crate::json::from_slice_within(bytes, MOST_VALUES)
+        .map_err(|e| format!("the service's answer is not JSON an answer can be: {e}"))
 }
 
 /// Why a stream was given up: no whole event or heartbeat within `idle`.

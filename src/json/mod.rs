@@ -5,6 +5,8 @@
 //! strings for an escape. Here strings go through [`escape::write_str`], a word at a time; numbers,
 //! booleans, nulls and unusual map keys are still written by serde_json itself.
 
+mod counted;
+pub use counted::from_slice_within;
 mod escape;
 pub use escape::{write_escaped, write_str};
 mod key;
