@@ -126,7 +126,9 @@ mod tests {
         let wide = format!("[{}{{}}]", "{},".repeat(2_000_000));
         let refused = from_slice_within(wide.as_bytes(), 1_000);
         assert!(
-            refused.as_ref().is_err_and(|e| e.contains("more JSON values than")),
+            refused
+                .as_ref()
+                .is_err_and(|e| e.contains("more JSON values than")),
             "{refused:?}"
         );
         assert!(from_slice_within(b"[1] x", 10).is_err(), "trailing text");
