@@ -10,6 +10,7 @@ use std::process::Command;
 
 use serde_json::Value;
 
+use support::fake_service;
 use support::swap::exchange;
 use support::workspace::workspace;
 
@@ -356,41 +357,18 @@ fn silent_server() -> (std::net::TcpListener, String) {
 /// A service that proposes a new call at every step and always says ten steps are left: the
 /// loop's own count must end it. Answers until the test ends; the number of steps it was asked.
 fn service_that_never_counts_down() -> (String, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
-    use std::io::{BufRead, BufReader, Read, Write};
     use std::sync::atomic::{AtomicUsize, Ordering};
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let url = format!("http://{}", listener.local_addr().unwrap());
     let asked = std::sync::Arc::new(AtomicUsize::new(0));
     let counted = asked.clone();
-    std::thread::spawn(move || {
-        for stream in listener.incoming() {
-            let Ok(mut stream) = stream else { return };
-            let mut reader = BufReader::new(stream.try_clone().unwrap());
-            let mut length = 0;
-            let mut line = String::new();
-            while reader.read_line(&mut line).unwrap_or(0) > 0 && line != "\r\n" {
-                let lower = line.to_ascii_lowercase();
-                if let Some(n) = lower.strip_prefix("content-length:") {
-                    length = n.trim().parse().unwrap_or(0);
-                }
-                line.clear();
-            }
-            let mut body = vec![0; length];
-            let _ = reader.read_exact(&mut body);
-            let n = counted.fetch_add(1, Ordering::SeqCst);
-            let reply = serde_json::json!({
-                "status": "action_proposed", "thought": "one more",
-                "action_details": {"tool_name": "read_file", "tool_args": {"path": format!("f{n}.txt")},
-                    "raw_action_string": "", "tool_call_id": format!("c{n}")},
-                "updated_conversation_history": [], "iterations_remaining": 10,
-            })
-            .to_string();
-            let _ = write!(
-                stream,
-                "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{reply}",
-                reply.len()
-            );
-        }
+    let url = fake_service::serve(move |stream, _| {
+        let n = counted.fetch_add(1, Ordering::SeqCst);
+        let reply = serde_json::json!({
+            "status": "action_proposed", "thought": "one more",
+            "action_details": {"tool_name": "read_file", "tool_args": {"path": format!("f{n}.txt")},
+                "raw_action_string": "", "tool_call_id": format!("c{n}")},
+            "updated_conversation_history": [], "iterations_remaining": 10,
+        });
+        fake_service::reply_json(stream, &reply)
     });
     (url, asked)
 }
@@ -689,40 +667,7 @@ fn huge_observations_are_cut_for_the_service_and_kept_whole_in_the_report() {
 /// the connection (which it writes the stream's bytes to) until `body` returns or the driver
 /// closes it.
 fn streaming_service(body: fn(&mut std::net::TcpStream) -> std::io::Result<()>) -> String {
-    answering_service("text/event-stream", body)
-}
-
-/// As [`streaming_service`], with the answer's content type `content_type`.
-fn answering_service(
-    content_type: &'static str,
-    body: fn(&mut std::net::TcpStream) -> std::io::Result<()>,
-) -> String {
-    use std::io::{BufRead, BufReader, Read, Write};
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let url = format!("http://{}", listener.local_addr().unwrap());
-    std::thread::spawn(move || {
-        for stream in listener.incoming() {
-            let Ok(mut stream) = stream else { return };
-            std::thread::spawn(move || {
-                let mut reader = BufReader::new(stream.try_clone()?);
-                let (mut length, mut line) = (0, String::new());
-                while reader.read_line(&mut line)? > 0 && line != "\r\n" {
-                    let lower = line.to_ascii_lowercase();
-                    if let Some(n) = lower.strip_prefix("content-length:") {
-                        length = n.trim().parse().unwrap_or(0);
-                    }
-                    line.clear();
-                }
-                reader.read_exact(&mut vec![0; length])?;
-                write!(
-                    stream,
-                    "HTTP/1.1 200 OK\r\ncontent-type: {content_type}\r\nconnection: close\r\n\r\n",
-                )?;
-                body(&mut stream)
-            });
-        }
-    });
-    url
+    fake_service::answering("text/event-stream", body)
 }
 
 fn run_against(url: &str, flags: &[&str]) -> (Option<i32>, Value, String) {
@@ -807,7 +752,7 @@ fn heartbeats_keep_a_stream_alive_past_the_bound() {
 /// bound instead of holding the loop or filling the driver's memory.
 #[test]
 fn an_answer_past_the_time_or_size_bounds_fails_the_step() {
-    let dribbled = answering_service("application/json", |stream| loop {
+    let dribbled = fake_service::answering("application/json", |stream| loop {
         use std::io::Write;
         stream.write_all(b" ")?;
         std::thread::sleep(std::time::Duration::from_millis(50));
@@ -828,7 +773,7 @@ fn an_answer_past_the_time_or_size_bounds_fails_the_step() {
         Ok(())
     };
     for url in [
-        answering_service("application/json", huge),
+        fake_service::answering("application/json", huge),
         streaming_service(|stream| {
             use std::io::Write;
             stream.write_all(b"data: ")?;
@@ -857,7 +802,7 @@ fn the_plan_is_asked_for_within_the_loops_bounds() {
     let (code, report, stderr) = run_against(&silent, &["--plan", "--timeout", "1"]);
     assert_eq!(code, Some(1), "{report}\n{stderr}");
     assert_eq!(report["termination_reason"], "timeout", "{report}");
-    let huge = answering_service("application/json", |stream| {
+    let huge = fake_service::answering("application/json", |stream| {
         use std::io::Write;
         let mib = vec![b'7'; 1 << 20];
         for _ in 0..40 {
@@ -880,22 +825,12 @@ fn a_redirect_is_not_followed_with_the_key() {
     let elsewhere = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     elsewhere.set_nonblocking(true).unwrap();
     let target = format!("http://{}/steal", elsewhere.local_addr().unwrap());
-    let redirecting = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let url = format!("http://{}", redirecting.local_addr().unwrap());
-    std::thread::spawn(move || {
-        use std::io::{BufRead, BufReader, Write};
-        for stream in redirecting.incoming() {
-            let Ok(mut stream) = stream else { return };
-            let mut reader = BufReader::new(stream.try_clone().unwrap());
-            let mut line = String::new();
-            while reader.read_line(&mut line).unwrap_or(0) > 0 && line != "\r\n" {
-                line.clear();
-            }
-            let _ = write!(
-                stream,
-                "HTTP/1.1 307 Temporary Redirect\r\nlocation: {target}\r\ncontent-length: 0\r\nconnection: close\r\n\r\n"
-            );
-        }
+    let url = fake_service::serve(move |stream, _| {
+        use std::io::Write;
+        write!(
+            stream,
+            "HTTP/1.1 307 Temporary Redirect\r\nlocation: {target}\r\ncontent-length: 0\r\nconnection: close\r\n\r\n"
+        )
     });
     let ws = workspace();
     let output = Command::new(env!("CARGO_BIN_EXE_reactstep"))
@@ -975,7 +910,7 @@ fn a_body_limit_out_of_range_is_refused() {
 /// built (5 million `{}` took 1.1 GB once read).
 #[test]
 fn an_answer_of_millions_of_tiny_values_is_refused() {
-    let wide = answering_service("application/json", |stream| {
+    let wide = fake_service::answering("application/json", |stream| {
         use std::io::Write;
         stream.write_all(
             br#"{"status":"action_proposed","thought":"t","updated_conversation_history":["#,

@@ -14,6 +14,7 @@
 //! - `stream_upstream`: an upstream that streams exactly as a test scripts it;
 //! - `binary`: the real `reactstep` binary as a child process;
 //! - `corpus`: the model-output corpus and how one case runs through the server;
+//! - `fake_service`: a `reactstep` service faked over a raw socket, for the driver's tests;
 //! - `postgres`: a real PostgreSQL server from the system's packages, a database per test;
 //! - `https_upstream`, `schema_bombs`, `swap`, `system_packages`, `venv`, `workspace`: what a
 //!   few tests need (an HTTPS upstream, hostile tool schemas, an atomic name exchange, programs
@@ -25,6 +26,7 @@
 pub mod app;
 pub mod binary;
 pub mod corpus;
+pub mod fake_service;
 pub mod gemini_upstream;
 pub mod https_upstream;
 pub mod postgres;
