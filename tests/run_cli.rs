@@ -671,17 +671,52 @@ fn streaming_service(body: fn(&mut std::net::TcpStream) -> std::io::Result<()>) 
 }
 
 fn run_against(url: &str, flags: &[&str]) -> (Option<i32>, Value, String) {
+    run_against_with(url, flags, &[])
+}
+
+/// As [`run_against`], with `env` set for the driver.
+fn run_against_with(
+    url: &str,
+    flags: &[&str],
+    env: &[(&str, &str)],
+) -> (Option<i32>, Value, String) {
     let ws = workspace();
     let output = Command::new(env!("CARGO_BIN_EXE_reactstep"))
         .args(["run", "q", "--output", "json", "--server", url])
         .args(flags)
         .arg("--workspace")
         .arg(ws.path())
+        .envs(env.iter().copied())
         .output()
         .unwrap();
     let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
     let report = serde_json::from_slice(&output.stdout).unwrap_or_else(|e| panic!("{e}: {stderr}"));
     (output.status.code(), report, stderr)
+}
+
+/// Asserts that each of `bad` as the value of `flag` ends `reactstep run` with exit code 2 and
+/// a message holding `says`, before any service is asked.
+fn refused_values(flag: &str, bad: &[&str], says: &str) {
+    for bad in bad {
+        let output = Command::new(env!("CARGO_BIN_EXE_reactstep"))
+            .args(["run", "q", "--server", "http://127.0.0.1:9"])
+            .arg(format!("--{flag}={bad}"))
+            .output()
+            .unwrap();
+        assert_eq!(output.status.code(), Some(2), "{bad}");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(stderr.contains(says), "{bad}: {stderr}");
+    }
+}
+
+/// Writes 40 MiB to `stream`, more than any answer may take with the default body limit.
+fn forty_mib(stream: &mut std::net::TcpStream) -> std::io::Result<()> {
+    use std::io::Write;
+    let mib = vec![b'7'; 1 << 20];
+    for _ in 0..40 {
+        stream.write_all(&mib)?;
+    }
+    Ok(())
 }
 
 /// A service whose stream dribbles a byte every 50 ms and never ends a block: the step fails
@@ -732,19 +767,11 @@ fn heartbeats_keep_a_stream_alive_past_the_bound() {
     assert_eq!(code, Some(0), "{report}\n{stderr}");
     assert_eq!(report["answer"], "42", "{report}");
     // A bound that is no positive number of seconds is refused before the loop starts.
-    for bad in ["0", "-1", "NaN", "inf", "1e20"] {
-        let output = Command::new(env!("CARGO_BIN_EXE_reactstep"))
-            .args(["run", "q", "--server", &url])
-            .arg(format!("--stream-idle-timeout={bad}"))
-            .output()
-            .unwrap();
-        assert_eq!(output.status.code(), Some(2), "{bad}");
-        let stderr = String::from_utf8_lossy(&output.stderr);
-        assert!(
-            stderr.contains("is not a number of seconds"),
-            "{bad}: {stderr}"
-        );
-    }
+    refused_values(
+        "stream-idle-timeout",
+        &["0", "-1", "NaN", "inf", "1e20"],
+        "is not a number of seconds",
+    );
 }
 
 /// A service that answers a stream request with JSON dribbled a byte at a time, or with more
@@ -764,24 +791,12 @@ fn an_answer_past_the_time_or_size_bounds_fails_the_step() {
         "the service's stream went quiet: no whole event or heartbeat within 0.5 s",
         "{report}"
     );
-    let huge = |stream: &mut std::net::TcpStream| {
-        use std::io::Write;
-        let mib = vec![b'7'; 1 << 20];
-        for _ in 0..40 {
-            stream.write_all(&mib)?;
-        }
-        Ok(())
-    };
     for url in [
-        fake_service::answering("application/json", huge),
+        fake_service::answering("application/json", forty_mib),
         streaming_service(|stream| {
             use std::io::Write;
             stream.write_all(b"data: ")?;
-            let mib = vec![b'7'; 1 << 20];
-            for _ in 0..40 {
-                stream.write_all(&mib)?;
-            }
-            Ok(())
+            forty_mib(stream)
         }),
     ] {
         let (code, report, stderr) = run_against(&url, &[]);
@@ -802,14 +817,7 @@ fn the_plan_is_asked_for_within_the_loops_bounds() {
     let (code, report, stderr) = run_against(&silent, &["--plan", "--timeout", "1"]);
     assert_eq!(code, Some(1), "{report}\n{stderr}");
     assert_eq!(report["termination_reason"], "timeout", "{report}");
-    let huge = fake_service::answering("application/json", |stream| {
-        use std::io::Write;
-        let mib = vec![b'7'; 1 << 20];
-        for _ in 0..40 {
-            stream.write_all(&mib)?;
-        }
-        Ok(())
-    });
+    let huge = fake_service::answering("application/json", forty_mib);
     let (code, report, stderr) = run_against(&huge, &["--plan"]);
     assert_eq!(code, Some(1), "{report}\n{stderr}");
     assert!(
@@ -832,23 +840,9 @@ fn a_redirect_is_not_followed_with_the_key() {
             "HTTP/1.1 307 Temporary Redirect\r\nlocation: {target}\r\ncontent-length: 0\r\nconnection: close\r\n\r\n"
         )
     });
-    let ws = workspace();
-    let output = Command::new(env!("CARGO_BIN_EXE_reactstep"))
-        .args([
-            "run",
-            "q",
-            "--output",
-            "json",
-            "--server",
-            &url,
-            "--workspace",
-        ])
-        .arg(ws.path())
-        .env("OPENAI_API_KEY", "sk-never-posted-elsewhere-0123456789")
-        .output()
-        .unwrap();
-    let report: Value = serde_json::from_slice(&output.stdout).unwrap();
-    assert_eq!(output.status.code(), Some(1), "{report}");
+    let key = ("OPENAI_API_KEY", "sk-never-posted-elsewhere-0123456789");
+    let (code, report, stderr) = run_against_with(&url, &[], &[key]);
+    assert_eq!(code, Some(1), "{report}\n{stderr}");
     assert!(
         report["answer"]
             .as_str()
@@ -891,19 +885,11 @@ fn a_streamed_thought_without_its_whole_ends_its_line() {
 /// A body limit that would leave the answer unbounded, or no step room, is refused.
 #[test]
 fn a_body_limit_out_of_range_is_refused() {
-    for bad in ["0", "1000", "18446744073709551615", "-1", "2147483648"] {
-        let output = Command::new(env!("CARGO_BIN_EXE_reactstep"))
-            .args(["run", "q", "--server", "http://127.0.0.1:9"])
-            .arg(format!("--server-max-body-bytes={bad}"))
-            .output()
-            .unwrap();
-        assert_eq!(output.status.code(), Some(2), "{bad}");
-        let stderr = String::from_utf8_lossy(&output.stderr);
-        assert!(
-            stderr.contains("is not a number of bytes"),
-            "{bad}: {stderr}"
-        );
-    }
+    refused_values(
+        "server-max-body-bytes",
+        &["0", "1000", "18446744073709551615", "-1", "2147483648"],
+        "is not a number of bytes",
+    );
 }
 
 /// An answer under the byte bound that holds millions of tiny values is refused before they are
