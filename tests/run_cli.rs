@@ -774,6 +774,31 @@ fn heartbeats_keep_a_stream_alive_past_the_bound() {
     );
 }
 
+/// A service whose stream is kept alive by heartbeats alone, for ever, and one that never
+/// answers the plan: each ends at `--step-timeout` without any `--timeout`, instead of holding
+/// the loop for ever.
+#[test]
+fn an_answer_kept_alive_without_a_step_ends_at_the_step_timeout() {
+    let url = streaming_service(|stream| loop {
+        use std::io::Write;
+        stream.write_all(b": heartbeat\n\n")?;
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    });
+    let said = "the service did not give the step's answer within 1 s (--step-timeout)";
+    let (code, report, stderr) = run_against(
+        &url,
+        &["--stream-idle-timeout", "0.5", "--step-timeout", "1"],
+    );
+    assert_eq!(code, Some(1), "{report}\n{stderr}");
+    assert_eq!(report["termination_reason"], "failure", "{report}");
+    assert_eq!(report["answer"], said, "{report}");
+    let (_listener, silent) = silent_server();
+    let (code, report, stderr) = run_against(&silent, &["--plan", "--step-timeout", "1"]);
+    assert_eq!(code, Some(1), "{report}\n{stderr}");
+    assert!(report.to_string().contains(said), "{report}\n{stderr}");
+    refused_values("step-timeout", &["0", "-1", "86401", "1.5"], "step-timeout");
+}
+
 /// A service that answers a stream request with JSON dribbled a byte at a time, or with more
 /// than any answer takes (as JSON, or as one endless line of a stream), fails the step at the
 /// bound instead of holding the loop or filling the driver's memory.

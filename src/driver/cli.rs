@@ -11,6 +11,7 @@ use clap::{Parser, ValueEnum};
 use super::approval::{ApprovalPolicy, LineApprover};
 use super::mcp::{start_servers, Endpoint, McpServer, ServerEnvironment};
 use super::memory::{self, Conversation};
+use super::service_reply::DEFAULT_STEP_CEILING;
 use super::stderr_progress::StderrProgress;
 use super::terminal::{printable, Terminal};
 use super::window;
@@ -114,6 +115,11 @@ pub struct LoopArgs {
     /// Seconds the whole loop may take.
     #[arg(long)]
     pub timeout: Option<u64>,
+    /// Seconds the service may take to answer one step (a plan, an evaluation), however alive
+    /// its stream is kept (default: the in-process service's step timeout and 30 s more; with
+    /// --server, 3,630: a reactstep service's step timeout is at most an hour).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=86_400))]
+    pub step_timeout: Option<u64>,
     /// Seconds a step's stream may go without a whole event or heartbeat (the service sends one
     /// every 15 s while the model is quiet) before the step fails.
     #[arg(long, default_value_t = 60.0, value_parser = positive_seconds)]
@@ -443,9 +449,18 @@ pub async fn build_driver(
 ) -> Result<Driver, String> {
     let config = service_config(args);
     let (token_limit, reserved) = budget(args, &config).await?;
-    let (server, max_body) = match &args.server {
-        Some(url) => (url.clone(), args.server_max_body_bytes),
-        None => start_service(config)?,
+    // The in-process service answers within its own step timeout; another, within an hour.
+    let own_ceiling = Duration::from_secs(config.step_timeout_secs + 30);
+    let (server, max_body, ceiling) = match &args.server {
+        Some(url) => (
+            url.clone(),
+            args.server_max_body_bytes,
+            DEFAULT_STEP_CEILING,
+        ),
+        None => {
+            let (url, max_body) = start_service(config)?;
+            (url, max_body, own_ceiling)
+        }
     };
     let mut settings = LoopSettings::new(&server, &args.model);
     settings.max_request_bytes = max_body;
@@ -459,6 +474,7 @@ pub async fn build_driver(
     settings.tool_limits = args.tool_limits.iter().cloned().collect();
     settings.stream = true;
     settings.stream_idle = Duration::from_secs_f64(args.stream_idle_timeout);
+    settings.step_ceiling = args.step_timeout.map_or(ceiling, Duration::from_secs);
     settings.mock_responses = match &args.mock_responses {
         Some(path) => Some(read_script(path)?),
         None => None,

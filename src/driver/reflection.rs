@@ -198,6 +198,7 @@ impl Driver {
         // Bounded as a step's answer is: a plan the size of memory is no plan.
         let bounds = service_reply::Bounds {
             idle: None,
+            whole: self.settings.step_ceiling,
             bytes: service_reply::most_bytes(self.settings.max_request_bytes),
         };
         let reply = service_reply::read(sent, &bounds, 0, &mut Quiet).await?;

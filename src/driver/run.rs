@@ -67,6 +67,9 @@ pub struct LoopSettings {
     /// The longest a step's stream may go without a whole block (an event, or the heartbeat the
     /// service sends every 15 s), its head included: past it the step fails.
     pub stream_idle: Duration,
+    /// The longest one answer of the service (a step, a plan, an evaluation) may take, however
+    /// alive its stream is kept.
+    pub step_ceiling: Duration,
     /// Calls each tool may make in the loop; a call past its limit is refused.
     pub tool_limits: BTreeMap<String, u32>,
     pub retry: RetryPolicy,
@@ -111,6 +114,7 @@ impl LoopSettings {
             mock_responses: None,
             stream: false,
             stream_idle: DEFAULT_STREAM_IDLE,
+            step_ceiling: service_reply::DEFAULT_STEP_CEILING,
             tool_limits: BTreeMap::new(),
             retry: RetryPolicy::default(),
             max_request_bytes: DEFAULT_MAX_REQUEST_BYTES,
@@ -449,6 +453,7 @@ impl Driver {
             .send();
         let bounds = service_reply::Bounds {
             idle: s.stream.then_some(s.stream_idle),
+            whole: s.step_ceiling,
             bytes: service_reply::most_bytes(s.max_request_bytes),
         };
         service_reply::read(sent, &bounds, iteration, watcher).await

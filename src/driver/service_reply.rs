@@ -12,11 +12,17 @@ use super::watcher::Watcher;
 use crate::llm::sse::SseDecoder;
 
 /// How long a stream may go without a whole block (none: a plain answer, which comes with the
-/// step), and the most bytes the answer may take.
+/// step), how long the whole answer may take, and the most bytes it may take.
 pub struct Bounds {
     pub idle: Option<Duration>,
+    /// A stream kept alive by heartbeats alone, or a plain answer never given, ends here.
+    pub whole: Duration,
     pub bytes: usize,
 }
+
+/// The longest a step's answer takes from a `reactstep` service by default: its own step
+/// timeout (`REACTSTEP_STEP_TIMEOUT_SECS`) is at most an hour, and the answer follows at once.
+pub const DEFAULT_STEP_CEILING: Duration = Duration::from_secs(3600 + 30);
 
 /// The most an answer may take, with requests of at most `max_request_bytes`: it echoes the
 /// history it was sent and adds a turn (its text at most 1 MiB), and a stream sends the thought
@@ -28,6 +34,23 @@ pub fn most_bytes(max_request_bytes: usize) -> usize {
 /// The answer to the request `sent`: the step (or the service's error) as the plain endpoint
 /// gives it, or why there was none.
 pub async fn read(
+    sent: impl std::future::Future<Output = reqwest::Result<reqwest::Response>>,
+    bounds: &Bounds,
+    iteration: u32,
+    watcher: &mut dyn Watcher,
+) -> Result<Value, String> {
+    tokio::time::timeout(bounds.whole, read_within(sent, bounds, iteration, watcher))
+        .await
+        .unwrap_or_else(|_| {
+            Err(format!(
+                "the service did not give the step's answer within {} s (--step-timeout)",
+                bounds.whole.as_secs_f64()
+            ))
+        })
+}
+
+/// [`read`] within every bound but the whole answer's.
+async fn read_within(
     sent: impl std::future::Future<Output = reqwest::Result<reqwest::Response>>,
     bounds: &Bounds,
     iteration: u32,
