@@ -335,6 +335,52 @@ fn headers_and_a_token_reach_the_server_and_never_the_report() {
     let (code, report, err) = run(&script(&[]), &wrong, &[], "");
     assert_eq!(code, 2, "{report}\n{err}");
     assert!(!err.contains("red-team-secret"), "{err}");
+
+    // A header's value taken from a variable, off the command line: it reaches the server, and
+    // neither output holds it.
+    let keyed = HttpServer::start(&["--require-header", "X-Api-Key=k3y-from-the-environment"]);
+    let by_variable = |variable: &str| {
+        [
+            "--mcp-url".to_string(),
+            keyed.url.clone(),
+            "--mcp-header-env".into(),
+            format!("X-Api-Key: {variable}"),
+        ]
+    };
+    let env = [("SEARCH_API_KEY", "k3y-from-the-environment")];
+    let (code, report, err) = run(
+        &script(&["add(a=3, b=3)"]),
+        &by_variable("SEARCH_API_KEY"),
+        &env,
+        "",
+    );
+    assert_eq!(code, 0, "{report}\n{err}");
+    assert_eq!(observation(&report, 0), r#"{"sum":6}"#);
+    assert!(!report.to_string().contains("k3y-from") && !err.contains("k3y-from"));
+    // An unset variable stops the run before any server is asked, named; a token pasted where
+    // the name goes is not echoed.
+    let (code, _, err) = run(&script(&[]), &by_variable("UNSET_API_KEY"), &[], "");
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("--mcp-header-env names UNSET_API_KEY, which is not set"),
+        "{err}"
+    );
+    let (code, _, err) = run(&script(&[]), &by_variable("sk-pasted-token-0123"), &[], "");
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("not shown") && !err.contains("sk-pasted"),
+        "{err}"
+    );
+    // So is a pasted token given to --mcp-token-env.
+    let pasted = [
+        "--mcp-url".to_string(),
+        keyed.url.clone(),
+        "--mcp-token-env".into(),
+        "ghp_pasted0123".into(),
+    ];
+    let (code, _, err) = run(&script(&[]), &pasted, &[], "");
+    assert_eq!(code, 2, "{err}");
+    assert!(!err.contains("ghp_pasted"), "{err}");
 }
 
 /// What a browser's GET over plain HTTP on loopback was answered: the status line, the

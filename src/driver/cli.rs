@@ -9,7 +9,7 @@ use std::time::Duration;
 use clap::{Parser, ValueEnum};
 
 use super::approval::{ApprovalPolicy, LineApprover};
-use super::mcp::{start_servers, Endpoint, McpServer, ServerEnvironment};
+use super::mcp::{start_servers, unset_variable, Endpoint, McpServer, ServerEnvironment};
 use super::memory::{self, Conversation};
 use super::service_reply::DEFAULT_STEP_CEILING;
 use super::stderr_progress::StderrProgress;
@@ -156,9 +156,14 @@ pub struct LoopArgs {
     /// An MCP server to reach over streamable HTTP (repeatable), e.g. "https://host/mcp".
     #[arg(long = "mcp-url")]
     pub mcp_urls: Vec<String>,
-    /// A header sent to every --mcp-url server (repeatable), as "Name: value".
+    /// A header sent to every --mcp-url server (repeatable), as "Name: value". Every local
+    /// user sees a command line: give a secret with --mcp-header-env.
     #[arg(long = "mcp-header")]
     pub mcp_headers: Vec<String>,
+    /// A header sent to every --mcp-url server with the value a variable holds (repeatable), as
+    /// "Name: VARIABLE", e.g. "X-Api-Key: SEARCH_API_KEY"; the value is never printed.
+    #[arg(long = "mcp-header-env")]
+    pub mcp_header_envs: Vec<String>,
     /// The variable holding a bearer token sent to every --mcp-url server (never printed).
     #[arg(long)]
     pub mcp_token_env: Option<String>,
@@ -393,12 +398,17 @@ pub async fn start_tools(
 /// The MCP servers named: `--mcp` command lines first, then `--mcp-url`s with the headers and
 /// token every one of them is sent.
 pub(crate) fn endpoints(args: &LoopArgs) -> Result<Vec<Endpoint>, String> {
+    let lookup = |name: &str| std::env::var(name).ok();
     let token = match &args.mcp_token_env {
-        Some(variable) => Some(std::env::var(variable).map_err(|_| {
-            format!("--mcp-token-env names {variable}, which is not set (or not UTF-8)")
-        })?),
+        Some(variable) => {
+            Some(lookup(variable).ok_or_else(|| unset_variable("--mcp-token-env", variable))?)
+        }
         None => None,
     };
+    let mut headers = args.mcp_headers.clone();
+    for named in &args.mcp_header_envs {
+        headers.push(header_from_variable(named, lookup)?);
+    }
     let env = ServerEnvironment::from_process(&args.mcp_env)?;
     let commands = args.mcp.iter().map(|line| {
         Ok(Endpoint::Command {
@@ -409,8 +419,22 @@ pub(crate) fn endpoints(args: &LoopArgs) -> Result<Vec<Endpoint>, String> {
     let urls = args
         .mcp_urls
         .iter()
-        .map(|url| Endpoint::url(url, &args.mcp_headers, token.clone()));
+        .map(|url| Endpoint::url(url, &headers, token.clone()));
     commands.chain(urls).collect()
+}
+
+/// `--mcp-header-env "Name: VARIABLE"` as the header `Name: <what VARIABLE holds>`.
+fn header_from_variable(
+    named: &str,
+    lookup: impl Fn(&str) -> Option<String>,
+) -> Result<String, String> {
+    let flag = "--mcp-header-env";
+    let (name, variable) = named
+        .split_once(':')
+        .ok_or_else(|| format!("an {flag} must be `Name: VARIABLE`; one has no colon"))?;
+    let variable = variable.trim();
+    let value = lookup(variable).ok_or_else(|| unset_variable(flag, variable))?;
+    Ok(format!("{name}: {value}"))
 }
 
 /// The loop itself, once the tools are in place.

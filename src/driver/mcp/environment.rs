@@ -103,14 +103,22 @@ impl ServerEnvironment {
 /// Why a name cannot be passed. The name is shown only when it is written as variables' names
 /// are (capitals, digits, `_`): `--mcp-env $GITHUB_TOKEN` passes the token itself as a name.
 fn not_set(name: &str) -> String {
+    unset_variable("--mcp-env", name)
+}
+
+/// Why `flag`'s variable `name` gives nothing: shown by name only when it is written as
+/// variables' names are (capitals, digits, `_`), since a flag given `$TOKEN` by mistake names
+/// the token itself.
+pub fn unset_variable(flag: &str, name: &str) -> String {
     let conventional = name
         .chars()
         .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_');
     match conventional {
-        true => format!("--mcp-env names {name}, which is not set in the environment"),
-        false => "--mcp-env names a variable that is not set in the environment (not shown: \
-                  it is not written as a variable's name, and may be a secret)"
-            .into(),
+        true => format!("{flag} names {name}, which is not set in the environment (or not UTF-8)"),
+        false => format!(
+            "{flag} names a variable that is not set in the environment (not shown: it is not \
+             written as a variable's name, and may be a secret)"
+        ),
     }
 }
 

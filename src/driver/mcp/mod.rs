@@ -19,6 +19,6 @@ mod servers;
 mod tool;
 
 pub use endpoint::Endpoint;
-pub use environment::ServerEnvironment;
+pub use environment::{unset_variable, ServerEnvironment};
 pub use server::{Listed, McpServer};
 pub use servers::start_servers;
