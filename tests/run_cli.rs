@@ -136,15 +136,61 @@ fn nothing_outside_the_workspace_is_read_and_the_model_is_told() {
     assert_eq!(report["error_history"].as_array().unwrap().len(), 2);
 }
 
+/// The same call again and again: the service's loop guard tells the model at the fourth step
+/// (the driver shows its warning), and refuses the sixth call, which ends the loop as stalled.
+/// The driver's own count of calls in a row does not cut the guard short.
 #[test]
-fn the_same_call_three_times_in_a_row_is_a_stalled_loop() {
+fn the_same_call_again_and_again_is_warned_of_then_stopped_by_the_loop_guard() {
     let ws = workspace();
     let call = "Thought: again\nAction: list_directory(path=\"src\")";
-    let script = [call, call, call, "Final Answer: never"].join("\n---\n");
-    let (code, report) = json_run(ws.path(), &script, &[]);
-    assert_eq!(code, 1);
-    assert_eq!(report["termination_reason"], "stalled");
-    assert_eq!(report["iterations"], 3);
+    let script = [call; 8].join("\n---\n");
+    let (code, out, err) = run(ws.path(), &script, &["--output", "json"]);
+    let report: Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"));
+    assert_eq!(code, 1, "{err}");
+    assert_eq!(report["termination_reason"], "stalled", "{report}");
+    assert_eq!(report["iterations"], 6, "{report}");
+    assert!(
+        report["answer"]
+            .as_str()
+            .unwrap()
+            .starts_with("loop_detected"),
+        "{report}"
+    );
+    let warned: Vec<&str> = err
+        .lines()
+        .filter(|l| l.contains("warning: loop guard"))
+        .collect();
+    assert_eq!(warned.len(), 2, "{err}");
+    assert!(
+        warned[0].starts_with("[4] warning: loop guard: the model called list_directory"),
+        "{err}"
+    );
+    // The step the guard stopped ends its thought's line: the error starts its own.
+    assert!(err.lines().any(|l| l == "[6] thought: again"), "{err}");
+}
+
+/// A service without a loop guard (or one set past it) that proposes the same call again and
+/// again: the driver's own count ends the loop at the sixth call in a row, which is not run.
+#[test]
+fn the_same_call_six_times_in_a_row_from_a_service_without_a_guard_is_a_stalled_loop() {
+    let url = fake_service::serve(|stream, _| {
+        let reply = serde_json::json!({
+            "status": "action_proposed", "thought": "same again",
+            "action_details": {"tool_name": "list_directory", "tool_args": {"path": "src"},
+                "raw_action_string": "", "tool_call_id": "c"},
+            "updated_conversation_history": [], "iterations_remaining": 10,
+        });
+        fake_service::reply_json(stream, &reply)
+    });
+    let (code, report, stderr) = run_against(&url, &["--max-iterations", "20"]);
+    assert_eq!(code, Some(1), "{report}\n{stderr}");
+    assert_eq!(report["termination_reason"], "stalled", "{report}");
+    assert_eq!(report["iterations"], 6, "{report}");
+    assert_eq!(
+        report["answer"],
+        "the model called list_directory with the same arguments 6 times in a row"
+    );
+    assert_eq!(report["tool_usage"]["list_directory"], 5, "{report}");
 }
 
 #[test]

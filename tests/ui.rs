@@ -437,6 +437,39 @@ async fn a_task_streams_its_plan_thoughts_steps_context_evaluation_and_answer_on
     );
 }
 
+/// The service's warnings reach the page on their step's card: the loop guard's, when the
+/// model calls the same tool with the same arguments a fourth time.
+#[tokio::test]
+async fn the_loop_guards_warning_is_shown_on_its_steps_card() {
+    let ws = workspace();
+    let call = "Thought: again\nAction: list_directory(path=\".\")";
+    let script = [call, call, call, call, "Final Answer: done"].join("\n---\n");
+    let ui = start_ui(ws.path(), Some(&script), &["--approve", "none"]).await;
+    let browser = browser().await;
+    browser.open(&ui).await;
+    browser.type_task("List it.").await;
+    browser
+        .until("the answer", "return document.querySelector('.answer')")
+        .await;
+    let warning = browser
+        .text(".card[data-iteration='4'] .note.warning")
+        .await;
+    assert!(
+        warning.starts_with(
+            "loop guard: the model called list_directory with the same arguments 3 times"
+        ),
+        "{warning}"
+    );
+    // Told again at the step after it (the history then holds four), and never before.
+    assert_eq!(browser.count(".note.warning").await, 2);
+    assert_eq!(
+        browser
+            .count(".card[data-iteration='5'] .note.warning")
+            .await,
+        1
+    );
+}
+
 #[tokio::test]
 async fn an_empty_task_is_said_to_be_empty_and_runs_nothing() {
     let ws = workspace();

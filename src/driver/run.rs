@@ -104,7 +104,7 @@ impl LoopSettings {
             fallbacks: Vec::new(),
             final_answer_schema: None,
             max_iterations: 10,
-            stall_threshold: 3,
+            stall_threshold: 6,
             failure_phrases: vec![
                 "i cannot complete".into(),
                 "i can't complete".into(),
@@ -482,6 +482,12 @@ impl Driver {
         let thought = reply["thought"].as_str().unwrap_or_default().to_string();
         if !thought.is_empty() {
             watcher.thought(iteration, &thought);
+        }
+        // After the thought, whose streamed line it ends.
+        for warning in reply["warnings"].as_array().into_iter().flatten() {
+            if let Some(text) = warning.as_str() {
+                watcher.warning(iteration, text);
+            }
         }
         match reply["status"].as_str() {
             Some("direct_response_provided") => {

@@ -45,6 +45,14 @@ impl StderrProgress {
     }
 }
 
+/// A step that ends the loop with an error (or Ctrl-C) mid-thought: what is printed after the
+/// loop starts its own line.
+impl Drop for StderrProgress {
+    fn drop(&mut self) {
+        self.end_streamed_line();
+    }
+}
+
 /// `text` made printable, each line after the first indented: a model's thought, a tool's name
 /// or a service's reason cannot print a line that passes for one of the loop's own
 /// (`[1] approval: … approved`).
@@ -54,6 +62,8 @@ fn shown(text: &str) -> String {
 
 /// Characters of an observation's first line shown.
 const OBSERVATION_SHOWN: usize = 160;
+/// A warning of the service's is read whole: its longest (the loop guard's) is about 200 bytes.
+const WARNING_SHOWN: usize = 400;
 /// Characters of a call's arguments shown: they may be a whole file.
 const ARGUMENTS_SHOWN: usize = 500;
 
@@ -108,6 +118,12 @@ impl Watcher for StderrProgress {
             shortened(reason, OBSERVATION_SHOWN)
         );
         self.line(&format!("[{iteration}] repair:"), "\x1b[35m", &said);
+    }
+
+    fn warning(&mut self, iteration: u32, text: &str) {
+        self.end_streamed_line();
+        let said = shortened(text, WARNING_SHOWN);
+        self.line(&format!("[{iteration}] warning:"), "\x1b[33m", &said);
     }
 
     fn retrying(&mut self, iteration: u32, why: &str, wait: std::time::Duration) {

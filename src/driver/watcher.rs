@@ -25,6 +25,9 @@ pub trait Watcher {
     fn tools_changed(&mut self, _note: &str) {}
     /// A call was asked about, and this was decided.
     fn approval(&mut self, _iteration: u32, _tool: &str, _decision: &Decision) {}
+    /// One of the step's `warnings`: what the service says the step did that the caller should
+    /// know (its loop guard told the model it repeats itself, a field meant nothing …).
+    fn warning(&mut self, _iteration: u32, _text: &str) {}
     /// The step's `context_report`: what the service included, cut and dropped to fit.
     fn context(&mut self, _iteration: u32, _report: &Value) {}
     /// The plan the loop follows (`--plan`), first made or adjusted after an observation.

@@ -61,8 +61,9 @@ export interface LoopOptions {
   maxIterations?: number;
   /**
    * The same call (tool and arguments) this many times in a row ends the loop as `stalled`
-   * (default 3). The service's loop guard (`request.react.loop_guard`) ends it as `stalled` too,
-   * with its `loop_detected` error in `errors`.
+   * (default 6). The service's loop guard (`request.react.loop_guard`) acts first: it warns the
+   * model at the third such call and refuses the sixth, ending the loop as `stalled` with its
+   * `loop_detected` error in `errors`; this count is the backstop for a guard set off or higher.
    */
   stallThreshold?: number;
   /** An answer holding one of these (case aside) ends the loop as `failure`. */
@@ -739,7 +740,7 @@ class Loop {
     const key = `${call.tool_name}\u0000${JSON.stringify(call.tool_args)}`;
     const count = this.lastCall?.key === key ? this.lastCall.count + 1 : 1;
     this.lastCall = { key, count };
-    const threshold = Math.max(1, this.options.stallThreshold ?? 3);
+    const threshold = Math.max(1, this.options.stallThreshold ?? 6);
     return count >= threshold
       ? `the model called ${call.tool_name} with the same arguments ${count} times in a row`
       : undefined;

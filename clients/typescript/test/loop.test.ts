@@ -154,7 +154,13 @@ describe("runLoop", () => {
   test("the same call three times in a row is a stalled loop", async () => {
     const { calls, tools } = workspace();
     const same = "Thought: Again.\nAction: search(query='login')";
-    const result = await client.runLoop({ question: "Loop", tools, llmConfig, mockResponses: [same, same, same, same] });
+    const result = await client.runLoop({
+      question: "Loop",
+      tools,
+      llmConfig,
+      stallThreshold: 3,
+      mockResponses: [same, same, same, same],
+    });
     assert.equal(result.terminationReason, "stalled");
     assert.equal(result.success, false);
     assert.equal(result.iterations, 3);
@@ -170,7 +176,8 @@ describe("runLoop", () => {
         tools,
         llmConfig,
         stream,
-        stallThreshold: 100,
+        // By default the guard acts before the client's own count.
+        ...(stream ? { stallThreshold: 100 } : {}),
         mockResponses: Array<string>(8).fill(same),
       });
       assert.equal(result.terminationReason, "stalled", result.answer);

@@ -62,6 +62,10 @@ impl Watcher for PageWatcher {
         self.send(json!({"type": "repair", "iteration": iteration, "reason": reason}));
     }
 
+    fn warning(&mut self, iteration: u32, text: &str) {
+        self.send(json!({"type": "warning", "iteration": iteration, "text": text}));
+    }
+
     fn action(&mut self, iteration: u32, tool: &str, args: &Value) {
         self.send(json!({"type": "action", "iteration": iteration, "tool": tool, "args": args}));
     }

@@ -257,9 +257,11 @@ class LoopOptions:
     """The keys of ``llm_config.fallbacks``, by provider (``user_api_keys.providerKeys``)."""
     max_iterations: int = 10
     """Steps at most; the last one asks the model to answer."""
-    stall_threshold: int = 3
-    """The same call (tool and arguments) this many times in a row ends the loop as ``stalled``;
-    the service's loop guard (422 ``loop_detected``) ends it as ``stalled`` too."""
+    stall_threshold: int = 6
+    """The same call (tool and arguments) this many times in a row ends the loop as ``stalled``.
+    The service's loop guard acts first: it warns the model at the third such call and refuses the
+    sixth (422 ``loop_detected``), which ends the loop as ``stalled`` too; this count is the
+    backstop for a guard set off or higher."""
     failure_phrases: Sequence[str] = DEFAULT_FAILURE_PHRASES
     """An answer holding one of these (case aside) ends the loop as ``failure``."""
     on_event: Callable[[LoopEvent], None] | None = None

@@ -1,5 +1,5 @@
 // reactstep ui: the page. It posts a task to api/run and reads the run's events back, one JSON
-// object a line, as the loop's Watcher sends them: waiting, thought_piece, repair, thought,
+// object a line, as the loop's Watcher sends them: waiting, thought_piece, repair, warning, thought,
 // context, action, approval_request, approval, observation, step, plan, evaluation, tools_changed, end.
 // Plain script, no framework, no other site: every path is relative, so an editor's webview
 // can embed the page.
@@ -206,6 +206,8 @@
       step: step,
       plan: plan,
       evaluation: evaluation,
+      // What the service says the step did that the watcher should know (the loop guard's).
+      warning: (e) => card(e.iteration).root.append(el('div', 'note warning', e.text)),
       tools_changed: (e) => run.root.append(el('div', 'note', e.text)),
       session: (e) => run.root.append(el('div', 'note', e.earlier_turns
         ? 'continuing the session ' + e.name + ' (' + e.earlier_turns + ' earlier turns)'
