@@ -154,6 +154,37 @@ async fn a_result_whose_call_was_left_out_becomes_a_plain_observation() {
     }
 }
 
+/// A result under an id no open call has (a client's slip) while calls are still open: it goes
+/// after the results of those calls, which a user message between would break (a 400 on both
+/// wires, which the strict mock answers as they do).
+#[tokio::test]
+async fn a_result_naming_no_open_call_goes_after_the_open_calls_results() {
+    let mut slipped = history(true, true);
+    slipped[2]["tool_call_id"] = json!("call_WRONG");
+    for (model, anthropic) in [("gpt-4o", false), ("claude-sonnet-4-5", true)] {
+        let (status, body, sent) = sent_after(model, anthropic, slipped.clone(), "").await;
+        assert_eq!(status, 200, "{model}: {body}");
+        let text = sent["messages"].to_string();
+        let placeholder = text.find("no result: the client sent none").unwrap();
+        let failed = text.find("ENOENT").unwrap();
+        let stray = text
+            .find("Result of an earlier tool call: 40 lines")
+            .unwrap();
+        assert!(placeholder < stray && failed < stray, "{model}: {text}");
+    }
+    // One call, answered under another id: its placeholder comes first.
+    let single = json!([
+        {"role": "user", "content": "Read a.js"},
+        {"role": "assistant", "content": "I will read it.",
+          "toolCall": {"id": "call_A", "name": "read_file", "parameters": {"path": "a.js"}}},
+        {"role": "tool_observation", "content": "40 lines", "tool_call_id": "call_WRONG"}
+    ]);
+    for (model, anthropic) in [("gpt-4o", false), ("claude-sonnet-4-5", true)] {
+        let (status, body, _) = sent_after(model, anthropic, single.clone(), "").await;
+        assert_eq!(status, 200, "{model}: {body}");
+    }
+}
+
 /// The strict mock answering each call with the next reply.
 struct StrictLoop {
     anthropic: bool,

@@ -352,10 +352,12 @@ fn continue_the_turn(all: &mut [Costed], native: bool) {
 /// Native calls and results as both APIs require them: every call has an id, and is answered
 /// before anything else follows it (a call the client never answered gets a placeholder result);
 /// a result whose call is not in the prompt (its turn was left out, or it names no call made)
-/// becomes a plain observation from the user.
+/// becomes a plain observation from the user, after the results of the calls still open: a user
+/// message between a call and its result is a 400 on OpenAI's and Anthropic's wires.
 fn paired(messages: Vec<Costed>) -> Vec<Costed> {
     let mut out = Vec::with_capacity(messages.len() + 2);
     let mut open: Vec<String> = Vec::new();
+    let mut unpaired: Vec<Costed> = Vec::new();
     for (i, mut next) in messages.into_iter().enumerate() {
         if next.message.role == ChatRole::Tool {
             let wanted = next.message.answers.take().unwrap_or_default();
@@ -365,16 +367,19 @@ fn paired(messages: Vec<Costed>) -> Vec<Costed> {
                 open.iter().position(|id| *id == wanted)
             };
             match at {
-                Some(at) => next.message.answers = Some(open.remove(at)),
+                Some(at) => {
+                    next.message.answers = Some(open.remove(at));
+                    out.push(next);
+                }
                 None => {
                     let content = std::mem::take(&mut next.message.content);
-                    next = Costed::unknown(user(format!("{UNPAIRED_RESULT}{content}")));
+                    unpaired.push(Costed::unknown(user(format!("{UNPAIRED_RESULT}{content}"))));
                 }
             }
-            out.push(next);
             continue;
         }
         close(&mut open, &mut out);
+        out.append(&mut unpaired);
         for (j, call) in next.message.calls.iter_mut().enumerate() {
             if call.id.is_empty() {
                 call.id = format!("call_{i}_{j}");
@@ -384,6 +389,7 @@ fn paired(messages: Vec<Costed>) -> Vec<Costed> {
         out.push(next);
     }
     close(&mut open, &mut out);
+    out.append(&mut unpaired);
     out
 }
 
