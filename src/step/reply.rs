@@ -170,11 +170,36 @@ fn read(input: &StepInput, completion: &Completion) -> Option<Reading> {
         // A call written as text where the provider's tool calling was offered.
         parsed = decide::answer_as_call(parsed, &input.tools, tags);
     }
+    if !parsed.structured && !native {
+        parsed.warnings.push(parse::unstructured_warning(tags));
+    }
+
     let verdict = match completion.preamble_only && completion.calls.is_empty() {
         true => Err(PREAMBLE_ONLY.to_string()),
-        false => decide::judge(&parsed, &input.tools, &input.react),
+        false => judged(&parsed, input, completion),
     };
     Some((parsed, verdict))
+}
+
+/// The verdict on `parsed`, its thought checked as the step shows it: a reply whose thought is
+/// all reasoning (a summary, thinking, with no text before the call) has one
+/// (`finish::with_reasoning`).
+fn judged(
+    parsed: &parse::Parsed,
+    input: &StepInput,
+    completion: &Completion,
+) -> Result<(Valid, Vec<String>), String> {
+    if parsed.thought.trim().is_empty() {
+        let reasoned = completion.reasoning.text();
+        if !reasoned.trim().is_empty() {
+            let shown = parse::Parsed {
+                thought: reasoned,
+                ..parsed.clone()
+            };
+            return decide::judge(&shown, &input.tools, &input.react);
+        }
+    }
+    decide::judge(parsed, &input.tools, &input.react)
 }
 
 /// Why a reply of a preamble alone is no step: the model said it is not its answer.

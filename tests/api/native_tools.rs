@@ -195,6 +195,57 @@ async fn a_text_answer_in_native_mode_is_parsed_as_text() {
     assert_eq!(reply.body["direct_response"], "In auth.js.");
 }
 
+/// Text without a call is the provider's own way to answer in native mode: no format was missed,
+/// so no warning says one was. In text mode the same reply is warned of.
+#[tokio::test]
+async fn a_plain_answer_is_warned_of_in_text_mode_only() {
+    let plain = openai_reply("Login is handled in src/auth.js.");
+    let app = spawn_app_answering(OPENAI_PATH, 200, plain.clone()).await;
+    let reply = app.post_react_step(&native("gpt-4o", "native")).await;
+    assert_eq!(reply.status, 200, "{}", reply.text);
+    assert_eq!(
+        reply.body["direct_response"],
+        "Login is handled in src/auth.js."
+    );
+    assert_eq!(reply.body["warnings"], json!([]), "{}", reply.text);
+    let app = spawn_app_answering(OPENAI_PATH, 200, plain).await;
+    let reply = app.post_react_step(&native("gpt-4o", "text")).await;
+    assert_eq!(reply.status, 200, "{}", reply.text);
+    assert_eq!(
+        reply.body["warnings"],
+        json!([
+            "the output had no 'Action:' or 'Final Answer:'; it was taken as a direct response"
+        ])
+    );
+}
+
+/// A call whose thought is all thinking (no text before the `tool_use`) has a thought: the one
+/// the step shows. No warning says it gave none.
+#[tokio::test]
+async fn a_call_whose_thought_is_thinking_is_not_warned_of_as_thoughtless() {
+    let app = spawn_app().await;
+    let mut upstream = anthropic_tool_reply("", "read_file", json!({"path": "src/auth.js"}));
+    upstream["content"] = json!([
+        {"type": "thinking", "thinking": "The login flow should be in the auth module; I will read it.",
+         "signature": crate::support::upstream::SIGNATURE},
+        upstream["content"][1].clone(),
+    ]);
+    upstream["usage"]["input_tokens"] = json!(150);
+    mount(&app.llm, ANTHROPIC_PATH, 200, upstream).await;
+    let mut body = native("claude-sonnet-4-5", "native");
+    body["llm_config"]["reasoning_effort"] = json!("low");
+    // With thinking on, Anthropic takes no temperature but 1 (and it would be warned of).
+    body["llm_config"]["temperature"] = Value::Null;
+    let reply = app.post_react_step(&body).await;
+    assert_eq!(reply.status, 200, "{}", reply.text);
+    assert_eq!(
+        reply.body["thought"],
+        "The login flow should be in the auth module; I will read it."
+    );
+    assert_eq!(reply.body["action_details"]["tool_name"], "read_file");
+    assert_eq!(reply.body["warnings"], json!([]), "{}", reply.text);
+}
+
 #[tokio::test]
 async fn auto_mode_stays_with_text_for_compatible_servers() {
     let app = spawn_app_answering(

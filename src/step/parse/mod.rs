@@ -69,7 +69,7 @@ pub fn parse(raw: &str, tags: &Tags) -> Option<Parsed> {
         reaches_end,
     }) = read
     else {
-        return fallback(text, &found, think, tags, warnings);
+        return fallback(text, &found, think, warnings);
     };
     if others > 0 {
         warnings.push(format!(
@@ -629,13 +629,21 @@ fn without_invented_turn(answer: &str) -> &str {
     answer
 }
 
+/// What an answer read by [`fallback`] is told with (not in native mode, where text without a
+/// call is the provider's own way to answer).
+pub fn unstructured_warning(tags: &Tags) -> String {
+    format!(
+        "the output had no '{}:' or '{}:'; it was taken as a direct response",
+        tags.action, tags.final_answer
+    )
+}
+
 /// The seed's fallback: no action and no final answer, so the text is the answer.
 fn fallback(
     text: &str,
     found: &[Found],
     think: Option<String>,
-    tags: &Tags,
-    mut warnings: Vec<String>,
+    warnings: Vec<String>,
 ) -> Option<Parsed> {
     let thought = found
         .iter()
@@ -654,10 +662,6 @@ fn fallback(
     if answer.is_empty() {
         return None;
     }
-    warnings.push(format!(
-        "the output had no '{}:' or '{}:'; it was taken as a direct response",
-        tags.action, tags.final_answer
-    ));
     Some(Parsed {
         thought: if found.is_empty() {
             think.unwrap_or_default()
@@ -1147,10 +1151,11 @@ mod tests {
     }
 
     #[test]
-    fn untagged_output_falls_back_to_a_direct_response_with_a_warning() {
+    fn untagged_output_falls_back_to_a_direct_response_marked_unstructured() {
         let p = parsed("Authentication lives in auth.js.");
         assert_eq!(answer_of(&p), "Authentication lives in auth.js.");
-        assert_eq!(p.warnings.len(), 1);
+        // The step warns of it where a format was asked for (`reply::read`), not in native mode.
+        assert!(p.warnings.is_empty());
         assert!(!p.structured);
     }
 

@@ -780,7 +780,7 @@ class ReactSettings(BaseModel):
     )
     require_thought: bool | None = True
     """
-    An action with no thought gets a warning (the `<think>` text, when there is one, is the thought).
+    An action with no thought gets a warning (the `<think>` text, the thinking or the reasoning summary, when there is one, is the thought).
     """
     min_thought_chars: Annotated[int | None, Field(ge=0, le=10000)] = 0
     """

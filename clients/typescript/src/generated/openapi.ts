@@ -502,7 +502,7 @@ export interface components {
             /** @default Final Answer */
             final_answer_tag?: components["schemas"]["Tag"] | null;
             /**
-             * @description An action with no thought gets a warning (the `<think>` text, when there is one, is the thought).
+             * @description An action with no thought gets a warning (the `<think>` text, the thinking or the reasoning summary, when there is one, is the thought).
              * @default true
              */
             require_thought?: boolean | null;
