@@ -179,13 +179,14 @@ impl CompletionStream {
                         }
                         self.pending.push_back(Piece::Text(text));
                     }
-                    Some(Piece::Reasoning(text)) if !text.is_empty() => {
+                    Some(Piece::Reasoning(text)) if text.is_empty() => {}
+                    Some(piece @ (Piece::Reasoning(_) | Piece::ReasoningPart(_))) => {
                         // Checked as it streams, not once all of it was relayed to the client.
-                        self.reasoning_read += text.len();
+                        self.reasoning_read += piece.text().len();
                         let most = super::bounded::MAX_REASONING_BYTES;
                         super::bounded::fits("reasoning", self.reasoning_read, most)
                             .map_err(|e| e.into_llm(self.provider, key))?;
-                        self.pending.push_back(Piece::Reasoning(text));
+                        self.pending.push_back(piece);
                     }
                     _ => {}
                 }

@@ -43,6 +43,17 @@ pub enum Piece {
     Text(String),
     /// Reasoning the model did before it (thinking, `reasoning_content`).
     Reasoning(String),
+    /// Reasoning that begins a part of its own (a thinking block, a summary part): the step's
+    /// thought sets parts apart with a blank line, and so does what streams of it.
+    ReasoningPart(String),
+}
+
+impl Piece {
+    pub fn text(&self) -> &str {
+        match self {
+            Self::Text(text) | Self::Reasoning(text) | Self::ReasoningPart(text) => text,
+        }
+    }
 }
 
 /// A tool call whose pieces are still arriving.

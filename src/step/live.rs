@@ -39,12 +39,19 @@ pub(super) async fn stream_call(
         .await?;
     tell(live, Live::Started).await?;
     let mut parser = parse::live::LiveParser::new(&input.react.tags);
-    // Reasoning streams as thought; the written thought follows it after a blank line, as the
-    // step's `thought` joins them.
-    let mut reasoned = false;
+    // Reasoning streams as thought, its parts a blank line apart; the written thought follows it
+    // after a blank line, as the step's `thought` joins them.
+    let (mut reasoned, mut new_part) = (false, false);
     while let Some(piece) = stream.next_piece(key).await? {
+        new_part |= reasoned && matches!(piece, Piece::ReasoningPart(_));
         match piece {
-            Piece::Reasoning(text) => {
+            Piece::ReasoningPart(text) | Piece::Reasoning(text) => {
+                if text.is_empty() {
+                    continue;
+                }
+                if std::mem::take(&mut new_part) {
+                    tell(live, Live::Thought("\n\n".into())).await?;
+                }
                 reasoned = true;
                 tell(live, Live::Thought(text)).await?;
             }

@@ -362,12 +362,17 @@ async fn anthropic_thinking_streams_as_thought_and_its_signature_is_kept() {
         json!({"type": "content_block_stop", "index": 0}),
         json!({"type": "content_block_start", "index": 1, "content_block": {"type": "redacted_thinking", "data": REDACTED}}),
         json!({"type": "content_block_stop", "index": 1}),
-        json!({"type": "content_block_start", "index": 2, "content_block": {"type": "text", "text": ""}}),
-        json!({"type": "content_block_delta", "index": 2, "delta": {"type": "text_delta", "text": "Thought: reading a.js"}}),
+        // A second thinking block: its text streams a blank line after the first's.
+        json!({"type": "content_block_start", "index": 2, "content_block": {"type": "thinking", "thinking": ""}}),
+        json!({"type": "content_block_delta", "index": 2, "delta": {"type": "thinking_delta", "thinking": "Then its tests."}}),
+        json!({"type": "content_block_delta", "index": 2, "delta": {"type": "signature_delta", "signature": SIGNATURE}}),
         json!({"type": "content_block_stop", "index": 2}),
-        json!({"type": "content_block_start", "index": 3, "content_block": {"type": "tool_use", "id": "toolu_02", "name": "read_file", "input": {}}}),
-        json!({"type": "content_block_delta", "index": 3, "delta": {"type": "input_json_delta", "partial_json": "{\"path\": \"a.js\"}"}}),
+        json!({"type": "content_block_start", "index": 3, "content_block": {"type": "text", "text": ""}}),
+        json!({"type": "content_block_delta", "index": 3, "delta": {"type": "text_delta", "text": "Thought: reading a.js"}}),
         json!({"type": "content_block_stop", "index": 3}),
+        json!({"type": "content_block_start", "index": 4, "content_block": {"type": "tool_use", "id": "toolu_02", "name": "read_file", "input": {}}}),
+        json!({"type": "content_block_delta", "index": 4, "delta": {"type": "input_json_delta", "partial_json": "{\"path\": \"a.js\"}"}}),
+        json!({"type": "content_block_stop", "index": 4}),
         json!({"type": "message_delta", "delta": {"stop_reason": "tool_use", "stop_sequence": null}, "usage": {"output_tokens": 80}}),
         json!({"type": "message_stop"}),
     ];
@@ -383,6 +388,10 @@ async fn anthropic_thinking_streams_as_thought_and_its_signature_is_kept() {
     assert_eq!(streamed.status, 200);
     let thought = streamed.joined("thought");
     assert!(thought.starts_with(THINKING), "{thought}");
+    assert!(
+        thought.contains(".\n\nThen its tests.\n\nreading a.js"),
+        "{thought}"
+    );
     assert!(thought.ends_with("reading a.js"), "{thought}");
     let (name, step) = streamed.terminal();
     assert_eq!(name, "step", "{step}");

@@ -65,6 +65,14 @@ async fn step(app: &TestApp, body: &Value, mode: Mode) -> (u16, Value) {
     }
     let streamed = post_stream(app, body).await;
     let (name, event) = streamed.terminal();
+    if name == "step" {
+        // Each summary part a blank line apart, as the step's thought has them (text with no
+        // tag, a commentary message, is not streamed: the thought only begins with the stream).
+        let thought = event["thought"].as_str().unwrap();
+        let streamed = streamed.joined("thought");
+        assert!(thought.starts_with(&streamed), "{streamed:?} / {thought:?}");
+        assert!(streamed.contains(".\n\nThen."), "{streamed:?}");
+    }
     let status = match name.as_str() {
         "step" => 200,
         _ => event["error"]["status"].as_u64().unwrap_or(500) as u16,

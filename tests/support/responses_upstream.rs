@@ -230,7 +230,8 @@ impl ResponsesModel {
         let rs = format!("rs_{n}");
         let follows = after[0]["id"].as_str().unwrap().to_string();
         let mut items = vec![json!({"type": "reasoning", "id": rs,
-            "summary": [{"type": "summary_text", "text": format!("Reasoning {n}.")}],
+            "summary": [{"type": "summary_text", "text": format!("Reasoning {n}.")},
+                        {"type": "summary_text", "text": "Then."}],
             "encrypted_content": sealed(model, &rs, &follows)})];
         items.append(&mut after);
         let mut issued = self.issued.lock().unwrap();
@@ -256,6 +257,45 @@ fn response(n: usize, model: &str, output: &[Value], status: &str) -> Value {
                   "total_tokens": 1060 + n}})
 }
 
+/// A reasoning item's summary streamed as the API streams it: each part added, its text, done.
+fn summary_events(id: &Value, index: usize, summary: &Value) -> Vec<Value> {
+    let at = |kind: &str, part: usize| json!({"type": kind, "item_id": id, "output_index": index, "summary_index": part});
+    let mut events = Vec::new();
+    for (part, text) in summary.as_array().unwrap().iter().enumerate() {
+        let empty = json!({"type": "summary_text", "text": ""});
+        events.push(with(
+            at("response.reasoning_summary_part.added", part),
+            "part",
+            empty,
+        ));
+        let delta = text["text"].clone();
+        events.push(with(
+            at("response.reasoning_summary_text.delta", part),
+            "delta",
+            delta,
+        ));
+        let whole = text["text"].clone();
+        events.push(with(
+            at("response.reasoning_summary_text.done", part),
+            "text",
+            whole,
+        ));
+        let done = text.clone();
+        events.push(with(
+            at("response.reasoning_summary_part.done", part),
+            "part",
+            done,
+        ));
+    }
+    events
+}
+
+/// `event` with `field` set to `value`.
+fn with(mut event: Value, field: &str, value: Value) -> Value {
+    event[field] = value;
+    event
+}
+
 /// The reply streamed: created, each item added, its deltas and done, completed.
 fn streamed(n: usize, model: &str, output: &[Value]) -> String {
     let mut events = vec![json!({"type": "response.created",
@@ -275,9 +315,7 @@ fn streamed(n: usize, model: &str, output: &[Value]) -> String {
         );
         let id = &item["id"];
         match item["type"].as_str().unwrap() {
-            "reasoning" => events.push(json!({"type": "response.reasoning_summary_text.delta",
-                "item_id": id, "output_index": index, "summary_index": 0,
-                "delta": item["summary"][0]["text"]})),
+            "reasoning" => events.extend(summary_events(id, index, &item["summary"])),
             "message" => {
                 let text = item["content"][0]["text"].as_str().unwrap();
                 let (a, b) = text.split_at(text.len() / 2);

@@ -33,7 +33,7 @@ impl StreamDecoder for EventDecoder {
                     signature: String::new(),
                 };
                 sofar.thinking_block(index, block)?;
-                return Ok(Some(Piece::Reasoning(thinking)));
+                return Ok(Some(Piece::ReasoningPart(thinking)));
             }
             Event::ContentBlockStart {
                 index,

@@ -47,6 +47,9 @@ impl StreamDecoder for EventDecoder {
                 Ok(event.delta.map(Piece::Text))
             }
             "response.reasoning_summary_text.delta" => Ok(event.delta.map(Piece::Reasoning)),
+            "response.reasoning_summary_part.added" => {
+                Ok(Some(Piece::ReasoningPart(String::new())))
+            }
             "response.output_item.done" => {
                 let item = event.item.ok_or_else(|| missing("item"))?;
                 self.items += 1;
