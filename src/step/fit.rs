@@ -439,10 +439,10 @@ fn foreign_states(input: &StepInput) -> Vec<String> {
 
 fn budget_warnings(fitted: &budget::Fitted, excluded: &[Excluded]) -> Vec<String> {
     let mut warnings = Vec::new();
-    if fitted.omitted_turns > 0 {
+    if fitted.left_out() > 0 {
         warnings.push(format!(
             "{} oldest conversation turn(s) did not fit in the token budget and were left out of the prompt (see context_report)",
-            fitted.omitted_turns
+            fitted.left_out()
         ));
     }
     if fitted.truncated_items > 0 {

@@ -125,7 +125,10 @@ pub struct Fitted {
     messages_tokens: u32,
     /// Tokens of the history turns sent.
     history_tokens: u32,
+    /// The turns before the first of the run kept (the task among them when it is pinned).
     pub omitted_turns: usize,
+    /// The task is sent before the run of turns kept, the turns between them left out.
+    task_pinned: bool,
     pub dropped_items: usize,
     pub truncated_items: usize,
     omission_reserve: u32,
@@ -171,9 +174,13 @@ struct KeptTurns {
     sent: Vec<SentTurn>,
     /// Whether the line standing for omitted turns has its room.
     omission_fits: bool,
+    /// The task (its index and the turn), sent before the kept turns when it is older than
+    /// them.
+    task: Option<(usize, SentTurn)>,
 }
 
 /// A turn as it is sent, with its tokens (framing included).
+#[derive(Clone)]
 struct SentTurn {
     message: ChatMessage,
     tokens: u32,
@@ -202,6 +209,10 @@ struct Mandatory {
     /// The latest turn, when it must be sent (an observation, or the turn there is no query
     /// after).
     latest: Option<SentTurn>,
+    /// The task, when the step asks nothing new: the last user turn before the latest (its
+    /// index and the turn as sent). However many turns after it are left out, the model is
+    /// still told what it is doing.
+    task: Option<(usize, SentTurn)>,
     /// History turns that may be left out.
     optional_turns: usize,
     total: u32,
@@ -227,6 +238,11 @@ fn mandatory(counter: &TokenCounter, c: &Candidates<'_>) -> Mandatory {
         .last()
         .filter(|_| latest_is_mandatory)
         .and_then(|_| sent_turn(counter, c, c.history.len() - 1, u32::MAX));
+    let task = if query.is_empty() {
+        task_turn(counter, c, optional_turns)
+    } else {
+        None
+    };
     // The turns that keep roles alternating may be needed whenever there is history.
     let fillers = if c.history.is_empty() {
         0
@@ -239,14 +255,29 @@ fn mandatory(counter: &TokenCounter, c: &Candidates<'_>) -> Mandatory {
         + query_tokens
         + notice_tokens
         + latest.as_ref().map_or(0, |t| t.tokens)
+        + task.as_ref().map_or(0, |(_, t)| t.tokens)
         + fillers;
     Mandatory {
         head_tokens,
         heading_tokens,
         latest,
+        task,
         optional_turns,
         total,
     }
+}
+
+/// The last user turn with something in it among the first `optional_turns`: a loop's task,
+/// sent once as its query and carried in the history after that.
+fn task_turn(
+    counter: &TokenCounter,
+    c: &Candidates<'_>,
+    optional_turns: usize,
+) -> Option<(usize, SentTurn)> {
+    let at = c.history[..optional_turns]
+        .iter()
+        .rposition(|t| t.role == Role::User && !t.content.trim().is_empty())?;
+    sent_turn(counter, c, at, u32::MAX).map(|turn| (at, turn))
 }
 
 /// One choice within `limit`; the report states `budget`.
@@ -277,11 +308,17 @@ fn fit_within(
     let changing: Vec<&str> = changing.iter().map(|(b, _, _)| b.as_str()).collect();
     let tail = step_tail(&changing, c.query.trim(), c.notice);
 
-    let mut turns: Vec<Costed> = Vec::with_capacity(chosen.turns.sent.len() + 1);
+    let mut turns: Vec<Costed> = Vec::with_capacity(chosen.turns.sent.len() + 2);
     // Sized once: a fate for every turn.
     let mut turn_fates: Vec<(Option<u32>, bool)> = Vec::with_capacity(c.history.len());
     turn_fates.resize(chosen.turns.first, (None, false));
+    let task_pinned = chosen.turns.task.is_some();
     let mut history_tokens = 0;
+    if let Some((at, task)) = chosen.turns.task {
+        turn_fates[at] = (Some(task.tokens), task.cut);
+        history_tokens += task.tokens;
+        turns.push(Costed::known(task.message, task.tokens));
+    }
     for sent in chosen.turns.sent.into_iter().chain(latest) {
         turn_fates.push((Some(sent.tokens), sent.cut));
         history_tokens += sent.tokens;
@@ -307,6 +344,7 @@ fn fit_within(
         messages_tokens,
         history_tokens,
         omitted_turns: chosen.turns.first,
+        task_pinned,
         dropped_items,
         truncated_items,
         omission_reserve: if chosen.turns.omission_fits {
@@ -382,13 +420,14 @@ fn choose(counter: &TokenCounter, c: &Candidates<'_>, must: &Mandatory, room: &m
             first: must.optional_turns,
             sent: Vec::new(),
             omission_fits: true,
+            task: None,
         },
     };
     // The heading is paid once in each place items go: the system prompt and the step's tail.
     let mut heading_paid = [false; 2];
     for source in order {
         if source == ContextSource::ConversationHistory {
-            chosen.turns = choose_turns(counter, c, must.optional_turns, room);
+            chosen.turns = choose_turns(counter, c, must, room);
             continue;
         }
         let place = usize::from(!source.persists());
@@ -485,39 +524,44 @@ fn sent_turn(
 /// The optional turns kept: taken newest first while they fit, keeping room for the line that
 /// stands for the ones left out. When some are left out, they are left out up to the start of
 /// a block of `BLOCK_STEPS` steps (`block_start`): the kept history's start then stays put
-/// while the history grows, and the prompt's prefix with it.
+/// while the history grows, and the prompt's prefix with it. The task (`Mandatory::task`) is
+/// paid for already: kept in its place when the kept turns reach it, else sent before them.
 fn choose_turns(
     counter: &TokenCounter,
     c: &Candidates<'_>,
-    optional_turns: usize,
+    must: &Mandatory,
     room: &mut u32,
 ) -> KeptTurns {
+    let optional_turns = must.optional_turns;
+    let task_at = must.task.as_ref().map(|(at, _)| *at);
+    let cost = |at: usize, turn: &SentTurn| if Some(at) == task_at { 0 } else { turn.tokens };
     let mut first = optional_turns;
     let mut used = 0u32;
     // Newest first until the end.
     let mut sent: Vec<SentTurn> = Vec::with_capacity(optional_turns);
     while first > 0 {
-        match sent_turn(counter, c, first - 1, room.saturating_sub(used)) {
-            Some(turn) => {
-                used += turn.tokens;
-                sent.push(turn);
-                first -= 1;
-            }
-            None => break,
-        }
+        let at = first - 1;
+        let turn = match &must.task {
+            Some((task_at, task)) if *task_at == at => Some(task.clone()),
+            _ => sent_turn(counter, c, at, room.saturating_sub(used)),
+        };
+        let Some(turn) = turn else { break };
+        used += cost(at, &turn);
+        sent.push(turn);
+        first -= 1;
     }
     if first > 0 {
         // Turns are left out: room for the line that says so.
         while first < optional_turns && used + c.omission_reserve > *room {
             if let Some(turn) = sent.pop() {
-                used -= turn.tokens;
+                used -= cost(first, &turn);
             }
             first += 1;
         }
         let to = block_start(&c.history[..optional_turns], first);
         while first < to {
             if let Some(turn) = sent.pop() {
-                used -= turn.tokens;
+                used -= cost(first, &turn);
             }
             first += 1;
         }
@@ -532,6 +576,7 @@ fn choose_turns(
         first,
         sent,
         omission_fits,
+        task: must.task.clone().filter(|(at, _)| *at < first),
     }
 }
 
@@ -594,7 +639,8 @@ fn report_items(
     for (i, _) in c.history.iter().enumerate() {
         // Dropped turns are not tokenised: their count is not known, and not worth knowing.
         let (tokens, cut) = turn_fates.get(i).copied().unwrap_or((None, false));
-        let (fate, reason) = if i < first_kept_turn {
+        // The task is kept before the run of turns when it is older than them.
+        let (fate, reason) = if i < first_kept_turn && tokens.is_none() {
             (
                 Fate::Dropped,
                 Some(
@@ -646,6 +692,11 @@ impl Fitted {
         self.held_for_omission()
     }
 
+    /// The turns left out of the prompt: those before the run kept, but the task.
+    pub fn left_out(&self) -> usize {
+        self.omitted_turns - usize::from(self.task_pinned)
+    }
+
     fn held_for_omission(&self) -> u32 {
         if self.omitted_turns > 0 {
             self.omission_reserve
@@ -663,7 +714,7 @@ impl Fitted {
         tokenizer: &'static str,
     ) -> Prompt {
         if self.omitted_turns > 0 && self.omission_reserve > 0 {
-            let marker = marker_text(self.omitted_turns);
+            let marker = marker_text(self.left_out());
             let mut part = omission_part(summary.unwrap_or(&marker));
             let mut tokens = counter.count(&part);
             if tokens > self.omission_reserve {
@@ -1009,6 +1060,31 @@ mod tests {
                 first == 0 || history[first].role != Role::ToolObservation,
                 "a kept history never opens with a result whose call is left out"
             );
+        }
+    }
+
+    /// A loop's task is its one user turn, sent once as the query: however many steps after it
+    /// are left out, it is sent first, and counted as kept, not among the turns left out.
+    #[test]
+    fn the_task_is_kept_however_much_of_the_loop_after_it_is_left_out() {
+        let (counter, tags) = (counter(), Tags::default());
+        for native in [false, true] {
+            for steps in [12, 30] {
+                let history = loop_history(steps, 40);
+                let candidates = Candidates {
+                    native,
+                    ..loop_candidates(&history, &[], &tags)
+                };
+                let fitted = fit(&counter, 4000, &candidates).unwrap_or_else(|e| panic!("{e:?}"));
+                assert!(fitted.omitted_turns > 2, "the history did overflow");
+                assert_eq!(fitted.left_out(), fitted.omitted_turns - 1);
+                assert_eq!(fitted.messages[0].content, "Why does a.js throw?");
+                let prompt = fitted.finish(&counter, None, "o200k_base");
+                assert_eq!(fate_of(&prompt, "conversation_history[0]"), Fate::Included);
+                assert_eq!(fate_of(&prompt, "conversation_history[1]"), Fate::Dropped);
+                assert!(prompt.report.used <= 4000, "{}", prompt.report.used);
+                assert_eq!(exact(&prompt), prompt.report.used);
+            }
         }
     }
 
