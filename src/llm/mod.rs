@@ -39,7 +39,9 @@ pub(crate) use completion::nonzero;
 pub use completion::{Completion, FinishReason, NativeCall, Usage};
 pub use error::{scrub_upstream, LlmError};
 pub use provider::{Capabilities, Counting, ProviderApi};
-pub use reasoning::{CallSignature, ReasoningEffort, ReasoningState, StateOrigin, ThinkingBlock};
+pub use reasoning::{
+    layout_of, CallSignature, ReasoningEffort, ReasoningState, Slot, StateOrigin, ThinkingBlock,
+};
 pub use registry::Provider;
 pub use retry::RetryPolicy;
 pub use stream::CompletionStream;

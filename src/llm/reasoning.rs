@@ -66,6 +66,32 @@ pub struct ReasoningState {
     /// Who made the state: it goes back only to the same provider, wire and model.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub origin: Option<StateOrigin>,
+    /// Where an Anthropic reply's blocks stood, when thinking came between its text and calls
+    /// (interleaved thinking): the turn goes back in that order, as the API wants it. Absent
+    /// for the usual order, thinking first, then text, then calls.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub layout: Vec<Slot>,
+}
+
+/// A block of an Anthropic reply, by kind, for [`ReasoningState::layout`]. In the order a turn
+/// is rebuilt in when it has no layout.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Deserialize, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Slot {
+    /// A thinking block, redacted or not.
+    Thinking,
+    Text,
+    ToolUse,
+}
+
+/// The layout worth keeping of a reply whose blocks came as `slots`: none when they came in
+/// the usual order.
+pub fn layout_of(slots: Vec<Slot>) -> Vec<Slot> {
+    if slots.is_sorted() {
+        Vec::new()
+    } else {
+        slots
+    }
 }
 
 /// A thought signature and the call it came with.

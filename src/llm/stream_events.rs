@@ -6,8 +6,8 @@ use std::collections::BTreeMap;
 
 use super::bounded::{MAX_BLOCKS, MAX_CALLS_PER_TURN};
 use super::{
-    CallSignature, Completion, FinishReason, NativeCall, ReasoningState, ThinkingBlock, Usage,
-    WireError,
+    CallSignature, Completion, FinishReason, NativeCall, ReasoningState, Slot, ThinkingBlock,
+    Usage, WireError,
 };
 
 /// What the events of a stream add up to so far.
@@ -28,6 +28,8 @@ pub struct Sofar {
     pub reasoning_content: String,
     /// Anthropic's thinking blocks by index, as their pieces arrive.
     pub thinking: BTreeMap<u64, ThinkingBlock>,
+    /// Where an Anthropic reply's blocks stood, when not in the usual order.
+    pub layout: Vec<Slot>,
     /// The Responses API's output items, whole, in order.
     pub items: Vec<serde_json::Value>,
     /// The reply is a preamble alone (see [`Completion::preamble_only`]).
@@ -110,6 +112,7 @@ impl Sofar {
             reasoning_content: Some(self.reasoning_content).filter(|r| !r.is_empty()),
             items: self.items,
             thought_signatures,
+            layout: self.layout,
             ..ReasoningState::default()
         };
         Completion {

@@ -122,6 +122,55 @@ fn answer_after_observation(first: &Value) -> Value {
     history
 }
 
+/// Interleaved thinking: a reply whose thinking comes between its text and its calls goes back
+/// in the order it came (the API refuses a rearranged sequence), the layout kept on the turn.
+#[tokio::test]
+async fn interleaved_thinking_goes_back_in_the_order_it_came() {
+    let app = spawn_app().await;
+    let mut first = anthropic_reply("");
+    first["content"] = json!([
+        {"type": "thinking", "thinking": THINKING, "signature": SIGNATURE},
+        {"type": "text", "text": "Reading a.js first."},
+        {"type": "redacted_thinking", "data": REDACTED},
+        {"type": "tool_use", "id": "toolu_01", "name": "read_file", "input": {"path": "a.js"}}
+    ]);
+    first["stop_reason"] = json!("tool_use");
+    mount_anthropic(&app, vec![first, anthropic_reply("Final Answer: done")]).await;
+    let body = native_reasoning("claude-sonnet-4-5", "medium");
+    let step = app.post_react_step(&body).await;
+    assert_eq!(step.status, 200, "{}", step.body);
+    let turn = step.body["updated_conversation_history"]
+        .as_array()
+        .unwrap()
+        .last()
+        .unwrap()
+        .clone();
+    assert_eq!(
+        turn["reasoning_state"]["layout"],
+        json!(["thinking", "text", "thinking", "tool_use"])
+    );
+    let mut next = body.clone();
+    next["conversation_history"] = answer_after_observation(&step.body);
+    next["user_query"] = json!("");
+    let second = app.post_react_step(&next).await;
+    assert_eq!(second.status, 200, "{}", second.body);
+    let sent = app.upstream_bodies().await;
+    let assistant = sent[1]["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["role"] == "assistant")
+        .unwrap()
+        .clone();
+    let kinds: Vec<&str> = assistant["content"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| b["type"].as_str().unwrap())
+        .collect();
+    assert_eq!(kinds, ["thinking", "text", "redacted_thinking", "tool_use"]);
+}
+
 #[tokio::test]
 async fn anthropic_thinking_is_the_thought_and_its_blocks_go_back_untouched() {
     let app = spawn_app().await;

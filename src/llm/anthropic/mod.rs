@@ -12,7 +12,8 @@ use super::provider::{
 use super::stream_events::StreamDecoder;
 use super::ChatRole;
 use super::{
-    ApiKey, ChatRequest, Completion, NativeCall, ReasoningState, ThinkingBlock, Usage, WireError,
+    layout_of, ApiKey, ChatRequest, Completion, NativeCall, ReasoningState, Slot, ThinkingBlock,
+    Usage, WireError,
 };
 use thinking::thinking;
 use wire::{
@@ -119,7 +120,7 @@ impl ProviderApi for Anthropic {
     }
 
     fn stream_decoder(&self) -> Box<dyn StreamDecoder> {
-        Box::new(stream::EventDecoder)
+        Box::new(stream::EventDecoder::default())
     }
 
     fn cache_ttls(&self) -> &'static [crate::llm::CacheTtl] {
@@ -303,11 +304,8 @@ fn messages(
                     input: &c.arguments,
                     cache_control: None,
                 });
-                let blocks = thought
-                    .into_iter()
-                    .chain(text_block(&m.content))
-                    .chain(calls)
-                    .collect();
+                let layout = m.reasoning.as_ref().map_or(&[][..], |r| &r.layout[..]);
+                let blocks = laid_out(layout, thought, text_block(&m.content), calls.collect());
                 out.push(Message {
                     role: "assistant",
                     content: Content::Blocks(blocks),
@@ -425,6 +423,33 @@ fn cache_control(request: &ChatRequest) -> CacheControl {
     }
 }
 
+/// An assistant turn's blocks in the order its reply had them (`layout`), or thinking first,
+/// then text, then calls: also when the layout does not fit what the turn holds now.
+fn laid_out<'a>(
+    layout: &[Slot],
+    thought: Vec<OutBlock<'a>>,
+    text: Option<OutBlock<'a>>,
+    calls: Vec<OutBlock<'a>>,
+) -> Vec<OutBlock<'a>> {
+    let count = |slot| layout.iter().filter(|s| **s == slot).count();
+    let fits = count(Slot::Thinking) == thought.len()
+        && count(Slot::ToolUse) == calls.len()
+        && (text.is_none() || count(Slot::Text) > 0);
+    if !fits {
+        return thought.into_iter().chain(text).chain(calls).collect();
+    }
+    let (mut thought, mut text, mut calls) = (thought.into_iter(), text, calls.into_iter());
+    // Text blocks are kept joined: the turn's text goes where the first stood.
+    layout
+        .iter()
+        .filter_map(|slot| match slot {
+            Slot::Thinking => thought.next(),
+            Slot::Text => text.take(),
+            Slot::ToolUse => calls.next(),
+        })
+        .collect()
+}
+
 fn thinking_block(block: &ThinkingBlock) -> OutBlock<'_> {
     match block {
         ThinkingBlock::Thinking {
@@ -457,29 +482,39 @@ fn completion(reply: Reply) -> Completion {
     let mut calls = Vec::new();
     let mut dropped_calls = 0;
     let mut reasoning = ReasoningState::default();
+    let mut slots = Vec::new();
     for block in reply.content.kept {
         match block {
-            Block::Text { text: t } => text.push_str(&t),
+            Block::Text { text: t } => {
+                text.push_str(&t);
+                slots.push(Slot::Text);
+            }
             Block::ToolUse { .. } if calls.len() >= MAX_CALLS_PER_TURN => dropped_calls += 1,
             Block::ToolUse { id, name, input } => {
                 let json = input.as_deref().map_or("", |raw| raw.get());
                 calls.push(NativeCall::new(id, name, json));
+                slots.push(Slot::ToolUse);
             }
             Block::Thinking {
                 thinking,
                 signature,
-            } => reasoning.blocks.push(ThinkingBlock::Thinking {
-                thinking,
-                signature,
-            }),
+            } => {
+                reasoning.blocks.push(ThinkingBlock::Thinking {
+                    thinking,
+                    signature,
+                });
+                slots.push(Slot::Thinking);
+            }
             Block::RedactedThinking { data } => {
                 reasoning
                     .blocks
                     .push(ThinkingBlock::RedactedThinking { data });
+                slots.push(Slot::Thinking);
             }
             Block::Other => {}
         }
     }
+    reasoning.layout = layout_of(slots);
     Completion {
         text,
         finish: finish(reply.stop_reason.as_deref()),
@@ -523,6 +558,52 @@ mod tests {
             br#"{"content":[{"type":"text","text":"Thought: long"}],"stop_reason":"max_tokens","usage":{"input_tokens":1,"output_tokens":1}}"#,
         );
         assert_eq!(done.map(|c| c.finish).ok(), Some(FinishReason::Length));
+    }
+
+    /// A layout that no longer fits the turn (a call or a thinking block more or fewer, text
+    /// where it had none) is not followed: the usual order is.
+    #[test]
+    fn a_layout_is_followed_only_where_it_fits_the_turn() {
+        // Thinking blocks, the text, calls (stood for by redacted blocks of their own names).
+        let blocks = |thinking: usize, text: bool, calls: usize| {
+            let named = |data, n| {
+                (0..n)
+                    .map(|_| OutBlock::RedactedThinking { data })
+                    .collect()
+            };
+            let (thought, call): (Vec<_>, Vec<_>) =
+                (named("thinking", thinking), named("call", calls));
+            (
+                thought,
+                text.then_some(OutBlock::RedactedThinking { data: "text" }),
+                call,
+            )
+        };
+        let order = |layout: &[Slot], (thought, text, calls)| -> Vec<String> {
+            laid_out(layout, thought, text, calls)
+                .iter()
+                .map(|b| serde_json::to_value(b).unwrap_or_default()["data"].to_string())
+                .collect()
+        };
+        let interleaved = [Slot::Thinking, Slot::Text, Slot::Thinking, Slot::ToolUse];
+        let usual = r#"["thinking", "thinking", "text", "call"]"#;
+        let shown = |v: Vec<String>| format!("[{}]", v.join(", "));
+        assert_eq!(
+            shown(order(&interleaved, blocks(2, true, 1))),
+            r#"["thinking", "text", "thinking", "call"]"#
+        );
+        assert_eq!(shown(order(&[], blocks(2, true, 1))), usual);
+        // A call more, a thinking block fewer, text with no place: the usual order.
+        assert_eq!(
+            shown(order(&interleaved, blocks(2, true, 2))),
+            r#"["thinking", "thinking", "text", "call", "call"]"#
+        );
+        assert_eq!(
+            shown(order(&interleaved, blocks(1, true, 1))),
+            r#"["thinking", "text", "call"]"#
+        );
+        let no_text = [Slot::Thinking, Slot::ToolUse, Slot::Thinking];
+        assert_eq!(shown(order(&no_text, blocks(2, true, 1))), usual);
     }
 
     #[test]

@@ -2,9 +2,13 @@
 
 use super::wire::{finish, signed, BlockDelta, Event, StartBlock};
 use crate::llm::stream_events::{PartialCall, Piece, Sofar, StreamDecoder};
-use crate::llm::{ThinkingBlock, Usage, WireError};
+use crate::llm::{layout_of, Slot, ThinkingBlock, Usage, WireError};
 
-pub struct EventDecoder;
+/// Reads Anthropic's events, noting where each text block stood among the others.
+#[derive(Default)]
+pub struct EventDecoder {
+    text_blocks: std::collections::BTreeSet<u64>,
+}
 
 impl StreamDecoder for EventDecoder {
     fn event(&mut self, data: &str, sofar: &mut Sofar) -> Result<Option<Piece>, WireError> {
@@ -41,7 +45,12 @@ impl StreamDecoder for EventDecoder {
             } => {
                 sofar.thinking_block(index, ThinkingBlock::RedactedThinking { data })?;
             }
-            Event::ContentBlockDelta { index, delta } => return block_delta(index, delta, sofar),
+            Event::ContentBlockDelta { index, delta } => {
+                if matches!(delta, BlockDelta::TextDelta { .. }) {
+                    self.text_blocks.insert(index);
+                }
+                return block_delta(index, delta, sofar);
+            }
             Event::MessageDelta { delta, usage } => {
                 if delta.stop_reason.is_some() {
                     sofar.finish = Some(finish(delta.stop_reason.as_deref()));
@@ -52,12 +61,25 @@ impl StreamDecoder for EventDecoder {
             }
             Event::MessageStop => {
                 signed(sofar.thinking.values())?;
+                sofar.layout = self.layout(sofar);
                 sofar.done = true;
             }
             Event::Error => return Err(WireError::InStream(data.to_string())),
             Event::ContentBlockStart { .. } | Event::Other => {}
         }
         Ok(None)
+    }
+}
+
+impl EventDecoder {
+    /// Where the reply's blocks stood, by their indexes (`ReasoningState::layout`).
+    fn layout(&self, sofar: &Sofar) -> Vec<Slot> {
+        let mut slots: Vec<(u64, Slot)> = (sofar.thinking.keys().map(|i| (*i, Slot::Thinking)))
+            .chain(self.text_blocks.iter().map(|i| (*i, Slot::Text)))
+            .chain(sofar.calls.keys().map(|i| (*i, Slot::ToolUse)))
+            .collect();
+        slots.sort_unstable_by_key(|(index, _)| *index);
+        layout_of(slots.into_iter().map(|(_, slot)| slot).collect())
     }
 }
 
@@ -109,7 +131,7 @@ mod tests {
         let mut sofar = Sofar::default();
         let mut text = String::new();
         for data in events {
-            if let Some(Piece::Text(t)) = EventDecoder.event(data, &mut sofar)? {
+            if let Some(Piece::Text(t)) = EventDecoder::default().event(data, &mut sofar)? {
                 text.push_str(&t);
             }
         }

@@ -251,6 +251,14 @@ class ReasoningState(BaseModel):
     )
     blocks: list[Blocks | Blocks1] | None = None
     reasoning_content: str | None = None
+    layout: list[Literal['thinking', 'text', 'tool_use']] | None = None
+    """
+    Where an Anthropic reply's blocks stood, by kind, when thinking came between its
+    text and calls (interleaved thinking): the turn goes back to Anthropic in that order,
+    which its API requires. Absent for the usual order (thinking, then text, then calls),
+    and ignored when it no longer fits the turn's blocks.
+
+    """
     thought_signatures: list[ThoughtSignature] | None = None
     """
     Gemini 3's thought signatures, each with the id of the call it came with (only the

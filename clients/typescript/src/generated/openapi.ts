@@ -640,6 +640,13 @@ export interface components {
             })[];
             reasoning_content?: string;
             /**
+             * @description Where an Anthropic reply's blocks stood, by kind, when thinking came between its
+             *     text and calls (interleaved thinking): the turn goes back to Anthropic in that order,
+             *     which its API requires. Absent for the usual order (thinking, then text, then calls),
+             *     and ignored when it no longer fits the turn's blocks.
+             */
+            layout?: ("thinking" | "text" | "tool_use")[];
+            /**
              * @description Gemini 3's thought signatures, each with the id of the call it came with (only the
              *     first call of a parallel set has one). They go back on those calls to Gemini, which
              *     refuses a follow-up whose calls lack them (400).
