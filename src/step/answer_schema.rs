@@ -105,8 +105,7 @@ impl AnswerSchema {
     /// of something other than an object, an object holding it as `answer`.
     pub fn tool(&self) -> ToolSpec {
         let parameters = match self.wrapped() {
-            true => json!({"type": "object", "properties": {"answer": self.schema},
-                           "required": ["answer"], "additionalProperties": false}),
+            true => wrapped(&self.schema),
             false => self.schema.clone(),
         };
         ToolSpec {
@@ -120,6 +119,63 @@ impl AnswerSchema {
     fn wrapped(&self) -> bool {
         self.schema.get("type").and_then(Value::as_str) != Some("object")
     }
+}
+
+/// `schema` as the `answer` of an object. Its definitions move to the object's root, and its
+/// local references are rewritten to where they now point (`#/$defs/…` still names them there;
+/// any other `#…` is now under `#/properties/answer`): left as they were, they pointed at nothing
+/// in the tool's parameters, which a provider refuses.
+fn wrapped(schema: &Value) -> Value {
+    let mut answer = schema.clone();
+    let mut parameters = Map::new();
+    if let Value::Object(fields) = &mut answer {
+        for key in ["$defs", "definitions"] {
+            if let Some(definitions) = fields.remove(key) {
+                parameters.insert(key.into(), definitions);
+            }
+        }
+    }
+    parameters.insert("type".into(), json!("object"));
+    parameters.insert("properties".into(), json!({ "answer": answer }));
+    parameters.insert("required".into(), json!(["answer"]));
+    parameters.insert("additionalProperties".into(), json!(false));
+    let mut parameters = Value::Object(parameters);
+    moved_refs(&mut parameters);
+    parameters
+}
+
+/// Rewrites every local `$ref` of `schema` but those into the definitions, which stay at the
+/// root; values that are data, not schemas (`const`, `enum`, `default`, `examples`), are left.
+fn moved_refs(schema: &mut Value) {
+    let mut stack = vec![schema];
+    while let Some(value) = stack.pop() {
+        match value {
+            Value::Object(fields) => {
+                for (key, child) in fields.iter_mut() {
+                    match (key.as_str(), child) {
+                        ("$ref", Value::String(reference)) => {
+                            if let Some(moved) = moved(reference) {
+                                *reference = moved;
+                            }
+                        }
+                        ("const" | "enum" | "default" | "examples", _) => {}
+                        (_, child) => stack.push(child),
+                    }
+                }
+            }
+            Value::Array(items) => stack.extend(items.iter_mut()),
+            _ => {}
+        }
+    }
+}
+
+/// Where a local reference into the wrapped schema points now, when it moved.
+fn moved(reference: &str) -> Option<String> {
+    let pointer = reference.strip_prefix('#')?;
+    let defined = ["/$defs/", "/definitions/"]
+        .iter()
+        .any(|d| pointer.starts_with(d));
+    (!defined).then(|| format!("#/properties/answer{pointer}"))
 }
 
 /// A problem as told to the model and the client: the schema's message quotes the value it
@@ -201,6 +257,43 @@ mod tests {
             schema().tool().parameters["required"],
             json!(["file", "line"])
         );
+    }
+
+    /// A wrapped schema's references still point into the tool's parameters: to its definitions,
+    /// moved to the root, and to its own parts, now under `answer`. The parameters compile as a
+    /// tool's schema (a dangling reference is refused there) and read what the schema reads.
+    #[test]
+    fn a_wrapped_schemas_references_point_where_they_did() {
+        let schemas = [
+            json!({"type": "array", "items": {"$ref": "#/$defs/hit"},
+                   "$defs": {"hit": {"type": "object", "properties": {"file": {"type": "string"}},
+                                     "required": ["file"]}}}),
+            json!({"$ref": "#/definitions/a",
+                   "definitions": {"a": {"type": "array", "items": {"$ref": "#/definitions/b"}},
+                                   "b": {"type": "string"}}}),
+            json!({"type": "array", "items": {"type": "integer"},
+                   "contains": {"$ref": "#/items"}, "const": [{"$ref": "#/data"}]}),
+        ];
+        for schema in schemas {
+            let s = AnswerSchema::new(schema.clone()).unwrap_or_else(|e| panic!("{e}"));
+            let parameters = s.tool().parameters;
+            let compiled = compile(&parameters);
+            assert!(compiled.is_ok(), "{parameters}: {:?}", compiled.err());
+            let text = parameters.to_string();
+            assert!(!text.contains(r##""$ref":"#/items""##), "{text}");
+        }
+        let s = AnswerSchema::new(json!({"type": "array", "items": {"$ref": "#/$defs/n"},
+            "$defs": {"n": {"type": "integer"}}}))
+        .unwrap_or_else(|e| panic!("{e}"));
+        let parameters = s.tool().parameters;
+        assert_eq!(parameters["$defs"]["n"], json!({"type": "integer"}));
+        let validator = compile(&parameters).unwrap_or_else(|e| panic!("{e}"));
+        assert!(validator.is_valid(&json!({"answer": [1, 2]})));
+        assert!(!validator.is_valid(&json!({"answer": ["x"]})));
+        // Data is not rewritten.
+        let s = AnswerSchema::new(json!({"type": "string", "enum": ["#/x"], "const": "#/x"}))
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(s.tool().parameters["properties"]["answer"]["const"], "#/x");
     }
 
     #[test]

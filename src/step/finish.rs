@@ -73,7 +73,7 @@ pub(super) fn finish_step(
     let answer_left_out = parsed.answer_left_out && matches!(outcome, Outcome::Action { .. });
     if answer_left_out {
         warnings.push(format!(
-            "the output held a '{}:' after the tool call; the call was taken and the answer left out, as the model wrote it before seeing the tool's result (answer_left_out)",
+            "the output held an answer (a '{}:', or a call of final_answer) after the tool call; the call was taken and the answer left out, as the model wrote it before seeing the tool's result (answer_left_out)",
             input.react.tags.final_answer
         ));
     }
@@ -181,8 +181,13 @@ fn answer_json(input: &StepInput, outcome: &Outcome, warnings: &mut Vec<String>)
 }
 
 /// What the loop guard finds in the history, with what it tells the model set in the input.
-/// Boxed: the step's future holds it while the model answers, and it is rarely there.
+/// Boxed: the step's future holds it while the model answers, and it is rarely there. Nothing on
+/// the last step: its prompt tells the model to answer in place of the guard's notice, and a
+/// call proposed there is summarised, never run.
 pub(super) fn watch(input: &mut StepInput) -> Option<Box<Finding>> {
+    if input.iterations_left == 1 {
+        return None;
+    }
     let guard = input.react.loop_guard?;
     let found = guard.watch(&input.history, &input.user_query)?;
     input.loop_notice = Some(found.notice(&input.react.tags));

@@ -109,16 +109,54 @@ fn same_calls(a: &Turn, b: &Turn) -> bool {
     loop {
         match (a.next(), b.next()) {
             (None, None) => return true,
-            (Some(x), Some(y)) if x.name == y.name && x.parameters == y.parameters => {}
+            (Some(x), Some(y)) if x.name == y.name && same_map(&x.parameters, &y.parameters) => {}
             _ => return false,
         }
     }
 }
 
 fn same_result(a: &Turn, b: &Turn) -> bool {
+    let (x, y) = (a.tool_result.as_ref(), b.tool_result.as_ref());
     a.content == b.content
         && a.failed() == b.failed()
-        && a.tool_result.as_ref().map(|r| &r.result) == b.tool_result.as_ref().map(|r| &r.result)
+        && match (x, y) {
+            (Some(x), Some(y)) => same_value(&x.result, &y.result),
+            (x, y) => x.is_none() && y.is_none(),
+        }
+}
+
+fn same_map(a: &Map<String, Value>, b: &Map<String, Value>) -> bool {
+    a.len() == b.len()
+        && a.iter()
+            .all(|(k, v)| b.get(k).is_some_and(|w| same_value(v, w)))
+}
+
+/// Two JSON values the same as JSON means it: key order aside, and `1` the same number as
+/// `1.0` (serde_json keeps them apart). Walked with a stack of its own.
+fn same_value(a: &Value, b: &Value) -> bool {
+    let mut stack = vec![(a, b)];
+    while let Some(pair) = stack.pop() {
+        match pair {
+            (Value::Number(x), Value::Number(y)) => {
+                let same = x == y || ((x.is_f64() || y.is_f64()) && x.as_f64() == y.as_f64());
+                if !same {
+                    return false;
+                }
+            }
+            (Value::Array(x), Value::Array(y)) if x.len() == y.len() => {
+                stack.extend(x.iter().zip(y))
+            }
+            (Value::Object(x), Value::Object(y)) if x.len() == y.len() => {
+                for (key, v) in x {
+                    let Some(w) = y.get(key) else { return false };
+                    stack.push((v, w));
+                }
+            }
+            (x, y) if x == y => {}
+            _ => return false,
+        }
+    }
+    true
 }
 
 /// The loop's steps, newest first, back to the turn that ends the loop: the user's (unless it
@@ -272,7 +310,8 @@ impl Finding {
         let same = loop {
             match (proposed.next(), expected.next()) {
                 (None, None) => break true,
-                (Some((name, args)), Some(e)) if name == e.tool_name && *args == e.tool_args => {}
+                (Some((name, args)), Some(e))
+                    if name == e.tool_name && same_map(args, &e.tool_args) => {}
                 _ => break false,
             }
         };
@@ -467,6 +506,41 @@ mod tests {
         failed[1].is_error = Some(true);
         let h = history(&[read("a.rs"), failed, read("a.rs")]);
         assert!(GUARD.watch(&h, "").is_none(), "a failure is another result");
+    }
+
+    /// JSON has one number 1, however written: `1` and `1.0` are the same argument, in the
+    /// history and in the call proposed; `1` and `1.5` are not, nor `"1"` and `1`.
+    #[test]
+    fn a_number_is_the_same_however_written() {
+        let h = history(&[
+            step("grep", json!({"n": 1}), "none"),
+            step("grep", json!({"n": 1.0}), "none"),
+            step("grep", json!({"n": 1, "deep": [2.0]}), "none"),
+        ]);
+        assert!(GUARD.watch(&h, "").is_none(), "a key more is another call");
+        let h = history(&[
+            step("grep", json!({"n": 1}), "none"),
+            step("grep", json!({"n": 1.0}), "none"),
+            step("grep", json!({"n": 1}), "none"),
+        ]);
+        assert_eq!(GUARD.watch(&h, "").unwrap().report.times, 3);
+        let h = history(&[
+            step("grep", json!({"n": 1}), "none"),
+            step("grep", json!({"n": 1.5}), "none"),
+            step("grep", json!({"n": "1"}), "none"),
+        ]);
+        assert!(GUARD.watch(&h, "").is_none());
+        let five: Vec<[Turn; 2]> = (0..5)
+            .map(|_| step("grep", json!({"n": 1}), "none"))
+            .collect();
+        let found = GUARD.watch(&history(&five), "").unwrap();
+        let proposed = json!({"n": 1.0});
+        let args = proposed.as_object().unwrap();
+        assert!(found.stops([("grep", args)].into_iter()).is_some());
+        let other = json!({"n": 2.0});
+        assert!(found
+            .stops([("grep", other.as_object().unwrap())].into_iter())
+            .is_none());
     }
 
     #[test]

@@ -173,6 +173,8 @@ fn read(input: &StepInput, completion: &Completion) -> Option<Reading> {
     if !parsed.structured && !native {
         parsed.warnings.push(parse::unstructured_warning(tags));
     }
+    let last_step = input.iterations_left == 1;
+    parsed = decide::answer_among_calls(parsed, &input.tools, &input.react, last_step);
 
     let verdict = match completion.preamble_only && completion.calls.is_empty() {
         true => Err(PREAMBLE_ONLY.to_string()),

@@ -155,6 +155,82 @@ async fn in_native_mode_the_final_answer_tool_gives_the_answer() {
     assert_eq!(offered["input_schema"], schema());
 }
 
+/// A turn that calls a tool and then answers through `final_answer`: before the last step the
+/// call is proposed and the answer marked left out (it came before the call's result); on the
+/// last step, where no call runs, the answer is the step's. Before, it was dropped as a call of
+/// no tool in both.
+#[tokio::test]
+async fn an_answer_given_after_a_call_in_the_same_turn_is_not_lost() {
+    let mut turn = anthropic_tool_reply("Thought: found it.", "read_file", json!({"path": "a.rs"}));
+    let answer = json!({"type": "tool_use", "id": "toolu_02", "name": "final_answer",
+        "input": {"file": "src/session.rs", "line": 42}});
+    turn["content"].as_array_mut().unwrap().push(answer);
+    let app = spawn_app_answering_in_turn(ANTHROPIC_PATH, vec![turn.clone(), turn]).await;
+    let mut body = asking("claude-sonnet-4-5");
+    body["llm_config"]["tool_mode"] = json!("native");
+    body["tools"] = json!([{"name": "read_file", "description": "Read a file.",
+        "parameters": {"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]}}]);
+    let reply = app.post_react_step(&body).await;
+    assert_eq!(reply.status, 200, "{}", reply.text);
+    assert_eq!(reply.body["status"], "action_proposed", "{}", reply.text);
+    assert_eq!(reply.body["action_details"]["tool_name"], "read_file");
+    assert_eq!(reply.body["answer_left_out"], true, "{}", reply.text);
+    assert!(
+        !reply.text.contains("there is no tool named"),
+        "{}",
+        reply.text
+    );
+    body["max_iterations_left"] = json!(1);
+    let last = app.post_react_step(&body).await;
+    assert_eq!(last.status, 200, "{}", last.text);
+    assert_eq!(
+        last.body["status"], "direct_response_provided",
+        "{}",
+        last.text
+    );
+    assert_eq!(
+        last.body["direct_response_json"],
+        json!({"file": "src/session.rs", "line": 42})
+    );
+    assert_conforms("POST", "/api/agent/react_step", 200, &last.body);
+}
+
+/// A schema of something other than an object goes to the `final_answer` tool wrapped as
+/// `answer`; its references still point into the tool's parameters (a provider refuses a
+/// dangling one), and the answer given through the tool is read.
+#[tokio::test]
+async fn a_wrapped_schemas_references_reach_the_provider_whole() {
+    let hits = json!({"type": "array", "items": {"$ref": "#/$defs/hit"},
+        "$defs": {"hit": {"type": "object", "required": ["file"],
+                          "properties": {"file": {"type": "string"}}}}});
+    let call = anthropic_tool_reply(
+        "Thought: found them.",
+        "final_answer",
+        json!({"answer": [{"file": "a.rs"}, {"file": "b.rs"}]}),
+    );
+    let app = spawn_app_answering_in_turn(ANTHROPIC_PATH, vec![call]).await;
+    let mut body = asking("claude-sonnet-4-5");
+    body["react"] = json!({"final_answer_schema": hits});
+    body["llm_config"]["tool_mode"] = json!("native");
+    body["tools"] = json!([{"name": "read_file", "description": "Read a file.",
+        "parameters": {"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]}}]);
+    let reply = app.post_react_step(&body).await;
+    assert_eq!(reply.status, 200, "{}", reply.text);
+    assert_eq!(
+        reply.body["direct_response_json"],
+        json!([{"file": "a.rs"}, {"file": "b.rs"}])
+    );
+    let sent = app.upstream_bodies().await;
+    let tools = sent[0]["tools"].as_array().unwrap();
+    let offered = tools.iter().find(|t| t["name"] == "final_answer").unwrap();
+    let parameters = &offered["input_schema"];
+    assert_eq!(
+        parameters["properties"]["answer"]["items"]["$ref"],
+        "#/$defs/hit"
+    );
+    assert_eq!(parameters["$defs"]["hit"]["required"], json!(["file"]));
+}
+
 #[tokio::test]
 async fn a_schema_that_cannot_be_one_is_a_400_naming_the_field() {
     let app = spawn_app().await;

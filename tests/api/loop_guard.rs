@@ -155,6 +155,25 @@ async fn a_sixth_same_call_is_a_422_loop_detected_on_anthropic() {
     stopped_on(&ANTHROPIC).await;
 }
 
+/// On the last step the prompt tells the model to answer in place of the guard's notice, and a
+/// call is summarised, never run: the guard says nothing, rather than claim it warned.
+#[tokio::test]
+async fn on_the_last_step_the_guard_says_nothing() {
+    let app = spawn_app_answering(OPENAI_PATH, 200, openai_reply(SAME_AGAIN)).await;
+    let mut body = looping("gpt-4o", same_reads(4));
+    body["max_iterations_left"] = json!(1);
+    let reply = app.post_react_step(&body).await;
+    assert_eq!(reply.status, 200, "{}", reply.text);
+    assert!(
+        reply.body.get("loop_guard").is_none_or(Value::is_null),
+        "{}",
+        reply.text
+    );
+    assert!(!reply.text.contains("loop guard"), "{}", reply.text);
+    let sent = app.upstream_bodies().await;
+    assert!(!sent[0].to_string().contains(NOTICE));
+}
+
 #[tokio::test]
 async fn after_five_something_else_or_an_answer_goes_through() {
     for (output, status) in [

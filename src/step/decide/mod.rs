@@ -140,6 +140,38 @@ pub fn judge(
     }
 }
 
+/// A turn whose answer through the `final_answer` tool is not its first call. On the last step
+/// (no call runs there) the answer is the decision; before it, the calls are proposed and the
+/// answer left out, since the model gave it before their results, as a text answer written after
+/// a call is (`answer_left_out`). Otherwise the answer was dropped as a call of no tool.
+pub fn answer_among_calls(
+    mut parsed: Parsed,
+    catalog: &Catalog,
+    settings: &ReactSettings,
+    last_step: bool,
+) -> Parsed {
+    let answers = |d: &Decision| matches!(d, Decision::Action { tool_name, .. } if answers_by_tool(tool_name, catalog, settings));
+    if answers(&parsed.decision) {
+        return parsed;
+    }
+    let Some(at) = parsed.also.iter().position(answers) else {
+        return parsed;
+    };
+    let answer = parsed.also.remove(at);
+    let id = match parsed.call_ids.len() > at + 1 {
+        true => parsed.call_ids.remove(at + 1),
+        false => None,
+    };
+    if last_step {
+        parsed.decision = answer;
+        parsed.also.clear();
+        parsed.call_ids = vec![id];
+    } else {
+        parsed.answer_left_out = true;
+    }
+    parsed
+}
+
 /// Whether a call is the final answer given through the `final_answer` tool (offered with a
 /// final answer schema, unless the client declared a tool of that name itself).
 fn answers_by_tool(tool_name: &str, catalog: &Catalog, settings: &ReactSettings) -> bool {
