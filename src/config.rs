@@ -41,6 +41,67 @@ impl std::str::FromStr for ApiTokens {
     }
 }
 
+/// Reads `REACTSTEP_API_TOKENS` without quoting it back when it is refused: clap's own refusal
+/// repeats the value, which is a list of secrets, on stderr (the container's log).
+#[derive(Clone)]
+pub struct ApiTokensParser;
+
+impl clap::builder::TypedValueParser for ApiTokensParser {
+    type Value = ApiTokens;
+
+    fn parse_ref(
+        &self,
+        cmd: &clap::Command,
+        _arg: Option<&clap::Arg>,
+        value: &std::ffi::OsStr,
+    ) -> Result<ApiTokens, clap::Error> {
+        let refused = |why: &str| {
+            let said = format!(
+                "--api-tokens (REACTSTEP_API_TOKENS): {why} (the value is not shown: it holds secrets)\n"
+            );
+            clap::Error::raw(clap::error::ErrorKind::ValueValidation, said).with_cmd(cmd)
+        };
+        let text = value.to_str().ok_or_else(|| refused("not UTF-8"))?;
+        text.parse().map_err(|why: String| refused(&why))
+    }
+}
+
+/// An origin as a browser sends it in `Origin`: `scheme://host[:port]`, nothing after it (a
+/// trailing `/` never matches one), and not `*`. Editor webviews have schemes of their own
+/// (`vscode-webview://…`).
+fn cors_origin(text: &str) -> Result<String, String> {
+    let origin = text.trim();
+    if origin.is_empty() {
+        return Ok(String::new());
+    }
+    let refused = || {
+        format!("not an origin as a browser sends it: write scheme://host[:port], with nothing after it (for https://app.example.com/, https://app.example.com){}",
+            if origin == "*" { "; * is not taken: name each origin" } else { "" })
+    };
+    let (scheme, rest) = origin.split_once("://").ok_or_else(refused)?;
+    let scheme_ok = scheme.starts_with(|c: char| c.is_ascii_alphabetic())
+        && scheme
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "+.-".contains(c));
+    let rest_ok = !rest.is_empty() && !rest.contains(['/', '?', '#', '@', ' ', '*']);
+    if !(scheme_ok && rest_ok) || reqwest::Url::parse(origin).is_err() {
+        return Err(refused());
+    }
+    Ok(origin.to_string())
+}
+
+/// `REACTSTEP_WORKERS`: 0 (one per core) up to actix's own most.
+fn workers(text: &str) -> Result<usize, String> {
+    text.trim()
+        .parse::<usize>()
+        .ok()
+        .filter(|n| *n <= MOST_WORKERS)
+        .ok_or_else(|| format!("HTTP workers are 0 (one per CPU core) to {MOST_WORKERS}"))
+}
+
+/// The most HTTP workers actix-web runs.
+const MOST_WORKERS: usize = 512;
+
 /// Networks named in a setting: addresses or ranges (`10.0.0.1, 10.1.0.0/16, ::1`),
 /// comma-separated.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -232,7 +293,8 @@ pub struct Config {
     /// Bearer tokens a client must present (`Authorization: Bearer …`) on the API endpoints,
     /// comma-separated; unset means no operator authentication, and a list that holds no token
     /// is refused.
-    #[arg(long, env = "REACTSTEP_API_TOKENS", hide_env_values = true)]
+    #[arg(long, env = "REACTSTEP_API_TOKENS", hide_env_values = true,
+          value_parser = ApiTokensParser)]
     pub api_tokens: Option<ApiTokens>,
 
     /// Base URLs a request may send its LLM call to (`llm_config.base_url`), comma-separated;
@@ -242,7 +304,7 @@ pub struct Config {
 
     /// Origins allowed to call the API from a browser (editor webviews), comma-separated; none
     /// by default.
-    #[arg(long, env = "REACTSTEP_CORS_ORIGINS", value_delimiter = ',')]
+    #[arg(long, env = "REACTSTEP_CORS_ORIGINS", value_delimiter = ',', value_parser = cors_origin)]
     pub cors_origins: Vec<String>,
 
     /// Seconds in-flight requests get to finish after SIGTERM or SIGINT, while no new ones are
@@ -272,7 +334,7 @@ pub struct Config {
 
     /// A Redis server (`redis://[:password@]host:port[/db]`; TLS is not built in) holding the
     /// rate limits for every replica that names it; unset, each process keeps its own.
-    #[arg(long, env = "REACTSTEP_REDIS_URL")]
+    #[arg(long, env = "REACTSTEP_REDIS_URL", hide_env_values = true)]
     pub redis_url: Option<RedisUrl>,
 
     /// When Redis does not answer a rate-limit check: let the request through (true, with a
@@ -307,8 +369,8 @@ pub struct Config {
     #[arg(long, env = "REACTSTEP_MAX_STEPS_IN_FLIGHT", default_value_t = 0)]
     pub max_steps_in_flight: usize,
 
-    /// HTTP worker threads; 0 means one per CPU core.
-    #[arg(long, env = "REACTSTEP_WORKERS", default_value_t = 0)]
+    /// HTTP worker threads; 0 means one per CPU core (at most 512).
+    #[arg(long, env = "REACTSTEP_WORKERS", default_value_t = 0, value_parser = workers)]
     pub workers: usize,
 }
 
@@ -335,7 +397,15 @@ impl Config {
     /// The flags and the environment, with every provider's variables read.
     pub fn load() -> Self {
         let mut config = <Self as clap::Parser>::parse();
-        config.read_provider_variables(|name| std::env::var(name).ok());
+        config.read_provider_variables(|name| match std::env::var(name) {
+            Ok(value) => Some(value),
+            Err(std::env::VarError::NotPresent) => None,
+            // Not read as unset: the calls would go to the provider's default host instead.
+            Err(std::env::VarError::NotUnicode(_)) => {
+                eprintln!("error: {name} is not UTF-8: set it again, or unset it");
+                std::process::exit(2)
+            }
+        });
         config
     }
 

@@ -5,7 +5,9 @@ use reactstep::telemetry;
 fn main() -> std::io::Result<()> {
     // `reactstep run …` drives a loop in the terminal, `reactstep ui …` on a local web page,
     // `reactstep sessions …` looks at the sessions they keep; anything else runs the service.
-    match std::env::args().nth(1).as_deref() {
+    // Read as the OS gives it: an argument that is not UTF-8 is the service's parser's to refuse.
+    let first = std::env::args_os().nth(1);
+    match first.as_ref().and_then(|c| c.to_str()) {
         #[cfg(feature = "driver")]
         Some("run") => command("reactstep run", reactstep::driver::cli::main),
         #[cfg(feature = "driver")]
@@ -17,7 +19,14 @@ fn main() -> std::io::Result<()> {
         ),
         #[cfg(not(feature = "driver"))]
         Some(name @ ("run" | "ui" | "sessions")) => without_driver(name),
-        _ => actix_web::rt::System::new().block_on(serve()),
+        _ => {
+            // Said plainly, not as the error's debug form.
+            if let Err(e) = actix_web::rt::System::new().block_on(serve()) {
+                eprintln!("error: {e}");
+                std::process::exit(1);
+            }
+            Ok(())
+        }
     }
 }
 
@@ -39,9 +48,15 @@ fn command<F: std::future::Future<Output = i32>>(
     name: &str,
     main: impl FnOnce(Vec<String>) -> F,
 ) -> ! {
-    let args = std::iter::once(name.to_string())
-        .chain(std::env::args().skip(2))
-        .collect();
+    let Some(rest) = std::env::args_os()
+        .skip(2)
+        .map(|arg| arg.into_string().ok())
+        .collect::<Option<Vec<String>>>()
+    else {
+        eprintln!("{name}: an argument is not UTF-8");
+        std::process::exit(2);
+    };
+    let args = std::iter::once(name.to_string()).chain(rest).collect();
     let runtime = actix_web::rt::System::new();
     let code = runtime.block_on(main(args));
     // The runtime goes first: its tasks are dropped, and with them any child process (an

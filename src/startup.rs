@@ -90,15 +90,25 @@ impl Application {
         let mut server = serve(listener, config, app)?;
         server = server.shutdown_timeout(config.shutdown_grace_secs);
         server = server.workers(workers);
-        if !config.stops_on_signals {
-            server = server.disable_signals();
-        }
+        // actix stops at once on SIGINT; the service stops gracefully on either (below).
+        server = server.disable_signals();
         // Per worker; past it, connections wait in the listener's queue, holding no descriptor.
         server = server.max_concurrent_connections(descriptors.connections.div_ceil(workers));
-        Ok(Self {
-            port,
-            server: server.run(),
-        })
+        let server = server.run();
+        if config.stops_on_signals {
+            let (handle, grace) = (server.handle(), config.shutdown_grace_secs);
+            tokio::spawn(async move {
+                if let Ok(signal) = stop_signal().await {
+                    tracing::info!(
+                        signal,
+                        grace_secs = grace,
+                        "graceful shutdown: no new requests; those in flight get the grace period"
+                    );
+                    handle.stop(true).await;
+                }
+            });
+        }
+        Ok(Self { port, server })
     }
 
     pub fn port(&self) -> u16 {
@@ -293,6 +303,26 @@ fn rate_limits(config: &Config) -> Result<crate::api::RateLimits, String> {
 
 /// Browsers on the configured origins may call the API (POST with a JSON body and the
 /// operator's bearer token); nothing is allowed when none is configured.
+/// SIGTERM or SIGINT: both stop the service gracefully (in-flight requests get the grace
+/// period, as the documentation says; actix's own handling stops at once on SIGINT).
+#[cfg(unix)]
+async fn stop_signal() -> std::io::Result<&'static str> {
+    use tokio::signal::unix::{signal, SignalKind};
+    let (mut term, mut int) = (
+        signal(SignalKind::terminate())?,
+        signal(SignalKind::interrupt())?,
+    );
+    Ok(tokio::select! {
+        _ = term.recv() => "SIGTERM",
+        _ = int.recv() => "SIGINT",
+    })
+}
+
+#[cfg(not(unix))]
+async fn stop_signal() -> std::io::Result<&'static str> {
+    tokio::signal::ctrl_c().await.map(|()| "Ctrl-C")
+}
+
 fn cors(origins: &[String]) -> actix_cors::Cors {
     origins
         .iter()

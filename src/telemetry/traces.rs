@@ -18,7 +18,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use opentelemetry::propagation::{Extractor, TextMapPropagator};
 use opentelemetry::trace::TracerProvider as _;
 use opentelemetry::KeyValue;
-use opentelemetry_otlp::WithExportConfig as _;
+use opentelemetry_otlp::{WithExportConfig as _, WithHttpConfig as _};
 use opentelemetry_sdk::propagation::TraceContextPropagator;
 use opentelemetry_sdk::resource::{
     EnvResourceDetector, ResourceDetector, TelemetryResourceDetector,
@@ -30,6 +30,7 @@ use tracing_subscriber::filter::{filter_fn, FilterExt as _, Targets};
 use tracing_subscriber::registry::LookupSpan;
 use tracing_subscriber::Layer;
 
+mod bounded_client;
 mod propagated;
 
 /// The target of the phase spans: only traces ask for it.
@@ -65,11 +66,13 @@ impl Traces {
     /// unless it is there), the standard `OTEL_*` variables read for the rest, and the tracer.
     pub fn start(endpoint: &str) -> Result<(Self, SdkTracer), String> {
         let url = traces_url(endpoint)?;
+        queue_within(std::env::var("OTEL_BSP_MAX_QUEUE_SIZE").ok())?;
         let exporter = opentelemetry_otlp::SpanExporter::builder()
             .with_http()
-            .with_endpoint(url)
+            .with_http_client(bounded_client::BoundedClient::new()?)
+            .with_endpoint(url.clone())
             .build()
-            .map_err(|e| format!("REACTSTEP_OTLP_ENDPOINT {endpoint}: {e}"))?;
+            .map_err(|e| format!("REACTSTEP_OTLP_ENDPOINT {url}: {e}"))?;
         let provider = SdkTracerProvider::builder()
             .with_resource(resource(std::env::var("OTEL_SERVICE_NAME").ok()))
             .with_batch_exporter(exporter)
@@ -93,11 +96,33 @@ impl Traces {
     }
 }
 
-/// The full URL traces are posted to.
+/// The most spans the export queue may hold: the SDK takes the whole queue at start (about
+/// 370 bytes a span), so a mistaken figure took gigabytes, or stopped start-up with no word of
+/// why.
+const MOST_QUEUED_SPANS: usize = 65_536;
+
+/// `OTEL_BSP_MAX_QUEUE_SIZE`, when set, is a number of spans within [`MOST_QUEUED_SPANS`].
+fn queue_within(set: Option<String>) -> Result<(), String> {
+    let Some(text) = set else { return Ok(()) };
+    match text.trim().parse::<usize>() {
+        Ok(spans) if (1..=MOST_QUEUED_SPANS).contains(&spans) => Ok(()),
+        _ => Err(format!(
+            "OTEL_BSP_MAX_QUEUE_SIZE {text:?}: the export queue holds 1 to {MOST_QUEUED_SPANS} spans (each taken at start)"
+        )),
+    }
+}
+
+/// The full URL traces are posted to. A URL with credentials or a query is refused: the
+/// exporter sends neither as a credential, and its errors quote the URL in the log; headers
+/// (`OTEL_EXPORTER_OTLP_HEADERS`) are the place for a collector's key.
 fn traces_url(endpoint: &str) -> Result<String, String> {
     let trimmed = endpoint.trim().trim_end_matches('/');
+    // Not quoted: it may hold a password.
     let parsed = reqwest::Url::parse(trimmed)
-        .map_err(|e| format!("REACTSTEP_OTLP_ENDPOINT {endpoint}: {e}"))?;
+        .map_err(|e| format!("REACTSTEP_OTLP_ENDPOINT is not a URL: {e}"))?;
+    if !parsed.username().is_empty() || parsed.password().is_some() || parsed.query().is_some() {
+        return Err("REACTSTEP_OTLP_ENDPOINT holds credentials or a query, which are not sent as credentials and would be logged: give the collector's key in OTEL_EXPORTER_OTLP_HEADERS".into());
+    }
     if !matches!(parsed.scheme(), "http" | "https") {
         return Err(format!(
             "REACTSTEP_OTLP_ENDPOINT {endpoint}: not an http or https URL"
@@ -204,6 +229,33 @@ mod tests {
         );
         assert_eq!(url("c:4318"), None);
         assert_eq!(url("grpc://c:4317"), None);
+    }
+
+    /// Credentials in the URL are neither sent as credentials nor kept out of the exporter's
+    /// error lines: refused, and not quoted in the refusal.
+    #[test]
+    fn an_endpoint_with_credentials_or_a_query_is_refused_unquoted() {
+        for endpoint in [
+            "http://user:s3cret-pass@collector:4318",
+            "http://s3cret-user@collector:4318",
+            "https://collector/?api_key=s3cret-key",
+        ] {
+            let refused = traces_url(endpoint).err().unwrap_or_default();
+            assert!(refused.contains("OTEL_EXPORTER_OTLP_HEADERS"), "{refused}");
+            assert!(!refused.contains("s3cret"), "{refused}");
+        }
+    }
+
+    #[test]
+    fn the_export_queue_is_held_to_what_start_up_can_take() {
+        assert!(queue_within(None).is_ok());
+        for fine in ["1", "2048", " 65536 "] {
+            assert!(queue_within(Some(fine.into())).is_ok(), "{fine}");
+        }
+        for bad in ["0", "65537", "100000000", "-1", "lots"] {
+            let refused = queue_within(Some(bad.into())).err().unwrap_or_default();
+            assert!(refused.contains("OTEL_BSP_MAX_QUEUE_SIZE"), "{refused}");
+        }
     }
 
     #[test]

@@ -225,3 +225,115 @@ async fn a_token_list_that_holds_no_token_stops_start_up() {
         );
     }
 }
+
+/// A token list refused at start is not quoted back: it is the operator's secrets, and stderr
+/// is the container's log.
+#[tokio::test]
+async fn a_refused_token_list_is_not_quoted_back() {
+    let list = "prodToken_7f3a9c1e5b2d4f60,short";
+    let (status, stderr) =
+        crate::support::binary::start_up_with(&[("REACTSTEP_API_TOKENS", list)]).await;
+    assert_eq!(status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("at least 16 characters"), "{stderr}");
+    assert!(
+        !stderr.contains("prodToken") && !stderr.contains("short"),
+        "{stderr}"
+    );
+}
+
+/// Settings that once started a service that could not work, or panicked, stop start-up with
+/// a message naming them: an origin no browser sends (a trailing `/`, no scheme, `*`), more
+/// HTTP workers than actix runs, an export queue that would take gigabytes at start, a
+/// collector's URL holding a password.
+#[tokio::test]
+async fn settings_that_cannot_work_stop_start_up_saying_which() {
+    for (name, value, says) in [
+        (
+            "REACTSTEP_CORS_ORIGINS",
+            "https://app.example.com/",
+            "not an origin",
+        ),
+        ("REACTSTEP_CORS_ORIGINS", "app.example.com", "not an origin"),
+        ("REACTSTEP_CORS_ORIGINS", "*", "* is not taken"),
+        ("REACTSTEP_WORKERS", "513", "0 (one per CPU core) to 512"),
+        ("REACTSTEP_WORKERS", "18446744073709551615", "to 512"),
+    ] {
+        let (status, stderr) = crate::support::binary::start_up_with(&[(name, value)]).await;
+        assert_eq!(status.code(), Some(2), "{name}={value}: {stderr}");
+        assert!(stderr.contains(says), "{name}={value}: {stderr}");
+    }
+    let otlp = [
+        (
+            "REACTSTEP_OTLP_ENDPOINT",
+            "http://user:s3cret-pass@127.0.0.1:9",
+        ),
+        ("REACTSTEP_OTLP_ENDPOINT", "http://127.0.0.1:9"),
+    ];
+    let (status, stderr) = crate::support::binary::start_up_with(&otlp[..1]).await;
+    assert!(
+        !status.success() && stderr.contains("OTEL_EXPORTER_OTLP_HEADERS"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("s3cret"), "{stderr}");
+    let queue = [otlp[1], ("OTEL_BSP_MAX_QUEUE_SIZE", "100000000")];
+    let (status, stderr) = crate::support::binary::start_up_with(&queue).await;
+    assert!(!status.success(), "{stderr}");
+    assert!(
+        stderr.starts_with("error: OTEL_BSP_MAX_QUEUE_SIZE"),
+        "{stderr}"
+    );
+}
+
+/// Bytes that are not UTF-8, in a provider's base URL or on the command line: start-up stops
+/// saying so. Before, the URL was taken for unset (the calls went to the default host) and the
+/// argument panicked.
+#[tokio::test]
+async fn bytes_that_are_not_utf8_stop_start_up_saying_so() {
+    use std::os::unix::ffi::OsStrExt as _;
+    let latin1 =
+        std::ffi::OsStr::from_bytes(b"https://bedrock-runtime.eu-west-1.amazonaws.com/\xe9");
+    let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_reactstep"))
+        .env("REACTSTEP_BIND", "127.0.0.1:0")
+        .env("REACTSTEP_BEDROCK_BASE_URL", latin1)
+        .kill_on_drop(true)
+        .output()
+        .await
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("REACTSTEP_BEDROCK_BASE_URL is not UTF-8"),
+        "{stderr}"
+    );
+    let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_reactstep"))
+        .arg(std::ffi::OsStr::from_bytes(b"--bind=\xff"))
+        .kill_on_drop(true)
+        .output()
+        .await
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+}
+
+/// `--help` shows where each setting comes from, never a secret's value: the Redis URL holds
+/// its password.
+#[tokio::test]
+async fn help_never_shows_the_redis_password() {
+    let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_reactstep"))
+        .arg("--help")
+        .env(
+            "REACTSTEP_REDIS_URL",
+            "redis://:Redis-Pass-91f2@127.0.0.1:6379",
+        )
+        .env("REACTSTEP_API_TOKENS", "operator-token-0123456789")
+        .output()
+        .await
+        .unwrap();
+    let help = String::from_utf8_lossy(&output.stdout);
+    assert!(help.contains("REACTSTEP_REDIS_URL"), "{help}");
+    assert!(
+        !help.contains("Redis-Pass") && !help.contains("operator-token"),
+        "{help}"
+    );
+}

@@ -1,5 +1,5 @@
-//! Graceful shutdown: on SIGTERM the server stops accepting, lets the step in flight finish, and
-//! exits cleanly.
+//! Graceful shutdown: on SIGTERM or SIGINT the server stops accepting, lets the step in flight
+//! finish, and exits cleanly.
 
 use serde_json::Value;
 
@@ -9,6 +9,17 @@ use crate::support::upstream::held_upstream;
 
 #[tokio::test]
 async fn sigterm_lets_the_step_in_flight_finish_then_exits() {
+    stopped_gracefully_by("TERM").await;
+}
+
+/// SIGINT (Ctrl-C, `docker stop` with another signal) stops as gracefully: actix's own handling
+/// dropped the step in flight at once.
+#[tokio::test]
+async fn sigint_lets_the_step_in_flight_finish_then_exits() {
+    stopped_gracefully_by("INT").await;
+}
+
+async fn stopped_gracefully_by(signal: &str) {
     let (uri, arrived, go) =
         held_upstream("Thought: t\nFinal Answer: finished during shutdown").await;
     let mut server = RunningBinary::start(&uri, "info").await;
@@ -26,7 +37,7 @@ async fn sigterm_lets_the_step_in_flight_finish_then_exits() {
         )
     });
     arrived.await.unwrap();
-    server.terminate().await;
+    server.signal(signal).await;
     // Only once the server is shutting down does the upstream answer the step in flight.
     server.logged("graceful shutdown").await;
     go.send(()).unwrap();

@@ -128,9 +128,14 @@ impl RunningBinary {
 
     /// Sends SIGTERM, as an orchestrator does to stop a service.
     pub async fn terminate(&self) {
+        self.signal("TERM").await;
+    }
+
+    /// Sends the signal `name` (`TERM`, `INT`).
+    pub async fn signal(&self, name: &str) {
         let pid = self.child.id().expect("the server is running").to_string();
         let status = tokio::process::Command::new("kill")
-            .args(["-TERM", &pid])
+            .args([&format!("-{name}"), &pid])
             .status()
             .await
             .unwrap();

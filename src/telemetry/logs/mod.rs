@@ -10,6 +10,7 @@ use crate::telemetry::traces::Traces;
 
 mod entries;
 mod json_line;
+mod pretty;
 mod span_fields;
 pub use json_line::JsonLine;
 pub use span_fields::SpanJson;
@@ -19,7 +20,8 @@ pub use span_fields::SpanJson;
 pub enum LogFormat {
     /// One JSON object per line, for log collectors.
     Json,
-    /// Human-readable, coloured lines for a terminal.
+    /// Human-readable, coloured lines for a terminal: one a record, each value's control
+    /// characters escaped (`pretty.rs`).
     Pretty,
 }
 
@@ -42,7 +44,7 @@ pub fn init(format: LogFormat, otlp_endpoint: Option<&str>) -> std::io::Result<O
             .with_writer(std::io::stderr)
             .boxed(),
         LogFormat::Pretty => tracing_subscriber::fmt::layer()
-            .pretty()
+            .fmt_fields(pretty::escaped_fields())
             .with_writer(std::io::stderr)
             .boxed(),
     };
@@ -66,7 +68,7 @@ fn logs_only(format: LogFormat, filter: EnvFilter) {
             .fmt_fields(SpanJson)
             .event_format(JsonLine { timestamps: true })
             .try_init(),
-        LogFormat::Pretty => builder.pretty().try_init(),
+        LogFormat::Pretty => builder.fmt_fields(pretty::escaped_fields()).try_init(),
     };
 }
 
