@@ -41,7 +41,8 @@ impl Application {
         let descriptors = descriptor_budget(config, workers);
         let listener = TcpListener::bind(config.bind)?;
         let port = listener.local_addr()?.port();
-        let state = web::Data::new(app_state(config, prices, descriptors.steps)?);
+        let (stopper, stopping) = crate::runtime::stopping::stopping();
+        let state = web::Data::new(app_state(config, prices, descriptors.steps, stopping)?);
         if !config.bind.ip().is_loopback() && config.api_tokens.is_none() {
             tracing::warn!(bind = %config.bind, "listening beyond loopback without REACTSTEP_API_TOKENS: anyone who can reach this address can spend the keys sent to it and use the service");
         }
@@ -96,17 +97,7 @@ impl Application {
         server = server.max_concurrent_connections(descriptors.connections.div_ceil(workers));
         let server = server.run();
         if config.stops_on_signals {
-            let (handle, grace) = (server.handle(), config.shutdown_grace_secs);
-            tokio::spawn(async move {
-                if let Ok(signal) = stop_signal().await {
-                    tracing::info!(
-                        signal,
-                        grace_secs = grace,
-                        "graceful shutdown: no new requests; those in flight get the grace period"
-                    );
-                    handle.stop(true).await;
-                }
-            });
+            stop_on_signals(server.handle(), config.shutdown_grace_secs, stopper);
         }
         Ok(Self { port, server })
     }
@@ -155,6 +146,7 @@ fn app_state(
     config: &Config,
     prices: crate::prices::Prices,
     steps_in_flight: usize,
+    stopping: crate::runtime::stopping::Stopping,
 ) -> std::io::Result<AppState> {
     let memory = crate::runtime::memory_budget::MemoryBudget::new(config.memory_budget_bytes());
     let llm = LlmClients::new(LlmSettings {
@@ -197,6 +189,7 @@ fn app_state(
             unplaced,
         }),
         step_slots: api::StepSlots::new(steps_in_flight),
+        stopping,
     })
 }
 
@@ -303,6 +296,26 @@ fn rate_limits(config: &Config) -> Result<crate::api::RateLimits, String> {
 
 /// Browsers on the configured origins may call the API (POST with a JSON body and the
 /// operator's bearer token); nothing is allowed when none is configured.
+/// Stops the server gracefully on SIGTERM or SIGINT, telling the requests in flight when they
+/// will be cut (`runtime::stopping`).
+fn stop_on_signals(
+    handle: actix_web::dev::ServerHandle,
+    grace: u64,
+    stopper: crate::runtime::stopping::Stopper,
+) {
+    tokio::spawn(async move {
+        if let Ok(signal) = stop_signal().await {
+            tracing::info!(
+                signal,
+                grace_secs = grace,
+                "graceful shutdown: no new requests; those in flight get the grace period"
+            );
+            stopper.stop(std::time::Duration::from_secs(grace));
+            handle.stop(true).await;
+        }
+    });
+}
+
 /// SIGTERM or SIGINT: both stop the service gracefully (in-flight requests get the grace
 /// period, as the documentation says; actix's own handling stops at once on SIGINT).
 #[cfg(unix)]

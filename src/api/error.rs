@@ -181,7 +181,9 @@ impl ErrorKind {
             return None;
         };
         match &error.kind {
-            StepErrorKind::Llm(LlmError::Overloaded { .. }) => Some(1),
+            StepErrorKind::Llm(LlmError::Overloaded { .. }) | StepErrorKind::ShuttingDown => {
+                Some(1)
+            }
             StepErrorKind::Llm(LlmError::RateLimited {
                 retry_after,
                 retryable: true,
@@ -395,9 +397,15 @@ impl ApiError {
         if let Some(seconds) = self.kind.retry_after_seconds() {
             response.insert_header((header::RETRY_AFTER, seconds.to_string()));
         }
-        if let ErrorKind::RequestTimeout { .. } | ErrorKind::AtCapacity { .. } = &self.kind {
+        let stopping = matches!(&self.kind, ErrorKind::Step(e) if matches!(e.kind, StepErrorKind::ShuttingDown));
+        if stopping
+            || matches!(
+                &self.kind,
+                ErrorKind::RequestTimeout { .. } | ErrorKind::AtCapacity { .. }
+            )
+        {
             // The rest of a slow body is not worth waiting for; a client refused for capacity
-            // gives its connection (a descriptor) back.
+            // gives its connection (a descriptor) back; a stopping service closes them all.
             response.force_close();
         }
         response
@@ -418,6 +426,7 @@ fn step_status(error: &StepErrorKind) -> (StatusCode, &'static str, bool) {
         StepErrorKind::Deadline(_) => (S::GATEWAY_TIMEOUT, "llm_timeout", true),
         // Never sent: the client is gone. Logged as what it is.
         StepErrorKind::ClientGone => (S::BAD_REQUEST, "client_disconnected", false),
+        StepErrorKind::ShuttingDown => (S::SERVICE_UNAVAILABLE, "shutting_down", true),
         StepErrorKind::Llm(e) => {
             let retryable = e.is_retryable();
             match e {

@@ -129,6 +129,7 @@ async fn answer_step(
     // The result boxed too: its room would be reserved through the wait.
     let result = {
         let step = std::pin::pin!(crate::step::run(input, &state.llm, None));
+        let step = std::pin::pin!(state.stopping.before_cut(step));
         super::client_gone::unless_gone(&req, step)
             .await
             .map(Box::new)
@@ -140,8 +141,12 @@ async fn answer_step(
         ));
     };
     let output = match *result {
-        Ok(output) => output,
-        Err(err) => return Err(ApiError::new(err.into(), echo)),
+        Some(Ok(output)) => output,
+        Some(Err(err)) => return Err(ApiError::new(err.into(), echo)),
+        None => {
+            let stopping = StepError::from(StepErrorKind::ShuttingDown);
+            return Err(ApiError::new(stopping.into(), echo));
+        }
     };
     let (request_id, price) = (echo.request_id, echo.price);
     if let Some(usage) = &output.usage {

@@ -25,4 +25,6 @@ pub struct AppState {
     pub prices: crate::prices::Prices,
     /// Steps in flight, bounded by what the descriptor limit allows.
     pub step_slots: Arc<StepSlots>,
+    /// When a step still in flight must be answered, once the service is stopping.
+    pub stopping: crate::runtime::stopping::Stopping,
 }

@@ -69,6 +69,9 @@ struct Connection {
     terminal: Option<Held>,
     /// The step's phases, for the terminal event's `server_timing`.
     timings: Option<Arc<PhaseTimes>>,
+    /// Resolves when the service is stopping and the step must be answered
+    /// (`runtime::stopping`): the terminal event is then `shutting_down`.
+    cut: std::pin::Pin<Box<dyn std::future::Future<Output = ()>>>,
 }
 
 /// `POST /api/agent/react_step/stream`, `/plan/stream` and `/evaluate/stream`: the endpoint's
@@ -121,12 +124,9 @@ async fn open_stream(
     let mut task = StepTask(Some(task));
 
     // Before the provider accepts the call, an error is still an ordinary HTTP error.
-    let Some(first) = super::client_gone::unless_gone(&req, std::pin::pin!(events.recv())).await
-    else {
-        return Err(ApiError::new(
-            StepError::from(StepErrorKind::ClientGone).into(),
-            echo,
-        ));
+    let first = match first_event(&req, &state, &mut events).await {
+        Ok(first) => first,
+        Err(kind) => return Err(ApiError::new(StepError::from(kind).into(), echo)),
     };
     let early = match first {
         Some(Live::Started) => None,
@@ -156,12 +156,29 @@ async fn open_stream(
         memory: state.memory.clone(),
         terminal: None,
         timings,
+        cut: Box::pin(state.stopping.clone().cut()),
     };
     let frames = futures_util::stream::unfold(connection, |mut c| async move {
         let frame = next_frame(&mut c).await?;
         Some((Ok::<_, actix_web::Error>(frame), c))
     });
     Ok(event_stream(&echo, frames))
+}
+
+/// The step's first event (`None` when it ended without one), or why none will come: the
+/// client left, or the service is stopping.
+async fn first_event(
+    req: &HttpRequest,
+    state: &AppState,
+    events: &mut mpsc::Receiver<Live>,
+) -> Result<Option<Live>, StepErrorKind> {
+    let first = std::pin::pin!(events.recv());
+    let first = std::pin::pin!(state.stopping.before_cut(first));
+    match super::client_gone::unless_gone(req, first).await {
+        None => Err(StepErrorKind::ClientGone),
+        Some(None) => Err(StepErrorKind::ShuttingDown),
+        Some(Some(first)) => Ok(first),
+    }
 }
 
 fn event_stream(
@@ -205,6 +222,14 @@ async fn next_frame(c: &mut Connection) -> Option<Bytes> {
                 }
             },
             _ = c.heartbeat.tick() => return Some(Bytes::from_static(b": heartbeat\n\n")),
+            () = &mut c.cut => {
+                c.done = true;
+                // Dropping the task stops the step and its upstream call.
+                drop(std::mem::replace(&mut c.task, StepTask(None)));
+                let stopping = Err(StepErrorKind::ShuttingDown.into());
+                let frame = Box::pin(step_frame(stopping, &c.echo, c.timings.as_deref())).await;
+                return Some(frame);
+            }
             () = &mut c.gone => {
                 tracing::info!("the client disconnected; its step was stopped");
                 return None;

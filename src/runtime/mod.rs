@@ -7,3 +7,4 @@ pub mod heap_trim;
 pub(crate) mod memo;
 pub mod memory_budget;
 pub mod resident;
+pub mod stopping;

@@ -51,6 +51,10 @@ pub enum StepErrorKind {
     /// The streaming client disconnected; nobody is left to answer.
     #[error("the client disconnected")]
     ClientGone,
+    /// The service is stopping, and its grace period ends before the step would
+    /// (`runtime::stopping`).
+    #[error("the service is stopping and its grace period (REACTSTEP_SHUTDOWN_GRACE_SECS) ends before this step would: retry, on another replica")]
+    ShuttingDown,
 }
 
 impl From<StepErrorKind> for StepError {

@@ -15,7 +15,7 @@ use crate::support::upstream::read_request_or_close;
 
 /// What the mock upstream does with each call once its request has arrived.
 #[derive(Clone, Copy)]
-enum Upstream {
+pub(crate) enum Upstream {
     /// Never answers: the client leaves before the first byte.
     Hold,
     /// Answers 429 with `Retry-After: 25`, so the service waits that long to try again.
@@ -25,14 +25,14 @@ enum Upstream {
 }
 
 #[derive(Debug, PartialEq)]
-enum Seen {
+pub(crate) enum Seen {
     Arrived,
     Closed,
 }
 
 /// An OpenAI upstream on plain HTTP/1.1 that reports each call's arrival and the closing of
 /// its connection by the service.
-async fn upstream(mode: Upstream) -> (String, mpsc::UnboundedReceiver<Seen>) {
+pub(crate) async fn upstream(mode: Upstream) -> (String, mpsc::UnboundedReceiver<Seen>) {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let uri = format!("http://{}", listener.local_addr().unwrap());
     let (tx, rx) = mpsc::unbounded_channel();
@@ -95,7 +95,7 @@ async fn logged(server: &mut RunningBinary, text: &str) {
         .unwrap_or_else(|_| panic!("the server did not log {text:?}"));
 }
 
-async fn next(seen: &mut mpsc::UnboundedReceiver<Seen>) -> Seen {
+pub(crate) async fn next(seen: &mut mpsc::UnboundedReceiver<Seen>) -> Seen {
     // A guard, not a wait: without the fix the call would run to the 60 s LLM timeout.
     tokio::time::timeout(Duration::from_secs(20), seen.recv())
         .await

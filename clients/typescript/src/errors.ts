@@ -39,6 +39,7 @@ const STATUS_OF: Record<ErrorType, number> = {
   rate_limiter_unavailable: 503,
   at_capacity: 503,
   overloaded: 503,
+  shutting_down: 503,
   llm_timeout: 504,
 };
 

@@ -746,7 +746,7 @@ class ErrorBody(BaseModel):
     model_config = ConfigDict(
         extra='allow',
     )
-    type: Literal['invalid_request', 'payload_too_large', 'not_found', 'method_not_allowed', 'context_overflow', 'llm_auth', 'llm_model_not_found', 'llm_request_rejected', 'llm_rate_limited', 'llm_unavailable', 'llm_bad_response', 'invalid_model_output', 'llm_timeout', 'internal_error', 'unauthorized', 'rate_limited', 'request_timeout', 'headers_too_large', 'client_disconnected', 'rate_limiter_unavailable', 'at_capacity', 'overloaded', 'loop_detected']
+    type: Literal['invalid_request', 'payload_too_large', 'not_found', 'method_not_allowed', 'context_overflow', 'llm_auth', 'llm_model_not_found', 'llm_request_rejected', 'llm_rate_limited', 'llm_unavailable', 'llm_bad_response', 'invalid_model_output', 'llm_timeout', 'internal_error', 'unauthorized', 'rate_limited', 'request_timeout', 'headers_too_large', 'client_disconnected', 'rate_limiter_unavailable', 'at_capacity', 'overloaded', 'loop_detected', 'shutting_down']
     message: str
     """
     What went wrong. A provider's own words are passed on with the request's key (every piece of 8 or more characters of it, however split) and anything shaped like a key replaced by [REDACTED], then cut at 500 characters.
@@ -757,7 +757,7 @@ class ErrorBody(BaseModel):
     """
     retry_after_seconds: Annotated[int | None, Field(ge=1)] = None
     """
-    With llm_rate_limited, rate_limited, rate_limiter_unavailable, at_capacity or overloaded: the Retry-After figure.
+    With llm_rate_limited, rate_limited, rate_limiter_unavailable, at_capacity, overloaded or shutting_down: the Retry-After figure.
     """
     raw_output: str | None = None
     """

@@ -37,6 +37,7 @@ STATUS_OF: Final[dict[str, int]] = {
     "rate_limiter_unavailable": 503,
     "at_capacity": 503,
     "overloaded": 503,
+    "shutting_down": 503,
     "llm_timeout": 504,
 }
 """The HTTP status of each error type, as openapi.yaml's table gives it. A stream reports its

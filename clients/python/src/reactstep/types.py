@@ -104,6 +104,7 @@ ErrorType: TypeAlias = Literal[
     "at_capacity",
     "overloaded",
     "loop_detected",
+    "shutting_down",
 ]
 """Every ``error.type`` the service answers (``ErrorBody.type``; a test holds them equal)."""
 

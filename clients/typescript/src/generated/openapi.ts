@@ -160,7 +160,8 @@ export interface paths {
          *       the thought and answer deltas received so far; the next attempt's deltas follow.
          *     - exactly one terminal event, then the stream ends: `event: step` with the complete
          *       response (`StepSuccess`), field for field what `react_step` returns for the same model
-         *       output; or `event: error` with the error body (`ErrorResponse`).
+         *       output; or `event: error` with the error body (`ErrorResponse`), `shutting_down` among
+         *       them when the service stops while the model is still at work.
          *     - `: heartbeat` comment lines every `REACTSTEP_STREAM_HEARTBEAT_SECS` (15 s) while
          *       nothing else is sent.
          *
@@ -1331,12 +1332,12 @@ export interface components {
         };
         ErrorBody: {
             /** @enum {unknown} */
-            type: "invalid_request" | "payload_too_large" | "not_found" | "method_not_allowed" | "context_overflow" | "llm_auth" | "llm_model_not_found" | "llm_request_rejected" | "llm_rate_limited" | "llm_unavailable" | "llm_bad_response" | "invalid_model_output" | "llm_timeout" | "internal_error" | "unauthorized" | "rate_limited" | "request_timeout" | "headers_too_large" | "client_disconnected" | "rate_limiter_unavailable" | "at_capacity" | "overloaded" | "loop_detected";
+            type: "invalid_request" | "payload_too_large" | "not_found" | "method_not_allowed" | "context_overflow" | "llm_auth" | "llm_model_not_found" | "llm_request_rejected" | "llm_rate_limited" | "llm_unavailable" | "llm_bad_response" | "invalid_model_output" | "llm_timeout" | "internal_error" | "unauthorized" | "rate_limited" | "request_timeout" | "headers_too_large" | "client_disconnected" | "rate_limiter_unavailable" | "at_capacity" | "overloaded" | "loop_detected" | "shutting_down";
             /** @description What went wrong. A provider's own words are passed on with the request's key (every piece of 8 or more characters of it, however split) and anything shaped like a key replaced by [REDACTED], then cut at 500 characters. */
             message: string;
             /** @description Whether sending the same request again can succeed. */
             retryable: boolean;
-            /** @description With llm_rate_limited, rate_limited, rate_limiter_unavailable, at_capacity or overloaded: the Retry-After figure. */
+            /** @description With llm_rate_limited, rate_limited, rate_limiter_unavailable, at_capacity, overloaded or shutting_down: the Retry-After figure. */
             retry_after_seconds?: number;
             /** @description With invalid_model_output: the model's last output, as written. */
             raw_output?: string;
@@ -1469,8 +1470,9 @@ export interface components {
          *     service can hold (what its file descriptor limit allows, or
          *     `REACTSTEP_MAX_STEPS_IN_FLIGHT`); the connection is closed after the answer. Or
          *     `overloaded`: the request bodies and upstream replies held at once reached the memory
-         *     budget (`REACTSTEP_MEMORY_BUDGET_MIB`). Either way `retryable` is true; `Retry-After` is
-         *     1 s.
+         *     budget (`REACTSTEP_MEMORY_BUDGET_MIB`). Or `shutting_down`: the service is stopping and
+         *     its grace period (`REACTSTEP_SHUTDOWN_GRACE_SECS`) ends before the step would. Either way
+         *     `retryable` is true; `Retry-After` is 1 s.
          */
         Unavailable: {
             headers: {
