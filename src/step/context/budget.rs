@@ -176,8 +176,12 @@ struct KeptTurns {
     omission_fits: bool,
     /// The task (its index and the turn), sent before the kept turns when it is older than
     /// them.
-    task: Option<(usize, SentTurn)>,
+    task: Option<Task>,
 }
+
+/// The task's index and the turn as sent; boxed, as it is rarely there and a turn is large to
+/// carry through every fit.
+type Task = Box<(usize, SentTurn)>;
 
 /// A turn as it is sent, with its tokens (framing included).
 #[derive(Clone)]
@@ -212,7 +216,7 @@ struct Mandatory {
     /// The task, when the step asks nothing new: the last user turn before the latest (its
     /// index and the turn as sent). However many turns after it are left out, the model is
     /// still told what it is doing.
-    task: Option<(usize, SentTurn)>,
+    task: Option<Task>,
     /// History turns that may be left out.
     optional_turns: usize,
     total: u32,
@@ -255,7 +259,7 @@ fn mandatory(counter: &TokenCounter, c: &Candidates<'_>) -> Mandatory {
         + query_tokens
         + notice_tokens
         + latest.as_ref().map_or(0, |t| t.tokens)
-        + task.as_ref().map_or(0, |(_, t)| t.tokens)
+        + task.as_ref().map_or(0, |task| task.1.tokens)
         + fillers;
     Mandatory {
         head_tokens,
@@ -269,15 +273,11 @@ fn mandatory(counter: &TokenCounter, c: &Candidates<'_>) -> Mandatory {
 
 /// The last user turn with something in it among the first `optional_turns`: a loop's task,
 /// sent once as its query and carried in the history after that.
-fn task_turn(
-    counter: &TokenCounter,
-    c: &Candidates<'_>,
-    optional_turns: usize,
-) -> Option<(usize, SentTurn)> {
+fn task_turn(counter: &TokenCounter, c: &Candidates<'_>, optional_turns: usize) -> Option<Task> {
     let at = c.history[..optional_turns]
         .iter()
         .rposition(|t| t.role == Role::User && !t.content.trim().is_empty())?;
-    sent_turn(counter, c, at, u32::MAX).map(|turn| (at, turn))
+    sent_turn(counter, c, at, u32::MAX).map(|turn| Box::new((at, turn)))
 }
 
 /// One choice within `limit`; the report states `budget`.
@@ -314,7 +314,8 @@ fn fit_within(
     turn_fates.resize(chosen.turns.first, (None, false));
     let task_pinned = chosen.turns.task.is_some();
     let mut history_tokens = 0;
-    if let Some((at, task)) = chosen.turns.task {
+    if let Some(pinned) = chosen.turns.task {
+        let (at, task) = *pinned;
         turn_fates[at] = (Some(task.tokens), task.cut);
         history_tokens += task.tokens;
         turns.push(Costed::known(task.message, task.tokens));
@@ -533,7 +534,7 @@ fn choose_turns(
     room: &mut u32,
 ) -> KeptTurns {
     let optional_turns = must.optional_turns;
-    let task_at = must.task.as_ref().map(|(at, _)| *at);
+    let task_at = must.task.as_ref().map(|task| task.0);
     let cost = |at: usize, turn: &SentTurn| if Some(at) == task_at { 0 } else { turn.tokens };
     let mut first = optional_turns;
     let mut used = 0u32;
@@ -542,7 +543,7 @@ fn choose_turns(
     while first > 0 {
         let at = first - 1;
         let turn = match &must.task {
-            Some((task_at, task)) if *task_at == at => Some(task.clone()),
+            Some(task) if task.0 == at => Some(task.1.clone()),
             _ => sent_turn(counter, c, at, room.saturating_sub(used)),
         };
         let Some(turn) = turn else { break };
@@ -576,7 +577,7 @@ fn choose_turns(
         first,
         sent,
         omission_fits,
-        task: must.task.clone().filter(|(at, _)| *at < first),
+        task: must.task.clone().filter(|task| task.0 < first),
     }
 }
 
