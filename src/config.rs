@@ -83,8 +83,14 @@ fn cors_origin(text: &str) -> Result<String, String> {
         && scheme
             .chars()
             .all(|c| c.is_ascii_alphanumeric() || "+.-".contains(c));
-    let rest_ok = !rest.is_empty() && !rest.contains(['/', '?', '#', '@', ' ', '*']);
-    if !(scheme_ok && rest_ok) || reqwest::Url::parse(origin).is_err() {
+    let rest_ok = !rest.is_empty()
+        && rest.chars().all(|c| c.is_ascii_graphic())
+        && !rest.contains(['/', '?', '#', '@', '*', '\\']);
+    let parsed = reqwest::Url::parse(origin).map_err(|_| refused())?;
+    // A web origin as the browser writes it: lower case, no default port, IPv6 in its short
+    // form, a domain in punycode. Other schemes (`vscode-webview://…`) have opaque origins.
+    let web = matches!(parsed.scheme(), "http" | "https");
+    if !(scheme_ok && rest_ok) || (web && parsed.origin().ascii_serialization() != origin) {
         return Err(refused());
     }
     Ok(origin.to_string())
@@ -232,7 +238,7 @@ pub struct Config {
     /// OpenTelemetry collector to export each request's trace to, over OTLP/HTTP with protobuf:
     /// its base URL (`http://127.0.0.1:4318`; `/v1/traces` is added). Unset, nothing is traced;
     /// the standard `OTEL_*` variables (headers, timeout, sampler, service name) apply.
-    #[arg(long, env = "REACTSTEP_OTLP_ENDPOINT")]
+    #[arg(long, env = "REACTSTEP_OTLP_ENDPOINT", hide_env_values = true)]
     pub otlp_endpoint: Option<String>,
 
     /// Whether requests may carry `mock_response` (the model's output given by the client).
@@ -527,6 +533,36 @@ impl Settings {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Origins as browsers and editor webviews send them are taken as given; any other way of
+    /// writing one would never match, and is refused.
+    #[test]
+    fn origins_are_taken_as_a_browser_sends_them() {
+        for taken in [
+            "https://app.example.com",
+            "http://localhost:3000",
+            "http://[::1]:3000",
+            "https://xn--bcher-kva.example",
+            "vscode-webview://1a2b3c4d",
+            "chrome-extension://abcdefghijklmnop",
+        ] {
+            assert_eq!(cors_origin(taken).as_deref(), Ok(taken));
+        }
+        for refused in [
+            "https://App.Example.com",
+            "https://app.example.com:443",
+            "http://[0:0::1]:3000",
+            "https://bücher.example",
+            "https://app.example.com/",
+            "https://app.example.com\\",
+            "https://app.\texample.com",
+            "app.example.com",
+            "*",
+            "null",
+        ] {
+            assert!(cors_origin(refused).is_err(), "{refused}");
+        }
+    }
 
     #[test]
     fn defaults_match_what_the_parser_yields_with_no_flags() {

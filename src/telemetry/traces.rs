@@ -124,9 +124,8 @@ fn traces_url(endpoint: &str) -> Result<String, String> {
         return Err("REACTSTEP_OTLP_ENDPOINT holds credentials or a query, which are not sent as credentials and would be logged: give the collector's key in OTEL_EXPORTER_OTLP_HEADERS".into());
     }
     if !matches!(parsed.scheme(), "http" | "https") {
-        return Err(format!(
-            "REACTSTEP_OTLP_ENDPOINT {endpoint}: not an http or https URL"
-        ));
+        // Not quoted either: `user:password@host` without a scheme reads as a scheme `user`.
+        return Err("REACTSTEP_OTLP_ENDPOINT is not an http or https URL".into());
     }
     if trimmed.ends_with("/v1/traces") {
         Ok(trimmed.to_string())
@@ -228,6 +227,10 @@ mod tests {
             Some("http://c:4318/v1/traces")
         );
         assert_eq!(url("c:4318"), None);
+        let refused = traces_url("otel:S3cretPw@collector:4318")
+            .err()
+            .unwrap_or_default();
+        assert!(refused.contains("not an http or https URL") && !refused.contains("S3cret"));
         assert_eq!(url("grpc://c:4317"), None);
     }
 

@@ -255,6 +255,32 @@ async fn settings_that_cannot_work_stop_start_up_saying_which() {
         ),
         ("REACTSTEP_CORS_ORIGINS", "app.example.com", "not an origin"),
         ("REACTSTEP_CORS_ORIGINS", "*", "* is not taken"),
+        // Origins a browser writes otherwise: they would never match.
+        (
+            "REACTSTEP_CORS_ORIGINS",
+            "https://App.Example.com",
+            "not an origin",
+        ),
+        (
+            "REACTSTEP_CORS_ORIGINS",
+            "https://app.example.com:443",
+            "not an origin",
+        ),
+        (
+            "REACTSTEP_CORS_ORIGINS",
+            "http://[0:0::1]:3000",
+            "not an origin",
+        ),
+        (
+            "REACTSTEP_CORS_ORIGINS",
+            "https://bücher.example",
+            "not an origin",
+        ),
+        (
+            "REACTSTEP_CORS_ORIGINS",
+            "https://app.example.com\\",
+            "not an origin",
+        ),
         ("REACTSTEP_WORKERS", "513", "0 (one per CPU core) to 512"),
         ("REACTSTEP_WORKERS", "18446744073709551615", "to 512"),
     ] {
@@ -327,6 +353,10 @@ async fn help_never_shows_the_redis_password() {
             "redis://:Redis-Pass-91f2@127.0.0.1:6379",
         )
         .env("REACTSTEP_API_TOKENS", "operator-token-0123456789")
+        .env(
+            "REACTSTEP_OTLP_ENDPOINT",
+            "http://otel:S3cretPw@collector:4318",
+        )
         .output()
         .await
         .unwrap();
@@ -336,4 +366,5 @@ async fn help_never_shows_the_redis_password() {
         !help.contains("Redis-Pass") && !help.contains("operator-token"),
         "{help}"
     );
+    assert!(!help.contains("S3cretPw"), "{help}");
 }

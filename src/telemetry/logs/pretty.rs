@@ -24,13 +24,22 @@ fn write_field(writer: &mut Writer<'_>, field: &Field, value: &dyn fmt::Debug) -
     Escaped(writer).write_fmt(format_args!("{value:?}"))
 }
 
-/// Writes through to `0`, each control character (C0, DEL, C1) as `\u{…}`.
+/// Whether `c` is written escaped: control characters (C0, DEL, C1), and those that break or
+/// turn a line around in a viewer without being controls: line and paragraph separators, bidi
+/// marks and overrides, zero-width characters, tag characters.
+fn escaped(c: char) -> bool {
+    c.is_control()
+        || matches!(c, '\u{061C}' | '\u{200B}'..='\u{200F}' | '\u{2028}'..='\u{202E}'
+            | '\u{2060}'..='\u{2069}' | '\u{FEFF}' | '\u{E0000}'..='\u{E007F}')
+}
+
+/// Writes through to `0`, each character [`escaped`] says as `\u{…}`.
 struct Escaped<'a, 'w>(&'a mut Writer<'w>);
 
 impl fmt::Write for Escaped<'_, '_> {
     fn write_str(&mut self, text: &str) -> fmt::Result {
         let mut rest = text;
-        while let Some(at) = rest.find(char::is_control) {
+        while let Some(at) = rest.find(escaped) {
             self.0.write_str(&rest[..at])?;
             let c = rest[at..].chars().next().unwrap_or_default();
             write!(self.0, "\\u{{{:x}}}", u32::from(c))?;
@@ -76,7 +85,7 @@ mod tests {
             let forged = "s1\nFORGED  INFO reactstep: all is well\x1b]0;pwned\x07";
             let span = tracing::info_span!("react step", session_id = %forged);
             span.in_scope(|| {
-                tracing::warn!(error = %"model `x\nFORGED2 ERROR` not found\u{9b}2J", "request refused");
+                tracing::warn!(error = %"model `x\nFORGED2 ERROR` not found\u{9b}2J \u{202e}txet\u{2028}", "request refused");
             });
         });
         let bytes = buffer.0.lock().map(|b| b.clone()).unwrap_or_default();
@@ -86,6 +95,9 @@ mod tests {
         for line in text.lines() {
             assert!(!line.trim_start().starts_with("FORGED"), "{text}");
         }
-        assert!(!text.contains(['\x1b', '\x07', '\u{9b}']), "{text:?}");
+        assert!(
+            !text.contains(['\x1b', '\x07', '\u{9b}', '\u{202e}', '\u{2028}']),
+            "{text:?}"
+        );
     }
 }
