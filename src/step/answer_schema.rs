@@ -145,36 +145,47 @@ fn wrapped(schema: &Value) -> Value {
 }
 
 /// Rewrites every local `$ref` of `schema` but those into the definitions, which stay at the
-/// root; values that are data, not schemas (`const`, `enum`, `default`, `examples`), are left.
+/// root. Values that are data, not schemas (`const`, `enum`, `default`, `examples`), are left,
+/// but only where those are keywords: in `properties` and the like they are names.
 fn moved_refs(schema: &mut Value) {
-    let mut stack = vec![schema];
-    while let Some(value) = stack.pop() {
+    // Each value with whether its keys are names (of properties, definitions) not keywords.
+    let mut stack = vec![(schema, false)];
+    while let Some((value, names)) = stack.pop() {
         match value {
             Value::Object(fields) => {
                 for (key, child) in fields.iter_mut() {
                     match (key.as_str(), child) {
+                        (_, child) if names => stack.push((child, false)),
                         ("$ref", Value::String(reference)) => {
                             if let Some(moved) = moved(reference) {
                                 *reference = moved;
                             }
                         }
                         ("const" | "enum" | "default" | "examples", _) => {}
-                        (_, child) => stack.push(child),
+                        (
+                            "properties" | "patternProperties" | "$defs" | "definitions"
+                            | "dependentSchemas",
+                            child,
+                        ) => stack.push((child, true)),
+                        (_, child) => stack.push((child, false)),
                     }
                 }
             }
-            Value::Array(items) => stack.extend(items.iter_mut()),
+            Value::Array(items) => stack.extend(items.iter_mut().map(|item| (item, false))),
             _ => {}
         }
     }
 }
 
-/// Where a local reference into the wrapped schema points now, when it moved.
+/// Where a local reference into the wrapped schema points now, when it moved: not when it
+/// points into the definitions (written `$defs`, `%24defs` or `definitions`), which moved to
+/// the root themselves.
 fn moved(reference: &str) -> Option<String> {
     let pointer = reference.strip_prefix('#')?;
-    let defined = ["/$defs/", "/definitions/"]
-        .iter()
-        .any(|d| pointer.starts_with(d));
+    let first = pointer
+        .strip_prefix('/')
+        .map(|p| p.split('/').next().unwrap_or(""));
+    let defined = matches!(first, Some("$defs" | "%24defs" | "definitions"));
     (!defined).then(|| format!("#/properties/answer{pointer}"))
 }
 
@@ -294,6 +305,23 @@ mod tests {
         let s = AnswerSchema::new(json!({"type": "string", "enum": ["#/x"], "const": "#/x"}))
             .unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(s.tool().parameters["properties"]["answer"]["const"], "#/x");
+        // A property named as a data keyword is a schema all the same; a pointer written
+        // percent-encoded still names the definitions.
+        let named = json!({"type": "array", "items": {"type": "object", "properties": {
+                "const": {"$ref": "#/$defs/c"}, "enum": {"$ref": "#/%24defs/c"},
+                "first": {"$ref": "#/prefixItems/0"}}},
+            "prefixItems": [{"type": "object"}],
+            "$defs": {"c": {"type": "string"}}});
+        let s = AnswerSchema::new(named).unwrap_or_else(|e| panic!("{e}"));
+        let parameters = s.tool().parameters;
+        let properties = &parameters["properties"]["answer"]["items"]["properties"];
+        assert_eq!(properties["const"]["$ref"], "#/$defs/c");
+        assert_eq!(properties["enum"]["$ref"], "#/%24defs/c");
+        assert_eq!(
+            properties["first"]["$ref"],
+            "#/properties/answer/prefixItems/0"
+        );
+        assert!(compile(&parameters).is_ok(), "{parameters}");
     }
 
     #[test]

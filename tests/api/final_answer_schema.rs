@@ -16,6 +16,14 @@ fn schema() -> Value {
         "properties": {"file": {"type": "string"}, "line": {"type": "integer", "minimum": 1}}})
 }
 
+/// `body` in native mode, with a tool of its own besides `final_answer`.
+fn natively(mut body: Value) -> Value {
+    body["llm_config"]["tool_mode"] = json!("native");
+    body["tools"] = json!([{"name": "read_file", "description": "Read a file.",
+        "parameters": {"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]}}]);
+    body
+}
+
 fn asking(model: &str) -> Value {
     let mut body = request(model, "Where is the session refreshed?");
     body["react"] = json!({"final_answer_schema": schema()});
@@ -134,10 +142,7 @@ async fn in_native_mode_the_final_answer_tool_gives_the_answer() {
         json!({"file": "src/session.rs", "line": 42}),
     );
     let app = spawn_app_answering_in_turn(ANTHROPIC_PATH, vec![call]).await;
-    let mut body = asking("claude-sonnet-4-5");
-    body["llm_config"]["tool_mode"] = json!("native");
-    body["tools"] = json!([{"name": "read_file", "description": "Read a file.",
-        "parameters": {"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]}}]);
+    let body = natively(asking("claude-sonnet-4-5"));
     let reply = app.post_react_step(&body).await;
     assert_eq!(reply.status, 200, "{}", reply.text);
     assert_eq!(
@@ -166,10 +171,7 @@ async fn an_answer_given_after_a_call_in_the_same_turn_is_not_lost() {
         "input": {"file": "src/session.rs", "line": 42}});
     turn["content"].as_array_mut().unwrap().push(answer);
     let app = spawn_app_answering_in_turn(ANTHROPIC_PATH, vec![turn.clone(), turn]).await;
-    let mut body = asking("claude-sonnet-4-5");
-    body["llm_config"]["tool_mode"] = json!("native");
-    body["tools"] = json!([{"name": "read_file", "description": "Read a file.",
-        "parameters": {"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]}}]);
+    let mut body = natively(asking("claude-sonnet-4-5"));
     let reply = app.post_react_step(&body).await;
     assert_eq!(reply.status, 200, "{}", reply.text);
     assert_eq!(reply.body["status"], "action_proposed", "{}", reply.text);
@@ -209,11 +211,8 @@ async fn a_wrapped_schemas_references_reach_the_provider_whole() {
         json!({"answer": [{"file": "a.rs"}, {"file": "b.rs"}]}),
     );
     let app = spawn_app_answering_in_turn(ANTHROPIC_PATH, vec![call]).await;
-    let mut body = asking("claude-sonnet-4-5");
+    let mut body = natively(asking("claude-sonnet-4-5"));
     body["react"] = json!({"final_answer_schema": hits});
-    body["llm_config"]["tool_mode"] = json!("native");
-    body["tools"] = json!([{"name": "read_file", "description": "Read a file.",
-        "parameters": {"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]}}]);
     let reply = app.post_react_step(&body).await;
     assert_eq!(reply.status, 200, "{}", reply.text);
     assert_eq!(
