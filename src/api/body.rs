@@ -153,7 +153,21 @@ pub fn decode_knowing<T: DeserializeOwned>(
     };
     let inner = err.inner();
     if inner.is_syntax() || inner.is_eof() {
-        return Err(refused_body(format!("the body is not valid JSON: {inner}")));
+        // serde_json says "expected value", a syntax error, for a number or a list where one of
+        // a field's names goes (`"tool_mode": 1`): when the body is JSON, the field is named.
+        let misread = inner.to_string().starts_with("expected value");
+        if !misread || serde_json::from_slice::<serde::de::IgnoredAny>(body).is_err() {
+            return Err(refused_body(format!("the body is not valid JSON: {inner}")));
+        }
+        let field = shown_path(err.path());
+        let message = "not a value this field takes: it takes one of its names, as a string";
+        return Err((
+            format!("{field}: {message}"),
+            vec![FieldError {
+                field,
+                message: message.into(),
+            }],
+        ));
     }
     let mut field = shown_path(err.path());
     let text = inner.to_string();

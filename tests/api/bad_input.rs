@@ -255,6 +255,16 @@ async fn out_of_range_and_unknown_values_name_their_field() {
         ),
         (json!({"max_iterations_left": 0}), "max_iterations_left"),
         (json!({"session_id": ""}), "session_id"),
+        // A number or a list where one of a field's names goes: named too, not "not JSON".
+        (
+            json!({"llm_config": {"modelName": "gpt-4o", "tokenLimit": 8192, "reservedOutputTokens": 100, "tool_mode": 1}}),
+            "llm_config.tool_mode",
+        ),
+        (
+            json!({"conversation_history": [{"role": "user", "content": "hi"},
+                {"role": "assistant", "content": "x", "reasoning_state": {"layout": [1, 2]}}]}),
+            "conversation_history[1].reasoning_state.layout[0]",
+        ),
     ];
     for (change, field) in cases {
         let mut body = request("gpt-4o", "q");
