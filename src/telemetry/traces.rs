@@ -66,6 +66,7 @@ impl Traces {
     /// unless it is there), the standard `OTEL_*` variables read for the rest, and the tracer.
     pub fn start(endpoint: &str) -> Result<(Self, SdkTracer), String> {
         let url = traces_url(endpoint)?;
+        all_text(|name| std::env::var_os(name))?;
         queue_within(std::env::var("OTEL_BSP_MAX_QUEUE_SIZE").ok())?;
         let exporter = opentelemetry_otlp::SpanExporter::builder()
             .with_http()
@@ -93,6 +94,31 @@ impl Traces {
         if let Err(e) = self.provider.shutdown() {
             tracing::warn!(error = %e, "traces could not all be sent at shutdown");
         }
+    }
+}
+
+/// The standard variables the exporter reads. The SDK takes one that is not UTF-8 for unset:
+/// a collector's key in `OTEL_EXPORTER_OTLP_HEADERS` would silently not be sent.
+const OTEL_VARIABLES: [&str; 9] = [
+    "OTEL_EXPORTER_OTLP_HEADERS",
+    "OTEL_EXPORTER_OTLP_TRACES_HEADERS",
+    "OTEL_EXPORTER_OTLP_TIMEOUT",
+    "OTEL_EXPORTER_OTLP_TRACES_TIMEOUT",
+    "OTEL_SERVICE_NAME",
+    "OTEL_RESOURCE_ATTRIBUTES",
+    "OTEL_TRACES_SAMPLER",
+    "OTEL_TRACES_SAMPLER_ARG",
+    "OTEL_BSP_MAX_QUEUE_SIZE",
+];
+
+/// Every one of [`OTEL_VARIABLES`] that is set is text.
+fn all_text(var: impl Fn(&str) -> Option<std::ffi::OsString>) -> Result<(), String> {
+    match OTEL_VARIABLES
+        .iter()
+        .find(|name| var(name).is_some_and(|v| v.to_str().is_none()))
+    {
+        Some(name) => Err(format!("{name} is not UTF-8: set it again, or unset it")),
+        None => Ok(()),
     }
 }
 
@@ -247,6 +273,22 @@ mod tests {
             assert!(refused.contains("OTEL_EXPORTER_OTLP_HEADERS"), "{refused}");
             assert!(!refused.contains("s3cret"), "{refused}");
         }
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_standard_variable_that_is_not_text_stops_start_up() {
+        use std::os::unix::ffi::OsStringExt as _;
+        let latin1 = |name: &str| {
+            (name == "OTEL_EXPORTER_OTLP_HEADERS")
+                .then(|| std::ffi::OsString::from_vec(b"x-key=\xe9".to_vec()))
+        };
+        assert_eq!(
+            all_text(latin1).err().as_deref(),
+            Some("OTEL_EXPORTER_OTLP_HEADERS is not UTF-8: set it again, or unset it")
+        );
+        assert!(all_text(|_| Some("fine".into())).is_ok());
+        assert!(all_text(|_| None).is_ok());
     }
 
     #[test]
