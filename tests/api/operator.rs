@@ -318,28 +318,28 @@ async fn bytes_that_are_not_utf8_stop_start_up_saying_so() {
     use std::os::unix::ffi::OsStrExt as _;
     let latin1 =
         std::ffi::OsStr::from_bytes(b"https://bedrock-runtime.eu-west-1.amazonaws.com/\xe9");
-    let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_reactstep"))
+    let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_reactstep"));
+    command
         .env("REACTSTEP_BIND", "127.0.0.1:0")
-        .env("REACTSTEP_BEDROCK_BASE_URL", latin1)
-        .kill_on_drop(true)
-        .output()
-        .await
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert_eq!(output.status.code(), Some(2), "{stderr}");
+        .env("REACTSTEP_BEDROCK_BASE_URL", latin1);
+    let (code, stderr) = exit_of(command).await;
+    assert_eq!(code, Some(2), "{stderr}");
     assert!(
         stderr.contains("REACTSTEP_BEDROCK_BASE_URL is not UTF-8"),
         "{stderr}"
     );
-    let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_reactstep"))
-        .arg(std::ffi::OsStr::from_bytes(b"--bind=\xff"))
-        .kill_on_drop(true)
-        .output()
-        .await
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_reactstep"));
+    command.arg(std::ffi::OsStr::from_bytes(b"--bind=\xff"));
+    let (code, stderr) = exit_of(command).await;
+    assert_eq!(code, Some(2), "{stderr}");
     assert!(!stderr.contains("panicked"), "{stderr}");
+}
+
+/// How `command` (a start of the service that should stop at once) exits, and its stderr.
+async fn exit_of(mut command: tokio::process::Command) -> (Option<i32>, String) {
+    let output = command.kill_on_drop(true).output().await.unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+    (output.status.code(), stderr)
 }
 
 /// `--help` shows where each setting comes from, never a secret's value: the Redis URL holds

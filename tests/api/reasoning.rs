@@ -82,6 +82,16 @@ fn thinking_reply(then: Value) -> Value {
     reply
 }
 
+/// The assistant turn of a request sent to Anthropic.
+fn assistant_turn(sent: &Value) -> Value {
+    let messages = sent["messages"].as_array().unwrap();
+    messages
+        .iter()
+        .find(|m| m["role"] == "assistant")
+        .unwrap()
+        .clone()
+}
+
 /// Checks every request by the rules and answers the scripted replies in turn.
 struct StrictAnthropic {
     replies: Vec<Value>,
@@ -155,13 +165,7 @@ async fn interleaved_thinking_goes_back_in_the_order_it_came() {
     let second = app.post_react_step(&next).await;
     assert_eq!(second.status, 200, "{}", second.body);
     let sent = app.upstream_bodies().await;
-    let assistant = sent[1]["messages"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|m| m["role"] == "assistant")
-        .unwrap()
-        .clone();
+    let assistant = assistant_turn(&sent[1]);
     let kinds: Vec<&str> = assistant["content"]
         .as_array()
         .unwrap()
@@ -229,13 +233,7 @@ async fn anthropic_thinking_is_the_thought_and_its_blocks_go_back_untouched() {
     assert_eq!(second.status, 200, "{}", second.body);
     assert_eq!(second.body["status"], "direct_response_provided");
     let sent = app.upstream_bodies().await;
-    let assistant = sent[1]["messages"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|m| m["role"] == "assistant")
-        .unwrap()
-        .clone();
+    let assistant = assistant_turn(&sent[1]);
     assert_eq!(assistant["content"][0]["signature"], SIGNATURE);
     assert_eq!(assistant["content"][1]["type"], "redacted_thinking");
     assert_eq!(assistant["content"][2]["type"], "tool_use");

@@ -8,6 +8,8 @@ use tracing_subscriber::{EnvFilter, Layer as _};
 
 use crate::telemetry::traces::Traces;
 
+#[cfg(test)]
+mod captured;
 mod entries;
 mod json_line;
 mod pretty;
@@ -74,24 +76,8 @@ fn logs_only(format: LogFormat, filter: EnvFilter) {
 
 #[cfg(test)]
 mod tests {
+    use super::captured::Captured;
     use super::*;
-    use std::sync::{Arc, Mutex};
-
-    #[derive(Clone, Default)]
-    struct Buffer(Arc<Mutex<Vec<u8>>>);
-
-    impl std::io::Write for Buffer {
-        fn write(&mut self, data: &[u8]) -> std::io::Result<usize> {
-            if let Ok(mut buffer) = self.0.lock() {
-                buffer.extend_from_slice(data);
-            }
-            Ok(data.len())
-        }
-
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
 
     /// Which formatters a test's subscriber uses.
     #[derive(Clone, Copy)]
@@ -106,7 +92,7 @@ mod tests {
     /// What a request's span and its log lines go through: fields recorded one by one, a child
     /// span, a span without fields, an event with another parent, values of every kind.
     fn log_lines(formatters: Formatters) -> String {
-        let buffer = Buffer::default();
+        let buffer = Captured::default();
         let sink = buffer.clone();
         let builder = tracing_subscriber::fmt()
             .with_writer(move || sink.clone())
@@ -179,8 +165,7 @@ mod tests {
                 run,
             ),
         }
-        let bytes = buffer.0.lock().map(|b| b.clone()).unwrap_or_default();
-        String::from_utf8(bytes).unwrap_or_default()
+        buffer.text()
     }
 
     #[test]
@@ -208,7 +193,7 @@ mod tests {
 
     #[test]
     fn timestamps_are_written_as_the_format_writes_them() {
-        let buffer = Buffer::default();
+        let buffer = Captured::default();
         let sink = buffer.clone();
         let subscriber = tracing_subscriber::fmt()
             .with_writer(move || sink.clone())
@@ -216,8 +201,7 @@ mod tests {
             .event_format(JsonLine { timestamps: true })
             .finish();
         tracing::subscriber::with_default(subscriber, || tracing::info!("now"));
-        let bytes = buffer.0.lock().map(|b| b.clone()).unwrap_or_default();
-        let line: serde_json::Value = serde_json::from_slice(&bytes).unwrap_or_default();
+        let line: serde_json::Value = serde_json::from_str(&buffer.text()).unwrap_or_default();
         let timestamp = line["timestamp"].as_str().unwrap_or_default();
         assert!(
             chrono::DateTime::parse_from_rfc3339(timestamp).is_ok(),

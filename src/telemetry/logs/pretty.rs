@@ -51,29 +51,13 @@ impl fmt::Write for Escaped<'_, '_> {
 
 #[cfg(test)]
 mod tests {
-    use std::sync::{Arc, Mutex};
-
-    #[derive(Clone, Default)]
-    struct Buffer(Arc<Mutex<Vec<u8>>>);
-
-    impl std::io::Write for Buffer {
-        fn write(&mut self, data: &[u8]) -> std::io::Result<usize> {
-            if let Ok(mut buffer) = self.0.lock() {
-                buffer.extend_from_slice(data);
-            }
-            Ok(data.len())
-        }
-
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
+    use super::super::captured::Captured;
 
     /// A client's text in a span's field and in an event's: no line starts with what it forged,
     /// and no escape reaches the terminal.
     #[test]
     fn a_clients_text_cannot_forge_a_line_or_reach_the_terminal() {
-        let buffer = Buffer::default();
+        let buffer = Captured::default();
         let sink = buffer.clone();
         let subscriber = tracing_subscriber::fmt()
             .with_writer(move || sink.clone())
@@ -88,8 +72,7 @@ mod tests {
                 tracing::warn!(error = %"model `x\nFORGED2 ERROR` not found\u{9b}2J \u{202e}txet\u{2028}", "request refused");
             });
         });
-        let bytes = buffer.0.lock().map(|b| b.clone()).unwrap_or_default();
-        let text = String::from_utf8(bytes).unwrap_or_default();
+        let text = buffer.text();
         assert!(text.contains("request refused"), "{text}");
         assert!(text.contains("s1\\u{a}FORGED"), "{text}");
         for line in text.lines() {
