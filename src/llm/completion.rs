@@ -96,6 +96,9 @@ pub struct Completion {
     /// The text is only a preamble the model marked as such (a Responses `commentary` message)
     /// and it neither called a tool nor marked an answer final: not a step to take.
     pub preamble_only: bool,
+    /// Text the model marked as a preamble, kept apart from an answer it wrote after it (a
+    /// Responses `commentary` message before a `final_answer` one): the answer's thought.
+    pub preamble: String,
 }
 
 impl Completion {
@@ -150,6 +153,7 @@ mod tests {
             dropped_calls: 0,
             reasoning: ReasoningState::default(),
             preamble_only: false,
+            preamble: String::new(),
         };
         // 400 KB of control characters are 2.4 MB once escaped.
         assert!(completion("\u{1}".repeat(400_000)).fits_a_turn().is_err());

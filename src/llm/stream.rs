@@ -166,18 +166,21 @@ impl CompletionStream {
                     .event(&data, &mut self.sofar)
                     .map_err(|e| e.into_llm(self.provider, key))?;
                 match piece {
-                    Some(Piece::Text(text)) if !text.is_empty() => {
+                    Some(piece @ (Piece::Text(_) | Piece::Preamble(_)))
+                        if !piece.text().is_empty() =>
+                    {
+                        let text = piece.text();
                         let bytes = self.sofar.text.len() + text.len();
                         super::bounded::fits("text", bytes, super::bounded::MAX_TEXT_BYTES)
                             .map_err(|e| e.into_llm(self.provider, key))?;
-                        self.sofar.text.push_str(&text);
+                        self.sofar.text.push_str(text);
                         if let Some(run) = self.repeats.check(&self.sofar.text) {
                             return Err(LlmError::BadResponse {
                                 provider: self.provider,
                                 message: format!("the model wrote the same line {run} times in a row (degenerate output); the reply was cut short"),
                             });
                         }
-                        self.pending.push_back(Piece::Text(text));
+                        self.pending.push_back(piece);
                     }
                     Some(Piece::Reasoning(text)) if text.is_empty() => {}
                     Some(piece @ (Piece::Reasoning(_) | Piece::ReasoningPart(_))) => {

@@ -34,6 +34,8 @@ pub struct Sofar {
     pub items: Vec<serde_json::Value>,
     /// The reply is a preamble alone (see [`Completion::preamble_only`]).
     pub preamble_only: bool,
+    /// See [`Completion::preamble`].
+    pub preamble: String,
     /// Gemini's thought signatures by the index of the call they came with.
     pub signatures: BTreeMap<u64, String>,
 }
@@ -48,12 +50,18 @@ pub enum Piece {
     /// Reasoning that begins a part of its own (a thinking block, a summary part): the step's
     /// thought sets parts apart with a blank line, and so does what streams of it.
     ReasoningPart(String),
+    /// Text the model marked as a preamble (a Responses `commentary` message): thought, never
+    /// the answer.
+    Preamble(String),
 }
 
 impl Piece {
     pub fn text(&self) -> &str {
         match self {
-            Self::Text(text) | Self::Reasoning(text) | Self::ReasoningPart(text) => text,
+            Self::Text(text)
+            | Self::Reasoning(text)
+            | Self::ReasoningPart(text)
+            | Self::Preamble(text) => text,
         }
     }
 }
@@ -123,6 +131,7 @@ impl Sofar {
             dropped_calls: self.dropped_calls,
             reasoning,
             preamble_only: self.preamble_only,
+            preamble: self.preamble,
         }
     }
 }

@@ -216,6 +216,7 @@ async fn call_model(
                 dropped_calls: 0,
                 reasoning: ReasoningState::default(),
                 preamble_only: false,
+                preamble: String::new(),
             }
         }
         (None, None) => {

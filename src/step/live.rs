@@ -39,13 +39,15 @@ pub(super) async fn stream_call(
         .await?;
     tell(live, Live::Started).await?;
     let mut parser = parse::live::LiveParser::new(&input.react.tags);
-    // Reasoning streams as thought, its parts a blank line apart; the written thought follows it
-    // after a blank line, as the step's `thought` joins them.
-    let (mut reasoned, mut new_part) = (false, false);
+    // Reasoning streams as thought, its parts a blank line apart; a preamble and the written
+    // thought follow it after a blank line, as the step's `thought` joins them.
+    let (mut reasoned, mut new_part, mut in_preamble) = (false, false, false);
     while let Some(piece) = stream.next_piece(key).await? {
         new_part |= reasoned && matches!(piece, Piece::ReasoningPart(_));
+        new_part |= reasoned && !in_preamble && matches!(piece, Piece::Preamble(_));
+        in_preamble = matches!(piece, Piece::Preamble(_));
         match piece {
-            Piece::ReasoningPart(text) | Piece::Reasoning(text) => {
+            Piece::ReasoningPart(text) | Piece::Reasoning(text) | Piece::Preamble(text) => {
                 if text.is_empty() {
                     continue;
                 }

@@ -173,6 +173,9 @@ fn read(input: &StepInput, completion: &Completion) -> Option<Reading> {
     if !parsed.structured && !native {
         parsed.warnings.push(parse::unstructured_warning(tags));
     }
+    if !completion.preamble.trim().is_empty() {
+        parsed.thought = before_thought(&completion.preamble, &parsed.thought);
+    }
     let last_step = input.iterations_left == 1;
     parsed = decide::answer_among_calls(parsed, &input.tools, &input.react, last_step);
 
@@ -202,6 +205,14 @@ fn judged(
         }
     }
     decide::judge(parsed, &input.tools, &input.react)
+}
+
+/// The preamble the model wrote before its answer, then the thought the answer came with.
+fn before_thought(preamble: &str, thought: &str) -> String {
+    match thought.trim() {
+        "" => preamble.trim().to_string(),
+        thought => format!("{}\n\n{thought}", preamble.trim()),
+    }
 }
 
 /// Why a reply of a preamble alone is no step: the model said it is not its answer.

@@ -66,12 +66,13 @@ async fn step(app: &TestApp, body: &Value, mode: Mode) -> (u16, Value) {
     let streamed = post_stream(app, body).await;
     let (name, event) = streamed.terminal();
     if name == "step" {
-        // Each summary part a blank line apart, as the step's thought has them (text with no
-        // tag, a commentary message, is not streamed: the thought only begins with the stream).
+        // Each summary part a blank line apart, then a commentary message, as the step's
+        // thought has them; a preamble is never part of the answer.
         let thought = event["thought"].as_str().unwrap();
-        let streamed = streamed.joined("thought");
-        assert!(thought.starts_with(&streamed), "{streamed:?} / {thought:?}");
-        assert!(streamed.contains(".\n\nThen."), "{streamed:?}");
+        let joined = streamed.joined("thought");
+        assert_eq!(joined, thought);
+        assert!(joined.contains(".\n\nThen."), "{joined:?}");
+        assert!(!streamed.joined("answer").contains("Let me"));
     }
     let status = match name.as_str() {
         "step" => 200,
@@ -339,6 +340,40 @@ async fn a_commentary_alone_is_no_answer_and_the_step_asks_again() {
         "{warnings}"
     );
     assert_eq!(app.upstream_bodies().await.len(), 2);
+}
+
+#[tokio::test]
+async fn a_preamble_before_an_answer_is_its_thought_not_part_of_it() {
+    // Both messages once read as one answer: "Let me sum up.All four files read."
+    for mode in [Mode::Native, Mode::Streamed, Mode::Text] {
+        let app = spawn_app().await;
+        let answer = match mode {
+            Mode::Text => "Thought: All read.\nFinal Answer: All four files read.",
+            _ => "All four files read.",
+        };
+        let script = vec![Scripted::Answered("Let me sum up.".into(), answer.into())];
+        model(&app, script).await;
+        let (status, reply) = step(&app, &body(mode), mode).await;
+        assert_eq!(status, 200, "{reply}");
+        assert_eq!(reply["direct_response"], "All four files read.");
+        let thought = match mode {
+            Mode::Text => "Reasoning 1.\n\nThen.\n\nLet me sum up.\n\nAll read.",
+            _ => "Reasoning 1.\n\nThen.\n\nLet me sum up.",
+        };
+        assert_eq!(reply["thought"], thought);
+        let turn = reply["updated_conversation_history"].as_array().unwrap();
+        let items = &turn.last().unwrap()["reasoning_state"]["items"];
+        let phases: Vec<&Value> = items
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|i| &i["phase"])
+            .collect();
+        assert_eq!(
+            phases,
+            [&Value::Null, &json!("commentary"), &json!("final_answer")]
+        );
+    }
 }
 
 #[tokio::test]

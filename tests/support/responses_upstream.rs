@@ -26,6 +26,8 @@ pub enum Scripted {
     Answer(String),
     /// A message marked `commentary`, and nothing after it.
     Preamble(String),
+    /// A message marked `commentary`, then one marked `final_answer`.
+    Answered(String, String),
     /// A message with no phase (text mode).
     Text(String),
 }
@@ -203,7 +205,11 @@ impl ResponsesModel {
     /// The output items of reply `n` (from 1), remembered as issued.
     fn issue(&self, n: usize, model: &str, scripted: &Scripted) -> Vec<Value> {
         let message = |text: &str, phase: Option<&str>| {
-            let mut m = json!({"type": "message", "id": format!("msg_{n}"), "status": "completed",
+            let id = match phase {
+                Some("final_answer") => format!("msg_{n}_final"),
+                _ => format!("msg_{n}"),
+            };
+            let mut m = json!({"type": "message", "id": id, "status": "completed",
                 "role": "assistant", "content": [{"type": "output_text", "text": text, "annotations": []}]});
             if let Some(phase) = phase {
                 m["phase"] = json!(phase);
@@ -225,6 +231,10 @@ impl ResponsesModel {
             }
             Scripted::Answer(text) => vec![message(text, Some("final_answer"))],
             Scripted::Preamble(text) => vec![message(text, Some("commentary"))],
+            Scripted::Answered(preamble, text) => vec![
+                message(preamble, Some("commentary")),
+                message(text, Some("final_answer")),
+            ],
             Scripted::Text(text) => vec![message(text, None)],
         };
         let rs = format!("rs_{n}");

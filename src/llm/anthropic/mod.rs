@@ -522,6 +522,7 @@ fn completion(reply: Reply) -> Completion {
         calls,
         dropped_calls,
         preamble_only: false,
+        preamble: String::new(),
         reasoning,
     }
 }

@@ -338,6 +338,7 @@ fn completion(reply: Reply) -> Result<Completion, WireError> {
         dropped_calls: tool_calls.dropped,
         reasoning,
         preamble_only: false,
+        preamble: String::new(),
     })
 }
 

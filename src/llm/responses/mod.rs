@@ -186,7 +186,7 @@ fn too_many_items() -> WireError {
 /// The completion the output items make.
 fn completion(mut output: Output, finish: super::FinishReason, usage: Option<Usage>) -> Completion {
     let preamble_only = output.preamble_only();
-    let text = output.text();
+    let (text, preamble) = output.texts();
     let dropped_calls = output.calls.len().saturating_sub(MAX_CALLS_PER_TURN);
     let calls = output
         .calls
@@ -205,6 +205,7 @@ fn completion(mut output: Output, finish: super::FinishReason, usage: Option<Usa
             ..ReasoningState::default()
         },
         preamble_only,
+        preamble,
     }
 }
 
@@ -337,9 +338,32 @@ mod tests {
         };
         let preamble = decoded(message(Some("commentary")));
         assert!(preamble.preamble_only);
+        assert_eq!(preamble.text, "Let me look.");
         assert_eq!(preamble.finish, FinishReason::Length);
         assert!(!decoded(message(Some("final_answer"))).preamble_only);
         assert!(!decoded(message(None)).preamble_only);
+    }
+
+    #[test]
+    fn a_preamble_before_an_answer_is_kept_apart_and_one_before_calls_is_the_text() {
+        let message = |phase: &str, text: &str| {
+            json!({"type": "message", "role": "assistant", "phase": phase,
+                "content": [{"type": "output_text", "text": text}]})
+        };
+        let call = json!({"type": "function_call", "call_id": "c", "name": "a", "arguments": "{}"});
+        let answered = decoded(
+            json!({"output": [message("commentary", "First."), message("final_answer", "Done.")]}),
+        );
+        assert_eq!(
+            (answered.text.as_str(), answered.preamble.as_str()),
+            ("Done.", "First.")
+        );
+        assert!(!answered.preamble_only);
+        let calling = decoded(json!({"output": [message("commentary", "First."), call]}));
+        assert_eq!(
+            (calling.text.as_str(), calling.preamble.as_str()),
+            ("First.", "")
+        );
     }
 
     #[test]

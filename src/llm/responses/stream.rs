@@ -4,6 +4,8 @@
 //! `.done` event (the `.added` copy may lack the encrypted content), and the reply ends with
 //! `response.completed` (or `response.incomplete`). An event of another type is skipped.
 
+use std::collections::BTreeSet;
+
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
@@ -17,6 +19,8 @@ use crate::llm::{Usage, WireError};
 pub struct EventDecoder {
     output: Output,
     items: usize,
+    /// The output indexes of messages marked `commentary`: their text streams as thought.
+    commentary: BTreeSet<u64>,
 }
 
 /// What the service reads of an event.
@@ -25,8 +29,17 @@ struct Event {
     #[serde(rename = "type")]
     kind: String,
     delta: Option<String>,
+    output_index: Option<u64>,
     item: Option<Box<RawValue>>,
     response: Option<Final>,
+}
+
+/// What the service reads of an item as it is added: whether it is a preamble.
+#[derive(Deserialize)]
+struct Added {
+    #[serde(rename = "type")]
+    kind: String,
+    phase: Option<String>,
 }
 
 /// The response a `response.completed`, `.incomplete` or `.failed` event carries.
@@ -44,7 +57,17 @@ impl StreamDecoder for EventDecoder {
             serde_json::from_str(data).map_err(|e| WireError::json("a stream event", &e))?;
         match event.kind.as_str() {
             "response.output_text.delta" | "response.refusal.delta" => {
-                Ok(event.delta.map(Piece::Text))
+                let preamble = event
+                    .output_index
+                    .is_some_and(|i| self.commentary.contains(&i));
+                Ok(event.delta.map(match preamble {
+                    true => Piece::Preamble,
+                    false => Piece::Text,
+                }))
+            }
+            "response.output_item.added" => {
+                self.added(event.output_index, event.item.as_deref());
+                Ok(None)
             }
             "response.reasoning_summary_text.delta" => Ok(event.delta.map(Piece::Reasoning)),
             "response.reasoning_summary_part.added" => {
@@ -78,6 +101,20 @@ impl StreamDecoder for EventDecoder {
 }
 
 impl EventDecoder {
+    /// Notes a message marked `commentary` as it is added (as many as a reply may hold items).
+    fn added(&mut self, index: Option<u64>, item: Option<&RawValue>) {
+        let Some((index, item)) = index.zip(item) else {
+            return;
+        };
+        let Ok(added) = serde_json::from_str::<Added>(item.get()) else {
+            return;
+        };
+        let commentary = added.kind == "message" && added.phase.as_deref() == Some("commentary");
+        if commentary && self.commentary.len() < MAX_BLOCKS {
+            self.commentary.insert(index);
+        }
+    }
+
     /// The reply is over: its usage, why it ended, and its items whole.
     fn end(&mut self, response: Final, sofar: &mut Sofar) {
         sofar.usage = response.usage.map(Usage::from);
@@ -87,6 +124,10 @@ impl EventDecoder {
         ));
         let mut output = std::mem::take(&mut self.output);
         sofar.preamble_only = output.preamble_only();
+        if output.calls.is_empty() && !output.commentary_text.is_empty() {
+            // The preamble apart from the answer, as the JSON reply's (the items are whole).
+            (sofar.text, sofar.preamble) = output.texts();
+        }
         for (index, (id, name, arguments)) in output.calls.drain(..).enumerate() {
             if index >= MAX_CALLS_PER_TURN {
                 sofar.dropped_calls += 1;
@@ -146,6 +187,44 @@ mod tests {
         let usage = sofar.usage.unwrap_or_default();
         assert_eq!(usage.cached_prompt_tokens, Some(8));
         assert_eq!(usage.reasoning_tokens, Some(3));
+    }
+
+    #[test]
+    fn a_commentary_streams_as_a_preamble_and_stays_apart_from_the_answer() {
+        let message = |id: &str, phase: &str, text: &str| {
+            json!({"type": "message", "id": id, "role": "assistant", "phase": phase,
+                "content": [{"type": "output_text", "text": text}]})
+        };
+        let mut events = Vec::new();
+        for (index, (id, phase, text)) in [
+            ("m1", "commentary", "Let me see."),
+            ("m2", "final_answer", "Done."),
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            let added = json!({"type": "message", "id": id, "role": "assistant", "phase": phase, "content": []});
+            events.push(
+                json!({"type": "response.output_item.added", "output_index": index, "item": added}),
+            );
+            events.push(
+                json!({"type": "response.output_text.delta", "output_index": index, "delta": text}),
+            );
+            events.push(json!({"type": "response.output_item.done", "output_index": index, "item": message(id, phase, text)}));
+        }
+        events.push(json!({"type": "response.completed", "response": {"status": "completed"}}));
+        let (sofar, pieces) = read(&events).unwrap_or_else(|e| panic!("{e:?}"));
+        assert_eq!(
+            pieces,
+            [
+                Piece::Preamble("Let me see.".into()),
+                Piece::Text("Done.".into())
+            ]
+        );
+        assert_eq!(
+            (sofar.text.as_str(), sofar.preamble.as_str()),
+            ("Done.", "Let me see.")
+        );
     }
 
     #[test]

@@ -187,7 +187,12 @@ pub fn finish(status: Option<&str>, incomplete: Option<&Incomplete>) -> FinishRe
 /// The output items read: what each says, and each as it came, for the turn to carry back.
 #[derive(Default)]
 pub struct Output {
+    /// The text of every message, in order.
     pub text: String,
+    /// The text of messages marked `commentary` (preambles the model wrote before acting), and
+    /// of the others.
+    pub commentary_text: String,
+    pub other_text: String,
     pub refusal: String,
     /// `(call_id, name, arguments)` of each function call, in order.
     pub calls: Vec<(Option<String>, String, String)>,
@@ -214,12 +219,19 @@ impl Output {
         match item.kind.as_str() {
             "message" => {
                 self.messages += 1;
-                if item.phase.as_deref() == Some("commentary") {
-                    self.commentary += 1;
-                }
+                let commentary = item.phase.as_deref() == Some("commentary");
+                self.commentary += usize::from(commentary);
+                let apart = match commentary {
+                    true => &mut self.commentary_text,
+                    false => &mut self.other_text,
+                };
                 for part in item.content.map(|c| c.kept).unwrap_or_default() {
                     match part.kind.as_str() {
-                        "output_text" => self.text.push_str(part.text.as_deref().unwrap_or("")),
+                        "output_text" => {
+                            let text = part.text.as_deref().unwrap_or("");
+                            self.text.push_str(text);
+                            apart.push_str(text);
+                        }
                         "refusal" => self.refusal.push_str(part.refusal.as_deref().unwrap_or("")),
                         _ => {}
                     }
@@ -242,8 +254,24 @@ impl Output {
         self.calls.is_empty() && self.messages > 0 && self.commentary == self.messages
     }
 
+    /// The completion's text, and the preamble kept apart from it. With calls, every message
+    /// is the thought before them, in order. Without, the preamble is the thought before the
+    /// answer (the text, or the refusal where there is no text); a preamble alone is the text,
+    /// so that the repair round shows it.
+    pub fn texts(&mut self) -> (String, String) {
+        if !self.calls.is_empty() || self.commentary_text.is_empty() {
+            return (self.text_or_refusal(), String::new());
+        }
+        let commentary = std::mem::take(&mut self.commentary_text);
+        self.text = std::mem::take(&mut self.other_text);
+        match self.text_or_refusal() {
+            text if text.trim().is_empty() => (commentary, String::new()),
+            text => (text, commentary),
+        }
+    }
+
     /// The text, or the refusal where there is no text.
-    pub fn text(&mut self) -> String {
+    fn text_or_refusal(&mut self) -> String {
         match self.text.trim().is_empty() && !self.refusal.is_empty() {
             true => std::mem::take(&mut self.refusal),
             false => std::mem::take(&mut self.text),
