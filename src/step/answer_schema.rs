@@ -124,12 +124,14 @@ impl AnswerSchema {
 /// `schema` as the `answer` of an object. Its definitions move to the object's root, and its
 /// local references are rewritten to where they now point (`#/$defs/…` still names them there;
 /// any other `#…` is now under `#/properties/answer`): left as they were, they pointed at nothing
-/// in the tool's parameters, which a provider refuses.
+/// in the tool's parameters, which a provider refuses. Its `$id` and `$schema` move to the root
+/// too: a subschema with an `$id` is a document of its own, against which every reference in
+/// it would resolve.
 fn wrapped(schema: &Value) -> Value {
     let mut answer = schema.clone();
     let mut parameters = Map::new();
     if let Value::Object(fields) = &mut answer {
-        for key in ["$defs", "definitions"] {
+        for key in ["$schema", "$id", "$defs", "definitions"] {
             if let Some(definitions) = fields.remove(key) {
                 parameters.insert(key.into(), definitions);
             }
@@ -322,6 +324,23 @@ mod tests {
             "#/properties/answer/prefixItems/0"
         );
         assert!(compile(&parameters).is_ok(), "{parameters}");
+    }
+
+    #[test]
+    fn a_wrapped_schemas_id_and_dialect_go_to_the_root_with_its_definitions() {
+        // Left on `answer`, the `$id` made it a document of its own, without the definitions.
+        let s = AnswerSchema::new(
+            json!({"$schema": "https://json-schema.org/draft/2020-12/schema",
+            "$id": "https://example.com/hits", "type": "array", "items": {"$ref": "#/$defs/n"},
+            "$defs": {"n": {"type": "integer"}}}),
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        let parameters = s.tool().parameters;
+        let validator = compile(&parameters).unwrap_or_else(|e| panic!("{parameters}: {e}"));
+        assert!(validator.is_valid(&json!({"answer": [1, 2]})));
+        assert!(!validator.is_valid(&json!({"answer": ["x"]})));
+        assert_eq!(parameters["$id"], "https://example.com/hits");
+        assert!(parameters["properties"]["answer"].get("$schema").is_none());
     }
 
     #[test]
