@@ -40,6 +40,7 @@ mod last_step;
 mod logging;
 mod loop_guard;
 mod metrics;
+mod mistral_chunks;
 mod mock_response;
 mod model_inference;
 mod model_switch;

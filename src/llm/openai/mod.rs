@@ -3,6 +3,7 @@
 //! differs between them (where it lives, how it takes the key, which parameters a model rejects)
 //! is data in it, not code.
 
+mod content;
 pub mod presets;
 mod stream;
 pub(super) mod wire;
@@ -316,17 +317,18 @@ fn completion(reply: Reply) -> Result<Completion, WireError> {
         let json = c.function.arguments.as_deref().map_or("", |raw| raw.get());
         calls.push(NativeCall::new(c.id, c.function.name, json));
     }
+    let content = message.content.unwrap_or_default();
     let reasoning = ReasoningState {
         blocks: Vec::new(),
         reasoning_content: message
             .reasoning_content
             .or(message.reasoning)
+            .or(Some(content.thinking))
             .filter(|r| !r.is_empty()),
         thought_signatures,
         ..ReasoningState::default()
     };
-    let text = message
-        .content
+    let text = Some(content.text)
         .filter(|c| !c.trim().is_empty())
         .or(message.refusal)
         .unwrap_or_default();
@@ -506,6 +508,18 @@ mod tests {
                 "{body}"
             );
         }
+    }
+
+    #[test]
+    fn mistral_content_chunks_are_the_text_and_the_reasoning() {
+        let body = r#"{"choices":[{"message":{"role":"assistant","content":[
+            {"type":"thinking","thinking":[{"type":"text","text":"Look it up."}]},
+            {"type":"text","text":"Final Answer: 4"}]},"finish_reason":"stop"}]}"#;
+        let done = OPENAI
+            .decode(body.as_bytes())
+            .unwrap_or_else(|e| panic!("{e:?}"));
+        assert_eq!(done.text, "Final Answer: 4");
+        assert_eq!(done.reasoning.text(), "Look it up.");
     }
 
     #[test]

@@ -32,9 +32,12 @@ impl StreamDecoder for ChunkDecoder {
         let calls = delta.tool_calls.unwrap_or_default();
         sofar.dropped_calls += calls.dropped;
         for call in calls.kept {
-            // Without an index each piece is a whole call of its own, in order.
-            let next = match sofar.calls.keys().next_back() {
-                Some(last) => last.checked_add(1),
+            // Without an index each piece is a whole call of its own, in order; but one with
+            // nothing of a call (Gemini's late piece holding only a signature) is the last's.
+            let last = sofar.calls.iter().next_back();
+            let next = match last {
+                Some((&index, held)) if call.only_adds_to(held.id.as_deref()) => Some(index),
+                Some((last, _)) => last.checked_add(1),
                 None => Some(0),
             };
             let index = call
@@ -53,23 +56,27 @@ impl StreamDecoder for ChunkDecoder {
                 entry
                     .name
                     .push_str(function.name.as_deref().unwrap_or_default());
-                entry
-                    .arguments
-                    .push_str(function.arguments.as_deref().unwrap_or_default());
+                if let Some(arguments) = function.arguments {
+                    entry.arguments.push_str(&arguments.0);
+                }
             }
             if let Some(signature) = signature.transpose()?.flatten() {
                 sofar.signatures.entry(index).or_insert(signature);
             }
         }
-        let reasoning = delta.reasoning_content.or(delta.reasoning);
+        let content = delta.content.unwrap_or_default();
+        let thinking = Some(content.thinking).filter(|t| !t.is_empty());
+        let reasoning = delta.reasoning_content.or(delta.reasoning).or(thinking);
         if let Some(reasoning) = reasoning.filter(|r| !r.is_empty()) {
             sofar.reasoning_content.push_str(&reasoning);
             // A chunk carries one or the other; should one carry both, the text is what counts.
-            if delta.content.as_deref().is_none_or(str::is_empty) {
+            if content.text.is_empty() {
                 return Ok(Some(Piece::Reasoning(reasoning)));
             }
         }
-        Ok(delta.content.map(Piece::Text))
+        Ok(Some(content.text)
+            .filter(|t| !t.is_empty())
+            .map(Piece::Text))
     }
 }
 
@@ -162,6 +169,50 @@ mod tests {
         .unwrap_or_else(|e| panic!("{e:?}"));
         let names: Vec<&str> = sofar.calls.values().map(|c| c.name.as_str()).collect();
         assert_eq!(names, ["a", "b"]);
+    }
+
+    #[test]
+    fn mistral_thinking_chunks_stream_as_reasoning_and_text_chunks_as_text() {
+        let mut sofar = Sofar::default();
+        let mut pieces = Vec::new();
+        for data in [
+            r#"{"choices":[{"delta":{"role":"assistant","content":[{"type":"thinking","thinking":[{"type":"text","text":"Search "}]}]}}]}"#,
+            r#"{"choices":[{"delta":{"content":[{"type":"thinking","thinking":[{"type":"text","text":"first."}]}]}}]}"#,
+            r#"{"choices":[{"delta":{"content":[{"type":"text","text":"Final Answer: 4"}]}}]}"#,
+            r#"{"choices":[{"delta":{"content":""}}]}"#,
+        ] {
+            pieces.push(
+                ChunkDecoder
+                    .event(data, &mut sofar)
+                    .unwrap_or_else(|e| panic!("{e:?}")),
+            );
+        }
+        assert_eq!(
+            pieces,
+            [
+                Some(Piece::Reasoning("Search ".into())),
+                Some(Piece::Reasoning("first.".into())),
+                Some(Piece::Text("Final Answer: 4".into())),
+                None
+            ]
+        );
+        assert_eq!(sofar.reasoning_content, "Search first.");
+    }
+
+    #[test]
+    fn arguments_streamed_as_an_object_and_a_late_signature_join_their_call() {
+        let (sofar, _) = read(&[
+            r#"{"choices":[{"delta":{"tool_calls":[{"id":"c1","type":"function","function":{"name":"a","arguments":{"path":"x"}}}]}}]}"#,
+            r#"{"choices":[{"delta":{"tool_calls":[{"extra_content":{"google":{"thought_signature":"U2ln"}}}]}}]}"#,
+            r#"{"choices":[{"delta":{"tool_calls":[{"id":"c1","function":{"name":""},"extra_content":{"google":{"thought_signature":"late"}}}]}}]}"#,
+            r#"{"choices":[{"delta":{"tool_calls":[{"id":"c2","function":{"name":"b","arguments":"{}"}}]}}]}"#,
+        ])
+        .unwrap_or_else(|e| panic!("{e:?}"));
+        let names: Vec<&str> = sofar.calls.values().map(|c| c.name.as_str()).collect();
+        assert_eq!(names, ["a", "b"]);
+        assert_eq!(sofar.calls[&0].arguments, r#"{"path":"x"}"#);
+        let done = sofar.into_completion();
+        assert_eq!(done.reasoning.signature_of("c1"), Some("U2ln"));
     }
 
     #[test]

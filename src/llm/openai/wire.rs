@@ -4,6 +4,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::content::{ArgumentsText, Content};
 use crate::llm::bounded::{fits, Bounded, MAX_CALLS_PER_TURN, MAX_SIGNATURE_BYTES};
 use crate::llm::strict_schema::openai_strict_misfit;
 use crate::llm::{nonzero, FinishReason, Usage, WireError};
@@ -215,7 +216,7 @@ pub struct Choice {
 
 #[derive(Deserialize)]
 pub struct ReplyMessage {
-    pub content: Option<String>,
+    pub content: Option<Content>,
     /// Reasoning as vLLM, DeepSeek and SGLang return it.
     pub reasoning_content: Option<String>,
     /// Reasoning as OpenRouter returns it.
@@ -317,7 +318,7 @@ pub struct ChunkChoice {
 
 #[derive(Deserialize)]
 pub struct Delta {
-    pub content: Option<String>,
+    pub content: Option<Content>,
     /// Reasoning as vLLM, DeepSeek and SGLang stream it.
     pub reasoning_content: Option<String>,
     /// Reasoning as OpenRouter streams it.
@@ -336,10 +337,26 @@ pub struct DeltaCall {
     pub extra_content: Option<ExtraContent>,
 }
 
+impl DeltaCall {
+    /// Whether the piece, without an index, carries nothing of a call but what adds to the
+    /// call `id` (its signature): no name, no arguments, no other id.
+    pub fn only_adds_to(&self, id: Option<&str>) -> bool {
+        let function = self.function.as_ref();
+        let named = function
+            .and_then(|f| f.name.as_deref())
+            .is_some_and(|n| !n.is_empty());
+        let argued = function
+            .and_then(|f| f.arguments.as_ref())
+            .is_some_and(|a| !a.0.is_empty());
+        let other = self.id.as_deref().is_some_and(|own| Some(own) != id);
+        self.index.is_none() && !named && !argued && !other
+    }
+}
+
 #[derive(Deserialize)]
 pub struct DeltaFunction {
     pub name: Option<String>,
-    pub arguments: Option<String>,
+    pub arguments: Option<ArgumentsText>,
 }
 
 /// The finish reason as the service reads it.
