@@ -3,6 +3,7 @@
 
 use super::decide::{self, Valid};
 use super::error::{StepError, StepErrorKind};
+use super::history::Turn;
 use super::input::StepInput;
 use super::parse;
 use crate::llm::bounded::{is_call_id, MAX_CALLS_PER_TURN, MAX_REASONING_BYTES};
@@ -12,7 +13,11 @@ use crate::runtime::cpu;
 /// What a step returns is a valid next request: the calls past what a turn may hold were
 /// dropped when the reply was read, and an id no provider could take back is replaced by one of
 /// the service's (a step never answers with a history its next request would be refused for).
-pub(super) fn returnable_calls(completion: &mut Completion, warnings: &mut Vec<String>) {
+pub(super) fn returnable_calls(
+    completion: &mut Completion,
+    history: &[Turn],
+    warnings: &mut Vec<String>,
+) {
     if completion.dropped_calls > 0 {
         warnings.push(format!(
             "the model made {} tool calls; a turn holds at most {MAX_CALLS_PER_TURN}, so the first {MAX_CALLS_PER_TURN} are kept and the other {} dropped",
@@ -20,11 +25,21 @@ pub(super) fn returnable_calls(completion: &mut Completion, warnings: &mut Vec<S
             completion.dropped_calls
         ));
     }
-    let mut replaced = 0;
+    let (mut replaced, mut repeated) = (0, 0);
+    let mut seen = std::collections::HashSet::new();
     for call in &mut completion.calls {
-        if call.id.as_deref().is_some_and(|id| !is_call_id(id)) {
-            call.id = None;
+        let Some(id) = call.id.take() else {
+            continue;
+        };
+        if !is_call_id(&id) {
             replaced += 1;
+        } else if seen.contains(&id) || called_before(history, &id) {
+            // Some servers number each turn's calls from `call_0`: the client could not tell
+            // the results apart, and providers refuse a request holding one id twice.
+            repeated += 1;
+        } else {
+            seen.insert(id.clone());
+            call.id = Some(id);
         }
     }
     if replaced > 0 {
@@ -32,6 +47,19 @@ pub(super) fn returnable_calls(completion: &mut Completion, warnings: &mut Vec<S
             "{replaced} tool call id(s) from the provider were not 1 to 256 printable ASCII characters and were replaced by the service's own"
         ));
     }
+    if repeated > 0 {
+        warnings.push(format!(
+            "{repeated} tool call id(s) from the provider repeated an id of this turn or of an earlier one and were replaced by the service's own"
+        ));
+    }
+}
+
+/// Whether a call of the history has the id `id`.
+fn called_before(history: &[Turn], id: &str) -> bool {
+    history.iter().any(|turn| {
+        let mut calls = turn.tool_call.iter().chain(&turn.tool_calls);
+        calls.any(|call| call.id.as_deref() == Some(id))
+    })
 }
 
 /// A reply whose reasoning must go back with the next request, yet could not fit in one, is no

@@ -52,6 +52,46 @@ async fn two_native_calls_are_both_proposed_with_their_ids() {
 }
 
 #[tokio::test]
+async fn ids_a_server_repeats_in_a_turn_or_across_turns_are_replaced() {
+    // Some servers (DeepSeek and GLM behind vLLM) number each turn's calls from `call_0`.
+    let mut reply = two_openai_calls();
+    let calls = &mut reply["choices"][0]["message"]["tool_calls"];
+    calls[0]["id"] = json!("call_0");
+    calls[1]["id"] = json!("call_0");
+    let app = spawn_app_answering(OPENAI_PATH, 200, reply.clone()).await;
+    let step = app.post_react_step(&with_tools("gpt-4o", "native")).await;
+    assert_eq!(step.status, 200, "{}", step.text);
+    let all = step.body["parallel_actions"].as_array().unwrap();
+    assert_eq!(all[0]["tool_call_id"], "call_0");
+    assert_ne!(all[1]["tool_call_id"], "call_0");
+    assert!(step.body["warnings"].to_string().contains("repeated an id"));
+
+    // The next turn's calls numbered from `call_0` again.
+    let mut next = with_tools("gpt-4o", "native");
+    let mut history = step.body["updated_conversation_history"].clone();
+    for action in all {
+        history
+            .as_array_mut()
+            .unwrap()
+            .push(json!({"role": "tool_observation",
+            "content": "contents", "tool_call_id": action["tool_call_id"]}));
+    }
+    next["conversation_history"] = history;
+    next["user_query"] = json!("");
+    let app = spawn_app_answering(OPENAI_PATH, 200, reply).await;
+    let step = app.post_react_step(&next).await;
+    assert_eq!(step.status, 200, "{}", step.text);
+    let ids: Vec<&Value> = step.body["parallel_actions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| &a["tool_call_id"])
+        .collect();
+    assert!(ids.iter().all(|id| *id != "call_0"), "{ids:?}");
+    assert_ne!(ids[0], ids[1]);
+}
+
+#[tokio::test]
 async fn a_pythonic_list_is_several_calls_and_a_bad_one_is_left_out() {
     let output = "Thought: read them.\n[read_file(path='a.js'), read_file(path='b.js'), delete_file(path='c.js')]";
     let app = spawn_app_answering(OPENAI_PATH, 200, openai_reply(output)).await;
