@@ -74,6 +74,16 @@ impl Turn {
         one.chain(&self.tool_calls)
     }
 
+    /// Whether the turn says nothing: blank text, and no call, result or reasoning.
+    pub fn is_blank(&self) -> bool {
+        self.content.trim().is_empty()
+            && self.tool_call.is_none()
+            && self.tool_calls.is_empty()
+            && self.tool_result.is_none()
+            && self.tool_call_id.is_none()
+            && self.reasoning_state.is_none()
+    }
+
     /// An observation of a tool that failed, said either way a client may say it.
     pub fn failed(&self) -> bool {
         self.is_error == Some(true) || self.tool_result.as_ref().is_some_and(|r| !r.success)

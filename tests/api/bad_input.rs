@@ -254,6 +254,12 @@ async fn out_of_range_and_unknown_values_name_their_field() {
             "llm_config.temperature",
         ),
         (json!({"max_iterations_left": 0}), "max_iterations_left"),
+        // No question and a history of blank turns: nothing to send but a filler.
+        (
+            json!({"user_query": " ", "conversation_history": [{"role": "user", "content": ""},
+                {"role": "assistant", "content": " \n"}]}),
+            "user_query",
+        ),
         (json!({"session_id": ""}), "session_id"),
         // A number or a list where one of a field's names goes: named too, not "not JSON".
         (

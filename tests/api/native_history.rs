@@ -129,6 +129,26 @@ async fn a_call_the_client_never_answered_gets_a_placeholder_not_a_400() {
 }
 
 #[tokio::test]
+async fn blank_turns_leave_no_prefill_and_a_blank_failure_says_so() {
+    // A blank last user turn once left the answer before it last: a prefill (which thinking
+    // and the newest models refuse, and any with its trailing whitespace); a blank first one
+    // left the assistant first; a blank failed result went as empty, which Anthropic refuses.
+    let answered = json!([{"role": "user", "content": " "}, {"role": "assistant", "content": "42.\n"},
+        {"role": "user", "content": "Why?"}, {"role": "assistant", "content": "The answer is 42.\n"},
+        {"role": "user", "content": " \n"}]);
+    let (status, body, sent) = sent_after("claude-sonnet-4-5", true, answered, "").await;
+    assert_eq!(status, 200, "{body}");
+    let messages = sent["messages"].as_array().unwrap();
+    assert_eq!(messages.first().unwrap()["role"], "user");
+    assert_eq!(messages.last().unwrap()["role"], "user");
+    let mut failed = history(true, true);
+    failed[3]["content"] = json!("  \n");
+    let (status, body, sent) = sent_after("claude-sonnet-4-5", true, failed, "").await;
+    assert_eq!(status, 200, "{body}");
+    assert!(sent.to_string().contains("(the tool returned no output)"));
+}
+
+#[tokio::test]
 async fn a_history_without_ids_is_paired_in_order() {
     for (model, anthropic) in [("gpt-4o", false), ("claude-sonnet-4-5", true)] {
         let (status, body, sent) = sent_after(model, anthropic, history(false, true), "").await;

@@ -81,7 +81,7 @@ fn anthropic_pairing(messages: &[Value]) -> Result<(), String> {
 pub fn pairing_refusal(anthropic: bool, body: &Value) -> Option<ResponseTemplate> {
     let messages = body["messages"].as_array().cloned().unwrap_or_default();
     let checked = if anthropic {
-        anthropic_pairing(&messages)
+        anthropic_pairing(&messages).and_then(|()| anthropic_structure(body))
     } else {
         openai_pairing(&messages)
     };
@@ -91,22 +91,29 @@ pub fn pairing_refusal(anthropic: bool, body: &Value) -> Option<ResponseTemplate
     })
 }
 
-/// Anthropic's structural rules on a Messages body (what the real API refuses with a 400):
-/// non-empty content in every message, no empty or whitespace-only text block, at most four
-/// `cache_control` markers, none on a thinking block or an empty text block.
+/// Anthropic's structural rules on a Messages body (what the real API refuses with a 400): at
+/// least one message, non-empty content in every message, no empty or whitespace-only text
+/// block, no empty error result, at most four `cache_control` markers, none on a thinking block
+/// or an empty text block, and no last assistant message (a prefill) ending in whitespace, or
+/// at all with thinking on (and on the newest models).
 pub fn anthropic_structure(body: &Value) -> Result<(), String> {
     let text = body.to_string();
     let markers = text.matches("cache_control").count();
     if markers > 4 {
         return Err(format!("{markers} cache_control markers (at most 4)"));
     }
-    for (i, m) in body["messages"]
-        .as_array()
-        .cloned()
-        .unwrap_or_default()
-        .iter()
-        .enumerate()
-    {
+    let messages = body["messages"].as_array().cloned().unwrap_or_default();
+    let Some(last) = messages.last() else {
+        return Err("messages: at least one message is required".into());
+    };
+    if last["role"] == "assistant" {
+        let thinking = body["thinking"]["type"].is_string();
+        let text = last["content"].as_str().unwrap_or_default();
+        if thinking || text.trim_end() != text {
+            return Err(format!("final assistant content cannot end with trailing whitespace, nor be a prefill with thinking (thinking: {thinking})"));
+        }
+    }
+    for (i, m) in messages.iter().enumerate() {
         match &m["content"] {
             Value::String(s) if s.trim().is_empty() => {
                 return Err(format!(
@@ -125,6 +132,14 @@ pub fn anthropic_structure(body: &Value) -> Result<(), String> {
                         {
                             return Err(format!(
                                 "messages.{i}.content.{j}: text content blocks must be non-empty (marked: {marked})"
+                            ));
+                        }
+                        Some("tool_result")
+                            if b["is_error"] == true
+                                && b["content"].as_str().is_some_and(|c| c.trim().is_empty()) =>
+                        {
+                            return Err(format!(
+                                "messages.{i}.content.{j}: content cannot be empty if is_error is true"
                             ));
                         }
                         Some("thinking" | "redacted_thinking") if marked => {

@@ -11,6 +11,11 @@ pub fn check(user_query: &str, turns: &[Turn], fail: &mut impl FnMut(&str, Strin
             "user_query",
             "must not be empty when conversation_history is empty".into(),
         );
+    } else if user_query.trim().is_empty() && turns.iter().all(Turn::is_blank) {
+        fail(
+            "user_query",
+            "must not be empty when every turn of conversation_history is blank".into(),
+        );
     }
     for (i, turn) in turns.iter().enumerate() {
         check_turn(i, turn, fail);

@@ -253,7 +253,12 @@ pub fn render_native(turn: &Turn, tags: &Tags) -> ChatMessage {
             message
         }
         Role::ToolObservation => {
-            let mut message = ChatMessage::text(ChatRole::Tool, tool_output(turn));
+            let mut output = tool_output(turn);
+            if output.is_empty() {
+                // Anthropic refuses an empty result marked as an error.
+                output = NO_OUTPUT.into();
+            }
+            let mut message = ChatMessage::text(ChatRole::Tool, output);
             message.answers = Some(turn.tool_call_id.clone().unwrap_or_default());
             message.is_error = turn.failed();
             message
@@ -295,6 +300,9 @@ fn user(content: String) -> ChatMessage {
 pub fn chat_messages(history: Vec<Costed>, query: Option<Costed>, native: bool) -> Vec<Costed> {
     let has_tail = query.is_some();
     let mut all: Vec<Costed> = history.into_iter().chain(query).collect();
+    // A blank turn says nothing, and dropped later (by a wire that refuses empty text) it
+    // would leave what stood before it last: a prefill, or no user turn first.
+    all.retain(|m| !m.message.is_plain() || !m.message.content.trim().is_empty());
     if native {
         all = paired(all);
     }
@@ -405,6 +413,8 @@ fn close(open: &mut Vec<String>, out: &mut Vec<Costed>) {
 
 /// The result of a call the client never answered.
 pub const NO_RESULT: &str = "(no result: the client sent none for this call)";
+/// The result of a call whose tool returned only blank text.
+pub const NO_OUTPUT: &str = "(the tool returned no output)";
 /// Opens a tool result whose call is not in the prompt.
 const UNPAIRED_RESULT: &str = "Result of an earlier tool call: ";
 
