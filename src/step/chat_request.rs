@@ -4,6 +4,7 @@ use super::context::budget;
 use super::context::prompt;
 use super::fit::Shape;
 use super::input::StepInput;
+use super::wire_names::WireNames;
 use crate::llm::{ChatMessage, ChatRequest, PromptCache};
 
 /// The chat request for a fitted prompt's system text and messages.
@@ -15,7 +16,7 @@ pub(super) fn chat_request(
     prompt_cache: Option<PromptCache>,
 ) -> ChatRequest {
     let model = input.llm.model.clone();
-    ChatRequest {
+    let mut request = ChatRequest {
         temperature: input.llm.temperature,
         stop: vec![prompt::observation_stop(&input.react.tags)],
         tools: shape.native_tools.clone(),
@@ -34,7 +35,11 @@ pub(super) fn chat_request(
         // With a model left to fall back to, that model is the retry of a timed-out call.
         retry_timeouts: !input.falls_back,
         ..ChatRequest::new(model, system, messages, input.llm.reserved_output_tokens)
+    };
+    if !request.tools.is_empty() {
+        WireNames::of(input.tools.declared_names()).apply(&mut request);
     }
+    request
 }
 
 /// What the provider needs to cache the prompt's stable part, unless the request turned caching

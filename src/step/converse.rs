@@ -126,7 +126,8 @@ async fn converse(
             bill(&mut completion, &input, counter, ledger, first);
             refusal(&completion, &input, live.is_some())?;
             carriable(&completion, input.llm.provider)?;
-            returnable_calls(&mut completion, &input.history, &mut ledger.warnings);
+            let known = (&input.history[..], &input.tools);
+            returnable_calls(&mut completion, known, &mut ledger.warnings);
             let finish =
                 finish_reason(&completion.finish, input.key.as_ref(), &mut ledger.warnings);
             let cut_off = completion.finish == FinishReason::Length;

@@ -13,9 +13,10 @@ use crate::runtime::cpu;
 /// What a step returns is a valid next request: the calls past what a turn may hold were
 /// dropped when the reply was read, and an id no provider could take back is replaced by one of
 /// the service's (a step never answers with a history its next request would be refused for).
+/// Calls of a tool renamed on the wire get the name the client gave it back.
 pub(super) fn returnable_calls(
     completion: &mut Completion,
-    history: &[Turn],
+    (history, tools): (&[Turn], &super::tools::Catalog),
     warnings: &mut Vec<String>,
 ) {
     if completion.dropped_calls > 0 {
@@ -25,6 +26,7 @@ pub(super) fn returnable_calls(
             completion.dropped_calls
         ));
     }
+    super::wire_names::WireNames::of(tools.declared_names()).restore(&mut completion.calls);
     let (mut replaced, mut repeated) = (0, 0);
     let mut seen = std::collections::HashSet::new();
     for call in &mut completion.calls {

@@ -273,3 +273,79 @@ async fn native_mode_needs_declared_tools() {
         "llm_config.tool_mode"
     );
 }
+
+/// OpenAI's and Anthropic's rule on a tool's name, in its definition and in a call.
+fn wire_name_ok(name: &Value) -> bool {
+    let name = name.as_str().unwrap_or_default();
+    (1..=64).contains(&name.len())
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+}
+
+#[tokio::test]
+async fn tools_named_with_dots_go_renamed_and_their_calls_come_back_as_named() {
+    // An MCP server's `notion.search` went as written: OpenAI and Anthropic refuse the whole
+    // request ("string does not match pattern").
+    let long = format!("search.{}", "x".repeat(57));
+    let renamed = format!("search_{}", "x".repeat(57));
+    for (model, path, anthropic) in [
+        ("gpt-4o", OPENAI_PATH, false),
+        ("claude-sonnet-4-5", ANTHROPIC_PATH, true),
+    ] {
+        let reply = match anthropic {
+            true => anthropic_tool_reply("Search it.", "notion_search", json!({"q": "login"})),
+            false => openai_tool_reply(Some("Search it."), "notion_search", "{\"q\":\"login\"}"),
+        };
+        let app = spawn_app_answering(path, 200, reply).await;
+        let mut body = native(model, "native");
+        let schema =
+            json!({"type": "object", "properties": {"q": {"type": "string"}}, "required": ["q"]});
+        body["tools"] = json!([
+            {"name": "notion.search", "description": "Search Notion.", "parameters": schema},
+            {"name": "notion_search", "description": "Another.", "parameters": schema},
+            {"name": long, "description": "Long.", "parameters": schema}]);
+        body["conversation_history"] = json!([{"role": "user", "content": "Find it"},
+            {"role": "assistant", "content": "", "toolCall": {"id": "call_1", "name": "notion.search", "parameters": {"q": "a"}}},
+            {"role": "tool_observation", "content": "nothing", "tool_call_id": "call_1"}]);
+        let step = app.post_react_step(&body).await;
+        assert_eq!(step.status, 200, "{model}: {}", step.text);
+        // The model called the tool `notion_search` stands for on the wire: the client's own.
+        assert_eq!(step.body["action_details"]["tool_name"], "notion_search");
+        let sent = app.upstream_bodies().await.pop().unwrap();
+        let names: Vec<&Value> = sent["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t.get("name").unwrap_or(&t["function"]["name"]))
+            .collect();
+        assert_eq!(
+            names,
+            [
+                &json!("notion_search_2"),
+                &json!("notion_search"),
+                &json!(renamed)
+            ]
+        );
+        let text = sent["messages"].to_string();
+        assert!(!text.contains("notion.search"), "{model}: {text}");
+        assert!(names.iter().all(|n| wire_name_ok(n)), "{names:?}");
+
+        // A call of the renamed tool comes back under the name the client gave it.
+        let reply = match anthropic {
+            true => anthropic_tool_reply("Again.", "notion_search_2", json!({"q": "b"})),
+            false => openai_tool_reply(Some("Again."), "notion_search_2", "{\"q\":\"b\"}"),
+        };
+        let app = spawn_app_answering(path, 200, reply).await;
+        let step = app.post_react_step(&body).await;
+        assert_eq!(step.status, 200, "{model}: {}", step.text);
+        assert_eq!(step.body["action_details"]["tool_name"], "notion.search");
+        let turn = step.body["updated_conversation_history"]
+            .as_array()
+            .unwrap()
+            .last()
+            .unwrap()
+            .clone();
+        assert_eq!(turn["toolCall"]["name"], "notion.search");
+    }
+}

@@ -88,7 +88,7 @@ impl Catalog {
         self.declared.iter().map(|d| d.spec.clone()).collect()
     }
 
-    pub fn declared_names(&self) -> impl Iterator<Item = &str> {
+    pub fn declared_names(&self) -> impl Iterator<Item = &str> + Clone {
         self.declared.iter().map(|d| d.spec.name.as_str())
     }
 

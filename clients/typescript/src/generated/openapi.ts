@@ -344,7 +344,8 @@ export interface components {
             session_id?: string | null;
             /**
              * @description The user's question. Empty (`""`) when the client is sending a tool observation; it
-             *     must not be empty when `conversation_history` is. A native loop is one turn: in a
+             *     must not be empty when `conversation_history` is, or holds only blank turns (blank
+             *     text, no call, result or reasoning: such turns are not sent). A native loop is one turn: in a
              *     native step whose history ends with tool results, a query that repeats the latest
              *     user turn (a client that sends the task with every step) is not sent again and not
              *     added to `updated_conversation_history` a second time, and what is new in the step
@@ -472,7 +473,7 @@ export interface components {
             reason: string;
         };
         Tool: {
-            /** @description Starts with a letter or `_`, then letters, digits, `_`, `-` and `.`. Letters may be of any script (`搜索`); with `llm_config.tool_mode: native` only ASCII ones, as the providers' own tool calling accepts (400 otherwise). */
+            /** @description Starts with a letter or `_`, then letters, digits, `_`, `-` and `.`. Letters may be of any script (`搜索`); with `llm_config.tool_mode: native` only ASCII ones, as the providers' own tool calling accepts (400 otherwise). OpenAI's and Anthropic's tool calling refuse `.`, so in native mode a name holding one goes to the model rewritten (`notion.search` as `notion_search`, made unique among the tools), and the model's calls of it come back under the name given here. */
             name: string;
             description?: string | null;
             /**
