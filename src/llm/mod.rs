@@ -7,6 +7,7 @@
 mod anthropic;
 mod api_key;
 pub mod bounded;
+pub mod call_ids;
 mod chat;
 mod completion;
 mod error;

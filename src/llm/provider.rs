@@ -196,6 +196,11 @@ pub trait ProviderApi: Sync + fmt::Debug {
     fn output_reserve(&self, _effort: Option<super::ReasoningEffort>) -> u32 {
         0
     }
+    /// The call ids the provider takes back in a request; others are rewritten
+    /// ([`super::call_ids`]).
+    fn call_ids(&self) -> super::call_ids::IdRule {
+        super::call_ids::IdRule::Any
+    }
     /// The prompt cache lifetimes the provider takes (`llm_config.prompt_cache_ttl`); any other
     /// is refused before the call.
     fn cache_ttls(&self) -> &'static [super::CacheTtl] {

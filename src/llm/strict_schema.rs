@@ -1,7 +1,9 @@
-//! Whether a tool's parameters schema fits OpenAI's strict subset, where a tool may be sent
-//! `strict: true` and its arguments are then constrained to the schema: every object lists all
-//! its properties in `required` and has `additionalProperties: false`, and no keyword outside
-//! the subset appears. A schema that does not fit is sent non-strict (the API would refuse it).
+//! Whether a tool's parameters schema fits a provider's strict subset, where a tool may be sent
+//! `strict: true` and its arguments are then constrained to the schema. OpenAI's: every object
+//! lists all its properties in `required` and has `additionalProperties: false`, and no keyword
+//! outside the subset appears. Anthropic's: every object has `additionalProperties: false`, and
+//! neither those keywords nor numeric, length or count bounds appear. A schema that does not fit
+//! is sent non-strict (the API would refuse the whole request).
 
 use serde_json::{Map, Value};
 
@@ -26,19 +28,114 @@ const UNSUPPORTED: [&str; 17] = [
     "prefixItems",
 ];
 
+/// Bounds Anthropic's strict mode does not take besides those ("numerical constraints", "string
+/// constraints", array counts past `minItems` of 0 or 1).
+const ANTHROPIC_UNSUPPORTED: [&str; 8] = [
+    "minimum",
+    "maximum",
+    "exclusiveMinimum",
+    "exclusiveMaximum",
+    "multipleOf",
+    "minLength",
+    "maxLength",
+    "maxItems",
+];
+
 /// Why `schema` is outside OpenAI's strict subset, if it is. The schema was bounded when the
 /// request was read (`step/tools/schema_limits.rs`); the walk keeps a stack of its own anyway.
 pub fn openai_strict_misfit(schema: &Value) -> Option<String> {
+    misfit(schema, &OPENAI)
+}
+
+/// Why `schema` is outside Anthropic's strict subset, if it is.
+pub fn anthropic_strict_misfit(schema: &Value) -> Option<String> {
+    misfit(schema, &ANTHROPIC)
+}
+
+/// A provider's strict tool calling: whose subset it is, and why a schema is outside it.
+pub struct Strictness {
+    pub owner: &'static str,
+    pub misfit: fn(&Value) -> Option<String>,
+}
+
+pub const OPENAI_STRICT: Strictness = Strictness {
+    owner: "OpenAI",
+    misfit: openai_strict_misfit,
+};
+
+pub const ANTHROPIC_STRICT: Strictness = Strictness {
+    owner: "Anthropic",
+    misfit: anthropic_strict_misfit,
+};
+
+/// What `strict_tools` comes to on a server (`name`): nothing where it has no strict tools
+/// (the flag is turned off), and each tool whose schema is outside its subset sent non-strict.
+pub fn warnings(
+    request: &mut crate::llm::ChatRequest,
+    strict: Option<&Strictness>,
+    name: &str,
+) -> Vec<String> {
+    if !request.strict_tools || request.tools.is_empty() {
+        return Vec::new();
+    }
+    let Some(strict) = strict else {
+        request.strict_tools = false;
+        return vec![format!(
+            "strict_tools: {name} has no strict tool calling here; the tools were sent as declared"
+        )];
+    };
+    request
+        .tools
+        .iter()
+        .filter_map(|t| {
+            let why = (strict.misfit)(&t.parameters)?;
+            Some(format!(
+                "strict_tools: tool {} was sent non-strict: its schema is outside {}'s strict subset ({why})",
+                t.name, strict.owner
+            ))
+        })
+        .collect()
+}
+
+/// How a provider's strict subset differs from the keywords both refuse.
+struct Subset {
+    /// Keywords it refuses besides [`UNSUPPORTED`].
+    more: &'static [&'static str],
+    /// Every property of an object must be in `required`.
+    all_required: bool,
+    /// `minItems` may be only 0 or 1.
+    min_items_to_one: bool,
+}
+
+const OPENAI: Subset = Subset {
+    more: &[],
+    all_required: true,
+    min_items_to_one: false,
+};
+
+const ANTHROPIC: Subset = Subset {
+    more: &ANTHROPIC_UNSUPPORTED,
+    all_required: false,
+    min_items_to_one: true,
+};
+
+/// Why `schema` is outside `subset`, if it is.
+fn misfit(schema: &Value, subset: &Subset) -> Option<String> {
     if schema.get("type").and_then(Value::as_str) != Some("object") {
         return Some("its root is not `\"type\": \"object\"`".into());
     }
     let mut stack: Vec<(&Value, String)> = vec![(schema, "the root".into())];
     while let Some((node, at)) = stack.pop() {
         let Value::Object(map) = node else { continue };
-        if let Some(keyword) = UNSUPPORTED.iter().find(|k| map.contains_key(**k)) {
+        let mut refused = UNSUPPORTED.iter().chain(subset.more);
+        if let Some(keyword) = refused.find(|k| map.contains_key(**k)) {
             return Some(format!("{at} uses `{keyword}`"));
         }
-        if let Some(why) = object_misfit(map) {
+        let min_items = map.get("minItems").and_then(Value::as_u64);
+        if subset.min_items_to_one && min_items.is_some_and(|n| n > 1) {
+            return Some(format!("{at} uses `minItems` past 1"));
+        }
+        if let Some(why) = object_misfit(map, subset.all_required) {
             return Some(format!("{at} {why}"));
         }
         push_subschemas(map, &at, &mut stack);
@@ -47,7 +144,7 @@ pub fn openai_strict_misfit(schema: &Value) -> Option<String> {
 }
 
 /// What an object schema lacks for strict mode.
-fn object_misfit(map: &Map<String, Value>) -> Option<&'static str> {
+fn object_misfit(map: &Map<String, Value>, all_required: bool) -> Option<&'static str> {
     let is_object = match map.get("type") {
         Some(Value::String(t)) => t == "object",
         Some(Value::Array(types)) => types.iter().any(|t| t == "object"),
@@ -58,6 +155,9 @@ fn object_misfit(map: &Map<String, Value>) -> Option<&'static str> {
     }
     if map.get("additionalProperties") != Some(&Value::Bool(false)) {
         return Some("lacks `\"additionalProperties\": false`");
+    }
+    if !all_required {
+        return None;
     }
     let properties = map.get("properties").and_then(Value::as_object);
     let required = map.get("required").and_then(Value::as_array);
@@ -163,5 +263,32 @@ mod tests {
             let said = openai_strict_misfit(&schema).unwrap_or_default();
             assert!(said.contains(why), "{schema}: {said}");
         }
+    }
+
+    #[test]
+    fn anthropics_subset_takes_optional_properties_but_no_bounds() {
+        let open = json!({"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]});
+        let said = anthropic_strict_misfit(&open).unwrap_or_default();
+        assert!(said.contains("additionalProperties"), "{said}");
+        let optional = json!({"type": "object", "additionalProperties": false,
+            "properties": {"path": {"type": "string"}, "lines": {"type": "integer"}}, "required": ["path"]});
+        assert_eq!(anthropic_strict_misfit(&optional), None);
+        assert!(openai_strict_misfit(&optional).is_some());
+        for (bound, why) in [
+            (json!({"type": "integer", "minimum": 1}), "minimum"),
+            (json!({"type": "string", "maxLength": 9}), "maxLength"),
+            (json!({"type": "array", "minItems": 2}), "minItems"),
+            (
+                json!({"type": "object", "properties": {}}),
+                "additionalProperties",
+            ),
+        ] {
+            let schema = json!({"type": "object", "additionalProperties": false, "properties": {"a": bound}});
+            let said = anthropic_strict_misfit(&schema).unwrap_or_default();
+            assert!(said.contains(why), "{schema}: {said}");
+        }
+        let one = json!({"type": "object", "additionalProperties": false,
+            "properties": {"a": {"type": "array", "minItems": 1}}});
+        assert_eq!(anthropic_strict_misfit(&one), None);
     }
 }

@@ -1,4 +1,5 @@
-//! The chat request for a fitted prompt, and what the provider needs to cache its stable part.
+//! The chat request for a fitted prompt, its tool names and call ids as the provider takes
+//! them, and what the provider needs to cache its stable part.
 
 use super::context::budget;
 use super::context::prompt;
@@ -39,6 +40,7 @@ pub(super) fn chat_request(
     if !request.tools.is_empty() {
         WireNames::of(input.tools.declared_names()).apply(&mut request);
     }
+    crate::llm::call_ids::apply(&mut request, input.llm.provider.api().call_ids());
     request
 }
 

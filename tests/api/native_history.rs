@@ -149,6 +149,34 @@ async fn blank_turns_leave_no_prefill_and_a_blank_failure_says_so() {
 }
 
 #[tokio::test]
+async fn ids_another_model_made_go_as_each_provider_takes_them() {
+    // Kimi K2's ids (`functions.read_file:0`) and a client's long one went as they were:
+    // Anthropic refuses all but letters, digits, `_` and `-`; OpenAI ids over 40 characters.
+    let long = format!("call_{}", "x".repeat(40));
+    for (model, anthropic) in [("claude-sonnet-4-5", true), ("gpt-4o", false)] {
+        let mut turns = history(true, true);
+        for (at, id) in [(1, "functions.read_file:0"), (2, long.as_str())] {
+            turns[1]["toolCalls"][at - 1]["id"] = json!(id);
+        }
+        turns[1]["toolCall"]["id"] = json!("functions.read_file:0");
+        turns[2]["tool_call_id"] = json!("functions.read_file:0");
+        turns[3]["tool_call_id"] = json!(long);
+        let (status, body, sent) = sent_after(model, anthropic, turns, "").await;
+        assert_eq!(status, 200, "{model}: {body}");
+        let text = sent["messages"].to_string();
+        let refused = if anthropic {
+            "functions.read_file:0"
+        } else {
+            long.as_str()
+        };
+        assert!(!text.contains(refused), "{text}");
+        // The history the client gets back keeps its own ids.
+        let back = body["updated_conversation_history"].to_string();
+        assert!(back.contains("functions.read_file:0") && back.contains(&long));
+    }
+}
+
+#[tokio::test]
 async fn a_history_without_ids_is_paired_in_order() {
     for (model, anthropic) in [("gpt-4o", false), ("claude-sonnet-4-5", true)] {
         let (status, body, sent) = sent_after(model, anthropic, history(false, true), "").await;

@@ -21,7 +21,11 @@ fn openai_pairing(messages: &[Value]) -> Result<(), String> {
             return Err(format!("an assistant message with 'tool_calls' must be followed by tool messages responding to each 'tool_call_id': {open:?}"));
         }
         for call in m["tool_calls"].as_array().into_iter().flatten() {
-            open.push(call["id"].as_str().unwrap_or_default().to_string());
+            let id = call["id"].as_str().unwrap_or_default();
+            if id.len() > 40 {
+                return Err(format!("Invalid 'messages.tool_calls.id': string too long. Expected a string with maximum length 40, but got a string with length {}", id.len()));
+            }
+            open.push(id.to_string());
             if !call["function"]["arguments"].is_string() {
                 return Err("arguments must be a JSON string".into());
             }
@@ -65,7 +69,14 @@ fn anthropic_pairing(messages: &[Value]) -> Result<(), String> {
         } else {
             for b in &blocks {
                 if b["type"] == "tool_use" {
-                    open.push(b["id"].as_str().unwrap_or_default().to_string());
+                    let id = b["id"].as_str().unwrap_or_default();
+                    let word = |c: u8| c.is_ascii_alphanumeric() || c == b'_' || c == b'-';
+                    if id.is_empty() || !id.bytes().all(word) {
+                        return Err(
+                            "tool_use.id: String should match pattern '^[a-zA-Z0-9_-]+$'".into(),
+                        );
+                    }
+                    open.push(id.to_string());
                 }
                 if b["type"] == "text" && b["text"].as_str().is_some_and(str::is_empty) {
                     return Err("text content blocks must be non-empty".into());

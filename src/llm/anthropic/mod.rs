@@ -87,7 +87,10 @@ impl ProviderApi for Anthropic {
 
     /// With thinking on, Anthropic refuses a forced tool choice and any temperature but 1.
     fn adjust(&self, request: &mut ChatRequest) -> Vec<String> {
-        let mut warnings = Vec::new();
+        // Strict tool use came with Claude 4.5 (and Opus 4.1); Claude 3 refuses the field.
+        let strict = (!request.model.to_ascii_lowercase().starts_with("claude-3"))
+            .then_some(&crate::llm::strict_schema::ANTHROPIC_STRICT);
+        let mut warnings = crate::llm::strict_schema::warnings(request, strict, FACTS.name);
         if thinking(request).is_none() {
             return warnings;
         }
@@ -121,6 +124,11 @@ impl ProviderApi for Anthropic {
 
     fn stream_decoder(&self) -> Box<dyn StreamDecoder> {
         Box::new(stream::EventDecoder::default())
+    }
+
+    /// `tool_use` ids match `^[a-zA-Z0-9_-]+$`.
+    fn call_ids(&self) -> crate::llm::call_ids::IdRule {
+        crate::llm::call_ids::IdRule::Word
     }
 
     fn cache_ttls(&self) -> &'static [crate::llm::CacheTtl] {
@@ -261,7 +269,8 @@ fn body(request: &ChatRequest, breakpoints: bool) -> Body<'_> {
                 name: &t.name,
                 description: &t.description,
                 input_schema: &t.parameters,
-                strict: request.strict_tools,
+                strict: request.strict_tools
+                    && crate::llm::strict_schema::anthropic_strict_misfit(&t.parameters).is_none(),
             })
             .collect(),
         tool_choice: tool_choice(request),

@@ -42,7 +42,7 @@ impl ProviderApi for Ollama {
     }
 
     fn adjust(&self, request: &mut ChatRequest) -> Vec<String> {
-        super::openai::strict_warnings(request, false, FACTS.name)
+        super::strict_schema::warnings(request, None, FACTS.name)
     }
 
     fn build(

@@ -15,6 +15,7 @@ use super::stream_events::StreamDecoder;
 use super::{
     ApiKey, CallSignature, ChatRequest, Completion, NativeCall, ReasoningState, Usage, WireError,
 };
+use crate::llm::strict_schema;
 use wire::{finish, Body, ExtraContent, Message, Reply, StreamOptions};
 
 /// A server speaking Chat Completions.
@@ -53,6 +54,8 @@ pub struct Quirks {
     pub signs_tool_calls: bool,
     /// Where the completions endpoint is under the base URL.
     pub path: PathForm,
+    /// The call ids the server takes back.
+    pub call_ids: crate::llm::call_ids::IdRule,
 }
 
 /// How the endpoint's URL is made from the base URL.
@@ -145,6 +148,8 @@ pub const OPENAI: ChatCompletions = ChatCompletions {
         strict_tools: true,
         signs_tool_calls: false,
         path: PathForm::ChatCompletions,
+        // "Expected a string with maximum length 40".
+        call_ids: crate::llm::call_ids::IdRule::AtMost(40),
     },
 };
 
@@ -191,6 +196,10 @@ impl ProviderApi for ChatCompletions {
     }
 
     /// OpenAI's own lifetimes (`prompt_cache_retention`), where the server takes its cache key.
+    fn call_ids(&self) -> crate::llm::call_ids::IdRule {
+        self.quirks.call_ids
+    }
+
     fn cache_ttls(&self) -> &'static [crate::llm::CacheTtl] {
         match self.quirks.takes_prompt_cache_key {
             true => &[crate::llm::CacheTtl::InMemory, crate::llm::CacheTtl::OneDay],
@@ -199,7 +208,11 @@ impl ProviderApi for ChatCompletions {
     }
 
     fn adjust(&self, request: &mut ChatRequest) -> Vec<String> {
-        let mut warnings = strict_warnings(request, self.quirks.strict_tools, self.facts.name);
+        let strict = self
+            .quirks
+            .strict_tools
+            .then_some(&strict_schema::OPENAI_STRICT);
+        let mut warnings = strict_schema::warnings(request, strict, self.facts.name);
         match request.reasoning_effort {
             Some(effort) if !(self.quirks.takes_reasoning_effort)(&request.model) => {
                 request.reasoning_effort = None;
@@ -274,31 +287,6 @@ impl ChatCompletions {
             stream_options: None,
         }
     }
-}
-
-/// What `strict_tools` comes to on a server: nothing where it has no strict tools (the flag is
-/// turned off), and each tool whose schema is outside OpenAI's strict subset sent non-strict.
-pub(super) fn strict_warnings(request: &mut ChatRequest, takes: bool, name: &str) -> Vec<String> {
-    if !request.strict_tools || request.tools.is_empty() {
-        return Vec::new();
-    }
-    if !takes {
-        request.strict_tools = false;
-        return vec![format!(
-            "strict_tools: {name} has no strict tool calling here; the tools were sent as declared"
-        )];
-    }
-    request
-        .tools
-        .iter()
-        .filter_map(|t| {
-            let why = crate::llm::strict_schema::openai_strict_misfit(&t.parameters)?;
-            Some(format!(
-                "strict_tools: tool {} was sent non-strict: its schema is outside OpenAI's strict subset ({why})",
-                t.name
-            ))
-        })
-        .collect()
 }
 
 fn completion(reply: Reply) -> Result<Completion, WireError> {

@@ -3,6 +3,7 @@
 //! a line in the registry (`registry.rs`); docs/adding-a-provider.md has the whole list.
 
 use super::{all, none, openai_reasoning, ChatCompletions, PathForm, Quirks};
+use crate::llm::call_ids::IdRule;
 use crate::llm::provider::{Capabilities, Counting, Facts, KeyHeader, Temperature};
 
 /// A hosted vendor whose models call tools reliably.
@@ -29,6 +30,7 @@ const PLAIN: Quirks = Quirks {
     strict_tools: false,
     signs_tool_calls: false,
     path: PathForm::ChatCompletions,
+    call_ids: IdRule::Any,
 };
 
 pub const GEMINI: ChatCompletions = ChatCompletions {
@@ -135,7 +137,11 @@ pub const MISTRAL: ChatCompletions = ChatCompletions {
         },
     },
     key_header: KeyHeader::Bearer,
-    quirks: PLAIN,
+    // "Tool call id was … but must be a-z, A-Z, 0-9, with a length of 9".
+    quirks: Quirks {
+        call_ids: IdRule::NineAlphanumerics,
+        ..PLAIN
+    },
 };
 
 pub const GROQ: ChatCompletions = ChatCompletions {
@@ -207,6 +213,7 @@ pub const AZURE: ChatCompletions = ChatCompletions {
         explicit_auto_tool_choice: false,
         strict_tools: true,
         path: PathForm::Azure,
+        call_ids: IdRule::AtMost(40),
         ..PLAIN
     },
 };

@@ -105,6 +105,11 @@ impl ProviderApi for Responses {
         self.chat.adjust(request)
     }
 
+    /// A call's `call_id`: at most 64 characters.
+    fn call_ids(&self) -> crate::llm::call_ids::IdRule {
+        crate::llm::call_ids::IdRule::AtMost(64)
+    }
+
     fn cache_ttls(&self) -> &'static [CacheTtl] {
         self.cache_ttls
     }

@@ -1,0 +1,153 @@
+//! Call ids as each provider takes them back. A history carries the ids whichever model made
+//! its calls (Kimi's `functions.read_file:0`, a client's own, up to 256 characters), but
+//! Anthropic takes only letters, digits, `_` and `-`, OpenAI's Chat Completions at most 40
+//! characters and its Responses API 64, and Mistral exactly nine letters and digits: each
+//! refuses the whole request otherwise. An id outside the provider's rule goes rewritten, the
+//! same way in the call and in the result that answers it, so the pair still matches. Only the
+//! request is rewritten: a provider's reply carries its own ids, which fit its rule.
+
+use std::hash::{Hash, Hasher};
+
+use super::ChatRequest;
+
+/// What a provider takes as a call's id.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IdRule {
+    /// Any id the contract takes (1 to 256 printable ASCII characters).
+    Any,
+    /// At most this many characters.
+    AtMost(usize),
+    /// Letters, digits, `_` and `-`.
+    Word,
+    /// Exactly nine letters and digits.
+    NineAlphanumerics,
+}
+
+impl IdRule {
+    fn fits(self, id: &str) -> bool {
+        let word = |b: u8| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-');
+        match self {
+            Self::Any => true,
+            Self::AtMost(most) => id.len() <= most,
+            Self::Word => !id.is_empty() && id.bytes().all(word),
+            Self::NineAlphanumerics => {
+                id.len() == 9 && id.bytes().all(|b| b.is_ascii_alphanumeric())
+            }
+        }
+    }
+
+    /// The id that stands for `id` on the wire: derived from all of it, so two ids stay apart.
+    fn rewritten(self, id: &str) -> String {
+        let mut hasher = std::hash::DefaultHasher::new();
+        id.hash(&mut hasher);
+        let digits = base62(hasher.finish());
+        match self {
+            Self::NineAlphanumerics => digits.chars().cycle().take(9).collect(),
+            _ => format!("call_{digits}"),
+        }
+    }
+}
+
+/// Rewrites the request's call ids (each call's and the result's that answers it) that `rule`
+/// refuses; returns how many ids it rewrote.
+pub fn apply(request: &mut ChatRequest, rule: IdRule) -> usize {
+    if rule == IdRule::Any {
+        return 0;
+    }
+    let mut rewritten = 0;
+    for message in &mut request.messages {
+        let ids = message.calls.iter_mut().map(|c| &mut c.id);
+        for id in ids.chain(message.answers.as_mut()) {
+            if !rule.fits(id) {
+                *id = rule.rewritten(id);
+                rewritten += 1;
+            }
+        }
+    }
+    rewritten
+}
+
+/// `n` in letters and digits (11 of them at most).
+fn base62(mut n: u64) -> String {
+    const DIGITS: &[u8; 62] = b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
+    let mut out = Vec::with_capacity(11);
+    loop {
+        out.push(DIGITS[(n % 62) as usize]);
+        n /= 62;
+        if n == 0 {
+            break;
+        }
+    }
+    String::from_utf8(out).unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::llm::{ChatMessage, ChatRole, ToolUse};
+
+    fn request(ids: &[&str]) -> ChatRequest {
+        let mut call = ChatMessage::text(ChatRole::Assistant, String::new());
+        call.calls = ids
+            .iter()
+            .map(|id| ToolUse {
+                id: id.to_string(),
+                name: "read_file".into(),
+                arguments: serde_json::Map::new(),
+            })
+            .collect();
+        let mut messages = vec![call];
+        for id in ids {
+            let mut result = ChatMessage::text(ChatRole::Tool, "ok".into());
+            result.answers = Some(id.to_string());
+            messages.push(result);
+        }
+        ChatRequest::new("m".into(), String::new(), messages, 100)
+    }
+
+    fn ids(request: &ChatRequest) -> (Vec<String>, Vec<String>) {
+        let calls = request.messages[0]
+            .calls
+            .iter()
+            .map(|c| c.id.clone())
+            .collect();
+        let answers = request.messages[1..]
+            .iter()
+            .filter_map(|m| m.answers.clone())
+            .collect();
+        (calls, answers)
+    }
+
+    #[test]
+    fn ids_a_provider_refuses_are_rewritten_alike_in_the_call_and_its_result() {
+        let long = "x".repeat(41);
+        let given = [
+            "functions.read_file:0",
+            "functions.read_file:1",
+            "call_ok",
+            long.as_str(),
+        ];
+        for rule in [IdRule::Word, IdRule::AtMost(40), IdRule::NineAlphanumerics] {
+            let mut sent = request(&given);
+            let count = apply(&mut sent, rule);
+            let (calls, answers) = ids(&sent);
+            assert_eq!(
+                calls, answers,
+                "{rule:?}: each result still answers its call"
+            );
+            assert!(calls.iter().all(|id| rule.fits(id)), "{rule:?}: {calls:?}");
+            let apart: std::collections::HashSet<&String> = calls.iter().collect();
+            assert_eq!(apart.len(), given.len(), "{rule:?}: {calls:?}");
+            // Each id stands in a call and in its result.
+            let expected = match rule {
+                IdRule::Word => 2,
+                IdRule::AtMost(_) => 1,
+                _ => 4,
+            };
+            assert_eq!(count, 2 * expected, "{rule:?}");
+        }
+        let mut sent = request(&given);
+        assert_eq!(apply(&mut sent, IdRule::Any), 0);
+        assert_eq!(ids(&sent).0, given);
+    }
+}
