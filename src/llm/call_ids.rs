@@ -2,10 +2,12 @@
 //! its calls (Kimi's `functions.read_file:0`, a client's own, up to 256 characters), but
 //! Anthropic takes only letters, digits, `_` and `-`, OpenAI's Chat Completions at most 40
 //! characters and its Responses API 64, and Mistral exactly nine letters and digits: each
-//! refuses the whole request otherwise. An id outside the provider's rule goes rewritten, the
-//! same way in the call and in the result that answers it, so the pair still matches. Only the
-//! request is rewritten: a provider's reply carries its own ids, which fit its rule.
+//! refuses the whole request otherwise, and one holding an id twice. An id outside the
+//! provider's rule, or another turn's, goes rewritten, the same way in the call and in the
+//! result that answers it, so the pair still matches. Only the request is rewritten: a
+//! provider's reply carries its own ids, which fit its rule.
 
+use std::collections::{HashMap, HashSet};
 use std::hash::{Hash, Hasher};
 
 use super::ChatRequest;
@@ -49,13 +51,34 @@ impl IdRule {
 }
 
 /// Rewrites the request's call ids (each call's and the result's that answers it) that `rule`
-/// refuses; returns how many ids it rewrote.
+/// refuses, and a call's id that an earlier turn's call had too (providers refuse a request
+/// holding one id twice; a result answers the latest call of its id); returns how many ids it
+/// rewrote.
 pub fn apply(request: &mut ChatRequest, rule: IdRule) -> usize {
-    if rule == IdRule::Any {
-        return 0;
-    }
     let mut rewritten = 0;
+    let mut earlier: HashSet<String> = HashSet::new();
+    // The id each repeated id now goes by, for the results that follow its latest call.
+    let mut latest: HashMap<String, String> = HashMap::new();
     for message in &mut request.messages {
+        let mut own = Vec::new();
+        for call in &mut message.calls {
+            if earlier.contains(&call.id) {
+                let again = rule.rewritten(&format!("{}#{}", call.id, earlier.len()));
+                latest.insert(call.id.clone(), again.clone());
+                call.id = again;
+                rewritten += 1;
+            } else {
+                latest.remove(&call.id);
+            }
+            own.push(call.id.clone());
+        }
+        if let Some(answers) = &mut message.answers {
+            if let Some(again) = latest.get(answers.as_str()) {
+                *answers = again.clone();
+                rewritten += 1;
+            }
+        }
+        earlier.extend(own);
         let ids = message.calls.iter_mut().map(|c| &mut c.id);
         for id in ids.chain(message.answers.as_mut()) {
             if !rule.fits(id) {
@@ -149,5 +172,19 @@ mod tests {
         let mut sent = request(&given);
         assert_eq!(apply(&mut sent, IdRule::Any), 0);
         assert_eq!(ids(&sent).0, given);
+    }
+
+    #[test]
+    fn an_id_an_earlier_turn_had_goes_apart_with_the_results_that_follow_it() {
+        // Two turns numbered from `call_0` by their server, each answered.
+        let mut sent = request(&["call_0"]);
+        let second = request(&["call_0"]);
+        sent.messages.extend(second.messages);
+        apply(&mut sent, IdRule::Any);
+        let m = &sent.messages;
+        assert_eq!(m[0].calls[0].id, "call_0");
+        assert_eq!(m[1].answers.as_deref(), Some("call_0"));
+        assert_ne!(m[2].calls[0].id, "call_0");
+        assert_eq!(m[3].answers.as_deref(), Some(m[2].calls[0].id.as_str()));
     }
 }

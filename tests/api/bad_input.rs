@@ -254,6 +254,20 @@ async fn out_of_range_and_unknown_values_name_their_field() {
             "llm_config.temperature",
         ),
         (json!({"max_iterations_left": 0}), "max_iterations_left"),
+        // A turn's first call said two ways, or two calls of one id (no result could say
+        // which it answers): the one was dropped, the other sent as a request providers refuse.
+        (
+            json!({"conversation_history": [{"role": "user", "content": "hi"},
+                {"role": "assistant", "content": "x", "toolCall": {"id": "c9", "name": "a", "parameters": {}},
+                 "toolCalls": [{"id": "c1", "name": "a", "parameters": {}}, {"id": "c2", "name": "a", "parameters": {}}]}]}),
+            "conversation_history[1].toolCall",
+        ),
+        (
+            json!({"conversation_history": [{"role": "user", "content": "hi"},
+                {"role": "assistant", "content": "x",
+                 "toolCalls": [{"id": "c1", "name": "a", "parameters": {}}, {"id": "c1", "name": "a", "parameters": {"n": 2}}]}]}),
+            "conversation_history[1].toolCalls[1].id",
+        ),
         // No question and a history of blank turns: nothing to send but a filler.
         (
             json!({"user_query": " ", "conversation_history": [{"role": "user", "content": ""},

@@ -177,6 +177,28 @@ async fn ids_another_model_made_go_as_each_provider_takes_them() {
 }
 
 #[tokio::test]
+async fn a_turn_that_gives_only_its_tool_calls_goes_with_them_and_repeated_ids_go_apart() {
+    // `toolCalls` without `toolCall`: the calls were dropped and the results sent as text.
+    let mut turns = history(true, true);
+    turns[1].as_object_mut().unwrap().remove("toolCall");
+    // A later turn whose server numbered its call `call_A` again, answered.
+    turns.as_array_mut().unwrap().extend([
+        json!({"role": "assistant", "content": "", "toolCall": {"id": "call_A", "name": "read_file", "parameters": {"path": "c.js"}}}),
+        json!({"role": "tool_observation", "content": "12 lines", "tool_call_id": "call_A"}),
+    ]);
+    for (model, anthropic) in [("gpt-4o", false), ("claude-sonnet-4-5", true)] {
+        let (status, body, sent) = sent_after(model, anthropic, turns.clone(), "").await;
+        assert_eq!(status, 200, "{model}: {body}");
+        let text = sent["messages"].to_string();
+        assert!(
+            !text.contains("Result of an earlier tool call"),
+            "{model}: {text}"
+        );
+        assert_eq!(text.matches("\"call_A\"").count(), 2, "{model}: {text}");
+    }
+}
+
+#[tokio::test]
 async fn a_history_without_ids_is_paired_in_order() {
     for (model, anthropic) in [("gpt-4o", false), ("claude-sonnet-4-5", true)] {
         let (status, body, sent) = sent_after(model, anthropic, history(false, true), "").await;

@@ -39,6 +39,7 @@ fn openai_pairing(messages: &[Value]) -> Result<(), String> {
 fn anthropic_pairing(messages: &[Value]) -> Result<(), String> {
     let mut expected = "user";
     let mut open: Vec<String> = Vec::new();
+    let mut used = std::collections::HashSet::new();
     for m in messages {
         let role = m["role"].as_str().unwrap_or_default();
         if role != expected {
@@ -75,6 +76,9 @@ fn anthropic_pairing(messages: &[Value]) -> Result<(), String> {
                         return Err(
                             "tool_use.id: String should match pattern '^[a-zA-Z0-9_-]+$'".into(),
                         );
+                    }
+                    if !used.insert(id.to_string()) {
+                        return Err(format!("tool_use ids must be unique: {id}"));
                     }
                     open.push(id.to_string());
                 }

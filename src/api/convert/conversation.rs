@@ -28,6 +28,17 @@ pub fn check(user_query: &str, turns: &[Turn], fail: &mut impl FnMut(&str, Strin
     }
 }
 
+/// The history with each turn that gives only `toolCalls` given its `toolCall` (the first of
+/// them) too, as the service writes such turns: everything that reads a turn's call reads it.
+pub fn with_first_calls(mut turns: Vec<Turn>) -> Vec<Turn> {
+    for turn in &mut turns {
+        if turn.tool_call.is_none() {
+            turn.tool_call = turn.tool_calls.first().cloned();
+        }
+    }
+    turns
+}
+
 /// The most JSON values a history's tool calls, results and other fields may hold in all. Each
 /// value costs 100 to 200 bytes once decoded and is held several times while a step runs (the
 /// request, the history it returns, its echo on an error): 2 MB of nested objects would
@@ -79,6 +90,30 @@ fn check_turn(i: usize, turn: &Turn, fail: &mut impl FnMut(&str, String)) {
         if call.id.as_deref().is_some_and(|id| !is_call_id(id)) {
             fail(&at(&format!("{name}.id")), CALL_ID_RULE.into());
         }
+    }
+    let first = turn.tool_calls.first();
+    if turn
+        .tool_call
+        .as_ref()
+        .zip(first)
+        .is_some_and(|(one, first)| one != first)
+    {
+        fail(
+            &at("toolCall"),
+            "must be the first of toolCalls when both are given".into(),
+        );
+    }
+    let mut ids = std::collections::HashSet::new();
+    if let Some(n) = turn
+        .tool_calls
+        .iter()
+        .position(|c| c.id.as_deref().is_some_and(|id| !ids.insert(id)))
+    {
+        fail(
+            &at(&format!("toolCalls[{n}].id")),
+            "repeats the id of another call of the turn: no result could say which it answers"
+                .into(),
+        );
     }
     if turn.tool_calls.len() > MAX_CALLS_PER_TURN {
         fail(

@@ -145,7 +145,7 @@ fn assemble(req: ReactStepRequest, how: Conversion, checked: Checked) -> StepInp
     StepInput {
         session_id: how.session_id,
         user_query: req.user_query,
-        history: req.conversation_history,
+        history: conversation::with_first_calls(req.conversation_history),
         context,
         unresolved,
         // The client's own words for its tools win; declared tools are listed otherwise.

@@ -887,7 +887,7 @@ class ConversationTurn(BaseModel):
     """
     toolCalls: Annotated[list[ToolCall] | None, Field(max_length=64)] = None
     """
-    On an assistant turn that proposed several calls, all of them (`toolCall` is the first).
+    On an assistant turn that proposed several calls, all of them (`toolCall` is the first: a turn that gives only `toolCalls` is read so, and one whose `toolCall` is another call is refused). Their ids, where given, are distinct.
     """
     tool_call_id: Annotated[str | None, Field(max_length=256, min_length=1)] = None
     """

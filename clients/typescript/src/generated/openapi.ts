@@ -610,7 +610,7 @@ export interface components {
             toolResult?: components["schemas"]["ToolResult"] | null;
             /** @description On an assistant turn that gave the final answer, the thought behind it. */
             thought?: string | null;
-            /** @description On an assistant turn that proposed several calls, all of them (`toolCall` is the first). */
+            /** @description On an assistant turn that proposed several calls, all of them (`toolCall` is the first: a turn that gives only `toolCalls` is read so, and one whose `toolCall` is another call is refused). Their ids, where given, are distinct. */
             toolCalls?: components["schemas"]["ToolCall"][];
             /** @description On a `tool_observation`, the `toolCall.id` of the call it answers (optional; a history without ids keeps working). */
             tool_call_id?: string | null;
