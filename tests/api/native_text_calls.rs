@@ -115,6 +115,12 @@ fn written_calls() -> Vec<(&'static str, &'static str, Value)> {
             "read_file",
             read.clone(),
         ),
+        // gpt-oss's harmony final channel holding a ReAct step.
+        (
+            "<|channel|>analysis<|message|>Read it.<|end|><|start|>assistant<|channel|>final<|message|>Thought: The login code is in auth.js.\nAction: read_file(path=\"src/auth.js\")<|return|>",
+            "read_file",
+            read.clone(),
+        ),
         // A bare call after `Final Answer:`, as a real 0.5B model wrote.
         (
             "Thought: Read it.\nFinal Answer: `read_file(path=\"src/auth.js\")`",

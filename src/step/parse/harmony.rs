@@ -1,30 +1,42 @@
 //! gpt-oss's harmony format, when a server passes it through as text: messages of the form
 //! `<|start|>assistant<|channel|>analysis<|message|>…<|end|>`. The `analysis` channel (and a
 //! `commentary` message that calls nothing) is the thought; a `commentary` message addressed
-//! `to=functions.name` is a call, its text the JSON arguments; the `final` channel is the answer.
+//! `to=functions.name` is a call, its text the JSON arguments; the `final` channel is the answer,
+//! unless it opens with a ReAct step (a model shown the ReAct format writes it there): then it
+//! is read as ReAct text, after the analysis thought.
 
 use serde_json::{Map, Value};
 
 use super::decision::{Decision, Parsed};
-use super::work;
+use super::tags::{Tag, TagNames, Tags};
+use super::{markup, pythonic, work};
 
 const CHANNEL: &str = "<|channel|>";
 const MESSAGE: &str = "<|message|>";
 /// What ends a message's text: the end of the message, of a call, of the turn, or a new one.
 const MESSAGE_ENDS: [&str; 4] = ["<|end|>", "<|call|>", "<|return|>", "<|start|>"];
 
+/// How a final channel's ReAct step is read: the text parser, handed in so that this module
+/// does not depend on the one that calls it.
+pub type ReadStep = fn(&str, &Tags) -> Option<Parsed>;
+
 /// The output read as harmony messages, when it is written in them.
-pub fn parse(text: &str) -> Option<Parsed> {
+pub fn parse(text: &str, tags: &Tags, react: ReadStep) -> Option<Parsed> {
     work::add(text.len());
     // Harmony output starts with its first message; harmony text later on (a file being
     // written, an answer explaining the format) is content.
     let head = text.trim_start();
     if !(head.starts_with(CHANNEL) || head.starts_with("<|start|>")) || !text.contains(MESSAGE) {
-        return stripped(text);
+        return stripped(text, tags, react);
     }
     let mut thought = Vec::new();
     let mut decision = None;
     let mut also = Vec::new();
+    let mut warnings = vec![
+        "the output was read as gpt-oss harmony messages the server passed through as text"
+            .to_string(),
+    ];
+    let mut open_ended = false;
     for (header, body) in messages(text) {
         let channel = header
             .split(CHANNEL)
@@ -36,9 +48,19 @@ pub fn parse(text: &str) -> Option<Parsed> {
             .find_map(|word| word.split(CHANNEL).next()?.strip_prefix("to="));
         let next = match (channel, recipient) {
             (_, Some(to)) => call(to, body, header),
+            ("final", None) if decision.is_none() => match react_step(body, tags, react) {
+                Some(step) => {
+                    thought.push(step.thought.trim().to_string());
+                    warnings.extend(step.warnings);
+                    also.extend(step.also);
+                    open_ended = step.open_ended;
+                    step.decision
+                }
+                None => Decision::Answer(body.trim().to_string()),
+            },
             ("final", None) => Decision::Answer(body.trim().to_string()),
             _ => {
-                thought.push(body.trim());
+                thought.push(body.trim().to_string());
                 continue;
             }
         };
@@ -58,17 +80,14 @@ pub fn parse(text: &str) -> Option<Parsed> {
             also.clear();
         }
     }
-    let warnings = vec![
-        "the output was read as gpt-oss harmony messages the server passed through as text"
-            .to_string(),
-    ];
+    thought.retain(|t| !t.is_empty());
     Some(Parsed {
         thought: thought.join("\n\n"),
         decision: decision?,
         also,
         warnings,
         structured: true,
-        open_ended: false,
+        open_ended,
         answer_left_out: false,
         call_ids: Vec::new(),
     })
@@ -77,10 +96,19 @@ pub fn parse(text: &str) -> Option<Parsed> {
 /// Harmony with its special tokens dropped by the server, as some front ends show it:
 /// `analysis…assistantfinal…`. Only the final answer is read from it: a call's recipient
 /// cannot be told from its text once the tokens are gone.
-fn stripped(text: &str) -> Option<Parsed> {
+fn stripped(text: &str, tags: &Tags, react: ReadStep) -> Option<Parsed> {
     let rest = text.trim_start().strip_prefix("analysis")?;
+    let warning =
+        "the output was read as gpt-oss harmony messages whose special tokens the server dropped";
     let (thought, decision) = match rest.split_once("assistantfinal") {
-        Some((thought, answer)) => (thought, Decision::Answer(answer.trim().to_string())),
+        Some((thought, answer)) => match react_step(answer, tags, react) {
+            Some(mut step) => {
+                step.thought = join(thought.trim(), step.thought.trim());
+                step.warnings.insert(0, warning.to_string());
+                return Some(step);
+            }
+            None => (thought, Decision::Answer(answer.trim().to_string())),
+        },
         None => {
             // `assistantcommentary to=functions.name json{…}`: the recipient survives as text.
             let (thought, call) = rest.split_once("assistantcommentary to=")?;
@@ -97,15 +125,41 @@ fn stripped(text: &str) -> Option<Parsed> {
         thought: thought.trim().to_string(),
         decision,
         also: Vec::new(),
-        warnings: vec![
-            "the output was read as gpt-oss harmony messages whose special tokens the server dropped"
-                .to_string(),
-        ],
+        warnings: vec![warning.to_string()],
         structured: true,
         open_ended: false,
         answer_left_out: false,
         call_ids: Vec::new(),
     })
+}
+
+/// The final channel's text read as a ReAct step, when it opens with one: a tag (`Thought:`,
+/// `Action:`, `Final Answer:`) or tool-call markup on its first line. An answer that only
+/// mentions the format later on, or quotes it in a fence, stays the answer.
+fn react_step(body: &str, tags: &Tags, react: ReadStep) -> Option<Parsed> {
+    let first = body.trim_start().lines().next().unwrap_or_default();
+    let tagged = TagNames::new(tags)
+        .at(first)
+        .is_some_and(|(tag, _)| tag != Tag::Observation);
+    let block = markup::opener_at(first) == Some(0) || pythonic::opens_a_list(first);
+    if !(tagged || block) {
+        return None;
+    }
+    let mut step = react(body, tags)?;
+    step.warnings.push(
+        "the final channel held a ReAct step; it was read as one, after the analysis thought"
+            .to_string(),
+    );
+    step.structured.then_some(step)
+}
+
+/// The analysis thought, then the step's own.
+fn join(analysis: &str, thought: &str) -> String {
+    match (analysis.is_empty(), thought.is_empty()) {
+        (_, true) => analysis.to_string(),
+        (true, false) => thought.to_string(),
+        (false, false) => format!("{analysis}\n\n{thought}"),
+    }
 }
 
 /// Each message's header (between its start and `<|message|>`) and its text.
@@ -164,9 +218,72 @@ mod tests {
     use super::*;
     use serde_json::json;
 
+    fn read(text: &str) -> Option<Parsed> {
+        parse(text, &Tags::default(), crate::step::parse::react)
+    }
+
+    fn call_of(p: &Parsed) -> (&str, Value) {
+        match &p.decision {
+            Decision::Action {
+                tool_name,
+                tool_args,
+                ..
+            } => (tool_name, Value::Object(tool_args.clone())),
+            other => panic!("expected a call, got {other:?}"),
+        }
+    }
+
+    const ANALYSIS: &str = "<|channel|>analysis<|message|>The user wants login. I should search.<|end|><|start|>assistant<|channel|>final<|message|>";
+
+    #[test]
+    fn a_final_channel_that_opens_with_a_react_step_is_read_as_one() {
+        for step in [
+            "Thought: I should search the code for login.\nAction: code_search(query=\"login\")",
+            "Thought: I should search the code for login.\nAction: code_search\nAction Input: {\"query\": \"login\"}",
+        ] {
+            let p = read(&format!("{ANALYSIS}{step}<|return|>"))
+                .unwrap_or_else(|| panic!("not read: {step}"));
+            assert_eq!(call_of(&p), ("code_search", json!({"query": "login"})), "{step}");
+            assert_eq!(
+                p.thought,
+                "The user wants login. I should search.\n\nI should search the code for login."
+            );
+        }
+        let p = read(&format!(
+            "{ANALYSIS}Thought: I know it.\nFinal Answer: It is in auth.js.<|return|>"
+        ))
+        .unwrap_or_else(|| panic!("not read"));
+        assert_eq!(p.decision, Decision::Answer("It is in auth.js.".into()));
+        // With the special tokens dropped by the server.
+        let p = read("analysisThe user wants login.assistantfinalThought: Search it.\nAction: code_search(query=\"login\")")
+            .unwrap_or_else(|| panic!("not read"));
+        assert_eq!(call_of(&p).0, "code_search");
+        assert_eq!(p.thought, "The user wants login.\n\nSearch it.");
+        let p = read("analysisEasy.assistantfinalThought: I know.\nFinal Answer: It is 4.")
+            .unwrap_or_else(|| panic!("not read"));
+        assert_eq!(p.decision, Decision::Answer("It is 4.".into()));
+    }
+
+    #[test]
+    fn a_final_answer_that_only_mentions_the_format_stays_the_answer() {
+        for answer in [
+            "Write your step like this:\nThought: …\nAction: code_search(query=\"login\")",
+            "```\nThought: x\nAction: code_search(query=\"login\")\n```",
+            "Use <tool_call>{\"name\": \"code_search\", \"arguments\": {}}</tool_call> to call it.",
+            "The action items are done.",
+        ] {
+            let p = read(&format!("{ANALYSIS}{answer}<|return|>"))
+                .unwrap_or_else(|| panic!("not read: {answer}"));
+            assert_eq!(p.decision, Decision::Answer(answer.into()), "{answer}");
+        }
+        // A final channel that holds harmony again is read once, as text.
+        let nested = format!("analysis{}", "assistantfinalanalysis".repeat(3));
+        assert!(read(&nested).is_some());
+    }
+
     #[test]
     fn analysis_is_the_thought_and_a_commentary_call_the_action() {
-        let p = parse("<|channel|>analysis<|message|>Need to read the file.<|end|><|start|>assistant<|channel|>commentary to=functions.read_file <|constrain|>json<|message|>{\"path\": \"a.py\"}<|call|>")
+        let p = read("<|channel|>analysis<|message|>Need to read the file.<|end|><|start|>assistant<|channel|>commentary to=functions.read_file <|constrain|>json<|message|>{\"path\": \"a.py\"}<|call|>")
             .unwrap_or_else(|| panic!("not read"));
         assert_eq!(p.thought, "Need to read the file.");
         match p.decision {
@@ -184,7 +301,7 @@ mod tests {
 
     #[test]
     fn the_recipient_may_come_before_the_channel() {
-        let p = parse(
+        let p = read(
             "<|start|>assistant to=functions.ls<|channel|>commentary json<|message|>{}<|call|>",
         )
         .unwrap_or_else(|| panic!("not read"));
@@ -193,7 +310,7 @@ mod tests {
 
     #[test]
     fn the_final_channel_is_the_answer() {
-        let p = parse("<|channel|>analysis<|message|>Simple.<|end|><|start|>assistant<|channel|>final<|message|>It is 4.<|return|>")
+        let p = read("<|channel|>analysis<|message|>Simple.<|end|><|start|>assistant<|channel|>final<|message|>It is 4.<|return|>")
             .unwrap_or_else(|| panic!("not read"));
         assert_eq!(p.decision, Decision::Answer("It is 4.".into()));
         assert_eq!(p.thought, "Simple.");
@@ -201,7 +318,7 @@ mod tests {
 
     #[test]
     fn harmony_with_its_tokens_dropped_gives_its_final_answer() {
-        let p = parse(
+        let p = read(
             "analysisThe user asks. Tests are in tests/.assistantfinalThe tests live in tests/.",
         )
         .unwrap_or_else(|| panic!("not read"));
@@ -209,13 +326,13 @@ mod tests {
             p.decision,
             Decision::Answer("The tests live in tests/.".into())
         );
-        assert!(parse("analysis of the code shows no bug").is_none());
+        assert!(read("analysis of the code shows no bug").is_none());
     }
 
     #[test]
     fn text_without_channels_is_not_harmony() {
-        assert!(parse("Thought: x\nFinal Answer: y").is_none());
-        assert!(parse(
+        assert!(read("Thought: x\nFinal Answer: y").is_none());
+        assert!(read(
             "Final Answer: e.g. `<|channel|>commentary to=functions.ls<|message|>{}<|call|>`"
         )
         .is_none());

@@ -95,6 +95,17 @@ fn dialects(bytes: usize) -> Vec<(&'static str, String)> {
             lines("<|channel|>analysis<|message|>x<|end|>"),
         ),
         (
+            "harmony finals holding ReAct steps",
+            lines("<|channel|>final<|message|>Thought: t\nAction: f(\n<|end|>"),
+        ),
+        (
+            "stripped harmony finals holding ReAct steps",
+            format!(
+                "analysis{}",
+                lines("assistantfinalThought: x\nAction: f(\n")
+            ),
+        ),
+        (
             "Kimi calls",
             lines("<|tool_call_begin|>functions.f:0<|tool_call_argument_begin|>{"),
         ),

@@ -31,6 +31,8 @@ enum Section {
 }
 
 const THINK_OPEN: [&str; 2] = ["<think>", "<thinking>"];
+/// What a harmony output opens with.
+const HARMONY_OPEN: [&str; 2] = ["<|channel|>", "<|start|>"];
 /// How much of `text` is a name that a bare call (`read_file(…)`, in backticks or not) may open
 /// with, and whether a `(` follows it: an answer that is a call is read from the whole output,
 /// so none of it is streamed as an answer.
@@ -341,22 +343,16 @@ impl LiveParser {
 
     /// [`Self::line_start`] for the line start `rest()[..len]`; true when it must be held.
     fn read_line_start(&mut self, whole: bool, len: usize) -> bool {
-        let line = &self.buf[self.pos..self.pos + len];
-        let trimmed = line.trim_start();
+        let indent = len - self.buf[self.pos..self.pos + len].trim_start().len();
         // The tag words count their own; the `<think>` checks look at a few bytes past these.
-        work::add(line.len() - trimmed.len() + 16);
+        work::add(indent + 16);
         if self.section == Section::Prelude {
-            if let Some(open) = THINK_OPEN.iter().find(|o| trimmed.starts_with(**o)) {
-                let at = line.len() - trimmed.len() + open.len();
-                self.consume(at);
-                self.enter(Section::Think);
-                return false;
-            }
-            let may_open = THINK_OPEN.iter().any(|o| o.starts_with(trimmed)) && !trimmed.is_empty();
-            if may_open && !whole {
-                return true;
+            if let Some(hold) = self.prelude_opening(indent, len, whole) {
+                return hold;
             }
         }
+        let line = &self.buf[self.pos..self.pos + len];
+        let trimmed = &line[indent..];
         if self.in_fence && self.tracks_fences() {
             // A tag inside a code fence is the fence's content.
             self.line_read = true;
@@ -418,6 +414,30 @@ impl LiveParser {
         }
         self.line_read = true;
         false
+    }
+
+    /// Before any tag, a line start that opens `<think>` or harmony messages: `Some(hold)` when
+    /// it does or still may, `None` when it is read as any other line.
+    fn prelude_opening(&mut self, indent: usize, len: usize, whole: bool) -> Option<bool> {
+        let trimmed = &self.rest()[indent..len];
+        if let Some(open) = THINK_OPEN.iter().find(|o| trimmed.starts_with(**o)) {
+            let at = indent + open.len();
+            self.consume(at);
+            self.enter(Section::Think);
+            return Some(false);
+        }
+        // Harmony messages are read from the whole output (`harmony.rs`): their final
+        // channel may hold a ReAct step whose tags are not this stream's.
+        if HARMONY_OPEN.iter().any(|o| trimmed.starts_with(o)) {
+            self.enter(Section::Done);
+            return Some(false);
+        }
+        let may_open = THINK_OPEN
+            .iter()
+            .chain(&HARMONY_OPEN)
+            .any(|o| o.starts_with(trimmed))
+            && !trimmed.is_empty();
+        (may_open && !whole).then_some(true)
     }
 
     /// The section a tag starts: the whole output's reading takes the first thought, the first
@@ -629,6 +649,16 @@ mod tests {
     fn a_line_that_only_starts_like_a_tag_is_thought() {
         let (thought, _) = every_split("Thought: first\nActually, wait.\nAction: f()");
         assert_eq!(thought, "first\nActually, wait.");
+    }
+
+    #[test]
+    fn harmony_output_is_left_to_the_whole_reading() {
+        for text in [
+            "<|channel|>analysis<|message|>Explain.<|end|><|start|>assistant<|channel|>final<|message|>Write:\nThought: why\nAction: f()<|return|>",
+            "<|start|>assistant<|channel|>final<|message|>Thought: t\nFinal Answer: 4<|return|>",
+        ] {
+            assert_eq!(every_split(text), (String::new(), String::new()), "{text}");
+        }
     }
 
     #[test]

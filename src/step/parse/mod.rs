@@ -44,9 +44,15 @@ use tags::{section, Found, Tag};
 pub fn parse(raw: &str, tags: &Tags) -> Option<Parsed> {
     // The passes over the whole text made a fixed number of times; the loops count their own.
     work::add(raw.len());
-    if let Some(parsed) = harmony::parse(raw) {
+    if let Some(parsed) = harmony::parse(raw, tags, react) {
         return Some(parsed);
     }
+    react(raw, tags)
+}
+
+/// The output read as ReAct text. Harmony's final channel is read with it too, and it never
+/// looks for harmony itself: a final channel holding harmony again is not read twice.
+fn react(raw: &str, tags: &Tags) -> Option<Parsed> {
     let mut warnings = Vec::new();
     let (think, text) = cleaned(raw, tags, &mut warnings);
     let (text, found) = before_observation(text, tags, &mut warnings);
