@@ -102,6 +102,16 @@ fn function_json(name: &str, args: &Map<String, Value>) -> String {
     )
 }
 
+fn nemotron(name: &str, args: &Map<String, Value>) -> String {
+    let call = json!([{"name": name, "arguments": args}]);
+    format!("<think>go</think>\n<TOOLCALL>{call}</TOOLCALL>")
+}
+
+fn mistral_v11_with_id(name: &str, args: &Map<String, Value>) -> String {
+    let args = Value::Object(args.clone());
+    format!("go[TOOL_CALLS]{name}[CALL_ID]a1B2c3D4e[ARGS]{args}")
+}
+
 /// Writes a tool call in one dialect.
 type Render = fn(&str, &Map<String, Value>) -> String;
 
@@ -120,12 +130,14 @@ proptest! {
 
     #[test]
     fn every_dialect_round_trips(name in tool_name(), args in arguments()) {
-        let renderers: [(&str, Render); 5] = [
+        let renderers: [(&str, Render); 7] = [
             ("call", call_style),
             ("langchain", langchain),
             ("json fenced", json_fenced),
             ("seed json", seed_json),
             ("function json", function_json),
+            ("nemotron", nemotron),
+            ("mistral v11 with a call id", mistral_v11_with_id),
         ];
         for (dialect, render) in renderers {
             let text = render(&name, &args);

@@ -121,6 +121,37 @@ fn written_calls() -> Vec<(&'static str, &'static str, Value)> {
             "read_file",
             read.clone(),
         ),
+        // The 2026 dialects returned as content instead of calls.
+        (
+            "<minimax:tool_call>\n<invoke name=\"read_file\">\n<parameter name=\"path\">src/auth.js</parameter>\n</invoke>\n</minimax:tool_call>",
+            "read_file",
+            read.clone(),
+        ),
+        (
+            "<TOOLCALL>[{\"name\":\"read_file\",\"arguments\":{\"path\":\"src/auth.js\"}}]</TOOLCALL>",
+            "read_file",
+            read.clone(),
+        ),
+        (
+            "[TOOL_CALLS]read_file[CALL_ID]a1B2c3D4e[ARGS]{\"path\":\"src/auth.js\"}",
+            "read_file",
+            read.clone(),
+        ),
+        (
+            "<function_calls>read_file(path=\"src/auth.js\")</function_calls>",
+            "read_file",
+            read.clone(),
+        ),
+        (
+            "<start_function_call>call:read_file{path:<escape>src/auth.js<escape>}<end_function_call>",
+            "read_file",
+            read.clone(),
+        ),
+        (
+            "<|tool_call>call:grep_search{pattern:<|\"|>login<|\"|>,path:<|\"|>src<|\"|>}<tool_call|>",
+            "grep_search",
+            grep.clone(),
+        ),
         // A bare call after `Final Answer:`, as a real 0.5B model wrote.
         (
             "Thought: Read it.\nFinal Answer: `read_file(path=\"src/auth.js\")`",

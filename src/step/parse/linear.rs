@@ -106,6 +106,25 @@ fn dialects(bytes: usize) -> Vec<(&'static str, String)> {
             ),
         ),
         (
+            "MiniMax invokes never closed",
+            lines("<minimax:tool_call><invoke name=\"f\"><parameter name=\"k\">"),
+        ),
+        ("Nemotron calls never closed", lines("<TOOLCALL>[{\"a\n")),
+        (
+            "Mistral calls with ids",
+            lines("[TOOL_CALLS]f[CALL_ID]x[ARGS]{\n"),
+        ),
+        ("Olmo calls never closed", lines("<function_calls>f(\n")),
+        (
+            "FunctionGemma strings never closed",
+            lines("<start_function_call>call:f{a:<escape>"),
+        ),
+        ("Gemma 4 nested values", lines("<|tool_call>call:f{a:[{b:")),
+        (
+            "Gemma 4 calls one after another",
+            lines("<|tool_call>call:f{a:1}<tool_call|>"),
+        ),
+        (
             "Kimi calls",
             lines("<|tool_call_begin|>functions.f:0<|tool_call_argument_begin|>{"),
         ),

@@ -1,8 +1,10 @@
 //! Tool-call markup a local server passed through as text, because its chat template or tool
 //! parser did not catch it: Hermes/Qwen `<tool_call>{…}</tool_call>`, Qwen3-Coder's
 //! `<function=name><parameter=key>…`, Mistral's `[TOOL_CALLS]`, Llama 3.1's `<|python_tag|>`,
-//! DeepSeek's `<｜tool▁calls▁begin｜>` and Kimi K2's `<|tool_calls_section_begin|>`. Each
-//! reader sees only the text of its own block, so a text of many blocks is read in one pass.
+//! DeepSeek's `<｜tool▁calls▁begin｜>`, Kimi K2's `<|tool_calls_section_begin|>`, MiniMax's
+//! `<minimax:tool_call>`, Nemotron's `<TOOLCALL>`, Olmo 3's `<function_calls>` and Gemma's
+//! (`gemma.rs`). Each reader sees only the text of its own block, so a text of many blocks is
+//! read in one pass.
 
 use std::sync::LazyLock;
 
@@ -11,7 +13,7 @@ use serde_json::{Map, Value};
 
 use super::args::{closing_bracket, parse_args, python_literal};
 use super::decision::{Decision, MAX_CALLS};
-use super::{json, work};
+use super::{gemma, json, work};
 
 /// Calls found in markup, and where the markup starts.
 #[derive(Debug)]
@@ -27,10 +29,14 @@ pub struct Markup {
 type Reader = fn(&str) -> Vec<Decision>;
 
 /// The openers, each with the reader of the text after it (up to the end of the output).
-const OPENERS: [(&str, Reader); 16] = [
+const OPENERS: [(&str, Reader); 20] = [
     ("<tool_call>", hermes),
+    ("<minimax:tool_call>", minimax),
+    ("<TOOLCALL>", nemotron),
+    ("<start_function_call>", gemma::function_gemma),
+    ("<|tool_call>", gemma::gemma_4),
     ("<function_call>", function_call),
-    ("<function_calls>", claude_xml),
+    ("<function_calls>", function_calls),
     ("✿FUNCTION✿", qwen_agent),
     ("<|tool_call|>", phi4),
     ("functools[", phi4_mini),
@@ -47,8 +53,12 @@ const OPENERS: [(&str, Reader); 16] = [
 ];
 
 /// The tokens that close a call or a block of calls.
-const CLOSERS: [&str; 11] = [
+const CLOSERS: [&str; 15] = [
     "</tool_call>",
+    "</minimax:tool_call>",
+    "</TOOLCALL>",
+    "<end_function_call>",
+    "<tool_call|>",
     "</function_call>",
     "</function_calls>",
     "</function>",
@@ -257,11 +267,29 @@ fn function_call(body: &str) -> Vec<Decision> {
     json_calls(inner, "<function_call>")
 }
 
-/// Anthropic's legacy XML, passed through by proxies: `<function_calls><invoke name="x">
-/// <parameter name="k">v</parameter></invoke></function_calls>`. Values are text, typed by the
-/// declared schema.
-fn claude_xml(body: &str) -> Vec<Decision> {
+/// `<function_calls>`: Anthropic's legacy XML, passed through by proxies (`<invoke name="x">
+/// <parameter name="k">v</parameter></invoke>`), or Olmo 3's calls written as Python, one per
+/// line (`code_search(query="login")`).
+fn function_calls(body: &str) -> Vec<Decision> {
     let body = body.split("</function_calls>").next().unwrap_or_default();
+    if body.trim_start().starts_with('<') {
+        return invokes(body);
+    }
+    super::pythonic::calls_in(body.trim()).unwrap_or_default()
+}
+
+/// MiniMax-M2: `<minimax:tool_call>` around the same `<invoke>` XML, each a call.
+fn minimax(body: &str) -> Vec<Decision> {
+    let body = body
+        .split("</minimax:tool_call>")
+        .next()
+        .unwrap_or_default();
+    invokes(body)
+}
+
+/// `<invoke name="x"><parameter name="k">v</parameter></invoke>`, repeated. Values are text,
+/// typed by the declared schema; the line breaks MiniMax writes around one are not part of it.
+fn invokes(body: &str) -> Vec<Decision> {
     body.split("<invoke name=\"")
         .skip(1)
         .take(MAX_CALLS)
@@ -275,6 +303,8 @@ fn claude_xml(body: &str) -> Vec<Decision> {
             for param in params.split("<parameter name=\"").skip(1) {
                 let param = param.split("</parameter>").next().unwrap_or_default();
                 let (key, value) = param.split_once("\">").unwrap_or((param, ""));
+                let value = value.strip_prefix('\n').unwrap_or(value);
+                let value = value.strip_suffix('\n').unwrap_or(value);
                 if args
                     .insert(key.to_string(), Value::String(value.to_string()))
                     .is_some()
@@ -285,6 +315,12 @@ fn claude_xml(body: &str) -> Vec<Decision> {
             action(name, args, raw)
         })
         .collect()
+}
+
+/// NVIDIA Nemotron: `<TOOLCALL>[{"name": …, "arguments": …}]</TOOLCALL>`.
+fn nemotron(body: &str) -> Vec<Decision> {
+    let inner = body.split("</TOOLCALL>").next().unwrap_or_default();
+    json_calls(inner, "<TOOLCALL>")
 }
 
 /// Qwen-Agent's own template: `✿FUNCTION✿: name` then `✿ARGS✿: {…}`.
@@ -319,8 +355,8 @@ fn gemma(body: &str) -> Vec<Decision> {
     super::pythonic::calls_in(code.trim()).unwrap_or_default()
 }
 
-/// Mistral: `[TOOL_CALLS][{"name": …, "arguments": …}, …]`, or (newer tokenizers)
-/// `[TOOL_CALLS]name[ARGS]{…}`, repeated for each call.
+/// Mistral: `[TOOL_CALLS][{"name": …, "arguments": …}, …]`, or (tokenizer v11 and later)
+/// `[TOOL_CALLS]name[ARGS]{…}` or `[TOOL_CALLS]name[CALL_ID]id[ARGS]{…}`, repeated for each call.
 fn mistral(body: &str) -> Vec<Decision> {
     let body = body.trim_start();
     if body.starts_with('[') || body.starts_with('{') {
@@ -331,7 +367,11 @@ fn mistral(body: &str) -> Vec<Decision> {
         .map(|call| {
             let raw = format!("[TOOL_CALLS]{}", call.trim_end());
             match call.split_once("[ARGS]") {
-                Some((name, args)) => args_call(name.trim(), args.trim(), raw),
+                // Tokenizer v11 may write the call's id between its name and its arguments.
+                Some((name, args)) => {
+                    let name = name.split_once("[CALL_ID]").map_or(name, |(name, _)| name);
+                    args_call(name.trim(), args.trim(), raw)
+                }
                 None => unreadable("a [TOOL_CALLS] call has no [ARGS]", raw),
             }
         })
@@ -670,12 +710,53 @@ mod tests {
     }
 
     #[test]
+    fn minimax_nemotron_olmo_and_mistral_v11_ids() {
+        let minimax = "<minimax:tool_call>\n<invoke name=\"code_search\">\n<parameter name=\"query\">login</parameter>\n</invoke>\n<invoke name=\"read_file\">\n<parameter name=\"path\">\na.py\n</parameter>\n</invoke>\n</minimax:tool_call>";
+        assert_eq!(
+            calls(minimax),
+            vec![
+                ("code_search".to_string(), json!({"query": "login"})),
+                ("read_file".to_string(), json!({"path": "a.py"}))
+            ]
+        );
+        assert_eq!(
+            calls("<TOOLCALL>[{\"name\":\"code_search\",\"arguments\":{\"query\":\"login\"}}]</TOOLCALL>"),
+            one("code_search", json!({"query": "login"}))
+        );
+        assert_eq!(
+            calls("[TOOL_CALLS]code_search[CALL_ID]a1B2c3D4e[ARGS]{\"query\":\"login\"}"),
+            one("code_search", json!({"query": "login"}))
+        );
+        assert_eq!(
+            calls("<function_calls>\ncode_search(query=\"login\", limit=null)\nread_file(path='a.py')\n</function_calls>"),
+            vec![
+                ("code_search".to_string(), json!({"query": "login", "limit": null})),
+                ("read_file".to_string(), json!({"path": "a.py"}))
+            ]
+        );
+        // Anthropic's XML under the same tag is still read as such.
+        assert_eq!(
+            calls("<function_calls><invoke name=\"ls\"><parameter name=\"path\">src</parameter></invoke></function_calls>"),
+            one("ls", json!({"path": "src"}))
+        );
+    }
+
+    #[test]
     fn broken_markup_is_unreadable_not_a_guess() {
         for text in [
             "<tool_call>\n{\"name\": \"a\", \"arguments\": {\"q\": \n</tool_call>",
             "<tool_call></tool_call>",
             "[TOOL_CALLS]read_file{\"path\": 1}",
             "<|tool_calls_section_begin|><|tool_call_begin|>functions.a:0<|tool_call_end|>",
+            "<minimax:tool_call>\n<invoke>\n</invoke>\n</minimax:tool_call>",
+            "<TOOLCALL>[{\"name\": \"a\", \"arguments\": {\"q\": }]</TOOLCALL>",
+            "<TOOLCALL>[{\"name\": \"a\"",
+            "[TOOL_CALLS][CALL_ID]a1B2c3D4e[ARGS]{}",
+            "[TOOL_CALLS]a[CALL_ID]a1B2c3D4e[ARGS]{\"q\": ",
+            "<function_calls>I will search for login.</function_calls>",
+            "<function_calls>code_search(query=\"login\"</function_calls>",
+            "<start_function_call>call:code_search{query:<escape>login}<end_function_call>",
+            "<|tool_call>call:code_search{query:login}<tool_call|>",
         ] {
             let markup = find(text).unwrap_or_else(|| panic!("{text}"));
             assert!(

@@ -12,6 +12,7 @@ mod args;
 mod decision;
 mod ending;
 mod fence;
+mod gemma;
 mod harmony;
 mod json;
 #[cfg(test)]
