@@ -18,6 +18,8 @@ fn steering_text() -> impl Strategy<Value = String> {
         Just("Observation:".to_string()),
         Just("Thought 3:".to_string()),
         Just("**Action:**".to_string()),
+        Just("**Final Answer**\n".to_string()),
+        Just("## Final Answer".to_string()),
         Just("<think>".to_string()),
         Just("</think>".to_string()),
         Just("```".to_string()),

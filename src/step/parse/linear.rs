@@ -58,6 +58,12 @@ fn tags(bytes: usize) -> Vec<(&'static str, String)> {
         ),
         ("code fences", lines("```json\n")),
         ("Observation lines", lines("Observation: x\n")),
+        ("answer headings", lines("**Final Answer**\n")),
+        ("headings that go on as prose", lines("## Final Answer x\n")),
+        (
+            "a heading's stars that never end",
+            format!("**Final Answer{}", "*".repeat(bytes)),
+        ),
     ]
 }
 

@@ -49,8 +49,9 @@ const ANSWER_ALIAS: &str = "Answer";
 const AI_ALIAS: &str = "AI";
 
 /// The tag words to look for, longest first, so that `Action Input` is not read as `Action`;
-/// and the observation tag, which also counts on a line of its own without its colon.
-pub struct TagNames(Vec<(String, Tag)>, String);
+/// the observation tag, which also counts on a line of its own without its colon; and the
+/// final answer's, which also counts as a heading of its own (`**Final Answer**`).
+pub struct TagNames(Vec<(String, Tag)>, String, String);
 
 impl TagNames {
     pub fn new(tags: &Tags) -> Self {
@@ -66,7 +67,7 @@ impl TagNames {
         ];
         names.retain(|(name, _)| !name.is_empty());
         names.sort_by_key(|(name, _)| std::cmp::Reverse(name.len()));
-        Self(names, tags.observation.clone())
+        Self(names, tags.observation.clone(), tags.final_answer.clone())
     }
 
     /// The tag at the start of `line` and the byte offset of the text after it:
@@ -86,7 +87,9 @@ impl TagNames {
         }
         let decorated = line.trim_start().starts_with(['*', '#', '>']);
         let alias = name == ANSWER_ALIAS || name == AI_ALIAS;
-        (!(alias || tag == Tag::Observation && decorated)).then_some((tag, offset))
+        // A heading in an answer is its text: the answer's own tag is written with a colon.
+        let heading = tag == Tag::FinalAnswer && !line[..offset].contains([':', '：']);
+        (!(alias || heading || tag == Tag::Observation && decorated)).then_some((tag, offset))
     }
 
     fn named_at(&self, line: &str) -> Option<(Tag, usize, &str)> {
@@ -114,6 +117,9 @@ impl TagNames {
                 let text = after_colon.trim_start_matches('*');
                 super::work::add(after_colon.len() - text.len());
                 return Some((*tag, line.len() - text.len(), name.as_str()));
+            }
+            if *name == self.2 && is_heading(line, after) {
+                return Some((*tag, line.len(), name.as_str()));
             }
         }
         // A server that split the stop sequence leaves `Observation` without its colon.
@@ -150,6 +156,17 @@ impl TagNames {
             }
         })
     }
+}
+
+/// Whether `line` is the final answer's tag alone as a markdown heading, without a colon:
+/// `**Final Answer**`, `## Final Answer`, as R1, QwQ and Qwen3 close their reasoning before
+/// the answer on the next lines. Bold must close; words after the tag make it prose.
+fn is_heading(line: &str, after: &str) -> bool {
+    let lead = line.trim_start();
+    let stars = after.len() - after.trim_start_matches('*').len();
+    super::work::add(after.len().min(line.len()));
+    after[stars..].trim().is_empty()
+        && (lead.starts_with('#') || lead.starts_with("**") && stars >= 2)
 }
 
 /// A line without what may decorate a tag before it: spaces, bold, a heading's `#`, a quote's
@@ -280,6 +297,43 @@ mod tests {
             [Tag::Thought, Tag::Action]
         );
         assert!(text[found[1].text_start..].starts_with(" read_file"));
+    }
+
+    #[test]
+    fn the_answers_tag_as_a_heading_of_its_own_is_a_tag() {
+        for line in [
+            "**Final Answer**\n",
+            "## Final Answer\n",
+            "### final answer",
+            "  **Final Answer** \r\n",
+            "### **Final Answer**\n",
+        ] {
+            assert_eq!(
+                tags_of(&format!("{line}\n42")),
+                [Tag::FinalAnswer],
+                "{line:?}"
+            );
+        }
+        let text = "**Final Answer**\n\nIt is 42.";
+        let found = find(text, &Tags::default());
+        assert_eq!(section(text, &found, 0), "It is 42.");
+        for prose in [
+            "The **final answer** is 42.\n",
+            "**Final Answer** is below.\n",
+            "**Final Answer\n",
+            "Final Answer\n",
+            "- **Final Answer**\n",
+            "## Final Answer Format\n",
+            "### Thought\n",
+            "## Answer\n",
+        ] {
+            assert!(tags_of(prose).is_empty(), "{prose:?}");
+        }
+        // Inside an answer, a heading is its text.
+        assert_eq!(
+            tags_of("Final Answer: the report\n## Final Answer\nfour"),
+            [Tag::FinalAnswer]
+        );
     }
 
     #[test]
