@@ -36,6 +36,8 @@ pub struct Sofar {
     pub preamble_only: bool,
     /// See [`Completion::preamble`].
     pub preamble: String,
+    /// The text is the model's refusal (OpenAI's `refusal` deltas).
+    pub refused: bool,
     /// Gemini's thought signatures by the index of the call they came with.
     pub signatures: BTreeMap<u64, String>,
 }
@@ -123,9 +125,13 @@ impl Sofar {
             layout: self.layout,
             ..ReasoningState::default()
         };
+        let finish = match self.refused {
+            true => FinishReason::Other("refusal".into()),
+            false => self.finish.unwrap_or(FinishReason::Stop),
+        };
         Completion {
             text: self.text,
-            finish: self.finish.unwrap_or(FinishReason::Stop),
+            finish,
             usage: self.usage,
             calls,
             dropped_calls: self.dropped_calls,

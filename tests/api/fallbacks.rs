@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Value};
 use wiremock::{Mock, ResponseTemplate};
 
-use crate::support::app::{spawn_app, spawn_app_with, TestApp};
+use crate::support::app::{spawn_app, spawn_app_answering, spawn_app_with, TestApp};
 use crate::support::gemini_upstream::GEMINI_PATH;
 use crate::support::requests::{native_reasoning, request};
 use crate::support::stream::post_stream;
@@ -736,4 +736,35 @@ async fn an_azure_fallback_needs_a_deployment_name_a_base_url_and_its_key() {
     assert_eq!(reply.status, 200, "{}", reply.text);
     assert_eq!(reply.body["model_used"]["provider"], "openai");
     assert!(reply.body.get("fallback_attempts").is_none());
+}
+
+#[tokio::test]
+async fn an_openai_refusal_with_a_stop_is_a_refusal_and_falls_back() {
+    // `refusal` in place of `content` with finish `stop` (a structured output or strict tool
+    // declined) was taken for the answer: no fallback, no warning.
+    let app = spawn_app().await;
+    let mut declined = openai_reply("");
+    declined["choices"][0]["message"] = json!({"role": "assistant", "content": null, "refusal": "I'm sorry, I can't assist with that."});
+    mount(&app.llm, OPENAI_PATH, 200, declined.clone()).await;
+    let answer = anthropic_reply("Thought: Found it.\nFinal Answer: In auth.js.");
+    mount(&app.llm, ANTHROPIC_PATH, 200, answer).await;
+    let reply = app
+        .post_react_step(&chained(json!([claude()]), all_keys()))
+        .await;
+    assert_eq!(reply.status, 200, "{}", reply.text);
+    assert_eq!(reply.body["direct_response"], "In auth.js.");
+    let attempts = &reply.body["fallback_attempts"];
+    assert!(
+        attempts[0]["message"].as_str().unwrap().contains("refusal"),
+        "{attempts}"
+    );
+    // With no model left, the refusal is the answer, said to be one.
+    let app = spawn_app_answering(OPENAI_PATH, 200, declined).await;
+    let reply = app.post_react_step(&request("gpt-4o", "Where?")).await;
+    assert_eq!(reply.status, 200, "{}", reply.text);
+    assert!(
+        reply.body["warnings"].to_string().contains("refusal"),
+        "{}",
+        reply.text
+    );
 }

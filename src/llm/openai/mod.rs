@@ -316,13 +316,20 @@ fn completion(reply: Reply) -> Result<Completion, WireError> {
         thought_signatures,
         ..ReasoningState::default()
     };
-    let text = Some(content.text)
-        .filter(|c| !c.trim().is_empty())
-        .or(message.refusal)
-        .unwrap_or_default();
+    let text = Some(content.text).filter(|c| !c.trim().is_empty());
+    // A refusal in place of the text is the model declining, whatever the finish reason says.
+    let refused = text.is_none()
+        && message
+            .refusal
+            .as_deref()
+            .is_some_and(|r| !r.trim().is_empty());
+    let finish = match refused {
+        true => crate::llm::FinishReason::Other("refusal".into()),
+        false => finish(choice.finish_reason.as_deref()),
+    };
     Ok(Completion {
-        text,
-        finish: finish(choice.finish_reason.as_deref()),
+        text: text.or(message.refusal).unwrap_or_default(),
+        finish,
         usage: reply.usage.map(Usage::from),
         calls,
         dropped_calls: tool_calls.dropped,
@@ -437,6 +444,10 @@ mod tests {
             .decode(br#"{"choices":[{"index":0,"message":{"role":"assistant","content":null,"refusal":"I can't help with that."},"finish_reason":"stop"}]}"#)
             .unwrap_or_else(|e| panic!("{e:?}"));
         assert_eq!(done.text, "I can't help with that.");
+        assert_eq!(
+            done.finish,
+            crate::llm::FinishReason::Other("refusal".into())
+        );
         assert!(done.usage.is_none());
     }
 

@@ -64,6 +64,10 @@ impl StreamDecoder for ChunkDecoder {
                 sofar.signatures.entry(index).or_insert(signature);
             }
         }
+        if let Some(refusal) = delta.refusal.filter(|r| !r.is_empty()) {
+            sofar.refused = true;
+            return Ok(Some(Piece::Text(refusal)));
+        }
         let content = delta.content.unwrap_or_default();
         let thinking = Some(content.thinking).filter(|t| !t.is_empty());
         let reasoning = delta.reasoning_content.or(delta.reasoning).or(thinking);
@@ -213,6 +217,22 @@ mod tests {
         assert_eq!(sofar.calls[&0].arguments, r#"{"path":"x"}"#);
         let done = sofar.into_completion();
         assert_eq!(done.reasoning.signature_of("c1"), Some("U2ln"));
+    }
+
+    #[test]
+    fn a_streamed_refusal_is_the_text_and_ends_as_one() {
+        let (sofar, text) = read(&[
+            r#"{"choices":[{"delta":{"role":"assistant","content":null,"refusal":"I can't "}}]}"#,
+            r#"{"choices":[{"delta":{"refusal":"help."}}]}"#,
+            r#"{"choices":[{"delta":{},"finish_reason":"stop"}]}"#,
+        ])
+        .unwrap_or_else(|e| panic!("{e:?}"));
+        assert_eq!(text, "I can't help.");
+        let done = sofar.into_completion();
+        assert_eq!(
+            done.finish,
+            crate::llm::FinishReason::Other("refusal".into())
+        );
     }
 
     #[test]

@@ -319,6 +319,8 @@ pub struct ChunkChoice {
 #[derive(Deserialize)]
 pub struct Delta {
     pub content: Option<Content>,
+    /// The model declining, streamed in place of the content.
+    pub refusal: Option<String>,
     /// Reasoning as vLLM, DeepSeek and SGLang stream it.
     pub reasoning_content: Option<String>,
     /// Reasoning as OpenRouter streams it.

@@ -97,7 +97,10 @@ impl ProviderApi for Responses {
         for raw in &reply.output.kept {
             output.push(raw.get())?;
         }
-        let finish = wire::finish(reply.status.as_deref(), reply.incomplete_details.as_ref());
+        let finish = match output.refused() {
+            true => super::FinishReason::Other("refusal".into()),
+            false => wire::finish(reply.status.as_deref(), reply.incomplete_details.as_ref()),
+        };
         Ok(completion(output, finish, reply.usage.map(Usage::from)))
     }
 

@@ -123,6 +123,7 @@ impl EventDecoder {
             response.incomplete_details.as_ref(),
         ));
         let mut output = std::mem::take(&mut self.output);
+        sofar.refused = output.refused();
         sofar.preamble_only = output.preamble_only();
         if output.calls.is_empty() && !output.commentary_text.is_empty() {
             // The preamble apart from the answer, as the JSON reply's (the items are whole).

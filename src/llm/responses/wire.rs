@@ -270,6 +270,11 @@ impl Output {
         }
     }
 
+    /// The model declined: a refusal and no text.
+    pub fn refused(&self) -> bool {
+        self.text.trim().is_empty() && !self.refusal.trim().is_empty()
+    }
+
     /// The text, or the refusal where there is no text.
     fn text_or_refusal(&mut self) -> String {
         match self.text.trim().is_empty() && !self.refusal.is_empty() {
