@@ -133,7 +133,7 @@ async fn converse(
             let cut_off = completion.finish == FinishReason::Length;
             let (back, completion, reading) = read_output(input, completion).await?;
             input = back;
-            let (parsed, verdict) = reading.ok_or(StepErrorKind::EmptyOutput(finish))?;
+            let (parsed, verdict) = reading_or_reasoning(reading, &completion, finish)?;
             let raw_output = raw_output(&completion);
             let why = match shortfall(&parsed, verdict, cut_off, &input.react.tags) {
                 Ok((valid, thought_warnings)) => {
@@ -172,6 +172,38 @@ async fn converse(
         }
     }
 }
+
+/// What the output says; a reply of reasoning alone (the model stopped inside its thinking: a
+/// stop sequence it wrote there, a server that put all of it in `reasoning_content`) is no step
+/// but one the model may still write, so it goes to a repair round; a reply of nothing is an
+/// error.
+fn reading_or_reasoning(
+    reading: Option<super::reply::Reading>,
+    completion: &Completion,
+    finish: String,
+) -> Result<super::reply::Reading, StepError> {
+    if let Some(reading) = reading {
+        return Ok(reading);
+    }
+    if completion.reasoning.text().trim().is_empty() {
+        return Err(StepErrorKind::EmptyOutput(finish).into());
+    }
+    let nothing = parse::Parsed {
+        thought: String::new(),
+        decision: parse::Decision::Answer(String::new()),
+        also: Vec::new(),
+        warnings: Vec::new(),
+        structured: false,
+        open_ended: false,
+        answer_left_out: false,
+        call_ids: Vec::new(),
+    };
+    Ok((nothing, Err(REASONING_ONLY.into())))
+}
+
+/// Why a reply of reasoning alone is no step.
+const REASONING_ONLY: &str =
+    "the output held only reasoning and stopped before a tool call or a final answer";
 
 /// A call's usage into the ledger (the service's own count where the provider gave none), and
 /// on the first call, whether the provider's count says the margin was too small.

@@ -349,3 +349,25 @@ async fn tools_named_with_dots_go_renamed_and_their_calls_come_back_as_named() {
         assert_eq!(turn["toolCall"]["name"], "notion.search");
     }
 }
+
+#[tokio::test]
+async fn a_reply_of_reasoning_alone_is_asked_again_not_a_502() {
+    // vLLM's reasoning parser puts an output stopped inside its thinking all in
+    // `reasoning_content`, with `content` null: it was 502 "no usable text".
+    let app = spawn_app().await;
+    let mut thinking = openai_reply("");
+    thinking["choices"][0]["message"] = json!({"role": "assistant", "content": null,
+        "reasoning_content": "The user wants the login code. I should search and then read the"});
+    let answer = openai_reply("Thought: Found it.\nFinal Answer: In auth.js.");
+    crate::support::upstream::mount_sequence(&app.llm, OPENAI_PATH, vec![thinking, answer]).await;
+    let reply = app.post_react_step(&request("gpt-4o", "Where?")).await;
+    assert_eq!(reply.status, 200, "{}", reply.text);
+    assert_eq!(reply.body["direct_response"], "In auth.js.");
+    assert!(
+        reply.body["warnings"]
+            .to_string()
+            .contains("only reasoning"),
+        "{}",
+        reply.text
+    );
+}

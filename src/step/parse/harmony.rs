@@ -81,9 +81,14 @@ pub fn parse(text: &str, tags: &Tags, react: ReadStep) -> Option<Parsed> {
         }
     }
     thought.retain(|t| !t.is_empty());
+    let thought = thought.join("\n\n");
+    let Some(decision) = decision else {
+        // Analysis alone (stopped inside it): a thought, and no decision yet.
+        return (!thought.is_empty()).then(|| thought_only(thought, warnings));
+    };
     Some(Parsed {
-        thought: thought.join("\n\n"),
-        decision: decision?,
+        thought,
+        decision,
         also,
         warnings,
         structured: true,
@@ -91,6 +96,20 @@ pub fn parse(text: &str, tags: &Tags, react: ReadStep) -> Option<Parsed> {
         answer_left_out: false,
         call_ids: Vec::new(),
     })
+}
+
+/// A reading that is a thought alone, which the step sends back to the model to decide.
+fn thought_only(thought: String, warnings: Vec<String>) -> Parsed {
+    Parsed {
+        decision: Decision::Answer(thought.clone()),
+        thought,
+        also: Vec::new(),
+        warnings,
+        structured: false,
+        open_ended: false,
+        answer_left_out: false,
+        call_ids: Vec::new(),
+    }
 }
 
 /// Harmony with its special tokens dropped by the server, as some front ends show it:

@@ -779,7 +779,13 @@ fn answer_text(mut args: Map<String, Value>) -> String {
 fn split_think<'r>(raw: &'r str, tags: &Tags) -> (Option<String>, &'r str) {
     for (open, close) in [("<think>", "</think>"), ("<thinking>", "</thinking>")] {
         let Some(end) = raw.find(close) else {
-            continue;
+            // Stopped inside its thinking (a stop sequence it wrote there): all of it is
+            // thought, unless it drafted its step there, which is read as written.
+            match raw.trim_start().strip_prefix(open) {
+                Some(inner) if drafts_a_step(inner, tags) => return (None, inner),
+                Some(inner) => return (Some(inner.trim().to_string()), ""),
+                None => continue,
+            }
         };
         let inner = &raw[..end];
         // Thinking comes first: a closing tag after the step began is text (an answer that
@@ -792,6 +798,11 @@ fn split_think<'r>(raw: &'r str, tags: &Tags) -> (Option<String>, &'r str) {
         return (Some(inner.trim().to_string()), &raw[end + close.len()..]);
     }
     (None, raw)
+}
+
+/// Whether `text` holds a tag or call markup: a step the model wrote.
+fn drafts_a_step(text: &str, tags: &Tags) -> bool {
+    !tags::find(text, tags).is_empty() || markup::opener_at(text).is_some()
 }
 
 /// A final answer that is itself a tool call: a model asked through the provider's tool
@@ -1050,6 +1061,21 @@ mod tests {
         assert_eq!(action_of(&p).1, json!({"path": "a.rs"}));
         let p = parsed("<thinking>\nCheck the tests.\n</thinking>\n\nAction: run_tests()");
         assert_eq!(p.thought, "Check the tests.");
+    }
+
+    #[test]
+    fn an_unclosed_think_block_is_thought_or_the_step_drafted_in_it() {
+        // Stopped inside its thinking: a thought alone, for a repair round.
+        let p = parsed("<think>\nOkay, I should search the code and then read the");
+        assert_eq!(
+            p.thought,
+            "Okay, I should search the code and then read the"
+        );
+        assert!(!p.structured);
+        // A step drafted there before the stop: read, without the tag in the thought.
+        let p = parsed("<think>\nI should read it.\nAction: read_file(path=\"a.rs\")");
+        assert_eq!(p.thought, "I should read it.");
+        assert_eq!(action_of(&p).1, json!({"path": "a.rs"}));
     }
 
     #[test]
