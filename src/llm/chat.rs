@@ -168,6 +168,9 @@ pub struct ChatRequest {
     /// A timed-out attempt may be retried (where the provider's capabilities allow it); not
     /// while the step has another model to fall back to, which is then the retry.
     pub retry_timeouts: bool,
+    /// The tools sent under another name than their own ([`super::wire_names`]): the model's
+    /// calls of them are given their own back.
+    pub renamed_tools: super::wire_names::WireNames,
 }
 
 impl ChatRequest {
@@ -199,6 +202,7 @@ impl ChatRequest {
             strict_tools: false,
             clear_tool_uses: None,
             retry_timeouts: true,
+            renamed_tools: super::wire_names::WireNames::default(),
         }
     }
 

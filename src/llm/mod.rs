@@ -30,6 +30,7 @@ pub mod strict_schema;
 mod transport;
 mod wire_api;
 mod wire_error;
+pub mod wire_names;
 
 pub use api_key::{redact_key_shapes, redact_secrets, ApiKey, RawApiKey};
 pub use chat::{

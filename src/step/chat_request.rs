@@ -5,7 +5,7 @@ use super::context::budget;
 use super::context::prompt;
 use super::fit::Shape;
 use super::input::StepInput;
-use super::wire_names::WireNames;
+use crate::llm::wire_names::WireNames;
 use crate::llm::{ChatMessage, ChatRequest, PromptCache};
 
 /// The chat request for a fitted prompt's system text and messages.
@@ -37,9 +37,9 @@ pub(super) fn chat_request(
         retry_timeouts: !input.falls_back,
         ..ChatRequest::new(model, system, messages, input.llm.reserved_output_tokens)
     };
-    if !request.tools.is_empty() {
-        WireNames::of(input.tools.declared_names()).apply(&mut request);
-    }
+    let renamed = WireNames::of(request.tools.iter().map(|t| t.name.as_str()));
+    renamed.apply(&mut request);
+    request.renamed_tools = renamed;
     crate::llm::call_ids::apply(&mut request, input.llm.provider.api().call_ids());
     request
 }

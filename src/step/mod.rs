@@ -39,7 +39,6 @@ mod structured;
 mod task;
 pub mod tools;
 mod usage;
-mod wire_names;
 
 // The step's surface for the edge: what a request becomes (the input and its parts), what it
 // answers, and how it fails. The edge names nothing deeper (tests/architecture.rs).

@@ -16,7 +16,7 @@ use crate::runtime::cpu;
 /// Calls of a tool renamed on the wire get the name the client gave it back.
 pub(super) fn returnable_calls(
     completion: &mut Completion,
-    (history, tools): (&[Turn], &super::tools::Catalog),
+    (history, renamed): (&[Turn], &crate::llm::wire_names::WireNames),
     warnings: &mut Vec<String>,
 ) {
     if completion.dropped_calls > 0 {
@@ -26,7 +26,7 @@ pub(super) fn returnable_calls(
             completion.dropped_calls
         ));
     }
-    super::wire_names::WireNames::of(tools.declared_names()).restore(&mut completion.calls);
+    renamed.restore(&mut completion.calls);
     let (mut replaced, mut repeated) = (0, 0);
     let mut seen = std::collections::HashSet::new();
     for call in &mut completion.calls {

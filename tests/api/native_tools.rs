@@ -371,3 +371,47 @@ async fn a_reply_of_reasoning_alone_is_asked_again_not_a_502() {
         reply.text
     );
 }
+
+#[tokio::test]
+async fn a_renamed_tool_never_takes_the_services_own_name_nor_leaves_a_history_call_as_it_was() {
+    // `final.answer` beside the service's own `final_answer` tool (final_answer_schema) went
+    // as a second `final_answer`; a history call of a tool this step does not send kept its
+    // dotted name. Either way the provider refused the whole request.
+    let app = spawn_app_answering(
+        OPENAI_PATH,
+        200,
+        openai_tool_reply(Some("Done."), "final_answer", "{\"summary\":\"ok\"}"),
+    )
+    .await;
+    let mut body = native("gpt-4o", "native");
+    let schema =
+        json!({"type": "object", "properties": {"q": {"type": "string"}}, "required": ["q"]});
+    body["tools"] =
+        json!([{"name": "final.answer", "description": "The client's own.", "parameters": schema}]);
+    body["react"] = json!({"final_answer_schema": {"type": "object",
+        "properties": {"summary": {"type": "string"}}, "required": ["summary"]}});
+    body["conversation_history"] = json!([{"role": "user", "content": "Find it"},
+        {"role": "assistant", "content": "", "toolCall": {"id": "call_1", "name": "mcp.gone", "parameters": {}}},
+        {"role": "tool_observation", "content": "nothing", "tool_call_id": "call_1"}]);
+    let step = app.post_react_step(&body).await;
+    assert_eq!(step.status, 200, "{}", step.text);
+    assert_eq!(
+        step.body["status"], "direct_response_provided",
+        "{}",
+        step.text
+    );
+    let sent = app.upstream_bodies().await.pop().unwrap();
+    let mut names: Vec<&str> = sent["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["function"]["name"].as_str().unwrap())
+        .collect();
+    names.sort();
+    assert_eq!(names, ["final_answer", "final_answer_2"]);
+    let text = sent["messages"].to_string();
+    assert!(
+        !text.contains("mcp.gone") && text.contains("mcp_gone"),
+        "{text}"
+    );
+}

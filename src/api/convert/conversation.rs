@@ -2,6 +2,7 @@
 //! and call ids); also whether a session id or a history may be echoed in an error.
 
 use crate::llm::bounded::{is_call_id, MAX_CALLS_PER_TURN};
+use crate::step::history::ToolCall;
 use crate::step::{json_values, Turn};
 
 /// `user_query`, unless the history carries the conversation, and every turn of the history.
@@ -91,12 +92,17 @@ fn check_turn(i: usize, turn: &Turn, fail: &mut impl FnMut(&str, String)) {
             fail(&at(&format!("{name}.id")), CALL_ID_RULE.into());
         }
     }
+    // Another call, not the same written otherwise (`1.0` for `1`, an id left off).
+    let other = |one: &ToolCall, first: &ToolCall| {
+        let ids = one.id.as_deref().zip(first.id.as_deref());
+        one.name != first.name || ids.is_some_and(|(a, b)| a != b)
+    };
     let first = turn.tool_calls.first();
     if turn
         .tool_call
         .as_ref()
         .zip(first)
-        .is_some_and(|(one, first)| one != first)
+        .is_some_and(|(one, first)| other(one, first))
     {
         fail(
             &at("toolCall"),

@@ -33,12 +33,18 @@ impl StreamDecoder for ChunkDecoder {
         sofar.dropped_calls += calls.dropped;
         for call in calls.kept {
             // Without an index each piece is a whole call of its own, in order; but one with
-            // nothing of a call (Gemini's late piece holding only a signature) is the last's.
-            let last = sofar.calls.iter().next_back();
-            let next = match last {
-                Some((&index, held)) if call.only_adds_to(held.id.as_deref()) => Some(index),
-                Some((last, _)) => last.checked_add(1),
-                None => Some(0),
+            // nothing of a call (Gemini's late piece holding only a signature) belongs to the
+            // call of its id, or else to the first without a signature (Gemini signs the first
+            // call of a parallel set).
+            let next = match call
+                .signature_only()
+                .then(|| signed_call(sofar, call.id.as_deref()))
+            {
+                Some(Some(index)) => Some(index),
+                _ => match sofar.calls.keys().next_back() {
+                    Some(last) => last.checked_add(1),
+                    None => Some(0),
+                },
             };
             let index = call
                 .index
@@ -82,6 +88,16 @@ impl StreamDecoder for ChunkDecoder {
             .filter(|t| !t.is_empty())
             .map(Piece::Text))
     }
+}
+
+/// The call a late signature piece belongs to: the one of `id`, or the first unsigned.
+fn signed_call(sofar: &Sofar, id: Option<&str>) -> Option<u64> {
+    let mut calls = sofar.calls.iter();
+    match id {
+        Some(id) => calls.find(|(_, c)| c.id.as_deref() == Some(id)),
+        None => calls.find(|(index, _)| !sofar.signatures.contains_key(index)),
+    }
+    .map(|(&index, _)| index)
 }
 
 #[cfg(test)]
@@ -216,6 +232,16 @@ mod tests {
         assert_eq!(names, ["a", "b"]);
         assert_eq!(sofar.calls[&0].arguments, r#"{"path":"x"}"#);
         let done = sofar.into_completion();
+        assert_eq!(done.reasoning.signature_of("c1"), Some("U2ln"));
+        // Parallel calls, then the signature: the first call's, as Gemini signs a set.
+        let (parallel, _) = read(&[
+            r#"{"choices":[{"delta":{"tool_calls":[{"id":"c1","function":{"name":"a","arguments":"{}"}}]}}]}"#,
+            r#"{"choices":[{"delta":{"tool_calls":[{"id":"c2","function":{"name":"b","arguments":"{}"}}]}}]}"#,
+            r#"{"choices":[{"delta":{"tool_calls":[{"extra_content":{"google":{"thought_signature":"U2ln"}}}]}}]}"#,
+        ])
+        .unwrap_or_else(|e| panic!("{e:?}"));
+        assert_eq!(parallel.calls.len(), 2);
+        let done = parallel.into_completion();
         assert_eq!(done.reasoning.signature_of("c1"), Some("U2ln"));
     }
 

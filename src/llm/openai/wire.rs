@@ -340,9 +340,9 @@ pub struct DeltaCall {
 }
 
 impl DeltaCall {
-    /// Whether the piece, without an index, carries nothing of a call but what adds to the
-    /// call `id` (its signature): no name, no arguments, no other id.
-    pub fn only_adds_to(&self, id: Option<&str>) -> bool {
+    /// Whether the piece, without an index, carries nothing of a call but a signature: no
+    /// name, no arguments.
+    pub fn signature_only(&self) -> bool {
         let function = self.function.as_ref();
         let named = function
             .and_then(|f| f.name.as_deref())
@@ -350,8 +350,7 @@ impl DeltaCall {
         let argued = function
             .and_then(|f| f.arguments.as_ref())
             .is_some_and(|a| !a.0.is_empty());
-        let other = self.id.as_deref().is_some_and(|own| Some(own) != id);
-        self.index.is_none() && !named && !argued && !other
+        self.index.is_none() && !named && !argued && self.extra_content.is_some()
     }
 }
 

@@ -372,6 +372,10 @@ mod tests {
             (calling.text.as_str(), calling.preamble.as_str()),
             ("First.", "")
         );
+        let blank = decoded(
+            json!({"output": [message("commentary", "First."), message("final_answer", " \n")]}),
+        );
+        assert!(blank.preamble_only, "a blank final answer is none");
     }
 
     #[test]

@@ -196,8 +196,7 @@ pub struct Output {
     pub refusal: String,
     /// `(call_id, name, arguments)` of each function call, in order.
     pub calls: Vec<(Option<String>, String, String)>,
-    /// Message items, and how many of them are marked `commentary`.
-    pub messages: usize,
+    /// How many message items are marked `commentary`.
     pub commentary: usize,
     pub items: Vec<serde_json::Value>,
     /// Bytes the items take as written.
@@ -218,7 +217,6 @@ impl Output {
             serde_json::from_str(raw).map_err(|e| WireError::json("an output item", &e))?;
         match item.kind.as_str() {
             "message" => {
-                self.messages += 1;
                 let commentary = item.phase.as_deref() == Some("commentary");
                 self.commentary += usize::from(commentary);
                 let apart = match commentary {
@@ -249,9 +247,13 @@ impl Output {
         Ok(())
     }
 
-    /// The reply is a preamble alone: no call, and every message marked `commentary`.
+    /// The reply is a preamble alone: no call, and no text or refusal but that of messages
+    /// marked `commentary` (a `final_answer` message left blank says nothing).
     pub fn preamble_only(&self) -> bool {
-        self.calls.is_empty() && self.messages > 0 && self.commentary == self.messages
+        self.calls.is_empty()
+            && self.commentary > 0
+            && self.other_text.trim().is_empty()
+            && self.refusal.trim().is_empty()
     }
 
     /// The completion's text, and the preamble kept apart from it. With calls, every message

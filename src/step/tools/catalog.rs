@@ -88,7 +88,7 @@ impl Catalog {
         self.declared.iter().map(|d| d.spec.clone()).collect()
     }
 
-    pub fn declared_names(&self) -> impl Iterator<Item = &str> + Clone {
+    pub fn declared_names(&self) -> impl Iterator<Item = &str> {
         self.declared.iter().map(|d| d.spec.name.as_str())
     }
 

@@ -7,19 +7,20 @@
 
 use std::collections::HashSet;
 
-use crate::llm::{ChatRequest, NativeCall};
+use super::{ChatRequest, NativeCall};
 
 /// The longest name every provider's native tool calling takes.
 const MAX_WIRE_CHARS: usize = 64;
 
-/// The step's tools whose names are rewritten on the wire: `(given, wire)`.
-#[derive(Debug, Default, PartialEq, Eq)]
+/// The request's tools whose names are rewritten on the wire: `(given, wire)`.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct WireNames {
     renamed: Vec<(String, String)>,
 }
 
 impl WireNames {
-    /// The rewriting the step's `names` need: none when every name fits.
+    /// The rewriting the request's tool `names` (the client's and the service's own, such as
+    /// `final_answer`) need: none when every name fits.
     pub fn of<'a>(names: impl Iterator<Item = &'a str> + Clone) -> Self {
         if names.clone().all(fits) {
             return Self::default();
@@ -39,11 +40,9 @@ impl WireNames {
         Self { renamed }
     }
 
-    /// Renames the request's tools, and the calls of them in its history.
+    /// Renames the request's tools, and the calls of them in its history; a history call of a
+    /// tool the step does not send, whose name the providers refuse, is rewritten too.
     pub fn apply(&self, request: &mut ChatRequest) {
-        if self.renamed.is_empty() {
-            return;
-        }
         for tool in &mut request.tools {
             if let Some(wire) = self.wire(&tool.name) {
                 tool.name = wire.to_string();
@@ -52,7 +51,6 @@ impl WireNames {
         for call in request.messages.iter_mut().flat_map(|m| m.calls.iter_mut()) {
             match self.wire(&call.name) {
                 Some(wire) => call.name = wire.to_string(),
-                // A call of a tool the step no longer declares: rewritten all the same.
                 None if !fits(&call.name) => call.name = sanitized(&call.name),
                 None => {}
             }
