@@ -825,7 +825,7 @@ export interface components {
              *     match the schema: OpenAI-style providers get `strict: true` on a tool whose schema
              *     fits OpenAI's strict subset (every property required, `additionalProperties: false`
              *     on every object, no unsupported keywords; a tool that does not fit goes non-strict
-             *     with a warning), Anthropic (Claude 4.5 and later) `strict: true` on a tool whose
+             *     with a warning), Anthropic (Claude Opus 4.1, the 4.5 models and later) `strict: true` on a tool whose
              *     schema fits its subset (`additionalProperties: false` on every object, no numeric,
              *     length or count bounds; one that does not fit goes non-strict with a warning). Other
              *     providers are sent no flag, with a warning. The step still checks every action
