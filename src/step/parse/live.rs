@@ -391,7 +391,15 @@ impl LiveParser {
             if offset == line.len() && !whole {
                 return true;
             }
+            // An answer under a heading (`## Final Answer`) is no answer if an action follows
+            // it: left to the whole output's reading.
+            let heading = tag == Tag::FinalAnswer && !line[..offset].contains([':', '：']);
             self.consume(offset);
+            if heading {
+                self.enter(Section::Done);
+                self.line_read = true;
+                return false;
+            }
             self.enter(self.after_tag(tag));
             self.line_read = true;
             return false;

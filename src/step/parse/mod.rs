@@ -120,7 +120,19 @@ fn cleaned<'r>(raw: &'r str, tags: &Tags, warnings: &mut Vec<String>) -> (Option
 
 /// The tags that decide the step: final answers, and actions that name a tool.
 fn decisive(text: &str, found: &[Found]) -> Vec<usize> {
-    let all = decisive_tags(text, found);
+    let mut all = decisive_tags(text, found);
+    // A heading (`## Final Answer`) with an action after it is a title the model quoted or
+    // wrote on its way to the action, not its answer: only its tag with a colon is that.
+    let heading = |i: usize| {
+        let f = &found[i];
+        f.tag == Tag::FinalAnswer && !text[f.line_start..f.text_start].contains([':', '：'])
+    };
+    let last_action = all
+        .iter()
+        .rev()
+        .find(|&&i| found[i].tag == Tag::Action)
+        .copied();
+    all.retain(|&i| !(heading(i) && last_action.is_some_and(|a| a > i)));
     // A block quote's tags beside tags of the model's own (`> Action: …` quoted from the
     // user's message, then the model's answer) are a quotation, not a decision.
     let quoted = |&i: &usize| text[found[i].line_start..].trim_start().starts_with('>');
