@@ -60,10 +60,21 @@ impl WireNames {
     /// Gives the model's calls back the names the client gave their tools.
     pub fn restore(&self, calls: &mut [NativeCall]) {
         for call in calls {
-            if let Some((given, _)) = self.renamed.iter().find(|(_, wire)| *wire == call.name) {
-                call.name = given.clone();
+            if let Some(given) = self.given(&call.name) {
+                call.name = given.to_string();
             }
         }
+    }
+
+    /// The name the model sees the tool `given` by.
+    pub fn seen<'a>(&'a self, given: &'a str) -> &'a str {
+        self.wire(given).unwrap_or(given)
+    }
+
+    /// The name the client gave the tool the model knows as `wire`, where it was renamed.
+    pub fn given(&self, wire: &str) -> Option<&str> {
+        let pair = self.renamed.iter().find(|(_, name)| name == wire);
+        pair.map(|(given, _)| given.as_str())
     }
 
     fn wire(&self, given: &str) -> Option<&str> {

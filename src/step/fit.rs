@@ -263,6 +263,13 @@ fn answer_tool(input: &StepInput) -> Option<crate::llm::ToolSpec> {
     (!input.tools.has(FINAL_ANSWER_TOOL)).then(|| schema.tool())
 }
 
+/// The tools a native request sends renamed: the client's, then the answer tool.
+pub(super) fn sent_names(input: &StepInput) -> crate::llm::wire_names::WireNames {
+    let service = answer_tool(input).map(|_| FINAL_ANSWER_TOOL);
+    let names: Vec<&str> = input.tools.declared_names().chain(service).collect();
+    crate::llm::wire_names::WireNames::of(names.iter().copied())
+}
+
 /// Prompts under this many bytes of text are built on the HTTP worker: at most a millisecond or
 /// two when nothing is cached, microseconds when it is.
 const INLINE_PROMPT_BYTES: usize = 32 * 1024;
@@ -304,9 +311,13 @@ fn build_prompt(
     }
     let origin = input.llm.state_origin();
     let cleared = cleared_results(&input, &counter);
-    // Only the last step has the notice (made there: with an answer tool it is a format).
-    let last_step =
-        (input.iterations_left == 1).then(|| prompt::last_step(input.react.answer_tool.as_deref()));
+    // Only the last step has the notice (made there: with an answer tool it is a format),
+    // naming the answer tool as the model sees it.
+    let last_step = (input.iterations_left == 1).then(|| {
+        let tool = input.react.answer_tool.as_deref();
+        let renamed = how.native.then(|| sent_names(&input)).unwrap_or_default();
+        prompt::last_step(tool.map(|t| renamed.seen(t)))
+    });
     let candidates = Candidates {
         head: &head,
         items: &input.context,

@@ -5,6 +5,7 @@
 //! their arguments match their schemas, its numbering is dense and each dependency points to an
 //! earlier step. A plan that is not is the model's to repair, in the same round an action gets.
 
+use crate::llm::wire_names::WireNames;
 use serde_json::{json, Map, Value};
 
 use super::answer_schema::{whole_number, AnswerSchema, Meets};
@@ -208,7 +209,15 @@ fn tool_of(
             "step {number} names the tool '{written}', but no tools are available: use null"
         ));
     }
-    let Some((name, _)) = catalog.resolve(written) else {
+    // Through native tool calling the model was shown a renamed tool by its wire name.
+    let resolved = catalog.resolve(written).or_else(|| {
+        let names: Vec<&str> = catalog.declared_names().collect();
+        let renamed = WireNames::of(names.iter().copied());
+        renamed
+            .given(written)
+            .and_then(|given| catalog.resolve(given))
+    });
+    let Some((name, _)) = resolved else {
         return Err(format!(
             "step {number} names the tool '{written}', which does not exist; the tools are: {}",
             catalog.names().join(", ")

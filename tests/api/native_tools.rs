@@ -415,3 +415,26 @@ async fn a_renamed_tool_never_takes_the_services_own_name_nor_leaves_a_history_c
         "{text}"
     );
 }
+
+#[tokio::test]
+async fn the_last_step_names_the_answer_tool_as_the_model_sees_it() {
+    let app = spawn_app_answering(
+        OPENAI_PATH,
+        200,
+        openai_tool_reply(Some("Done."), "submit_answer", "{\"text\":\"ok\"}"),
+    )
+    .await;
+    let mut body = native("gpt-4o", "native");
+    let schema =
+        json!({"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]});
+    body["tools"] =
+        json!([{"name": "submit.answer", "description": "Answer.", "parameters": schema}]);
+    body["react"] = json!({"answer_tool": "submit.answer"});
+    body["max_iterations_left"] = json!(1);
+    let step = app.post_react_step(&body).await;
+    assert_eq!(step.status, 200, "{}", step.text);
+    assert_eq!(step.body["action_details"]["tool_name"], "submit.answer");
+    let sent = app.upstream_bodies().await.pop().unwrap().to_string();
+    assert!(sent.contains("call no tool but submit_answer"), "{sent}");
+    assert!(!sent.contains("submit.answer"), "{sent}");
+}

@@ -297,6 +297,22 @@ async fn in_native_mode_the_plan_comes_through_the_final_answer_tool() {
 }
 
 #[tokio::test]
+async fn a_native_plan_may_name_a_renamed_tool_as_the_model_saw_it() {
+    // `tests.run` goes to the model as `tests_run`: a plan naming that was refused as naming
+    // no tool, and the repair told the model a name it was never shown.
+    let mut plan: Value = serde_json::from_str(&good_plan()).unwrap();
+    plan["steps"][0]["tool_name"] = json!("tests_run");
+    let call = anthropic_tool_reply("Thought: planned.", "final_answer", plan);
+    let app = spawn_app_answering_in_turn(ANTHROPIC_PATH, vec![call]).await;
+    let mut body = plan_request("claude-sonnet-4-5");
+    body["tools"][1]["name"] = json!("tests.run");
+    body["llm_config"]["tool_mode"] = json!("native");
+    let reply = post(&app, PLAN, &body).await;
+    assert_eq!(reply.status, 200, "{}", reply.text);
+    assert_eq!(reply.body["plan"]["steps"][0]["tool_name"], "tests.run");
+}
+
+#[tokio::test]
 async fn a_plan_offline_with_mock_response_and_a_dry_run() {
     let app = spawn_app().await;
     let mut body = plan_request("gpt-4o");
