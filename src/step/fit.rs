@@ -315,7 +315,10 @@ fn build_prompt(
     // naming the answer tool as the model sees it.
     let last_step = (input.iterations_left == 1).then(|| {
         let tool = input.react.answer_tool.as_deref();
-        let renamed = how.native.then(|| sent_names(&input)).unwrap_or_default();
+        let renamed = match how.native {
+            true => sent_names(&input),
+            false => Default::default(),
+        };
         prompt::last_step(tool.map(|t| renamed.seen(t)))
     });
     let candidates = Candidates {
