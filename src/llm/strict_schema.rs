@@ -105,18 +105,26 @@ struct Subset {
     all_required: bool,
     /// `minItems` may be only 0 or 1.
     min_items_to_one: bool,
+    /// Every schema states its `type` (or is `anyOf` or a `$ref`), and the enums hold at most
+    /// [`MAX_ENUM_VALUES`] values in all.
+    typed: bool,
 }
+
+/// The most enum values OpenAI's strict mode takes across a schema.
+const MAX_ENUM_VALUES: usize = 1000;
 
 const OPENAI: Subset = Subset {
     more: &[],
     all_required: true,
     min_items_to_one: false,
+    typed: true,
 };
 
 const ANTHROPIC: Subset = Subset {
     more: &ANTHROPIC_UNSUPPORTED,
     all_required: false,
     min_items_to_one: true,
+    typed: false,
 };
 
 /// Why `schema` is outside `subset`, if it is.
@@ -125,11 +133,34 @@ fn misfit(schema: &Value, subset: &Subset) -> Option<String> {
         return Some("its root is not `\"type\": \"object\"`".into());
     }
     let mut stack: Vec<(&Value, String)> = vec![(schema, "the root".into())];
+    let mut enum_values = 0;
     while let Some((node, at)) = stack.pop() {
-        let Value::Object(map) = node else { continue };
+        let Value::Object(map) = node else {
+            // `true` or `false` in place of a schema.
+            if subset.typed {
+                return Some(format!("{at} is `{node}`, not a schema with a type"));
+            }
+            continue;
+        };
+        enum_values += map
+            .get("enum")
+            .and_then(Value::as_array)
+            .map_or(0, Vec::len);
+        if subset.typed && enum_values > MAX_ENUM_VALUES {
+            return Some(format!(
+                "its enums hold more than {MAX_ENUM_VALUES} values in all"
+            ));
+        }
         let mut refused = UNSUPPORTED.iter().chain(subset.more);
         if let Some(keyword) = refused.find(|k| map.contains_key(**k)) {
             return Some(format!("{at} uses `{keyword}`"));
+        }
+        if subset.typed
+            && !["type", "anyOf", "$ref"]
+                .iter()
+                .any(|k| map.contains_key(*k))
+        {
+            return Some(format!("{at} has no `type`"));
         }
         let min_items = map.get("minItems").and_then(Value::as_u64);
         if subset.min_items_to_one && min_items.is_some_and(|n| n > 1) {
@@ -260,6 +291,20 @@ mod tests {
                 "patternProperties",
             ),
         ] {
+            let said = openai_strict_misfit(&schema).unwrap_or_default();
+            assert!(said.contains(why), "{schema}: {said}");
+        }
+        // Every subschema states its type: `{}`, `true`, a `const` or a description alone
+        // ("schema must have a 'type' key"); and at most 1,000 enum values in all.
+        let many: Vec<String> = (0..1001).map(|i| format!("v{i}")).collect();
+        for (property, why) in [
+            (json!({}), "no `type`"),
+            (json!(true), "not a schema"),
+            (json!({"const": "x"}), "no `type`"),
+            (json!({"type": "string", "enum": many}), "enum"),
+        ] {
+            let schema = json!({"type": "object", "additionalProperties": false, "required": ["a"],
+                "properties": {"a": property}});
             let said = openai_strict_misfit(&schema).unwrap_or_default();
             assert!(said.contains(why), "{schema}: {said}");
         }
