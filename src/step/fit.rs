@@ -43,7 +43,7 @@ impl Shape {
         let native = input
             .llm
             .tool_mode
-            .is_native(input.llm.provider, input.tools.has_declared());
+            .is_native(input.llm.provider, input.tools.callable_natively());
         let native_tools = if native {
             let mut specs = input.tools.specs();
             specs.extend(answer_tool(input));

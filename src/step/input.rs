@@ -52,11 +52,11 @@ pub enum ToolMode {
 }
 
 impl ToolMode {
-    pub fn is_native(self, provider: Provider, declared_tools: bool) -> bool {
+    pub fn is_native(self, provider: Provider, callable_tools: bool) -> bool {
         match self {
             Self::Text => false,
             Self::Native => true,
-            Self::Auto => declared_tools && provider.capabilities().native_by_default,
+            Self::Auto => callable_tools && provider.capabilities().native_by_default,
         }
     }
 }

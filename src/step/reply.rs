@@ -195,7 +195,8 @@ fn read(input: &StepInput, completion: &Completion) -> Option<Reading> {
     let tags = &input.react.tags;
     let mut parsed = decide::native_parsed(&completion.text, &completion.calls, tags)
         .or_else(|| parse::parse(&completion.text, tags))?;
-    let native = (input.llm.tool_mode).is_native(input.llm.provider, input.tools.has_declared());
+    let native =
+        (input.llm.tool_mode).is_native(input.llm.provider, input.tools.callable_natively());
     if native && completion.calls.is_empty() {
         // A call written as text where the provider's tool calling was offered.
         parsed = decide::answer_as_call(parsed, &input.tools, tags);

@@ -438,3 +438,38 @@ async fn the_last_step_names_the_answer_tool_as_the_model_sees_it() {
     assert!(sent.contains("call no tool but submit_answer"), "{sent}");
     assert!(!sent.contains("submit.answer"), "{sent}");
 }
+
+#[tokio::test]
+async fn a_schema_that_leaves_its_type_unsaid_goes_as_an_objects_and_another_root_is_refused() {
+    // `{}` and properties alone went as written: Anthropic refuses "input_schema.type: Field
+    // required", OpenAI "schema must be a JSON Schema of 'type: \"object\"'".
+    let app = spawn_app_answering(
+        OPENAI_PATH,
+        200,
+        openai_tool_reply(Some("Go."), "ping", "{}"),
+    )
+    .await;
+    let mut body = native("gpt-4o", "native");
+    body["tools"] = json!([
+        {"name": "ping", "description": "Ping.", "parameters": {}},
+        {"name": "find", "description": "Find.", "parameters": {"properties": {"q": {"type": "string"}}}}]);
+    let step = app.post_react_step(&body).await;
+    assert_eq!(step.status, 200, "{}", step.text);
+    let sent = app.upstream_bodies().await.pop().unwrap();
+    for tool in sent["tools"].as_array().unwrap() {
+        assert_eq!(tool["function"]["parameters"]["type"], "object", "{tool}");
+    }
+    // A root that is no object cannot take a call's arguments natively; auto stays with text.
+    body["tools"] =
+        json!([{"name": "say", "description": "Say.", "parameters": {"type": "string"}}]);
+    let step = app.post_react_step(&body).await;
+    assert_eq!(step.status, 400, "{}", step.text);
+    assert_eq!(
+        step.body["error"]["fields"][0]["field"],
+        "tools[0].parameters"
+    );
+    body["llm_config"]["tool_mode"] = json!("auto");
+    app.post_react_step(&body).await;
+    let sent = app.upstream_bodies().await.pop().unwrap();
+    assert!(sent.get("tools").is_none(), "{sent}");
+}

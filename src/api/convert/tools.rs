@@ -146,7 +146,7 @@ pub fn catalog(tools: Vec<ToolDto>, segment: &str, fail: &mut impl FnMut(&str, S
                 bad = true;
                 continue;
             }
-            (Some(schema), None) | (None, Some(schema)) => schema,
+            (Some(schema), None) | (None, Some(schema)) => of_an_object(schema),
             (None, None) => serde_json::json!({"type": "object", "properties": {}}),
         };
         specs.push(ToolSpec {
@@ -167,7 +167,24 @@ pub fn catalog(tools: Vec<ToolDto>, segment: &str, fail: &mut impl FnMut(&str, S
     }
 }
 
-/// Native tool calling needs declared tools, each named as the providers accept.
+/// A schema that says nothing of its type but describes an object (`{}`, properties alone) with
+/// `"type": "object"` said, as every provider's tool calling wants it said.
+fn of_an_object(mut schema: serde_json::Value) -> serde_json::Value {
+    if let Some(fields) = schema.as_object_mut() {
+        let silent = ![
+            "type", "anyOf", "oneOf", "allOf", "$ref", "enum", "const", "not",
+        ]
+        .iter()
+        .any(|k| fields.contains_key(*k));
+        if silent {
+            fields.insert("type".into(), "object".into());
+        }
+    }
+    schema
+}
+
+/// Native tool calling needs declared tools, each named as the providers accept, each taking
+/// an object (a call's arguments are one).
 pub fn tool_mode(mode: Option<ToolMode>, tools: &Catalog, fail: &mut impl FnMut(&str, String)) {
     if mode != Some(ToolMode::Native) {
         return;
@@ -185,6 +202,15 @@ pub fn tool_mode(mode: Option<ToolMode>, tools: &Catalog, fail: &mut impl FnMut(
         fail(
             &format!("tools[{i}].name"),
             "native tool calling accepts only ASCII letters, digits, '_', '-' and '.' in a tool name; use tool_mode text".into(),
+        );
+    }
+    if let Some(i) = tools
+        .declared_specs()
+        .position(|t| t.parameters.get("type").and_then(|t| t.as_str()) != Some("object"))
+    {
+        fail(
+            &format!("tools[{i}].parameters"),
+            "native tool calling takes a schema whose root is `\"type\": \"object\"` (a call's arguments are an object); use tool_mode text".into(),
         );
     }
 }

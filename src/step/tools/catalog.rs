@@ -92,6 +92,23 @@ impl Catalog {
         self.declared.iter().map(|d| d.spec.name.as_str())
     }
 
+    pub fn declared_specs(&self) -> impl Iterator<Item = &ToolSpec> {
+        self.declared.iter().map(|d| &d.spec)
+    }
+
+    /// Whether the tools are declared and every one can go through a provider's tool calling:
+    /// an ASCII name, and a schema of an object (`tool_mode: auto` stays with text otherwise;
+    /// `native` refuses such tools before the step).
+    pub fn callable_natively(&self) -> bool {
+        let ascii = |name: &str| {
+            name.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.'))
+        };
+        let object =
+            |spec: &ToolSpec| spec.parameters.get("type").and_then(Value::as_str) == Some("object");
+        self.has_declared() && self.declared_specs().all(|s| ascii(&s.name) && object(s))
+    }
+
     pub fn has_declared(&self) -> bool {
         !self.declared.is_empty()
     }

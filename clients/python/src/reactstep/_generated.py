@@ -966,9 +966,12 @@ class LlmConfig(BaseModel):
     How the model calls a tool. `text`: ReAct text (`Action: tool(args)`). `native`: the
     provider's own tool calling (OpenAI `tools`/`tool_calls`, Anthropic
     `tools`/`tool_use`; OpenAI-compatible servers get `tools` too), with the thought
-    taken from the text before the call; needs `tools`. `auto`: native for the hosted
-    providers when `tools` are declared, text for `ollama` and `openai_compatible` (small
-    local models call tools unreliably) and without `tools`. The response has the same shape
+    taken from the text before the call; needs `tools`, each named in ASCII with a
+    schema whose root is `"type": "object"` (a schema that leaves its type unsaid, `{}` or
+    `properties` alone, is taken as an object's; another root is a 400). `auto`: native
+    for the hosted providers when `tools` are declared and each can go natively, text
+    for `ollama` and `openai_compatible` (small local models call tools unreliably) and
+    otherwise. The response has the same shape
     in every mode. In native mode earlier turns go to the provider as its own structure
     (OpenAI `tool_calls` answered by `tool` messages, Anthropic `tool_use` answered by
     `tool_result` blocks), paired by `toolCall.id` / `toolCalls` and the observations'
