@@ -359,6 +359,29 @@ mod tests {
     }
 
     #[test]
+    fn deepseek_gets_every_calling_turns_reasoning_content_back_empty_when_another_made_it() {
+        let mut r = request("deepseek-reasoner");
+        let mut own = ChatMessage::text(ChatRole::Assistant, String::new());
+        own.calls = vec![crate::llm::ToolUse {
+            id: "c1".into(),
+            name: "read_file".into(),
+            arguments: serde_json::Map::new(),
+        }];
+        let mut foreign = own.clone();
+        own.reasoning = Some(crate::llm::ReasoningState {
+            reasoning_content: Some("Read it first.".into()),
+            ..crate::llm::ReasoningState::default()
+        });
+        let said = ChatMessage::text(ChatRole::Assistant, "Hello.".into());
+        foreign.calls[0].id = "c2".into();
+        r.messages.extend([own, foreign, said]);
+        let v = serde_json::to_value(presets::DEEPSEEK.body(&r)).unwrap_or_default();
+        assert_eq!(v["messages"][2]["reasoning_content"], "Read it first.");
+        assert_eq!(v["messages"][3]["reasoning_content"], "");
+        assert!(v["messages"][4].get("reasoning_content").is_none());
+    }
+
+    #[test]
     fn chat_models_get_max_tokens_temperature_and_stop() {
         let v = json(&OPENAI, "gpt-4o");
         assert_eq!(v["max_tokens"], 100);

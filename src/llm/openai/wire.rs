@@ -143,11 +143,15 @@ impl<'a> Message<'a> {
                 })
                 .collect(),
             tool_call_id: m.answers.as_deref(),
-            reasoning_content: m
-                .reasoning
-                .as_ref()
-                .filter(|_| echo_reasoning && !m.calls.is_empty())
-                .and_then(|r| r.reasoning_content.as_deref()),
+            // A turn another model made has none: DeepSeek refuses the field missing ("Missing
+            // reasoning_content field in the assistant message"), so it goes empty.
+            reasoning_content: (echo_reasoning && !m.calls.is_empty()).then(|| {
+                let own = m
+                    .reasoning
+                    .as_ref()
+                    .and_then(|r| r.reasoning_content.as_deref());
+                own.unwrap_or_default()
+            }),
         }
     }
 }
