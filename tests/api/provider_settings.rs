@@ -47,6 +47,15 @@ impl Respond for ThinkingRules {
         if body.get("output_config").is_some() && body["thinking"]["type"] != "adaptive" {
             return refuse("output_config.effort is only taken with adaptive thinking here");
         }
+        let cap = match v {
+            (4, 5) | (3, 7) => 64_000,
+            (4, 0 | 1) if model.contains("opus") => 32_000,
+            _ => u64::MAX,
+        };
+        let max_tokens = body["max_tokens"].as_u64().unwrap_or(0);
+        if max_tokens > cap {
+            return refuse(&format!("max_tokens: {max_tokens} > {cap}, which is the maximum allowed number of output tokens for {model}"));
+        }
         ResponseTemplate::new(200).set_body_json(anthropic_reply("Thought: ok\nFinal Answer: done"))
     }
 }
@@ -88,6 +97,19 @@ async fn each_claude_model_gets_the_thinking_form_it_takes() {
             assert!(asked.get("output_config").is_none(), "{model}");
         }
     }
+    // Room past the model's cap: the budget gives way, with a warning (it once went on top,
+    // and the request was refused).
+    let mut body = native_reasoning("claude-sonnet-4-5", "high");
+    body["llm_config"]["tokenLimit"] = json!(200_000);
+    body["llm_config"]["reservedOutputTokens"] = json!(60_000);
+    let reply = app.post_react_step(&body).await;
+    assert_eq!(reply.status, 200, "{}", reply.text);
+    let asked = app.bodies_sent_to(ANTHROPIC_PATH).await.pop().unwrap();
+    assert_eq!(asked["max_tokens"], 64_000);
+    assert_eq!(asked["thinking"]["budget_tokens"], 4_000);
+    assert!(reply.body["warnings"]
+        .to_string()
+        .contains("thinking budget was cut"));
     // No thinking asked, none sent, on any model.
     let reply = app
         .post_react_step(&native_reasoning("claude-opus-4-7", "none"))

@@ -87,8 +87,8 @@ impl ProviderApi for Anthropic {
 
     /// With thinking on, Anthropic refuses a forced tool choice and any temperature but 1.
     fn adjust(&self, request: &mut ChatRequest) -> Vec<String> {
-        let strict =
-            takes_strict(&request.model).then_some(&crate::llm::strict_schema::ANTHROPIC_STRICT);
+        let strict = thinking::takes_strict(&request.model)
+            .then_some(&crate::llm::strict_schema::ANTHROPIC_STRICT);
         let mut warnings = crate::llm::strict_schema::warnings(request, strict, FACTS.name);
         if thinking(request).is_none() {
             return warnings;
@@ -114,6 +114,7 @@ impl ProviderApi for Anthropic {
                 "with thinking on, Anthropic takes no temperature but 1: {t} was not sent"
             ));
         }
+        warnings.extend(budget_cut(request));
         warnings
     }
 
@@ -254,9 +255,16 @@ fn body(request: &ChatRequest, breakpoints: bool) -> Body<'_> {
         .filter(|_| thinking.is_some())
         .and_then(|e| e.thinking_budget())
         .unwrap_or(0);
+    let cap = thinking::max_output_tokens(&request.model);
+    let (max_tokens, budget) =
+        thinking::within_cap(request.max_output_tokens, thinking_tokens, cap);
+    let mut thinking = thinking;
+    if let Some(t) = thinking.as_mut().filter(|t| t.budget_tokens.is_some()) {
+        t.budget_tokens = Some(budget);
+    }
     Body {
         model: &request.model,
-        max_tokens: request.max_output_tokens.saturating_add(thinking_tokens),
+        max_tokens,
         system: system(request, min_cacheable),
         messages: messages(&request.messages, thinking.is_some(), breakpoint),
         temperature: request.temperature,
@@ -423,29 +431,26 @@ fn mark_last(out: &mut [Message<'_>], control: CacheControl) -> bool {
 }
 
 /// The breakpoints' cache control, with the lifetime the request asked for.
-/// Whether the model has strict tool use: Claude Opus 4.1, the 4.5 models and every later
-/// one (`claude-{family}-{major}-{minor}`, a date after); not Claude 4.0, 3 or older, nor a name
-/// read otherwise.
-fn takes_strict(model: &str) -> bool {
-    let lower = model.to_ascii_lowercase();
-    let mut parts = lower.split(['-', '@']);
-    let (Some("claude"), Some(family)) = (parts.next(), parts.next()) else {
-        return false;
+/// The warning for a thinking budget cut to keep the output within the model's cap.
+fn budget_cut(request: &ChatRequest) -> Option<String> {
+    let (
+        wire::Thinking {
+            budget_tokens: Some(budget),
+            ..
+        },
+        _,
+    ) = thinking(request)?
+    else {
+        return None;
     };
-    // `claude-3-5-haiku`: the older naming, version first.
-    if !family.bytes().all(|b| b.is_ascii_alphabetic()) {
-        return false;
-    }
-    let Some(major) = parts.next().and_then(|m| m.parse::<u32>().ok()) else {
-        return false;
-    };
-    // A date is no minor version: `claude-sonnet-4-20250514` is Sonnet 4.0.
-    let minor = parts
-        .next()
-        .filter(|m| m.len() <= 2)
-        .and_then(|m| m.parse::<u32>().ok())
-        .unwrap_or(0);
-    major > 4 || (major == 4 && (minor >= 5 || (family == "opus" && minor == 1)))
+    let cap = thinking::max_output_tokens(&request.model);
+    let (max_tokens, cut) = thinking::within_cap(request.max_output_tokens, budget, cap);
+    (cut < budget).then(|| {
+        format!(
+            "the thinking budget was cut from {budget} to {cut} tokens: with reservedOutputTokens {} the output would pass {}'s {max_tokens}",
+            request.max_output_tokens, request.model
+        )
+    })
 }
 
 fn cache_control(request: &ChatRequest) -> CacheControl {
@@ -563,32 +568,6 @@ fn completion(reply: Reply) -> Completion {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn strict_tool_use_is_for_opus_4_1_the_4_5_models_and_later() {
-        for model in [
-            "claude-sonnet-4-5",
-            "claude-opus-4-1-20250805",
-            "claude-haiku-4-5",
-            "claude-opus-4-7",
-            "claude-sonnet-5",
-            "Claude-Opus-4-6",
-        ] {
-            assert!(takes_strict(model), "{model}");
-        }
-        for model in [
-            "claude-sonnet-4-20250514",
-            "claude-sonnet-4-0",
-            "claude-opus-4-0",
-            "claude-3-5-haiku-latest",
-            "claude-3-7-sonnet-20250219",
-            "claude-2.1",
-            "gpt-4o",
-            "claude",
-        ] {
-            assert!(!takes_strict(model), "{model}");
-        }
-    }
     use crate::llm::FinishReason;
 
     #[test]

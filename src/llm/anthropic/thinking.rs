@@ -50,6 +50,41 @@ fn effort_name(effort: ReasoningEffort) -> &'static str {
     }
 }
 
+/// Whether the model has strict tool use: Claude Opus 4.1, the 4.5 models and every later one;
+/// not Claude 4.0, 3 or older, nor a name without a version.
+pub fn takes_strict(model: &str) -> bool {
+    let opus = model.to_ascii_lowercase().contains("opus");
+    claude_version(model).is_some_and(|v| v >= (4, 5) || (opus && v == (4, 1)))
+}
+
+/// The most output tokens (thinking included) the model writes, where the service knows it:
+/// Anthropic refuses a `max_tokens` past it. None for the models after 4.5, whose caps grow.
+pub fn max_output_tokens(model: &str) -> Option<u32> {
+    let opus = model.to_ascii_lowercase().contains("opus");
+    match claude_version(model)? {
+        (3, 7) | (4, 5) => Some(64_000),
+        (4, 0 | 1) if opus => Some(32_000),
+        (4, 0) => Some(64_000),
+        (3, 5) => Some(8_192),
+        (3, _) => Some(4_096),
+        _ => None,
+    }
+}
+
+/// `max_tokens` and the thinking budget for `answer` tokens of room and a `budget`, within the
+/// model's cap: the budget gives way first, down to Anthropic's least (1,024), then the answer.
+pub fn within_cap(answer: u32, budget: u32, cap: Option<u32>) -> (u32, u32) {
+    const LEAST_BUDGET: u32 = 1024;
+    let wanted = answer.saturating_add(budget);
+    match cap {
+        Some(cap) if wanted > cap && budget > 0 => {
+            let budget = cap.saturating_sub(answer).max(LEAST_BUDGET).min(budget);
+            (cap, budget)
+        }
+        _ => (wanted, budget),
+    }
+}
+
 /// Whether the model takes adaptive thinking: Claude 4.6 and later. A name without a version
 /// keeps the budget form.
 pub fn adaptive(model: &str) -> bool {
@@ -81,6 +116,46 @@ fn is_version_number(part: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn strict_tool_use_is_for_opus_4_1_the_4_5_models_and_later() {
+        for model in [
+            "claude-sonnet-4-5",
+            "claude-opus-4-1-20250805",
+            "claude-haiku-4-5",
+            "claude-opus-4-7",
+            "claude-sonnet-5",
+            "Claude-Opus-4-6",
+        ] {
+            assert!(takes_strict(model), "{model}");
+        }
+        for model in [
+            "claude-sonnet-4-20250514",
+            "claude-sonnet-4-0",
+            "claude-opus-4-0",
+            "claude-3-5-haiku-latest",
+            "claude-3-7-sonnet-20250219",
+            "claude-2.1",
+            "gpt-4o",
+            "claude-sonnet-latest",
+        ] {
+            assert!(!takes_strict(model), "{model}");
+        }
+    }
+
+    #[test]
+    fn the_thinking_budget_gives_way_to_the_models_cap_first() {
+        assert_eq!(max_output_tokens("claude-sonnet-4-5"), Some(64_000));
+        assert_eq!(max_output_tokens("claude-opus-4-1-20250805"), Some(32_000));
+        assert_eq!(max_output_tokens("claude-opus-4-7"), None);
+        // 60,000 of room and a high budget: the budget is what is left.
+        assert_eq!(within_cap(60_000, 16_384, Some(64_000)), (64_000, 4_000));
+        // No room left for a budget: Anthropic's least, the answer's room made smaller.
+        assert_eq!(within_cap(63_900, 16_384, Some(64_000)), (64_000, 1_024));
+        assert_eq!(within_cap(1_000, 16_384, Some(64_000)), (17_384, 16_384));
+        assert_eq!(within_cap(60_000, 16_384, None), (76_384, 16_384));
+        assert_eq!(within_cap(70_000, 0, Some(64_000)), (70_000, 0));
+    }
 
     #[test]
     fn versions_are_read_on_either_side_of_the_family() {
