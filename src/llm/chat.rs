@@ -168,9 +168,9 @@ pub struct ChatRequest {
     /// A timed-out attempt may be retried (where the provider's capabilities allow it); not
     /// while the step has another model to fall back to, which is then the retry.
     pub retry_timeouts: bool,
-    /// The tools sent under another name than their own ([`super::wire_names`]): the model's
-    /// calls of them are given their own back.
-    pub renamed_tools: super::wire_names::WireNames,
+    /// The tools sent under another name than their own, `(given, wire)`: the model's calls
+    /// of them are given their own back (see `wire_names.rs`).
+    pub renamed_tools: Vec<(String, String)>,
 }
 
 impl ChatRequest {
@@ -202,7 +202,7 @@ impl ChatRequest {
             strict_tools: false,
             clear_tool_uses: None,
             retry_timeouts: true,
-            renamed_tools: super::wire_names::WireNames::default(),
+            renamed_tools: Vec::new(),
         }
     }
 

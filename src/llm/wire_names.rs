@@ -57,11 +57,17 @@ impl WireNames {
         }
     }
 
-    /// Gives the model's calls back the names the client gave their tools.
-    pub fn restore(&self, calls: &mut [NativeCall]) {
+    /// The `(given, wire)` pairs, as the request keeps them for [`restore`].
+    pub fn into_pairs(self) -> Vec<(String, String)> {
+        self.renamed
+    }
+
+    /// Gives the model's calls back the names the client gave their tools, `renamed` being
+    /// the request's `(given, wire)` pairs.
+    pub fn restore(renamed: &[(String, String)], calls: &mut [NativeCall]) {
         for call in calls {
-            if let Some(given) = self.given(&call.name) {
-                call.name = given.to_string();
+            if let Some((given, _)) = renamed.iter().find(|(_, wire)| *wire == call.name) {
+                call.name = given.clone();
             }
         }
     }
@@ -162,7 +168,7 @@ mod tests {
             NativeCall::new(None, "ls".into(), "{}"),
             NativeCall::new(None, "other".into(), "{}"),
         ];
-        wire.restore(&mut calls);
+        WireNames::restore(&wire.into_pairs(), &mut calls);
         let names: Vec<&str> = calls.iter().map(|c| c.name.as_str()).collect();
         assert_eq!(names, ["fs.read", "ls", "other"]);
     }

@@ -39,7 +39,7 @@ pub(super) fn chat_request(
     };
     let renamed = WireNames::of(request.tools.iter().map(|t| t.name.as_str()));
     renamed.apply(&mut request);
-    request.renamed_tools = renamed;
+    request.renamed_tools = renamed.into_pairs();
     crate::llm::call_ids::apply(&mut request, input.llm.provider.api().call_ids());
     request
 }

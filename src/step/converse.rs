@@ -126,7 +126,7 @@ async fn converse(
             bill(&mut completion, &input, counter, ledger, first);
             refusal(&completion, &input, live.is_some())?;
             carriable(&completion, input.llm.provider)?;
-            let known = (&input.history[..], &request.renamed_tools);
+            let known = (&input.history[..], &request.renamed_tools[..]);
             returnable_calls(&mut completion, known, &mut ledger.warnings);
             let finish =
                 finish_reason(&completion.finish, input.key.as_ref(), &mut ledger.warnings);

@@ -51,7 +51,7 @@ pub use context::{within_summary_bound, MAX_SUMMARY_CHARS};
 pub use decide::{Call, ReactSettings};
 pub use error::{FailedAttempt, StepError, StepErrorKind};
 pub use evaluation::EvaluateAsk;
-pub use history::{json_values, timestamp_now, walk_json, Turn};
+pub use history::{json_values, timestamp_now, walk_json, ToolCall, Turn};
 pub use input::{
     ConversationSummary, Fallback, HistoryStrategy, LlmConfig, StepInput, StepSettings, ToolMode,
 };

@@ -7,6 +7,7 @@ use super::history::Turn;
 use super::input::StepInput;
 use super::parse;
 use crate::llm::bounded::{is_call_id, MAX_CALLS_PER_TURN, MAX_REASONING_BYTES};
+use crate::llm::wire_names::WireNames;
 use crate::llm::{Completion, FinishReason, LlmError, Provider};
 use crate::runtime::cpu;
 
@@ -16,7 +17,7 @@ use crate::runtime::cpu;
 /// Calls of a tool renamed on the wire get the name the client gave it back.
 pub(super) fn returnable_calls(
     completion: &mut Completion,
-    (history, renamed): (&[Turn], &crate::llm::wire_names::WireNames),
+    (history, renamed): (&[Turn], &[(String, String)]),
     warnings: &mut Vec<String>,
 ) {
     if completion.dropped_calls > 0 {
@@ -26,7 +27,7 @@ pub(super) fn returnable_calls(
             completion.dropped_calls
         ));
     }
-    renamed.restore(&mut completion.calls);
+    WireNames::restore(renamed, &mut completion.calls);
     let (mut replaced, mut repeated) = (0, 0);
     let mut seen = std::collections::HashSet::new();
     for call in &mut completion.calls {

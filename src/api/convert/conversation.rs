@@ -2,8 +2,7 @@
 //! and call ids); also whether a session id or a history may be echoed in an error.
 
 use crate::llm::bounded::{is_call_id, MAX_CALLS_PER_TURN};
-use crate::step::history::ToolCall;
-use crate::step::{json_values, Turn};
+use crate::step::{json_values, ToolCall, Turn};
 
 /// `user_query`, unless the history carries the conversation, and every turn of the history.
 pub fn check(user_query: &str, turns: &[Turn], fail: &mut impl FnMut(&str, String)) {

@@ -1,6 +1,6 @@
 //! Chat Completions streams: `data: {chat.completion.chunk}` … `data: [DONE]`.
 
-use super::wire::{finish, Chunk, ExtraContent};
+use super::wire::{finish, Chunk, DeltaCall, ExtraContent};
 use crate::llm::stream_events::{Piece, Sofar, StreamDecoder};
 use crate::llm::{Usage, WireError};
 
@@ -32,43 +32,7 @@ impl StreamDecoder for ChunkDecoder {
         let calls = delta.tool_calls.unwrap_or_default();
         sofar.dropped_calls += calls.dropped;
         for call in calls.kept {
-            // Without an index each piece is a whole call of its own, in order; but one with
-            // nothing of a call (Gemini's late piece holding only a signature) belongs to the
-            // call of its id, or else to the first without a signature (Gemini signs the first
-            // call of a parallel set).
-            let next = match call
-                .signature_only()
-                .then(|| signed_call(sofar, call.id.as_deref()))
-            {
-                Some(Some(index)) => Some(index),
-                _ => match sofar.calls.keys().next_back() {
-                    Some(last) => last.checked_add(1),
-                    None => Some(0),
-                },
-            };
-            let index = call
-                .index
-                .or(next)
-                .ok_or_else(|| WireError::Shape("a tool call's index is out of range".into()))?;
-            let signature = call.extra_content.map(ExtraContent::signature);
-            let Some(entry) = sofar.call(index) else {
-                continue;
-            };
-            if entry.id.is_none() {
-                entry.id = call.id;
-            }
-
-            if let Some(function) = call.function {
-                entry
-                    .name
-                    .push_str(function.name.as_deref().unwrap_or_default());
-                if let Some(arguments) = function.arguments {
-                    entry.arguments.push_str(&arguments.0);
-                }
-            }
-            if let Some(signature) = signature.transpose()?.flatten() {
-                sofar.signatures.entry(index).or_insert(signature);
-            }
+            add_call_piece(call, sofar)?;
         }
         if let Some(refusal) = delta.refusal.filter(|r| !r.is_empty()) {
             sofar.refused = true;
@@ -88,6 +52,47 @@ impl StreamDecoder for ChunkDecoder {
             .filter(|t| !t.is_empty())
             .map(Piece::Text))
     }
+}
+
+/// Adds one streamed piece of a call to the call it belongs to.
+fn add_call_piece(call: DeltaCall, sofar: &mut Sofar) -> Result<(), WireError> {
+    // Without an index each piece is a whole call of its own, in order; but one with
+    // nothing of a call (Gemini's late piece holding only a signature) belongs to the
+    // call of its id, or else to the first without a signature (Gemini signs the first
+    // call of a parallel set).
+    let next = match call
+        .signature_only()
+        .then(|| signed_call(sofar, call.id.as_deref()))
+    {
+        Some(Some(index)) => Some(index),
+        _ => match sofar.calls.keys().next_back() {
+            Some(last) => last.checked_add(1),
+            None => Some(0),
+        },
+    };
+    let index = call
+        .index
+        .or(next)
+        .ok_or_else(|| WireError::Shape("a tool call's index is out of range".into()))?;
+    let signature = call.extra_content.map(ExtraContent::signature);
+    let Some(entry) = sofar.call(index) else {
+        return Ok(());
+    };
+    if entry.id.is_none() {
+        entry.id = call.id;
+    }
+    if let Some(function) = call.function {
+        entry
+            .name
+            .push_str(function.name.as_deref().unwrap_or_default());
+        if let Some(arguments) = function.arguments {
+            entry.arguments.push_str(&arguments.0);
+        }
+    }
+    if let Some(signature) = signature.transpose()?.flatten() {
+        sofar.signatures.entry(index).or_insert(signature);
+    }
+    Ok(())
 }
 
 /// The call a late signature piece belongs to: the one of `id`, or the first unsigned.

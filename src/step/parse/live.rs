@@ -391,17 +391,8 @@ impl LiveParser {
             if offset == line.len() && !whole {
                 return true;
             }
-            // An answer under a heading (`## Final Answer`) is no answer if an action follows
-            // it: left to the whole output's reading.
             let heading = tag == Tag::FinalAnswer && !line[..offset].contains([':', '：']);
-            self.consume(offset);
-            if heading {
-                self.enter(Section::Done);
-                self.line_read = true;
-                return false;
-            }
-            self.enter(self.after_tag(tag));
-            self.line_read = true;
+            self.take_tag(tag, offset, heading);
             return false;
         }
         if self.before_decision() {
@@ -446,6 +437,18 @@ impl LiveParser {
             .any(|o| o.starts_with(trimmed))
             && !trimmed.is_empty();
         (may_open && !whole).then_some(true)
+    }
+
+    /// Reads the tag of `offset` bytes at the line start. An answer under a heading (`## Final
+    /// Answer`) is no answer if an action follows it: it is left to the whole output's reading.
+    fn take_tag(&mut self, tag: Tag, offset: usize, heading: bool) {
+        self.consume(offset);
+        let section = match heading {
+            true => Section::Done,
+            false => self.after_tag(tag),
+        };
+        self.enter(section);
+        self.line_read = true;
     }
 
     /// The section a tag starts: the whole output's reading takes the first thought, the first
