@@ -515,6 +515,16 @@ fn tool_choice(request: &ChatRequest) -> Option<ToolChoice> {
     })
 }
 
+/// What sets two text blocks apart when thinking stood between them (interleaved thinking): the
+/// model wrote them as two, and read as one they ran together (`Thought: aFinal Answer: b`).
+pub(super) const TEXTS_APART: &str = "\n\n";
+
+/// Whether a thinking block came after the last text block of `slots`.
+fn thought_between(slots: &[Slot]) -> bool {
+    let after_text = slots.iter().rev().take_while(|s| **s != Slot::Text);
+    after_text.into_iter().any(|s| *s == Slot::Thinking)
+}
+
 fn completion(reply: Reply) -> Completion {
     let mut text = String::new();
     let mut calls = Vec::new();
@@ -524,6 +534,9 @@ fn completion(reply: Reply) -> Completion {
     for block in reply.content.kept {
         match block {
             Block::Text { text: t } => {
+                if !t.is_empty() && !text.is_empty() && thought_between(&slots) {
+                    text.push_str(TEXTS_APART);
+                }
                 text.push_str(&t);
                 slots.push(Slot::Text);
             }
@@ -569,6 +582,19 @@ fn completion(reply: Reply) -> Completion {
 mod tests {
     use super::*;
     use crate::llm::FinishReason;
+
+    #[test]
+    fn text_blocks_thinking_stood_between_are_set_apart() {
+        let done = ANTHROPIC.decode(
+            br#"{"id":"msg_1","type":"message","role":"assistant","model":"claude-x",
+            "content":[{"type":"thinking","thinking":"hm","signature":"s"},{"type":"text","text":"Thought: a"},
+                       {"type":"text","text":" and b"},{"type":"thinking","thinking":"so","signature":"t"},
+                       {"type":"text","text":"Final Answer: c"}],
+            "stop_reason":"end_turn","stop_sequence":null,"usage":{"input_tokens":10,"output_tokens":5}}"#,
+        )
+        .unwrap_or_else(|e| panic!("{e:?}"));
+        assert_eq!(done.text, "Thought: a and b\n\nFinal Answer: c");
+    }
 
     #[test]
     fn text_blocks_are_joined_and_other_blocks_skipped() {

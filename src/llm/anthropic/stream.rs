@@ -46,10 +46,21 @@ impl StreamDecoder for EventDecoder {
                 sofar.thinking_block(index, ThinkingBlock::RedactedThinking { data })?;
             }
             Event::ContentBlockDelta { index, delta } => {
+                let apart = match &delta {
+                    BlockDelta::TextDelta { text } if !text.is_empty() => {
+                        self.text_apart(index, sofar)
+                    }
+                    _ => false,
+                };
                 if matches!(delta, BlockDelta::TextDelta { .. }) {
                     self.text_blocks.insert(index);
                 }
-                return block_delta(index, delta, sofar);
+                return Ok(match block_delta(index, delta, sofar)? {
+                    Some(Piece::Text(text)) if apart => {
+                        Some(Piece::Text(format!("{}{text}", super::TEXTS_APART)))
+                    }
+                    piece => piece,
+                });
             }
             Event::MessageDelta { delta, usage } => {
                 if delta.stop_reason.is_some() {
@@ -72,6 +83,19 @@ impl StreamDecoder for EventDecoder {
 }
 
 impl EventDecoder {
+    /// Whether the text block at `index` begins after thinking that followed earlier text, as
+    /// the whole reply's reading sets such blocks apart.
+    fn text_apart(&self, index: u64, sofar: &Sofar) -> bool {
+        let Some(&last) = self.text_blocks.iter().next_back() else {
+            return false;
+        };
+        // Checked first: a range that ends before it starts panics.
+        if index <= last || sofar.text.is_empty() {
+            return false;
+        }
+        sofar.thinking.range(last + 1..index).next().is_some()
+    }
+
     /// Where the reply's blocks stood, by their indexes (`ReasoningState::layout`).
     fn layout(&self, sofar: &Sofar) -> Vec<Slot> {
         let mut slots: Vec<(u64, Slot)> = (sofar.thinking.keys().map(|i| (*i, Slot::Thinking)))
@@ -181,6 +205,48 @@ mod tests {
             read(&[start, think, stop]),
             Err(WireError::Shape(_))
         ));
+    }
+
+    #[test]
+    fn text_blocks_thinking_stood_between_stream_apart_as_the_reply_reads_them() {
+        let think = |i: u32| {
+            [
+                format!(
+                    r#"{{"type":"content_block_start","index":{i},"content_block":{{"type":"thinking","thinking":""}}}}"#
+                ),
+                format!(
+                    r#"{{"type":"content_block_delta","index":{i},"delta":{{"type":"signature_delta","signature":"s"}}}}"#
+                ),
+            ]
+        };
+        let text = |i: u32, t: &str| {
+            [
+                format!(
+                    r#"{{"type":"content_block_start","index":{i},"content_block":{{"type":"text","text":""}}}}"#
+                ),
+                format!(
+                    r#"{{"type":"content_block_delta","index":{i},"delta":{{"type":"text_delta","text":"{t}"}}}}"#
+                ),
+            ]
+        };
+        let mut events = Vec::new();
+        events.extend(think(0));
+        events.extend(text(1, "Thought: a"));
+        events.extend(text(2, " and b"));
+        events.extend(think(3));
+        events.extend(text(4, "Final Answer: c"));
+        let mut decoder = EventDecoder::default();
+        let mut sofar = Sofar::default();
+        for data in &events {
+            if let Some(Piece::Text(t)) = decoder
+                .event(data, &mut sofar)
+                .unwrap_or_else(|e| panic!("{e:?}"))
+            {
+                sofar.text.push_str(&t);
+            }
+        }
+        // Blocks side by side (citations split text so) stay joined.
+        assert_eq!(sofar.text, "Thought: a and b\n\nFinal Answer: c");
     }
 
     #[test]
