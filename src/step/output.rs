@@ -37,7 +37,7 @@ pub enum Outcome {
 
 /// An id for a call the provider gave none (a text-mode call, Ollama): `call_` and 24 letters
 /// and digits, as OpenAI's look.
-fn new_call_id() -> String {
+pub(super) fn new_call_id() -> String {
     let mut id = String::with_capacity(29);
     id.push_str("call_");
     id.extend(std::iter::repeat_with(fastrand::alphanumeric).take(24));

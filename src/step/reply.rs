@@ -28,23 +28,7 @@ pub(super) fn returnable_calls(
         ));
     }
     WireNames::restore(renamed, &mut completion.calls);
-    let (mut replaced, mut repeated) = (0, 0);
-    let mut seen = std::collections::HashSet::new();
-    for call in &mut completion.calls {
-        let Some(id) = call.id.take() else {
-            continue;
-        };
-        if !is_call_id(&id) {
-            replaced += 1;
-        } else if seen.contains(&id) || called_before(history, &id) {
-            // Some servers number each turn's calls from `call_0`: the client could not tell
-            // the results apart, and providers refuse a request holding one id twice.
-            repeated += 1;
-        } else {
-            seen.insert(id.clone());
-            call.id = Some(id);
-        }
-    }
+    let (replaced, repeated) = own_ids(completion, history);
     if replaced > 0 {
         warnings.push(format!(
             "{replaced} tool call id(s) from the provider were not 1 to 256 printable ASCII characters and were replaced by the service's own"
@@ -54,6 +38,60 @@ pub(super) fn returnable_calls(
         warnings.push(format!(
             "{repeated} tool call id(s) from the provider repeated an id of this turn or of an earlier one and were replaced by the service's own"
         ));
+    }
+}
+
+/// Gives one of the service's ids to each call whose id no provider could take back, or that
+/// repeats another of the turn's or the history's (some servers number each turn's calls from
+/// `call_0`: the client could not tell the results apart, and providers refuse a request
+/// holding one id twice). The id changes in the turn's reasoning state too (the Responses
+/// API's call items, Gemini's signatures), or the next step would find them apart and drop it.
+/// Returns how many ids were unreadable, and how many repeated.
+fn own_ids(completion: &mut Completion, history: &[Turn]) -> (usize, usize) {
+    let (mut replaced, mut repeated) = (0, 0);
+    let mut seen = std::collections::HashSet::new();
+    let Completion {
+        calls, reasoning, ..
+    } = completion;
+    for (at, call) in calls.iter_mut().enumerate() {
+        let Some(id) = call.id.clone() else {
+            continue;
+        };
+        let first = !seen.contains(&id);
+        if is_call_id(&id) && first && !called_before(history, &id) {
+            seen.insert(id);
+            continue;
+        }
+        match is_call_id(&id) {
+            true => repeated += 1,
+            false => replaced += 1,
+        }
+        let own = super::output::new_call_id();
+        renamed_in_state(reasoning, at, (&id, &own), first);
+        seen.insert(id);
+        call.id = Some(own);
+    }
+    (replaced, repeated)
+}
+
+/// The turn's `at`th call now goes by `new` for `old`: in the Responses API's call items (the
+/// `at`th is that call's), and, for the first call of that id, in its thought signatures.
+fn renamed_in_state(
+    state: &mut crate::llm::ReasoningState,
+    at: usize,
+    (old, new): (&str, &str),
+    first: bool,
+) {
+    let mut items = state
+        .items
+        .iter_mut()
+        .filter(|i| i["type"] == "function_call");
+    if let Some(item) = items.nth(at).filter(|i| i["call_id"] == old) {
+        item["call_id"] = serde_json::Value::String(new.to_string());
+    }
+    let signatures = state.thought_signatures.iter_mut();
+    for signature in signatures.filter(|s| first && s.call_id == old) {
+        signature.call_id = new.to_string();
     }
 }
 
@@ -284,5 +322,56 @@ pub(super) fn finish_reason(
             warnings.push(format!("the provider ended the output early: {other}"));
             other
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::llm::{CallSignature, NativeCall, ReasoningState};
+    use serde_json::json;
+
+    fn completion(ids: [&str; 2]) -> Completion {
+        let call = |id: &str| NativeCall::new(Some(id.to_string()), "read_file".into(), "{}");
+        let item = |id: &str| json!({"type": "function_call", "call_id": id, "name": "read_file"});
+        Completion {
+            calls: vec![call(ids[0]), call(ids[1])],
+            reasoning: ReasoningState {
+                items: vec![json!({"type": "reasoning"}), item(ids[0]), item(ids[1])],
+                thought_signatures: vec![CallSignature {
+                    call_id: ids[0].into(),
+                    signature: "sig".into(),
+                }],
+                ..ReasoningState::default()
+            },
+            text: String::new(),
+            finish: crate::llm::FinishReason::Stop,
+            usage: None,
+            dropped_calls: 0,
+            preamble_only: false,
+            preamble: String::new(),
+        }
+    }
+
+    #[test]
+    fn a_replaced_id_is_replaced_in_the_turns_state_too() {
+        // The second `call_0` of a turn: its own call item follows it.
+        let mut done = completion(["call_0", "call_0"]);
+        assert_eq!(own_ids(&mut done, &[]), (0, 1));
+        let second = done.calls[1].id.clone().unwrap_or_default();
+        assert_ne!(second, "call_0");
+        assert_eq!(done.reasoning.items[1]["call_id"], "call_0");
+        assert_eq!(done.reasoning.items[2]["call_id"], second.as_str());
+        assert_eq!(done.reasoning.signature_of("call_0"), Some("sig"));
+        // An id an earlier turn had: the first call's item and signature follow it.
+        let earlier: Turn = serde_json::from_value(json!({"role": "assistant", "content": "",
+            "toolCall": {"id": "call_0", "name": "read_file", "parameters": {}}}))
+        .unwrap_or_else(|e| panic!("{e}"));
+        let mut done = completion(["call_0", "call_1"]);
+        assert_eq!(own_ids(&mut done, &[earlier]), (0, 1));
+        let first = done.calls[0].id.clone().unwrap_or_default();
+        assert_eq!(done.reasoning.items[1]["call_id"], first.as_str());
+        assert_eq!(done.reasoning.signature_of(&first), Some("sig"));
+        assert_eq!(done.calls[1].id.as_deref(), Some("call_1"));
     }
 }
