@@ -190,7 +190,13 @@ pub(super) fn watch(input: &mut StepInput) -> Option<Box<Finding>> {
     }
     let guard = input.react.loop_guard?;
     let found = guard.watch(&input.history, &input.user_query)?;
-    input.loop_notice = Some(found.notice(&input.react.tags));
+    let native =
+        (input.llm.tool_mode).is_native(input.llm.provider, input.tools.callable_natively());
+    let renamed = match native {
+        true => super::fit::sent_names(input),
+        false => Default::default(),
+    };
+    input.loop_notice = Some(found.notice(&input.react.tags, &renamed));
     Some(Box::new(found))
 }
 

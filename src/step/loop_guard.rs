@@ -7,6 +7,7 @@
 //! One pass backwards over the history's last steps, stopping at the first that breaks every
 //! pattern: a normal step looks at a few turns and allocates nothing.
 
+use crate::llm::wire_names::WireNames;
 use serde::Serialize;
 use serde_json::{Map, Value};
 
@@ -321,10 +322,10 @@ impl Finding {
         })
     }
 
-    /// What the prompt's tail tells the model.
-    pub fn notice(&self, tags: &Tags) -> String {
+    /// What the prompt's tail tells the model, naming the tools as it sees them (`renamed`).
+    pub fn notice(&self, tags: &Tags, renamed: &WireNames) -> String {
         let r = &self.report;
-        let calls = quoted(&r.repeated);
+        let calls = quoted(&r.repeated, renamed);
         let what = match r.kind {
             LoopKind::SameCall => format!(
                 "you have made the same call {} times in a row ({calls}) and got the same result each time",
@@ -382,7 +383,7 @@ fn names(calls: &[RepeatedCall]) -> String {
 
 /// The calls as the prompt writes them (`name({"arg": …})`), each cut to
 /// [`QUOTED_CALL_BYTES`]: a call's arguments may be megabytes, and are not written whole.
-fn quoted(calls: &[RepeatedCall]) -> String {
+fn quoted(calls: &[RepeatedCall], renamed: &WireNames) -> String {
     let mut out = String::new();
     for (i, call) in calls.iter().enumerate() {
         if i > 0 {
@@ -390,7 +391,7 @@ fn quoted(calls: &[RepeatedCall]) -> String {
         }
         let mut one = Bounded(Vec::with_capacity(QUOTED_CALL_BYTES));
         let whole = (|| {
-            std::io::Write::write_all(&mut one, call.tool_name.as_bytes())?;
+            std::io::Write::write_all(&mut one, renamed.seen(&call.tool_name).as_bytes())?;
             std::io::Write::write_all(&mut one, b"(")?;
             serde_json::to_writer(&mut one, &call.tool_args)?;
             std::io::Write::write_all(&mut one, b")")
@@ -483,7 +484,7 @@ mod tests {
                 tool_args: args(json!({"path": "a.rs"}))
             }]
         );
-        let notice = found.notice(&Tags::default());
+        let notice = found.notice(&Tags::default(), &WireNames::default());
         assert!(
             notice.contains(r#"read_file({"path":"a.rs"})"#) && notice.contains("3 times"),
             "{notice}"
@@ -656,7 +657,7 @@ mod tests {
             (LoopKind::Cycle, 3)
         );
         assert_eq!(found.report.times, 3);
-        let notice = found.notice(&Tags::default());
+        let notice = found.notice(&Tags::default(), &WireNames::default());
         assert!(notice.contains("a.rs\"}), then read_file"), "{notice}");
     }
 
@@ -713,7 +714,7 @@ mod tests {
             step("write_file", json!({"content": big}), "ok"),
         ]);
         let found = GUARD.watch(&h, "").unwrap();
-        let notice = found.notice(&Tags::default());
+        let notice = found.notice(&Tags::default(), &WireNames::default());
         assert!(notice.len() < 1_000, "{}", notice.len());
         assert!(notice.contains("write_file({\"content\":\"xxx"), "{notice}");
         // A character split by the cut is left out, not broken.
@@ -722,7 +723,7 @@ mod tests {
             tool_name: "w".into(),
             tool_args: args(json!({ "s": wide })),
         }];
-        let quoted = quoted(&calls);
+        let quoted = quoted(&calls, &WireNames::default());
         assert!(
             quoted.ends_with("éé…") || quoted.ends_with("é…"),
             "{quoted}"

@@ -523,3 +523,33 @@ async fn huge_arguments_are_quoted_short() {
     assert!(tail.contains(NOTICE), "{}", &tail[..500.min(tail.len())]);
     assert!(tail.len() < 2_000, "{}", tail.len());
 }
+
+#[tokio::test]
+async fn the_notice_names_a_renamed_tool_as_the_model_sees_it() {
+    // `fs.read_file` goes to the model as `fs_read_file`: the notice quoted a name it never saw.
+    let history: Vec<Value> = same_reads(3)
+        .into_iter()
+        .map(|turn| {
+            let text = turn
+                .to_string()
+                .replace("\"read_file\"", "\"fs.read_file\"");
+            serde_json::from_str(&text).unwrap()
+        })
+        .collect();
+    let reply =
+        crate::support::upstream::openai_tool_reply(None, "code_search", "{\"query\":\"x\"}");
+    let app = spawn_app_answering(OPENAI_PATH, 200, reply).await;
+    let mut body = looping("gpt-4o", history);
+    body["available_tools_prompt_segment"] = Value::Null;
+    body["tools"] = json!([
+        {"name": "fs.read_file", "parameters": {"type": "object", "properties": {"path": {"type": "string"}}}},
+        {"name": "code_search", "parameters": {"type": "object", "properties": {"query": {"type": "string"}}}}
+    ]);
+    body["llm_config"]["tool_mode"] = json!("native");
+    let reply = app.post_react_step(&body).await;
+    assert_eq!(reply.status, 200, "{}", reply.text);
+    assert_eq!(reply.body["loop_guard"]["times"], 3);
+    let sent = app.upstream_bodies().await[0].to_string();
+    assert!(sent.contains("fs_read_file({"), "{sent}");
+    assert!(!sent.contains("fs.read_file"), "{sent}");
+}
