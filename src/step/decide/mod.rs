@@ -77,6 +77,9 @@ pub fn judge(
         Decision::Answer(_) if settings.require_action => Err(
             "a tool call is required in this step, but the output was a direct answer".to_string(),
         ),
+        Decision::Answer(text) if parsed.structured && text.trim().is_empty() => Err(
+            "the final answer is empty: write the answer after the tag".to_string(),
+        ),
         Decision::Answer(text) if is_placeholder(text) => Err(format!(
             "'{}' is the answer format's placeholder: write the real answer",
             text.trim()
