@@ -347,3 +347,32 @@ async fn the_responses_api_on_a_provider_without_it_is_a_400_naming_the_field() 
         reply.text
     );
 }
+
+#[tokio::test]
+async fn an_effort_a_model_does_not_take_goes_as_the_nearest_it_takes() {
+    // gpt-5 has no `none`, gpt-5.1 no `minimal`, the o series neither: each refuses the request
+    // ("Unsupported value: 'minimal' is not supported with the 'gpt-5.1' model").
+    let app = spawn_app().await;
+    Mock::given(wiremock::matchers::path(OPENAI_PATH))
+        .respond_with(
+            ResponseTemplate::new(200).set_body_json(openai_reply("Thought: ok\nFinal Answer: x")),
+        )
+        .mount(&app.llm)
+        .await;
+    for (model, wanted, sent) in [
+        ("gpt-5", "none", "minimal"),
+        ("gpt-5.1", "minimal", "low"),
+        ("o3", "minimal", "low"),
+        ("gpt-5.1", "none", "none"),
+    ] {
+        let reply = app.post_react_step(&native_reasoning(model, wanted)).await;
+        assert_eq!(reply.status, 200, "{model}: {}", reply.text);
+        let asked = app.bodies_sent_to(OPENAI_PATH).await.pop().unwrap();
+        assert_eq!(asked["reasoning_effort"], sent, "{model} {wanted}");
+        let said = warnings(&reply.body);
+        let warned = said
+            .iter()
+            .any(|w| w.contains(&format!("was sent as \"{sent}\"")));
+        assert_eq!(warned, wanted != sent, "{model} {wanted}: {said:?}");
+    }
+}

@@ -4,6 +4,7 @@
 //! is data in it, not code.
 
 mod content;
+pub mod efforts;
 pub mod presets;
 mod stream;
 pub(super) mod wire;
@@ -39,6 +40,8 @@ pub struct Quirks {
     pub explicit_auto_tool_choice: bool,
     /// Models that take `reasoning_effort`; for the others it is left out, with a warning.
     pub takes_reasoning_effort: fn(&str) -> bool,
+    /// The efforts a model takes: another is sent as the nearest of them, with a warning.
+    pub efforts: efforts::Efforts,
     /// An assistant turn that called tools goes back with its `reasoning_content` (DeepSeek
     /// refuses the turn without it).
     pub echoes_reasoning_content: bool,
@@ -143,6 +146,7 @@ pub const OPENAI: ChatCompletions = ChatCompletions {
         rejects_stop: none,
         explicit_auto_tool_choice: false,
         takes_reasoning_effort: openai_reasoning,
+        efforts: efforts::openai,
         echoes_reasoning_content: false,
         takes_prompt_cache_key: true,
         strict_tools: true,
@@ -222,6 +226,20 @@ impl ProviderApi for ChatCompletions {
                     self.facts.name,
                     request.model
                 ));
+            }
+            Some(wanted) => {
+                let sent = efforts::nearest(wanted, (self.quirks.efforts)(&request.model));
+                if sent != wanted {
+                    request.reasoning_effort = Some(sent);
+                    warnings.push(format!(
+                        "reasoning_effort \"{}\" was sent as \"{}\": {} takes no \"{}\" for {}",
+                        wanted.as_str(),
+                        sent.as_str(),
+                        self.facts.name,
+                        wanted.as_str(),
+                        request.model
+                    ));
+                }
             }
             _ => {}
         }

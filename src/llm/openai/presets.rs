@@ -2,7 +2,7 @@
 //! how it takes the key, and what its models do differently. A new vendor is an entry here and
 //! a line in the registry (`registry.rs`); docs/adding-a-provider.md has the whole list.
 
-use super::{all, none, openai_reasoning, ChatCompletions, PathForm, Quirks};
+use super::{all, efforts, none, openai_reasoning, ChatCompletions, PathForm, Quirks};
 use crate::llm::call_ids::IdRule;
 use crate::llm::provider::{Capabilities, Counting, Facts, KeyHeader, Temperature};
 
@@ -25,6 +25,7 @@ const PLAIN: Quirks = Quirks {
     rejects_stop: none,
     explicit_auto_tool_choice: true,
     takes_reasoning_effort: none,
+    efforts: efforts::any,
     echoes_reasoning_content: false,
     takes_prompt_cache_key: false,
     strict_tools: false,
@@ -49,6 +50,7 @@ pub const GEMINI: ChatCompletions = ChatCompletions {
     key_header: KeyHeader::Bearer,
     quirks: Quirks {
         takes_reasoning_effort: all,
+        efforts: efforts::gemini,
         signs_tool_calls: true,
         ..PLAIN
     },
@@ -210,6 +212,7 @@ pub const AZURE: ChatCompletions = ChatCompletions {
     quirks: Quirks {
         reasoning_model: openai_reasoning,
         takes_reasoning_effort: openai_reasoning,
+        efforts: efforts::openai,
         explicit_auto_tool_choice: false,
         strict_tools: true,
         path: PathForm::Azure,

@@ -800,7 +800,9 @@ export interface components {
              * @description How hard a reasoning model thinks. OpenAI-style providers get `reasoning_effort`
              *     (for the models that take it: OpenAI's and Azure's reasoning models, Gemini,
              *     OpenRouter, grok-3-mini, OpenAI-compatible servers; for the others it is left out
-             *     with a warning). Anthropic's Claude 4.6 and later (Opus 4.7 and the Claude 5 family
+             *     with a warning; a value the model does not take goes as the nearest it does, with a
+             *     warning: `gpt-5` has no `none`, `gpt-5.1` and later no `minimal`, the `o` series and
+             *     Codex neither, `gpt-5-pro` only `high`, Gemini's Pro models no `none`). Anthropic's Claude 4.6 and later (Opus 4.7 and the Claude 5 family
              *     take nothing else) get adaptive thinking, `thinking: {type: "adaptive"}` with
              *     `output_config: {effort}` (`low` for `minimal` and `low`, `medium`, `high`); older
              *     Claude models get extended thinking, `thinking: {type: "enabled", budget_tokens}`
