@@ -38,7 +38,8 @@ impl IdRule {
         }
     }
 
-    /// The id that stands for `id` on the wire: derived from all of it, so two ids stay apart.
+    /// The id that stands for `id` on the wire: derived from all of it, so two ids stay apart,
+    /// and the same at every step of a loop, so the prompt's cached prefix stays the same.
     fn rewritten(self, id: &str) -> String {
         let mut hasher = std::hash::DefaultHasher::new();
         id.hash(&mut hasher);

@@ -1,7 +1,7 @@
 //! Tool names as native tool calling takes them everywhere. A tool may be named with `.` (an
-//! MCP server's `notion.search`) or at up to 128 characters, but OpenAI's and Anthropic's tool
-//! calling take only ASCII letters, digits, `_` and `-`, at most 64 of them, and refuse a
-//! request with any other name. Such a name goes on the wire rewritten (`notion_search`, made
+//! MCP server's `notion.search`), and a history may hold calls of tools named otherwise still,
+//! but OpenAI's and Anthropic's tool calling take only ASCII letters, digits, `_` and `-`, at
+//! most 64 of them, and refuse a request with any other name. Such a name goes on the wire rewritten (`notion_search`, made
 //! unique among the step's tools), and the model's calls of it come back under the name the
 //! client gave. A step whose names all fit is sent as it came.
 
@@ -57,7 +57,7 @@ impl WireNames {
         }
     }
 
-    /// The `(given, wire)` pairs, as the request keeps them for [`restore`].
+    /// The `(given, wire)` pairs, as the request keeps them for [`Self::restore`].
     pub fn into_pairs(self) -> Vec<(String, String)> {
         self.renamed
     }
