@@ -154,7 +154,7 @@ pub struct ToolDto {
 
 /// Letters of any script (tools are named in Chinese too), digits, `_`, `-` and `.` (for
 /// MCP-style names), starting with a letter or `_`. Native tool calling asks for less; see
-/// [`is_native_tool_name`].
+/// `step::tools::is_native_tool_name`.
 fn is_tool_name(name: &str) -> Result<(), validator::ValidationError> {
     if name.starts_with(|c: char| c.is_alphabetic() || c == '_')
         && name
@@ -182,12 +182,6 @@ pub fn tool_name_refusal(name: &str) -> Option<String> {
     is_tool_name(name)
         .err()
         .map(|e| format!("a tool name {}", e.message.unwrap_or_default()))
-}
-
-/// Names every provider's native tool calling accepts: ASCII letters, digits, `_`, `-`, `.`.
-pub fn is_native_tool_name(name: &str) -> bool {
-    name.chars()
-        .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'))
 }
 
 /// The validator's lengths are u64.

@@ -37,7 +37,11 @@ pub(super) fn chat_request(
         retry_timeouts: !input.falls_back,
         ..ChatRequest::new(model, system, messages, input.llm.reserved_output_tokens)
     };
-    let renamed = WireNames::of(request.tools.iter().map(|t| t.name.as_str()));
+    // The names the prompt's notices use too (`fit::sent_names`), so the two agree.
+    let renamed = match request.tools.is_empty() {
+        true => WireNames::default(),
+        false => super::fit::sent_names(input),
+    };
     renamed.apply(&mut request);
     request.renamed_tools = renamed.into_pairs();
     crate::llm::call_ids::apply(&mut request, input.llm.provider.api().call_ids());

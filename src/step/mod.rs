@@ -62,7 +62,7 @@ pub use parse::Tags;
 pub use plan::{PlanAsk, MAX_PLAN_CHARS, MAX_PLAN_STEPS, MAX_PLAN_VALUES};
 pub use structured::Structured;
 pub use task::Task;
-pub use tools::{Catalog, ToolSpec};
+pub use tools::{is_native_tool_name, Catalog, ToolSpec};
 
 use crate::llm::{LlmClients, Usage};
 use context::tokens::TokenCounter;

@@ -57,12 +57,12 @@ fn own_ids(completion: &mut Completion, history: &[Turn]) -> (usize, usize) {
         let Some(id) = call.id.clone() else {
             continue;
         };
-        let first = !seen.contains(&id);
-        if is_call_id(&id) && first && !called_before(history, &id) {
+        let (first, readable) = (!seen.contains(&id), is_call_id(&id));
+        if readable && first && !called_before(history, &id) {
             seen.insert(id);
             continue;
         }
-        match is_call_id(&id) {
+        match readable {
             true => repeated += 1,
             false => replaced += 1,
         }
@@ -97,10 +97,9 @@ fn renamed_in_state(
 
 /// Whether a call of the history has the id `id`.
 fn called_before(history: &[Turn], id: &str) -> bool {
-    history.iter().any(|turn| {
-        let mut calls = turn.tool_call.iter().chain(&turn.tool_calls);
-        calls.any(|call| call.id.as_deref() == Some(id))
-    })
+    history
+        .iter()
+        .any(|turn| turn.calls().any(|call| call.id.as_deref() == Some(id)))
 }
 
 /// A reply whose reasoning must go back with the next request, yet could not fit in one, is no

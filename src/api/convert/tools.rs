@@ -1,7 +1,8 @@
 //! The ReAct settings (tags, thought rules, repairs) and the tools: the declared ones compiled
 //! into a catalog, and what native tool calling asks of them.
 
-use crate::api::request::{is_native_tool_name, ReactDto, ToolDto};
+use crate::api::request::{ReactDto, ToolDto};
+use crate::step::is_native_tool_name;
 use serde_json::Value;
 
 use crate::step::ToolMode;

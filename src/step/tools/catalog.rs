@@ -100,13 +100,12 @@ impl Catalog {
     /// an ASCII name, and a schema of an object (`tool_mode: auto` stays with text otherwise;
     /// `native` refuses such tools before the step).
     pub fn callable_natively(&self) -> bool {
-        let ascii = |name: &str| {
-            name.bytes()
-                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.'))
-        };
         let object =
             |spec: &ToolSpec| spec.parameters.get("type").and_then(Value::as_str) == Some("object");
-        self.has_declared() && self.declared_specs().all(|s| ascii(&s.name) && object(s))
+        self.has_declared()
+            && self
+                .declared_specs()
+                .all(|s| is_native_tool_name(&s.name) && object(s))
     }
 
     pub fn has_declared(&self) -> bool {
@@ -353,6 +352,13 @@ fn problem(error: &jsonschema::ValidationError) -> String {
         at if at.is_empty() => error.to_string(),
         at => format!("{at}: {error}"),
     }
+}
+
+/// Names every provider's native tool calling accepts, renamed on the wire where need be: ASCII
+/// letters, digits, `_`, `-`, `.`.
+pub fn is_native_tool_name(name: &str) -> bool {
+    name.bytes()
+        .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.'))
 }
 
 /// Compiles a schema that passed the cost check. Patterns run on the linear-time `regex`

@@ -4,4 +4,4 @@
 mod catalog;
 pub mod schema_limits;
 
-pub use catalog::{compile, first_name_in, type_name_of, Catalog, ToolSpec};
+pub use catalog::{compile, first_name_in, is_native_tool_name, type_name_of, Catalog, ToolSpec};
