@@ -1,6 +1,10 @@
-//! A streamed reply that has gone degenerate: a small model that writes the same line over and
-//! over would otherwise go on until the output cap or the step's deadline (ten minutes, seen on a
-//! local 1.5B model). A run of identical lines is cut short as an error instead.
+//! A reply that has gone degenerate: a small model that writes the same line over and over would
+//! otherwise go on until the output cap or the step's deadline (ten minutes, seen on a local 1.5B
+//! model). A streamed run of identical lines is cut short as an error instead; a reply that came
+//! in one piece is held to the same rule, so the same output is the same outcome on either
+//! endpoint.
+
+use super::{LlmError, Provider};
 
 /// Identical lines in a row that end a stream: no answer or call needs this many.
 pub const MAX_REPEATED_LINES: u32 = 32;
@@ -47,6 +51,20 @@ impl LineRepeats {
         }
         self.checked += done + 1;
         None
+    }
+}
+
+/// The run of one line in a whole reply, read as a stream would have read it: only lines that
+/// end with a line break count.
+pub fn run_in(text: &str) -> Option<u32> {
+    LineRepeats::default().check(text)
+}
+
+/// The error a degenerate reply ends the call with.
+pub fn degenerate(provider: Provider, run: u32) -> LlmError {
+    LlmError::BadResponse {
+        provider,
+        message: format!("the model wrote the same line {run} times in a row (degenerate output); the reply was cut short"),
     }
 }
 

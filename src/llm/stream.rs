@@ -175,10 +175,7 @@ impl CompletionStream {
                             .map_err(|e| e.into_llm(self.provider, key))?;
                         self.sofar.text.push_str(text);
                         if let Some(run) = self.repeats.check(&self.sofar.text) {
-                            return Err(LlmError::BadResponse {
-                                provider: self.provider,
-                                message: format!("the model wrote the same line {run} times in a row (degenerate output); the reply was cut short"),
-                            });
+                            return Err(super::repetition::degenerate(self.provider, run));
                         }
                         self.pending.push_back(piece);
                     }

@@ -122,6 +122,9 @@ impl LlmClients {
         super::bounded::fits("text", completion.text.len(), most)
             .and_then(|()| completion.fits_a_turn())
             .map_err(|e| e.into_llm(provider, key))?;
+        if let Some(run) = super::repetition::run_in(&completion.text) {
+            return Err(super::repetition::degenerate(provider, run));
+        }
         Ok(completion)
     }
 

@@ -262,6 +262,49 @@ async fn a_stream_that_repeats_one_line_is_cut_short_as_degenerate() {
         .expect("the service hung up on the degenerate stream");
 }
 
+/// The same degenerate output in one reply (the JSON endpoint's upstream call) ends the same way:
+/// it was read as the answer, 100 lines of it, while the streamed step said 502.
+#[tokio::test]
+async fn a_whole_reply_that_repeats_one_line_is_degenerate_as_a_stream_is() {
+    let line = "{\"name\": \"read_file\", \"arguments\": {\"path\": \"a.rs\"}}\n";
+    let app = crate::support::app::spawn_app_answering(
+        crate::support::upstream::OPENAI_PATH,
+        200,
+        crate::support::upstream::openai_reply(&line.repeat(100)),
+    )
+    .await;
+    let reply = app.post_react_step(&request("gpt-4o", "q")).await;
+    assert_eq!(reply.status, 502, "{}", reply.body);
+    assert_eq!(reply.body["error"]["type"], "llm_bad_response");
+    let message = reply.body["error"]["message"].as_str().unwrap();
+    assert!(message.contains("same line 32 times in a row"), "{message}");
+}
+
+/// Just short of the bound, twice, a different line between, and the last line without a break
+/// (a stream never counts a line it has not seen end): an answer, not degenerate output.
+#[tokio::test]
+async fn a_whole_reply_with_runs_short_of_the_bound_is_read() {
+    let line = "| the same table row |\n";
+    let answer = [
+        "Thought: done\nFinal Answer: rows\n",
+        &line.repeat(31),
+        "| another row here |\n",
+        &line.repeat(31),
+        line.trim_end(),
+    ]
+    .concat();
+    let app = crate::support::app::spawn_app_answering(
+        crate::support::upstream::OPENAI_PATH,
+        200,
+        crate::support::upstream::openai_reply(&answer),
+    )
+    .await;
+    let reply = app.post_react_step(&request("gpt-4o", "q")).await;
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    let answer = reply.body["direct_response"].as_str().unwrap();
+    assert!(answer.ends_with(line.trim_end()), "{answer}");
+}
+
 #[tokio::test]
 async fn an_error_before_the_stream_keeps_its_status() {
     let body = br#"{"error":{"message":"Incorrect API key provided.","type":"invalid_request_error","param":null,"code":"invalid_api_key"}}"#;
