@@ -376,6 +376,39 @@ async fn a_preamble_before_an_answer_is_its_thought_not_part_of_it() {
     }
 }
 
+/// Two messages before a call are two paragraphs of the thought, in the reply and in the stream
+/// alike: they once ran together ("Let me check.The tests first.").
+#[tokio::test]
+async fn messages_before_a_call_are_a_blank_line_apart_in_the_thought() {
+    let shapes: [Vec<(Option<&'static str>, String)>; 2] = [
+        vec![
+            (Some("commentary"), "Let me check.".into()),
+            (Some("final_answer"), "The tests first.".into()),
+        ],
+        vec![
+            (None, "Let me check.".into()),
+            (None, "The tests first.".into()),
+        ],
+    ];
+    for messages in shapes {
+        for mode in [Mode::Native, Mode::Streamed] {
+            let app = spawn_app().await;
+            let calls = vec![read("tests/a.rs")];
+            model(&app, vec![Scripted::Messages(messages.clone(), calls)]).await;
+            // Streamed, the step's own event: untagged text is not streamed as thought.
+            let reply = match mode {
+                Mode::Streamed => post_stream(&app, &body(mode)).await.terminal().1.clone(),
+                _ => app.post_react_step(&body(mode)).await.body,
+            };
+            assert_eq!(reply["action_details"]["tool_name"], "read_file", "{reply}");
+            assert_eq!(
+                reply["thought"], "Reasoning 1.\n\nThen.\n\nLet me check.\n\nThe tests first.",
+                "{messages:?}"
+            );
+        }
+    }
+}
+
 #[tokio::test]
 async fn upstream_errors_map_as_they_do_on_the_chat_wire() {
     let error = |status: u16, kind: &str, code: &str| {

@@ -30,6 +30,8 @@ pub enum Scripted {
     Answered(String, String),
     /// A message with no phase (text mode).
     Text(String),
+    /// Messages `(phase, text)` in order, then calls `(name, arguments)`.
+    Messages(Vec<(Option<&'static str>, String)>, Vec<(String, Value)>),
 }
 
 pub struct ResponsesModel {
@@ -216,17 +218,33 @@ impl ResponsesModel {
             }
             m
         };
+        let calls = |items: &mut Vec<Value>, calls: &[(String, Value)]| {
+            for (i, (name, arguments)) in calls.iter().enumerate() {
+                items.push(json!({"type": "function_call", "id": format!("fc_{n}_{i}"),
+                    "call_id": format!("call_{n}_{i}"), "name": name,
+                    "arguments": arguments.to_string(), "status": "completed"}));
+            }
+        };
         let mut after: Vec<Value> = match scripted {
-            Scripted::Calls(commentary, calls) => {
+            Scripted::Calls(commentary, made) => {
                 let mut items: Vec<Value> = commentary
                     .iter()
                     .map(|c| message(c, Some("commentary")))
                     .collect();
-                for (i, (name, arguments)) in calls.iter().enumerate() {
-                    items.push(json!({"type": "function_call", "id": format!("fc_{n}_{i}"),
-                        "call_id": format!("call_{n}_{i}"), "name": name,
-                        "arguments": arguments.to_string(), "status": "completed"}));
-                }
+                calls(&mut items, made);
+                items
+            }
+            Scripted::Messages(messages, made) => {
+                let mut items: Vec<Value> = messages
+                    .iter()
+                    .enumerate()
+                    .map(|(i, (phase, text))| {
+                        let mut m = message(text, *phase);
+                        m["id"] = json!(format!("msg_{n}_{i}"));
+                        m
+                    })
+                    .collect();
+                calls(&mut items, made);
                 items
             }
             Scripted::Answer(text) => vec![message(text, Some("final_answer"))],

@@ -367,10 +367,24 @@ mod tests {
             ("Done.", "First.")
         );
         assert!(!answered.preamble_only);
-        let calling = decoded(json!({"output": [message("commentary", "First."), call]}));
+        let calling = decoded(json!({"output": [message("commentary", "First."), call.clone()]}));
         assert_eq!(
             (calling.text.as_str(), calling.preamble.as_str()),
             ("First.", "")
+        );
+        // Two messages are two paragraphs, before a call and in a preamble alike; a blank one
+        // adds no break.
+        let two = [
+            message("commentary", "First."),
+            message("final_answer", "Then."),
+        ];
+        let calling = decoded(json!({"output": [two[0], message("x", ""), two[1], call]}));
+        assert_eq!(calling.text, "First.\n\nThen.");
+        let preambles = [message("commentary", "One."), message("commentary", "Two.")];
+        let answered = decoded(json!({"output": [preambles[0], preambles[1], two[1]]}));
+        assert_eq!(
+            (answered.text.as_str(), answered.preamble.as_str()),
+            ("Then.", "One.\n\nTwo.")
         );
         let blank = decoded(
             json!({"output": [message("commentary", "First."), message("final_answer", " \n")]}),

@@ -21,6 +21,10 @@ pub struct EventDecoder {
     items: usize,
     /// The output indexes of messages marked `commentary`: their text streams as thought.
     commentary: BTreeSet<u64>,
+    /// The message the last text came from, and whether it was a preamble: the next message's
+    /// text of the same kind streams a blank line after it, as the whole items join them (the
+    /// step puts that line between a preamble and the text itself).
+    last_text: Option<(u64, bool)>,
 }
 
 /// What the service reads of an event.
@@ -60,7 +64,11 @@ impl StreamDecoder for EventDecoder {
                 let preamble = event
                     .output_index
                     .is_some_and(|i| self.commentary.contains(&i));
-                Ok(event.delta.map(match preamble {
+                let mut delta = event.delta;
+                if event.kind == "response.output_text.delta" {
+                    delta = delta.map(|text| self.apart(event.output_index, preamble, text));
+                }
+                Ok(delta.map(match preamble {
                     true => Piece::Preamble,
                     false => Piece::Text,
                 }))
@@ -101,6 +109,20 @@ impl StreamDecoder for EventDecoder {
 }
 
 impl EventDecoder {
+    /// `text`, a blank line after the text of another message of its kind.
+    fn apart(&mut self, index: Option<u64>, preamble: bool, text: String) -> String {
+        let (Some(index), false) = (index, text.is_empty()) else {
+            return text;
+        };
+        let last = self.last_text.replace((index, preamble));
+        match last {
+            Some((before, kind)) if before != index && kind == preamble => {
+                [super::wire::MESSAGES_APART, &text].concat()
+            }
+            _ => text,
+        }
+    }
+
     /// Notes a message marked `commentary` as it is added (as many as a reply may hold items).
     fn added(&mut self, index: Option<u64>, item: Option<&RawValue>) {
         let Some((index, item)) = index.zip(item) else {
@@ -125,8 +147,9 @@ impl EventDecoder {
         let mut output = std::mem::take(&mut self.output);
         sofar.refused = output.refused();
         sofar.preamble_only = output.preamble_only();
-        if output.calls.is_empty() && !output.commentary_text.is_empty() {
-            // The preamble apart from the answer, as the JSON reply's (the items are whole).
+        if !output.text.is_empty() {
+            // The text as the JSON reply's: the preamble apart from the answer, messages a blank
+            // line apart (the items are whole).
             (sofar.text, sofar.preamble) = output.texts();
         }
         for (index, (id, name, arguments)) in output.calls.drain(..).enumerate() {
@@ -226,6 +249,29 @@ mod tests {
             (sofar.text.as_str(), sofar.preamble.as_str()),
             ("Done.", "Let me see.")
         );
+    }
+
+    #[test]
+    fn messages_of_one_kind_stream_a_blank_line_apart_as_the_whole_items_join_them() {
+        let message = |id: &str, text: &str| {
+            json!({"type": "message", "id": id, "role": "assistant",
+                "content": [{"type": "output_text", "text": text}]})
+        };
+        let mut events = Vec::new();
+        for (index, (id, deltas)) in [("m1", ["Let ", "me."]), ("m2", ["", "Then."])]
+            .into_iter()
+            .enumerate()
+        {
+            for delta in deltas {
+                events.push(json!({"type": "response.output_text.delta", "output_index": index, "delta": delta}));
+            }
+            events.push(json!({"type": "response.output_item.done", "output_index": index, "item": message(id, &deltas.concat())}));
+        }
+        events.push(json!({"type": "response.completed", "response": {"status": "completed"}}));
+        let (sofar, pieces) = read(&events).unwrap_or_else(|e| panic!("{e:?}"));
+        let streamed: String = pieces.iter().map(Piece::text).collect();
+        assert_eq!(streamed, "Let me.\n\nThen.");
+        assert_eq!(sofar.text, streamed);
     }
 
     #[test]

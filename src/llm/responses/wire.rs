@@ -184,13 +184,17 @@ pub fn finish(status: Option<&str>, incomplete: Option<&Incomplete>) -> FinishRe
     }
 }
 
+/// Between the texts of two messages of one reply.
+pub const MESSAGES_APART: &str = "\n\n";
+
 /// The output items read: what each says, and each as it came, for the turn to carry back.
 #[derive(Default)]
 pub struct Output {
-    /// The text of every message, in order.
+    /// The text of every message, in order, each a blank line ([`MESSAGES_APART`]) after the one
+    /// before: two messages are two paragraphs, not one run-on sentence.
     pub text: String,
     /// The text of messages marked `commentary` (preambles the model wrote before acting), and
-    /// of the others.
+    /// of the others, kept apart the same way.
     pub commentary_text: String,
     pub other_text: String,
     pub refusal: String,
@@ -223,10 +227,19 @@ impl Output {
                     true => &mut self.commentary_text,
                     false => &mut self.other_text,
                 };
+                let mut begun = false;
                 for part in item.content.map(|c| c.kept).unwrap_or_default() {
                     match part.kind.as_str() {
                         "output_text" => {
                             let text = part.text.as_deref().unwrap_or("");
+                            if !begun && !text.is_empty() {
+                                begun = true;
+                                for written in [&mut self.text, &mut *apart] {
+                                    if !written.is_empty() {
+                                        written.push_str(MESSAGES_APART);
+                                    }
+                                }
+                            }
                             self.text.push_str(text);
                             apart.push_str(text);
                         }
