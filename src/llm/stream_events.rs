@@ -36,8 +36,11 @@ pub struct Sofar {
     pub preamble_only: bool,
     /// See [`Completion::preamble`].
     pub preamble: String,
-    /// The text is the model's refusal (OpenAI's `refusal` deltas).
+    /// The text is the model's refusal (the Responses API's, read from its whole items).
     pub refused: bool,
+    /// OpenAI's `refusal` deltas, joined: the text, and a refusal, only when the model wrote no
+    /// other text (as a whole reply is read).
+    pub refusal: String,
     /// Gemini's thought signatures by the index of the call they came with.
     pub signatures: BTreeMap<u64, String>,
 }
@@ -125,12 +128,16 @@ impl Sofar {
             layout: self.layout,
             ..ReasoningState::default()
         };
-        let finish = match self.refused {
+        let declined = self.text.trim().is_empty() && !self.refusal.trim().is_empty();
+        let finish = match self.refused || declined {
             true => FinishReason::Other("refusal".into()),
             false => self.finish.unwrap_or(FinishReason::Stop),
         };
         Completion {
-            text: self.text,
+            text: match declined {
+                true => self.refusal,
+                false => self.text,
+            },
             finish,
             usage: self.usage,
             calls,

@@ -305,6 +305,43 @@ async fn a_whole_reply_with_runs_short_of_the_bound_is_read() {
     assert!(answer.ends_with(line.trim_end()), "{answer}");
 }
 
+/// OpenAI's `refusal` beside text: the text is the reply, whole or streamed. Streamed, the
+/// refusal was mixed into the text and the step ended as a refusal (with its warning).
+#[tokio::test]
+async fn text_beside_a_refusal_is_the_answer_on_both_endpoints() {
+    let refusal = "I can't help with that.";
+    let mut whole = crate::support::upstream::openai_reply("Thought: done\nFinal Answer: 42");
+    whole["choices"][0]["message"]["refusal"] = json!(refusal);
+    let app =
+        crate::support::app::spawn_app_answering(crate::support::upstream::OPENAI_PATH, 200, whole)
+            .await;
+    let replied = app.post_react_step(&request("gpt-4o", "q")).await.body;
+
+    let chunk = |delta: Value| {
+        format!(
+            "data: {}\n\n",
+            json!({"choices": [{"index": 0, "delta": delta}]})
+        )
+    };
+    let events = [
+        chunk(json!({"role": "assistant", "content": "Thought: done\n", "refusal": refusal})),
+        chunk(json!({"content": "Final Answer: 42"})),
+        format!(
+            "data: {}\n\ndata: [DONE]\n\n",
+            json!({"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})
+        ),
+    ];
+    let upstream = serve(200, vec![events.concat().into_bytes()], Ending::Complete).await;
+    let app = app_for(&upstream, 10).await;
+    let streamed = post_stream(&app, &request("gpt-4o", "q")).await;
+    let (name, step) = streamed.terminal();
+    assert_eq!(name, "step", "{step}");
+    for reply in [&replied, step] {
+        assert_eq!(reply["direct_response"], "42", "{reply}");
+        assert!(!reply["warnings"].to_string().contains("refus"), "{reply}");
+    }
+}
+
 #[tokio::test]
 async fn an_error_before_the_stream_keeps_its_status() {
     let body = br#"{"error":{"message":"Incorrect API key provided.","type":"invalid_request_error","param":null,"code":"invalid_api_key"}}"#;

@@ -35,8 +35,10 @@ impl StreamDecoder for ChunkDecoder {
             add_call_piece(call, sofar)?;
         }
         if let Some(refusal) = delta.refusal.filter(|r| !r.is_empty()) {
-            sofar.refused = true;
-            return Ok(Some(Piece::Text(refusal)));
+            // Held apart, not streamed: it is the reply only if no text comes.
+            let bytes = sofar.refusal.len() + refusal.len();
+            crate::llm::bounded::fits("refusal", bytes, crate::llm::bounded::MAX_TEXT_BYTES)?;
+            sofar.refusal.push_str(&refusal);
         }
         let content = delta.content.unwrap_or_default();
         let thinking = Some(content.thinking).filter(|t| !t.is_empty());
@@ -115,6 +117,8 @@ mod tests {
         for data in events {
             sofar.events += 1;
             if let Some(Piece::Text(t)) = ChunkDecoder.event(data, &mut sofar)? {
+                // As the stream does with each piece of text.
+                sofar.text.push_str(&t);
                 text.push_str(&t);
             }
         }
@@ -258,12 +262,29 @@ mod tests {
             r#"{"choices":[{"delta":{},"finish_reason":"stop"}]}"#,
         ])
         .unwrap_or_else(|e| panic!("{e:?}"));
-        assert_eq!(text, "I can't help.");
+        assert_eq!(text, "", "a refusal is not streamed as text");
         let done = sofar.into_completion();
+        assert_eq!(done.text, "I can't help.");
         assert_eq!(
             done.finish,
             crate::llm::FinishReason::Other("refusal".into())
         );
+    }
+
+    /// Text beside a refusal is the reply, as in a whole one: the refusal mixed into it once
+    /// made the step a refusal.
+    #[test]
+    fn text_beside_a_streamed_refusal_is_the_reply() {
+        let (sofar, text) = read(&[
+            r#"{"choices":[{"delta":{"role":"assistant","content":"Final Answer: ","refusal":"I can't "}}]}"#,
+            r#"{"choices":[{"delta":{"content":"42"}}]}"#,
+            r#"{"choices":[{"delta":{},"finish_reason":"stop"}]}"#,
+        ])
+        .unwrap_or_else(|e| panic!("{e:?}"));
+        assert_eq!(text, "Final Answer: 42");
+        let done = sofar.into_completion();
+        assert_eq!(done.text, "Final Answer: 42");
+        assert_eq!(done.finish, crate::llm::FinishReason::Stop);
     }
 
     #[test]
