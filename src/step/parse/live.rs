@@ -82,6 +82,12 @@ pub struct LiveParser {
     /// Fence marks (```) seen on the current line, and whether a fence is open.
     fence_marks: usize,
     in_fence: bool,
+    /// Inside `<think>`: what is left at `pos` begins at a line start.
+    think_line_start: bool,
+    /// Inside `<think>`: a line from `pos` on begins a step (see [`Self::think`]), and where the
+    /// search for the closing tag goes on.
+    drafted: Option<usize>,
+    tags: Tags,
 }
 
 impl LiveParser {
@@ -103,6 +109,9 @@ impl LiveParser {
             thought_sent: false,
             fence_marks: 0,
             in_fence: false,
+            think_line_start: true,
+            drafted: None,
+            tags: tags.clone(),
         }
     }
 
@@ -133,6 +142,7 @@ impl LiveParser {
         self.buf.drain(..self.pos);
         self.newline = self.newline.map(|n| n - self.pos);
         self.searched -= self.pos;
+        self.drafted = self.drafted.map(|d| d.saturating_sub(self.pos));
         self.pos = 0;
     }
 
@@ -423,6 +433,7 @@ impl LiveParser {
             let at = indent + open.len();
             self.consume(at);
             self.enter(Section::Think);
+            self.think_line_start = true;
             return Some(false);
         }
         // Harmony messages are read from the whole output (`harmony.rs`): their final
@@ -465,8 +476,19 @@ impl LiveParser {
         }
     }
 
-    /// Inside `<think>`: everything up to the closing tag is thought.
+    /// Inside `<think>`: everything up to the closing tag is thought. But a line there that
+    /// begins a step (a tag, tool-call markup) is held, with all after it: should the block
+    /// never close, the whole output's reading takes that step for the output (`split_think`),
+    /// and none of it is thought.
     fn think(&mut self, out: &mut Vec<LiveDelta>, end: bool) -> bool {
+        if self.drafted.is_some() {
+            return self.think_drafted(out, end);
+        }
+        // A held line start is looked at again only once it has doubled, as in `line_start`.
+        let len = self.rest().len();
+        if !end && len > HELD_LOOKED_AT_EACH_PIECE && len < self.held.saturating_mul(2) {
+            return false;
+        }
         if let Some((at, close)) = think_close(self.rest()) {
             let text: String = self.rest()[..at].to_string();
             self.send(&text, out);
@@ -476,22 +498,84 @@ impl LiveParser {
         }
         let rest = self.rest();
         // Hold back a tail that may be the start of the closing tag.
-        let held = if end {
-            0
-        } else {
-            (1..=rest.len().min(11))
-                .rev()
-                .filter(|&n| rest.is_char_boundary(rest.len() - n))
-                .find(|&n| {
-                    let tail = &rest[rest.len() - n..];
-                    THINK_CLOSE.iter().any(|c| c.starts_with(tail))
-                })
-                .unwrap_or(0)
+        let held = if end { 0 } else { close_prefix_len(rest) };
+        let (len, hold) = self.think_lines(rest.len() - held, end);
+        self.held = match hold {
+            Hold::Undecided => self.rest().len() - len,
+            _ => 0,
         };
-        let text: String = rest[..rest.len() - held].to_string();
+        let text: String = self.rest()[..len].to_string();
+        self.think_line_start = match text.is_empty() {
+            true => self.think_line_start,
+            false => text.ends_with('\n'),
+        };
         self.send(&text, out);
-        self.consume(text.len());
+        self.consume(len);
+        if hold == Hold::Step {
+            self.drafted = Some(self.pos);
+            return true;
+        }
         false
+    }
+
+    /// How much of `rest()[..len]` is thought to send: up to a line that begins a step with a
+    /// tag, or the markup that begins one ([`Hold::Step`]), or what still may ([`Hold::Undecided`]).
+    fn think_lines(&self, len: usize, end: bool) -> (usize, Hold) {
+        let text = &self.rest()[..len];
+        let (mut at, mut line_start) = (0, self.think_line_start);
+        loop {
+            let next = text[at..].find('\n').map(|i| at + i + 1);
+            let line = &text[at..next.unwrap_or(len)];
+            work::add(line.len() + 16);
+            if line_start && self.names.at(line).is_some() {
+                return (at, Hold::Step);
+            }
+            if let Some(markup) = markup::opener_at(line) {
+                return (at + markup, Hold::Step);
+            }
+            if next.is_none() && !end {
+                if line_start && self.names.may_become_tag(line) {
+                    return (at, Hold::Undecided);
+                }
+                let opening = markup::opener_prefix_len(line);
+                if opening > 0 {
+                    return (at + line.len() - opening, Hold::Undecided);
+                }
+            }
+            match next {
+                Some(n) if n < len || !end => (at, line_start) = (n, true),
+                _ => return (len, Hold::None),
+            }
+        }
+    }
+
+    /// Inside `<think>`, from a line that begins a step: if the block closes, all of it was
+    /// thought; if the output ends first, the step drafted there is read as the output, unless
+    /// it turns out to hold none.
+    fn think_drafted(&mut self, out: &mut Vec<LiveDelta>, end: bool) -> bool {
+        let mut from = self.drafted.unwrap_or(self.pos).max(self.pos);
+        while !self.buf.is_char_boundary(from) {
+            from -= 1;
+        }
+        let close = think_close(&self.buf[from..]);
+        if close.is_none() && !end {
+            self.drafted = Some(self.buf.len() - close_prefix_len(&self.buf[from..]));
+            return false;
+        }
+        self.drafted = None;
+        let (thought, skip) = match close {
+            Some((at, close)) => (from - self.pos + at, close),
+            None if super::drafts_a_step(self.rest(), &self.tags) => {
+                self.enter(Section::Prelude);
+                return true;
+            }
+            None => (self.rest().len(), 0),
+        };
+        let text: String = self.rest()[..thought].to_string();
+        self.send(&text, out);
+        self.consume(thought + skip);
+        self.enter(Section::Prelude);
+        true
     }
 
     fn enter(&mut self, section: Section) {
@@ -559,6 +643,28 @@ fn may_become_block(line: &str) -> bool {
     // A stray character that may still be followed by a JSON call's `{`.
     let stray = matches!(line, "`" | "\"" | "'" | ".");
     list || stray || markup::opener_prefix_len(line) == line.len() && !line.is_empty()
+}
+
+/// What a line inside `<think>` holds back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Hold {
+    None,
+    /// The line begins a step.
+    Step,
+    /// The line, still being written, may yet begin one.
+    Undecided,
+}
+
+/// The longest end of `text` that may be the start of a closing think tag.
+fn close_prefix_len(text: &str) -> usize {
+    (1..=text.len().min(11))
+        .rev()
+        .filter(|&n| text.is_char_boundary(text.len() - n))
+        .find(|&n| {
+            let tail = &text[text.len() - n..];
+            THINK_CLOSE.iter().any(|c| c.starts_with(tail))
+        })
+        .unwrap_or(0)
 }
 
 /// The first closing think tag in `text`: where it starts and its length. One search for
@@ -639,6 +745,27 @@ mod tests {
     fn think_blocks_stream_as_thought_even_when_their_tag_is_split() {
         let (thought, _) = every_split("<think>The user wants ü and 😀.</think>\nAction: x()");
         assert_eq!(thought, "The user wants ü and 😀.");
+    }
+
+    /// A step drafted in a `<think>` block that never closes is the output's step (the whole
+    /// reading's `split_think`): its action once streamed as thought. Closed, all of the block is
+    /// thought, the drafted lines too; the streamed thought is the whole reading's either way.
+    #[test]
+    fn a_step_drafted_in_an_unclosed_think_block_is_not_thought() {
+        for text in [
+            "<think>\nI should read it.\nAction: read_file(path=\"a.rs\")",
+            "<think>I should read it.\nAction: read_file(path=\"a.rs\")\n",
+            "<think>Action: read_file(path=\"a.rs\")",
+            "<think>\nI should read it. <tool_call>{\"name\": \"read_file\", \"arguments\": {}}</tool_call>",
+            "<think>\nMaybe:\nAction: read_file(path=\"a.rs\")\nNo, the tests.\n</think>\nThought: Tests.\nAction: read_file(path=\"t.rs\")",
+            "<think>\nThe plan.\nActually no tag here.\nThought 3 is later",
+            "<think>\nThought about it.\nThoughtless line",
+        ] {
+            let (thought, answer) = every_split(text);
+            let whole = super::super::parse(text, &Tags::default()).map(|p| p.thought);
+            assert_eq!(Some(thought.clone()), whole, "{text:?}");
+            assert_eq!(answer, "", "{text:?}");
+        }
     }
 
     #[test]
