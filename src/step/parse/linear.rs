@@ -56,6 +56,18 @@ fn tags(bytes: usize) -> Vec<(&'static str, String)> {
             "</thinker near-closers",
             format!("<think>{}", lines("</thinker")),
         ),
+        (
+            "a step drafted in a <think> never closed",
+            format!("<think>\nAction: f(\n{}", lines("x </thin\n")),
+        ),
+        (
+            "a tag's number that never ends, in a <think>",
+            format!("<think>\nThought {}", "1".repeat(bytes)),
+        ),
+        (
+            "markup openings on each line, in a <think>",
+            format!("<think>\n{}", lines("a <tool_\n")),
+        ),
         ("code fences", lines("```json\n")),
         ("Observation lines", lines("Observation: x\n")),
         ("answer headings", lines("**Final Answer**\n")),
