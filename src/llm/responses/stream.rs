@@ -60,19 +60,20 @@ impl StreamDecoder for EventDecoder {
         let event: Event =
             serde_json::from_str(data).map_err(|e| WireError::json("a stream event", &e))?;
         match event.kind.as_str() {
-            "response.output_text.delta" | "response.refusal.delta" => {
+            "response.output_text.delta" => {
                 let preamble = event
                     .output_index
                     .is_some_and(|i| self.commentary.contains(&i));
-                let mut delta = event.delta;
-                if event.kind == "response.output_text.delta" {
-                    delta = delta.map(|text| self.apart(event.output_index, preamble, text));
-                }
+                let delta = event.delta;
+                let delta = delta.map(|text| self.apart(event.output_index, preamble, text));
                 Ok(delta.map(match preamble {
                     true => Piece::Preamble,
                     false => Piece::Text,
                 }))
             }
+            // Not streamed: a refusal is the reply only when no text comes, which the whole
+            // items tell (`Output::texts`), as in a reply that came whole.
+            "response.refusal.delta" => Ok(None),
             "response.output_item.added" => {
                 self.added(event.output_index, event.item.as_deref());
                 Ok(None)
@@ -147,7 +148,7 @@ impl EventDecoder {
         let mut output = std::mem::take(&mut self.output);
         sofar.refused = output.refused();
         sofar.preamble_only = output.preamble_only();
-        if !output.text.is_empty() {
+        if !output.text.is_empty() || !output.refusal.is_empty() {
             // The text as the JSON reply's: the preamble apart from the answer, messages a blank
             // line apart (the items are whole).
             (sofar.text, sofar.preamble) = output.texts();
@@ -272,6 +273,38 @@ mod tests {
         let streamed: String = pieces.iter().map(Piece::text).collect();
         assert_eq!(streamed, "Let me.\n\nThen.");
         assert_eq!(sofar.text, streamed);
+    }
+
+    /// A refusal part is not streamed: beside text it is left out, alone it is the reply, as a
+    /// whole reply reads them. It was streamed as text and run into the answer.
+    #[test]
+    fn a_refusal_part_is_the_reply_only_without_text() {
+        for (text, expected) in [
+            ("Final Answer: auth.py", "Final Answer: auth.py"),
+            ("", "No."),
+        ] {
+            let mut parts = vec![json!({"type": "refusal", "refusal": "No."})];
+            let mut events = Vec::new();
+            if !text.is_empty() {
+                parts.insert(0, json!({"type": "output_text", "text": text}));
+                events.push(
+                    json!({"type": "response.output_text.delta", "output_index": 0, "delta": text}),
+                );
+            }
+            events
+                .push(json!({"type": "response.refusal.delta", "output_index": 0, "delta": "No."}));
+            let item =
+                json!({"type": "message", "id": "m1", "role": "assistant", "content": parts});
+            events.push(
+                json!({"type": "response.output_item.done", "output_index": 0, "item": item}),
+            );
+            events.push(json!({"type": "response.completed", "response": {"status": "completed"}}));
+            let (sofar, pieces) = read(&events).unwrap_or_else(|e| panic!("{e:?}"));
+            let streamed: String = pieces.iter().map(Piece::text).collect();
+            assert_eq!(streamed, text);
+            assert_eq!(sofar.text, expected);
+            assert_eq!(sofar.refused, text.is_empty());
+        }
     }
 
     #[test]
