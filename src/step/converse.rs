@@ -113,7 +113,7 @@ async fn converse(
         let first = repairs_left == input.react.max_repair_attempts;
         // Boxed at once, and what is read from it kept in the block below: a local that is
         // borrowed keeps its room in the future through every later call.
-        let mut completion = Box::new(match call_model(&input, llm, live, &request).await {
+        let (completion, shown) = match call_model(&input, llm, live, &request).await {
             Err(StepError {
                 kind: StepErrorKind::Llm(refused @ LlmError::ContextTooLong { .. }),
                 ..
@@ -121,10 +121,11 @@ async fn converse(
                 return Ok(Talk::TooLong(input, refused));
             }
             called => called?,
-        });
+        };
+        let mut completion = Box::new(completion);
         let why = {
             bill(&mut completion, &input, counter, ledger, first);
-            refusal(&completion, &input, live.is_some())?;
+            refusal(&completion, &input, shown)?;
             carriable(&completion, input.llm.provider)?;
             let known = (&input.history[..], &request.renamed_tools[..]);
             returnable_calls(&mut completion, known, &mut ledger.warnings);
@@ -226,13 +227,14 @@ fn bill(
     ledger.billed.add(completion.usage);
 }
 
-/// One call: the client's `mock_response`, the model's whole reply, or its streamed reply.
+/// One call: the client's `mock_response`, the model's whole reply, or its streamed reply; and
+/// whether any of it was shown to a streaming client.
 async fn call_model(
     input: &StepInput,
     llm: &LlmClients,
     live: Option<&LiveSender>,
     request: &ChatRequest,
-) -> Result<Completion, StepError> {
+) -> Result<(Completion, bool), StepError> {
     let _upstream = input
         .timings
         .timer(crate::telemetry::timing::Phase::Upstream);
@@ -241,7 +243,7 @@ async fn call_model(
             if let Some(live) = live {
                 Box::pin(stream_mock(text, live, &input.react.tags)).await?;
             }
-            Completion {
+            let mocked = Completion {
                 text: text.clone(),
                 finish: FinishReason::Stop,
                 usage: None,
@@ -250,16 +252,17 @@ async fn call_model(
                 reasoning: ReasoningState::default(),
                 preamble_only: false,
                 preamble: String::new(),
-            }
+            };
+            (mocked, live.is_some())
         }
         (None, None) => {
-            llm.complete(
+            let whole = llm.complete(
                 input.llm.provider,
                 request,
                 input.key.as_ref(),
                 input.deadline,
-            )
-            .await?
+            );
+            (whole.await?, false)
         }
         (None, Some(live)) => Box::pin(stream_call(llm, input, request, live)).await?,
     })

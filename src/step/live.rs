@@ -27,12 +27,13 @@ const MOCK_PIECE_BYTES: usize = 8;
 const MOCK_PIECES: usize = 256;
 
 /// The call with the answer streamed: thought and answer text go to the client as they form.
+/// Also whether any did: a reply nothing of which was shown may still give way to a fallback.
 pub(super) async fn stream_call(
     llm: &LlmClients,
     input: &StepInput,
     request: &ChatRequest,
     live: &LiveSender,
-) -> Result<Completion, StepError> {
+) -> Result<(Completion, bool), StepError> {
     let key = input.key.as_ref();
     let mut stream = llm
         .stream(input.llm.provider, request, key, input.deadline)
@@ -42,6 +43,7 @@ pub(super) async fn stream_call(
     // Reasoning streams as thought, its parts a blank line apart; a preamble and the written
     // thought follow it after a blank line, as the step's `thought` joins them.
     let (mut reasoned, mut new_part, mut in_preamble) = (false, false, false);
+    let mut shown = false;
     while let Some(piece) = stream.next_piece(key).await? {
         new_part |= reasoned && matches!(piece, Piece::ReasoningPart(_));
         new_part |= reasoned && !in_preamble && matches!(piece, Piece::Preamble(_));
@@ -55,6 +57,7 @@ pub(super) async fn stream_call(
                     tell(live, Live::Thought("\n\n".into())).await?;
                 }
                 reasoned = true;
+                shown = true;
                 tell(live, Live::Thought(text)).await?;
             }
             Piece::Text(text) => {
@@ -64,15 +67,17 @@ pub(super) async fn stream_call(
                     {
                         tell(live, Live::Thought("\n\n".into())).await?;
                     }
+                    shown = true;
                     tell(live, delta.into()).await?;
                 }
             }
         }
     }
     for delta in parser.finish() {
+        shown = true;
         tell(live, delta.into()).await?;
     }
-    Ok(stream.finish()?)
+    Ok((stream.finish()?, shown))
 }
 
 /// A `mock_response` streamed in small pieces, as a model would write it.

@@ -130,18 +130,17 @@ const REFUSALS: [&str; 7] = [
 ];
 
 /// A reply the model refused, as a failure, while the step has a model left to fall back to
-/// (`input.falls_back`). A streamed reply that had something to stream (text, reasoning) stays
-/// the answer it was: part of it may be on the client's screen, and a fallback is never made
-/// once output has been streamed.
+/// (`input.falls_back`). A streamed reply some of which was `shown` to the client stays the
+/// answer it was: a fallback is never made once output has been streamed. One of which nothing
+/// was shown (a refusal is not streamed, nor is text before any tag) falls back as a whole one.
 pub(super) fn refusal(
     completion: &Completion,
     input: &StepInput,
-    streamed: bool,
+    shown: bool,
 ) -> Result<(), StepError> {
     let FinishReason::Other(reason) = &completion.finish else {
         return Ok(());
     };
-    let shown = streamed && !(completion.text.is_empty() && completion.reasoning.is_empty());
     if !input.falls_back || shown || !REFUSALS.iter().any(|r| reason.eq_ignore_ascii_case(r)) {
         return Ok(());
     }

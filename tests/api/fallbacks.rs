@@ -462,6 +462,41 @@ async fn once_output_was_streamed_a_failure_is_the_steps() {
     assert!(received(&app, GEMINI_PATH).await.is_empty());
 }
 
+/// A streamed refusal of which nothing was shown (text before any tag is not streamed) falls
+/// back as a whole one does: it was the step's answer, with the refusal warning. One whose
+/// thought was streamed stays the answer, the fallback unasked.
+#[tokio::test]
+async fn a_streamed_refusal_nothing_of_which_was_shown_falls_back() {
+    for (first, falls_back) in [
+        ("I can't help with that.", true),
+        ("Thought: Reading auth.js.\nFinal Answer: It", false),
+    ] {
+        let app = spawn_app().await;
+        mount_stream(&app, OPENAI_PATH, openai_stream(&[first], "content_filter")).await;
+        let answer = [
+            "Thought: The router names it.",
+            "\nFinal Answer: In auth.js.",
+        ];
+        mount_stream(&app, GEMINI_PATH, openai_stream(&answer, "stop")).await;
+        let streamed = post_stream(&app, &chained(json!([gemini()]), all_keys())).await;
+        let (name, step) = streamed.terminal();
+        assert_eq!(name, "step", "{step}");
+        let tried = received(&app, GEMINI_PATH).await.len();
+        assert_eq!(tried, usize::from(falls_back), "{first}");
+        if falls_back {
+            assert_eq!(step["direct_response"], "In auth.js.");
+            assert_eq!(step["fallback_attempts"][0]["modelName"], "gpt-4o");
+            assert_eq!(streamed.joined("thought"), "The router names it.");
+        } else {
+            assert_eq!(step["model_used"]["modelName"], "gpt-4o");
+            assert!(
+                step["warnings"].to_string().contains("content_filter"),
+                "{step}"
+            );
+        }
+    }
+}
+
 /// An app with these call and step timeouts whose OpenAI model answers after `delay` seconds
 /// and whose Claude, the fallback, answers `claude_answer` at once.
 async fn slow_openai_then_claude(
