@@ -58,17 +58,19 @@ impl StreamDecoder for ChunkDecoder {
 
 /// Adds one streamed piece of a call to the call it belongs to.
 fn add_call_piece(call: DeltaCall, sofar: &mut Sofar) -> Result<(), WireError> {
-    // Without an index each piece is a whole call of its own, in order; but one with
-    // nothing of a call (Gemini's late piece holding only a signature) belongs to the
-    // call of its id, or else to the first without a signature (Gemini signs the first
-    // call of a parallel set).
+    // Without an index a piece that names a tool is a call of its own, in order, and one that
+    // names none goes on with the call before it; but one with nothing of a call (Gemini's
+    // late piece holding only a signature) belongs to the call of its id, or else to the first
+    // without a signature (Gemini signs the first call of a parallel set).
+    let last = sofar.calls.last_key_value();
     let next = match call
         .signature_only()
         .then(|| signed_call(sofar, call.id.as_deref()))
     {
         Some(Some(index)) => Some(index),
-        _ => match sofar.calls.keys().next_back() {
-            Some(last) => last.checked_add(1),
+        _ => match last {
+            Some((&index, entry)) if call.continues(entry.id.as_deref()) => Some(index),
+            Some((&index, _)) => index.checked_add(1),
             None => Some(0),
         },
     };
@@ -252,6 +254,43 @@ mod tests {
         assert_eq!(parallel.calls.len(), 2);
         let done = parallel.into_completion();
         assert_eq!(done.reasoning.signature_of("c1"), Some("U2ln"));
+    }
+
+    /// mistral.rs, SGLang and Ollama's `/v1` send no index: the pieces after the one naming a
+    /// tool are its arguments (they were calls of their own, without a name), and a piece that
+    /// names a tool begins the next call.
+    #[test]
+    fn pieces_without_an_index_go_on_with_the_call_they_follow() {
+        let (sofar, _) = read(&[
+            r#"{"choices":[{"delta":{"role":"assistant","tool_calls":[{"id":"a","type":"function","function":{"name":"code_search","arguments":""}}]}}]}"#,
+            r#"{"choices":[{"delta":{"tool_calls":[{"function":{"arguments":"{\"query\":"}}]}}]}"#,
+            r#"{"choices":[{"delta":{"tool_calls":[{"index":null,"id":"a","function":{"arguments":"\"login\"}"}}]}}]}"#,
+            r#"{"choices":[{"delta":{"tool_calls":[{"id":"b","type":"function","function":{"name":"read_file","arguments":"{}"}}]}}]}"#,
+            r#"{"choices":[{"delta":{"tool_calls":[{"id":"c","function":{"arguments":"{}"}}]}}]}"#,
+            r#"{"choices":[{"delta":{},"finish_reason":"tool_calls"}]}"#,
+        ])
+        .unwrap_or_else(|e| panic!("{e:?}"));
+        let calls: Vec<(Option<String>, String, String)> = sofar
+            .calls
+            .values()
+            .map(|c| (c.id.clone(), c.name.clone(), c.arguments.clone()))
+            .collect();
+        let call = |id: &str, name: &str, arguments: &str| {
+            (
+                Some(id.to_string()),
+                name.to_string(),
+                arguments.to_string(),
+            )
+        };
+        assert_eq!(
+            calls,
+            [
+                call("a", "code_search", r#"{"query":"login"}"#),
+                call("b", "read_file", "{}"),
+                // Another call's id, without a name: a call of its own, as before.
+                call("c", "", "{}"),
+            ]
+        );
     }
 
     #[test]
