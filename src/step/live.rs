@@ -40,10 +40,10 @@ pub(super) async fn stream_call(
         .await?;
     tell(live, Live::Started).await?;
     let mut parser = parse::live::LiveParser::new(&input.react.tags);
+    let mut relay = Relay::new(live, !request.tools.is_empty());
     // Reasoning streams as thought, its parts a blank line apart; a preamble and the written
     // thought follow it after a blank line, as the step's `thought` joins them.
     let (mut reasoned, mut new_part, mut in_preamble) = (false, false, false);
-    let mut shown = false;
     while let Some(piece) = stream.next_piece(key).await? {
         new_part |= reasoned && matches!(piece, Piece::ReasoningPart(_));
         new_part |= reasoned && !in_preamble && matches!(piece, Piece::Preamble(_));
@@ -54,30 +54,79 @@ pub(super) async fn stream_call(
                     continue;
                 }
                 if std::mem::take(&mut new_part) {
-                    tell(live, Live::Thought("\n\n".into())).await?;
+                    relay.thought("\n\n".into()).await?;
                 }
                 reasoned = true;
-                shown = true;
-                tell(live, Live::Thought(text)).await?;
+                relay.thought(text).await?;
             }
             Piece::Text(text) => {
                 for delta in parser.push(&text) {
                     if std::mem::take(&mut reasoned)
                         && matches!(delta, parse::live::LiveDelta::Thought(_))
                     {
-                        tell(live, Live::Thought("\n\n".into())).await?;
+                        relay.thought("\n\n".into()).await?;
                     }
-                    shown = true;
-                    tell(live, delta.into()).await?;
+                    relay.delta(delta).await?;
                 }
             }
         }
     }
     for delta in parser.finish() {
-        shown = true;
-        tell(live, delta.into()).await?;
+        relay.delta(delta).await?;
     }
-    Ok((stream.finish()?, shown))
+    let completion = stream.finish()?;
+    let shown = relay.end(completion.calls.is_empty()).await?;
+    Ok((completion, shown))
+}
+
+/// Tells the client the reply's thought and answer, and whether any was told. With tools
+/// called natively the answer is held until the reply is over: the provider sends its calls
+/// after the text, and a reply that calls a tool is no answer (it once streamed `answer`
+/// events for a step that proposed a call).
+struct Relay<'l> {
+    live: &'l LiveSender,
+    shown: bool,
+    held: Option<String>,
+}
+
+impl<'l> Relay<'l> {
+    fn new(live: &'l LiveSender, native: bool) -> Self {
+        let held = native.then(String::new);
+        Self {
+            live,
+            shown: false,
+            held,
+        }
+    }
+
+    async fn thought(&mut self, text: String) -> Result<(), StepError> {
+        self.shown = true;
+        tell(self.live, Live::Thought(text)).await
+    }
+
+    async fn delta(&mut self, delta: parse::live::LiveDelta) -> Result<(), StepError> {
+        match (delta, &mut self.held) {
+            (parse::live::LiveDelta::Answer(text), Some(held)) => {
+                held.push_str(&text);
+                Ok(())
+            }
+            (delta, _) => {
+                self.shown = true;
+                tell(self.live, delta.into()).await
+            }
+        }
+    }
+
+    /// The reply is over: a held answer is told unless the reply `answers` nothing (it called).
+    async fn end(mut self, answers: bool) -> Result<bool, StepError> {
+        match self.held.take().filter(|held| answers && !held.is_empty()) {
+            Some(held) => {
+                tell(self.live, Live::Answer(held)).await?;
+                Ok(true)
+            }
+            None => Ok(self.shown),
+        }
+    }
 }
 
 /// A `mock_response` streamed in small pieces, as a model would write it.

@@ -342,6 +342,55 @@ async fn text_beside_a_refusal_is_the_answer_on_both_endpoints() {
     }
 }
 
+/// With tools called natively, text that answers and then a call: the step proposes the call,
+/// so no `answer` event may have been sent (one was, and no `retry` took it back). Without the
+/// call the same answer is streamed, once the reply is over.
+#[tokio::test]
+async fn a_native_answer_followed_by_a_call_is_never_streamed_as_the_answer() {
+    for calls in [true, false] {
+        let chunk = |delta: Value, finish: Value| {
+            format!(
+                "data: {}\n\n",
+                json!({"choices": [{"index": 0, "delta": delta, "finish_reason": finish}]})
+            )
+        };
+        let mut events = vec![chunk(
+            json!({"role": "assistant", "content": "Thought: I know it.\nFinal Answer: in auth.py"}),
+            Value::Null,
+        )];
+        if calls {
+            events.push(chunk(
+                json!({"tool_calls": [{"index": 0, "id": "call_1", "type": "function",
+                    "function": {"name": "read_file", "arguments": "{\"path\":\"auth.py\"}"}}]}),
+                Value::Null,
+            ));
+        }
+        let finish = if calls { "tool_calls" } else { "stop" };
+        events.push(chunk(json!({}), json!(finish)));
+        events.push("data: [DONE]\n\n".into());
+        let upstream = serve(200, vec![events.concat().into_bytes()], Ending::Complete).await;
+        let app = app_for(&upstream, 10).await;
+        let mut body = request("gpt-4o", "Where is login handled?");
+        body["llm_config"]["tool_mode"] = json!("native");
+        body["tools"] = json!([{"name": "read_file", "description": "Read a file.",
+            "parameters": {"type": "object", "properties": {"path": {"type": "string"}}}}]);
+        let streamed = post_stream(&app, &body).await;
+        let (name, step) = streamed.terminal();
+        assert_eq!(name, "step", "{step}");
+        assert_eq!(streamed.joined("thought"), "I know it.");
+        match calls {
+            true => {
+                assert_eq!(step["status"], "action_proposed", "{step}");
+                assert_eq!(streamed.joined("answer"), "");
+            }
+            false => {
+                assert_eq!(step["direct_response"], "in auth.py", "{step}");
+                assert_eq!(streamed.joined("answer"), "in auth.py");
+            }
+        }
+    }
+}
+
 #[tokio::test]
 async fn an_error_before_the_stream_keeps_its_status() {
     let body = br#"{"error":{"message":"Incorrect API key provided.","type":"invalid_request_error","param":null,"code":"invalid_api_key"}}"#;
