@@ -154,6 +154,8 @@ export interface paths {
          *     - `event: answer`, `data: {"delta": "…"}` (`StreamDelta`): a final answer as it is written.
          *       Only text the step's reading keeps is sent: nothing after an action, no second thought,
          *       no tool-call markup, no end-of-turn token or start of an observation tag left at the end.
+         *       With tools called natively the answer is sent once the reply is over, and not at all
+         *       when the reply also calls a tool (the provider sends its calls after the text).
          *     - `event: retry`, `data: {"reason": "…"}` (`StreamRetry`): the output streamed so far was
          *       not a valid step (an unknown tool, an answer cut off at the output limit, an answer
          *       followed by an action …) and the model is asked again (`max_repair_attempts`). Discard
