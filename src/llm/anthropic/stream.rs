@@ -8,6 +8,8 @@ use crate::llm::{layout_of, Slot, ThinkingBlock, Usage, WireError};
 #[derive(Default)]
 pub struct EventDecoder {
     text_blocks: std::collections::BTreeSet<u64>,
+    /// Calls whose arguments are those their start gave: the first piece of them replaces it.
+    started_whole: std::collections::BTreeSet<u64>,
 }
 
 impl StreamDecoder for EventDecoder {
@@ -18,14 +20,21 @@ impl StreamDecoder for EventDecoder {
             Event::MessageStart { message } => sofar.usage = Some(Usage::from(message.usage)),
             Event::ContentBlockStart {
                 index,
-                content_block: StartBlock::ToolUse { id, name },
+                content_block: StartBlock::ToolUse { id, name, input },
             } => {
+                let whole = input
+                    .as_ref()
+                    .is_some_and(|i| i.as_object() != Some(&Default::default()));
+                let arguments = input.filter(|_| whole).map(|i| i.to_string());
                 if let Some(call) = sofar.call(index) {
                     *call = PartialCall {
                         id,
                         name,
-                        arguments: String::new(),
+                        arguments: arguments.unwrap_or_default(),
                     };
+                    if whole {
+                        self.started_whole.insert(index);
+                    }
                 }
             }
             Event::ContentBlockStart {
@@ -54,6 +63,13 @@ impl StreamDecoder for EventDecoder {
                 };
                 if matches!(delta, BlockDelta::TextDelta { .. }) {
                     self.text_blocks.insert(index);
+                }
+                if matches!(delta, BlockDelta::InputJsonDelta { .. })
+                    && self.started_whole.remove(&index)
+                {
+                    if let Some(call) = sofar.calls.get_mut(&index) {
+                        call.arguments.clear();
+                    }
                 }
                 return Ok(match block_delta(index, delta, sofar)? {
                     Some(Piece::Text(text)) if apart => {
@@ -193,6 +209,26 @@ mod tests {
                 ..Usage::default()
             })
         );
+    }
+
+    /// A server that sends a call's input whole in its start, with no pieces after it: those
+    /// are its arguments (they were `{}`). Pieces after a start that had some replace them.
+    #[test]
+    fn a_calls_input_whole_in_its_start_is_its_arguments() {
+        let start = r#"{"type":"content_block_start","index":0,"content_block":{"type":"tool_use","id":"t","name":"read","input":{"p":1}}}"#;
+        let piece = r#"{"type":"content_block_delta","index":0,"delta":{"type":"input_json_delta","partial_json":"{\"p\":2}"}}"#;
+        for (events, expected) in [
+            (vec![start], r#"{"p":1}"#),
+            (vec![start, piece], r#"{"p":2}"#),
+        ] {
+            let (mut decoder, mut sofar) = (EventDecoder::default(), Sofar::default());
+            for data in events {
+                decoder
+                    .event(data, &mut sofar)
+                    .unwrap_or_else(|e| panic!("{e:?}"));
+            }
+            assert_eq!(sofar.calls[&0].arguments, expected);
+        }
     }
 
     #[test]

@@ -373,6 +373,10 @@ pub enum StartBlock {
     ToolUse {
         id: Option<String>,
         name: String,
+        /// `{}` from Anthropic itself, its arguments following in pieces; some servers that
+        /// speak its wire send them whole here instead.
+        /// (A `Value`: raw JSON cannot be read inside an enum tagged by a field.)
+        input: Option<serde_json::Value>,
     },
     Thinking {
         #[serde(default)]
