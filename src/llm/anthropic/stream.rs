@@ -21,22 +21,16 @@ impl StreamDecoder for EventDecoder {
             Event::ContentBlockStart {
                 index,
                 content_block: StartBlock::ToolUse { id, name, input },
-            } => {
-                let whole = input
-                    .as_ref()
-                    .is_some_and(|i| i.as_object() != Some(&Default::default()));
-                let arguments = input.filter(|_| whole).map(|i| i.to_string());
-                if let Some(call) = sofar.call(index) {
-                    *call = PartialCall {
-                        id,
-                        name,
-                        arguments: arguments.unwrap_or_default(),
-                    };
-                    if whole {
-                        self.started_whole.insert(index);
-                    }
-                }
-            }
+            } => self.call_started(
+                index,
+                PartialCall {
+                    id,
+                    name,
+                    arguments: String::new(),
+                },
+                input,
+                sofar,
+            ),
             Event::ContentBlockStart {
                 index,
                 content_block: StartBlock::Thinking { thinking },
@@ -54,30 +48,7 @@ impl StreamDecoder for EventDecoder {
             } => {
                 sofar.thinking_block(index, ThinkingBlock::RedactedThinking { data })?;
             }
-            Event::ContentBlockDelta { index, delta } => {
-                let apart = match &delta {
-                    BlockDelta::TextDelta { text } if !text.is_empty() => {
-                        self.text_apart(index, sofar)
-                    }
-                    _ => false,
-                };
-                if matches!(delta, BlockDelta::TextDelta { .. }) {
-                    self.text_blocks.insert(index);
-                }
-                if matches!(delta, BlockDelta::InputJsonDelta { .. })
-                    && self.started_whole.remove(&index)
-                {
-                    if let Some(call) = sofar.calls.get_mut(&index) {
-                        call.arguments.clear();
-                    }
-                }
-                return Ok(match block_delta(index, delta, sofar)? {
-                    Some(Piece::Text(text)) if apart => {
-                        Some(Piece::Text(format!("{}{text}", super::TEXTS_APART)))
-                    }
-                    piece => piece,
-                });
-            }
+            Event::ContentBlockDelta { index, delta } => return self.delta(index, delta, sofar),
             Event::MessageDelta { delta, usage } => {
                 if delta.stop_reason.is_some() {
                     sofar.finish = Some(finish(delta.stop_reason.as_deref()));
@@ -99,6 +70,53 @@ impl StreamDecoder for EventDecoder {
 }
 
 impl EventDecoder {
+    /// A call begins. Its `input` is `{}` from Anthropic itself, the arguments following in
+    /// pieces; a server that sends them whole here has them read, until a piece arrives.
+    fn call_started(
+        &mut self,
+        index: u64,
+        mut call: PartialCall,
+        input: Option<serde_json::Value>,
+        sofar: &mut Sofar,
+    ) {
+        let whole = input.filter(|i| i.as_object().is_none_or(|o| !o.is_empty()));
+        if let Some(input) = whole {
+            call.arguments = input.to_string();
+            self.started_whole.insert(index);
+        }
+        if let Some(entry) = sofar.call(index) {
+            *entry = call;
+        }
+    }
+
+    /// A piece of a block: text a blank line after the text of a block before thinking, a
+    /// call's first piece of arguments in place of those its start gave.
+    fn delta(
+        &mut self,
+        index: u64,
+        delta: BlockDelta,
+        sofar: &mut Sofar,
+    ) -> Result<Option<Piece>, WireError> {
+        let apart = match &delta {
+            BlockDelta::TextDelta { text } if !text.is_empty() => self.text_apart(index, sofar),
+            _ => false,
+        };
+        if matches!(delta, BlockDelta::TextDelta { .. }) {
+            self.text_blocks.insert(index);
+        }
+        if matches!(delta, BlockDelta::InputJsonDelta { .. }) && self.started_whole.remove(&index) {
+            if let Some(call) = sofar.calls.get_mut(&index) {
+                call.arguments.clear();
+            }
+        }
+        Ok(match block_delta(index, delta, sofar)? {
+            Some(Piece::Text(text)) if apart => {
+                Some(Piece::Text(format!("{}{text}", super::TEXTS_APART)))
+            }
+            piece => piece,
+        })
+    }
+
     /// Whether the text block at `index` begins after thinking that followed earlier text, as
     /// the whole reply's reading sets such blocks apart.
     fn text_apart(&self, index: u64, sofar: &Sofar) -> bool {
