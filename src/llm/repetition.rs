@@ -57,6 +57,11 @@ impl LineRepeats {
 /// The run of one line in a whole reply, read as a stream would have read it: only lines that
 /// end with a line break count.
 pub fn run_in(text: &str) -> Option<u32> {
+    // Most replies have fewer lines than a run needs: counted, not hashed.
+    let breaks = memchr::memchr_iter(b'\n', text.as_bytes()).count();
+    if breaks < MAX_REPEATED_LINES as usize {
+        return None;
+    }
     LineRepeats::default().check(text)
 }
 
@@ -93,6 +98,15 @@ mod tests {
             }
             assert_eq!(found, Some(MAX_REPEATED_LINES), "pieces of {piece}");
         }
+    }
+
+    #[test]
+    fn a_whole_reply_is_read_as_a_stream_is() {
+        let line = "the same long line\n";
+        assert_eq!(run_in(&line.repeat(32)), Some(MAX_REPEATED_LINES));
+        // The last line unended, as a stream would not count it yet.
+        assert_eq!(run_in(line.repeat(32).trim_end()), None);
+        assert_eq!(run_in(&line.repeat(31)), None);
     }
 
     #[test]
