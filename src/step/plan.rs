@@ -209,9 +209,11 @@ fn tool_of(
             "step {number} names the tool '{written}', but no tools are available: use null"
         ));
     }
-    // Through native tool calling the model was shown a renamed tool by its wire name.
+    // Through native tool calling the model was shown a renamed tool by its wire name, made
+    // unique beside the service's own answer tool, which a plan is given through.
     let resolved = catalog.resolve(written).or_else(|| {
-        let names: Vec<&str> = catalog.declared_names().collect();
+        let service = std::iter::once(super::answer_schema::FINAL_ANSWER_TOOL);
+        let names: Vec<&str> = catalog.declared_names().chain(service).collect();
         let renamed = WireNames::of(names.iter().copied());
         renamed
             .given(written)
@@ -265,6 +267,24 @@ mod tests {
         assert_eq!(tidy["steps"][1]["depends_on"], json!([1]));
         assert_eq!(tidy["steps"][1]["tool_name"], Value::Null);
         assert_eq!(tidy["steps"][1]["parameters"], json!({}));
+    }
+
+    /// A client tool `final.answer` goes on the wire beside the service's `final_answer` under
+    /// a name of its own: a plan naming it so names the client's tool.
+    #[test]
+    fn a_plan_may_name_a_tool_by_the_name_the_wire_gave_it() {
+        let tool = ToolSpec {
+            name: "final.answer".into(),
+            description: "Answer".into(),
+            parameters: json!({"type": "object"}),
+        };
+        let catalog = Catalog::new(vec![tool], "").unwrap_or_else(|e| panic!("{e:?}"));
+        let sent = WireNames::of(["final.answer", "final_answer"].into_iter());
+        let wire = sent.seen("final.answer");
+        assert_ne!(wire, "final_answer");
+        let given = plan(json!([{"step_number": 1, "description": "answer", "tool_name": wire}]));
+        let tidy = checked(given, &catalog).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(tidy["steps"][0]["tool_name"], "final.answer");
     }
 
     #[test]
