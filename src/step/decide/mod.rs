@@ -86,7 +86,7 @@ pub fn judge(
         )),
         Decision::Answer(text) if answer_is_a_call(text, catalog) => Err(format!(
             "the final answer is a call of '{}' written as text: to call the tool, write the call after 'Action:'; to answer, write the answer itself after 'Final Answer:'",
-            parse::bare_call(text).unwrap_or_default()
+            parse::answer_call::bare_call(text).unwrap_or_default()
         )),
         Decision::Answer(text) if text.contains(REPAIR_INSTRUCTION) => Err(
             "the answer repeats the service's own instructions; write the answer to the question"
@@ -257,7 +257,7 @@ fn further_calls(
 /// An answer that is nothing but a call of a declared tool (`read_file(path="a.py")`): the
 /// model meant the call or copied one, and which is for it to say.
 fn answer_is_a_call(text: &str, catalog: &Catalog) -> bool {
-    parse::bare_call(text).is_some_and(|name| catalog.resolve(name).is_some())
+    parse::answer_call::bare_call(text).is_some_and(|name| catalog.resolve(name).is_some())
 }
 
 /// In native mode, where the prompt shows no `Action:` format, an answer that is itself a call
@@ -272,7 +272,7 @@ pub fn answer_as_call(parsed: Parsed, catalog: &Catalog, tags: &Tags) -> Parsed 
         } => raw_action_string,
         Decision::Action { .. } => return parsed,
     };
-    let Some(call) = parse::call_in_answer(text, tags) else {
+    let Some(call) = parse::answer_call::call_in_answer(text, tags) else {
         return parsed;
     };
     let Decision::Action { tool_name, .. } = &call.decision else {

@@ -38,7 +38,7 @@ const HARMONY_OPEN: [&str; 2] = ["<|channel|>", "<|start|>"];
 /// so none of it is streamed as an answer.
 fn bare_call_opening(text: &str) -> (usize, bool) {
     let lead = usize::from(text.starts_with('`'));
-    let name = super::call_name_len(&text[lead..]);
+    let name = super::answer_call::call_name_len(&text[lead..]);
     if name == 0 {
         return (0, false);
     }

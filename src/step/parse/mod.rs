@@ -8,7 +8,9 @@
 
 mod action;
 mod action_input;
+pub mod answer_call;
 mod args;
+mod blocks;
 mod decision;
 mod ending;
 mod fence;
@@ -24,9 +26,6 @@ pub mod tags;
 mod thought;
 mod work;
 
-use std::sync::LazyLock;
-
-use aho_corasick::AhoCorasick;
 use serde_json::{Map, Value};
 
 pub use action_input::left_open;
@@ -37,6 +36,7 @@ pub use tags::Tags;
 pub use thought::thought_warnings;
 
 use action::action;
+use blocks::deciding_block;
 use decision::MAX_CALLS;
 use fence::unfence;
 use tags::{section, Found, Tag};
@@ -385,183 +385,6 @@ fn actions(text: &str, found: &[Found], decisive: &[usize], tags: &Tags) -> (Vec
     (calls, decisive.len())
 }
 
-/// Calls or an answer written as a block rather than after a tag: where it starts, its own
-/// thought if it carries one, and its decisions in the order written (never empty).
-struct Block {
-    start: usize,
-    end: usize,
-    thought: Option<String>,
-    calls: Vec<Decision>,
-    /// What the block was, when it is not a form the answer format asks for.
-    read_as: Option<String>,
-}
-
-/// What a block is to the step.
-enum Role {
-    /// The step's decision.
-    Decides,
-    /// Something the model quoted: an example, a past step. The tags decide, or nothing does.
-    Quoted,
-    /// A call written beside a decision of another kind, or between prose that says neither
-    /// what it is: which one the model meant is for it to say again.
-    Unclear,
-}
-
-impl Block {
-    /// Whether the block is the step's decision. With an action or answer tag at `limit` after
-    /// it, the block decides only when it runs over that tag (the tag is its content); an
-    /// `Action:` after it is the call the model means (the block narrated a step), and a final
-    /// answer right after it leaves the step unclear. With no tag after it, a block followed by
-    /// more prose is quoted when the words before it show an example ("like this:", "e.g."),
-    /// decides when they announce a step ("Let me check the config first:"), and is unclear
-    /// otherwise.
-    fn role(&self, text: &str, limit: usize, found: &[Found]) -> Role {
-        let readable = self
-            .calls
-            .iter()
-            .any(|c| !matches!(c, Decision::Unreadable { .. }));
-        if limit < text.len() {
-            if !readable {
-                return Role::Quoted;
-            }
-            if self.end >= limit {
-                return Role::Decides;
-            }
-            let gap = ending::strip_end_tokens(text[self.end..limit].trim());
-            let tag = found.iter().find(|f| f.line_start == limit).map(|f| f.tag);
-            return match (gap.is_empty(), tag, intent(&text[..self.start])) {
-                (true, Some(Tag::FinalAnswer), Some(false)) => Role::Quoted,
-                (true, Some(Tag::FinalAnswer), _) => Role::Unclear,
-                _ => Role::Quoted,
-            };
-        }
-        let prose_after =
-            !ending::strip_end_tokens(text[self.end.min(text.len())..].trim()).is_empty();
-        // A call that opens the output, or with nothing after it, is the step.
-        if !prose_after || text[..self.start].trim().is_empty() {
-            return Role::Decides;
-        }
-        match intent(&text[..self.start]) {
-            Some(true) => Role::Decides,
-            Some(false) => Role::Quoted,
-            None => Role::Unclear,
-        }
-    }
-}
-
-/// What the words just before a block say it is: a step the model announces (`Some(true)`:
-/// "Let me check the config first:"), an example it shows (`Some(false)`: "like this:",
-/// "for example", "the JSON below."), or neither.
-fn intent(before: &str) -> Option<bool> {
-    let before = before.trim_end();
-    // The line that introduces the block, before the fence it may be in.
-    let mut lines = before.lines().rev().filter(|l| !l.trim().is_empty());
-    let mut line = lines.next().unwrap_or_default();
-    if line.trim_start().starts_with("```") {
-        line = lines.next().unwrap_or_default();
-    }
-    let line = line.to_lowercase();
-    // An example, or a step already taken ("I already ran", "the step before this one was").
-    const EXAMPLE: [&str; 18] = [
-        "example",
-        "e.g.",
-        "like this",
-        "looks like",
-        "such as",
-        "as follows",
-        "below",
-        "format",
-        "for instance",
-        "would be",
-        "shape",
-        "syntax",
-        "already",
-        "before this",
-        "previous",
-        "earlier",
-        "last step",
-        "i ran",
-    ];
-    const STEP: [&str; 9] = [
-        "let me",
-        "i'll",
-        "i will",
-        "i am going to",
-        "i'm going to",
-        "i need to",
-        "first,",
-        "now i",
-        "next i",
-    ];
-    // One pass of an automaton over the line for each list, not a search per phrase.
-    static EXAMPLES: LazyLock<Option<AhoCorasick>> =
-        LazyLock::new(|| AhoCorasick::new(EXAMPLE).ok());
-    static STEPS: LazyLock<Option<AhoCorasick>> = LazyLock::new(|| AhoCorasick::new(STEP).ok());
-    let holds = |phrases: &LazyLock<Option<AhoCorasick>>, list: &[&str]| match phrases.as_ref() {
-        Some(automaton) => automaton.is_match(&line),
-        None => list.iter().any(|w| line.contains(w)),
-    };
-    if holds(&EXAMPLES, &EXAMPLE) {
-        return Some(false);
-    }
-    holds(&STEPS, &STEP).then_some(true)
-}
-
-/// The block that decides the step, if one does: a quoted one is left to the tags, and an
-/// unclear one becomes an unreadable call (a repair round).
-fn deciding_block(text: &str, limit: usize, found: &[Found]) -> Option<Block> {
-    let mut block = first_block(text, limit)?;
-    match block.role(text, limit, found) {
-        Role::Decides => {}
-        Role::Quoted => return None,
-        Role::Unclear => {
-            block.calls = vec![Decision::Unreadable {
-                why: "the output holds a call beside prose or an answer that leaves unclear whether it is meant; write either the call alone or the answer".into(),
-                raw_action_string: text[block.start..block.end.min(text.len())].trim().to_string(),
-            }];
-        }
-    }
-    Some(block)
-}
-
-/// The first block in `text` that starts before `limit` (the first tag of an action or answer):
-/// tool-call markup, a pythonic call list or a JSON action. Each is looked for only before the
-/// one found so far, so one inside another is not taken for it; a block may run past `limit`,
-/// as a file it writes may hold tags of its own.
-fn first_block(text: &str, limit: usize) -> Option<Block> {
-    let markup = markup::find(text)
-        .filter(|m| m.start < limit)
-        .map(|m| Block {
-            start: m.start,
-            end: m.end,
-            thought: None,
-            calls: m.calls,
-            read_as: Some(format!(
-                "'{}' tool-call markup the server passed through as text",
-                m.opener
-            )),
-        });
-    let limit = markup.as_ref().map_or(limit, |m| m.start);
-    let list = pythonic::find(text)
-        .filter(|l| l.start < limit)
-        .map(|l| Block {
-            start: l.start,
-            end: l.end,
-            thought: None,
-            calls: l.calls,
-            read_as: Some("a pythonic call list".into()),
-        });
-    let limit = list.as_ref().map_or(limit, |l| l.start);
-    let json = json::find(text).filter(|j| j.start < limit).map(|j| Block {
-        start: j.start,
-        end: j.end,
-        thought: j.thought,
-        calls: vec![j.decision],
-        read_as: None,
-    });
-    json.or(list).or(markup)
-}
-
 /// A final answer, as the model meant it: a doubled tag (`Final Answer: **Final Answer:** …`)
 /// and a boilerplate thought line at its start (`Final Answer: Thought: I now know the final
 /// answer` then the answer) are not part of it. An answer that is an action or a thought alone
@@ -817,88 +640,11 @@ fn drafts_a_step(text: &str, tags: &Tags) -> bool {
     !tags::find(text, tags).is_empty() || markup::opener_at(text).is_some()
 }
 
-/// A final answer that is itself a tool call: a model asked through the provider's tool
-/// calling (which shows it no `Action:` format) that writes its call after `Final Answer:`, as
-/// JSON (`{"name": …, "arguments": …}`, with the doubled braces a chat template leaves, or in
-/// `<tools>…</tools>`), as tool-call markup, or as an `Action:` line. Only an answer that is a
-/// call from its first character to its last is one: prose that mentions a tool stays prose.
-/// The call, read as the text mode reads a call; `None` when it is no call.
-pub fn call_in_answer(answer: &str, tags: &Tags) -> Option<Parsed> {
-    let text = answer.trim();
-    let text = text
-        .strip_prefix("<tools>")
-        .and_then(|t| t.strip_suffix("</tools>"))
-        .map_or(text, str::trim);
-    let undoubled;
-    let text = if text.starts_with("{{") && text.ends_with("}}") {
-        undoubled = text.replace("{{", "{").replace("}}", "}");
-        undoubled.as_str()
-    } else {
-        text
-    };
-    let labelled;
-    let text = match bare_call(text) {
-        Some(_) => {
-            labelled = format!("{}: {}", tags.action, text.trim_matches('`'));
-            labelled.as_str()
-        }
-        None => text,
-    };
-    let is_call = (text.starts_with('{') && text.ends_with('}'))
-        || markup::opener_at(text) == Some(0)
-        || matches!(tags::TagNames::new(tags).at(text), Some((Tag::Action, _)));
-    if !is_call {
-        return None;
-    }
-    let parsed = parse(text, tags)?;
-    matches!(parsed.decision, Decision::Action { .. }).then_some(parsed)
-}
-
-/// The name of the call `name(…)` that `text` is from its first character to its last (in
-/// backticks or not), with no label before it: `read_file(path="config.py")`, as a real 0.5B
-/// model wrote after `Final Answer:`. Whether the name is a tool is the caller's to ask.
-pub fn bare_call(text: &str) -> Option<&str> {
-    let text = text.trim();
-    let text = match text.strip_prefix('`').and_then(|t| t.strip_suffix('`')) {
-        Some(inner) if !inner.contains('`') => inner.trim(),
-        _ => text,
-    };
-    let name = &text[..call_name_len(text)];
-    // One call: its parenthesis closes at the text's end (`f(x) and g(y)` is two).
-    let one_call = !name.is_empty()
-        && text[name.len()..].starts_with('(')
-        && args::closing_bracket(text, name.len()) == Some(text.len());
-    (one_call && !text.contains('\n')).then_some(name)
-}
-
-/// The length of the name a call may open `text` with (`read_file`, `tools.search`,
-/// `grep-search`): a letter or `_`, then letters, digits, `_`, `-` and `.`; 0 when none.
-fn call_name_len(text: &str) -> usize {
-    if !text.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_') {
-        return 0;
-    }
-    text.find(|c: char| !(c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.')))
-        .unwrap_or(text.len())
-}
-
 #[cfg(test)]
 #[expect(clippy::unwrap_used, reason = "a test fails loudly")]
 mod tests {
     use super::*;
 
-    #[test]
-    fn a_blocks_intent_is_read_from_the_line_before_it() {
-        for (before, expected) in [
-            ("Here is an Example of the format:\n```", Some(false)),
-            ("The step before this one was:", Some(false)),
-            ("Let me read the file.", Some(true)),
-            ("First, I'll look at it\n\n", Some(true)),
-            ("The file:", None),
-            ("", None),
-        ] {
-            assert_eq!(intent(before), expected, "{before:?}");
-        }
-    }
     use serde_json::json;
 
     fn parsed(raw: &str) -> Parsed {
@@ -1372,72 +1118,5 @@ mod tests {
         let p = parsed("Thought: t\nAction: a(x=1)\nAction: b(y=");
         assert_eq!(action_of(&p).0, "a");
         assert!(p.also.is_empty());
-    }
-}
-
-#[cfg(test)]
-mod answer_call_tests {
-    use super::*;
-
-    fn call(answer: &str) -> Option<(String, String)> {
-        let parsed = call_in_answer(answer, &Tags::default())?;
-        match parsed.decision {
-            Decision::Action {
-                tool_name,
-                tool_args,
-                ..
-            } => Some((tool_name, serde_json::Value::Object(tool_args).to_string())),
-            _ => None,
-        }
-    }
-
-    #[test]
-    fn each_way_of_writing_a_call_as_the_answer_is_read() {
-        let grep = Some((
-            "grep_search".to_string(),
-            r#"{"pattern":"login"}"#.to_string(),
-        ));
-        for answer in [
-            r#"{"name": "grep_search", "arguments": {"pattern": "login"}}"#,
-            r#"{"name": "grep_search", "parameters": {"pattern": "login"}}"#,
-            r#" {{"name": "grep_search", "arguments": {{"pattern": "login"}}}} "#,
-            r#"<tools>{"name": "grep_search", "arguments": {"pattern": "login"}}</tools>"#,
-            "<tools>\n{{\"name\": \"grep_search\", \"arguments\": {{\"pattern\": \"login\"}}}}\n</tools>",
-            "<tool_call>\n{\"name\": \"grep_search\", \"arguments\": {\"pattern\": \"login\"}}\n</tool_call>",
-            "Action: grep_search(pattern=\"login\")",
-            "grep_search(pattern=\"login\")",
-            "`grep_search(pattern=\"login\")`",
-        ] {
-            assert_eq!(call(answer), grep, "{answer}");
-        }
-        // Two calls are no one call: which one the model meant is for it to say.
-        for two in [
-            "grep_search(pattern=\"a\") and read_file(path=\"b\")",
-            "grep_search(pattern=\"a\"), then grep_search(pattern=\"b\")",
-        ] {
-            assert_eq!(call(two), None, "{two}");
-        }
-        assert_eq!(
-            bare_call("grep_search(pattern=\"a)\")"),
-            Some("grep_search")
-        );
-        assert_eq!(bare_call("f(g(x))"), Some("f"));
-        assert_eq!(bare_call("f(x) + g(y)"), None);
-        assert_eq!(bare_call("f(\"unclosed)"), None);
-    }
-
-    #[test]
-    fn prose_and_other_json_are_no_call() {
-        for answer in [
-            "Use grep_search with {\"pattern\": \"login\"} to find it.",
-            "{\"name\": \"grep_search\", \"arguments\": {\"pattern\": \"login\"}} finds it.",
-            "{\"status\": \"ok\"}",
-            "{{ template }}",
-            "<tools>none</tools>",
-            "The answer is 4.",
-            "",
-        ] {
-            assert_eq!(call(answer), None, "{answer}");
-        }
     }
 }
