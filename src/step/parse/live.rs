@@ -760,6 +760,9 @@ mod tests {
             "<think>\nMaybe:\nAction: read_file(path=\"a.rs\")\nNo, the tests.\n</think>\nThought: Tests.\nAction: read_file(path=\"t.rs\")",
             "<think>\nThe plan.\nActually no tag here.\nThought 3 is later",
             "<think>\nThought about it.\nThoughtless line",
+            "<think>\nI could write:\nThought: search the code\nAction: code_search(query=\"login\")",
+            "<think>a</think>\n<think>b</think>\nThought: k\nAction: x()",
+            "<think>\n\n</think>\n\n<think>\nAction: code_search(query=\"login\")\nno, not that.\n</think>\nThought: I know it.\nAction: x()",
         ] {
             let (thought, answer) = every_split(text);
             let whole = super::super::parse(text, &Tags::default()).map(|p| p.thought);

@@ -610,23 +610,49 @@ fn answer_text(mut args: Map<String, Value>) -> String {
 }
 
 /// Separates `<think>…</think>` (or `<thinking>`) from the rest. Some local models omit the
-/// opening tag, so a lone closing tag ends the thinking too.
+/// opening tag, so a lone closing tag ends the thinking too. Blocks one after another (an empty
+/// one, as Qwen3 writes with its thinking off, then more) are all thinking.
 fn split_think<'r>(raw: &'r str, tags: &Tags) -> (Option<String>, &'r str) {
+    let (mut think, mut rest) = one_think(raw, tags);
+    while let Some(before) = think.as_mut() {
+        let next = rest.trim_start();
+        if !THINK_OPENS.iter().any(|open| next.starts_with(open)) {
+            break;
+        }
+        let (more, after) = one_think(next, tags);
+        if let Some(more) = more.filter(|m| !m.is_empty()) {
+            if !before.is_empty() {
+                before.push_str("\n\n");
+            }
+            before.push_str(&more);
+        }
+        rest = after;
+    }
+    (think, rest)
+}
+
+const THINK_OPENS: [&str; 2] = ["<think>", "<thinking>"];
+
+/// The first think block of `raw` and what follows it.
+fn one_think<'r>(raw: &'r str, tags: &Tags) -> (Option<String>, &'r str) {
     for (open, close) in [("<think>", "</think>"), ("<thinking>", "</thinking>")] {
         let Some(end) = raw.find(close) else {
             // Stopped inside its thinking (a stop sequence it wrote there): all of it is
-            // thought, unless it drafted its step there, which is read as written.
-            match raw.trim_start().strip_prefix(open) {
-                Some(inner) if drafts_a_step(inner, tags) => return (None, inner),
-                Some(inner) => return (Some(inner.trim().to_string()), ""),
-                None => continue,
-            }
+            // thought, unless it drafted its step there: that is read as written, what came
+            // before it the thinking.
+            let Some(inner) = raw.trim_start().strip_prefix(open) else {
+                continue;
+            };
+            return match step_at(inner, tags) {
+                Some(at) => (Some(inner[..at].trim().to_string()), &inner[at..]),
+                None => (Some(inner.trim().to_string()), ""),
+            };
         };
         let inner = &raw[..end];
         // Thinking comes first: a closing tag after the step began is text (an answer that
         // explains the tag, an argument that searches for it).
         let opens = inner.trim_start().starts_with(open);
-        if !opens && (!tags::find(inner, tags).is_empty() || markup::opener_at(inner).is_some()) {
+        if !opens && step_at(inner, tags).is_some() {
             continue;
         }
         let inner = inner.find(open).map_or(inner, |s| &inner[s + open.len()..]);
@@ -635,9 +661,16 @@ fn split_think<'r>(raw: &'r str, tags: &Tags) -> (Option<String>, &'r str) {
     (None, raw)
 }
 
+/// Where in `text` a step the model wrote begins: its first tag's line, or call markup.
+fn step_at(text: &str, tags: &Tags) -> Option<usize> {
+    let tag = tags::find(text, tags).first().map(|f| f.line_start);
+    let markup = markup::opener_at(text);
+    tag.into_iter().chain(markup).min()
+}
+
 /// Whether `text` holds a tag or call markup: a step the model wrote.
 fn drafts_a_step(text: &str, tags: &Tags) -> bool {
-    !tags::find(text, tags).is_empty() || markup::opener_at(text).is_some()
+    step_at(text, tags).is_some()
 }
 
 #[cfg(test)]
@@ -834,6 +867,24 @@ mod tests {
         let p = parsed("<think>\nI should read it.\nAction: read_file(path=\"a.rs\")");
         assert_eq!(p.thought, "I should read it.");
         assert_eq!(action_of(&p).1, json!({"path": "a.rs"}));
+    }
+
+    /// An empty block (Qwen3 with its thinking off) and then a block of thinking: both are
+    /// thinking, a call the model drafted and dropped there too. The second block was read as
+    /// the output: its drafted call proposed, the answer after it lost.
+    #[test]
+    fn think_blocks_one_after_another_are_all_thinking() {
+        let p = parsed("<think>\n\n</think>\n\n<think>\nAction: code_search(query=\"login\")\nno, I already know.\n</think>\nThought: I know it.\nFinal Answer: In auth.py.");
+        assert_eq!(p.decision, Decision::Answer("In auth.py.".into()));
+        assert_eq!(
+            p.thought,
+            "Action: code_search(query=\"login\")\nno, I already know.\n\nI know it."
+        );
+        let p = parsed("<think>a</think>\n<thinking>b</thinking>\nThought: k\nAction: x()");
+        assert_eq!(p.thought, "a\n\nb\n\nk");
+        // What an unclosed block holds before the step drafted in it is its thinking.
+        let p = parsed("<think>\nI could write:\nThought: search\nAction: x()");
+        assert_eq!(p.thought, "I could write:\n\nsearch");
     }
 
     #[test]
