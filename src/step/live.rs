@@ -75,7 +75,9 @@ pub(super) async fn stream_call(
         relay.delta(delta).await?;
     }
     let completion = stream.finish()?;
-    let shown = relay.end(completion.calls.is_empty()).await?;
+    // A held answer the model declined is kept back while another model may give one.
+    let declined = input.falls_back && super::reply::declined(&completion.finish);
+    let shown = relay.end(completion.calls.is_empty() && !declined).await?;
     Ok((completion, shown))
 }
 
@@ -117,7 +119,8 @@ impl<'l> Relay<'l> {
         }
     }
 
-    /// The reply is over: a held answer is told unless the reply `answers` nothing (it called).
+    /// The reply is over: a held answer is told unless the reply `answers` nothing (it called,
+    /// or declined while another model may answer).
     async fn end(mut self, answers: bool) -> Result<bool, StepError> {
         match self.held.take().filter(|held| answers && !held.is_empty()) {
             Some(held) => {

@@ -141,13 +141,21 @@ pub(super) fn refusal(
     let FinishReason::Other(reason) = &completion.finish else {
         return Ok(());
     };
-    if !input.falls_back || shown || !REFUSALS.iter().any(|r| reason.eq_ignore_ascii_case(r)) {
+    if !input.falls_back || shown || !declined(&completion.finish) {
         return Ok(());
     }
     Err(StepError::from(LlmError::Refused {
         provider: input.llm.provider,
         reason: reason.clone(),
     }))
+}
+
+/// Whether the provider says the model declined, or its filter stopped the output.
+pub(super) fn declined(finish: &FinishReason) -> bool {
+    match finish {
+        FinishReason::Other(reason) => REFUSALS.iter().any(|r| reason.eq_ignore_ascii_case(r)),
+        _ => false,
+    }
 }
 
 /// The verdict, with two outputs that read as a direct response yet are no answer turned into

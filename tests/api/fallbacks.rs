@@ -467,9 +467,11 @@ async fn once_output_was_streamed_a_failure_is_the_steps() {
 /// thought was streamed stays the answer, the fallback unasked.
 #[tokio::test]
 async fn a_streamed_refusal_nothing_of_which_was_shown_falls_back() {
-    for (first, falls_back) in [
-        ("I can't help with that.", true),
-        ("Thought: Reading auth.js.\nFinal Answer: It", false),
+    // Native, a tagged answer is held until the reply is over: unseen when the filter stops it.
+    for (first, native, falls_back) in [
+        ("I can't help with that.", false, true),
+        ("Thought: Reading auth.js.\nFinal Answer: It", false, false),
+        ("Final Answer: Here is a partial", true, true),
     ] {
         let app = spawn_app().await;
         mount_stream(&app, OPENAI_PATH, openai_stream(&[first], "content_filter")).await;
@@ -478,7 +480,13 @@ async fn a_streamed_refusal_nothing_of_which_was_shown_falls_back() {
             "\nFinal Answer: In auth.js.",
         ];
         mount_stream(&app, GEMINI_PATH, openai_stream(&answer, "stop")).await;
-        let streamed = post_stream(&app, &chained(json!([gemini()]), all_keys())).await;
+        let mut body = chained(json!([gemini()]), all_keys());
+        if native {
+            body["llm_config"]["tool_mode"] = json!("native");
+            body["tools"] = json!([{"name": "read_file", "description": "Read a file.",
+                "parameters": {"type": "object", "properties": {"path": {"type": "string"}}}}]);
+        }
+        let streamed = post_stream(&app, &body).await;
         let (name, step) = streamed.terminal();
         assert_eq!(name, "step", "{step}");
         let tried = received(&app, GEMINI_PATH).await.len();
