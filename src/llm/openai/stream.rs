@@ -58,26 +58,11 @@ impl StreamDecoder for ChunkDecoder {
 
 /// Adds one streamed piece of a call to the call it belongs to.
 fn add_call_piece(call: DeltaCall, sofar: &mut Sofar) -> Result<(), WireError> {
-    // Without an index a piece that names a tool is a call of its own, in order, and one that
-    // names none goes on with the call before it; but one with nothing of a call (Gemini's
-    // late piece holding only a signature) belongs to the call of its id, or else to the first
-    // without a signature (Gemini signs the first call of a parallel set).
-    let last = sofar.calls.last_key_value();
-    let next = match call
-        .signature_only()
-        .then(|| signed_call(sofar, call.id.as_deref()))
-    {
-        Some(Some(index)) => Some(index),
-        _ => match last {
-            Some((&index, entry)) if call.continues(entry.id.as_deref()) => Some(index),
-            Some((&index, _)) => index.checked_add(1),
-            None => Some(0),
-        },
+    let index = match call.index {
+        Some(index) => index,
+        None => unindexed(&call, sofar)
+            .ok_or_else(|| WireError::Shape("a tool call's index is out of range".into()))?,
     };
-    let index = call
-        .index
-        .or(next)
-        .ok_or_else(|| WireError::Shape("a tool call's index is out of range".into()))?;
     let signature = call.extra_content.map(ExtraContent::signature);
     let Some(entry) = sofar.call(index) else {
         return Ok(());
@@ -86,9 +71,11 @@ fn add_call_piece(call: DeltaCall, sofar: &mut Sofar) -> Result<(), WireError> {
         entry.id = call.id;
     }
     if let Some(function) = call.function {
-        entry
-            .name
-            .push_str(function.name.as_deref().unwrap_or_default());
+        // A server that repeats the name with every piece of the call names it once.
+        let name = function.name.as_deref().unwrap_or_default();
+        if entry.name != name {
+            entry.name.push_str(name);
+        }
         if let Some(arguments) = function.arguments {
             entry.arguments.push_str(&arguments.0);
         }
@@ -97,6 +84,31 @@ fn add_call_piece(call: DeltaCall, sofar: &mut Sofar) -> Result<(), WireError> {
         sofar.signatures.entry(index).or_insert(signature);
     }
     Ok(())
+}
+
+/// The call a piece without an index belongs to (servers that send none: mistral.rs, SGLang,
+/// Ollama's `/v1`). One with nothing of a call (Gemini's late piece holding only a signature)
+/// belongs to the call of its id, or else to the first without a signature (Gemini signs the
+/// first call of a parallel set). Otherwise a piece with a call's id goes on with that call, one
+/// that names a tool begins a call, and one that names neither goes on with the call before it.
+fn unindexed(call: &DeltaCall, sofar: &Sofar) -> Option<u64> {
+    if call.signature_only() {
+        if let Some(index) = signed_call(sofar, call.id.as_deref()) {
+            return Some(index);
+        }
+    }
+    let of_id = call.id.as_deref().and_then(|id| {
+        let mut calls = sofar.calls.iter().rev();
+        calls.find(|(_, c)| c.id.as_deref() == Some(id))
+    });
+    if let Some((&index, _)) = of_id {
+        return Some(index);
+    }
+    match sofar.calls.last_key_value() {
+        Some((&index, _)) if call.id.is_none() && !call.named() => Some(index),
+        Some((&index, _)) => index.checked_add(1),
+        None => Some(0),
+    }
 }
 
 /// The call a late signature piece belongs to: the one of `id`, or the first unsigned.
@@ -287,8 +299,34 @@ mod tests {
             [
                 call("a", "code_search", r#"{"query":"login"}"#),
                 call("b", "read_file", "{}"),
-                // Another call's id, without a name: a call of its own, as before.
+                // A new id, without a name: a call of its own, as before.
                 call("c", "", "{}"),
+            ]
+        );
+    }
+
+    /// Pieces without an index that repeat their call's id and name, or carry only the id of
+    /// an earlier call: each goes on with the call of its id (they were calls of their own).
+    #[test]
+    fn pieces_without_an_index_go_on_with_the_call_of_their_id() {
+        let (sofar, _) = read(&[
+            r#"{"choices":[{"delta":{"tool_calls":[{"id":"a","type":"function","function":{"name":"code_search","arguments":"{\"query\":"}}]}}]}"#,
+            r#"{"choices":[{"delta":{"tool_calls":[{"id":"b","type":"function","function":{"name":"read_file","arguments":""}}]}}]}"#,
+            r#"{"choices":[{"delta":{"tool_calls":[{"id":"a","function":{"name":"code_search","arguments":"\"login\"}"}}]}}]}"#,
+            r#"{"choices":[{"delta":{"tool_calls":[{"id":"b","function":{"arguments":"{}"}}]}}]}"#,
+            r#"{"choices":[{"delta":{},"finish_reason":"tool_calls"}]}"#,
+        ])
+        .unwrap_or_else(|e| panic!("{e:?}"));
+        let calls: Vec<(String, String)> = sofar
+            .calls
+            .values()
+            .map(|c| (c.name.clone(), c.arguments.clone()))
+            .collect();
+        assert_eq!(
+            calls,
+            [
+                ("code_search".into(), r#"{"query":"login"}"#.into()),
+                ("read_file".into(), "{}".into()),
             ]
         );
     }

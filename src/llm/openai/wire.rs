@@ -357,17 +357,12 @@ impl DeltaCall {
         self.index.is_none() && !named && !argued && self.extra_content.is_some()
     }
 
-    /// Whether the piece, without an index, goes on with the call `last` (its id): it names no
-    /// tool and no other call. Servers that send no index (mistral.rs, SGLang, Ollama's `/v1`)
-    /// send a call's arguments in pieces after the one that names it.
-    pub fn continues(&self, last: Option<&str>) -> bool {
-        let named = self
-            .function
+    /// Whether the piece names a tool.
+    pub fn named(&self) -> bool {
+        self.function
             .as_ref()
             .and_then(|f| f.name.as_deref())
-            .is_some_and(|n| !n.is_empty());
-        let other = self.id.as_deref().is_some_and(|id| Some(id) != last);
-        self.index.is_none() && !named && !other
+            .is_some_and(|n| !n.is_empty())
     }
 }
 
