@@ -104,7 +104,9 @@ impl EventDecoder {
         if matches!(delta, BlockDelta::TextDelta { .. }) {
             self.text_blocks.insert(index);
         }
-        if matches!(delta, BlockDelta::InputJsonDelta { .. }) && self.started_whole.remove(&index) {
+        // Anthropic's own first piece is often empty: only one with something in it replaces.
+        let arguments = matches!(&delta, BlockDelta::InputJsonDelta { partial_json } if !partial_json.trim().is_empty());
+        if arguments && self.started_whole.remove(&index) {
             if let Some(call) = sofar.calls.get_mut(&index) {
                 call.arguments.clear();
             }
@@ -235,9 +237,11 @@ mod tests {
     fn a_calls_input_whole_in_its_start_is_its_arguments() {
         let start = r#"{"type":"content_block_start","index":0,"content_block":{"type":"tool_use","id":"t","name":"read","input":{"p":1}}}"#;
         let piece = r#"{"type":"content_block_delta","index":0,"delta":{"type":"input_json_delta","partial_json":"{\"p\":2}"}}"#;
+        let empty = r#"{"type":"content_block_delta","index":0,"delta":{"type":"input_json_delta","partial_json":" "}}"#;
         for (events, expected) in [
             (vec![start], r#"{"p":1}"#),
-            (vec![start, piece], r#"{"p":2}"#),
+            (vec![start, empty], r#"{"p":1} "#),
+            (vec![start, empty, piece], r#"{"p":2}"#),
         ] {
             let (mut decoder, mut sofar) = (EventDecoder::default(), Sofar::default());
             for data in events {
