@@ -49,6 +49,8 @@ struct Added {
 /// The response a `response.completed`, `.incomplete` or `.failed` event carries.
 #[derive(Deserialize)]
 struct Final {
+    /// The items, whole: read only when no `output_item.done` event gave them.
+    output: Option<Vec<Box<RawValue>>>,
     status: Option<String>,
     incomplete_details: Option<Incomplete>,
     usage: Option<ReplyUsage>,
@@ -84,17 +86,17 @@ impl StreamDecoder for EventDecoder {
             }
             "response.output_item.done" => {
                 let item = event.item.ok_or_else(|| missing("item"))?;
-                self.items += 1;
-                if self.items > MAX_BLOCKS {
-                    return Err(WireError::Shape(format!(
-                        "the reply holds more than {MAX_BLOCKS} output items, more than a step can carry back"
-                    )));
-                }
-                self.output.push(item.get())?;
+                self.item(item.get())?;
                 Ok(None)
             }
             "response.completed" | "response.incomplete" => {
-                let response = event.response.ok_or_else(|| missing("response"))?;
+                let mut response = event.response.ok_or_else(|| missing("response"))?;
+                // A server that sent no item whole before the end: the response's own list.
+                if self.items == 0 {
+                    for item in response.output.take().unwrap_or_default() {
+                        self.item(item.get())?;
+                    }
+                }
                 self.end(response, sofar);
                 Ok(None)
             }
@@ -136,6 +138,17 @@ impl EventDecoder {
         if commentary && self.commentary.len() < MAX_BLOCKS {
             self.commentary.insert(index);
         }
+    }
+
+    /// One output item, whole.
+    fn item(&mut self, item: &str) -> Result<(), WireError> {
+        self.items += 1;
+        if self.items > MAX_BLOCKS {
+            return Err(WireError::Shape(format!(
+                "the reply holds more than {MAX_BLOCKS} output items, more than a step can carry back"
+            )));
+        }
+        self.output.push(item)
     }
 
     /// The reply is over: its usage, why it ended, and its items whole.
@@ -305,6 +318,25 @@ mod tests {
             assert_eq!(sofar.text, expected);
             assert_eq!(sofar.refused, text.is_empty());
         }
+    }
+
+    /// A server that streams the text but gives the items only in the end's response: the
+    /// call and the text are read from there (the call was lost, the text taken for an answer).
+    #[test]
+    fn items_given_only_at_the_end_are_read() {
+        let message = json!({"type": "message", "id": "m1", "role": "assistant",
+            "content": [{"type": "output_text", "text": "Checking."}]});
+        let call = json!({"type": "function_call", "id": "fc_1", "call_id": "call_1",
+            "name": "read_file", "arguments": "{\"path\":\"a.rs\"}"});
+        let events = [
+            json!({"type": "response.output_text.delta", "output_index": 0, "delta": "Checking."}),
+            json!({"type": "response.completed", "response": {"status": "completed", "output": [message, call]}}),
+        ];
+        let (sofar, _) = read(&events).unwrap_or_else(|e| panic!("{e:?}"));
+        assert_eq!(sofar.text, "Checking.");
+        assert_eq!(sofar.calls[&0].name, "read_file");
+        assert_eq!(sofar.calls[&0].arguments, "{\"path\":\"a.rs\"}");
+        assert_eq!(sofar.items.len(), 2);
     }
 
     #[test]
