@@ -2,6 +2,9 @@
 //! action reaches the client) and the bounds a declared schema is held to before it is compiled.
 
 mod catalog;
+mod declared;
 pub mod schema_limits;
+mod segment_names;
 
-pub use catalog::{compile, first_name_in, is_native_tool_name, type_name_of, Catalog, ToolSpec};
+pub use catalog::{compile, is_native_tool_name, type_name_of, Catalog, ToolSpec};
+pub use segment_names::first_name_in;
