@@ -487,17 +487,24 @@ fn fallback(
     think: Option<String>,
     warnings: Vec<String>,
 ) -> Option<Parsed> {
-    let thought = found
+    let tagged = found
         .iter()
         .position(|f| f.tag == Tag::Thought)
-        .map(|i| section(text, found, i).to_string());
-    let answer = if found.is_empty() {
-        text.trim().to_string()
-    } else {
-        thought.clone().unwrap_or_default()
+        .map(|i| section(text, found, i).to_string())
+        .unwrap_or_default();
+    let thought = match found.is_empty() {
+        true => think.clone().unwrap_or_default(),
+        false => with_think(think.clone(), tagged.clone()),
+    };
+    // A thought alone is its own answer, the thinking with it: the step sees it is no answer
+    // (`reply::shortfall`) and asks again.
+    let answer = match (found.is_empty(), tagged.is_empty()) {
+        (true, _) => text.trim().to_string(),
+        (false, false) => thought.clone(),
+        (false, true) => String::new(),
     };
     let answer = if answer.is_empty() {
-        think.clone().unwrap_or_default()
+        think.unwrap_or_default()
     } else {
         answer
     };
@@ -505,11 +512,7 @@ fn fallback(
         return None;
     }
     Some(Parsed {
-        thought: if found.is_empty() {
-            think.unwrap_or_default()
-        } else {
-            with_think(think, thought.unwrap_or_default())
-        },
+        thought,
         decision: Decision::Answer(answer),
         also: Vec::new(),
         warnings,
@@ -885,6 +888,20 @@ mod tests {
         // What an unclosed block holds before the step drafted in it is its thinking.
         let p = parsed("<think>\nI could write:\nThought: search\nAction: x()");
         assert_eq!(p.thought, "I could write:\n\nsearch");
+    }
+
+    /// Thinking, then a thought and nothing after it: a thought alone (the step asks again), as
+    /// without the thinking. It was the answer: the thought's words without the thinking.
+    #[test]
+    fn thinking_and_a_thought_alone_are_a_thought_alone() {
+        for raw in [
+            "<think>The user asks where login is.</think>\n\nThought: I should search the code.",
+            "The user asks where login is.\n</think>\n\nThought: I should search the code.",
+        ] {
+            let p = parsed(raw);
+            assert!(!p.structured, "{raw}");
+            assert_eq!(p.decision, Decision::Answer(p.thought.clone()), "{raw}");
+        }
     }
 
     #[test]
