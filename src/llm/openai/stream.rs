@@ -59,8 +59,8 @@ impl StreamDecoder for ChunkDecoder {
 /// Adds one streamed piece of a call to the call it belongs to.
 fn add_call_piece(call: DeltaCall, sofar: &mut Sofar) -> Result<(), WireError> {
     let index = match call.index {
-        Some(index) => index,
-        None => unindexed(&call, sofar)
+        Some(index) if !taken_by_another(&call, sofar, index) => index,
+        _ => unindexed(&call, sofar)
             .ok_or_else(|| WireError::Shape("a tool call's index is out of range".into()))?,
     };
     let signature = call.extra_content.map(ExtraContent::signature);
@@ -97,18 +97,45 @@ fn unindexed(call: &DeltaCall, sofar: &Sofar) -> Option<u64> {
             return Some(index);
         }
     }
-    let of_id = call.id.as_deref().and_then(|id| {
+    // A piece naming another tool under the same id is another call (some servers number ids
+    // per turn, or send them empty).
+    let id = call.id.as_deref().filter(|id| !id.is_empty());
+    let name = call.function.as_ref().and_then(|f| f.name.as_deref());
+    let of_id = id.and_then(|id| {
         let mut calls = sofar.calls.iter().rev();
-        calls.find(|(_, c)| c.id.as_deref() == Some(id))
+        calls.find(|(_, c)| {
+            c.id.as_deref() == Some(id)
+                && name.is_none_or(|n| n.is_empty() || n == c.name && !begins_anew(call, c))
+        })
     });
     if let Some((&index, _)) = of_id {
         return Some(index);
     }
     match sofar.calls.last_key_value() {
-        Some((&index, _)) if call.id.is_none() && !call.named() => Some(index),
+        Some((&index, _)) if id.is_none() && !call.named() => Some(index),
         Some((&index, _)) => index.checked_add(1),
         None => Some(0),
     }
+}
+
+/// Whether a piece naming the tool of `held` again begins another call of it: its arguments
+/// open an object after the held call's arguments were whole. (Read only for such a piece, so
+/// a server that names the tool with every piece does not have the arguments read each time.)
+fn begins_anew(call: &DeltaCall, held: &crate::llm::stream_events::PartialCall) -> bool {
+    let opens = call
+        .function
+        .as_ref()
+        .and_then(|f| f.arguments.as_ref())
+        .is_some_and(|a| a.0.trim_start().starts_with('{'));
+    opens && serde_json::from_str::<serde::de::IgnoredAny>(&held.arguments).is_ok()
+}
+
+/// Whether the call at `index` has another id than the piece's: servers that number every call
+/// of a parallel set 0 (Ollama's `/v1`, LiteLLM's bridge) start each with a new id there.
+fn taken_by_another(call: &DeltaCall, sofar: &Sofar, index: u64) -> bool {
+    let id = call.id.as_deref().filter(|id| !id.is_empty());
+    let held = sofar.calls.get(&index).and_then(|c| c.id.as_deref());
+    matches!((id, held), (Some(id), Some(held)) if !held.is_empty() && id != held)
 }
 
 /// The call a late signature piece belongs to: the one of `id`, or the first unsigned.
@@ -329,6 +356,34 @@ mod tests {
                 ("read_file".into(), "{}".into()),
             ]
         );
+    }
+
+    /// Every call of a parallel set at index 0 with its own id (Ollama's `/v1`), and pieces
+    /// without an index that reuse one id (or an empty one) for another tool: each a call (they
+    /// were run together, `code_searchread_file`).
+    #[test]
+    fn calls_that_share_an_index_or_an_id_stay_apart() {
+        let piece = |index: &str, id: &str, name: &str, arguments: &str| {
+            format!(
+                r#"{{"choices":[{{"delta":{{"tool_calls":[{{{index}"id":"{id}","type":"function","function":{{"name":"{name}","arguments":"{arguments}"}}}}]}}}}]}}"#
+            )
+        };
+        for (index, first, second, tool) in [
+            (r#""index":0,"#, "A", "B", "read_file"),
+            ("", "A", "A", "read_file"),
+            ("", "", "", "read_file"),
+            ("", "A", "A", "code_search"),
+        ] {
+            let events = [
+                piece(index, first, "code_search", "{}"),
+                piece(index, second, tool, "{}"),
+                r#"{"choices":[{"delta":{},"finish_reason":"tool_calls"}]}"#.to_string(),
+            ];
+            let events: Vec<&str> = events.iter().map(String::as_str).collect();
+            let (sofar, _) = read(&events).unwrap_or_else(|e| panic!("{e:?}"));
+            let names: Vec<&str> = sofar.calls.values().map(|c| c.name.as_str()).collect();
+            assert_eq!(names, ["code_search", tool], "{index} {first} {second}");
+        }
     }
 
     #[test]
