@@ -75,9 +75,11 @@ pub(super) async fn stream_call(
         relay.delta(delta).await?;
     }
     let completion = stream.finish()?;
-    // A held answer the model declined is kept back while another model may give one.
+    // A held answer the model declined is kept back while another model may give one: not once
+    // something was shown, which rules the fallback out (`reply::refusal`).
     let declined = input.falls_back && super::reply::declined(&completion.finish);
-    let shown = relay.end(completion.calls.is_empty() && !declined).await?;
+    let keep_back = declined && !relay.shown;
+    let shown = relay.end(completion.calls.is_empty() && !keep_back).await?;
     Ok((completion, shown))
 }
 

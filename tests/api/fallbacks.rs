@@ -472,6 +472,12 @@ async fn a_streamed_refusal_nothing_of_which_was_shown_falls_back() {
         ("I can't help with that.", false, true),
         ("Thought: Reading auth.js.\nFinal Answer: It", false, false),
         ("Final Answer: Here is a partial", true, true),
+        // The thought was shown: no fallback, and the held answer is sent.
+        (
+            "Thought: I think.\nFinal Answer: Here is a partial",
+            true,
+            false,
+        ),
     ] {
         let app = spawn_app().await;
         mount_stream(&app, OPENAI_PATH, openai_stream(&[first], "content_filter")).await;
@@ -501,6 +507,8 @@ async fn a_streamed_refusal_nothing_of_which_was_shown_falls_back() {
                 step["warnings"].to_string().contains("content_filter"),
                 "{step}"
             );
+            let answer = step["direct_response"].as_str().unwrap();
+            assert_eq!(streamed.joined("answer"), answer);
         }
     }
 }
