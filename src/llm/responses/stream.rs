@@ -91,9 +91,12 @@ impl StreamDecoder for EventDecoder {
             }
             "response.completed" | "response.incomplete" => {
                 let mut response = event.response.ok_or_else(|| missing("response"))?;
-                // A server that sent no item whole before the end: the response's own list.
-                if self.items == 0 {
-                    for item in response.output.take().unwrap_or_default() {
+                // A server that sent not every item whole before the end: the response's own
+                // list, when it holds more.
+                let listed = response.output.take().unwrap_or_default();
+                if listed.len() > self.items {
+                    (self.output, self.items) = (Output::default(), 0);
+                    for item in listed {
                         self.item(item.get())?;
                     }
                 }
@@ -337,6 +340,12 @@ mod tests {
         assert_eq!(sofar.calls[&0].name, "read_file");
         assert_eq!(sofar.calls[&0].arguments, "{\"path\":\"a.rs\"}");
         assert_eq!(sofar.items.len(), 2);
+        // The message given whole, the call only in the end's list: both, once each.
+        let done = json!({"type": "response.output_item.done", "output_index": 0, "item": message});
+        let events = [events[0].clone(), done, events[1].clone()];
+        let (sofar, _) = read(&events).unwrap_or_else(|e| panic!("{e:?}"));
+        assert_eq!((sofar.text.as_str(), sofar.items.len()), ("Checking.", 2));
+        assert_eq!(sofar.calls[&0].name, "read_file");
     }
 
     #[test]
