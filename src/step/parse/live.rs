@@ -84,6 +84,8 @@ pub struct LiveParser {
     in_fence: bool,
     /// Inside `<think>`: what is left at `pos` begins at a line start.
     think_line_start: bool,
+    /// Text other than thinking came before any tag: a `<think>` after it opens no block.
+    prelude_text: bool,
     /// Inside `<think>`: a line from `pos` on begins a step (see [`Self::think`]), and where the
     /// search for the closing tag goes on.
     drafted: Option<usize>,
@@ -110,6 +112,7 @@ impl LiveParser {
             fence_marks: 0,
             in_fence: false,
             think_line_start: true,
+            prelude_text: false,
             drafted: None,
             tags: tags.clone(),
         }
@@ -421,6 +424,7 @@ impl LiveParser {
         if !whole && self.names.may_become_tag(line) {
             return true;
         }
+        self.prelude_text |= self.section == Section::Prelude && !trimmed.is_empty();
         self.line_read = true;
         false
     }
@@ -429,7 +433,9 @@ impl LiveParser {
     /// it does or still may, `None` when it is read as any other line.
     fn prelude_opening(&mut self, indent: usize, len: usize, whole: bool) -> Option<bool> {
         let trimmed = &self.rest()[indent..len];
-        if let Some(open) = THINK_OPEN.iter().find(|o| trimmed.starts_with(**o)) {
+        // Thinking comes first: a block after other text is text (`split_think`).
+        let thinking = THINK_OPEN.iter().find(|o| trimmed.starts_with(**o));
+        if let Some(open) = thinking.filter(|_| !self.prelude_text) {
             let at = indent + open.len();
             self.consume(at);
             self.enter(Section::Think);
@@ -442,8 +448,8 @@ impl LiveParser {
             self.enter(Section::Done);
             return Some(false);
         }
-        let may_open = THINK_OPEN
-            .iter()
+        let think_open = THINK_OPEN.iter().filter(|_| !self.prelude_text);
+        let may_open = think_open
             .chain(&HARMONY_OPEN)
             .any(|o| o.starts_with(trimmed))
             && !trimmed.is_empty();
@@ -763,6 +769,7 @@ mod tests {
             "<think>\nI could write:\nThought: search the code\nAction: code_search(query=\"login\")",
             "<think>a</think>\n<think>b</think>\nThought: k\nAction: x()",
             "<think>\n\n</think>\n\n<think>\nAction: code_search(query=\"login\")\nno, not that.\n</think>\nThought: I know it.\nAction: x()",
+            "<think>a1</think>\nsome text\n<think>b2</think>\nThought: k\nAction: x()",
         ] {
             let (thought, answer) = every_split(text);
             let whole = super::super::parse(text, &Tags::default()).map(|p| p.thought);
