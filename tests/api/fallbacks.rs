@@ -488,9 +488,7 @@ async fn a_streamed_refusal_nothing_of_which_was_shown_falls_back() {
         mount_stream(&app, GEMINI_PATH, openai_stream(&answer, "stop")).await;
         let mut body = chained(json!([gemini()]), all_keys());
         if native {
-            body["llm_config"]["tool_mode"] = json!("native");
-            body["tools"] = json!([{"name": "read_file", "description": "Read a file.",
-                "parameters": {"type": "object", "properties": {"path": {"type": "string"}}}}]);
+            body = crate::support::requests::with_native_read_file(body);
         }
         let streamed = post_stream(&app, &body).await;
         let (name, step) = streamed.terminal();

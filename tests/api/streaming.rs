@@ -370,10 +370,10 @@ async fn a_native_answer_followed_by_a_call_is_never_streamed_as_the_answer() {
         events.push("data: [DONE]\n\n".into());
         let upstream = serve(200, vec![events.concat().into_bytes()], Ending::Complete).await;
         let app = app_for(&upstream, 10).await;
-        let mut body = request("gpt-4o", "Where is login handled?");
-        body["llm_config"]["tool_mode"] = json!("native");
-        body["tools"] = json!([{"name": "read_file", "description": "Read a file.",
-            "parameters": {"type": "object", "properties": {"path": {"type": "string"}}}}]);
+        let body = crate::support::requests::with_native_read_file(request(
+            "gpt-4o",
+            "Where is login handled?",
+        ));
         let streamed = post_stream(&app, &body).await;
         let (name, step) = streamed.terminal();
         assert_eq!(name, "step", "{step}");

@@ -22,6 +22,14 @@ pub fn request(model: &str, query: &str) -> Value {
     })
 }
 
+/// `body` with one tool, `read_file(path)`, called through the provider's tool calling.
+pub fn with_native_read_file(mut body: Value) -> Value {
+    body["llm_config"]["tool_mode"] = json!("native");
+    body["tools"] = json!([{"name": "read_file", "description": "Read a file.",
+        "parameters": {"type": "object", "properties": {"path": {"type": "string"}}}}]);
+    body
+}
+
 /// A native-mode request with one tool and the given reasoning effort.
 pub fn native_reasoning(model: &str, effort: &str) -> Value {
     let mut body = request(model, "Why does a.js throw?");
