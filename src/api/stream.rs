@@ -21,7 +21,7 @@ use super::fallback_report;
 use super::state::AppState;
 use super::tasks::Endpoint;
 use crate::runtime::memory_budget::{Held, MemoryBudget};
-use crate::step::{Live, StepError, StepErrorKind, StepOutput};
+use crate::step::{Live, Outcome, StepError, StepErrorKind, StepOutput};
 
 /// Events buffered between the step and the connection.
 const BUFFERED_EVENTS: usize = 64;
@@ -69,6 +69,9 @@ struct Connection {
     terminal: Option<Held>,
     /// The step's phases, for the terminal event's `server_timing`.
     timings: Option<Arc<PhaseTimes>>,
+    /// Answer text was streamed (since the last `retry`): an answer that was not is sent as one
+    /// `answer` event once the step is read, before the `step` event.
+    answered: bool,
     /// Resolves when the service is stopping and the step must be answered
     /// (`runtime::stopping`): the terminal event is then `shutting_down`.
     cut: std::pin::Pin<Box<dyn std::future::Future<Output = ()>>>,
@@ -156,6 +159,7 @@ async fn open_stream(
         memory: state.memory.clone(),
         terminal: None,
         timings,
+        answered: false,
         cut: Box::pin(state.stopping.clone().cut()),
     };
     let frames = futures_util::stream::unfold(connection, |mut c| async move {
@@ -199,7 +203,7 @@ async fn next_frame(c: &mut Connection) -> Option<Bytes> {
         return None;
     }
     if let Some(delta) = c.early.take() {
-        if let Some(frame) = delta_frame(delta) {
+        if let Some(frame) = c.delta_frame(delta) {
             return Some(frame);
         }
     }
@@ -207,18 +211,15 @@ async fn next_frame(c: &mut Connection) -> Option<Bytes> {
         tokio::select! {
             event = c.events.recv() => match event {
                 Some(delta) => {
-                    if let Some(frame) = delta_frame(delta) {
+                    if let Some(frame) = c.delta_frame(delta) {
                         return Some(frame);
                     }
                 }
                 None => {
                     c.done = true;
-                    let result = c.task.result().await;
                     // Boxed: the terminal event is written once, and unboxed its room (and the
                     // step's result) would be held by every stream through all its waits.
-                    let frame = Box::pin(step_frame(result, &c.echo, c.timings.as_deref())).await;
-                    c.terminal = held_frame(&c.memory, &frame);
-                    return Some(frame);
+                    return Some(Box::pin(terminal(c)).await);
                 }
             },
             _ = c.heartbeat.tick() => return Some(Bytes::from_static(b": heartbeat\n\n")),
@@ -241,6 +242,43 @@ async fn next_frame(c: &mut Connection) -> Option<Bytes> {
 /// A large terminal event held against the memory budget (see [`Connection::terminal`]).
 fn held_frame(memory: &Arc<MemoryBudget>, frame: &Bytes) -> Option<Held> {
     (frame.len() >= super::held_body::COUNTED_FROM).then(|| memory.hold_anyway(frame.len()))
+}
+
+/// The terminal event, after the `answer` event of an answer no delta carried.
+async fn terminal(c: &mut Connection) -> Bytes {
+    let result = c.task.result().await;
+    let unsent = unsent_answer(&result, c.answered);
+    let frame = step_frame(result, &c.echo, c.timings.as_deref()).await;
+    c.terminal = held_frame(&c.memory, &frame);
+    match unsent {
+        Some(answer) => [answer, frame].concat().into(),
+        None => frame,
+    }
+}
+
+impl Connection {
+    /// The event of a delta, noting whether answer text has been sent.
+    fn delta_frame(&mut self, delta: Live) -> Option<Bytes> {
+        match &delta {
+            Live::Answer(text) if !text.is_empty() => self.answered = true,
+            Live::Retry(_) => self.answered = false,
+            _ => {}
+        }
+        delta_frame(delta)
+    }
+}
+
+/// The `answer` event of a step's answer that no delta streamed: text before any tag (a tagless
+/// answer, the usual one with tools called natively), an answer under `final_answer_schema`.
+fn unsent_answer(result: &StepResult, answered: bool) -> Option<Bytes> {
+    let Ok(StepOutput {
+        outcome: Outcome::Answer { text, .. },
+        ..
+    }) = result
+    else {
+        return None;
+    };
+    (!answered && !text.is_empty()).then(|| delta_frame(Live::Answer(text.clone())))?
 }
 
 fn delta_frame(delta: Live) -> Option<Bytes> {

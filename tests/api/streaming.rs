@@ -391,6 +391,29 @@ async fn a_native_answer_followed_by_a_call_is_never_streamed_as_the_answer() {
     }
 }
 
+/// A tagless answer (the usual one with tools called natively, and any text mode answer with no
+/// tag) is not streamed as it forms, since only the whole output tells it is no thought; once
+/// read, it comes as one `answer` event before the `step` event. It came in the `step` only.
+#[tokio::test]
+async fn a_tagless_answer_comes_as_one_answer_event_once_read() {
+    for native in [true, false] {
+        let bytes = openai_stream(&["Login is ", "handled in auth.py."], "stop");
+        let upstream = serve(200, vec![bytes], Ending::Complete).await;
+        let app = app_for(&upstream, 10).await;
+        let mut body = request("gpt-4o", "Where is login handled?");
+        if native {
+            body = crate::support::requests::with_native_read_file(body);
+        }
+        let streamed = post_stream(&app, &body).await;
+        let (name, step) = streamed.terminal();
+        assert_eq!(name, "step", "{step}");
+        assert_eq!(step["direct_response"], "Login is handled in auth.py.");
+        assert_eq!(streamed.joined("answer"), "Login is handled in auth.py.");
+        let names: Vec<&str> = streamed.events.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(names[names.len() - 2..], ["answer", "step"], "{names:?}");
+    }
+}
+
 #[tokio::test]
 async fn an_error_before_the_stream_keeps_its_status() {
     let body = br#"{"error":{"message":"Incorrect API key provided.","type":"invalid_request_error","param":null,"code":"invalid_api_key"}}"#;

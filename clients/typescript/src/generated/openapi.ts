@@ -155,7 +155,11 @@ export interface paths {
          *       Only text the step's reading keeps is sent: nothing after an action, no second thought,
          *       no tool-call markup, no end-of-turn token or start of an observation tag left at the end.
          *       With tools called natively the answer is sent once the reply is over, and not at all
-         *       when the reply also calls a tool (the provider sends its calls after the text).
+         *       when the reply also calls a tool (the provider sends its calls after the text). An
+         *       answer no delta carried (a tagless one, the usual one with tools called natively; one
+         *       under `final_answer_schema`) comes as one `answer` event once the output is read, right
+         *       before the `step` event: the `answer` deltas of a step that answers add up to its
+         *       `direct_response`.
          *     - `event: retry`, `data: {"reason": "…"}` (`StreamRetry`): the output streamed so far was
          *       not a valid step (an unknown tool, an answer cut off at the output limit, an answer
          *       followed by an action …) and the model is asked again (`max_repair_attempts`). Discard
