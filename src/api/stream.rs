@@ -72,6 +72,8 @@ struct Connection {
     /// Answer text was streamed (since the last `retry`): an answer that was not is sent as one
     /// `answer` event once the step is read, before the `step` event.
     answered: bool,
+    /// The terminal event, when an `answer` event went before it.
+    after: Option<Bytes>,
     /// Resolves when the service is stopping and the step must be answered
     /// (`runtime::stopping`): the terminal event is then `shutting_down`.
     cut: std::pin::Pin<Box<dyn std::future::Future<Output = ()>>>,
@@ -160,6 +162,7 @@ async fn open_stream(
         terminal: None,
         timings,
         answered: false,
+        after: None,
         cut: Box::pin(state.stopping.clone().cut()),
     };
     let frames = futures_util::stream::unfold(connection, |mut c| async move {
@@ -200,7 +203,7 @@ fn event_stream(
 /// The next bytes for the client, or `None` once the terminal event has been sent.
 async fn next_frame(c: &mut Connection) -> Option<Bytes> {
     if c.done {
-        return None;
+        return c.after.take();
     }
     if let Some(delta) = c.early.take() {
         if let Some(frame) = c.delta_frame(delta) {
@@ -251,7 +254,11 @@ async fn terminal(c: &mut Connection) -> Bytes {
     let frame = step_frame(result, &c.echo, c.timings.as_deref()).await;
     c.terminal = held_frame(&c.memory, &frame);
     match unsent {
-        Some(answer) => [answer, frame].concat().into(),
+        Some(answer) => {
+            // Sent next: copied after the answer, a large step event would be held twice.
+            c.after = Some(frame);
+            answer
+        }
         None => frame,
     }
 }
