@@ -29,13 +29,14 @@ pub struct EventDecoder {
 
 /// What the service reads of an event.
 #[derive(Deserialize)]
-struct Event {
+struct Event<'e> {
     #[serde(rename = "type")]
     kind: String,
     delta: Option<String>,
     output_index: Option<u64>,
     item: Option<Box<RawValue>>,
-    response: Option<Final>,
+    #[serde(borrow)]
+    response: Option<Final<'e>>,
 }
 
 /// What the service reads of an item as it is added: whether it is a preamble.
@@ -48,9 +49,11 @@ struct Added {
 
 /// The response a `response.completed`, `.incomplete` or `.failed` event carries.
 #[derive(Deserialize)]
-struct Final {
-    /// The items, whole: read only when no `output_item.done` event gave them.
-    output: Option<Vec<Box<RawValue>>>,
+struct Final<'e> {
+    /// The items, whole: read only when the `output_item.done` events gave fewer, so borrowed
+    /// from the event rather than copied (every streamed reply ends with them all).
+    #[serde(borrow)]
+    output: Option<Vec<&'e RawValue>>,
     status: Option<String>,
     incomplete_details: Option<Incomplete>,
     usage: Option<ReplyUsage>,
@@ -155,7 +158,7 @@ impl EventDecoder {
     }
 
     /// The reply is over: its usage, why it ended, and its items whole.
-    fn end(&mut self, response: Final, sofar: &mut Sofar) {
+    fn end(&mut self, response: Final<'_>, sofar: &mut Sofar) {
         sofar.usage = response.usage.map(Usage::from);
         sofar.finish = Some(finish(
             response.status.as_deref(),
