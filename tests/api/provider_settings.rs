@@ -8,7 +8,7 @@ use wiremock::{Mock, Request, Respond, ResponseTemplate};
 use crate::support::app::spawn_app;
 use crate::support::requests::{native_reasoning, request};
 use crate::support::spec::assert_conforms;
-use crate::support::upstream::{anthropic_reply, openai_reply, ANTHROPIC_PATH, OPENAI_PATH};
+use crate::support::upstream::{anthropic_reply, mount, openai_reply, ANTHROPIC_PATH, OPENAI_PATH};
 
 /// Anthropic's rule on the thinking form: the budget form is refused from Opus 4.7 on, the
 /// adaptive form before Claude 4.6.
@@ -151,12 +151,8 @@ fn warnings(body: &Value) -> Vec<String> {
 #[tokio::test]
 async fn strict_tools_go_strict_where_they_fit_and_a_misfit_is_said() {
     let app = spawn_app().await;
-    Mock::given(wiremock::matchers::path(OPENAI_PATH))
-        .respond_with(
-            ResponseTemplate::new(200).set_body_json(openai_reply("Thought: ok\nFinal Answer: x")),
-        )
-        .mount(&app.llm)
-        .await;
+    let reply = openai_reply("Thought: ok\nFinal Answer: x");
+    mount(&app.llm, OPENAI_PATH, 200, reply).await;
     let reply = app.post_react_step(&strict_request("gpt-4o")).await;
     assert_eq!(reply.status, 200, "{}", reply.text);
     let asked = app.bodies_sent_to(OPENAI_PATH).await.pop().unwrap();
@@ -266,12 +262,8 @@ async fn the_cache_lifetime_goes_in_each_providers_own_field() {
         )
         .mount(&app.llm)
         .await;
-    Mock::given(wiremock::matchers::path(OPENAI_PATH))
-        .respond_with(
-            ResponseTemplate::new(200).set_body_json(openai_reply("Thought: ok\nFinal Answer: x")),
-        )
-        .mount(&app.llm)
-        .await;
+    let reply = openai_reply("Thought: ok\nFinal Answer: x");
+    mount(&app.llm, OPENAI_PATH, 200, reply).await;
     let reply = app
         .post_react_step(&cached_request("claude-sonnet-4-5", "1h"))
         .await;
@@ -353,12 +345,8 @@ async fn an_effort_a_model_does_not_take_goes_as_the_nearest_it_takes() {
     // gpt-5 has no `none`, gpt-5.1 no `minimal`, the o series neither: each refuses the request
     // ("Unsupported value: 'minimal' is not supported with the 'gpt-5.1' model").
     let app = spawn_app().await;
-    Mock::given(wiremock::matchers::path(OPENAI_PATH))
-        .respond_with(
-            ResponseTemplate::new(200).set_body_json(openai_reply("Thought: ok\nFinal Answer: x")),
-        )
-        .mount(&app.llm)
-        .await;
+    let reply = openai_reply("Thought: ok\nFinal Answer: x");
+    mount(&app.llm, OPENAI_PATH, 200, reply).await;
     for (model, wanted, sent) in [
         ("gpt-5", "none", "minimal"),
         ("gpt-5.1", "minimal", "low"),
