@@ -74,6 +74,20 @@ impl Block {
     }
 }
 
+/// Words by which a model announces a step it is about to take ("Let me check the config
+/// first:"), before a block (`intent`) or at the start of an answer (`announces_a_step`).
+pub(super) const STEP: [&str; 9] = [
+    "let me",
+    "i'll",
+    "i will",
+    "i am going to",
+    "i'm going to",
+    "i need to",
+    "first,",
+    "now i",
+    "next i",
+];
+
 /// What the words just before a block say it is: a step the model announces (`Some(true)`:
 /// "Let me check the config first:"), an example it shows (`Some(false)`: "like this:",
 /// "for example", "the JSON below."), or neither.
@@ -106,17 +120,6 @@ fn intent(before: &str) -> Option<bool> {
         "earlier",
         "last step",
         "i ran",
-    ];
-    const STEP: [&str; 9] = [
-        "let me",
-        "i'll",
-        "i will",
-        "i am going to",
-        "i'm going to",
-        "i need to",
-        "first,",
-        "now i",
-        "next i",
     ];
     // One pass of an automaton over the line for each list, not a search per phrase.
     static EXAMPLES: LazyLock<Option<AhoCorasick>> =

@@ -435,18 +435,6 @@ fn answer(text: &str, tags: &Tags, beside_action: bool) -> Decision {
 /// file.", "Let me check the config first."): with an action after it, the action is what the
 /// model meant, or the answer is; it must say which.
 fn announces_a_step(answer: &str) -> bool {
-    const STEP: [&str; 10] = [
-        "let me",
-        "i'll",
-        "i will",
-        "i am going to",
-        "i'm going to",
-        "i need to",
-        "i should",
-        "first,",
-        "now i",
-        "next i",
-    ];
     let first = answer
         .split(['.', '!', '?', '\n'])
         .next()
@@ -455,7 +443,11 @@ fn announces_a_step(answer: &str) -> bool {
         .replace("let me know", "")
         .replace("i will not", "")
         .replace("i'll not", "");
-    STEP.iter().any(|w| first.contains(w))
+    // At an answer's start "I should" announces a step too; before a block it is not counted.
+    blocks::STEP
+        .iter()
+        .chain(&["i should"])
+        .any(|w| first.contains(w))
 }
 
 /// An answer without the next turn the model went on to invent (LangChain's conversational
