@@ -347,14 +347,12 @@ impl DeltaCall {
     /// Whether the piece, without an index, carries nothing of a call but a signature: no
     /// name, no arguments.
     pub fn signature_only(&self) -> bool {
-        let function = self.function.as_ref();
-        let named = function
-            .and_then(|f| f.name.as_deref())
-            .is_some_and(|n| !n.is_empty());
-        let argued = function
+        let argued = self
+            .function
+            .as_ref()
             .and_then(|f| f.arguments.as_ref())
             .is_some_and(|a| !a.0.is_empty());
-        self.index.is_none() && !named && !argued && self.extra_content.is_some()
+        self.index.is_none() && !self.named() && !argued && self.extra_content.is_some()
     }
 
     /// Whether the piece names a tool.
