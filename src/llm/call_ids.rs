@@ -38,11 +38,12 @@ impl IdRule {
         }
     }
 
-    /// The id that stands for `id` on the wire: derived from all of it, so two ids stay apart,
-    /// and the same at every step of a loop, so the prompt's cached prefix stays the same.
-    fn rewritten(self, id: &str) -> String {
+    /// The `attempt`th id that may stand for `id` on the wire: derived from all of it, so two
+    /// ids stay apart, and the same at every step of a loop, so the prompt's cached prefix
+    /// stays the same.
+    fn rewritten(self, id: &str, attempt: u32) -> String {
         let mut hasher = std::hash::DefaultHasher::new();
-        id.hash(&mut hasher);
+        (id, attempt).hash(&mut hasher);
         let digits = base62(hasher.finish());
         match self {
             Self::NineAlphanumerics => digits.chars().cycle().take(9).collect(),
@@ -51,11 +52,52 @@ impl IdRule {
     }
 }
 
+/// The ids given in place of others, none of them an id the request holds as it came nor one
+/// given for another: a client's history may hold any id, `call_…` ones included.
+struct Rewriter {
+    rule: IdRule,
+    as_sent: HashSet<String>,
+    given: HashMap<String, String>,
+    taken: HashSet<String>,
+}
+
+impl Rewriter {
+    fn new(rule: IdRule, request: &ChatRequest) -> Self {
+        let as_sent = request
+            .messages
+            .iter()
+            .flat_map(|m| m.calls.iter().map(|c| &c.id).chain(&m.answers))
+            .cloned()
+            .collect();
+        Self {
+            rule,
+            as_sent,
+            given: HashMap::new(),
+            taken: HashSet::new(),
+        }
+    }
+
+    /// The id that stands for `source`: the same each time it is asked for.
+    fn id(&mut self, source: &str) -> String {
+        if let Some(id) = self.given.get(source) {
+            return id.clone();
+        }
+        let id = (0..)
+            .map(|attempt| self.rule.rewritten(source, attempt))
+            .find(|id| !self.as_sent.contains(id) && !self.taken.contains(id))
+            .unwrap_or_default();
+        self.taken.insert(id.clone());
+        self.given.insert(source.to_string(), id.clone());
+        id
+    }
+}
+
 /// Rewrites the request's call ids (each call's and the result's that answers it) that `rule`
 /// refuses, and a call's id that an earlier turn's call had too (providers refuse a request
 /// holding one id twice; a result answers the latest call of its id); returns how many ids it
 /// rewrote.
 pub fn apply(request: &mut ChatRequest, rule: IdRule) -> usize {
+    let mut ids = Rewriter::new(rule, request);
     let mut rewritten = 0;
     let mut earlier: HashSet<String> = HashSet::new();
     // The id each repeated id now goes by, for the results that follow its latest call.
@@ -64,7 +106,8 @@ pub fn apply(request: &mut ChatRequest, rule: IdRule) -> usize {
         let mut own = Vec::new();
         for call in &mut message.calls {
             if earlier.contains(&call.id) {
-                let again = rule.rewritten(&format!("{}#{}", call.id, earlier.len()));
+                // A line break is in no id (printable ASCII), so no id sent stands for this one.
+                let again = ids.id(&format!("{}\n{}", call.id, earlier.len()));
                 latest.insert(call.id.clone(), again.clone());
                 call.id = again;
                 rewritten += 1;
@@ -80,10 +123,10 @@ pub fn apply(request: &mut ChatRequest, rule: IdRule) -> usize {
             }
         }
         earlier.extend(own);
-        let ids = message.calls.iter_mut().map(|c| &mut c.id);
-        for id in ids.chain(message.answers.as_mut()) {
+        let own_ids = message.calls.iter_mut().map(|c| &mut c.id);
+        for id in own_ids.chain(message.answers.as_mut()) {
             if !rule.fits(id) {
-                *id = rule.rewritten(id);
+                *id = ids.id(id);
                 rewritten += 1;
             }
         }
@@ -173,6 +216,31 @@ mod tests {
         let mut sent = request(&given);
         assert_eq!(apply(&mut sent, IdRule::Any), 0);
         assert_eq!(ids(&sent).0, given);
+    }
+
+    #[test]
+    fn an_id_given_in_place_of_another_is_none_the_request_holds() {
+        // A client's history may hold any id, the very one the service would give.
+        for rule in [IdRule::Word, IdRule::AtMost(40), IdRule::NineAlphanumerics] {
+            let would_be = rule.rewritten("functions.read_file:0", 0);
+            let repeat = rule.rewritten("call_0\n1", 0);
+            let given = ["functions.read_file:0", would_be.as_str(), repeat.as_str()];
+            let mut sent = request(&given);
+            let again = request(&["call_0"]);
+            sent.messages.extend(again.messages.clone());
+            sent.messages.extend(again.messages);
+            apply(&mut sent, rule);
+            let mut all: Vec<&str> = Vec::new();
+            for m in &sent.messages {
+                all.extend(m.calls.iter().map(|c| c.id.as_str()));
+            }
+            let apart: std::collections::HashSet<&&str> = all.iter().collect();
+            assert_eq!(apart.len(), all.len(), "{rule:?}: {all:?}");
+            let m = &sent.messages;
+            let answer = |i: usize| m[i].answers.clone().unwrap_or_default();
+            assert_eq!(all[..3], [answer(1), answer(2), answer(3)], "{rule:?}");
+            assert_eq!((all[3], all[4]), (answer(5).as_str(), answer(7).as_str()));
+        }
     }
 
     #[test]

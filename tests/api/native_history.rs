@@ -177,6 +177,38 @@ async fn ids_another_model_made_go_as_each_provider_takes_them() {
 }
 
 #[tokio::test]
+async fn an_id_given_on_the_wire_is_never_one_the_history_already_holds() {
+    // A first request shows which id Anthropic is given for Kimi's `functions.read_file:0`; a
+    // later turn of the next request holds that very id as its own (any id is the client's).
+    let mut turns = history(true, true);
+    turns[1]["toolCall"]["id"] = json!("functions.read_file:0");
+    turns[1]["toolCalls"][0]["id"] = json!("functions.read_file:0");
+    turns[2]["tool_call_id"] = json!("functions.read_file:0");
+    let (status, body, sent) = sent_after("claude-sonnet-4-5", true, turns.clone(), "").await;
+    assert_eq!(status, 200, "{body}");
+    let given = sent["messages"][1]["content"]
+        .as_array()
+        .and_then(|blocks| blocks.iter().find(|b| b["type"] == "tool_use"))
+        .map(|b| b["id"].clone())
+        .unwrap_or_default();
+    assert!(
+        given
+            .as_str()
+            .is_some_and(|id| id != "functions.read_file:0"),
+        "{sent}"
+    );
+    turns.as_array_mut().unwrap().extend([
+        json!({"role": "assistant", "content": "", "toolCall": {"id": given, "name": "read_file", "parameters": {"path": "c.js"}}}),
+        json!({"role": "tool_observation", "content": "12 lines", "tool_call_id": given}),
+    ]);
+    // The mock refuses one id twice, as Anthropic does.
+    let (status, body, sent) = sent_after("claude-sonnet-4-5", true, turns, "").await;
+    assert_eq!(status, 200, "{body}");
+    let text = sent["messages"].to_string();
+    assert_eq!(text.matches(&given.to_string()).count(), 2, "{text}");
+}
+
+#[tokio::test]
 async fn a_turn_that_gives_only_its_tool_calls_goes_with_them_and_repeated_ids_go_apart() {
     // `toolCalls` without `toolCall`: the calls were dropped and the results sent as text.
     let mut turns = history(true, true);
