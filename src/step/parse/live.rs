@@ -5,6 +5,8 @@
 //! until it is whole. Text before the first tag is not streamed: it may turn out to be the
 //! thought or a tagless answer, which only the whole output tells.
 
+mod think;
+
 use super::tags::{Tag, TagNames, Tags};
 use super::{ending, markup, pythonic, work};
 
@@ -47,9 +49,6 @@ fn bare_call_opening(text: &str) -> (usize, bool) {
 
 /// What some chat templates wrap a call in (`<tools>{…}</tools>`).
 const TOOLS_OPEN: &str = "<tools>";
-const THINK_CLOSE: [&str; 2] = ["</think>", "</thinking>"];
-/// What both closing tags start with.
-const THINK_CLOSE_STEM: &str = "</think";
 
 /// A held line start this long or shorter is looked at again with every piece: tags are short.
 const HELD_LOOKED_AT_EACH_PIECE: usize = 64;
@@ -482,108 +481,6 @@ impl LiveParser {
         }
     }
 
-    /// Inside `<think>`: everything up to the closing tag is thought. But a line there that
-    /// begins a step (a tag, tool-call markup) is held, with all after it: should the block
-    /// never close, the whole output's reading takes that step for the output (`split_think`),
-    /// and none of it is thought.
-    fn think(&mut self, out: &mut Vec<LiveDelta>, end: bool) -> bool {
-        if self.drafted.is_some() {
-            return self.think_drafted(out, end);
-        }
-        // A held line start is looked at again only once it has doubled, as in `line_start`.
-        let len = self.rest().len();
-        if !end && len > HELD_LOOKED_AT_EACH_PIECE && len < self.held.saturating_mul(2) {
-            return false;
-        }
-        if let Some((at, close)) = think_close(self.rest()) {
-            let text: String = self.rest()[..at].to_string();
-            self.send(&text, out);
-            self.consume(at + close);
-            self.enter(Section::Prelude);
-            return true;
-        }
-        let rest = self.rest();
-        // Hold back a tail that may be the start of the closing tag.
-        let held = if end { 0 } else { close_prefix_len(rest) };
-        let (len, hold) = self.think_lines(rest.len() - held, end);
-        self.held = match hold {
-            Hold::Undecided => self.rest().len() - len,
-            _ => 0,
-        };
-        let text: String = self.rest()[..len].to_string();
-        self.think_line_start = match text.is_empty() {
-            true => self.think_line_start,
-            false => text.ends_with('\n'),
-        };
-        self.send(&text, out);
-        self.consume(len);
-        if hold == Hold::Step {
-            self.drafted = Some(self.pos);
-            return true;
-        }
-        false
-    }
-
-    /// How much of `rest()[..len]` is thought to send: up to a line that begins a step with a
-    /// tag, or the markup that begins one ([`Hold::Step`]), or what still may ([`Hold::Undecided`]).
-    fn think_lines(&self, len: usize, end: bool) -> (usize, Hold) {
-        let text = &self.rest()[..len];
-        let (mut at, mut line_start) = (0, self.think_line_start);
-        loop {
-            let next = text[at..].find('\n').map(|i| at + i + 1);
-            let line = &text[at..next.unwrap_or(len)];
-            work::add(line.len() + 16);
-            if line_start && self.names.at(line).is_some() {
-                return (at, Hold::Step);
-            }
-            if let Some(markup) = markup::opener_at(line) {
-                return (at + markup, Hold::Step);
-            }
-            if next.is_none() && !end {
-                if line_start && self.names.may_become_tag(line) {
-                    return (at, Hold::Undecided);
-                }
-                let opening = markup::opener_prefix_len(line);
-                if opening > 0 {
-                    return (at + line.len() - opening, Hold::Undecided);
-                }
-            }
-            match next {
-                Some(n) if n < len || !end => (at, line_start) = (n, true),
-                _ => return (len, Hold::None),
-            }
-        }
-    }
-
-    /// Inside `<think>`, from a line that begins a step: if the block closes, all of it was
-    /// thought; if the output ends first, the step drafted there is read as the output, unless
-    /// it turns out to hold none.
-    fn think_drafted(&mut self, out: &mut Vec<LiveDelta>, end: bool) -> bool {
-        let mut from = self.drafted.unwrap_or(self.pos).max(self.pos);
-        while !self.buf.is_char_boundary(from) {
-            from -= 1;
-        }
-        let close = think_close(&self.buf[from..]);
-        if close.is_none() && !end {
-            self.drafted = Some(self.buf.len() - close_prefix_len(&self.buf[from..]));
-            return false;
-        }
-        self.drafted = None;
-        let (thought, skip) = match close {
-            Some((at, close)) => (from - self.pos + at, close),
-            None if super::drafts_a_step(self.rest(), &self.tags) => {
-                self.enter(Section::Prelude);
-                return true;
-            }
-            None => (self.rest().len(), 0),
-        };
-        let text: String = self.rest()[..thought].to_string();
-        self.send(&text, out);
-        self.consume(thought + skip);
-        self.enter(Section::Prelude);
-        true
-    }
-
     fn enter(&mut self, section: Section) {
         self.section = section;
         self.breaks.clear();
@@ -649,45 +546,6 @@ fn may_become_block(line: &str) -> bool {
     // A stray character that may still be followed by a JSON call's `{`.
     let stray = matches!(line, "`" | "\"" | "'" | ".");
     list || stray || markup::opener_prefix_len(line) == line.len() && !line.is_empty()
-}
-
-/// What a line inside `<think>` holds back.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Hold {
-    None,
-    /// The line begins a step.
-    Step,
-    /// The line, still being written, may yet begin one.
-    Undecided,
-}
-
-/// The longest end of `text` that may be the start of a closing think tag.
-fn close_prefix_len(text: &str) -> usize {
-    (1..=text.len().min(11))
-        .rev()
-        .filter(|&n| text.is_char_boundary(text.len() - n))
-        .find(|&n| {
-            let tail = &text[text.len() - n..];
-            THINK_CLOSE.iter().any(|c| c.starts_with(tail))
-        })
-        .unwrap_or(0)
-}
-
-/// The first closing think tag in `text`: where it starts and its length. One search for
-/// what both tags start with: searching for each tag apart looked through the rest of a large
-/// piece for the one that is not there, once per `<think>` block in it.
-fn think_close(text: &str) -> Option<(usize, usize)> {
-    let mut from = 0;
-    while let Some(i) = text[from..].find(THINK_CLOSE_STEM) {
-        let at = from + i;
-        work::add(i + THINK_CLOSE_STEM.len());
-        if let Some(close) = THINK_CLOSE.iter().find(|c| text[at..].starts_with(**c)) {
-            return Some((at, close.len()));
-        }
-        from = at + THINK_CLOSE_STEM.len();
-    }
-    work::add(text.len() - from);
-    None
 }
 
 #[cfg(test)]
