@@ -134,6 +134,14 @@ pub fn apply(request: &mut ChatRequest, rule: IdRule) -> usize {
     rewritten
 }
 
+/// An id for a call the provider gave none: `call_` and 24 letters and digits, as OpenAI's look.
+pub fn fresh() -> String {
+    let mut id = String::with_capacity(29);
+    id.push_str("call_");
+    id.extend(std::iter::repeat_with(fastrand::alphanumeric).take(24));
+    id
+}
+
 /// `n` in letters and digits (11 of them at most).
 fn base62(mut n: u64) -> String {
     const DIGITS: &[u8; 62] = b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";

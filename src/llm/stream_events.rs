@@ -103,8 +103,14 @@ impl Sofar {
     }
 
     /// What the pieces add up to, whole or not.
-    pub fn into_completion(self) -> Completion {
+    pub fn into_completion(mut self) -> Completion {
         let mut signatures = self.signatures;
+        // A signed call without an id is given one now: its signature goes back by it.
+        for (index, call) in &mut self.calls {
+            if call.id.is_none() && signatures.contains_key(index) {
+                call.id = Some(super::call_ids::fresh());
+            }
+        }
         let thought_signatures = self
             .calls
             .iter()

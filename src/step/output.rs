@@ -35,13 +35,9 @@ pub enum Outcome {
     DryRun(PromptPreview),
 }
 
-/// An id for a call the provider gave none (a text-mode call, Ollama): `call_` and 24 letters
-/// and digits, as OpenAI's look.
+/// An id for a call the provider gave none (a text-mode call, Ollama).
 pub(super) fn new_call_id() -> String {
-    let mut id = String::with_capacity(29);
-    id.push_str("call_");
-    id.extend(std::iter::repeat_with(fastrand::alphanumeric).take(24));
-    id
+    crate::llm::call_ids::fresh()
 }
 
 impl From<Valid> for Outcome {

@@ -317,3 +317,48 @@ async fn a_state_another_gemini_model_made_is_not_sent_and_the_stand_in_goes_ins
         );
     }
 }
+
+/// One call without an id at the first step, then the answer.
+fn idless_script(step: usize) -> Vec<Call> {
+    match step {
+        1 => vec![("", "a.js")],
+        _ => Vec::new(),
+    }
+}
+
+#[tokio::test]
+async fn a_signed_call_without_an_id_keeps_its_signature_by_the_id_it_is_given() {
+    // Gemini's compatible endpoint has sent calls without an `id`: the signature was dropped and
+    // the stand-in went back, silently.
+    let app = spawn_app().await;
+    Mock::given(wiremock::matchers::path(GEMINI_PATH))
+        .respond_with(GeminiModel {
+            script: idless_script,
+        })
+        .mount(&app.llm)
+        .await;
+    for streamed in [false, true] {
+        let mut body = native_request(MODEL);
+        let (status, event) = step(&app, &body, streamed).await;
+        assert_eq!(status, 200, "{event}");
+        let id = event["action_details"]["tool_call_id"].clone();
+        let turn = event["updated_conversation_history"]
+            .as_array()
+            .unwrap()
+            .last()
+            .unwrap()
+            .clone();
+        assert_eq!(
+            turn["reasoning_state"]["thought_signatures"],
+            json!([{"call_id": id, "signature": signature(MODEL, "")}]),
+            "streamed: {streamed}: {turn}"
+        );
+        body["conversation_history"] = answered(&event);
+        body["user_query"] = json!("");
+        let (status, event) = step(&app, &body, streamed).await;
+        assert_eq!(status, 200, "{event}");
+        assert_eq!(event["direct_response"], "all read");
+        let (first, _) = sent_signatures(&app).await;
+        assert_eq!(first, [json!(signature(MODEL, ""))], "not the stand-in");
+    }
+}

@@ -63,6 +63,9 @@ pub fn signature_refusal(body: &Value) -> Option<ResponseTemplate> {
             ),
             Some(SKIP) => continue,
             Some(s) if valid(s, model, first["id"].as_str().unwrap_or_default()) => continue,
+            // A call Gemini sent without an id was signed without one; it goes back by the id
+            // the service gave it.
+            Some(s) if valid(s, model, "") => continue,
             Some(_) => CORRUPTED.to_string(),
         };
         return Some(ResponseTemplate::new(400).set_body_json(google_error(&message)));
@@ -70,7 +73,7 @@ pub fn signature_refusal(body: &Value) -> Option<ResponseTemplate> {
     None
 }
 
-/// A call the model makes: its id and the file it reads.
+/// A call the model makes: its id (empty: the call comes without one) and the file it reads.
 pub type Call = (&'static str, &'static str);
 
 /// A Gemini 3 model that answers each step of a native loop by `script` (the calls at step `n`,
@@ -104,6 +107,9 @@ impl Respond for GeminiModel {
 fn tool_call(model: &str, index: usize, (id, path): Call) -> Value {
     let mut call = json!({"id": id, "type": "function",
         "function": {"name": "read_file", "arguments": json!({"path": path}).to_string()}});
+    if id.is_empty() {
+        call.as_object_mut().map(|c| c.remove("id"));
+    }
     if index == 0 {
         call["extra_content"] = json!({"google": {"thought_signature": signature(model, id)}});
     }

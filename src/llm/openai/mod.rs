@@ -317,11 +317,17 @@ fn completion(reply: Reply) -> Result<Completion, WireError> {
     let mut calls = Vec::with_capacity(tool_calls.kept.len());
     for c in tool_calls.kept {
         let signature = c.extra_content.map(ExtraContent::signature).transpose()?;
-        if let (Some(call_id), Some(signature)) = (c.id.clone(), signature.flatten()) {
+        let signature = signature.flatten();
+        // A signed call without an id is given one now: its signature goes back by it.
+        let id = match (c.id, &signature) {
+            (None, Some(_)) => Some(crate::llm::call_ids::fresh()),
+            (id, _) => id,
+        };
+        if let (Some(call_id), Some(signature)) = (id.clone(), signature) {
             thought_signatures.push(CallSignature { call_id, signature });
         }
         let json = c.function.arguments.as_deref().map_or("", |raw| raw.get());
-        calls.push(NativeCall::new(c.id, c.function.name, json));
+        calls.push(NativeCall::new(id, c.function.name, json));
     }
     let content = message.content.unwrap_or_default();
     let reasoning = ReasoningState {
