@@ -143,7 +143,9 @@ async fn converse(
                     count_outcome(&valid, parsed.structured);
                     return Ok(Talk::Valid(input, parsed, valid));
                 }
-                Err(why) => why,
+                // It may quote a schema of the request's, and with it anything the client put
+                // there: shown and logged as any other text from the request.
+                Err(why) => crate::llm::redact_secrets(&why, input.key.as_ref()),
             };
             // A mock answers the same whatever it is asked: no repair round for it.
             let room = ledger.budget.saturating_sub(ledger.used);

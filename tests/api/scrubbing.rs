@@ -429,3 +429,57 @@ async fn a_key_in_what_the_log_carries_stays_out_of_it() {
     );
     assert_no_fragment("the log", &log);
 }
+
+/// A schema of the request's holding the key (in `required`, in an `enum`), and a model whose
+/// answer or call fails it: the failure quotes the schema, and went out with the key in
+/// `error.message`, in the repair round's warning and in the log.
+#[tokio::test]
+async fn a_key_in_a_schema_the_model_fails_stays_out_of_the_failure() {
+    let llm = MockServer::start().await;
+    let server = RunningBinary::start(&llm.uri(), "trace").await;
+    let client = reqwest::Client::new();
+    let url = format!("http://127.0.0.1:{}/api/agent/react_step", server.port);
+    let mut answer = canary_request("q");
+    answer["react"] = json!({"final_answer_schema": {"type": "object", "required": [CANARY]}});
+    answer["mock_response"] = json!("Thought: t\nFinal Answer: {}");
+    let mut call = canary_request("q");
+    call["tools"] = json!([{"name": "t", "parameters": {"type": "object",
+        "properties": {"mode": {"enum": [CANARY]}}}}]);
+    call["mock_response"] = json!("Thought: t\nAction: t(mode=\"x\")");
+    let mut repaired = canary_request("q");
+    repaired["tools"] = call["tools"].clone();
+    repaired["max_repair_attempts"] = json!(1);
+    Mock::given(method("POST"))
+        .and(path(OPENAI_PATH))
+        .respond_with(
+            ResponseTemplate::new(200)
+                .set_body_json(openai_reply("Thought: t\nAction: t(mode=\"x\")")),
+        )
+        .mount(&llm)
+        .await;
+    let mut responses = String::new();
+    for body in [answer, call, repaired] {
+        let reply = client.post(&url).json(&body).send().await.unwrap();
+        assert_eq!(reply.status(), 502);
+        let reply: Value = reply.json().await.unwrap();
+        assert_eq!(reply["error"]["type"], "invalid_model_output", "{reply}");
+        assert!(
+            reply["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("[REDACTED]"),
+            "the schema is still quoted: {reply}"
+        );
+        responses.push_str(&reply.to_string());
+    }
+    let asked = llm.received_requests().await.unwrap_or_default();
+    assert_eq!(asked.len(), 2, "the repair round ran");
+    let repair = String::from_utf8_lossy(&asked[1].body).to_string();
+    assert!(
+        repair.contains("is not one of [\\\"[REDACTED]\\\"]"),
+        "{repair}"
+    );
+    let log = server.stop().await;
+    assert_no_fragment("a response", &responses);
+    assert_no_fragment("the log", &log);
+}
