@@ -1645,4 +1645,29 @@ async fn a_store_through_a_link_is_refused_and_its_file_is_its_owners_alone() {
     let ran = finished(&mut command).await;
     assert_eq!(ran.code, 0, "{}", ran.stderr);
     assert_eq!(mode(&at(uri)), 0o600, "the file is named as given");
+    assert!(
+        std::fs::metadata(at(uri)).unwrap().len() > 0,
+        "and holds the run"
+    );
+    // A URI naming another file by its full path: SQLite wrote the run there, readable by all,
+    // while the checks ran on the empty file of the name given.
+    let elsewhere = at("elsewhere.sqlite3");
+    let uri = format!("file:{}", elsewhere.display());
+    let mut command = reactstep(&["run", "Q?", "--session", "s", "--memory", &uri]);
+    command
+        .args(["--mock-responses", script_file.to_str().unwrap()])
+        .args(["--workspace", ws.path().to_str().unwrap()])
+        .current_dir(folder.path());
+    let ran = finished(&mut command).await;
+    assert_eq!(ran.code, 0, "{}", ran.stderr);
+    assert!(
+        !elsewhere.exists(),
+        "the run went to the file the URI names"
+    );
+    let mut shown = reactstep(&[
+        "sessions", "--memory", &uri, "show", "s", "--output", "json",
+    ]);
+    let shown = finished(shown.current_dir(folder.path())).await;
+    assert_eq!(shown.code, 0, "{}", shown.stderr);
+    assert!(shown.stdout.contains("kept"), "{}", shown.stdout);
 }

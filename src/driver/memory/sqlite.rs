@@ -103,7 +103,7 @@ fn said_to_write(e: &rusqlite::Error) -> String {
     }
 }
 
-/// The path as SQLite reads it: a file name, never a `file:` URI; never through a link.
+/// The path as SQLite reads it: never through a link (and a name, see [`plain_name`]).
 fn flags(access: Access) -> OpenFlags {
     let common = OpenFlags::SQLITE_OPEN_NO_MUTEX | OpenFlags::SQLITE_OPEN_NOFOLLOW;
     match access {
@@ -112,11 +112,22 @@ fn flags(access: Access) -> OpenFlags {
     }
 }
 
+/// The name SQLite is given for `path`: this build reads any name that begins `file:` as a URI
+/// (whatever the flags say), which may name another file, so such a relative name goes as
+/// `./file:…`, the same file.
+fn plain_name(path: &Path) -> std::borrow::Cow<'_, Path> {
+    use std::os::unix::ffi::OsStrExt;
+    match path.as_os_str().as_bytes().starts_with(b"file:") {
+        true => Path::new(".").join(path).into(),
+        false => path.into(),
+    }
+}
+
 fn connect(path: &Path) -> Result<Connection, String> {
     file::prepare(path, Access::Write)?;
     file::match_companions(path, Access::Write)?;
-    let mut connection =
-        Connection::open_with_flags(path, flags(Access::Write)).map_err(|e| said_to_write(&e))?;
+    let mut connection = Connection::open_with_flags(plain_name(path), flags(Access::Write))
+        .map_err(|e| said_to_write(&e))?;
     prepare(&mut connection)?;
     Ok(connection)
 }
@@ -128,7 +139,7 @@ fn connect_to_read(path: &Path) -> Result<Option<Connection>, String> {
         return Ok(None);
     }
     file::match_companions(path, Access::Read)?;
-    let (connection, current) = match read_only(path.as_os_str(), OpenFlags::empty()) {
+    let (connection, current) = match read_only(plain_name(path), OpenFlags::empty()) {
         // In a folder that cannot be written, SQLite cannot make the WAL's index beside the file
         // to read it: nobody can write it there either, so it is read as immutable, unless a
         // WAL holds runs not yet in the file, which that would not read.
