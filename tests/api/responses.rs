@@ -240,6 +240,53 @@ async fn a_text_mode_loop_of_five_steps_carries_its_state_back() {
 }
 
 #[tokio::test]
+async fn what_a_text_mode_step_left_out_of_its_turn_never_goes_back_to_the_model() {
+    // No stop sequence on this API: the model writes past its action, an observation and an
+    // answer of its own. The step keeps the action, and its turn goes back as kept, the
+    // reasoning before it as it came (it went back verbatim: the model read what it made up).
+    let app = spawn_app().await;
+    model(
+        &app,
+        vec![
+            Scripted::Text(
+                "Thought: Read a.js.\nAction: read_file(path=\"a.js\")\nObservation: MADE-UP contents\nThought: Done.\nFinal Answer: MADE-UP answer".into(),
+            ),
+            Scripted::Text("Thought: Done.\nFinal Answer: a.js read.".into()),
+        ],
+    )
+    .await;
+    let replies = run_loop(&app, Mode::Text, 2).await;
+    assert!(
+        replies[0]["warnings"].to_string().contains("discarded"),
+        "{}",
+        replies[0]
+    );
+    let sent = app.upstream_bodies().await;
+    let input = sent[1]["input"].as_array().unwrap();
+    assert!(
+        !sent[1]["input"].to_string().contains("MADE-UP"),
+        "{input:?}"
+    );
+    let kinds: Vec<&str> = input
+        .iter()
+        .map(|i| i["type"].as_str().unwrap_or("message"))
+        .collect();
+    assert_eq!(
+        kinds,
+        ["message", "reasoning", "message", "message"],
+        "{input:?}"
+    );
+    assert_eq!(
+        input[2]["id"], "msg_1",
+        "the message the reasoning came before"
+    );
+    assert_eq!(
+        input[2]["content"][0]["text"],
+        "Thought: Read a.js.\nAction: read_file(path=\"a.js\")"
+    );
+}
+
+#[tokio::test]
 async fn a_loop_with_parallel_calls_answers_each_by_its_id() {
     let app = spawn_app().await;
     model(

@@ -9,8 +9,9 @@ use std::borrow::Cow;
 use super::wire::Input;
 use crate::llm::{ChatMessage, ChatRole, MESSAGE_JOIN};
 
-/// The `input` items for the conversation.
-pub fn items(messages: &[ChatMessage]) -> Vec<Input<'_>> {
+/// The `input` items for the conversation; `text_mode`: no tool goes as the API's own (calls
+/// are written in the text).
+pub fn items(messages: &[ChatMessage], text_mode: bool) -> Vec<Input<'_>> {
     let mut input = Vec::with_capacity(messages.len() + 1);
     for m in messages {
         match m.role {
@@ -32,6 +33,7 @@ pub fn items(messages: &[ChatMessage]) -> Vec<Input<'_>> {
                 },
             }),
             ChatRole::Assistant => match own_items(m) {
+                Some(items) if text_mode => kept_text(items, m, &mut input),
                 Some(items) => input.extend(items.iter().map(Input::Verbatim)),
                 None => assistant(m, &mut input),
             },
@@ -62,6 +64,23 @@ fn own_items(m: &ChatMessage) -> Option<&[serde_json::Value]> {
     item_calls.eq(calls).then_some(items.as_slice())
 }
 
+/// A turn written as text, with the items it came as: the reply's message may hold what the step
+/// left out (an observation the model wrote itself, the answer it imagined after it, a second
+/// action), so it goes back holding the turn as the step kept it, as on every other wire. The
+/// items before it go as they came; those after it (more reasoning, more text) are the model
+/// going on past its step, and are left out with it: a reasoning item goes only with the item
+/// that followed it.
+fn kept_text<'a>(items: &'a [serde_json::Value], m: &'a ChatMessage, input: &mut Vec<Input<'a>>) {
+    let Some(at) = items.iter().position(|i| i["type"] == "message") else {
+        return assistant(m, input);
+    };
+    input.extend(items[..at].iter().map(Input::Verbatim));
+    let mut message = items[at].clone();
+    message["content"] =
+        serde_json::json!([{"type": "output_text", "text": m.content, "annotations": []}]);
+    input.push(Input::Changed(message));
+}
+
 /// A turn rebuilt: its text as an assistant message, then one function call item per call.
 fn assistant<'a>(m: &'a ChatMessage, input: &mut Vec<Input<'a>>) {
     if !m.content.is_empty() || m.calls.is_empty() {
@@ -90,7 +109,7 @@ mod tests {
     }
 
     fn written(messages: &[ChatMessage]) -> serde_json::Value {
-        serde_json::to_value(items(messages)).unwrap_or_default()
+        serde_json::to_value(items(messages, false)).unwrap_or_default()
     }
 
     #[test]
@@ -125,6 +144,36 @@ mod tests {
         assert_eq!(v[1]["type"], "function_call");
         assert_eq!(v[1]["call_id"], "call_9");
         assert_eq!(v[1]["arguments"], "{\"path\":\"a.js\"}");
+    }
+
+    #[test]
+    fn a_turn_written_as_text_goes_back_as_kept_with_the_reasoning_before_it() {
+        let own = vec![
+            json!({"type": "reasoning", "id": "rs_1", "encrypted_content": "e", "summary": []}),
+            json!({"type": "message", "id": "msg_1", "role": "assistant", "status": "completed",
+                "content": [{"type": "output_text", "text": "Thought: t\nAction: a()\nObservation: made up", "annotations": []}]}),
+            json!({"type": "reasoning", "id": "rs_2", "encrypted_content": "f", "summary": []}),
+            json!({"type": "message", "id": "msg_2", "role": "assistant", "content": []}),
+        ];
+        let mut turn = ChatMessage::text(ChatRole::Assistant, "Thought: t\nAction: a()".into());
+        turn.reasoning = Some(ReasoningState {
+            items: own.clone(),
+            ..ReasoningState::default()
+        });
+        let v = serde_json::to_value(items(&[turn.clone()], true)).unwrap_or_default();
+        let mut kept = own[1].clone();
+        kept["content"][0]["text"] = json!("Thought: t\nAction: a()");
+        assert_eq!(v, json!([own[0], kept]));
+        // No message among them: the turn is rebuilt from its text.
+        turn.reasoning = Some(ReasoningState {
+            items: vec![own[0].clone()],
+            ..ReasoningState::default()
+        });
+        let v = serde_json::to_value(items(&[turn], true)).unwrap_or_default();
+        assert_eq!(
+            v,
+            json!([{"role": "assistant", "content": "Thought: t\nAction: a()"}])
+        );
     }
 
     #[test]

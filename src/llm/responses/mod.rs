@@ -155,7 +155,7 @@ impl Responses {
         Body {
             model: &request.model,
             instructions: &request.system,
-            input: input::items(&request.messages),
+            input: input::items(&request.messages, request.tools.is_empty()),
             max_output_tokens: request.max_output_tokens,
             temperature: if reasoning { None } else { request.temperature },
             store: false,

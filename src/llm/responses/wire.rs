@@ -86,6 +86,8 @@ pub enum Input<'a> {
     },
     /// An output item of an earlier reply, as it came.
     Verbatim(&'a serde_json::Value),
+    /// An output item of an earlier reply, changed (see `input::kept_text`).
+    Changed(serde_json::Value),
     /// An earlier call, rebuilt from the turn (no state of its own came with it).
     FunctionCall {
         #[serde(rename = "type")]
