@@ -282,6 +282,30 @@ fn a_stale_tool_list_is_listed_again_before_the_next_step() {
     }
 }
 
+/// Two servers that give one name (two roots of one server, say): listing one again before each
+/// step (`ttlMs`) leaves the other's tools as they were (they were dropped with its own).
+#[test]
+fn listing_one_server_again_leaves_another_of_the_same_name_its_tools() {
+    let relisted = HttpServer::start(&["--ttl-ms", "1"]);
+    let other = HttpServer::start(&["--legacy"]);
+    let calls = [
+        "add(a=2, b=3)",
+        "reactstep_test_server_add(a=4, b=5)",
+        "reactstep_test_server_add(a=1, b=1)",
+    ];
+    let mcp = [
+        "--mcp-url".into(),
+        relisted.url.clone(),
+        "--mcp-url".into(),
+        other.url.clone(),
+    ];
+    let (code, report, err) = run(&script(&calls), &mcp, &[], "");
+    assert_eq!(code, 0, "{report}\n{err}");
+    assert_eq!(observation(&report, 0), r#"{"sum":5}"#);
+    assert_eq!(observation(&report, 1), r#"{"sum":9}"#, "{err}");
+    assert_eq!(observation(&report, 2), r#"{"sum":2}"#, "{err}");
+}
+
 #[test]
 fn headers_and_a_token_reach_the_server_and_never_the_report() {
     let secret = "s3cret-bearer-value";

@@ -49,6 +49,9 @@ pub struct McpServer {
 /// What the server's tools and its refreshes share.
 struct Shared {
     name: String,
+    /// The registry's group for this server's tools: its own, though two servers give one
+    /// name (two `server-filesystem` roots), so that listing one again leaves the other's.
+    category: String,
     session: Arc<Session>,
     patience: Duration,
     /// When the listed tools go stale, by the list's `ttlMs`; never without one.
@@ -97,7 +100,9 @@ impl McpServer {
             .and_then(|info| info.server_info.as_ref().map(|s| s.name.clone()))
             .unwrap_or_else(|| endpoint.fallback_name());
         let name = identifier(&redacted(&name, &secrets));
+        static STARTED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
         let shared = Shared {
+            category: format!("mcp:{name}#{}", STARTED.fetch_add(1, Ordering::Relaxed)),
             name: name.clone(),
             session: Arc::new(session),
             patience,
@@ -366,7 +371,7 @@ impl Shared {
     }
 
     fn category(&self) -> String {
-        format!("mcp:{}", self.name)
+        self.category.clone()
     }
 
     /// The listed tools are past their `ttlMs`, or the server said they changed.
