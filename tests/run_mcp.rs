@@ -910,9 +910,12 @@ def call():
         tty = "opened"
     except OSError:
         tty = "refused"
-    left = subprocess.Popen(["sleep", "300"])
+    # In the server's group, in a group of its own, and in a session of its own.
+    left = [subprocess.Popen(["sleep", "300"]),
+            subprocess.Popen(["sleep", "301"], process_group=0),
+            subprocess.Popen(["sleep", "302"], start_new_session=True)]
     with open(os.environ["PID_FILE"], "w") as f:
-        f.write(str(left.pid))
+        f.write(" ".join(str(p.pid) for p in left))
     return f"terminal {tty}"
 "#;
 
@@ -982,16 +985,18 @@ fn a_server_has_no_terminal_and_nothing_it_started_outlives_the_driver() {
     let out = std::fs::read_to_string(&out).unwrap();
     let report = report(&out, &err);
     assert_eq!(observation(&report, 0), "terminal refused", "{report}");
-    let pid = std::fs::read_to_string(&pids).unwrap();
+    let pids = std::fs::read_to_string(&pids).unwrap();
     // SIGKILL was sent before the driver exited; it lands as soon as the process is scheduled.
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    while !gone(&pid) && std::time::Instant::now() < deadline {
-        std::thread::sleep(std::time::Duration::from_millis(10));
+    for pid in pids.split(' ') {
+        while !gone(pid) && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        assert!(
+            gone(pid),
+            "process {pid} the server started outlived the driver"
+        );
     }
-    assert!(
-        gone(&pid),
-        "the server's own process {pid} outlived the driver"
-    );
 }
 
 /// A server whose text tries to pass for the driver's own lines: a tool left out whose schema's

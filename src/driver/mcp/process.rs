@@ -2,8 +2,9 @@
 //! same user: the driver is made not dumpable before it starts one, so the server cannot read
 //! the driver's environment or memory through `/proc` (where the model's key is); it starts in a
 //! session of its own, with no controlling terminal, so it cannot write to the user's terminal
-//! or type into it; every process of that session is ended with it, so nothing it started
-//! outlives the driver; and what it writes to stderr goes onto the driver's line by line,
+//! or type into it; every process of that session, and every process descended from it though
+//! it made a group or a session of its own, is ended with it, so nothing it started outlives
+//! the driver; and what it writes to stderr goes onto the driver's line by line,
 //! scrubbed of the secrets the driver knows, cut and made printable, after the program's name.
 
 use std::sync::Arc;
@@ -69,29 +70,138 @@ pub fn in_a_session_of_its_own(command: &mut tokio::process::Command) {
     }
 }
 
-/// A started server: killed when dropped, with every process of its group (what it started
-/// too, which would otherwise outlive the driver).
+/// A started server: killed when dropped, with every process it started (which would otherwise
+/// outlive the driver).
 pub struct ServerProcess {
     pub child: tokio::process::Child,
     group: Option<u32>,
+    /// What it had started when it was asked to end: a helper in a session of its own is found
+    /// only while the server is its parent, and the server may end by itself first.
+    started: Vec<Started>,
 }
 
 impl ServerProcess {
     pub fn new(child: tokio::process::Child) -> Self {
         let group = child.id();
-        Self { child, group }
+        Self {
+            child,
+            group,
+            started: Vec::new(),
+        }
+    }
+
+    /// Notes what the server has started, before it is asked to end.
+    pub fn note_what_it_started(&mut self) {
+        #[cfg(target_os = "linux")]
+        if let Some(leader) = self.leader() {
+            self.started = started_by(leader);
+        }
+    }
+
+    fn leader(&self) -> Option<libc::pid_t> {
+        self.group.and_then(|g| libc::pid_t::try_from(g).ok())
     }
 }
 
 impl Drop for ServerProcess {
     fn drop(&mut self) {
-        let _ = self.child.start_kill();
         #[cfg(target_os = "linux")]
-        if let Some(group) = self.group.and_then(|g| libc::pid_t::try_from(g).ok()) {
+        if let Some(leader) = self.leader() {
+            // Found while the server lives, and again for what was forked meanwhile.
+            let noted = std::mem::take(&mut self.started);
+            for process in noted
+                .into_iter()
+                .chain(started_by(leader))
+                .chain(started_by(leader))
+            {
+                process.end();
+            }
             // SAFETY: killpg(2) on the group the server leads (its own pid, from setsid).
             unsafe {
-                libc::killpg(group, libc::SIGKILL);
+                libc::killpg(leader, libc::SIGKILL);
+            }
+        }
+        let _ = self.child.start_kill();
+    }
+}
+
+/// A process, told apart from a later one given the same pid by when it started.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Started {
+    pid: libc::pid_t,
+    at: u64,
+}
+
+impl Started {
+    /// Killed, if it is still the process it was.
+    #[cfg(target_os = "linux")]
+    fn end(self) {
+        if read_process(self.pid).is_some_and(|p| p.started == self) {
+            // SAFETY: kill(2) of a process the server started, still that process.
+            unsafe {
+                libc::kill(self.pid, libc::SIGKILL);
             }
         }
     }
+}
+
+/// A line of the process table.
+#[cfg(target_os = "linux")]
+struct Process {
+    started: Started,
+    parent: libc::pid_t,
+    session: libc::pid_t,
+}
+
+/// Every process, read from `/proc`.
+#[cfg(target_os = "linux")]
+fn process_table() -> Vec<Process> {
+    let pids = std::fs::read_dir("/proc").into_iter().flatten().flatten();
+    pids.filter_map(|entry| entry.file_name().to_str()?.parse::<libc::pid_t>().ok())
+        .filter_map(read_process)
+        .collect()
+}
+
+#[cfg(target_os = "linux")]
+fn read_process(pid: libc::pid_t) -> Option<Process> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // After the name, which may hold anything: state, parent, group, session, and the start
+    // time 20th from the state.
+    let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
+    Some(Process {
+        started: Started {
+            pid,
+            at: fields.get(19)?.parse().ok()?,
+        },
+        parent: fields.get(1)?.parse().ok()?,
+        session: fields.get(3)?.parse().ok()?,
+    })
+}
+
+/// The processes of the session `leader` leads (the server's: its pid, from setsid) and every
+/// process descended from one of them: a helper in a group or a session of its own
+/// (`process_group=0`, `start_new_session`, Node's `detached`) is still one of them. A daemon
+/// that forked twice and whose middle process ended is no one's child here: only a cgroup
+/// would hold it.
+#[cfg(target_os = "linux")]
+fn started_by(leader: libc::pid_t) -> Vec<Started> {
+    let table = process_table();
+    let mut found: std::collections::HashSet<libc::pid_t> = table
+        .iter()
+        .filter(|p| p.session == leader || p.started.pid == leader)
+        .map(|p| p.started.pid)
+        .collect();
+    loop {
+        let before = found.len();
+        for p in &table {
+            if found.contains(&p.parent) {
+                found.insert(p.started.pid);
+            }
+        }
+        if found.len() == before {
+            break;
+        }
+    }
+    let found = table.iter().filter(|p| found.contains(&p.started.pid));
+    found.map(|p| p.started).collect()
 }

@@ -133,7 +133,10 @@ impl McpServer {
 
     /// Ends the session: the server's input (or HTTP session) is closed, and a server started
     /// here is killed if it has not ended a moment later. Each wait is bounded.
-    pub async fn stop(self) {
+    pub async fn stop(mut self) {
+        if let Some(process) = &mut self.process {
+            process.note_what_it_started();
+        }
         let name = self.name;
         match Arc::try_unwrap(self.shared).map(|shared| Arc::try_unwrap(shared.session)) {
             Ok(Ok(mut session)) => match session.close_with_timeout(GRACE).await {
