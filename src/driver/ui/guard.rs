@@ -68,10 +68,16 @@ pub fn refused_token(sent: Option<&[u8]>, token: &str) -> Option<String> {
     }
 }
 
-/// The name or address of a `Host` header, without its port (an IPv6 address in brackets).
+/// The name or address of a `Host` header, without its port (an IPv6 address in brackets, and
+/// nothing after them but a port: `[::1].evil.example` is no loopback name).
 fn host_name(host: &str) -> &str {
     if let Some(rest) = host.strip_prefix('[') {
-        return rest.split(']').next().unwrap_or_default();
+        let port = |p: &str| !p.is_empty() && p.chars().all(|c| c.is_ascii_digit());
+        return match rest.split_once(']') {
+            Some((address, "")) => address,
+            Some((address, after)) if after.strip_prefix(':').is_some_and(port) => address,
+            _ => host,
+        };
     }
     match host.rsplit_once(':') {
         Some((name, port)) if port.chars().all(|c| c.is_ascii_digit()) => name,
@@ -101,6 +107,11 @@ mod tests {
             "10.0.0.1:80",
             "localhost.evil.example",
             "[::2]:1",
+            "[::1].evil.example",
+            "[::1]evil.example:80",
+            "[::1]@evil.example:80",
+            "[::1]:",
+            "[::1",
         ] {
             assert!(refused_host(Some(host), LOOPBACK).is_some(), "{host}");
         }
