@@ -715,6 +715,46 @@ Action: submit_answer(answer="42")
     approve_last(&browser, 2, "42").await;
 }
 
+/// A call whose arguments hold characters that turn text around or hide it (a right-to-left
+/// override, a zero-width space): the card, the approval and its editor show each as a JSON escape,
+/// so what is approved reads as what runs (`ls -la docs \u{202e}# ~ fr- mr;` was shown as
+/// `ls -la docs ;rm -rf ~ #`); the editor's JSON reads back as the same arguments.
+#[tokio::test]
+async fn what_an_approval_shows_reads_as_what_runs() {
+    let ws = workspace();
+    let script =
+        "Thought: read it\nAction: read_file(path=\"docs\u{202e}# ~ fr- mr;\u{200b}.md\")\n---\n\
+                  Thought: done\nAction: submit_answer(answer=\"42\")\n";
+    let (_ui, browser) = at_first_approval(ws.path(), script, "edit").await;
+    let first = ".card[data-iteration='1']";
+    let args = browser.text(&format!("{first} .args")).await;
+    assert!(
+        args.contains("docs\\u202e# ~ fr- mr;\\u200b.md") && !args.contains('\u{202e}'),
+        "{args:?}"
+    );
+    browser.click(&format!("{first} button.edit")).await;
+    let proposed = browser.text_value(&format!("{first} textarea")).await;
+    assert!(
+        proposed.contains("docs\\u202e# ~ fr- mr;\\u200b.md") && !proposed.contains('\u{200b}'),
+        "{proposed:?}"
+    );
+    browser.click(&format!("{first} button.run-edited")).await;
+    browser
+        .until(
+            "the edited call's observation",
+            &format!("return document.querySelector(\"{first} .observation\")"),
+        )
+        .await;
+    let decided = browser.text(&format!("{first} .decision.edited")).await;
+    assert!(
+        decided.contains("docs\\u202e# ~ fr- mr;\\u200b.md"),
+        "{decided:?}"
+    );
+    let observation = browser.text(&format!("{first} .observation")).await;
+    assert!(!observation.contains('\u{202e}'), "{observation:?}");
+    approve_last(&browser, 2, "42").await;
+}
+
 #[tokio::test]
 async fn an_answer_the_evaluation_sends_back_is_shown_on_its_card_with_its_verdict() {
     let ws = workspace();

@@ -17,10 +17,31 @@
   let run = null;
   let running = false;
 
+  /** Characters that turn text around or hide it (bidirectional overrides and isolates,
+   * zero-width characters, Unicode's line and paragraph separators, tag characters) and control
+   * characters but the line break and the tab: what the terminal driver escapes too. */
+  const HIDDEN = /[\u0000-\u0008\u000b-\u001f\u007f-\u009f\u00ad\u061c\u180e\u200b-\u200f\u2028-\u202e\u2060-\u206f\ufeff]|\udb40[\udc00-\udc7f]/g;
+
+  /** Text from elsewhere (the model, a tool, a server) as the page shows it: each hidden
+   * character written as an escape (`\u{202e}`), so what is shown, above all on an approval,
+   * reads as what runs. */
+  function shown(text) {
+    return String(text).replace(HIDDEN, (c) => '\\u{' + c.codePointAt(0).toString(16) + '}');
+  }
+
+  /** A JSON text in which every hidden character is a JSON escape: it reads back as the same
+   * value, and shows what it holds. */
+  function shownJson(value, indent) {
+    return JSON.stringify(value, null, indent).replace(HIDDEN, (c) =>
+      c.length === 2
+        ? '\\u' + c.charCodeAt(0).toString(16) + '\\u' + c.charCodeAt(1).toString(16)
+        : '\\u' + c.charCodeAt(0).toString(16).padStart(4, '0'));
+  }
+
   function el(tag, className, text) {
     const node = document.createElement(tag);
     if (className) node.className = className;
-    if (text !== undefined && text !== null) node.textContent = String(text);
+    if (text !== undefined && text !== null) node.textContent = shown(text);
     return node;
   }
 
@@ -259,7 +280,7 @@
   // The service asks the model again (a repair round): the next attempt's thought streams anew.
   function repair(e) {
     const c = card(e.iteration);
-    c.status.textContent = 'asked again: ' + e.reason;
+    c.status.textContent = shown('asked again: ' + e.reason);
     c.thought.text.textContent = '';
     c.thought.row.classList.remove('forming');
   }
@@ -268,14 +289,14 @@
     const c = card(e.iteration);
     c.status.textContent = 'thinking…';
     c.thought.row.classList.add('forming');
-    c.thought.text.textContent += e.text;
+    c.thought.text.textContent += shown(e.text);
     c.pieces += 1;
     c.root.dataset.pieces = String(c.pieces);
   }
 
   function thought(e) {
     const c = card(e.iteration);
-    c.thought.text.textContent = e.text;
+    c.thought.text.textContent = shown(e.text);
     c.thought.row.classList.remove('forming');
     c.status.textContent = '';
   }
@@ -283,10 +304,10 @@
   function action(e) {
     const c = card(e.iteration);
     c.thought.row.classList.remove('forming');
-    c.status.textContent = 'running ' + e.tool + '…';
+    c.status.textContent = shown('running ' + e.tool + '…');
     const call = el('div', 'call');
     const a = el('div', 'row action');
-    const args = JSON.stringify(e.args);
+    const args = shownJson(e.args);
     a.append(el('span', 'label', 'Action'), el('span', 'tool', e.tool), el('span', 'args', args === '{}' ? '' : args));
     call.append(a);
     c.calls.append(call);
@@ -304,7 +325,7 @@
     const body = el('div', 'body');
     const pre = el('pre');
     const short = shortened(e.text);
-    pre.textContent = short;
+    pre.textContent = shown(short);
     body.append(pre);
     if (short !== e.text) {
       const more = el('button', 'more', 'show all (' + number(e.bytes) + ' bytes)');
@@ -312,7 +333,7 @@
       let open = false;
       more.addEventListener('click', () => {
         open = !open;
-        pre.textContent = open ? e.text : short;
+        pre.textContent = shown(open ? e.text : short);
         more.textContent = open ? 'show less' : 'show all (' + number(e.bytes) + ' bytes)';
       });
       body.append(more);
@@ -399,7 +420,7 @@
     const root = el('div', 'edit-arguments');
     root.hidden = true;
     const text = el('textarea');
-    text.value = JSON.stringify(args === undefined ? {} : args, null, 2);
+    text.value = shownJson(args === undefined ? {} : args, 2);
     text.rows = Math.min(12, text.value.split('\n').length + 1);
     text.spellcheck = false;
     const run = el('button', 'run-edited', 'Run with these arguments');
@@ -457,7 +478,7 @@
     const c = card(e.iteration);
     const box = c.root.querySelector('.approval-request:not(.answered)');
     const said = e.decision === 'denied' ? 'denied: ' + (e.reason || '')
-      : e.decision === 'edited' ? 'run with the arguments ' + JSON.stringify(e.arguments)
+      : e.decision === 'edited' ? 'run with the arguments ' + shownJson(e.arguments)
       : e.decision;
     const decision = el('span', 'decision ' + e.decision, e.tool + ' ' + said);
     if (box) {
@@ -595,15 +616,15 @@
     const last = cards[cards.length - 1];
     if (last) {
       const r = row('evaluated', 'Evaluation');
-      r.text.textContent = 'completeness ' + (ev.completeness_score || 0) + '/10 · quality ' +
+      r.text.textContent = shown('completeness ' + (ev.completeness_score || 0) + '/10 · quality ' +
         (ev.quality_score || 0) + '/10 · ' + (ev.needs_retry ? 'another try' +
-        ((ev.missing_info || []).length ? ': missing ' + ev.missing_info.join('; ') : '') : 'accepted');
+        ((ev.missing_info || []).length ? ': missing ' + ev.missing_info.join('; ') : '') : 'accepted'));
       r.row.classList.add(ev.needs_retry ? 'retry' : 'done');
       last.calls.append(r.row);
       // An answer sent back is not the run's answer, so it is shown here, where it was judged.
       if (ev.needs_retry && e.answer) {
         const sent = row('rejected', 'Sent back');
-        sent.text.textContent = e.answer;
+        sent.text.textContent = shown(e.answer);
         last.calls.append(sent.row);
       }
     }
@@ -619,15 +640,15 @@
     const cards = [...run.cards.values()];
     const last = cards[cards.length - 1];
     if (last && last.seconds === null) {
-      const shown = cards.reduce((sum, c) => {
+      const counted = cards.reduce((sum, c) => {
         sum.prompt += c.tokens ? c.tokens.prompt : 0;
         sum.completion += c.tokens ? c.tokens.completion : 0;
         return sum;
       }, { prompt: 0, completion: 0 });
       const tokens = e.tokens || {};
       last.tokens = {
-        prompt: Math.max(0, (tokens.prompt_tokens || 0) - shown.prompt),
-        completion: Math.max(0, (tokens.completion_tokens || 0) - shown.completion),
+        prompt: Math.max(0, (tokens.prompt_tokens || 0) - counted.prompt),
+        completion: Math.max(0, (tokens.completion_tokens || 0) - counted.completion),
       };
       last.seconds = e.last_step_seconds;
       showMeta(last);
