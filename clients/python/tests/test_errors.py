@@ -15,6 +15,7 @@ from datetime import datetime, timedelta, timezone
 
 import httpx
 import pytest
+from pydantic import ValidationError
 
 from reactstep import AsyncClient, Client, ReactStepError, RetryInfo, RetryOptions, parse_retry_after
 
@@ -360,3 +361,27 @@ def test_an_answer_too_odd_to_read_is_still_a_react_step_error() -> None:
         for retry in [None, RetryOptions(attempts=2, base_delay=0.001, max_delay=1.0)]:
             with Client("http://reactstep.invalid", transport=transport, retry=retry) as client:
                 raised(client, offline("Final Answer: x"))
+
+
+def test_a_key_stays_out_of_reprs_and_of_a_requests_validation_errors() -> None:
+    """A traceback that shows locals, or a log line of a request or the loop's options, holds
+    no key; neither does the error of a request the models refuse."""
+    from reactstep import EvaluateRequest, PlanRequest, ReactStepRequest
+    from reactstep.loop_types import LoopOptions
+
+    key, other = "sk-CANARY0123456789abcdef", "sk-ant-CANARY9876543210"
+    config = {"modelName": "gpt-4o", "tokenLimit": 1000, "reservedOutputTokens": 100}
+    keys = {"llmKey": key, "providerKeys": {"anthropic": other}}
+    models: list[type[ReactStepRequest]] = [ReactStepRequest, PlanRequest, EvaluateRequest]
+    for model in models:
+        fields = {"user_query": "q", "candidate_answer": "a"}
+        made = model.model_validate({**fields, "llm_config": config, "user_api_keys": keys})
+        assert "CANARY" not in repr(made) and "CANARY" not in str(made), model
+        assert made.user_api_keys is not None and made.user_api_keys.llmKey == key
+        bad = {**fields, "llm_config": {"modelName": key}, "user_api_keys": {"llmKey": key * 200}}
+        with pytest.raises(ValidationError) as refused:
+            model.model_validate(bad)
+        assert "CANARY" not in str(refused.value), refused.value
+        assert "user_api_keys.llmKey" in str(refused.value)
+    options = LoopOptions(question="q", llm_config=config, key=key, provider_keys={"anthropic": other})
+    assert "CANARY" not in repr(options) and options.key == key

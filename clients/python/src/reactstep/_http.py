@@ -112,6 +112,49 @@ def cut_short(status: int) -> ReactStepError:
     return ReactStepError.unreadable(status, f"HTTP {status} with a body cut short")
 
 
+MAX_BODY = 16 * 1024 * 1024
+"""The most of a plain answer's body read: the bound of a streamed event's data (``_sse``), so of
+a streamed step, whose terminal event is the plain step's body."""
+
+
+def too_long(status: int) -> ReactStepError:
+    """A body past ``MAX_BODY``: a broken service or a proxy, which the client does not hold."""
+    return ReactStepError.unreadable(status, f"HTTP {status} with a body longer than 16 MiB")
+
+
+def declared_too_long(response: httpx.Response) -> bool:
+    """Whether the answer's ``content-length`` says it is longer than ``MAX_BODY``."""
+    declared = response.headers.get("content-length", "")
+    return declared.isdigit() and int(declared) > MAX_BODY
+
+
+class Body:
+    """An answer's body as its pieces come, refused past ``MAX_BODY`` (its pieces are counted as
+    they come, so a body without a length, or longer than it said, is not held either)."""
+
+    def __init__(self) -> None:
+        self._pieces: list[bytes] = []
+        self._size = 0
+
+    def add(self, piece: bytes) -> bool:
+        """Adds ``piece``; whether the body is still within the bound."""
+        self._size += len(piece)
+        if self._size > MAX_BODY:
+            self._pieces.clear()
+            return False
+        self._pieces.append(piece)
+        return True
+
+    def of(self, response: httpx.Response) -> httpx.Response:
+        """``response`` with this body read, for ``answer_of`` and ``error_of``."""
+        return httpx.Response(
+            response.status_code,
+            headers=response.headers,
+            content=b"".join(self._pieces),
+            request=response.request,
+        )
+
+
 def not_a_stream(response: httpx.Response) -> ReactStepError | None:
     """The error of a 2xx answer to a stream request that is not an event stream."""
     content_type = response.headers.get("content-type", "")

@@ -24,11 +24,13 @@ from ._http import (
     STEP_RESPONSE,
     STREAM_PATH,
     AnyRequest,
+    Body,
     EvaluateRequestLike,
     PlanRequestLike,
     Request,
     answer_of,
     cut_short,
+    declared_too_long,
     encode,
     error_of,
     not_a_stream,
@@ -36,6 +38,7 @@ from ._http import (
     stream_ended,
     stream_idle,
     stream_idle_timeout_of,
+    too_long,
 )
 from ._http import headers as make_headers
 from ._sse import Blocks, TooLong
@@ -177,13 +180,10 @@ class AsyncClient:
 
     async def _answer(self, path: str, request: AnyRequest) -> httpx.Response:
         """A plain call's 2xx response, its body read."""
-        response = await self._send(path, request, "application/json")
-        async with aclosing(response):
-            try:
-                await response.aread()
-            except httpx.TransportError:
-                raise cut_short(response.status_code) from None
-        return response
+        read = await _read_body(await self._send(path, request, "application/json"))
+        if isinstance(read, ReactStepError):
+            raise read
+        return read
 
     async def _send(
         self, path: str, request: AnyRequest, accept: str, head: float | None = None
@@ -222,12 +222,25 @@ class AsyncClient:
             return stream_idle(head, head=True)
         if response.is_success:
             return response
-        async with aclosing(response):
-            try:
-                await response.aread()
-            except httpx.TransportError:
-                return cut_short(response.status_code)
-        return error_of(response)
+        read = await _read_body(response)
+        return read if isinstance(read, ReactStepError) else error_of(read)
+
+
+async def _read_body(response: httpx.Response) -> httpx.Response | ReactStepError:
+    """``response`` with its body read, and closed; the error when the body is cut short or
+    longer than ``MAX_BODY``."""
+    status = response.status_code
+    async with aclosing(response):
+        if declared_too_long(response):
+            return too_long(status)
+        body = Body()
+        try:
+            async for piece in response.aiter_bytes():
+                if not body.add(piece):
+                    return too_long(status)
+        except httpx.TransportError:
+            return cut_short(status)
+    return body.of(response)
 
 
 async def _read(

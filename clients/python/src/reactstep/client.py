@@ -27,11 +27,13 @@ from ._http import (
     STEP_RESPONSE,
     STREAM_PATH,
     AnyRequest,
+    Body,
     EvaluateRequestLike,
     PlanRequestLike,
     Request,
     answer_of,
     cut_short,
+    declared_too_long,
     encode,
     error_of,
     headers as make_headers,
@@ -40,6 +42,7 @@ from ._http import (
     stream_ended,
     stream_idle,
     stream_idle_timeout_of,
+    too_long,
 )
 from ._sse import Blocks, TooLong
 from .approval import Approver
@@ -283,13 +286,10 @@ class Client:
 
     def _answer(self, path: str, request: AnyRequest) -> httpx.Response:
         """A plain call's 2xx response, its body read."""
-        response = self._send(path, request, "application/json")
-        with closing(response):
-            try:
-                response.read()
-            except httpx.TransportError:
-                raise cut_short(response.status_code) from None
-        return response
+        read = _read_body(self._send(path, request, "application/json"))
+        if isinstance(read, ReactStepError):
+            raise read
+        return read
 
     def _send(
         self, path: str, request: AnyRequest, accept: str, watch: _IdleWatch | None = None
@@ -344,12 +344,25 @@ class Client:
         if watch is not None:
             # An error answer's body is read as a plain call's.
             watch.let_go()
-        with closing(response):
-            try:
-                response.read()
-            except httpx.TransportError:
-                return cut_short(response.status_code)
-        return error_of(response)
+        read = _read_body(response)
+        return read if isinstance(read, ReactStepError) else error_of(read)
+
+
+def _read_body(response: httpx.Response) -> httpx.Response | ReactStepError:
+    """``response`` with its body read, and closed; the error when the body is cut short or
+    longer than ``MAX_BODY``."""
+    status = response.status_code
+    with closing(response):
+        if declared_too_long(response):
+            return too_long(status)
+        body = Body()
+        try:
+            for piece in response.iter_bytes():
+                if not body.add(piece):
+                    return too_long(status)
+        except httpx.TransportError:
+            return cut_short(status)
+    return body.of(response)
 
 
 def _read(

@@ -251,9 +251,10 @@ class LoopKwargs(TypedDict, total=False):
 class LoopOptions:
     question: str
     llm_config: LlmConfig | Mapping[str, Any]
-    key: str | None = None
+    # Left out of the repr: a traceback that shows locals, or a log line, never holds a key.
+    key: str | None = field(default=None, repr=False)
     """The user's own LLM key (``user_api_keys.llmKey``), for the first model of ``llm_config``."""
-    provider_keys: Mapping[str, str] | None = None
+    provider_keys: Mapping[str, str] | None = field(default=None, repr=False)
     """The keys of ``llm_config.fallbacks``, by provider (``user_api_keys.providerKeys``)."""
     max_iterations: int = 10
     """Steps at most; the last one asks the model to answer."""

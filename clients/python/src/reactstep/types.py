@@ -42,6 +42,15 @@ from ._generated import (
 )
 from ._generated import Tool as ToolDeclaration
 
+# The keys are left out of a request's repr, and no value of a request is quoted in its
+# validation errors (a traceback that shows locals, a log line): the generated models cannot
+# say so themselves.
+for _secret in ("llmKey", "providerKeys"):
+    UserApiKeys.model_fields[_secret].repr = False
+for _holding_keys in (UserApiKeys, ReactStepRequest, PlanRequest, EvaluateRequest):
+    _holding_keys.model_config["hide_input_in_errors"] = True
+    _holding_keys.model_rebuild(force=True)
+
 StepResponse: TypeAlias = StepFields
 """A 2xx answer of ``react_step``, the data of the stream's ``step`` event, and (with
 ``status == "error"``) the body of every error."""
