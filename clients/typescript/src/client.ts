@@ -4,7 +4,7 @@
 import { ReactStepError } from "./errors.js";
 import type { CallOptions, StreamEvent } from "./events.js";
 import { runLoop, type LoopOptions, type LoopResult } from "./loop.js";
-import { Blocks, TooLong, type ServerSentEvent } from "./sse.js";
+import { Blocks, MAX_SIZE, TooLong, type ServerSentEvent } from "./sse.js";
 import type {
   ErrorResponse,
   EvaluateRequest,
@@ -149,24 +149,30 @@ export class ReactStepClient {
   /** A plain call: its 2xx answer as JSON. */
   private async call<T>(path: string, request: object, options: CallOptions, what: string): Promise<T> {
     const response = await this.send(path, request, "application/json", options.signal);
+    let read: string | ReactStepError;
     try {
-      let body: unknown;
-      try {
-        body = await response.json();
-      } catch {
-        // Not JSON, cut short, or nested past what the engine's parser follows (a RangeError).
-        throw ReactStepError.unreadable(response.status, "the step is not JSON");
-      }
-      if (!isObject(body)) {
-        throw ReactStepError.unreadable(response.status, "the step is not a JSON object");
-      }
-      return body as T;
+      read = await bodyText(response);
     } catch (cause) {
       if (options.signal?.aborted) {
         throw cause;
       }
+      // Cut short.
       throw ReactStepError.unreadable(response.status, `${what} is not JSON`);
     }
+    if (read instanceof ReactStepError) {
+      throw read;
+    }
+    let body: unknown;
+    try {
+      body = JSON.parse(read);
+    } catch {
+      // Not JSON, or nested past what the engine's parser follows (a RangeError).
+      throw ReactStepError.unreadable(response.status, `${what} is not JSON`);
+    }
+    if (!isObject(body)) {
+      throw ReactStepError.unreadable(response.status, `${what} is not JSON`);
+    }
+    return body as T;
   }
 
   /**
@@ -406,11 +412,53 @@ function retrySettings(option: ClientOptions["retry"]): Retry | undefined {
   };
 }
 
+/**
+ * A plain answer's body as text; the error when it is longer than `MAX_SIZE` (16 MiB, the bound
+ * of a streamed event, so of a streamed step), said by its length or counted as it comes: a
+ * broken service or a proxy cannot make the client hold more, and the rest is not read. Throws
+ * when the body is cut short, or the caller's signal aborts the read.
+ */
+async function bodyText(response: Response): Promise<string | ReactStepError> {
+  const status = response.status;
+  const tooLong = ReactStepError.unreadable(status, `HTTP ${status} with a body longer than 16 MiB`);
+  const declared = Number(response.headers.get("content-length") ?? "");
+  if (declared > MAX_SIZE || response.body === null) {
+    await response.body?.cancel().catch(() => undefined);
+    return declared > MAX_SIZE ? tooLong : "";
+  }
+  const reader = response.body.getReader();
+  const pieces: Uint8Array[] = [];
+  let size = 0;
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) {
+      break;
+    }
+    size += value.byteLength;
+    if (size > MAX_SIZE) {
+      await reader.cancel().catch(() => undefined);
+      return tooLong;
+    }
+    pieces.push(value);
+  }
+  const whole = new Uint8Array(size);
+  let at = 0;
+  for (const piece of pieces) {
+    whole.set(piece, at);
+    at += piece.byteLength;
+  }
+  return new TextDecoder().decode(whole);
+}
+
 /** The error a non-2xx response stands for. */
 async function errorOf(response: Response): Promise<ReactStepError> {
   let text: string;
   try {
-    text = await response.text();
+    const read = await bodyText(response);
+    if (read instanceof ReactStepError) {
+      return read;
+    }
+    text = read;
   } catch {
     return ReactStepError.unreadable(response.status, `HTTP ${response.status} with a body cut short`);
   }
