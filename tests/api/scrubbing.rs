@@ -458,7 +458,7 @@ async fn a_key_in_a_schema_the_model_fails_stays_out_of_the_failure() {
         .mount(&llm)
         .await;
     let mut responses = String::new();
-    for body in [answer, call, repaired] {
+    for body in [answer, call, repaired.clone()] {
         let reply = client.post(&url).json(&body).send().await.unwrap();
         assert_eq!(reply.status(), 502);
         let reply: Value = reply.json().await.unwrap();
@@ -472,6 +472,21 @@ async fn a_key_in_a_schema_the_model_fails_stays_out_of_the_failure() {
         );
         responses.push_str(&reply.to_string());
     }
+    // A second call of the turn that fails the schema is left out with a warning, on a 200.
+    let mut second = canary_request("q");
+    second["tools"] = repaired["tools"].clone();
+    second["mock_response"] = json!(format!(
+        "Thought: t\nAction: t(mode=\"{CANARY}\")\nAction: t(mode=\"x\")"
+    ));
+    let reply = client.post(&url).json(&second).send().await.unwrap();
+    assert_eq!(reply.status(), 200);
+    let reply: Value = reply.json().await.unwrap();
+    let warnings = reply["warnings"].to_string();
+    assert!(
+        warnings.contains("left out") && warnings.contains("[REDACTED]"),
+        "{warnings}"
+    );
+    assert_no_fragment("a warning", &warnings);
     let asked = llm.received_requests().await.unwrap_or_default();
     assert_eq!(asked.len(), 2, "the repair round ran");
     let repair = String::from_utf8_lossy(&asked[1].body).to_string();
