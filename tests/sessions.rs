@@ -1670,4 +1670,18 @@ async fn a_store_through_a_link_is_refused_and_its_file_is_its_owners_alone() {
     let shown = finished(shown.current_dir(folder.path())).await;
     assert_eq!(shown.code, 0, "{}", shown.stderr);
     assert!(shown.stdout.contains("kept"), "{}", shown.stdout);
+    // `:memory:`: SQLite's name for no file at all; the run was said saved, and was lost.
+    let mut command = reactstep(&["run", "Q?", "--session", "m", "--memory", ":memory:"]);
+    command
+        .args(["--mock-responses", script_file.to_str().unwrap()])
+        .args(["--workspace", ws.path().to_str().unwrap()])
+        .current_dir(folder.path());
+    let ran = finished(&mut command).await;
+    assert_eq!(ran.code, 0, "{}", ran.stderr);
+    let mut kept = reactstep(&[
+        "sessions", "--memory", ":memory:", "show", "m", "--output", "json",
+    ]);
+    let kept = finished(kept.current_dir(folder.path())).await;
+    assert_eq!(kept.code, 0, "{}", kept.stderr);
+    assert!(kept.stdout.contains("kept"), "{}", kept.stdout);
 }

@@ -112,12 +112,11 @@ fn flags(access: Access) -> OpenFlags {
     }
 }
 
-/// The name SQLite is given for `path`: this build reads any name that begins `file:` as a URI
-/// (whatever the flags say), which may name another file, so such a relative name goes as
-/// `./file:…`, the same file.
+/// The name SQLite is given for `path`: this build reads a name that begins `file:` as a URI
+/// (whatever the flags say), which may name another file, and `:memory:` as no file at all, so
+/// a relative name goes as `./…`, the same file.
 fn plain_name(path: &Path) -> std::borrow::Cow<'_, Path> {
-    use std::os::unix::ffi::OsStrExt;
-    match path.as_os_str().as_bytes().starts_with(b"file:") {
+    match path.is_relative() {
         true => Path::new(".").join(path).into(),
         false => path.into(),
     }
