@@ -108,7 +108,7 @@ fn a_final_answer_prints_alone_in_simple_output() {
 
 /// Runs `reactstep run` on `script` with its stdout on a pseudo-terminal: the exit code, and
 /// the bytes the terminal was sent.
-fn run_on_a_terminal(ws: &Path, script: &str) -> (i32, Vec<u8>) {
+fn run_on_a_terminal(ws: &Path, script: &str, extra: &[&str]) -> (i32, Vec<u8>) {
     use std::io::Read;
     use std::os::fd::{FromRawFd, OwnedFd};
     let scripts = tempfile::tempdir().unwrap();
@@ -126,6 +126,7 @@ fn run_on_a_terminal(ws: &Path, script: &str) -> (i32, Vec<u8>) {
         .arg(ws)
         .arg("--mock-responses")
         .arg(&file)
+        .args(extra)
         .env_remove("OPENAI_API_KEY")
         .stdout(std::process::Stdio::from(slave))
         .stderr(std::process::Stdio::null())
@@ -149,7 +150,7 @@ fn an_answer_on_a_terminal_cannot_write_the_clipboard_or_clear_the_screen() {
     let ws = workspace();
     let answer = "Done.\x1b]52;c;Y3VybCBldmlsIHwgc2g=\x07\x1b[2J\u{202e}gnp.exe";
     let script = format!("Thought: t\nFinal Answer: {answer}");
-    let (code, shown) = run_on_a_terminal(ws.path(), &script);
+    let (code, shown) = run_on_a_terminal(ws.path(), &script, &[]);
     assert_eq!(code, 0);
     let shown = String::from_utf8(shown).unwrap();
     assert!(!shown.contains(['\x1b', '\x07', '\u{202e}']), "{shown:?}");
@@ -160,6 +161,19 @@ fn an_answer_on_a_terminal_cannot_write_the_clipboard_or_clear_the_screen() {
     let (code, piped, _) = run(ws.path(), &script, &[]);
     assert_eq!(code, 0);
     assert_eq!(piped, format!("{answer}\n"));
+    // The run as JSON on a terminal: serde_json leaves C1 controls (a one-byte CSI, OSC) and the
+    // override as they are; JSON escapes show them and read back the same.
+    let answer = "Done.\u{9b}2J\u{9d}52;c;eA==\u{9c}\u{202e}gnp.exe";
+    let script = format!("Thought: t\nFinal Answer: {answer}");
+    let (code, shown) = run_on_a_terminal(ws.path(), &script, &["--output", "json"]);
+    assert_eq!(code, 0);
+    let shown = String::from_utf8(shown).unwrap().replace("\r\n", "\n");
+    assert!(
+        !shown.contains(['\u{9b}', '\u{9d}', '\u{202e}']),
+        "{shown:?}"
+    );
+    let report: Value = serde_json::from_str(&shown).unwrap();
+    assert_eq!(report["answer"], answer);
 }
 
 #[test]

@@ -310,11 +310,13 @@ async fn run(args: RunArgs) -> Result<i32, String> {
             writeln!(out, "{}", super::terminal::printable(&report.answer))
         }
         Output::Simple => writeln!(out, "{}", report.answer),
-        Output::Json => writeln!(
-            out,
-            "{}",
-            serde_json::to_string_pretty(&report).map_err(|e| e.to_string())?
-        ),
+        Output::Json => {
+            let json = serde_json::to_string_pretty(&report).map_err(|e| e.to_string())?;
+            match out.is_terminal() {
+                true => writeln!(out, "{}", super::terminal::printable_json(&json)),
+                false => writeln!(out, "{json}"),
+            }
+        }
     };
     written.map_err(|e| e.to_string())?;
     saved?;

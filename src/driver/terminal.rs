@@ -83,6 +83,24 @@ pub fn printable(text: &str) -> String {
         .collect()
 }
 
+/// JSON text as it may be shown on a terminal: [`printable`]'s characters written as JSON's
+/// `\uXXXX` escapes (serde_json escapes only those below U+0020), so it reads back as the same
+/// value and shows what it holds.
+pub fn printable_json(json: &str) -> String {
+    let mut out = String::with_capacity(json.len());
+    for c in json.chars() {
+        if (c.is_control() && c != '\n') || invisible(c) {
+            let mut units = [0u16; 2];
+            for unit in c.encode_utf16(&mut units) {
+                out.push_str(&format!("\\u{unit:04x}"));
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
 /// A character that changes how the text around it is shown without showing itself.
 fn invisible(c: char) -> bool {
     matches!(
@@ -141,6 +159,26 @@ mod tests {
         assert_eq!(input.line().await.as_deref(), Some(""));
         assert_eq!(input.line().await.as_deref(), Some("a"));
         assert_eq!(input.line().await, None);
+    }
+
+    #[test]
+    fn json_shows_what_serde_leaves_as_it_is_and_reads_back_the_same() {
+        let text = "a\u{9b}2J\u{9d}52;c;x\u{9c}\u{202e}b\u{e0041}\u{7f}\x1b\n";
+        let json =
+            serde_json::to_string_pretty(&serde_json::json!({"answer": text})).unwrap_or_default();
+        let shown = printable_json(&json);
+        assert!(
+            shown
+                .chars()
+                .all(|c| c == '\n' || !(c.is_control() || invisible(c))),
+            "{shown}"
+        );
+        assert!(
+            shown.contains("\\u009b") && shown.contains("\\udb40\\udc41"),
+            "{shown}"
+        );
+        let back: serde_json::Value = serde_json::from_str(&shown).unwrap_or_default();
+        assert_eq!(back["answer"], text);
     }
 
     #[test]

@@ -75,6 +75,12 @@ pub async fn main(args: impl IntoIterator<Item = String>) -> i32 {
     match answer(&args, store.as_ref()).await {
         Ok((text, code)) => {
             let mut out = std::io::stdout();
+            // JSON's strings are the sessions' text: on a terminal, shown, not obeyed (the
+            // other forms are made printable as they are written).
+            let text = match std::io::IsTerminal::is_terminal(&out) {
+                true => crate::driver::terminal::printable_json(&text),
+                false => text,
+            };
             if out.write_all(text.as_bytes()).is_err() {
                 return 2;
             }
