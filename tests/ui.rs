@@ -724,7 +724,7 @@ async fn what_an_approval_shows_reads_as_what_runs() {
     let ws = workspace();
     let script =
         "Thought: read it\nAction: read_file(path=\"docs\u{202e}# ~ fr- mr;\u{200b}.md\")\n---\n\
-                  Thought: done\nAction: submit_answer(answer=\"42\")\n";
+                  Thought: done\nAction: submit_answer(answer=\"42\u{202e}x\")\n";
     let (_ui, browser) = at_first_approval(ws.path(), script, "edit").await;
     let first = ".card[data-iteration='1']";
     let args = browser.text(&format!("{first} .args")).await;
@@ -752,7 +752,9 @@ async fn what_an_approval_shows_reads_as_what_runs() {
     );
     let observation = browser.text(&format!("{first} .observation")).await;
     assert!(!observation.contains('\u{202e}'), "{observation:?}");
-    approve_last(&browser, 2, "42").await;
+    // And the answer, where the run ends.
+    approve_last(&browser, 2, "42\\u{202e}x").await;
+    assert!(!browser.text(".answer").await.contains('\u{202e}'));
 }
 
 #[tokio::test]

@@ -54,7 +54,7 @@
   }
 
   function showMessage(text, kind) {
-    message.textContent = text;
+    message.textContent = shown(text);
     message.className = 'message ' + (kind || 'error');
     message.hidden = false;
   }
@@ -66,7 +66,7 @@
 
   function banner(text, kind) {
     const node = $('banner');
-    node.textContent = text;
+    node.textContent = shown(text);
     node.className = 'banner ' + kind;
     node.hidden = false;
   }
@@ -521,14 +521,14 @@
       const seg = el('span', 'seg ' + kind);
       seg.style.width = (100 * tokens / budget) + '%';
       if (kind !== 'free') seg.style.minWidth = '2px';
-      seg.title = number(tokens) + ' tokens ' + what;
+      seg.title = shown(number(tokens) + ' tokens ' + what);
       bar.append(seg);
     }
     const line = el('div', 'ctx-line');
     line.append(el('span', 'label', 'Context'), bar);
     if (count.dropped) {
       const chip = el('span', 'dropped-chip', '✕ ' + count.dropped + ' dropped');
-      chip.title = names.dropped.join(', ');
+      chip.title = shown(names.dropped.join(', '));
       line.append(chip);
     }
     const legend = el('div', 'ctx-legend');
@@ -664,7 +664,7 @@
     }
     const box = el('div', e.success ? 'answer' : 'answer failed');
     const title = e.success ? 'Answer' : 'The run ended without an answer (' + String(e.termination).replace(/_/g, ' ') + ')';
-    box.append(el('span', 'title', title), document.createTextNode(e.answer || ''));
+    box.append(el('span', 'title', title), document.createTextNode(shown(e.answer || '')));
     if (e.hint) box.append(el('span', 'hint', e.hint));
     run.root.append(box);
     const total = (e.tokens && (e.tokens.prompt_tokens + e.tokens.completion_tokens)) || 0;
