@@ -307,6 +307,25 @@ impl ChatCompletions {
     }
 }
 
+/// A signed call's id: its own, or one given now when it came without one, empty, or as
+/// another call's of the reply: its signature goes back by the id, so two calls must not share
+/// one (the second's signature went back on the first).
+fn signed_call_id(
+    id: Option<String>,
+    signed: bool,
+    seen: &mut std::collections::HashSet<String>,
+) -> Option<String> {
+    let taken = id
+        .as_ref()
+        .is_none_or(|id| id.is_empty() || seen.contains(id));
+    let id = match signed && taken {
+        true => Some(crate::llm::call_ids::fresh()),
+        false => id,
+    };
+    seen.extend(id.clone());
+    id
+}
+
 fn completion(reply: Reply) -> Result<Completion, WireError> {
     let Some(choice) = reply.choices.kept.into_iter().next() else {
         return Err(WireError::Shape("the reply has no choices".into()));
@@ -315,14 +334,11 @@ fn completion(reply: Reply) -> Result<Completion, WireError> {
     let tool_calls = message.tool_calls.take().unwrap_or_default();
     let mut thought_signatures = Vec::new();
     let mut calls = Vec::with_capacity(tool_calls.kept.len());
+    let mut seen = std::collections::HashSet::new();
     for c in tool_calls.kept {
         let signature = c.extra_content.map(ExtraContent::signature).transpose()?;
         let signature = signature.flatten();
-        // A signed call without an id is given one now: its signature goes back by it.
-        let id = match (c.id, &signature) {
-            (None, Some(_)) => Some(crate::llm::call_ids::fresh()),
-            (id, _) => id,
-        };
+        let id = signed_call_id(c.id, signature.is_some(), &mut seen);
         if let (Some(call_id), Some(signature)) = (id.clone(), signature) {
             thought_signatures.push(CallSignature { call_id, signature });
         }
@@ -589,6 +605,43 @@ mod tests {
             presets::GEMINI.decode(reply(&huge).as_bytes()),
             Err(WireError::Shape(m)) if m.contains("thought signature")
         ));
+    }
+
+    #[test]
+    fn each_signature_goes_with_its_call_though_they_share_an_id() {
+        // Two calls of one id, or of an empty one: a signature was filed under the id, and the
+        // second's went back on the first.
+        let call = |id: &str, path: &str, signature: Option<&str>| {
+            let mut c = serde_json::json!({"id": id, "type": "function",
+                "function": {"name": "read_file", "arguments": serde_json::json!({"path": path}).to_string()}});
+            if let Some(s) = signature {
+                c["extra_content"] = serde_json::json!({"google": {"thought_signature": s}});
+            }
+            c
+        };
+        for calls in [
+            vec![call("d", "a", Some("SA")), call("d", "b", Some("SB"))],
+            vec![call("", "a", None), call("", "b", Some("SB"))],
+            vec![call("d", "a", None), call("d", "b", Some("SB"))],
+        ] {
+            let reply = serde_json::json!({"choices": [{"index": 0, "finish_reason": "tool_calls",
+                "message": {"role": "assistant", "content": null, "tool_calls": calls.clone()}}]});
+            let done = presets::GEMINI
+                .decode(reply.to_string().as_bytes())
+                .unwrap_or_else(|e| panic!("{e:?}"));
+            for (sent, read) in calls.iter().zip(&done.calls) {
+                let id = read.id.clone().unwrap_or_default();
+                let signature = sent["extra_content"]["google"]["thought_signature"].as_str();
+                assert_eq!(done.reasoning.signature_of(&id), signature, "{calls:?}");
+            }
+            let ids: std::collections::HashSet<_> = done
+                .reasoning
+                .thought_signatures
+                .iter()
+                .map(|s| &s.call_id)
+                .collect();
+            assert_eq!(ids.len(), done.reasoning.thought_signatures.len());
+        }
     }
 
     fn with_calls(model: &str, ids: &[&str], signed: &[(&str, &str)]) -> ChatRequest {

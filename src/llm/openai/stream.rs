@@ -231,6 +231,21 @@ mod tests {
     }
 
     #[test]
+    fn each_streamed_signature_goes_with_its_call_though_they_share_an_id() {
+        let (sofar, _) = read(&[
+            r#"{"choices":[{"delta":{"tool_calls":[{"index":0,"id":"d","function":{"name":"a","arguments":"{}"},"extra_content":{"google":{"thought_signature":"SA"}}}]}}]}"#,
+            r#"{"choices":[{"delta":{"tool_calls":[{"index":1,"id":"d","function":{"name":"b","arguments":"{}"},"extra_content":{"google":{"thought_signature":"SB"}}}]}}]}"#,
+        ])
+        .unwrap_or_else(|e| panic!("{e:?}"));
+        let done = sofar.into_completion();
+        let ids: Vec<String> = done.calls.iter().filter_map(|c| c.id.clone()).collect();
+        assert_eq!(ids.len(), 2);
+        assert_ne!(ids[0], ids[1]);
+        assert_eq!(done.reasoning.signature_of(&ids[0]), Some("SA"));
+        assert_eq!(done.reasoning.signature_of(&ids[1]), Some("SB"));
+    }
+
+    #[test]
     fn calls_sent_whole_without_an_index_stay_apart() {
         let (sofar, _) = read(&[
             r#"{"choices":[{"delta":{"tool_calls":[{"function":{"name":"a","arguments":"{}"}}]}}]}"#,
