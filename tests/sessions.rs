@@ -1631,57 +1631,52 @@ async fn a_store_through_a_link_is_refused_and_its_file_is_its_owners_alone() {
         assert_eq!(mode(path), 0o600, "{}", path.display());
     }
     drop(other);
+}
 
-    // A `file:` name is a file's name, not a URI that could open something else.
+/// A run into `memory`, from `folder`, and the session shown back from it: the run's answer.
+async fn run_and_show(folder: &std::path::Path, memory: &str, session: &str) -> String {
     let ws = workspace();
-    let script_file = at("script.txt");
-    std::fs::write(&script_file, script).unwrap();
-    let uri = "file:uri.sqlite3?mode=memory";
-    let mut command = reactstep(&["run", "Q?", "--session", "s", "--memory", uri]);
+    let script = folder.join("script.txt");
+    std::fs::write(&script, "Thought: t\nFinal Answer: kept").unwrap();
+    let mut command = reactstep(&["run", "Q?", "--session", session, "--memory", memory]);
     command
-        .args(["--mock-responses", script_file.to_str().unwrap()])
+        .args(["--mock-responses", script.to_str().unwrap()])
         .args(["--workspace", ws.path().to_str().unwrap()])
-        .current_dir(folder.path());
+        .current_dir(folder);
     let ran = finished(&mut command).await;
     assert_eq!(ran.code, 0, "{}", ran.stderr);
-    assert_eq!(mode(&at(uri)), 0o600, "the file is named as given");
-    assert!(
-        std::fs::metadata(at(uri)).unwrap().len() > 0,
-        "and holds the run"
-    );
+    let mut shown = reactstep(&[
+        "sessions", "--memory", memory, "show", session, "--output", "json",
+    ]);
+    let shown = finished(shown.current_dir(folder)).await;
+    assert_eq!(shown.code, 0, "{}", shown.stderr);
+    shown.stdout
+}
+
+/// A `--memory` name is a file's name, as SQLite reads it too: not a URI that could open
+/// something else, nor `:memory:`, SQLite's name for no file at all (each run was said saved).
+#[tokio::test]
+async fn a_memory_name_is_a_files_name_never_a_uri_nor_no_file() {
+    use std::os::unix::fs::PermissionsExt;
+    let folder = tempfile::tempdir().unwrap();
+    let at = |name: &str| folder.path().join(name);
+    let uri = "file:uri.sqlite3?mode=memory";
+    assert!(run_and_show(folder.path(), uri, "s").await.contains("kept"));
+    let mode = std::fs::metadata(at(uri)).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600, "the file is named as given");
     // A URI naming another file by its full path: SQLite wrote the run there, readable by all,
     // while the checks ran on the empty file of the name given.
     let elsewhere = at("elsewhere.sqlite3");
     let uri = format!("file:{}", elsewhere.display());
-    let mut command = reactstep(&["run", "Q?", "--session", "s", "--memory", &uri]);
-    command
-        .args(["--mock-responses", script_file.to_str().unwrap()])
-        .args(["--workspace", ws.path().to_str().unwrap()])
-        .current_dir(folder.path());
-    let ran = finished(&mut command).await;
-    assert_eq!(ran.code, 0, "{}", ran.stderr);
+    assert!(run_and_show(folder.path(), &uri, "s")
+        .await
+        .contains("kept"));
     assert!(
         !elsewhere.exists(),
         "the run went to the file the URI names"
     );
-    let mut shown = reactstep(&[
-        "sessions", "--memory", &uri, "show", "s", "--output", "json",
-    ]);
-    let shown = finished(shown.current_dir(folder.path())).await;
-    assert_eq!(shown.code, 0, "{}", shown.stderr);
-    assert!(shown.stdout.contains("kept"), "{}", shown.stdout);
-    // `:memory:`: SQLite's name for no file at all; the run was said saved, and was lost.
-    let mut command = reactstep(&["run", "Q?", "--session", "m", "--memory", ":memory:"]);
-    command
-        .args(["--mock-responses", script_file.to_str().unwrap()])
-        .args(["--workspace", ws.path().to_str().unwrap()])
-        .current_dir(folder.path());
-    let ran = finished(&mut command).await;
-    assert_eq!(ran.code, 0, "{}", ran.stderr);
-    let mut kept = reactstep(&[
-        "sessions", "--memory", ":memory:", "show", "m", "--output", "json",
-    ]);
-    let kept = finished(kept.current_dir(folder.path())).await;
-    assert_eq!(kept.code, 0, "{}", kept.stderr);
-    assert!(kept.stdout.contains("kept"), "{}", kept.stdout);
+    assert!(run_and_show(folder.path(), ":memory:", "m")
+        .await
+        .contains("kept"));
+    assert!(at(":memory:").metadata().unwrap().len() > 0);
 }
