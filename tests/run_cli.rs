@@ -109,11 +109,24 @@ fn a_final_answer_prints_alone_in_simple_output() {
 /// Runs `reactstep run` on `script` with its stdout on a pseudo-terminal: the exit code, and
 /// the bytes the terminal was sent.
 fn run_on_a_terminal(ws: &Path, script: &str, extra: &[&str]) -> (i32, Vec<u8>) {
-    use std::io::Read;
-    use std::os::fd::{FromRawFd, OwnedFd};
     let scripts = tempfile::tempdir().unwrap();
     let file = scripts.path().join("script.txt");
     std::fs::write(&file, script).unwrap();
+    let mut command = Command::new(env!("CARGO_BIN_EXE_reactstep"));
+    command
+        .args(["run", "What is the answer?", "--workspace"])
+        .arg(ws)
+        .arg("--mock-responses")
+        .arg(&file)
+        .args(extra);
+    on_a_terminal(command)
+}
+
+/// Runs `command` with its stdout on a pseudo-terminal: the exit code, and the bytes the
+/// terminal was sent.
+fn on_a_terminal(mut command: Command) -> (i32, Vec<u8>) {
+    use std::io::Read;
+    use std::os::fd::{FromRawFd, OwnedFd};
     let (mut master, mut slave) = (0, 0);
     let (name, settings, size) = (std::ptr::null_mut(), std::ptr::null(), std::ptr::null());
     // SAFETY: both out-pointers are valid; no name, settings or size are asked for.
@@ -121,19 +134,15 @@ fn run_on_a_terminal(ws: &Path, script: &str, extra: &[&str]) -> (i32, Vec<u8>) 
     assert_eq!(opened, 0, "openpty: {}", std::io::Error::last_os_error());
     // SAFETY: openpty succeeded: both are open descriptors this test alone owns.
     let (master, slave) = unsafe { (OwnedFd::from_raw_fd(master), OwnedFd::from_raw_fd(slave)) };
-    let mut child = Command::new(env!("CARGO_BIN_EXE_reactstep"))
-        .args(["run", "What is the answer?", "--workspace"])
-        .arg(ws)
-        .arg("--mock-responses")
-        .arg(&file)
-        .args(extra)
+    let mut child = command
         .env_remove("OPENAI_API_KEY")
         .stdout(std::process::Stdio::from(slave))
         .stderr(std::process::Stdio::null())
         .spawn()
         .unwrap();
-    // The command's copy of the terminal's end is gone with it: the master reads to the child's
+    // The command's copy of the terminal's end goes with it: the master reads to the child's
     // exit, then fails (EIO), as a terminal whose last writer closed does.
+    drop(command);
     let mut terminal = std::fs::File::from(master);
     let mut shown = Vec::new();
     let mut chunk = [0; 4096];
@@ -174,6 +183,25 @@ fn an_answer_on_a_terminal_cannot_write_the_clipboard_or_clear_the_screen() {
     );
     let report: Value = serde_json::from_str(&shown).unwrap();
     assert_eq!(report["answer"], answer);
+    // And a session holding that answer, shown as JSON on a terminal.
+    let store = tempfile::tempdir().unwrap();
+    let memory = store.path().join("sessions.sqlite3");
+    let memory = memory.to_str().unwrap();
+    let (code, _, err) = run(ws.path(), &script, &["--session", "s", "--memory", memory]);
+    assert_eq!(code, 0, "{err}");
+    let mut show = Command::new(env!("CARGO_BIN_EXE_reactstep"));
+    show.args([
+        "sessions", "--memory", memory, "show", "s", "--output", "json",
+    ]);
+    let (code, shown) = on_a_terminal(show);
+    assert_eq!(code, 0);
+    let shown = String::from_utf8(shown).unwrap().replace("\r\n", "\n");
+    assert!(
+        !shown.contains(['\u{9b}', '\u{9d}', '\u{202e}']),
+        "{shown:?}"
+    );
+    let session: Value = serde_json::from_str(&shown).unwrap();
+    assert_eq!(session["runs"][0]["answer"], answer, "{session}");
 }
 
 #[test]
