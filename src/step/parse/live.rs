@@ -323,11 +323,13 @@ impl LiveParser {
         }
         let json_call = text.starts_with('{') || text.starts_with(TOOLS_OPEN);
         let (name_len, bare_call) = bare_call_opening(text);
-        if json_call
-            || bare_call
-            || self.names.at(text).is_some()
-            || markup::opener_at(text) == Some(0)
-        {
+        let tag = self.names.at(text);
+        // A tag that reaches the end of a line still being written (a heading: `## Final
+        // Answer`) may be none once the line goes on (`## Final Answer**Action:**`).
+        if !whole && tag.is_some_and(|(_, offset)| offset == text.len()) {
+            return true;
+        }
+        if json_call || bare_call || tag.is_some() || markup::opener_at(text) == Some(0) {
             self.enter(Section::Done);
             return false;
         }
@@ -582,6 +584,17 @@ mod tests {
             assert_eq!(streamed(text, size), whole, "pieces of {size} bytes");
         }
         whole
+    }
+
+    #[test]
+    fn an_answer_that_opens_like_a_heading_is_read_by_its_whole_line() {
+        // `## Final Answer` alone is a tag; with more on its line it is the answer's text.
+        let (_, answer) = every_split("x\nFinal Answer:## Final Answer**Action:**");
+        assert_eq!(answer, "## Final Answer**Action:**");
+        assert_eq!(
+            every_split("x\nFinal Answer: ## Final Answer\n"),
+            (String::new(), String::new())
+        );
     }
 
     #[test]
