@@ -74,7 +74,7 @@ fn skip_past_newline(input: &mut impl BufRead) {
 pub fn printable(text: &str) -> String {
     text.chars()
         .map(|c| {
-            if (c.is_control() && c != '\n') || invisible(c) {
+            if hidden(c) {
                 c.escape_default().to_string()
             } else {
                 c.to_string()
@@ -89,7 +89,7 @@ pub fn printable(text: &str) -> String {
 pub fn printable_json(json: &str) -> String {
     let mut out = String::with_capacity(json.len());
     for c in json.chars() {
-        if (c.is_control() && c != '\n') || invisible(c) {
+        if hidden(c) {
             let mut units = [0u16; 2];
             for unit in c.encode_utf16(&mut units) {
                 out.push_str(&format!("\\u{unit:04x}"));
@@ -99,6 +99,12 @@ pub fn printable_json(json: &str) -> String {
         }
     }
     out
+}
+
+/// A character not shown as what it is: a control character but the line break, or an
+/// invisible one.
+fn hidden(c: char) -> bool {
+    (c.is_control() && c != '\n') || invisible(c)
 }
 
 /// A character that changes how the text around it is shown without showing itself.

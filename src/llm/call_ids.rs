@@ -56,14 +56,14 @@ impl IdRule {
 /// given for another: a client's history may hold any id, `call_…` ones included.
 struct Rewriter {
     rule: IdRule,
-    as_sent: HashSet<String>,
     given: HashMap<String, String>,
+    /// The ids the request holds as it came, and those given.
     taken: HashSet<String>,
 }
 
 impl Rewriter {
     fn new(rule: IdRule, request: &ChatRequest) -> Self {
-        let as_sent = request
+        let taken = request
             .messages
             .iter()
             .flat_map(|m| m.calls.iter().map(|c| &c.id).chain(&m.answers))
@@ -71,9 +71,8 @@ impl Rewriter {
             .collect();
         Self {
             rule,
-            as_sent,
             given: HashMap::new(),
-            taken: HashSet::new(),
+            taken,
         }
     }
 
@@ -84,7 +83,7 @@ impl Rewriter {
         }
         let id = (0..)
             .map(|attempt| self.rule.rewritten(source, attempt))
-            .find(|id| !self.as_sent.contains(id) && !self.taken.contains(id))
+            .find(|id| !self.taken.contains(id))
             .unwrap_or_default();
         self.taken.insert(id.clone());
         self.given.insert(source.to_string(), id.clone());
@@ -134,7 +133,28 @@ pub fn apply(request: &mut ChatRequest, rule: IdRule) -> usize {
     rewritten
 }
 
-/// An id for a call the provider gave none: `call_` and 24 letters and digits, as OpenAI's look.
+/// The id a call of a reply goes by, `seen` the ids of the reply's calls before it: its own, or,
+/// when it is signed (a Gemini thought signature, which goes back by the call's id) and came
+/// without one, with an empty one or with another call's, one given now (the second call's
+/// signature went back on the first).
+pub fn of_signed_call(
+    id: Option<String>,
+    signed: bool,
+    seen: &mut HashSet<String>,
+) -> Option<String> {
+    let taken = id
+        .as_ref()
+        .is_none_or(|id| id.is_empty() || seen.contains(id));
+    let id = match signed && taken {
+        true => Some(fresh()),
+        false => id,
+    };
+    seen.extend(id.clone());
+    id
+}
+
+/// An id for a call the provider gave none (a text-mode call, Ollama): `call_` and 24 letters
+/// and digits, as OpenAI's look.
 pub fn fresh() -> String {
     let mut id = String::with_capacity(29);
     id.push_str("call_");

@@ -105,18 +105,10 @@ impl Sofar {
     /// What the pieces add up to, whole or not.
     pub fn into_completion(mut self) -> Completion {
         let mut signatures = self.signatures;
-        // A signed call without an id of its own (none, empty, or an earlier call's) is given
-        // one now: its signature goes back by it.
         let mut seen = std::collections::HashSet::new();
         for (index, call) in &mut self.calls {
-            let taken = call
-                .id
-                .as_ref()
-                .is_none_or(|id| id.is_empty() || seen.contains(id));
-            if taken && signatures.contains_key(index) {
-                call.id = Some(super::call_ids::fresh());
-            }
-            seen.extend(call.id.clone());
+            let signed = signatures.contains_key(index);
+            call.id = super::call_ids::of_signed_call(call.id.take(), signed, &mut seen);
         }
         let thought_signatures = self
             .calls

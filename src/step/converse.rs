@@ -145,7 +145,7 @@ async fn converse(
                 }
                 // It may quote a schema of the request's, and with it anything the client put
                 // there: shown and logged as any other text from the request.
-                Err(why) => crate::llm::redact_secrets(&why, input.key.as_ref()),
+                Err(why) => crate::llm::redact_key_shapes(&input.without_keys(&why)),
             };
             // A mock answers the same whatever it is asked: no repair round for it.
             let room = ledger.budget.saturating_sub(ledger.used);

@@ -49,17 +49,6 @@ pub(super) fn dry_run(input: Box<StepInput>, built: Built, counter: &TokenCounte
 }
 
 /// The step's answer from a valid output.
-/// A warning may quote the request (a schema a call failed, the tools' names), and with it
-/// anything the client put there by mistake: no key of the request's goes back in one.
-fn without_keys(input: &StepInput, warnings: &mut [String]) {
-    let fallbacks = input.fallbacks.iter().filter_map(|f| f.key.as_ref());
-    for key in input.key.iter().chain(fallbacks) {
-        for warning in warnings.iter_mut() {
-            *warning = key.redact_from(warning);
-        }
-    }
-}
-
 pub(super) fn finish_step(
     mut input: Box<StepInput>,
     built: Built,
@@ -88,7 +77,9 @@ pub(super) fn finish_step(
             input.react.tags.final_answer
         ));
     }
-    without_keys(&input, &mut warnings);
+    for warning in &mut warnings {
+        *warning = input.without_keys(warning);
+    }
     let mut updated_history = updated_history(&mut input, &parsed.thought, &outcome);
     let thought = with_reasoning(&reasoning, parsed.thought);
     if let Some(turn) = updated_history.last_mut().filter(|_| !reasoning.is_empty()) {

@@ -141,6 +141,17 @@ pub struct StepInput {
     pub reading: super::structured::Reading,
 }
 
+impl StepInput {
+    /// `text` without any piece of a key the request holds (its model's, its fallbacks'): what
+    /// quotes the request (a schema a call failed, the tools' names) may hold one the client
+    /// put there by mistake.
+    pub fn without_keys(&self, text: &str) -> String {
+        let fallbacks = self.fallbacks.iter().filter_map(|f| f.key.as_ref());
+        let keys = self.key.iter().chain(fallbacks);
+        keys.fold(text.to_string(), |text, key| key.redact_from(&text))
+    }
+}
+
 /// What the operator set for every step, made once at start-up.
 #[derive(Debug, Default)]
 pub struct StepSettings {

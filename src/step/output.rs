@@ -8,6 +8,7 @@ use super::decide::{self, Valid};
 use super::error::FailedAttempt;
 use super::history::Turn;
 use super::input::ConversationSummary;
+use crate::llm::call_ids::fresh;
 use crate::llm::{ChatMessage, Provider, Usage};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -35,11 +36,6 @@ pub enum Outcome {
     DryRun(PromptPreview),
 }
 
-/// An id for a call the provider gave none (a text-mode call, Ollama).
-pub(super) fn new_call_id() -> String {
-    crate::llm::call_ids::fresh()
-}
-
 impl From<Valid> for Outcome {
     fn from(valid: Valid) -> Self {
         match valid {
@@ -47,11 +43,11 @@ impl From<Valid> for Outcome {
                 tool_name: call.tool_name,
                 tool_args: call.tool_args,
                 raw_action_string: call.raw_action_string,
-                tool_call_id: call.tool_call_id.unwrap_or_else(new_call_id),
+                tool_call_id: call.tool_call_id.unwrap_or_else(fresh),
                 parallel: parallel
                     .into_iter()
                     .map(|call| decide::Call {
-                        tool_call_id: Some(call.tool_call_id.unwrap_or_else(new_call_id)),
+                        tool_call_id: Some(call.tool_call_id.unwrap_or_else(fresh)),
                         ..call
                     })
                     .collect(),

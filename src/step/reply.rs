@@ -66,7 +66,7 @@ fn own_ids(completion: &mut Completion, history: &[Turn]) -> (usize, usize) {
             true => repeated += 1,
             false => replaced += 1,
         }
-        let own = super::output::new_call_id();
+        let own = crate::llm::call_ids::fresh();
         renamed_in_state(reasoning, at, (&id, &own), first);
         seen.insert(id);
         call.id = Some(own);

@@ -307,25 +307,6 @@ impl ChatCompletions {
     }
 }
 
-/// A signed call's id: its own, or one given now when it came without one, empty, or as
-/// another call's of the reply: its signature goes back by the id, so two calls must not share
-/// one (the second's signature went back on the first).
-fn signed_call_id(
-    id: Option<String>,
-    signed: bool,
-    seen: &mut std::collections::HashSet<String>,
-) -> Option<String> {
-    let taken = id
-        .as_ref()
-        .is_none_or(|id| id.is_empty() || seen.contains(id));
-    let id = match signed && taken {
-        true => Some(crate::llm::call_ids::fresh()),
-        false => id,
-    };
-    seen.extend(id.clone());
-    id
-}
-
 fn completion(reply: Reply) -> Result<Completion, WireError> {
     let Some(choice) = reply.choices.kept.into_iter().next() else {
         return Err(WireError::Shape("the reply has no choices".into()));
@@ -338,7 +319,7 @@ fn completion(reply: Reply) -> Result<Completion, WireError> {
     for c in tool_calls.kept {
         let signature = c.extra_content.map(ExtraContent::signature).transpose()?;
         let signature = signature.flatten();
-        let id = signed_call_id(c.id, signature.is_some(), &mut seen);
+        let id = crate::llm::call_ids::of_signed_call(c.id, signature.is_some(), &mut seen);
         if let (Some(call_id), Some(signature)) = (id.clone(), signature) {
             thought_signatures.push(CallSignature { call_id, signature });
         }
