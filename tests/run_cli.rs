@@ -174,14 +174,7 @@ fn an_answer_on_a_terminal_cannot_write_the_clipboard_or_clear_the_screen() {
     // override as they are; JSON escapes show them and read back the same.
     let answer = "Done.\u{9b}2J\u{9d}52;c;eA==\u{9c}\u{202e}gnp.exe";
     let script = format!("Thought: t\nFinal Answer: {answer}");
-    let (code, shown) = run_on_a_terminal(ws.path(), &script, &["--output", "json"]);
-    assert_eq!(code, 0);
-    let shown = String::from_utf8(shown).unwrap().replace("\r\n", "\n");
-    assert!(
-        !shown.contains(['\u{9b}', '\u{9d}', '\u{202e}']),
-        "{shown:?}"
-    );
-    let report: Value = serde_json::from_str(&shown).unwrap();
+    let report = json_shown(run_on_a_terminal(ws.path(), &script, &["--output", "json"]));
     assert_eq!(report["answer"], answer);
     // And a session holding that answer, shown as JSON on a terminal.
     let store = tempfile::tempdir().unwrap();
@@ -193,15 +186,20 @@ fn an_answer_on_a_terminal_cannot_write_the_clipboard_or_clear_the_screen() {
     show.args([
         "sessions", "--memory", memory, "show", "s", "--output", "json",
     ]);
-    let (code, shown) = on_a_terminal(show);
+    let session = json_shown(on_a_terminal(show));
+    assert_eq!(session["runs"][0]["answer"], answer, "{session}");
+}
+
+/// The JSON a command that exited 0 showed on a terminal, which holds no C1 control nor
+/// override as it is (only as JSON escapes).
+fn json_shown((code, shown): (i32, Vec<u8>)) -> Value {
     assert_eq!(code, 0);
     let shown = String::from_utf8(shown).unwrap().replace("\r\n", "\n");
     assert!(
         !shown.contains(['\u{9b}', '\u{9d}', '\u{202e}']),
         "{shown:?}"
     );
-    let session: Value = serde_json::from_str(&shown).unwrap();
-    assert_eq!(session["runs"][0]["answer"], answer, "{session}");
+    serde_json::from_str(&shown).unwrap()
 }
 
 #[test]
