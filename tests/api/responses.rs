@@ -287,6 +287,61 @@ async fn what_a_text_mode_step_left_out_of_its_turn_never_goes_back_to_the_model
 }
 
 #[tokio::test]
+async fn a_text_mode_answer_after_a_commentary_goes_back_as_the_final_answer() {
+    // gpt-5.x writes a commentary, then its answer in a message of phase `final_answer`. The turn
+    // went back as one message under the commentary's id and phase: the model was told its own
+    // answer was commentary. Streamed or not, both messages go back as they came now.
+    for mode in [Mode::Text, Mode::Streamed] {
+        let app = spawn_app().await;
+        model(
+            &app,
+            vec![
+                Scripted::Answered(
+                    "I will answer now.".into(),
+                    "Final Answer: FORTY-TWO".into(),
+                ),
+                Scripted::Text("Thought: Done.\nFinal Answer: done".into()),
+            ],
+        )
+        .await;
+        let first = body(Mode::Text);
+        let reply = match mode {
+            Mode::Streamed => {
+                let streamed = post_stream(&app, &first).await;
+                let (name, event) = streamed.terminal();
+                assert_eq!(name, "step", "{event}");
+                event.clone()
+            }
+            _ => app.post_react_step(&first).await.body,
+        };
+        assert_eq!(reply["direct_response"], "FORTY-TWO", "{reply}");
+        let mut next = first;
+        next["conversation_history"] = reply["updated_conversation_history"].clone();
+        next["user_query"] = json!("And then?");
+        let (status, reply) = step(&app, &next, Mode::Text).await;
+        assert_eq!(status, 200, "{reply}");
+        let sent = app.upstream_bodies().await;
+        let messages: Vec<&Value> = sent[1]["input"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|i| i["type"] == "message")
+            .collect();
+        let ids_and_phases: Vec<(&Value, &Value)> =
+            messages.iter().map(|m| (&m["id"], &m["phase"])).collect();
+        assert_eq!(
+            ids_and_phases,
+            [
+                (&json!("msg_1"), &json!("commentary")),
+                (&json!("msg_1_final"), &json!("final_answer"))
+            ],
+            "{messages:?}"
+        );
+        assert_eq!(messages[1]["content"][0]["text"], "Final Answer: FORTY-TWO");
+    }
+}
+
+#[tokio::test]
 async fn a_loop_with_parallel_calls_answers_each_by_its_id() {
     let app = spawn_app().await;
     model(

@@ -64,21 +64,79 @@ fn own_items(m: &ChatMessage) -> Option<&[serde_json::Value]> {
     item_calls.eq(calls).then_some(items.as_slice())
 }
 
-/// A turn written as text, with the items it came as: the reply's message may hold what the step
-/// left out (an observation the model wrote itself, the answer it imagined after it, a second
-/// action), so it goes back holding the turn as the step kept it, as on every other wire. The
-/// items before it go as they came; those after it (more reasoning, more text) are the model
-/// going on past its step, and are left out with it: a reasoning item goes only with the item
-/// that followed it.
+/// A turn written as text, with the items it came as. When the messages up to the last one the
+/// step read hold only lines the kept turn holds, and the kept turn's words are all in them, they
+/// go back as they came, with their `phase` (a commentary, then a `final_answer`) and the
+/// reasoning between them; the items after them are the model going on past its step, and are
+/// left out. Otherwise a message holds what the step left out (an observation the model wrote
+/// itself, the answer it imagined after it, a second action) or words the step changed, so the
+/// turn goes back as one message holding the turn as the step kept it, as on every other wire:
+/// the first message, with the items before it as they came and those after it left out (a
+/// reasoning item goes only with the item that followed it).
 fn kept_text<'a>(items: &'a [serde_json::Value], m: &'a ChatMessage, input: &mut Vec<Input<'a>>) {
-    let Some(at) = items.iter().position(|i| i["type"] == "message") else {
+    let Some(first) = items.iter().position(is_message) else {
         return assistant(m, input);
     };
-    input.extend(items[..at].iter().map(Input::Verbatim));
-    let mut message = items[at].clone();
+    if let Some(read) = read_as_they_came(items, &m.content) {
+        return input.extend(read.iter().map(Input::Verbatim));
+    }
+    input.extend(items[..first].iter().map(Input::Verbatim));
+    let mut message = items[first].clone();
     message["content"] =
         serde_json::json!([{"type": "output_text", "text": m.content, "annotations": []}]);
     input.push(Input::Changed(message));
+}
+
+/// The items up to the last message the step read, when they are the kept turn whole.
+fn read_as_they_came<'a>(
+    items: &'a [serde_json::Value],
+    kept: &str,
+) -> Option<&'a [serde_json::Value]> {
+    let last = items
+        .iter()
+        .rposition(|i| is_message(i) && lines(i).any(|line| kept.contains(line)))?;
+    let read = &items[..=last];
+    let messages = || read.iter().filter(|i| is_message(i));
+    let nothing_left_out = messages().all(|i| lines(i).all(|line| kept.contains(line)));
+    let nothing_changed = kept.lines().map(untagged).all(|words| {
+        words.is_empty() || messages().any(|i| lines(i).any(|line| line.contains(words)))
+    });
+    (nothing_left_out && nothing_changed).then_some(read)
+}
+
+fn is_message(item: &serde_json::Value) -> bool {
+    item["type"] == "message"
+}
+
+/// A message item's lines of text, trimmed, the empty ones left out (the step adds tags around
+/// what the model wrote and cuts what it wrote past its step, but keeps the lines it read).
+fn lines(message: &serde_json::Value) -> impl Iterator<Item = &str> {
+    let parts = message["content"]
+        .as_array()
+        .map(Vec::as_slice)
+        .unwrap_or_default();
+    parts
+        .iter()
+        .filter_map(|p| p["text"].as_str())
+        .flat_map(str::lines)
+        .map(str::trim)
+        .filter(|line| !line.is_empty())
+}
+
+/// A kept line's words without the tag the step put before them (`Thought:`, `Final Answer:`).
+fn untagged(line: &str) -> &str {
+    let line = line.trim();
+    match line.split_once(':') {
+        Some((tag, words))
+            if (1..=3).contains(&tag.split(' ').count())
+                && tag
+                    .split(' ')
+                    .all(|w| !w.is_empty() && w.bytes().all(|b| b.is_ascii_alphabetic())) =>
+        {
+            words.trim()
+        }
+        _ => line,
+    }
 }
 
 /// A turn rebuilt: its text as an assistant message, then one function call item per call.
@@ -98,7 +156,7 @@ fn assistant<'a>(m: &'a ChatMessage, input: &mut Vec<Input<'a>>) {
 mod tests {
     use super::*;
     use crate::llm::{ReasoningState, ToolUse};
-    use serde_json::json;
+    use serde_json::{json, Value};
 
     fn call(id: &str) -> ToolUse {
         ToolUse {
@@ -174,6 +232,65 @@ mod tests {
             v,
             json!([{"role": "assistant", "content": "Thought: t\nAction: a()"}])
         );
+    }
+
+    /// The items of a reply of two messages, a commentary then an answer, reasoning before each;
+    /// and what goes back of them when the step kept `kept`.
+    fn two_messages(commentary: &str, answer: &str, kept: &str) -> (Vec<Value>, Value) {
+        let message = |id: &str, phase: &str, text: &str| {
+            json!({"type": "message", "id": id, "role": "assistant", "phase": phase,
+                "content": [{"type": "output_text", "text": text, "annotations": []}]})
+        };
+        let own = vec![
+            json!({"type": "reasoning", "id": "rs_1", "encrypted_content": "e", "summary": []}),
+            message("msg_1", "commentary", commentary),
+            json!({"type": "reasoning", "id": "rs_2", "encrypted_content": "f", "summary": []}),
+            message("msg_2", "final_answer", answer),
+        ];
+        let mut turn = ChatMessage::text(ChatRole::Assistant, kept.into());
+        turn.reasoning = Some(ReasoningState {
+            items: own.clone(),
+            ..ReasoningState::default()
+        });
+        let sent = serde_json::to_value(items(&[turn], true)).unwrap_or_default();
+        (own, sent)
+    }
+
+    #[test]
+    fn a_commentary_then_an_answer_goes_back_as_they_came_when_kept_whole() {
+        let (own, sent) = two_messages(
+            "I will answer now.",
+            "Final Answer: FORTY-TWO",
+            "Thought: I will answer now.\nFinal Answer: FORTY-TWO",
+        );
+        assert_eq!(sent, json!(own));
+        // An answer made up past an action is left out, with the reasoning before it.
+        let (own, sent) = two_messages(
+            "I will look.\nAction: look()",
+            "Final Answer: MADE-UP",
+            "Thought: I will look.\nAction: look()",
+        );
+        assert_eq!(sent, json!(own[..2]));
+    }
+
+    #[test]
+    fn a_turn_the_step_cut_or_changed_goes_back_as_kept_in_the_first_message() {
+        for (answer, kept) in [
+            // A line of the answer cut.
+            (
+                "Final Answer: FORTY-TWO\nObservation: MADE-UP",
+                "Final Answer: FORTY-TWO",
+            ),
+            // Words changed: the answer's markup, or less of it kept.
+            ("**Final Answer:** FORTY-TWO", "Final Answer: FORTY-TWO"),
+            ("Final Answer: FORTY-TWO", "Final Answer: FORTY"),
+        ] {
+            let kept = format!("Thought: I will answer now.\n{kept}");
+            let (own, sent) = two_messages("I will answer now.", answer, &kept);
+            let mut message = own[1].clone();
+            message["content"][0]["text"] = json!(kept);
+            assert_eq!(sent, json!([own[0], message]), "{answer:?}");
+        }
     }
 
     #[test]
