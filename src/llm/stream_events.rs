@@ -103,7 +103,44 @@ impl Sofar {
     }
 
     /// What the pieces add up to, whole or not.
+    /// A "call" that holds only a thought signature (Gemini's late piece, at an index no call
+    /// has) is not a call: its signature is that of the call of its id, or else of the first
+    /// call without one (Gemini signs the first of a parallel set); left over, it is dropped.
+    fn fold_signature_carriers(&mut self) {
+        let carriers: Vec<u64> = self
+            .calls
+            .iter()
+            .filter(|(index, c)| {
+                c.name.is_empty()
+                    && c.arguments.trim().is_empty()
+                    && self.signatures.contains_key(index)
+            })
+            .map(|(&index, _)| index)
+            .collect();
+        for index in carriers {
+            let (Some(carrier), Some(signature)) =
+                (self.calls.remove(&index), self.signatures.remove(&index))
+            else {
+                continue;
+            };
+            let of_id = self
+                .calls
+                .iter()
+                .find(|(_, c)| carrier.id.is_some() && c.id == carrier.id);
+            let owner = of_id
+                .or_else(|| {
+                    let mut calls = self.calls.iter();
+                    calls.find(|(i, _)| !self.signatures.contains_key(i))
+                })
+                .map(|(&i, _)| i);
+            if let Some(owner) = owner {
+                self.signatures.entry(owner).or_insert(signature);
+            }
+        }
+    }
+
     pub fn into_completion(mut self) -> Completion {
+        self.fold_signature_carriers();
         let mut signatures = self.signatures;
         let mut seen = std::collections::HashSet::new();
         for (index, call) in &mut self.calls {

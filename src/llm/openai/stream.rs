@@ -310,6 +310,43 @@ mod tests {
         assert_eq!(done.reasoning.signature_of("c1"), Some("U2ln"));
     }
 
+    #[test]
+    fn a_signature_alone_at_an_index_no_call_has_is_not_a_call() {
+        let signed_later = |late: &str| {
+            let (sofar, _) = read(&[
+                r#"{"choices":[{"delta":{"tool_calls":[{"index":0,"id":"c1","function":{"name":"a","arguments":"{}"}}]}}]}"#,
+                late,
+            ])
+            .unwrap_or_else(|e| panic!("{e:?}"));
+            sofar.into_completion()
+        };
+        // At the next index: the first unsigned call's, as Gemini signs a set.
+        let done = signed_later(
+            r#"{"choices":[{"delta":{"tool_calls":[{"index":1,"extra_content":{"google":{"thought_signature":"U2ln"}}}]}}]}"#,
+        );
+        assert_eq!(done.calls.len(), 1);
+        assert_eq!(done.reasoning.signature_of("c1"), Some("U2ln"));
+        // With an id no call has, and every call signed: dropped, not a call.
+        let (sofar, _) = read(&[
+            r#"{"choices":[{"delta":{"tool_calls":[{"index":0,"id":"c1","function":{"name":"a","arguments":"{}"},"extra_content":{"google":{"thought_signature":"A"}}}]}}]}"#,
+            r#"{"choices":[{"delta":{"tool_calls":[{"index":7,"id":"zz","extra_content":{"google":{"thought_signature":"B"}}}]}}]}"#,
+        ])
+        .unwrap_or_else(|e| panic!("{e:?}"));
+        let done = sofar.into_completion();
+        assert_eq!(done.calls.len(), 1);
+        assert_eq!(done.reasoning.signature_of("c1"), Some("A"));
+        assert_eq!(done.reasoning.thought_signatures.len(), 1);
+        // A signature first, then the call at its index: the call's own.
+        let (sofar, _) = read(&[
+            r#"{"choices":[{"delta":{"tool_calls":[{"index":0,"extra_content":{"google":{"thought_signature":"S"}}}]}}]}"#,
+            r#"{"choices":[{"delta":{"tool_calls":[{"index":0,"id":"c1","function":{"name":"a","arguments":"{}"}}]}}]}"#,
+        ])
+        .unwrap_or_else(|e| panic!("{e:?}"));
+        let done = sofar.into_completion();
+        assert_eq!(done.calls.len(), 1);
+        assert_eq!(done.reasoning.signature_of("c1"), Some("S"));
+    }
+
     /// mistral.rs, SGLang and Ollama's `/v1` send no index: the pieces after the one naming a
     /// tool are its arguments (they were calls of their own, without a name), and a piece that
     /// names a tool begins the next call.
