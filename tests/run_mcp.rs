@@ -999,6 +999,79 @@ fn a_server_has_no_terminal_and_nothing_it_started_outlives_the_driver() {
     }
 }
 
+/// A server whose tool starts a helper in a session of its own and a daemon that forks twice
+/// (its middle process gone at once), writes their pids, and crashes.
+const LEAVING_SERVER: &str = r#"
+import json, os, subprocess, sys
+NAME = "leaving"
+TOOLS = [{"name": "leave", "inputSchema": {"type": "object"},
+          "annotations": {"readOnlyHint": True}}]
+def daemon():
+    read, write = os.pipe()
+    middle = os.fork()
+    if middle == 0:
+        os.setsid()
+        pid = os.fork()
+        if pid == 0:
+            null = os.open(os.devnull, os.O_RDWR)
+            for fd in (0, 1, 2):
+                os.dup2(null, fd)
+            os.execvp("sleep", ["sleep", "304"])
+        os.write(write, str(pid).encode())
+        os._exit(0)
+    os.close(write)
+    pid = os.read(read, 64).decode()
+    os.waitpid(middle, 0)
+    return pid
+def call():
+    helper = subprocess.Popen(["sleep", "303"], start_new_session=True, stdin=subprocess.DEVNULL,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    with open(os.environ["PID_FILE"], "w") as f:
+        f.write(f"{helper.pid} {daemon()}")
+    os._exit(1)
+"#;
+
+/// What a server left running when it crashed in a call (a helper in a session of its own,
+/// no longer its child when the driver looked) or that was never its child (a double-forked
+/// daemon) does not outlive the driver: the driver adopts it and ends it with the last server.
+#[test]
+fn what_a_crashed_server_left_running_does_not_outlive_the_driver() {
+    let ws = workspace();
+    let (scripts, server) = server_file(&rpc_server(LEAVING_SERVER));
+    let pids = scripts.path().join("pid");
+    let (code, out, err) = run(
+        ws.path(),
+        "Thought: leave\nAction: leave()\n---\nThought: done\nFinal Answer: done",
+        &[
+            "--mcp".into(),
+            format!("python3 {}", server.display()),
+            "--mcp-env".into(),
+            format!("PID_FILE={}", pids.display()),
+        ],
+    );
+    assert_eq!(code, 0, "{err}");
+    let report = report(&out, &err);
+    assert_eq!(
+        report["steps"].as_array().map(Vec::len),
+        Some(1),
+        "{report}"
+    );
+    let pids = std::fs::read_to_string(&pids).unwrap();
+    assert_eq!(pids.split(' ').count(), 2, "{pids}");
+    // SIGKILL was sent before the driver exited; it lands as soon as the process is scheduled.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    for pid in pids.split(' ') {
+        while !gone(pid) && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        if !gone(pid) {
+            // The test's own leftovers, not the next run's.
+            let _ = Command::new("kill").args(["-9", pid]).status();
+            panic!("process {pid} the server left outlived the driver");
+        }
+    }
+}
+
 /// A server whose text tries to pass for the driver's own lines: a tool left out whose schema's
 /// `$ref` holds a clipboard escape and a forged approval line, and a destructive tool the model
 /// calls with a right-to-left override in its arguments.

@@ -3,8 +3,9 @@
 //! the driver's environment or memory through `/proc` (where the model's key is); it starts in a
 //! session of its own, with no controlling terminal, so it cannot write to the user's terminal
 //! or type into it; every process of that session, and every process descended from it though
-//! it made a group or a session of its own, is ended with it, so nothing it started outlives
-//! the driver; and what it writes to stderr goes onto the driver's line by line,
+//! it made a group or a session of its own, is ended with it, and what it leaves behind (a
+//! process whose parent ended, which the driver adopts) with the last server, so nothing it
+//! started outlives the driver; and what it writes to stderr goes onto the driver's line by line,
 //! scrubbed of the secrets the driver knows, cut and made printable, after the program's name.
 
 use std::sync::Arc;
@@ -28,6 +29,17 @@ pub fn keep_the_driver_from_servers() {
     // SAFETY: prctl(2) with PR_SET_DUMPABLE changes only this process's dumpable flag.
     unsafe {
         libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0);
+    }
+}
+
+/// Makes the driver the reaper of what its servers leave: a process whose parent ends (a helper
+/// of a server that crashed, the middle of a daemon's double fork) becomes the driver's child,
+/// not init's, so it is still found, and ended, when the last server ends.
+pub fn adopt_what_servers_leave() {
+    #[cfg(target_os = "linux")]
+    // SAFETY: prctl(2) with PR_SET_CHILD_SUBREAPER changes only this process's flag.
+    unsafe {
+        libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
     }
 }
 
@@ -83,6 +95,8 @@ pub struct ServerProcess {
 impl ServerProcess {
     pub fn new(child: tokio::process::Child) -> Self {
         let group = child.id();
+        #[cfg(target_os = "linux")]
+        adopted::server_started(group);
         Self {
             child,
             group,
@@ -122,6 +136,8 @@ impl Drop for ServerProcess {
             }
         }
         let _ = self.child.start_kill();
+        #[cfg(target_os = "linux")]
+        adopted::server_ended();
     }
 }
 
@@ -180,20 +196,24 @@ fn read_process(pid: libc::pid_t) -> Option<Process> {
 
 /// The processes of the session `leader` leads (the server's: its pid, from setsid) and every
 /// process descended from one of them: a helper in a group or a session of its own
-/// (`process_group=0`, `start_new_session`, Node's `detached`) is still one of them. A daemon
-/// that forked twice and whose middle process ended is no one's child here: only a cgroup
-/// would hold it.
+/// (`process_group=0`, `start_new_session`, Node's `detached`) is still one of them. One whose
+/// parent ended first (a daemon that forked twice) is the driver's now: see [`adopted`].
 #[cfg(target_os = "linux")]
 fn started_by(leader: libc::pid_t) -> Vec<Started> {
     let table = process_table();
-    let mut found: std::collections::HashSet<libc::pid_t> = table
+    let of_session = table
         .iter()
         .filter(|p| p.session == leader || p.started.pid == leader)
-        .map(|p| p.started.pid)
-        .collect();
+        .map(|p| p.started.pid);
+    descended(&table, of_session.collect())
+}
+
+/// The processes of `found` in `table`, and every process descended from one of them.
+#[cfg(target_os = "linux")]
+fn descended(table: &[Process], mut found: std::collections::HashSet<libc::pid_t>) -> Vec<Started> {
     loop {
         let before = found.len();
-        for p in &table {
+        for p in table {
             if found.contains(&p.parent) {
                 found.insert(p.started.pid);
             }
@@ -204,4 +224,78 @@ fn started_by(leader: libc::pid_t) -> Vec<Started> {
     }
     let found = table.iter().filter(|p| found.contains(&p.started.pid));
     found.map(|p| p.started).collect()
+}
+
+/// What servers left behind and the driver adopted (it is their subreaper): every child of the
+/// driver that is not a server it started. Which server left one cannot be told (a helper in a
+/// session of its own carries no mark of its server), so they are ended, with what descends
+/// from them, when the last server ends; until then a server's daemon keeps running for it.
+#[cfg(target_os = "linux")]
+mod adopted {
+    use std::collections::HashSet;
+    use std::sync::Mutex;
+
+    use super::{descended, process_table};
+
+    struct Servers {
+        live: usize,
+        /// Every pid a server was started as: tokio reaps those, never this module.
+        started: Vec<libc::pid_t>,
+    }
+
+    static SERVERS: Mutex<Servers> = Mutex::new(Servers {
+        live: 0,
+        started: Vec::new(),
+    });
+
+    fn servers() -> std::sync::MutexGuard<'static, Servers> {
+        SERVERS
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    pub fn server_started(pid: Option<u32>) {
+        let mut servers = servers();
+        servers.live += 1;
+        servers
+            .started
+            .extend(pid.and_then(|p| libc::pid_t::try_from(p).ok()));
+    }
+
+    pub fn server_ended() {
+        let started = {
+            let mut servers = servers();
+            servers.live = servers.live.saturating_sub(1);
+            if servers.live > 0 {
+                return;
+            }
+            servers.started.iter().copied().collect::<HashSet<_>>()
+        };
+        // Twice: what forked while the first pass read the table.
+        let ours: HashSet<libc::pid_t> = (0..2).flat_map(|_| end_adopted(&started)).collect();
+        // Reaped apart, so a process slow to die holds up nothing.
+        std::thread::spawn(move || {
+            for pid in ours {
+                // SAFETY: waitpid(2) of a child of the driver that is no server's handle.
+                unsafe {
+                    libc::waitpid(pid, std::ptr::null_mut(), 0);
+                }
+            }
+        });
+    }
+
+    /// Kills every adopted process and what descends from it; returns the adopted ones.
+    fn end_adopted(servers: &HashSet<libc::pid_t>) -> Vec<libc::pid_t> {
+        let driver = libc::pid_t::try_from(std::process::id()).unwrap_or(0);
+        let table = process_table();
+        let adopted: HashSet<libc::pid_t> = table
+            .iter()
+            .filter(|p| p.parent == driver && !servers.contains(&p.started.pid))
+            .map(|p| p.started.pid)
+            .collect();
+        for process in descended(&table, adopted.clone()) {
+            process.end();
+        }
+        adopted.into_iter().collect()
+    }
 }

@@ -212,6 +212,7 @@ fn spawn(
     let could_not_start =
         |e: &dyn std::fmt::Display| format!("the MCP server `{command_line}` could not start: {e}");
     process::keep_the_driver_from_servers();
+    process::adopt_what_servers_leave();
     let mut command = tokio::process::Command::new(&words[0]);
     command
         .args(&words[1..])
