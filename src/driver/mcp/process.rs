@@ -235,7 +235,7 @@ mod adopted {
     use std::collections::HashSet;
     use std::sync::Mutex;
 
-    use super::{descended, process_table};
+    use crate::driver::mcp::process::{descended, process_table};
 
     struct Servers {
         live: usize,
