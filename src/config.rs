@@ -314,8 +314,9 @@ pub struct Config {
     pub cors_origins: Vec<String>,
 
     /// Seconds in-flight requests get to finish after SIGTERM or SIGINT, while no new ones are
-    /// accepted.
-    #[arg(long, env = "REACTSTEP_SHUTDOWN_GRACE_SECS", default_value_t = 30)]
+    /// accepted: at most a day (a larger figure overflowed the clock when a signal came).
+    #[arg(long, env = "REACTSTEP_SHUTDOWN_GRACE_SECS", default_value_t = 30,
+          value_parser = clap::value_parser!(u64).range(0..=86_400))]
     pub shutdown_grace_secs: u64,
 
     /// Requests per minute one client address may make (with a burst of as many); 0 = no limit.

@@ -32,7 +32,11 @@ fn margin(grace: Duration) -> Duration {
 impl Stopper {
     /// The service stops now, with `grace` for the requests in flight.
     pub fn stop(&self, grace: Duration) {
-        let cut = Instant::now() + grace.saturating_sub(margin(grace));
+        // The setting is bounded to a day; a grace past the clock's end is a day too.
+        let now = Instant::now();
+        let cut = now
+            .checked_add(grace.saturating_sub(margin(grace)))
+            .unwrap_or(now + Duration::from_secs(86_400));
         self.0.send_replace(Some(cut));
     }
 }

@@ -283,6 +283,13 @@ async fn settings_that_cannot_work_stop_start_up_saying_which() {
         ),
         ("REACTSTEP_WORKERS", "513", "0 (one per CPU core) to 512"),
         ("REACTSTEP_WORKERS", "18446744073709551615", "to 512"),
+        // It overflowed the clock at SIGTERM: a panic, and the service stopped hearing signals.
+        (
+            "REACTSTEP_SHUTDOWN_GRACE_SECS",
+            "18446744073709551615",
+            "0..=86400",
+        ),
+        ("REACTSTEP_SHUTDOWN_GRACE_SECS", "86401", "0..=86400"),
     ] {
         let (status, stderr) = crate::support::binary::start_up_with(&[(name, value)]).await;
         assert_eq!(status.code(), Some(2), "{name}={value}: {stderr}");
