@@ -93,6 +93,21 @@ fn at_most(text: &str, max: usize) -> std::borrow::Cow<'_, str> {
     format!("{}…", &text[..end]).into()
 }
 
+/// The endpoints the contract names, each a label of its own in `reactstep_requests_total`.
+const ENDPOINTS: [&str; 11] = [
+    "/api/agent/react_step",
+    "/api/agent/react_step/stream",
+    "/api/agent/plan",
+    "/api/agent/plan/stream",
+    "/api/agent/evaluate",
+    "/api/agent/evaluate/stream",
+    "/api/providers",
+    "/healthz",
+    "/readyz",
+    "/metrics",
+    "/openapi.yaml",
+];
+
 pub struct RequestLog;
 
 impl RootSpanBuilder for RequestLog {
@@ -128,16 +143,8 @@ impl RootSpanBuilder for RequestLog {
         };
         let status = response.status().as_u16();
         let path = response.request().path();
-        const KNOWN: [&str; 6] = [
-            "/api/agent/react_step",
-            "/api/agent/react_step/stream",
-            "/healthz",
-            "/readyz",
-            "/metrics",
-            "/openapi.yaml",
-        ];
         // Unknown paths are one label, so a scanner cannot grow the metrics without bound.
-        let endpoint = KNOWN
+        let endpoint = ENDPOINTS
             .into_iter()
             .find(|known| *known == path)
             .unwrap_or("other");
@@ -180,6 +187,20 @@ impl RootSpanBuilder for RequestLog {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_endpoint_of_the_contract_is_a_label_of_its_own() {
+        let spec = include_str!("../../openapi.yaml");
+        let mut paths: Vec<&str> = spec
+            .lines()
+            .filter_map(|line| line.strip_prefix("  /"))
+            .filter_map(|path| path.strip_suffix(':'))
+            .collect();
+        let mut known: Vec<&str> = ENDPOINTS.iter().map(|e| &e[1..]).collect();
+        paths.sort_unstable();
+        known.sort_unstable();
+        assert_eq!(paths, known);
+    }
 
     #[test]
     fn a_long_path_is_cut_on_a_character_boundary() {

@@ -45,6 +45,14 @@ async fn steps_move_the_metrics() {
     let mut bad = request("gpt-4o", "q");
     bad["llm_config"]["tokenLimit"] = json!(0);
     assert_eq!(app.post_react_step(&bad).await.status, 400);
+    // Every endpoint of the contract is counted as itself (these were "other").
+    assert_eq!(app.send("GET", "/api/providers", None).await.status, 200);
+    assert_eq!(
+        app.send("POST", "/api/agent/plan", Some("{}".into()))
+            .await
+            .status,
+        400
+    );
 
     let metrics = app.send("GET", "/metrics", None).await;
     assert_eq!(metrics.status, 200);
@@ -61,6 +69,14 @@ async fn steps_move_the_metrics() {
         ),
         (
             "reactstep_requests_total{endpoint=\"/api/agent/react_step\",status=\"400\"}",
+            1.0,
+        ),
+        (
+            "reactstep_requests_total{endpoint=\"/api/providers\",status=\"200\"}",
+            1.0,
+        ),
+        (
+            "reactstep_requests_total{endpoint=\"/api/agent/plan\",status=\"400\"}",
             1.0,
         ),
         ("reactstep_step_seconds_count", 1.0),
