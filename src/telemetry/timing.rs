@@ -32,6 +32,9 @@ const PHASES: [(Phase, &str); 4] = [
 pub struct PhaseTimes {
     started: Instant,
     nanos: [AtomicU64; 4],
+    /// For a phase being timed now: when its timer began, in nanoseconds from `started`, plus
+    /// one (0: none). A stream's headers leave while the model is still answering.
+    running_since: [AtomicU64; 4],
 }
 
 impl Default for PhaseTimes {
@@ -45,7 +48,12 @@ impl PhaseTimes {
         Self {
             started,
             nanos: Default::default(),
+            running_since: Default::default(),
         }
+    }
+
+    fn since_start(&self, at: Instant) -> u64 {
+        u64::try_from(at.saturating_duration_since(self.started).as_nanos()).unwrap_or(u64::MAX)
     }
 
     pub fn add(&self, phase: Phase, took: Duration) {
@@ -55,26 +63,38 @@ impl PhaseTimes {
 
     /// Times `phase` until the returned guard is dropped.
     pub fn timer(self: &Arc<Self>, phase: Phase) -> PhaseTimer {
+        let started = Instant::now();
+        let mark = self.since_start(started).saturating_add(1);
+        self.running_since[phase as usize].store(mark, Ordering::Relaxed);
         PhaseTimer {
             times: self.clone(),
             phase,
-            started: Instant::now(),
+            started,
+            mark,
         }
     }
 
-    fn ms(&self, phase: Phase) -> f64 {
-        self.nanos[phase as usize].load(Ordering::Relaxed) as f64 / 1e6
+    /// A phase's milliseconds up to `now`, a timer still running included.
+    fn ms(&self, phase: Phase, now: u64) -> f64 {
+        let done = self.nanos[phase as usize].load(Ordering::Relaxed);
+        let running = match self.running_since[phase as usize].load(Ordering::Relaxed) {
+            0 => 0,
+            mark => now.saturating_sub(mark - 1),
+        };
+        done.saturating_add(running) as f64 / 1e6
     }
 
     /// Each phase's milliseconds and the whole, as they stand now.
     pub fn summary(&self) -> Summary {
-        let total_ms = self.started.elapsed().as_secs_f64() * 1000.0;
-        let upstream_ms = self.ms(Phase::Upstream);
+        let now = Instant::now();
+        let at = self.since_start(now);
+        let total_ms = at as f64 / 1e6;
+        let upstream_ms = self.ms(Phase::Upstream, at);
         Summary {
-            decode_ms: self.ms(Phase::Decode),
-            fit_ms: self.ms(Phase::Fit),
+            decode_ms: self.ms(Phase::Decode, at),
+            fit_ms: self.ms(Phase::Fit, at),
             upstream_ms,
-            parse_ms: self.ms(Phase::Parse),
+            parse_ms: self.ms(Phase::Parse, at),
             total_ms,
             overhead_ms: (total_ms - upstream_ms).max(0.0),
         }
@@ -136,11 +156,15 @@ pub struct PhaseTimer {
     times: Arc<PhaseTimes>,
     phase: Phase,
     started: Instant,
+    /// Its mark in `running_since`, taken back when it ends (unless a later timer's is there).
+    mark: u64,
 }
 
 impl Drop for PhaseTimer {
     fn drop(&mut self) {
         self.times.add(self.phase, self.started.elapsed());
+        let running = &self.times.running_since[self.phase as usize];
+        let _ = running.compare_exchange(self.mark, 0, Ordering::Relaxed, Ordering::Relaxed);
     }
 }
 
@@ -174,6 +198,25 @@ mod tests {
             push_ms(&mut out, ms);
             assert_eq!(out, format!("{ms:.3}"), "{ms}");
         }
+    }
+
+    #[test]
+    fn a_phase_still_timed_counts_up_to_now_and_once_ended_only_once() {
+        let times = Arc::new(PhaseTimes::starting_at(
+            Instant::now() - Duration::from_millis(50),
+        ));
+        times.add(Phase::Decode, Duration::from_millis(5));
+        let waiting = times.timer(Phase::Upstream);
+        std::thread::sleep(Duration::from_millis(20));
+        let now = times.summary();
+        // The model's wait so far is not the service's overhead.
+        assert!(now.upstream_ms >= 20.0, "{now:?}");
+        assert!(now.overhead_ms <= now.total_ms - 20.0, "{now:?}");
+        drop(waiting);
+        let after = times.summary();
+        assert!(after.upstream_ms >= now.upstream_ms, "{after:?}");
+        std::thread::sleep(Duration::from_millis(5));
+        assert_eq!(times.summary().upstream_ms, after.upstream_ms);
     }
 
     proptest::proptest! {

@@ -148,4 +148,40 @@ async fn a_stream_tells_the_whole_in_its_terminal_event() {
     assert!(ms("total_ms") >= ms("upstream_ms"), "{timing}");
     assert!((ms("overhead_ms") - (ms("total_ms") - ms("upstream_ms"))).abs() < 1e-6);
     assert!(ms("decode_ms") > 0.0 && ms("fit_ms") > 0.0, "{timing}");
+    let header = |name: &str| streamed.headers[name].to_str().unwrap().to_string();
+    let told = phases(&header("server-timing"));
+    assert!(named(&told, "upstream") >= 80.0, "{told:?}");
+}
+
+/// A stream's headers leave once the model's reply has begun, while it is still answering:
+/// its wait until then is `upstream`, not the service's overhead (the running wait was not
+/// counted: `upstream;dur=0.000`, and the whole wait told as overhead).
+#[tokio::test]
+async fn a_streams_headers_count_the_models_wait_so_far_as_upstream() {
+    let first = crate::support::stream_upstream::openai_stream(&["Thought: thinking"], "stop");
+    let cut = first.windows(2).position(|w| w == b"\n\n").unwrap() + 2;
+    let upstream = crate::support::stream_upstream::serve(
+        200,
+        vec![first[..cut].to_vec()],
+        crate::support::stream_upstream::Ending::Stall,
+    )
+    .await;
+    let uri = upstream.uri.clone();
+    let app =
+        crate::support::app::spawn_app_with(move |c| c.openai_base_url = format!("{uri}/v1")).await;
+    let response = reqwest::Client::new()
+        .post(format!("{}/api/agent/react_step/stream", app.address))
+        .json(&request("gpt-4o", "q"))
+        .send()
+        .await
+        .unwrap();
+    let header = |name: &str| response.headers()[name].to_str().unwrap().to_string();
+    let told = phases(&header("server-timing"));
+    let overhead: f64 = header("x-reactstep-overhead-ms").parse().unwrap();
+    assert!(named(&told, "upstream") > 0.0, "{told:?}");
+    assert!(overhead < named(&told, "total"), "{overhead} {told:?}");
+    assert!(
+        (overhead - (named(&told, "total") - named(&told, "upstream"))).abs() < 0.01,
+        "{overhead} {told:?}"
+    );
 }

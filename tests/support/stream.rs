@@ -12,6 +12,7 @@ pub const STREAM_PATH: &str = "/api/agent/react_step/stream";
 pub struct Streamed {
     pub status: u16,
     pub content_type: String,
+    pub headers: reqwest::header::HeaderMap,
     /// `(event name, data)` in order.
     pub events: Vec<(String, Value)>,
     pub heartbeats: usize,
@@ -61,6 +62,7 @@ pub async fn post_stream_to(app: &TestApp, path: &str, body: &Value) -> Streamed
         .and_then(|v| v.to_str().ok())
         .unwrap_or_default()
         .to_string();
+    let headers = response.headers().clone();
     let bytes = response.bytes().await.unwrap();
     let mut events = Vec::new();
     if content_type.starts_with("text/event-stream") {
@@ -91,6 +93,7 @@ pub async fn post_stream_to(app: &TestApp, path: &str, body: &Value) -> Streamed
     Streamed {
         status,
         content_type,
+        headers,
         events,
         heartbeats,
     }

@@ -429,7 +429,7 @@ class ServerTiming(BaseModel):
     """
     On a stream's terminal event only: what the step's phases took, in milliseconds, as
     the `Server-Timing` header says it for a JSON answer (the stream's headers leave
-    before the step runs). `overhead_ms` is `total_ms` less `upstream_ms`.
+    while the model is still answering). `overhead_ms` is `total_ms` less `upstream_ms`.
 
     """
 
@@ -1353,7 +1353,7 @@ class StepFields(BaseModel):
     """
     On a stream's terminal event only: what the step's phases took, in milliseconds, as
     the `Server-Timing` header says it for a JSON answer (the stream's headers leave
-    before the step runs). `overhead_ms` is `total_ms` less `upstream_ms`.
+    while the model is still answering). `overhead_ms` is `total_ms` less `upstream_ms`.
 
     """
     forced_final: bool | None = None

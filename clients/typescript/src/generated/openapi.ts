@@ -960,7 +960,7 @@ export interface components {
             /**
              * @description On a stream's terminal event only: what the step's phases took, in milliseconds, as
              *     the `Server-Timing` header says it for a JSON answer (the stream's headers leave
-             *     before the step runs). `overhead_ms` is `total_ms` less `upstream_ms`.
+             *     while the model is still answering). `overhead_ms` is `total_ms` less `upstream_ms`.
              */
             server_timing?: {
                 decode_ms: number;
@@ -1559,8 +1559,9 @@ export interface components {
          *     `fit` fitting the prompt, `upstream` waiting on the model (every call, repair rounds
          *     included), `parse` reading its output, `total` the whole handling. A response that is
          *     no step (an early error, `/healthz`) has zeros for the phases it did not reach. A
-         *     stream's headers leave before its step runs: its terminal event's `server_timing` has
-         *     the whole.
+         *     stream's headers leave with its first event, once the model's reply has begun (or the
+         *     step has failed), with the figures up to then (the model's wait so far in `upstream`):
+         *     its terminal event's `server_timing` has the whole.
          */
         ServerTiming: string;
         /** @description What the service added to the model's time, in milliseconds (`total` less `upstream`). */
