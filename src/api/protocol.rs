@@ -230,6 +230,18 @@ fn bare_error(head: &[u8]) -> Option<Bare> {
     empty.then_some(kind)
 }
 
+/// Counted with every other answer, under the label of paths the contract does not name: the
+/// path of a request that is not valid HTTP is not known.
+fn count(error: &ApiError) {
+    crate::telemetry::metrics::global()
+        .requests
+        .get_or_create(&crate::telemetry::metrics::RequestLabels {
+            endpoint: std::borrow::Cow::Borrowed("other"),
+            status: error.kind.status().0.as_u16(),
+        })
+        .inc();
+}
+
 /// The complete response that replaces `head`: its status line and date, the JSON error body,
 /// and `connection: close` (the dispatcher closes the connection after any of these).
 fn replacement(head: &[u8], kind: Bare, head_timeout_secs: u64) -> Vec<u8> {
@@ -262,11 +274,17 @@ fn replacement(head: &[u8], kind: Bare, head_timeout_secs: u64) -> Vec<u8> {
         },
     );
     tracing::warn!(%request_id, error.type = error.kind.status().1, error = %error.kind, "request refused by the HTTP layer");
+    count(&error);
     let body = serde_json::to_vec(&error.body()).unwrap_or_default();
+    // No phase was reached: the same headers as every response, with zeros.
+    let timing = crate::telemetry::timing::PhaseTimes::default().summary();
     let mut out = format!(
         "{status_line}\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\
-         connection: close\r\nx-request-id: {request_id}\r\n{date}\r\n\r\n",
-        body.len()
+         connection: close\r\nx-request-id: {request_id}\r\nserver-timing: {}\r\n\
+         x-reactstep-overhead-ms: {}\r\n{date}\r\n\r\n",
+        body.len(),
+        timing.header(),
+        timing.overhead(),
     )
     .into_bytes();
     out.extend_from_slice(&body);

@@ -235,6 +235,14 @@ async fn refused(app: &TestApp, request: &[u8], status: u16, kind: &str) -> Raw 
     socket.write_all(request).await.unwrap();
     let answer = read_responses(&mut socket, 1).await.remove(0);
     answer.assert_error(STEP, status, kind);
+    // The timing headers of every response, the HTTP layer's own answers included.
+    let timing = answer.header("server-timing").unwrap_or_default();
+    assert!(
+        timing.starts_with("decode;dur=") && timing.contains(", total;dur="),
+        "{timing:?}"
+    );
+    let overhead = answer.header("x-reactstep-overhead-ms").unwrap_or_default();
+    assert!(overhead.parse::<f64>().is_ok(), "{overhead:?}");
     assert_closed(&mut socket).await;
     assert_eq!(app.send("GET", "/healthz", None).await.status, 200);
     answer
@@ -249,6 +257,13 @@ async fn requests_that_are_not_valid_http_get_the_documented_400_body() {
         b"POST /api/agent/react_step HTTP/1.1\r\nhost: x\r\ncontent-length: abc\r\n\r\n{}",
         b"POST /api/agent/react_step HTTP/1.1\r\nhost: x\r\ncontent-length: 2\r\ntransfer-encoding: chunked\r\n\r\n{}",
     ];
+    let counted = || async {
+        let text = app.send("GET", "/metrics", None).await.text;
+        let prefix = "reactstep_requests_total{endpoint=\"other\",status=\"400\"} ";
+        let line = text.lines().find_map(|l| l.strip_prefix(prefix));
+        line.map_or(0.0, |v| v.trim().parse::<f64>().unwrap())
+    };
+    let before = counted().await;
     for case in cases {
         let answer = refused(&app, case, 400, "invalid_request").await;
         assert_eq!(answer.header("connection"), Some("close"));
@@ -262,6 +277,8 @@ async fn requests_that_are_not_valid_http_get_the_documented_400_body() {
             answer.body
         );
     }
+    // Counted with every other answer (they were not).
+    assert!(counted().await >= before + 4.0);
 }
 
 #[tokio::test]
