@@ -5,6 +5,7 @@
 use crate::telemetry::timing::{Phase, PhaseTimes};
 use actix_web::HttpMessage;
 use actix_web::{web, HttpRequest};
+use futures_util::FutureExt;
 use tracing_actix_web::RequestId;
 
 use super::body;
@@ -161,9 +162,18 @@ async fn admit_body(
     admit_client(client.clone(), state, request_id).await?;
     body::check_content_type(req).map_err(|kind| ApiError::new(kind, bare_echo()))?;
     let (limit, timeout) = (state.settings.max_body_bytes, state.settings.client_timeout);
-    let (bytes, held) = body::read(req, payload, limit, timeout, &state.memory)
-        .await
-        .map_err(|kind| ApiError::new(kind, bare_echo()))?;
+    let mut read = std::pin::pin!(body::read(req, payload, limit, timeout, &state.memory));
+    // A body still coming when the service stops is answered before its connection goes; one
+    // already here (most are) is read without a wait on the stop.
+    let read = match read.as_mut().now_or_never() {
+        Some(read) => read,
+        None => state
+            .stopping
+            .before_cut(read)
+            .await
+            .unwrap_or_else(|| Err(StepError::from(StepErrorKind::ShuttingDown).into())),
+    };
+    let (bytes, held) = read.map_err(|kind| ApiError::new(kind, bare_echo()))?;
     cpu::classify(cpu::Job {
         client: client_digest(req, state, client.as_ref()),
         large: bytes.len() >= cpu::LARGE_BODY_BYTES,

@@ -90,3 +90,43 @@ async fn steps_the_grace_period_cannot_hold_are_answered_shutting_down() {
     let (exit, log) = server.exited().await;
     assert!(exit.success(), "{exit:?}\n{log}");
 }
+
+/// A request still sending its body when the grace period ends is answered `shutting_down` too,
+/// before its connection goes (it got no answer at all when the grace period was shorter than
+/// `REACTSTEP_CLIENT_TIMEOUT_SECS`).
+#[tokio::test]
+async fn a_body_still_coming_when_the_grace_period_ends_is_answered_shutting_down() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let settings = [
+        ("REACTSTEP_SHUTDOWN_GRACE_SECS", "2"),
+        ("REACTSTEP_CLIENT_TIMEOUT_SECS", "60"),
+    ];
+    let server = RunningBinary::start_with("http://127.0.0.1:9", "info", &settings).await;
+    let mut socket = tokio::net::TcpStream::connect(("127.0.0.1", server.port))
+        .await
+        .unwrap();
+    let head =
+        "POST /api/agent/react_step HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\n\
+                content-length: 100\r\nexpect: 100-continue\r\n\r\n";
+    socket.write_all(head.as_bytes()).await.unwrap();
+    // The head is read once the server says to go on.
+    let mut read = Vec::new();
+    let mut buf = [0u8; 4096];
+    while !read.windows(4).any(|w| w == b"\r\n\r\n") {
+        let n = socket.read(&mut buf).await.unwrap();
+        assert!(n > 0, "closed before 100 Continue");
+        read.extend_from_slice(&buf[..n]);
+    }
+    assert!(read.starts_with(b"HTTP/1.1 100"), "{read:?}");
+    socket.write_all(b"{").await.unwrap();
+    server.terminate().await;
+    let mut answer = Vec::new();
+    socket.read_to_end(&mut answer).await.unwrap();
+    let answer = String::from_utf8_lossy(&answer);
+    assert!(answer.starts_with("HTTP/1.1 503"), "{answer:?}");
+    let body: Value = serde_json::from_str(answer.split("\r\n\r\n").nth(1).unwrap()).unwrap();
+    assert_eq!(body["error"]["type"], "shutting_down", "{body}");
+    assert_eq!(body["error"]["retryable"], true, "{body}");
+    let (exit, log) = server.exited().await;
+    assert!(exit.success(), "{exit:?}\n{log}");
+}
