@@ -1072,6 +1072,43 @@ fn what_a_crashed_server_left_running_does_not_outlive_the_driver() {
     }
 }
 
+/// A server whose tool starts a helper that keeps the server's output open, then crashes.
+const CRASHING_SERVER: &str = r#"
+import json, os, subprocess, sys
+NAME = "crashing"
+TOOLS = [{"name": "crash", "inputSchema": {"type": "object"},
+          "annotations": {"readOnlyHint": True}}]
+def call():
+    subprocess.Popen(["sleep", "305"], start_new_session=True, stdin=subprocess.DEVNULL)
+    os._exit(3)
+"#;
+
+/// A server that dies in a call while a helper of it holds its output open: the call fails at
+/// once, saying how the server ended (it was waited on to the end of `--mcp-timeout`: the
+/// pipe never closed).
+#[test]
+fn a_call_fails_at_once_when_its_server_dies_though_a_helper_holds_its_output() {
+    let ws = workspace();
+    let (_scripts, server) = server_file(&rpc_server(CRASHING_SERVER));
+    let (code, out, err) = run(
+        ws.path(),
+        "Thought: crash\nAction: crash()\n---\nThought: done\nFinal Answer: done",
+        &[
+            "--mcp".into(),
+            format!("python3 {}", server.display()),
+            "--mcp-timeout".into(),
+            "120".into(),
+        ],
+    );
+    assert_eq!(code, 0, "{err}");
+    let report = report(&out, &err);
+    let seen = observation(&report, 0);
+    assert!(
+        seen.contains("ended while running crash (exit status: 3)"),
+        "{seen}"
+    );
+}
+
 /// A server whose text tries to pass for the driver's own lines: a tool left out whose schema's
 /// `$ref` holds a clipboard escape and a forged approval line, and a destructive tool the model
 /// calls with a right-to-left override in its arguments.

@@ -82,25 +82,58 @@ pub fn in_a_session_of_its_own(command: &mut tokio::process::Command) {
     }
 }
 
+/// How the server ended (`exit status: 1`, `signal: 9 (SIGKILL)`), once it has: a call in
+/// flight fails at once though a helper still holds the server's output open.
+pub type Ended = tokio::sync::watch::Receiver<Option<String>>;
+
 /// A started server: killed when dropped, with every process it started (which would otherwise
 /// outlive the driver).
 pub struct ServerProcess {
-    pub child: tokio::process::Child,
     group: Option<u32>,
     /// What it had started when it was asked to end: a helper in a session of its own is found
     /// only while the server is its parent, and the server may end by itself first.
     started: Vec<Started>,
+    pub ended: Ended,
+    /// Kills it when sent or dropped.
+    kill: Option<tokio::sync::oneshot::Sender<()>>,
 }
 
 impl ServerProcess {
-    pub fn new(child: tokio::process::Child) -> Self {
+    /// Watches `child` until it ends or is killed.
+    pub fn new(mut child: tokio::process::Child) -> Self {
         let group = child.id();
         #[cfg(target_os = "linux")]
         adopted::server_started(group);
+        let (ended_tx, ended) = tokio::sync::watch::channel(None);
+        let (kill, killed) = tokio::sync::oneshot::channel::<()>();
+        tokio::spawn(async move {
+            let status = tokio::select! {
+                status = child.wait() => status,
+                _ = killed => {
+                    let _ = child.start_kill();
+                    child.wait().await
+                }
+            };
+            let how = status.map_or_else(|e| e.to_string(), |s| s.to_string());
+            let _ = ended_tx.send(Some(how));
+        });
         Self {
-            child,
             group,
             started: Vec::new(),
+            ended,
+            kill: Some(kill),
+        }
+    }
+
+    /// Whether it ended within `patience`.
+    pub async fn ends_within(&mut self, patience: std::time::Duration) -> bool {
+        let ended = self.ended.wait_for(Option::is_some);
+        matches!(tokio::time::timeout(patience, ended).await, Ok(Ok(_)))
+    }
+
+    pub fn kill(&mut self) {
+        if let Some(kill) = self.kill.take() {
+            let _ = kill.send(());
         }
     }
 
@@ -135,7 +168,7 @@ impl Drop for ServerProcess {
                 libc::killpg(leader, libc::SIGKILL);
             }
         }
-        let _ = self.child.start_kill();
+        self.kill();
         #[cfg(target_os = "linux")]
         adopted::server_ended();
     }

@@ -22,7 +22,7 @@ use super::environment::ServerEnvironment;
 use super::input::Asker;
 use super::listing;
 use super::oauth;
-use super::process::{self, ServerProcess};
+use super::process::{self, Ended, ServerProcess};
 use super::tool::{McpTool, Session};
 use crate::driver::admission::{Admission, Refusal};
 use crate::driver::memory::redact;
@@ -58,6 +58,8 @@ struct Shared {
     stale_at: Mutex<Option<Instant>>,
     /// What of the endpoint must never be printed nor sent on (its token, headers' values …).
     secrets: Arc<[String]>,
+    /// For a server started here: whether, and how, it ended.
+    ended: Option<Ended>,
 }
 
 /// What listing a server's tools came to: the names registered, and those left out.
@@ -108,6 +110,7 @@ impl McpServer {
             patience,
             stale_at: Mutex::new(None),
             secrets,
+            ended: process.as_ref().map(|p| p.ended.clone()),
         };
         Ok(Self {
             name,
@@ -152,12 +155,10 @@ impl McpServer {
         let Some(mut process) = self.process else {
             return;
         };
-        if tokio::time::timeout(GRACE, process.child.wait())
-            .await
-            .is_err()
-        {
-            if let Err(e) = process.child.kill().await {
-                tracing::debug!(server = %name, "the MCP server could not be killed: {e}");
+        if !process.ends_within(GRACE).await {
+            process.kill();
+            if !process.ends_within(GRACE).await {
+                tracing::debug!(server = %name, "the MCP server did not end when killed");
             }
         }
     }
@@ -224,11 +225,14 @@ fn spawn(
     process::in_a_session_of_its_own(&mut command);
     // Killed when dropped, its group with it, so no path out of here (a timeout, a panic)
     // leaves it or what it started running.
-    let mut child = ServerProcess::new(command.spawn().map_err(|e| could_not_start(&e))?);
-    let pipes = &mut child.child;
-    let (Some(output), Some(input), Some(errors)) =
-        (pipes.stdout.take(), pipes.stdin.take(), pipes.stderr.take())
-    else {
+    let mut spawned = command.spawn().map_err(|e| could_not_start(&e))?;
+    let pipes = (
+        spawned.stdout.take(),
+        spawned.stdin.take(),
+        spawned.stderr.take(),
+    );
+    let child = ServerProcess::new(spawned);
+    let (Some(output), Some(input), Some(errors)) = pipes else {
         return Err(could_not_start(&"its input and output are not pipes"));
     };
     process::forward(errors, label, secrets.clone());
@@ -367,6 +371,7 @@ impl Shared {
                 name: tool.name.to_string(),
                 patience: self.patience,
                 secrets: self.secrets.clone(),
+                ended: self.ended.clone(),
             };
             registry.register(&name, forwarded, metadata);
             outcome.names.push(name);

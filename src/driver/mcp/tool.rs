@@ -13,6 +13,7 @@ use serde_json::{Map, Value};
 
 use super::endpoint::redacted;
 use super::input::{Asker, NO_ONE_TO_ANSWER};
+use super::process::Ended;
 use crate::driver::registry::{Tool, ToolOutcome};
 
 pub type Session = RunningService<RoleClient, Asker>;
@@ -26,6 +27,8 @@ pub struct McpTool {
     /// What of the endpoint must never reach the model (its token, headers' values …): a server
     /// that echoes what it was sent has it taken out.
     pub secrets: Arc<[String]>,
+    /// For a server started here: whether, and how, it ended.
+    pub ended: Option<Ended>,
 }
 
 impl Tool for McpTool {
@@ -35,23 +38,59 @@ impl Tool for McpTool {
                 CallToolRequestParams::new(self.name.clone()).with_arguments(args.clone());
             // The server may ask the user a question while this call runs, and only then.
             let _running = self.session.service().calls.begin();
-            let outcome =
-                match tokio::time::timeout(self.patience, self.session.call_tool(request)).await {
-                    Ok(Ok(result)) => observation(result),
-                    Ok(Err(e)) => ToolOutcome::Failed(self.failure(&e)),
-                    Err(_) => ToolOutcome::Failed(format!(
-                        "the MCP server {} did not answer {} within {} s (timed out)",
-                        self.server,
-                        self.name,
-                        self.patience.as_secs_f64()
-                    )),
-                };
+            let call = tokio::time::timeout(self.patience, self.session.call_tool(request));
+            let mut call = std::pin::pin!(call);
+            // A server that dies in the call, a helper of it still holding its output open,
+            // would be waited on to the end of the patience. An answer it wrote before it
+            // ended is still in the pipe, and is read in a moment.
+            let outcome = tokio::select! {
+                biased;
+                answered = &mut call => self.answered(answered),
+                how = ended(self.ended.clone()) => {
+                    match tokio::time::timeout(READ_AFTER_THE_END, &mut call).await {
+                        Ok(answered) => self.answered(answered),
+                        Err(_) => ToolOutcome::Failed(format!(
+                            "the MCP server {} ended while running {} ({how})",
+                            self.server, self.name
+                        )),
+                    }
+                }
+            };
             self.without_secrets(outcome)
         })
     }
 }
 
+/// How the server ended, once it has; never for one not started here.
+async fn ended(ended: Option<Ended>) -> String {
+    if let Some(mut ended) = ended {
+        if let Ok(how) = ended.wait_for(Option::is_some).await {
+            return how.clone().unwrap_or_default();
+        }
+    }
+    std::future::pending().await
+}
+
+/// How long an answer a server wrote before it ended is waited for.
+const READ_AFTER_THE_END: Duration = Duration::from_millis(500);
+
 impl McpTool {
+    fn answered(
+        &self,
+        answered: Result<Result<CallToolResult, ServiceError>, tokio::time::error::Elapsed>,
+    ) -> ToolOutcome {
+        match answered {
+            Ok(Ok(result)) => observation(result),
+            Ok(Err(e)) => ToolOutcome::Failed(self.failure(&e)),
+            Err(_) => ToolOutcome::Failed(format!(
+                "the MCP server {} did not answer {} within {} s (timed out)",
+                self.server,
+                self.name,
+                self.patience.as_secs_f64()
+            )),
+        }
+    }
+
     fn without_secrets(&self, outcome: ToolOutcome) -> ToolOutcome {
         if self.secrets.is_empty() {
             return outcome;
