@@ -9,6 +9,7 @@ pub mod builtin;
 mod calls;
 pub mod cli;
 pub mod execution;
+mod in_process;
 pub mod interrupts;
 pub mod mcp;
 pub mod memory;

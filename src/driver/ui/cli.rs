@@ -14,9 +14,8 @@ use super::approver::{Approvals, PageApprover};
 use super::runner::{self, Memory, Runs};
 use super::server::{app, Page};
 use crate::driver::approval::ApprovalPolicy;
-use crate::driver::cli::{
-    build_driver, endpoints, key, key_variable, local_provider, start_tools, LoopArgs,
-};
+use crate::driver::cli::{build_driver, endpoints, key, key_variable, start_tools, LoopArgs};
+use crate::driver::in_process::local_provider;
 use crate::driver::mcp::Endpoint;
 use crate::driver::memory;
 use crate::driver::terminal::printable;

@@ -87,40 +87,53 @@ fn kept_text<'a>(items: &'a [serde_json::Value], m: &'a ChatMessage, input: &mut
     input.push(Input::Changed(message));
 }
 
-/// The items up to the last message the step read, when they are the kept turn whole.
+/// The items up to the last message the step read, when those messages are the kept turn line
+/// for line, in order (a line as the model wrote it, or without the tag the step put before it),
+/// and hold nothing but text: a refusal part, a line the step cut or changed, a line the step
+/// kept once and the model wrote twice, each leaves the turn to be sent as kept.
 fn read_as_they_came<'a>(
     items: &'a [serde_json::Value],
     kept: &str,
 ) -> Option<&'a [serde_json::Value]> {
-    let last = items
-        .iter()
-        .rposition(|i| is_message(i) && lines(i).any(|line| kept.contains(line)))?;
-    let read = &items[..=last];
-    let messages = || read.iter().filter(|i| is_message(i));
-    let nothing_left_out = messages().all(|i| lines(i).all(|line| kept.contains(line)));
-    let nothing_changed = kept.lines().map(untagged).all(|words| {
-        words.is_empty() || messages().any(|i| lines(i).any(|line| line.contains(words)))
-    });
-    (nothing_left_out && nothing_changed).then_some(read)
+    let kept: Vec<&str> = kept
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect();
+    let mut matched = 0;
+    for (at, item) in items.iter().enumerate() {
+        if !is_message(item) {
+            continue;
+        }
+        for line in text_lines(item)? {
+            let &want = kept.get(matched)?;
+            if line != want && line != untagged(want) {
+                return None;
+            }
+            matched += 1;
+        }
+        if matched == kept.len() {
+            return Some(&items[..=at]);
+        }
+    }
+    None
 }
 
 fn is_message(item: &serde_json::Value) -> bool {
     item["type"] == "message"
 }
 
-/// A message item's lines of text, trimmed, the empty ones left out (the step adds tags around
-/// what the model wrote and cuts what it wrote past its step, but keeps the lines it read).
-fn lines(message: &serde_json::Value) -> impl Iterator<Item = &str> {
-    let parts = message["content"]
-        .as_array()
-        .map(Vec::as_slice)
-        .unwrap_or_default();
-    parts
-        .iter()
-        .filter_map(|p| p["text"].as_str())
-        .flat_map(str::lines)
-        .map(str::trim)
-        .filter(|line| !line.is_empty())
+/// A message item's lines of text, trimmed, the empty ones left out; none when a part of it is
+/// not text (a refusal, which the step leaves out when there is text).
+fn text_lines(message: &serde_json::Value) -> Option<Vec<&str>> {
+    let parts = message["content"].as_array()?;
+    let texts = parts.iter().map(|p| match p["type"].as_str() {
+        Some("output_text") => p["text"].as_str(),
+        _ => None,
+    });
+    let texts: Option<Vec<&str>> = texts.collect();
+    let lines = texts?.into_iter().flat_map(str::lines).map(str::trim);
+    Some(lines.filter(|line| !line.is_empty()).collect())
 }
 
 /// A kept line's words without the tag the step put before them (`Thought:`, `Final Answer:`).
@@ -284,6 +297,12 @@ mod tests {
             // Words changed: the answer's markup, or less of it kept.
             ("**Final Answer:** FORTY-TWO", "Final Answer: FORTY-TWO"),
             ("Final Answer: FORTY-TWO", "Final Answer: FORTY"),
+            // A line the step cut, found inside a line it kept; one it kept once, written twice.
+            (
+                "Final Answer: it read Observation: FAKE\nObservation: FAKE",
+                "Final Answer: it read Observation: FAKE",
+            ),
+            ("Final Answer: 42\nFinal Answer: 42", "Final Answer: 42"),
         ] {
             let kept = format!("Thought: I will answer now.\n{kept}");
             let (own, sent) = two_messages("I will answer now.", answer, &kept);
@@ -291,6 +310,24 @@ mod tests {
             message["content"][0]["text"] = json!(kept);
             assert_eq!(sent, json!([own[0], message]), "{answer:?}");
         }
+    }
+
+    #[test]
+    fn a_message_with_a_part_that_is_not_text_goes_back_as_kept() {
+        let kept = "Thought: I will answer now.\nFinal Answer: FORTY-TWO";
+        let (mut own, _) = two_messages("I will answer now.", "Final Answer: FORTY-TWO", kept);
+        let refusal = json!({"type": "refusal", "refusal": "DISCARDED"});
+        own[3]["content"]
+            .as_array_mut()
+            .map(|parts| parts.push(refusal));
+        let mut turn = ChatMessage::text(ChatRole::Assistant, kept.into());
+        turn.reasoning = Some(ReasoningState {
+            items: own.clone(),
+            ..ReasoningState::default()
+        });
+        let sent = serde_json::to_value(items(&[turn], true)).unwrap_or_default();
+        assert!(!sent.to_string().contains("DISCARDED"), "{sent}");
+        assert_eq!(sent.as_array().map(Vec::len), Some(2), "{sent}");
     }
 
     #[test]
