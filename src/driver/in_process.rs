@@ -2,7 +2,7 @@
 //! window every step is sent with: the flags, else what a local model server says, else a
 //! hosted model's.
 
-use super::cli::LoopArgs;
+use super::args::LoopArgs;
 use super::window;
 use crate::config::Config;
 use crate::llm::Provider;

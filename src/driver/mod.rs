@@ -4,6 +4,7 @@
 
 pub mod admission;
 pub mod approval;
+pub mod args;
 mod arithmetic;
 pub mod builtin;
 mod calls;

@@ -317,9 +317,9 @@ mod tests {
         let kept = "Thought: I will answer now.\nFinal Answer: FORTY-TWO";
         let (mut own, _) = two_messages("I will answer now.", "Final Answer: FORTY-TWO", kept);
         let refusal = json!({"type": "refusal", "refusal": "DISCARDED"});
-        own[3]["content"]
-            .as_array_mut()
-            .map(|parts| parts.push(refusal));
+        if let Some(parts) = own[3]["content"].as_array_mut() {
+            parts.push(refusal);
+        }
         let mut turn = ChatMessage::text(ChatRole::Assistant, kept.into());
         turn.reasoning = Some(ReasoningState {
             items: own.clone(),
