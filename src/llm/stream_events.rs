@@ -106,27 +106,29 @@ impl Sofar {
     /// A "call" that holds only a thought signature (Gemini's late piece, at an index no call
     /// has) is not a call: its signature is that of the call of its id, or else of the first
     /// call without one (Gemini signs the first of a parallel set); left over, it is dropped.
+    /// Those naming their call go first, so one without an id never takes a named one's place;
+    /// an empty id names no call.
     fn fold_signature_carriers(&mut self) {
-        let carriers: Vec<u64> = self
-            .calls
-            .iter()
-            .filter(|(index, c)| {
-                c.name.is_empty()
-                    && c.arguments.trim().is_empty()
-                    && self.signatures.contains_key(index)
-            })
+        let is_carrier = |index: &u64, c: &PartialCall| {
+            c.name.is_empty()
+                && c.arguments.trim().is_empty()
+                && self.signatures.contains_key(index)
+        };
+        let carriers: Vec<u64> = (self.calls.iter())
+            .filter(|(index, c)| is_carrier(index, c))
             .map(|(&index, _)| index)
             .collect();
-        for index in carriers {
-            let (Some(carrier), Some(signature)) =
-                (self.calls.remove(&index), self.signatures.remove(&index))
-            else {
-                continue;
-            };
-            let of_id = self
-                .calls
-                .iter()
-                .find(|(_, c)| carrier.id.is_some() && c.id == carrier.id);
+        let carriers: Vec<(Option<String>, String)> = carriers
+            .into_iter()
+            .filter_map(|index| {
+                let id = self.calls.remove(&index)?.id.filter(|id| !id.is_empty());
+                Some((id, self.signatures.remove(&index)?))
+            })
+            .collect();
+        let (named, unnamed): (Vec<_>, Vec<_>) =
+            carriers.into_iter().partition(|(id, _)| id.is_some());
+        for (id, signature) in named.into_iter().chain(unnamed) {
+            let of_id = (self.calls.iter()).find(|(_, c)| id.is_some() && c.id == id);
             let owner = of_id
                 .or_else(|| {
                     let mut calls = self.calls.iter();
@@ -134,6 +136,7 @@ impl Sofar {
                 })
                 .map(|(&i, _)| i);
             if let Some(owner) = owner {
+                // A call's own signature is never replaced.
                 self.signatures.entry(owner).or_insert(signature);
             }
         }

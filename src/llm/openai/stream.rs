@@ -347,6 +347,43 @@ mod tests {
         assert_eq!(done.reasoning.signature_of("c1"), Some("S"));
     }
 
+    #[test]
+    fn signatures_that_name_their_call_go_first_and_an_empty_id_names_none() {
+        let calls_then = |late: &[&str]| {
+            let mut events = vec![
+                r#"{"choices":[{"delta":{"tool_calls":[{"index":0,"id":"c1","function":{"name":"a","arguments":"{}"}}]}}]}"#,
+                r#"{"choices":[{"delta":{"tool_calls":[{"index":1,"id":"c2","function":{"name":"b","arguments":"{}"}}]}}]}"#,
+            ];
+            events.extend(late);
+            let (sofar, _) = read(&events).unwrap_or_else(|e| panic!("{e:?}"));
+            sofar.into_completion()
+        };
+        // The one without an id came first: it does not take c1's place.
+        let done = calls_then(&[
+            r#"{"choices":[{"delta":{"tool_calls":[{"index":2,"extra_content":{"google":{"thought_signature":"S_NOID"}}}]}}]}"#,
+            r#"{"choices":[{"delta":{"tool_calls":[{"index":3,"id":"c1","extra_content":{"google":{"thought_signature":"S_FOR_C1"}}}]}}]}"#,
+        ]);
+        assert_eq!(done.calls.len(), 2);
+        assert_eq!(done.reasoning.signature_of("c1"), Some("S_FOR_C1"));
+        assert_eq!(done.reasoning.signature_of("c2"), Some("S_NOID"));
+        // Empty ids (Gemini sends them): the late signature is the unsigned call's.
+        let (sofar, _) = read(&[
+            r#"{"choices":[{"delta":{"tool_calls":[{"index":0,"id":"","function":{"name":"a","arguments":"{}"},"extra_content":{"google":{"thought_signature":"SA"}}}]}}]}"#,
+            r#"{"choices":[{"delta":{"tool_calls":[{"index":1,"id":"","function":{"name":"b","arguments":"{}"}}]}}]}"#,
+            r#"{"choices":[{"delta":{"tool_calls":[{"index":2,"id":"","extra_content":{"google":{"thought_signature":"SB"}}}]}}]}"#,
+        ])
+        .unwrap_or_else(|e| panic!("{e:?}"));
+        let done = sofar.into_completion();
+        let signed: Vec<(&str, &str)> = done
+            .reasoning
+            .thought_signatures
+            .iter()
+            .map(|s| (s.call_id.as_str(), s.signature.as_str()))
+            .collect();
+        let ids: Vec<&str> = done.calls.iter().filter_map(|c| c.id.as_deref()).collect();
+        assert_eq!(signed, [(ids[0], "SA"), (ids[1], "SB")]);
+    }
+
     /// mistral.rs, SGLang and Ollama's `/v1` send no index: the pieces after the one naming a
     /// tool are its arguments (they were calls of their own, without a name), and a piece that
     /// names a tool begins the next call.
