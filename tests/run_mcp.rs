@@ -1072,6 +1072,59 @@ fn what_a_crashed_server_left_running_does_not_outlive_the_driver() {
     }
 }
 
+/// A server whose `orphan` call leaves helpers that end at once and are no one's child (each the
+/// grandchild of a fork whose middle ended), and whose `zombies` call counts, for up to 10 s
+/// until there are none, the ended children the driver (its parent) has not reaped.
+const ORPHANING_SERVER: &str = r#"
+import json, os, sys, time
+NAME = "orphaning"
+TOOLS = [{"name": "orphan", "inputSchema": {"type": "object"}, "annotations": {"readOnlyHint": True}},
+         {"name": "zombies", "inputSchema": {"type": "object"}, "annotations": {"readOnlyHint": True}}]
+called = []
+def zombies():
+    driver, found = os.getppid(), []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            stat = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if stat[0] == "Z" and int(stat[1]) == driver:
+            found.append(pid)
+    return found
+def call():
+    called.append(1)
+    if len(called) == 1:
+        for _ in range(5):
+            middle = os.fork()
+            if middle == 0:
+                if os.fork() == 0:
+                    os._exit(0)
+                os._exit(0)
+            os.waitpid(middle, 0)
+        return "left"
+    deadline = time.time() + 10
+    while zombies() and time.time() < deadline:
+        time.sleep(0.05)
+    return f"zombies: {len(zombies())}"
+"#;
+
+/// What a server leaves that ends at once is reaped as it ends, not left a zombie of the driver
+/// until the last server ends (`reactstep ui` keeps its servers for its whole life).
+#[test]
+fn what_a_server_leaves_is_reaped_as_it_ends() {
+    let ws = workspace();
+    let (_scripts, server) = server_file(&rpc_server(ORPHANING_SERVER));
+    let (code, out, err) = run(
+        ws.path(),
+        "Thought: a\nAction: orphan()\n---\nThought: b\nAction: zombies()\n---\nThought: done\nFinal Answer: done",
+        &["--mcp".into(), format!("python3 {}", server.display())],
+    );
+    assert_eq!(code, 0, "{err}");
+    let report = report(&out, &err);
+    assert_eq!(observation(&report, 0), "left", "{report}");
+    assert_eq!(observation(&report, 1), "zombies: 0", "{report}");
+}
+
 /// A server whose tool starts a helper that keeps the server's output open, then crashes.
 const CRASHING_SERVER: &str = r#"
 import json, os, subprocess, sys

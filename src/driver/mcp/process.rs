@@ -199,7 +199,10 @@ impl Started {
 struct Process {
     started: Started,
     parent: libc::pid_t,
+    group: libc::pid_t,
     session: libc::pid_t,
+    /// Ended, and not yet reaped by its parent.
+    zombie: bool,
 }
 
 /// Every process, read from `/proc`.
@@ -223,7 +226,9 @@ fn read_process(pid: libc::pid_t) -> Option<Process> {
             at: fields.get(19)?.parse().ok()?,
         },
         parent: fields.get(1)?.parse().ok()?,
+        group: fields.get(2)?.parse().ok()?,
         session: fields.get(3)?.parse().ok()?,
+        zombie: fields.first() == Some(&"Z"),
     })
 }
 
@@ -289,23 +294,68 @@ mod adopted {
 
     pub fn server_started(pid: Option<u32>) {
         let mut servers = servers();
+        if servers.started.is_empty() {
+            reap_as_they_end();
+        }
         servers.live += 1;
         servers
             .started
             .extend(pid.and_then(|p| libc::pid_t::try_from(p).ok()));
     }
 
+    fn servers_started() -> HashSet<libc::pid_t> {
+        servers().started.iter().copied().collect()
+    }
+
+    fn driver() -> libc::pid_t {
+        libc::pid_t::try_from(std::process::id()).unwrap_or(0)
+    }
+
+    /// An adopted process that ends is reaped when its SIGCHLD comes, not when the last server
+    /// ends (`reactstep ui` keeps its servers for its whole life).
+    fn reap_as_they_end() {
+        use tokio::signal::unix::{signal, SignalKind};
+        let Ok(mut ended) = signal(SignalKind::child()) else {
+            return;
+        };
+        tokio::spawn(async move {
+            while ended.recv().await.is_some() {
+                let servers = servers_started();
+                let driver = driver();
+                let table = process_table();
+                let zombies = table.iter().filter(|p| {
+                    p.zombie && p.parent == driver && !servers.contains(&p.started.pid)
+                });
+                for zombie in zombies {
+                    // SAFETY: waitpid(2), not waiting, of an ended child of the driver that is
+                    // no server's handle.
+                    unsafe {
+                        libc::waitpid(zombie.started.pid, std::ptr::null_mut(), libc::WNOHANG);
+                    }
+                }
+            }
+        });
+    }
+
     pub fn server_ended() {
-        let started = {
+        {
             let mut servers = servers();
             servers.live = servers.live.saturating_sub(1);
             if servers.live > 0 {
                 return;
             }
-            servers.started.iter().copied().collect::<HashSet<_>>()
-        };
-        // Twice: what forked while the first pass read the table.
-        let ours: HashSet<libc::pid_t> = (0..2).flat_map(|_| end_adopted(&started)).collect();
+        }
+        let started = servers_started();
+        // Until a pass finds none alive: one that forks and ends again and again is adopted
+        // anew after each pass (bounded, so a fork bomb cannot hold the driver).
+        let mut ours = HashSet::new();
+        for _ in 0..64 {
+            let (adopted, alive) = end_adopted(&started);
+            ours.extend(adopted);
+            if !alive {
+                break;
+            }
+        }
         // Reaped apart, so a process slow to die holds up nothing.
         std::thread::spawn(move || {
             for pid in ours {
@@ -317,18 +367,32 @@ mod adopted {
         });
     }
 
-    /// Kills every adopted process and what descends from it; returns the adopted ones.
-    fn end_adopted(servers: &HashSet<libc::pid_t>) -> Vec<libc::pid_t> {
-        let driver = libc::pid_t::try_from(std::process::id()).unwrap_or(0);
+    /// Kills every adopted process and what descends from it; returns the adopted ones, and
+    /// whether one of them was still alive.
+    fn end_adopted(servers: &HashSet<libc::pid_t>) -> (Vec<libc::pid_t>, bool) {
+        let driver = driver();
         let table = process_table();
-        let adopted: HashSet<libc::pid_t> = table
+        let adopted: Vec<&crate::driver::mcp::process::Process> = table
             .iter()
             .filter(|p| p.parent == driver && !servers.contains(&p.started.pid))
-            .map(|p| p.started.pid)
             .collect();
+        let alive = adopted.iter().any(|p| !p.zombie);
+        // Their groups first, whole: one that forks and ends again and again keeps its group,
+        // and a group's signal reaches a child forked meanwhile. Never the driver's own group
+        // (a server's processes are in sessions of their own; it cannot be theirs).
+        // SAFETY: getpgrp(2) reads this process's group.
+        let own_group = unsafe { libc::getpgrp() };
+        let groups: HashSet<libc::pid_t> = adopted.iter().map(|p| p.group).collect();
+        for group in groups.into_iter().filter(|&g| g > 1 && g != own_group) {
+            // SAFETY: killpg(2) of a group a process the driver adopted is in.
+            unsafe {
+                libc::killpg(group, libc::SIGKILL);
+            }
+        }
+        let adopted: HashSet<libc::pid_t> = adopted.iter().map(|p| p.started.pid).collect();
         for process in descended(&table, adopted.clone()) {
             process.end();
         }
-        adopted.into_iter().collect()
+        (adopted.into_iter().collect(), alive)
     }
 }
