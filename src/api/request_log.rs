@@ -142,7 +142,8 @@ impl RootSpanBuilder for RequestLog {
             return;
         };
         let status = response.status().as_u16();
-        let path = response.request().path();
+        // The path as the router matched it (`/%68ealthz` is `/healthz`).
+        let path = response.request().match_info().as_str();
         // Unknown paths are one label, so a scanner cannot grow the metrics without bound.
         let endpoint = ENDPOINTS
             .into_iter()

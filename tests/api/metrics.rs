@@ -45,8 +45,11 @@ async fn steps_move_the_metrics() {
     let mut bad = request("gpt-4o", "q");
     bad["llm_config"]["tokenLimit"] = json!(0);
     assert_eq!(app.post_react_step(&bad).await.status, 400);
-    // Every endpoint of the contract is counted as itself (these were "other").
+    // Every endpoint of the contract is counted as itself (these were "other"), however its
+    // path was written.
     assert_eq!(app.send("GET", "/api/providers", None).await.status, 200);
+    let encoded = reqwest::get(format!("{}/%68ealthz", app.address)).await;
+    assert_eq!(encoded.unwrap().status(), 200);
     assert_eq!(
         app.send("POST", "/api/agent/plan", Some("{}".into()))
             .await
@@ -73,6 +76,10 @@ async fn steps_move_the_metrics() {
         ),
         (
             "reactstep_requests_total{endpoint=\"/api/providers\",status=\"200\"}",
+            1.0,
+        ),
+        (
+            "reactstep_requests_total{endpoint=\"/healthz\",status=\"200\"}",
             1.0,
         ),
         (
