@@ -1125,6 +1125,104 @@ fn what_a_server_leaves_is_reaped_as_it_ends() {
     assert_eq!(observation(&report, 1), "zombies: 0", "{report}");
 }
 
+/// A server whose tool starts a leftover that never stays one process: a double-forked daemon
+/// that forks its successor and ends, again and again, for 2 s, then says so in a file and
+/// sleeps (its command line holds the marker in `HOP_MARK`).
+const HOPPING_SERVER: &str = r#"
+import json, os, subprocess, sys, time
+NAME = "hopping"
+TOOLS = [{"name": "hop", "inputSchema": {"type": "object"}, "annotations": {"readOnlyHint": True}}]
+HOP = """
+import os, sys, time
+end, hops = time.time() + 2, 0
+while time.time() < end:
+    if os.fork():
+        os._exit(0)
+    hops += 1
+    if hops == 100:
+        open(sys.argv[2], "w").close()
+open(sys.argv[2] + ".settled", "w").close()
+time.sleep(300)
+"""
+def call():
+    hopping = os.environ["HOP_MARK"] + ".hopping"
+    subprocess.Popen([sys.executable, "-c", HOP, os.environ["HOP_MARK"], hopping],
+                     start_new_session=True, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                     stderr=subprocess.DEVNULL)
+    # Answered once it hops (an orphan by then, the driver's), so the run ends while it does.
+    while not os.path.exists(hopping):
+        time.sleep(0.01)
+    return "hopping"
+"#;
+
+/// The processes whose command line holds `marker`.
+fn processes_marked(marker: &str) -> Vec<String> {
+    let pids = std::fs::read_dir("/proc").unwrap().flatten();
+    pids.filter_map(|entry| {
+        let pid = entry.file_name().to_str()?.parse::<u32>().ok()?;
+        let line = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+        let marked = String::from_utf8_lossy(&line).contains(marker);
+        (marked && !gone(&pid.to_string())).then(|| pid.to_string())
+    })
+    .collect()
+}
+
+/// A leftover that forks its successor and ends again and again is ended whole with the last
+/// server: the old sweep killed each process it saw after it had forked the next (it escaped
+/// about one run in two).
+#[test]
+fn a_leftover_that_keeps_forking_does_not_outlive_the_driver() {
+    let ws = workspace();
+    let (_scripts, server) = server_file(&rpc_server(HOPPING_SERVER));
+    let marker = ws
+        .path()
+        .join(format!("HOP_MARK_{}", std::process::id()))
+        .display()
+        .to_string();
+    let (code, out, err) = run(
+        ws.path(),
+        "Thought: hop\nAction: hop()\n---\nThought: done\nFinal Answer: done",
+        &[
+            "--mcp".into(),
+            format!("python3 {}", server.display()),
+            "--mcp-env".into(),
+            format!("HOP_MARK={marker}"),
+        ],
+    );
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(observation(&report(&out, &err), 0), "hopping");
+    // A process that moves is not reliably seen in /proc: one that escaped says so once it stops
+    // moving, 2 s after it began.
+    let settled = std::path::PathBuf::from(format!("{marker}.hopping.settled"));
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(4);
+    while !settled.exists() && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    let left = processes_marked(&marker);
+    // The test's own leftovers, by their group, until none is left (each forks its successor).
+    for _ in 0..100 {
+        let marked = processes_marked(&marker);
+        if marked.is_empty() {
+            break;
+        }
+        for pid in &marked {
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+            let group = stat
+                .rsplit_once(')')
+                .and_then(|(_, r)| r.split_whitespace().nth(2));
+            if let Some(group) = group {
+                let _ = Command::new("kill")
+                    .args(["-9", "--", &format!("-{group}")])
+                    .status();
+            }
+        }
+    }
+    assert!(
+        left.is_empty() && !settled.exists(),
+        "{left:?} outlived the driver"
+    );
+}
+
 /// A server whose tool starts a helper that keeps the server's output open, then crashes.
 const CRASHING_SERVER: &str = r#"
 import json, os, subprocess, sys
