@@ -316,6 +316,43 @@ def test_the_calls_of_one_step_run_at_once(service: Service, kind: Kind) -> None
     assert [step.observation for step in result.steps] == ["a met", "b met"]
 
 
+def test_the_calls_of_one_step_run_at_most_max_parallel_tools_at_once(
+    service: Service, kind: Kind
+) -> None:
+    # A third call running at once ends every wait: without the bound all five meet at once.
+    lock, crowded = threading.Lock(), threading.Event()
+    running = {"now": 0, "most": 0}
+
+    @tool
+    def crowd(n: int) -> str:
+        """Wait a moment among the others."""
+        with lock:
+            running["now"] += 1
+            running["most"] = max(running["most"], running["now"])
+            if running["now"] > 2:
+                crowded.set()
+        crowded.wait(0.2)
+        with lock:
+            running["now"] -= 1
+        return str(n)
+
+    result = run(
+        kind,
+        service.url,
+        "Crowd",
+        tools=[crowd],
+        llm_config=LLM,
+        max_parallel_tools=2,
+        mock_responses=[
+            "Thought: All.\n[crowd(n=1), crowd(n=2), crowd(n=3), crowd(n=4), crowd(n=5)]",
+            "Thought: Done.\nFinal Answer: crowded",
+        ],
+    )
+    assert result.termination_reason == "success", result.errors
+    assert [step.observation for step in result.steps] == ["1", "2", "3", "4", "5"]
+    assert running["most"] == 2
+
+
 def test_async_tools_of_one_step_run_concurrently_in_the_event_loop(service: Service) -> None:
     arrived: dict[str, asyncio.Event] = {}
 

@@ -60,6 +60,11 @@ export interface LoopOptions {
   /** Steps at most (default 10); the last one asks the model to answer. */
   maxIterations?: number;
   /**
+   * A turn's calls (`parallel_actions`) run at most this many at once (default 8); the rest
+   * wait their turn. Below 1 is 1.
+   */
+  maxParallelTools?: number;
+  /**
    * The same call (tool and arguments) this many times in a row ends the loop as `stalled`
    * (default 6). The service's loop guard (`request.react.loop_guard`) acts first: it warns the
    * model at the third such call and refuses the sixth, ending the loop as `stalled` with its
@@ -588,7 +593,8 @@ class Loop {
       return verdicts;
     }
     const thought = step.thought ?? "";
-    const done = await Promise.all(calls.map((call, index) => this.runTool(call, verdicts[index]!, iteration, thought)));
+    const limit = Math.max(1, Math.floor(this.options.maxParallelTools ?? 8));
+    const done = await mapAtMost(limit, calls, (call, index) => this.runTool(call, verdicts[index]!, iteration, thought));
     if (this.options.signal?.aborted) {
       return this.end("cancelled", "the loop was cancelled");
     }
@@ -825,3 +831,18 @@ function readable(step: StepResponse): StepResponse {
   }
   return step;
 }
+
+/** `run` over `items`, at most `limit` at once; the results in the items' order. */
+async function mapAtMost<T, R>(limit: number, items: readonly T[], run: (item: T, index: number) => Promise<R>): Promise<R[]> {
+  const results: R[] = new Array<R>(items.length);
+  let next = 0;
+  const worker = async (): Promise<void> => {
+    while (next < items.length) {
+      const index = next++;
+      results[index] = await run(items[index]!, index);
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(limit, items.length) }, worker));
+  return results;
+}
+

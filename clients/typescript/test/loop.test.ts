@@ -281,4 +281,44 @@ describe("runLoop", () => {
     assert.equal(result.iterations, 1);
     assert.equal(result.steps.length, 0);
   });
+
+  test("the calls of one step run at most maxParallelTools at once", async () => {
+    // A third call running at once ends every wait: without the bound all five meet at once.
+    let running = 0;
+    let most = 0;
+    let crowded: () => void = () => {};
+    const crowd = new Promise<void>((resolve) => (crowded = resolve));
+    const tools: Record<string, LoopTool> = {
+      crowd: {
+        description: "Wait a moment among the others",
+        parameters: { type: "object", properties: { n: { type: "integer" } }, required: ["n"] },
+        run: async (args) => {
+          running += 1;
+          most = Math.max(most, running);
+          if (running > 2) {
+            crowded();
+          }
+          await Promise.race([crowd, new Promise((resolve) => setTimeout(resolve, 200))]);
+          running -= 1;
+          return String(args["n"]);
+        },
+      },
+    };
+    const result = await client.runLoop({
+      question: "Crowd",
+      tools,
+      llmConfig,
+      maxParallelTools: 2,
+      mockResponses: [
+        "Thought: All.\n[crowd(n=1), crowd(n=2), crowd(n=3), crowd(n=4), crowd(n=5)]",
+        "Thought: Done.\nFinal Answer: crowded",
+      ],
+    });
+    assert.equal(result.terminationReason, "success", JSON.stringify(result.errors));
+    assert.deepEqual(
+      result.steps.map((s) => s.observation),
+      ["1", "2", "3", "4", "5"],
+    );
+    assert.equal(most, 2);
+  });
 });

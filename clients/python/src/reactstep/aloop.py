@@ -258,9 +258,14 @@ class _Loop:
     async def execute(
         self, calls: list[ActionDetails], plans: list[Plan], iteration: int, thought: str
     ) -> list[LoopStep]:
-        outcomes = await asyncio.gather(
-            *(self.outcome(call, plan, iteration) for call, plan in zip(calls, plans))
-        )
+        # At most ``max_parallel_tools`` at a time; their records in the calls' order.
+        room = asyncio.Semaphore(max(1, self.core.options.max_parallel_tools))
+
+        async def bounded(call: ActionDetails, plan: Plan) -> tuple[str, bool]:
+            async with room:
+                return await self.outcome(call, plan, iteration)
+
+        outcomes = await asyncio.gather(*(bounded(call, plan) for call, plan in zip(calls, plans)))
         return [
             self.core.record(call, iteration, thought, outcome, plan)
             for call, plan, outcome in zip(calls, plans, outcomes)

@@ -246,8 +246,10 @@ class _Loop:
     def execute(
         self, calls: list[ActionDetails], plans: list[Plan], iteration: int, thought: str
     ) -> list[LoopStep]:
-        """Runs the planned calls at once, each in a thread; their records in the calls' order."""
-        with ThreadPoolExecutor(max_workers=max(1, len(calls))) as pool:
+        """Runs the planned calls at once, each in a thread, at most ``max_parallel_tools`` at a
+        time; their records in the calls' order."""
+        workers = max(1, min(len(calls), self.core.options.max_parallel_tools))
+        with ThreadPoolExecutor(max_workers=workers) as pool:
             outcomes = list(
                 pool.map(lambda pair: self.outcome(pair[0], pair[1], iteration), zip(calls, plans))
             )

@@ -236,6 +236,7 @@ class LoopKwargs(TypedDict, total=False):
     key: str | None
     provider_keys: Mapping[str, str] | None
     max_iterations: int
+    max_parallel_tools: int
     stall_threshold: int
     failure_phrases: Sequence[str]
     on_event: Callable[[LoopEvent], None] | None
@@ -258,6 +259,9 @@ class LoopOptions:
     """The keys of ``llm_config.fallbacks``, by provider (``user_api_keys.providerKeys``)."""
     max_iterations: int = 10
     """Steps at most; the last one asks the model to answer."""
+    max_parallel_tools: int = 8
+    """A turn's calls (``parallel_actions``) run at most this many at once, each in a thread of its
+    own (with the async client, as tasks); the rest wait their turn. Below 1 is 1."""
     stall_threshold: int = 6
     """The same call (tool and arguments) this many times in a row ends the loop as ``stalled``.
     The service's loop guard acts first: it warns the model at the third such call and refuses the
