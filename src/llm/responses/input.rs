@@ -64,56 +64,71 @@ fn own_items(m: &ChatMessage) -> Option<&[serde_json::Value]> {
     item_calls.eq(calls).then_some(items.as_slice())
 }
 
-/// A turn written as text, with the items it came as. When the messages up to the last one the
-/// step read hold only lines the kept turn holds, and the kept turn's words are all in them, they
-/// go back as they came, with their `phase` (a commentary, then a `final_answer`) and the
-/// reasoning between them; the items after them are the model going on past its step, and are
-/// left out. Otherwise a message holds what the step left out (an observation the model wrote
-/// itself, the answer it imagined after it, a second action) or words the step changed, so the
-/// turn goes back as one message holding the turn as the step kept it, as on every other wire:
-/// the first message, with the items before it as they came and those after it left out (a
-/// reasoning item goes only with the item that followed it).
+/// A turn written as text, with the items it came as. Its messages go back as they came (with
+/// their `phase`: a commentary, then a `final_answer`) while they are the kept turn line for line,
+/// in order (a line as the model wrote it, or without the tag the step put before it), and hold
+/// nothing but text. The first that is not (it holds a line the step cut or changed, a line the
+/// step kept once and the model wrote twice, a refusal part) goes back, under its own id and
+/// phase, holding the rest of the kept turn; the items after it, or after the message that ends
+/// the kept turn, are the model going on past its step and are left out (a reasoning item goes
+/// only with the item that followed it). Messages that end before the kept turn does: the turn
+/// goes back whole in the first message, as every other wire sends it.
 fn kept_text<'a>(items: &'a [serde_json::Value], m: &'a ChatMessage, input: &mut Vec<Input<'a>>) {
     let Some(first) = items.iter().position(is_message) else {
         return assistant(m, input);
     };
-    if let Some(read) = read_as_they_came(items, &m.content) {
-        return input.extend(read.iter().map(Input::Verbatim));
+    if let Some(sent) = as_kept(items, &m.content) {
+        return input.extend(sent);
     }
     input.extend(items[..first].iter().map(Input::Verbatim));
-    let mut message = items[first].clone();
-    message["content"] =
-        serde_json::json!([{"type": "output_text", "text": m.content, "annotations": []}]);
-    input.push(Input::Changed(message));
+    input.push(holding(&items[first], &m.content));
 }
 
-/// The items up to the last message the step read, when those messages are the kept turn line
-/// for line, in order (a line as the model wrote it, or without the tag the step put before it),
-/// and hold nothing but text: a refusal part, a line the step cut or changed, a line the step
-/// kept once and the model wrote twice, each leaves the turn to be sent as kept.
-fn read_as_they_came<'a>(
-    items: &'a [serde_json::Value],
-    kept: &str,
-) -> Option<&'a [serde_json::Value]> {
-    let kept: Vec<&str> = kept
-        .lines()
-        .map(str::trim)
-        .filter(|l| !l.is_empty())
+/// `message` under its own id and phase, holding `text`.
+fn holding(message: &serde_json::Value, text: &str) -> Input<'static> {
+    let mut message = message.clone();
+    message["content"] =
+        serde_json::json!([{"type": "output_text", "text": text, "annotations": []}]);
+    Input::Changed(message)
+}
+
+/// The items as they go back (see [`kept_text`]); none when the messages end before the kept
+/// turn does.
+fn as_kept<'a>(items: &'a [serde_json::Value], kept: &str) -> Option<Vec<Input<'a>>> {
+    // Each non-empty line of the kept turn, trimmed, with where it begins.
+    let lines: Vec<(usize, &str)> = kept
+        .split_inclusive('\n')
+        .scan(0, |at, line| {
+            let start = *at;
+            *at += line.len();
+            Some((start, line.trim()))
+        })
+        .filter(|(_, line)| !line.is_empty())
         .collect();
+    let mut sent = Vec::new();
     let mut matched = 0;
-    for (at, item) in items.iter().enumerate() {
+    for item in items {
         if !is_message(item) {
+            sent.push(Input::Verbatim(item));
             continue;
         }
-        for line in text_lines(item)? {
-            let &want = kept.get(matched)?;
-            if line != want && line != untagged(want) {
-                return None;
-            }
-            matched += 1;
+        let from = matched;
+        let as_written = text_lines(item).is_some_and(|written| {
+            written.iter().all(|line| {
+                let same = lines
+                    .get(matched)
+                    .is_some_and(|&(_, want)| *line == want || *line == untagged(want));
+                matched += usize::from(same);
+                same
+            })
+        });
+        if !as_written {
+            sent.push(holding(item, &kept[lines.get(from)?.0..]));
+            return Some(sent);
         }
-        if matched == kept.len() {
-            return Some(&items[..=at]);
+        sent.push(Input::Verbatim(item));
+        if matched == lines.len() {
+            return Some(sent);
         }
     }
     None
@@ -287,7 +302,7 @@ mod tests {
     }
 
     #[test]
-    fn a_turn_the_step_cut_or_changed_goes_back_as_kept_in_the_first_message() {
+    fn the_message_the_step_cut_or_changed_goes_back_under_its_phase_holding_the_rest() {
         for (answer, kept) in [
             // A line of the answer cut.
             (
@@ -304,16 +319,29 @@ mod tests {
             ),
             ("Final Answer: 42\nFinal Answer: 42", "Final Answer: 42"),
         ] {
-            let kept = format!("Thought: I will answer now.\n{kept}");
-            let (own, sent) = two_messages("I will answer now.", answer, &kept);
-            let mut message = own[1].clone();
+            let whole = format!("Thought: I will answer now.\n{kept}");
+            let (own, sent) = two_messages("I will answer now.", answer, &whole);
+            // The commentary as it came; the answer's message holding the answer as kept.
+            let mut message = own[3].clone();
             message["content"][0]["text"] = json!(kept);
-            assert_eq!(sent, json!([own[0], message]), "{answer:?}");
+            assert_eq!(sent, json!([own[0], own[1], own[2], message]), "{answer:?}");
         }
+        // The first message cut: the whole kept turn in it, as on every other wire.
+        let kept = "Thought: t\nAction: a()";
+        let (own, sent) = two_messages("Thought: t\nAction: a()\nObservation: MADE-UP", "x", kept);
+        let mut message = own[1].clone();
+        message["content"][0]["text"] = json!(kept);
+        assert_eq!(sent, json!([own[0], message]));
+        // The messages end before the kept turn does: the same.
+        let kept = "Thought: I will answer now.\nFinal Answer: 42\nmore";
+        let (own, sent) = two_messages("I will answer now.", "Final Answer: 42", kept);
+        let mut message = own[1].clone();
+        message["content"][0]["text"] = json!(kept);
+        assert_eq!(sent, json!([own[0], message]));
     }
 
     #[test]
-    fn a_message_with_a_part_that_is_not_text_goes_back_as_kept() {
+    fn a_message_with_a_part_that_is_not_text_goes_back_holding_the_kept_text() {
         let kept = "Thought: I will answer now.\nFinal Answer: FORTY-TWO";
         let (mut own, _) = two_messages("I will answer now.", "Final Answer: FORTY-TWO", kept);
         let refusal = json!({"type": "refusal", "refusal": "DISCARDED"});
@@ -327,7 +355,9 @@ mod tests {
         });
         let sent = serde_json::to_value(items(&[turn], true)).unwrap_or_default();
         assert!(!sent.to_string().contains("DISCARDED"), "{sent}");
-        assert_eq!(sent.as_array().map(Vec::len), Some(2), "{sent}");
+        assert_eq!(sent.as_array().map(Vec::len), Some(4), "{sent}");
+        assert_eq!(sent[3]["phase"], "final_answer", "{sent}");
+        assert_eq!(sent[3]["content"][0]["text"], "Final Answer: FORTY-TWO");
     }
 
     #[test]
