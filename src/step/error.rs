@@ -33,7 +33,7 @@ pub struct FailedAttempt {
 /// What went wrong in a step.
 #[derive(Debug, thiserror::Error)]
 pub enum StepErrorKind {
-    #[error("the mandatory parts of the prompt (instructions, tools, query and latest observation) need {} tokens but the budget (tokenLimit - reservedOutputTokens) is {}", .0.required, .0.budget)]
+    #[error("the mandatory parts of the prompt (instructions, tools, query and latest observation) need {} tokens but the prompt's budget is {} (tokenLimit less reservedOutputTokens, and less the thinking budget the reasoning_effort adds, if any)", .0.required, .0.budget)]
     ContextOverflow(Overflow),
     #[error(transparent)]
     Llm(#[from] LlmError),

@@ -182,12 +182,13 @@ async fn dry_run_returns_the_exact_prompt_with_counts_and_calls_nothing() {
         .unwrap()
         .contains("export function login() {}"));
     assert_eq!(messages[3]["content"], "Explain login.");
-    // Message counts (with framing) plus the system prompt's framing and the reply priming.
+    // Message counts (with framing) plus the system prompt's framing and role (4, as OpenAI
+    // counts a message besides its content) and the reply priming (3).
     let sum: u64 = messages
         .iter()
         .map(|m| m["tokens"].as_u64().unwrap())
         .sum::<u64>()
-        + 3
+        + 4
         + 3;
     assert_eq!(prompt["tokens"].as_u64().unwrap(), sum);
     assert_eq!(prompt["tokens"], reply.body["context_report"]["used"]);
@@ -293,6 +294,46 @@ async fn a_file_sent_twice_is_sent_once() {
         .unwrap();
     assert_eq!(hit["fate"], "dropped");
     assert!(hit["reason"].as_str().unwrap().contains("duplicate"));
+    // A duplicate is not an item the budget left out.
+    let warnings = reply.body["warnings"].to_string();
+    assert!(!warnings.contains("did not fit"), "{warnings}");
+}
+
+/// Two explicit files, and two pinned items, of one path or id: the first of each is sent, and the
+/// second is reported dropped as a duplicate (it was neither sent nor reported).
+#[tokio::test]
+async fn an_item_sent_twice_under_one_id_is_reported_as_a_duplicate() {
+    let app = spawn_app().await;
+    let mut body = request("gpt-4o", "q");
+    body["explicit_context"] = json!([
+        {"path": "src/auth.rs", "content": "FIRST_VERSION\n"},
+        {"path": "src/auth.rs", "content": "SECOND_VERSION\n"}
+    ]);
+    body["pinned_items"] = json!([
+        {"id": "note", "content": "FIRST NOTE"},
+        {"id": "note", "content": "SECOND NOTE"}
+    ]);
+    body["pinned_item_ids_to_include"] = json!(["note"]);
+    body["dry_run"] = json!(true);
+    let reply = app.post_react_step(&body).await;
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    let prompt = reply.body["prompt"].to_string();
+    assert!(
+        prompt.contains("FIRST_VERSION") && prompt.contains("FIRST NOTE"),
+        "{prompt}"
+    );
+    assert!(!prompt.contains("SECOND_VERSION") && !prompt.contains("SECOND NOTE"));
+    let items = reply.body["context_report"]["items"].as_array().unwrap();
+    for (source, id) in [("explicit", "src/auth.rs"), ("pinned", "note")] {
+        let fates: Vec<&Value> = items
+            .iter()
+            .filter(|i| i["source"] == source && i["id"] == id)
+            .map(|i| &i["fate"])
+            .collect();
+        assert_eq!(fates, [&json!("included"), &json!("dropped")], "{items:?}");
+    }
+    let warnings = reply.body["warnings"].to_string();
+    assert!(!warnings.contains("did not fit"), "{warnings}");
 }
 
 #[tokio::test]

@@ -142,7 +142,7 @@ fn context_items(
 }
 
 /// One source's items: a name sent without content is unresolved, and an id sent twice is kept
-/// once (the first).
+/// once (the first); the later ones are reported dropped, as duplicates.
 fn named_items(
     source: ContextSource,
     names: Vec<String>,
@@ -156,7 +156,22 @@ fn named_items(
         }
     }
     let mut seen = HashSet::new();
-    items.extend(given.into_iter().filter(|g| seen.insert(g.id.clone())));
+    for item in given {
+        if seen.insert(item.id.clone()) {
+            items.push(item);
+            continue;
+        }
+        unresolved.push(Excluded {
+            source,
+            id: item.id,
+            fate: Fate::Dropped,
+            cursor_line: None,
+            reason: format!(
+                "duplicate: an earlier {} has the same id, and is the one sent",
+                source.label()
+            ),
+        });
+    }
 }
 
 fn missing(source: ContextSource, id: String) -> Excluded {

@@ -192,6 +192,19 @@ struct SentTurn {
     cut: bool,
 }
 
+/// The items the budget left out: not the duplicates set aside before it (reported beside them).
+fn left_out_by_budget(report_items: &[ReportItem], c: &Candidates<'_>) -> usize {
+    let duplicates = c
+        .unresolved
+        .iter()
+        .filter(|u| u.fate == Fate::Dropped)
+        .count();
+    let dropped = report_items
+        .iter()
+        .filter(|i| i.fate == Fate::Dropped && i.source != ContextSource::ConversationHistory);
+    dropped.count().saturating_sub(duplicates)
+}
+
 pub fn fit(counter: &TokenCounter, budget: u32, c: &Candidates<'_>) -> Result<Fitted, Overflow> {
     // Joining same-role neighbours can change the count at the seam by a token or two; when it
     // tips the total over, choose again within a limit lowered by the excess.
@@ -330,10 +343,7 @@ fn fit_within(
     let messages = costed.into_iter().map(|m| m.message).collect();
 
     let report_items = report_items(c, chosen.fates, &turn_fates, chosen.turns.first);
-    let dropped_items = report_items
-        .iter()
-        .filter(|i| i.fate == Fate::Dropped && i.source != ContextSource::ConversationHistory)
-        .count();
+    let dropped_items = left_out_by_budget(&report_items, c);
     let truncated_items = report_items
         .iter()
         .filter(|i| i.fate == Fate::Truncated)

@@ -204,6 +204,8 @@ pub fn dedupe(mut items: Vec<ContextItem>) -> (Vec<ContextItem>, Vec<Excluded>) 
     // Whole files first, whatever order they arrived (or were read) in; stable within a source.
     items.sort_by_key(|i| i.source);
     let mut kept: Vec<ContextItem> = Vec::with_capacity(items.len());
+    // Beside each kept item: the hits merged into it, its own first, joined once at the end.
+    let mut merged: Vec<Pieces> = Vec::with_capacity(items.len());
     let mut excluded = Vec::new();
     for item in items {
         let whole = kept
@@ -222,54 +224,70 @@ pub fn dedupe(mut items: Vec<ContextItem>) -> (Vec<ContextItem>, Vec<Excluded>) 
             });
             continue;
         }
-        let overlapping = kept.iter_mut().find(|k| {
+        let overlapping = kept.iter().position(|k| {
             k.source == ContextSource::VectorSearch
                 && item.source == ContextSource::VectorSearch
                 && k.path.is_some()
                 && k.path == item.path
                 && matches!((k.lines, item.lines), (Some((s1, e1)), Some((s2, e2))) if s2 <= e1.saturating_add(1) && s1 <= e2.saturating_add(1))
         });
-        match overlapping {
-            Some(first) => {
-                merge_ranges(first, &item);
-                excluded.push(Excluded {
-                    source: item.source,
-                    id: item.id,
-                    fate: Fate::Dropped,
-                    cursor_line: None,
-                    reason: "duplicate: its lines overlap another search result of the same file, which now holds them".into(),
-                });
-            }
-            None => kept.push(item),
+        let Some(at) = overlapping else {
+            kept.push(item);
+            merged.push(Vec::new());
+            continue;
+        };
+        let first = &mut kept[at];
+        if merged[at].is_empty() {
+            merged[at].push((first.lines, std::mem::take(&mut first.content)));
+        }
+        if let (Some((s1, e1)), Some((s2, e2))) = (first.lines, item.lines) {
+            first.lines = Some((s1.min(s2), e1.max(e2)));
+        }
+        merged[at].push((item.lines, item.content));
+        excluded.push(Excluded {
+            source: item.source,
+            id: item.id,
+            fate: Fate::Dropped,
+            cursor_line: None,
+            reason: "duplicate: its lines overlap another search result of the same file, which now holds them".into(),
+        });
+    }
+    for (item, pieces) in kept.iter_mut().zip(merged) {
+        if !pieces.is_empty() {
+            item.content = joined(&pieces);
         }
     }
     (kept, excluded)
 }
 
-/// Extends `first` with the lines of `other` that it does not already hold.
-fn merge_ranges(first: &mut ContextItem, other: &ContextItem) {
-    let (Some((s1, e1)), Some((s2, e2))) = (first.lines, other.lines) else {
-        return;
-    };
-    let other_lines: Vec<&str> = other.content.split_inclusive('\n').collect();
-    let mut before: String = other_lines
-        .iter()
-        .take(s1.saturating_sub(s2) as usize)
-        .copied()
-        .collect();
-    let skip = (e1 + 1).saturating_sub(s2) as usize;
-    let after: String = other_lines.iter().skip(skip).copied().collect();
-    if !before.is_empty() && !before.ends_with('\n') {
-        before.push('\n');
+/// A search hit's range and text.
+type Pieces = Vec<(Option<(u32, u32)>, String)>;
+
+/// The lines of overlapping hits of one file, each line from the first hit that holds it, in
+/// the file's order: joined once (rebuilt at every merge, a chain of hits was quadratic).
+fn joined(pieces: &Pieces) -> String {
+    let mut lines: std::collections::BTreeMap<u32, &str> = std::collections::BTreeMap::new();
+    for (range, content) in pieces {
+        let Some((start, _)) = *range else {
+            continue;
+        };
+        for (i, line) in content.split_inclusive('\n').enumerate() {
+            // A range near the top of the numbers ends there (a client may send any).
+            let Some(at) = u32::try_from(i).ok().and_then(|i| start.checked_add(i)) else {
+                break;
+            };
+            lines.entry(at).or_insert(line);
+        }
     }
-    let mut content = before;
-    content.push_str(&first.content);
-    if !after.is_empty() && !content.ends_with('\n') {
-        content.push('\n');
+    let mut out = String::with_capacity(lines.values().map(|l| l.len() + 1).sum());
+    let last = lines.len().saturating_sub(1);
+    for (n, line) in lines.into_values().enumerate() {
+        out.push_str(line);
+        if n < last && !line.ends_with('\n') {
+            out.push('\n');
+        }
     }
-    content.push_str(&after);
-    first.content = content;
-    first.lines = Some((s1.min(s2), e1.max(e2)));
+    out
 }
 
 #[cfg(test)]
@@ -328,6 +346,31 @@ mod tests {
         assert_eq!(kept[0].lines, Some((10, 18)));
         let expected: String = (10..=18).map(|n| format!("line {n}\n")).collect();
         assert_eq!(kept[0].content, expected);
+    }
+
+    #[test]
+    fn a_chain_of_hits_joins_once_and_a_range_at_the_top_of_the_numbers_does_not_overflow() {
+        let hit = |start: u32, text: &str| ContextItem {
+            source: ContextSource::VectorSearch,
+            id: format!("src/a.rs#{start}"),
+            path: Some("src/a.rs".into()),
+            content: text.into(),
+            score: None,
+            lines: Some((start, start.saturating_add(text.lines().count() as u32 - 1))),
+            cursor_line: None,
+        };
+        // Each hit one line on from the last, its first line the last one's second.
+        let chain: Vec<ContextItem> = (1..=500)
+            .map(|n| hit(n, &format!("line {n}\nline {}\n", n + 1)))
+            .collect();
+        let (kept, excluded) = dedupe(chain);
+        assert_eq!((kept.len(), excluded.len()), (1, 499));
+        let expected: String = (1..=501).map(|n| format!("line {n}\n")).collect();
+        assert_eq!(kept[0].content, expected);
+        assert_eq!(kept[0].lines, Some((1, 501)));
+        let top = u32::MAX - 1;
+        let (kept, _) = dedupe(vec![hit(top, "a\nb"), hit(top, "a\nb\nc\nd")]);
+        assert_eq!(kept[0].content, "a\nb");
     }
 
     #[test]

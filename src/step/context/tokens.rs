@@ -14,8 +14,12 @@ use foldhash::fast::FixedState;
 use super::token_cache;
 use crate::llm::{Counting, Provider};
 
-/// Tokens the chat format adds around every message (role, separators), per OpenAI's cookbook.
-pub const PER_MESSAGE_OVERHEAD: u32 = 3;
+/// Tokens every message costs besides its content, per OpenAI's cookbook: 3 of framing, and its
+/// role, one token in both encodings (`system`, `user`, `assistant`, `tool`). The API's own
+/// example, `{"role":"user","content":"Hello!"}`, is 9 prompt tokens: 3 + 1 + 2, and 3 to prime
+/// the reply. (Counting 3 a message, a prompt of many turns went over the budget by about one
+/// token a message.)
+pub const PER_MESSAGE_OVERHEAD: u32 = 4;
 /// Tokens that prime the assistant's reply.
 pub const REPLY_PRIMING: u32 = 3;
 
@@ -475,6 +479,16 @@ impl TokenCounter {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_message_costs_its_framing_and_its_role_as_openai_counts_it() {
+        // The API reference's example: {"role":"user","content":"Hello!"} is 9 prompt tokens.
+        let counter = TokenCounter::for_model(Provider::OPENAI, "gpt-4o");
+        assert_eq!(
+            counter.count("Hello!") + PER_MESSAGE_OVERHEAD + REPLY_PRIMING,
+            9
+        );
+    }
 
     #[test]
     fn digits_count_one_token_each_for_models_that_split_them() {

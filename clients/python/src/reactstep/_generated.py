@@ -1125,7 +1125,7 @@ class ContextReport(BaseModel):
     )
     budget: int
     """
-    tokenLimit - reservedOutputTokens
+    tokenLimit - reservedOutputTokens, less the thinking budget a reasoning_effort adds (Claude models that take a budget)
     """
     used: int
     """

@@ -1258,7 +1258,7 @@ export interface components {
         };
         /** @description The token budget, what the prompt used of it, and what happened to every candidate item. */
         ContextReport: {
-            /** @description tokenLimit - reservedOutputTokens */
+            /** @description tokenLimit - reservedOutputTokens, less the thinking budget a reasoning_effort adds (Claude models that take a budget) */
             budget: number;
             /** @description Tokens of the prompt as sent, chat framing included. */
             used: number;
