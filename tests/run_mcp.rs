@@ -669,6 +669,18 @@ fn rpc_server(head: &str) -> String {
     format!("{head}{RPC_LOOP}")
 }
 
+/// `reactstep run` of `script` with the test server of `head` ([`rpc_server`]) and `extra` flags:
+/// its report, once it exited 0.
+fn run_with_server(head: &str, script: &str, extra: &[String]) -> Value {
+    let ws = workspace();
+    let (_scripts, server) = server_file(&rpc_server(head));
+    let mut flags = vec!["--mcp".to_string(), format!("python3 {}", server.display())];
+    flags.extend_from_slice(extra);
+    let (code, out, err) = run(ws.path(), script, &flags);
+    assert_eq!(code, 0, "{err}");
+    report(&out, &err)
+}
+
 /// A server with one tool, `environment`, that answers with every variable it started with, as
 /// `NAME=value` lines.
 const ENVIRONMENT_SERVER: &str = r#"
@@ -1036,21 +1048,13 @@ def call():
 /// daemon) does not outlive the driver: the driver adopts it and ends it with the last server.
 #[test]
 fn what_a_crashed_server_left_running_does_not_outlive_the_driver() {
-    let ws = workspace();
-    let (scripts, server) = server_file(&rpc_server(LEAVING_SERVER));
-    let pids = scripts.path().join("pid");
-    let (code, out, err) = run(
-        ws.path(),
+    let files = tempfile::tempdir().unwrap();
+    let pids = files.path().join("pid");
+    let report = run_with_server(
+        LEAVING_SERVER,
         "Thought: leave\nAction: leave()\n---\nThought: done\nFinal Answer: done",
-        &[
-            "--mcp".into(),
-            format!("python3 {}", server.display()),
-            "--mcp-env".into(),
-            format!("PID_FILE={}", pids.display()),
-        ],
+        &["--mcp-env".into(), format!("PID_FILE={}", pids.display())],
     );
-    assert_eq!(code, 0, "{err}");
-    let report = report(&out, &err);
     assert_eq!(
         report["steps"].as_array().map(Vec::len),
         Some(1),
@@ -1112,15 +1116,11 @@ def call():
 /// until the last server ends (`reactstep ui` keeps its servers for its whole life).
 #[test]
 fn what_a_server_leaves_is_reaped_as_it_ends() {
-    let ws = workspace();
-    let (_scripts, server) = server_file(&rpc_server(ORPHANING_SERVER));
-    let (code, out, err) = run(
-        ws.path(),
+    let report = run_with_server(
+        ORPHANING_SERVER,
         "Thought: a\nAction: orphan()\n---\nThought: b\nAction: zombies()\n---\nThought: done\nFinal Answer: done",
-        &["--mcp".into(), format!("python3 {}", server.display())],
+        &[],
     );
-    assert_eq!(code, 0, "{err}");
-    let report = report(&out, &err);
     assert_eq!(observation(&report, 0), "left", "{report}");
     assert_eq!(observation(&report, 1), "zombies: 0", "{report}");
 }
@@ -1172,25 +1172,17 @@ fn processes_marked(marker: &str) -> Vec<String> {
 /// about one run in two).
 #[test]
 fn a_leftover_that_keeps_forking_does_not_outlive_the_driver() {
-    let ws = workspace();
-    let (_scripts, server) = server_file(&rpc_server(HOPPING_SERVER));
-    let marker = ws
-        .path()
+    let files = tempfile::tempdir().unwrap();
+    let marker = (files.path())
         .join(format!("HOP_MARK_{}", std::process::id()))
         .display()
         .to_string();
-    let (code, out, err) = run(
-        ws.path(),
+    let report = run_with_server(
+        HOPPING_SERVER,
         "Thought: hop\nAction: hop()\n---\nThought: done\nFinal Answer: done",
-        &[
-            "--mcp".into(),
-            format!("python3 {}", server.display()),
-            "--mcp-env".into(),
-            format!("HOP_MARK={marker}"),
-        ],
+        &["--mcp-env".into(), format!("HOP_MARK={marker}")],
     );
-    assert_eq!(code, 0, "{err}");
-    assert_eq!(observation(&report(&out, &err), 0), "hopping");
+    assert_eq!(observation(&report, 0), "hopping");
     // A process that moves is not reliably seen in /proc: one that escaped says so once it stops
     // moving, 2 s after it began.
     let settled = std::path::PathBuf::from(format!("{marker}.hopping.settled"));
@@ -1239,20 +1231,11 @@ def call():
 /// pipe never closed).
 #[test]
 fn a_call_fails_at_once_when_its_server_dies_though_a_helper_holds_its_output() {
-    let ws = workspace();
-    let (_scripts, server) = server_file(&rpc_server(CRASHING_SERVER));
-    let (code, out, err) = run(
-        ws.path(),
+    let report = run_with_server(
+        CRASHING_SERVER,
         "Thought: crash\nAction: crash()\n---\nThought: done\nFinal Answer: done",
-        &[
-            "--mcp".into(),
-            format!("python3 {}", server.display()),
-            "--mcp-timeout".into(),
-            "120".into(),
-        ],
+        &["--mcp-timeout".into(), "120".into()],
     );
-    assert_eq!(code, 0, "{err}");
-    let report = report(&out, &err);
     let seen = observation(&report, 0);
     assert!(
         seen.contains("ended while running crash (exit status: 3)"),
