@@ -76,8 +76,8 @@ impl ChatMessage {
             && self.reasoning.is_none()
     }
 
-    /// What the budget counts for the message: its text, then each call as its name and JSON
-    /// arguments (the structure's own framing is within the margin of a few tokens).
+    /// What the budget counts for the message: its text, then each call as its id, name and
+    /// JSON arguments (each call's framing is counted beside it, as a message's is).
     /// Reasoning sent back is counted as its text (redacted blocks as their data), which errs
     /// on the side of room: providers drop most of it from earlier turns.
     pub fn counted_text(&self) -> std::borrow::Cow<'_, str> {
@@ -96,6 +96,8 @@ impl ChatMessage {
         text.push_str(&self.content);
         for call in &self.calls {
             text.push('\n');
+            text.push_str(&call.id);
+            text.push(' ');
             text.push_str(&call.name);
             text.push_str(&serde_json::Value::Object(call.arguments.clone()).to_string());
         }

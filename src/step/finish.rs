@@ -24,7 +24,7 @@ pub(super) fn dry_run(input: Box<StepInput>, built: Built, counter: &TokenCounte
         messages: prompt
             .messages
             .iter()
-            .map(|m| (m.clone(), counter.count_message(&m.counted_text())))
+            .map(|m| (m.clone(), counter.count_chat(m)))
             .collect(),
         system: prompt.system,
     };

@@ -17,7 +17,7 @@ use super::prompt::{
     chat_messages, render_native, render_turn, step_tail, Costed, CONTEXT_HEADING, FILLER_FIRST,
     FILLER_LAST, JOIN,
 };
-use super::tokens::{TokenCounter, PER_MESSAGE_OVERHEAD, REPLY_PRIMING};
+use super::tokens::{self, TokenCounter, PER_MESSAGE_OVERHEAD, REPLY_PRIMING};
 use super::truncate::{self, Frame};
 use crate::llm::{ChatMessage, ReasoningState, StateOrigin};
 use crate::step::history::{Role, Turn};
@@ -405,7 +405,7 @@ fn messages_count(counter: &TokenCounter, costed: &[Costed]) -> u32 {
         .map(|m| {
             m.tokens.unwrap_or_else(|| {
                 if !m.message.is_plain() {
-                    return counter.count_message(&m.message.counted_text());
+                    return counter.count_chat(&m.message);
                 }
                 counter
                     .count_joined(&m.message.content, &m.joins, JOIN.len())
@@ -502,12 +502,13 @@ fn sent_turn(
     let turn = &c.history[at];
     let mut message = c.render(at);
     // The framing counts against the limit too: even an empty turn may not fit.
-    let limit = limit.checked_sub(PER_MESSAGE_OVERHEAD)?;
+    let framing = tokens::framing(&message);
+    let limit = limit.checked_sub(framing)?;
     if turn.role != Role::ToolObservation {
         let tokens = counter.count_within(&message.counted_text(), limit)?;
         return Some(SentTurn {
             message,
-            tokens: tokens + PER_MESSAGE_OVERHEAD,
+            tokens: tokens + framing,
             cut: false,
         });
     }
@@ -527,7 +528,7 @@ fn sent_turn(
     };
     (tokens <= limit).then_some(SentTurn {
         message,
-        tokens: tokens + PER_MESSAGE_OVERHEAD,
+        tokens: tokens + framing,
         cut,
     })
 }

@@ -12,7 +12,7 @@ use bpe_openai::byte_pair_encoding::BytePairEncoding;
 use foldhash::fast::FixedState;
 
 use super::token_cache;
-use crate::llm::{Counting, Provider};
+use crate::llm::{ChatMessage, Counting, Provider};
 
 /// Tokens every message costs besides its content, per OpenAI's cookbook: 3 of framing, and its
 /// role, one token in both encodings (`system`, `user`, `assistant`, `tool`). The API's own
@@ -20,6 +20,14 @@ use crate::llm::{Counting, Provider};
 /// the reply. (Counting 3 a message, a prompt of many turns went over the budget by about one
 /// token a message.)
 pub const PER_MESSAGE_OVERHEAD: u32 = 4;
+/// The framing of a message and of each call it makes: on the Responses API every call is an
+/// input item of its own, framed as a message is (counted once a turn, 300 turns of one call each
+/// went over the budget by some 550 tokens); other wires frame a call too.
+pub fn framing(message: &ChatMessage) -> u32 {
+    let calls = u32::try_from(message.calls.len()).unwrap_or(u32::MAX);
+    PER_MESSAGE_OVERHEAD.saturating_mul(calls.saturating_add(1))
+}
+
 /// Tokens that prime the assistant's reply.
 pub const REPLY_PRIMING: u32 = 3;
 
@@ -448,6 +456,12 @@ impl TokenCounter {
         self.count(text).saturating_add(PER_MESSAGE_OVERHEAD)
     }
 
+    /// A chat message's tokens: its counted text, its framing and each call's.
+    pub fn count_chat(&self, message: &ChatMessage) -> u32 {
+        self.count(&message.counted_text())
+            .saturating_add(framing(message))
+    }
+
     pub fn encoding(&self) -> &'static str {
         self.encoding.name()
     }
@@ -479,6 +493,24 @@ impl TokenCounter {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn each_call_of_a_message_is_framed_as_a_message_is() {
+        let counter = TokenCounter::for_model(Provider::OPENAI, "gpt-4o");
+        let mut turn = ChatMessage::text(crate::llm::ChatRole::Assistant, "Reading.".into());
+        let bare = counter.count_chat(&turn);
+        assert_eq!(bare, counter.count("Reading.") + PER_MESSAGE_OVERHEAD);
+        let call = |id: &str| crate::llm::ToolUse {
+            id: id.into(),
+            name: "read_file".into(),
+            arguments: serde_json::Map::new(),
+        };
+        turn.calls = vec![call("call_1"), call("call_2")];
+        // On the Responses API each call is an input item of its own.
+        let framed = counter.count(&turn.counted_text()) + 3 * PER_MESSAGE_OVERHEAD;
+        assert_eq!(counter.count_chat(&turn), framed);
+        assert!(turn.counted_text().contains("call_1 read_file{}"));
+    }
 
     #[test]
     fn a_message_costs_its_framing_and_its_role_as_openai_counts_it() {
