@@ -103,7 +103,12 @@ impl<'t> Closer<'t> {
                     i = next;
                     continue;
                 }
-                Token::Unclosed => return None,
+                Token::Unclosed => {
+                    // `string_end` looked to the end for the quote that closes it: spent too, or
+                    // a line after line of `{"` scanned the rest of the text each (quadratic).
+                    self.spent += self.b.len() - i;
+                    return None;
+                }
                 Token::Open => match self.known.get(&i) {
                     Some(Some(end)) => {
                         i = *end;

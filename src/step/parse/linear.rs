@@ -32,6 +32,8 @@ fn brackets(bytes: usize) -> Vec<(&'static str, String)> {
         ("{ and an apostrophe on each line", lines("{'a\n")),
         ("{ and a triple quote on each line", lines("{\"\"\"a\n")),
         ("{ and an escaped quote on each line", lines("{\"\\\"\n")),
+        // Proptest found it: a line's object opens at a backslash, its quote never closes.
+        ("{ a backslash and a quote on each line", lines("{\\\"\n")),
         ("nested JSON objects, one per line", {
             let k = bytes / 7;
             format!("{}{}", "{\"a\":\n".repeat(k), "}".repeat(k))
