@@ -233,13 +233,7 @@ fn bare_error(head: &[u8]) -> Option<Bare> {
 /// Counted with every other answer, under the label of paths the contract does not name: the
 /// path of a request that is not valid HTTP is not known.
 fn count(error: &ApiError) {
-    crate::telemetry::metrics::global()
-        .requests
-        .get_or_create(&crate::telemetry::metrics::RequestLabels {
-            endpoint: std::borrow::Cow::Borrowed("other"),
-            status: error.kind.status().0.as_u16(),
-        })
-        .inc();
+    crate::telemetry::metrics::count_request("other", error.kind.status().0.as_u16());
 }
 
 /// The complete response that replaces `head`: its status line and date, the JSON error body,

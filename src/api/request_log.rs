@@ -149,13 +149,7 @@ impl RootSpanBuilder for RequestLog {
             .into_iter()
             .find(|known| *known == path)
             .unwrap_or("other");
-        crate::telemetry::metrics::global()
-            .requests
-            .get_or_create(&crate::telemetry::metrics::RequestLabels {
-                endpoint: std::borrow::Cow::Borrowed(endpoint),
-                status,
-            })
-            .inc();
+        crate::telemetry::metrics::count_request(endpoint, status);
         let extensions = response.request().extensions();
         let latency_ms = extensions
             .get::<Arrived>()

@@ -103,6 +103,23 @@ impl Sofar {
     }
 
     /// What the pieces add up to, whole or not.
+    /// The index of the call of `id`.
+    pub fn call_of_id(&self, id: &str) -> Option<u64> {
+        let mut calls = self.calls.iter();
+        calls
+            .find(|(_, c)| c.id.as_deref() == Some(id))
+            .map(|(&index, _)| index)
+    }
+
+    /// The index of the first call without a thought signature (Gemini signs the first call of
+    /// a parallel set).
+    pub fn first_unsigned(&self) -> Option<u64> {
+        let mut indexes = self.calls.keys();
+        indexes
+            .find(|index| !self.signatures.contains_key(index))
+            .copied()
+    }
+
     /// A "call" that holds only a thought signature (Gemini's late piece, at an index no call
     /// has) is not a call: its signature is that of the call of its id, or else of the first
     /// call without one (Gemini signs the first of a parallel set); left over, it is dropped.
@@ -128,14 +145,8 @@ impl Sofar {
         let (named, unnamed): (Vec<_>, Vec<_>) =
             carriers.into_iter().partition(|(id, _)| id.is_some());
         for (id, signature) in named.into_iter().chain(unnamed) {
-            let of_id = (self.calls.iter()).find(|(_, c)| id.is_some() && c.id == id);
-            let owner = of_id
-                .or_else(|| {
-                    let mut calls = self.calls.iter();
-                    calls.find(|(i, _)| !self.signatures.contains_key(i))
-                })
-                .map(|(&i, _)| i);
-            if let Some(owner) = owner {
+            let of_id = id.as_deref().and_then(|id| self.call_of_id(id));
+            if let Some(owner) = of_id.or_else(|| self.first_unsigned()) {
                 // A call's own signature is never replaced.
                 self.signatures.entry(owner).or_insert(signature);
             }

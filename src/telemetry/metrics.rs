@@ -183,6 +183,16 @@ impl Drop for InFlight {
     }
 }
 
+/// One answer counted in `reactstep_requests_total`: `endpoint` one of the contract's paths, or
+/// `other`.
+pub fn count_request(endpoint: &'static str, status: u16) {
+    let labels = RequestLabels {
+        endpoint: Cow::Borrowed(endpoint),
+        status,
+    };
+    global().requests.get_or_create(&labels).inc();
+}
+
 pub fn global() -> &'static Metrics {
     static METRICS: OnceLock<Metrics> = OnceLock::new();
     METRICS.get_or_init(Metrics::new)

@@ -273,7 +273,7 @@ mod adopted {
     use std::collections::HashSet;
     use std::sync::Mutex;
 
-    use crate::driver::mcp::process::{descended, process_table};
+    use crate::driver::mcp::process::{descended, process_table, Process};
 
     struct Servers {
         live: usize,
@@ -307,8 +307,14 @@ mod adopted {
         servers().started.iter().copied().collect()
     }
 
-    fn driver() -> libc::pid_t {
-        libc::pid_t::try_from(std::process::id()).unwrap_or(0)
+    /// The processes of `table` the driver adopted: its children that are no server it started.
+    fn adopted<'t>(
+        table: &'t [Process],
+        servers: &'t HashSet<libc::pid_t>,
+    ) -> impl Iterator<Item = &'t Process> {
+        let driver = libc::pid_t::try_from(std::process::id()).unwrap_or(0);
+        let of_driver = table.iter().filter(move |p| p.parent == driver);
+        of_driver.filter(|p| !servers.contains(&p.started.pid))
     }
 
     /// An adopted process that ends is reaped when its SIGCHLD comes, not when the last server
@@ -321,12 +327,8 @@ mod adopted {
         tokio::spawn(async move {
             while ended.recv().await.is_some() {
                 let servers = servers_started();
-                let driver = driver();
                 let table = process_table();
-                let zombies = table.iter().filter(|p| {
-                    p.zombie && p.parent == driver && !servers.contains(&p.started.pid)
-                });
-                for zombie in zombies {
+                for zombie in adopted(&table, &servers).filter(|p| p.zombie) {
                     // SAFETY: waitpid(2), not waiting, of an ended child of the driver that is
                     // no server's handle.
                     unsafe {
@@ -370,12 +372,8 @@ mod adopted {
     /// Kills every adopted process and what descends from it; returns the adopted ones, and
     /// whether one of them was still alive.
     fn end_adopted(servers: &HashSet<libc::pid_t>) -> (Vec<libc::pid_t>, bool) {
-        let driver = driver();
         let table = process_table();
-        let adopted: Vec<&crate::driver::mcp::process::Process> = table
-            .iter()
-            .filter(|p| p.parent == driver && !servers.contains(&p.started.pid))
-            .collect();
+        let adopted: Vec<&Process> = adopted(&table, servers).collect();
         let alive = adopted.iter().any(|p| !p.zombie);
         // Their groups first, whole: one that forks and ends again and again keeps its group,
         // and a group's signal reaches a child forked meanwhile. Never the driver's own group

@@ -140,12 +140,10 @@ fn taken_by_another(call: &DeltaCall, sofar: &Sofar, index: u64) -> bool {
 
 /// The call a late signature piece belongs to: the one of `id`, or the first unsigned.
 fn signed_call(sofar: &Sofar, id: Option<&str>) -> Option<u64> {
-    let mut calls = sofar.calls.iter();
     match id {
-        Some(id) => calls.find(|(_, c)| c.id.as_deref() == Some(id)),
-        None => calls.find(|(index, _)| !sofar.signatures.contains_key(index)),
+        Some(id) => sofar.call_of_id(id),
+        None => sofar.first_unsigned(),
     }
-    .map(|(&index, _)| index)
 }
 
 #[cfg(test)]
