@@ -24,7 +24,7 @@ async fn inline_context_reaches_the_prompt_fenced_and_in_priority_order() {
     body["implicit_context"] = json!({"last_focused_file_path": "src/Login.tsx", "last_focused_file_content": "<Login />"});
     body["vector_search_results_to_include"] = json!([
         {"path": "src/low.js", "content": "low()", "score": 0.1},
-        {"path": "src/high.js", "content": "high()", "score": 0.9, "start_line": 3, "end_line": 4}
+        {"path": "src/high.js", "content": "high()\nhigh2()", "score": 0.9, "start_line": 3, "end_line": 4}
     ]);
 
     let reply = app.post_react_step(&body).await;
@@ -297,6 +297,105 @@ async fn a_file_sent_twice_is_sent_once() {
     // A duplicate is not an item the budget left out.
     let warnings = reply.body["warnings"].to_string();
     assert!(!warnings.contains("did not fit"), "{warnings}");
+}
+
+/// Search hits as clients send them, at their most awkward: each line is sent once, under a
+/// heading that names the lines the text holds.
+#[tokio::test]
+async fn search_hits_send_each_line_once_under_a_heading_that_names_what_they_hold() {
+    let app = spawn_app().await;
+    let lines = |path: &str, from: u32, to: u32| -> String {
+        (from..=to).map(|n| format!("{path}:L{n}_\n")).collect()
+    };
+    let hit = |path: &str, score: f64, (from, to): (u32, u32), range: Value| {
+        let mut hit = json!({"path": path, "content": lines(path, from, to), "score": score});
+        hit.as_object_mut()
+            .unwrap()
+            .extend(range.as_object().unwrap().clone());
+        hit
+    };
+    let mut body = request("gpt-4o", "q");
+    body["vector_search_results_to_include"] = json!([
+        // a.rs: two hits, and a lower-scored one bridging them.
+        hit("a.rs", 0.9, (1, 5), json!({"start_line": 1, "end_line": 5})),
+        hit(
+            "a.rs",
+            0.8,
+            (10, 14),
+            json!({"start_line": 10, "end_line": 14})
+        ),
+        hit(
+            "a.rs",
+            0.1,
+            (4, 11),
+            json!({"start_line": 4, "end_line": 11})
+        ),
+        // b.rs: a hit whose text is shorter than its range, then one past the text's end.
+        hit(
+            "b.rs",
+            0.9,
+            (1, 3),
+            json!({"start_line": 1, "end_line": 10})
+        ),
+        hit("b.rs", 0.8, (6, 8), json!({"start_line": 6, "end_line": 8})),
+        // c.rs: a hit with only a start is not the whole file.
+        hit("c.rs", 0.9, (50, 52), json!({"start_line": 50})),
+        hit(
+            "c.rs",
+            0.8,
+            (80, 81),
+            json!({"start_line": 80, "end_line": 81})
+        ),
+        // d.rs: a ranged hit, then a lower-scored one of the whole file.
+        hit("d.rs", 0.9, (7, 8), json!({"start_line": 7, "end_line": 8})),
+        json!({"path": "d.rs", "content": "WHOLE_D\n", "score": 0.2})
+    ]);
+    body["dry_run"] = json!(true);
+
+    let reply = app.post_react_step(&body).await;
+
+    assert_eq!(reply.status, 200, "{}", reply.text);
+    let prompt = reply.body["prompt"]["messages"][0]["content"]
+        .as_str()
+        .unwrap()
+        .to_string()
+        + reply.body["prompt"]["messages"]
+            .as_array()
+            .unwrap()
+            .last()
+            .unwrap()["content"]
+            .as_str()
+            .unwrap();
+    let sent = [
+        ("a.rs", 1..=14),
+        ("b.rs", 1..=3),
+        ("b.rs", 6..=8),
+        ("c.rs", 50..=52),
+        ("c.rs", 80..=81),
+    ];
+    for (path, range) in sent {
+        for n in range {
+            let line = format!("{path}:L{n}_");
+            assert_eq!(prompt.matches(&line).count(), 1, "{line} in {prompt}");
+        }
+    }
+    assert!(!prompt.contains("b.rs:L4_") && !prompt.contains("d.rs:L7_"));
+    for heading in [
+        "### search result: a.rs, lines 1-14\n",
+        "### search result: b.rs, lines 1-3\n",
+        "### search result: b.rs, lines 6-8\n",
+        "### search result: c.rs, lines 50-52\n",
+        "### search result: c.rs, lines 80-81\n",
+        "### search result: d.rs\n```rust\nWHOLE_D\n",
+    ] {
+        assert!(prompt.contains(heading), "{heading} in {prompt}");
+    }
+    let items = reply.body["context_report"]["items"].as_array().unwrap();
+    let dropped = items.iter().filter(|i| i["fate"] == "dropped").count();
+    assert_eq!(
+        dropped, 3,
+        "the bridge, a.rs's second hit, d.rs's ranged hit: {items:?}"
+    );
 }
 
 /// Two explicit files, and two pinned items, of one path or id: the first of each is sent, and the

@@ -108,6 +108,36 @@ async fn files_pinned_items_and_the_focused_file_are_read_from_the_project() {
     assert_eq!(reason_for(&reply.body, "src/Login.tsx").0, "truncated");
 }
 
+/// A pinned id or a path named several times is read once, sent once and reported once; the
+/// later mentions are reported as duplicates (each mention was read and sent).
+#[tokio::test]
+async fn a_name_given_several_times_is_read_and_sent_once() {
+    let root = workspace();
+    let app = app_with(&root).await;
+    let mut body = dry_run(&["src/auth.js", "src/auth.js"]);
+    body["pinned_item_ids_to_include"] = json!(["pin-1", "pin-1", "pin-1"]);
+
+    let reply = app.post_react_step(&body).await;
+
+    assert_eq!(reply.status, 200, "{}", reply.text);
+    let prompt = reply.body["prompt"].to_string();
+    assert_eq!(prompt.matches("PINNED_CONTENT").count(), 1, "{prompt}");
+    assert_eq!(prompt.matches("AUTH_CONTENT").count(), 1, "{prompt}");
+    let items = reply.body["context_report"]["items"].as_array().unwrap();
+    for (id, mentions) in [("pin-1", 3), ("src/auth.js", 2)] {
+        let fates: Vec<&str> = items
+            .iter()
+            .filter(|i| i["id"] == id)
+            .map(|i| i["fate"].as_str().unwrap())
+            .collect();
+        let mut expected = vec!["dropped"; mentions - 1];
+        expected.insert(0, "included");
+        let mut fates = fates;
+        fates.sort_by_key(|f| *f != "included");
+        assert_eq!(fates, expected, "{items:?}");
+    }
+}
+
 #[tokio::test]
 async fn every_way_out_of_the_project_is_refused_with_a_reason() {
     let root = workspace();

@@ -46,12 +46,27 @@ pub fn items(req: &mut ReactStepRequest) -> (Vec<ContextItem>, Vec<Excluded>) {
         std::mem::take(&mut req.vector_search_results_to_include)
             .into_iter()
             .map(|v| SearchHit {
+                lines: lines_held(v.start_line, v.end_line, &v.content),
                 path: v.path,
                 content: v.content,
                 score: v.score,
-                lines: v.start_line.zip(v.end_line),
             }),
     )
+}
+
+/// The lines a hit's content holds, counted from `start_line` (back from `end_line` when only it
+/// is given): a heading never claims lines the content does not hold, and a hit with one end is
+/// not taken for the whole file.
+fn lines_held(start: Option<u32>, end: Option<u32>, content: &str) -> Option<(u32, u32)> {
+    let after_first = u32::try_from(content.split_inclusive('\n').count())
+        .unwrap_or(u32::MAX)
+        .saturating_sub(1);
+    let start = match (start, end) {
+        (Some(start), _) => start,
+        (None, Some(end)) => end.saturating_sub(after_first).max(1),
+        (None, None) => return None,
+    };
+    Some((start, start.saturating_add(after_first)))
 }
 
 struct SearchHit {
@@ -141,8 +156,8 @@ fn context_items(
     (items, unresolved)
 }
 
-/// One source's items: a name sent without content is unresolved, and an id sent twice is kept
-/// once (the first); the later ones are reported dropped, as duplicates.
+/// One source's items: a name sent without content is unresolved, and an id sent or named twice
+/// is kept once (the first); the later ones are reported dropped, as duplicates.
 fn named_items(
     source: ContextSource,
     names: Vec<String>,
@@ -150,10 +165,23 @@ fn named_items(
     items: &mut Vec<ContextItem>,
     unresolved: &mut Vec<Excluded>,
 ) {
+    let mut named = HashSet::new();
     for name in names {
-        if !given.iter().any(|g| g.id == name) {
-            unresolved.push(missing(source, name));
+        if given.iter().any(|g| g.id == name) {
+            continue;
         }
+        if named.insert(name.clone()) {
+            unresolved.push(missing(source, name));
+            continue;
+        }
+        // Read once from a workspace, reported once: a name given again is a duplicate.
+        unresolved.push(Excluded {
+            source,
+            id: name,
+            fate: Fate::Dropped,
+            cursor_line: None,
+            reason: format!("duplicate: named earlier as a {}", source.label()),
+        });
     }
     let mut seen = HashSet::new();
     for item in given {

@@ -197,67 +197,129 @@ impl From<Excluded> for ReportItem {
     }
 }
 
-/// Sends the same file once: a file given whole (explicit, a pinned file, the focused file)
-/// makes later items with its path duplicates, and search hits of one path with overlapping or
-/// adjacent line ranges are merged into the first (the higher-scored).
+/// Sends the same file once: a file given whole (explicit, a pinned file, the focused file, a
+/// search hit without lines) makes the other items with its path duplicates, and search hits of
+/// one path whose line ranges overlap or touch, directly or through others, are joined into the
+/// first of them (the higher-scored).
 pub fn dedupe(mut items: Vec<ContextItem>) -> (Vec<ContextItem>, Vec<Excluded>) {
     // Whole files first, whatever order they arrived (or were read) in; stable within a source.
     items.sort_by_key(|i| i.source);
     let mut kept: Vec<ContextItem> = Vec::with_capacity(items.len());
-    // Beside each kept item: the hits merged into it, its own first, joined once at the end.
-    let mut merged: Vec<Pieces> = Vec::with_capacity(items.len());
     let mut excluded = Vec::new();
     for item in items {
-        let whole = kept
+        if let Some(whole) = kept
             .iter()
-            .find(|k| k.lines.is_none() && k.path.is_some() && k.path == item.path);
-        if let Some(whole) = whole {
-            excluded.push(Excluded {
-                source: item.source,
-                id: item.id,
-                fate: Fate::Dropped,
-                cursor_line: None,
-                reason: format!(
+            .find(|k| is_whole_file(k) && k.path == item.path)
+        {
+            excluded.push(duplicate(
+                item,
+                format!(
                     "duplicate: the whole file is already included as {}",
                     whole.source.label()
                 ),
-            });
+            ));
             continue;
         }
-        let overlapping = kept.iter().position(|k| {
-            k.source == ContextSource::VectorSearch
-                && item.source == ContextSource::VectorSearch
-                && k.path.is_some()
-                && k.path == item.path
-                && matches!((k.lines, item.lines), (Some((s1, e1)), Some((s2, e2))) if s2 <= e1.saturating_add(1) && s1 <= e2.saturating_add(1))
-        });
-        let Some(at) = overlapping else {
-            kept.push(item);
-            merged.push(Vec::new());
-            continue;
-        };
-        let first = &mut kept[at];
-        if merged[at].is_empty() {
-            merged[at].push((first.lines, std::mem::take(&mut first.content)));
+        if is_whole_file(&item) {
+            // Only a search hit can come after a ranged hit of its file: it holds their lines.
+            let (parts, others): (Vec<_>, Vec<_>) = std::mem::take(&mut kept)
+                .into_iter()
+                .partition(|k| k.path == item.path);
+            kept = others;
+            excluded.extend(parts.into_iter().map(|part| {
+                duplicate(
+                    part,
+                    "duplicate: the whole file is included as a search result".into(),
+                )
+            }));
         }
-        if let (Some((s1, e1)), Some((s2, e2))) = (first.lines, item.lines) {
-            first.lines = Some((s1.min(s2), e1.max(e2)));
-        }
-        merged[at].push((item.lines, item.content));
-        excluded.push(Excluded {
-            source: item.source,
-            id: item.id,
-            fate: Fate::Dropped,
-            cursor_line: None,
-            reason: "duplicate: its lines overlap another search result of the same file, which now holds them".into(),
-        });
+        kept.push(item);
     }
-    for (item, pieces) in kept.iter_mut().zip(merged) {
-        if !pieces.is_empty() {
-            item.content = joined(&pieces);
-        }
-    }
+    let joined_away = join_overlapping_hits(&mut kept);
+    excluded.extend(joined_away.into_iter().map(|item| {
+        duplicate(
+            item,
+            "duplicate: its lines overlap another search result of the same file, which now holds them".into(),
+        )
+    }));
     (kept, excluded)
+}
+
+fn is_whole_file(item: &ContextItem) -> bool {
+    item.lines.is_none() && item.path.is_some()
+}
+
+fn duplicate(item: ContextItem, reason: String) -> Excluded {
+    Excluded {
+        source: item.source,
+        id: item.id,
+        fate: Fate::Dropped,
+        cursor_line: None,
+        reason,
+    }
+}
+
+/// Joins each file's search hits whose ranges overlap or touch, directly or through a hit that
+/// bridges them, into the first of them in `kept`'s order; returns the others, in that order.
+fn join_overlapping_hits(kept: &mut Vec<ContextItem>) -> Vec<ContextItem> {
+    let groups = touching_hits(kept);
+    let mut gone = vec![false; kept.len()];
+    for mut group in groups {
+        group.sort_unstable();
+        let pieces: Pieces = group
+            .iter()
+            .map(|&at| (kept[at].lines, std::mem::take(&mut kept[at].content)))
+            .collect();
+        let ranges = pieces.iter().filter_map(|p| p.0);
+        let start = ranges.clone().map(|r| r.0).min();
+        let first = &mut kept[group[0]];
+        first.lines = start.zip(ranges.map(|r| r.1).max());
+        first.content = joined(&pieces);
+        group[1..].iter().for_each(|&at| gone[at] = true);
+    }
+    let (stay, away): (Vec<_>, Vec<_>) = std::mem::take(kept)
+        .into_iter()
+        .zip(gone)
+        .partition(|(_, gone)| !gone);
+    *kept = stay.into_iter().map(|(item, _)| item).collect();
+    away.into_iter().map(|(item, _)| item).collect()
+}
+
+/// A search hit's place in the items, and its lines.
+type PlacedHit = (usize, (u32, u32));
+
+/// The groups of two or more search hits of one file whose ranges touch, each by the hits'
+/// places in `items`: a file's hits in the order of their first lines, a group ending where the
+/// next begins past every line before it.
+fn touching_hits(items: &[ContextItem]) -> Vec<Vec<usize>> {
+    let mut by_path: std::collections::HashMap<&str, Vec<PlacedHit>> =
+        std::collections::HashMap::new();
+    for (at, item) in items.iter().enumerate() {
+        if let (ContextSource::VectorSearch, Some(path), Some(lines)) =
+            (item.source, &item.path, item.lines)
+        {
+            by_path.entry(path).or_default().push((at, lines));
+        }
+    }
+    let mut groups: Vec<Vec<usize>> = Vec::new();
+    for mut hits in by_path.into_values() {
+        hits.sort_unstable_by_key(|&(at, (start, _))| (start, at));
+        let mut group: Vec<usize> = Vec::new();
+        let mut end = 0u32;
+        for (at, (start, last)) in hits {
+            if !group.is_empty() && start > end.saturating_add(1) {
+                groups.push(std::mem::take(&mut group));
+            }
+            end = match group.is_empty() {
+                true => last,
+                false => end.max(last),
+            };
+            group.push(at);
+        }
+        groups.push(group);
+    }
+    groups.retain(|g| g.len() > 1);
+    groups
 }
 
 /// A search hit's range and text.
@@ -381,6 +443,48 @@ mod tests {
             (kept[0].lines, kept[0].content.as_str()),
             (Some((7, 12)), expected.as_str())
         );
+    }
+
+    #[test]
+    fn a_hit_that_bridges_two_others_joins_all_three_and_sends_each_line_once() {
+        let (kept, excluded) = dedupe(vec![
+            hit("b.rs", (1, 5)),
+            hit("b.rs", (10, 14)),
+            hit("b.rs", (4, 11)),
+        ]);
+        assert_eq!((kept.len(), excluded.len()), (1, 2));
+        assert_eq!(kept[0].lines, Some((1, 14)));
+        let expected: String = (1..=14).map(|n| format!("line {n}\n")).collect();
+        assert_eq!(kept[0].content, expected);
+    }
+
+    #[test]
+    fn hits_of_one_file_that_do_not_touch_stay_apart_whatever_their_order() {
+        let (kept, excluded) = dedupe(vec![
+            hit("b.rs", (20, 22)),
+            hit("b.rs", (1, 3)),
+            hit("b.rs", (5, 6)),
+            hit("b.rs", (4, 4)),
+        ]);
+        let ranges: Vec<_> = kept.iter().map(|k| k.lines).collect();
+        assert_eq!(ranges, [Some((20, 22)), Some((1, 6))]);
+        assert_eq!(excluded.len(), 2);
+    }
+
+    #[test]
+    fn a_whole_file_hit_after_ranged_hits_of_its_file_replaces_them() {
+        let mut whole = hit("b.rs", (1, 1));
+        (whole.lines, whole.content) = (None, "the whole file\n".into());
+        let (kept, excluded) = dedupe(vec![
+            hit("b.rs", (3, 4)),
+            hit("c.rs", (1, 2)),
+            hit("b.rs", (9, 9)),
+            whole,
+        ]);
+        let kept: Vec<_> = kept.iter().map(|k| (k.id.as_str(), k.lines)).collect();
+        assert_eq!(kept, [("c.rs", Some((1, 2))), ("b.rs", None)]);
+        assert_eq!(excluded.len(), 2);
+        assert!(excluded.iter().all(|e| e.reason.contains("whole file")));
     }
 
     #[test]

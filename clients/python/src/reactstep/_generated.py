@@ -348,9 +348,17 @@ class VectorSearchResult(BaseModel):
     content: str
     score: float | None = None
     start_line: Annotated[int | None, Field(ge=1)] = None
+    """
+    The line the content begins at. The hit's heading names the lines its content holds,
+    counted from here (back from end_line when only that is given); a hit with neither is
+    the whole file. Hits of one file whose lines overlap or touch, directly or through
+    another hit, are sent as one, each line once; a hit of the whole file takes the place
+    of the file's other hits.
+
+    """
     end_line: Annotated[int | None, Field(ge=1)] = None
     """
-    Not before start_line.
+    Not before start_line. Where the content holds more or fewer lines, its own count is what the heading names.
     """
 
 

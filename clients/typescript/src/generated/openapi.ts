@@ -714,8 +714,15 @@ export interface components {
             path?: string | null;
             content: string;
             score?: number | null;
+            /**
+             * @description The line the content begins at. The hit's heading names the lines its content holds,
+             *     counted from here (back from end_line when only that is given); a hit with neither is
+             *     the whole file. Hits of one file whose lines overlap or touch, directly or through
+             *     another hit, are sent as one, each line once; a hit of the whole file takes the place
+             *     of the file's other hits.
+             */
             start_line?: number | null;
-            /** @description Not before start_line. */
+            /** @description Not before start_line. Where the content holds more or fewer lines, its own count is what the heading names. */
             end_line?: number | null;
         };
         LlmConfig: {
