@@ -81,6 +81,9 @@ pub enum FinishReason {
     Other(String),
 }
 
+/// Between the texts of two messages of one reply (a Responses preamble and its answer).
+pub const MESSAGES_APART: &str = "\n\n";
+
 #[derive(Debug, Clone)]
 pub struct Completion {
     pub text: String,
@@ -102,6 +105,12 @@ pub struct Completion {
 }
 
 impl Completion {
+    /// The preamble, then the text after it, as the model wrote them: two messages, a blank
+    /// line apart.
+    pub fn in_order(&self) -> String {
+        [self.preamble.as_str(), MESSAGES_APART, &self.text].concat()
+    }
+
     /// Refuses a reply whose text, calls and output items (the Responses API's, which go back
     /// with the turn), written as JSON, pass [`MAX_TURN_JSON_BYTES`].
     pub fn fits_a_turn(&self) -> Result<(), WireError> {

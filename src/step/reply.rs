@@ -238,8 +238,10 @@ pub(super) async fn read_output(
 
 fn read(input: &StepInput, completion: &Completion) -> Option<Reading> {
     let tags = &input.react.tags;
-    let mut parsed = decide::native_parsed(&completion.text, &completion.calls, tags)
-        .or_else(|| parse::parse(&completion.text, tags))?;
+    let in_order = acting_preamble(completion, tags);
+    let text = in_order.as_deref().unwrap_or(&completion.text);
+    let mut parsed = decide::native_parsed(text, &completion.calls, tags)
+        .or_else(|| parse::parse(text, tags))?;
     let native =
         (input.llm.tool_mode).is_native(input.llm.provider, input.tools.callable_natively());
     if native && completion.calls.is_empty() {
@@ -249,7 +251,7 @@ fn read(input: &StepInput, completion: &Completion) -> Option<Reading> {
     if !parsed.structured && !native {
         parsed.warnings.push(parse::unstructured_warning(tags));
     }
-    if !completion.preamble.trim().is_empty() {
+    if in_order.is_none() && !completion.preamble.trim().is_empty() {
         parsed.thought = before_thought(&completion.preamble, &parsed.thought);
     }
     let last_step = input.iterations_left == 1;
@@ -281,6 +283,22 @@ fn judged(
         }
     }
     decide::judge(parsed, &input.tools, &input.react)
+}
+
+/// A preamble that writes a call as text (a `commentary` message holding `Action:`) began the
+/// step itself: the reply is read in order, the preamble then the text after it, as a chat
+/// reply's would be, so what the model wrote past its action (a made-up observation, a refusal)
+/// is left out as it is there. `None` for any other preamble: the thought before the answer.
+fn acting_preamble(completion: &Completion, tags: &parse::Tags) -> Option<String> {
+    if !completion.calls.is_empty() || completion.preamble.trim().is_empty() {
+        return None;
+    }
+    let preamble = parse::parse(&completion.preamble, tags)?;
+    let acts = matches!(
+        preamble.decision,
+        parse::Decision::Action { .. } | parse::Decision::Unreadable { .. }
+    );
+    acts.then(|| completion.in_order())
 }
 
 /// The preamble the model wrote before its answer, then the thought the answer came with.

@@ -28,6 +28,8 @@ pub enum Scripted {
     Preamble(String),
     /// A message marked `commentary`, then one marked `final_answer`.
     Answered(String, String),
+    /// A message marked `commentary`, then one marked `final_answer` holding a refusal part.
+    Refused(String, String),
     /// A message with no phase (text mode).
     Text(String),
     /// Messages `(phase, text)` in order, then calls `(name, arguments)`.
@@ -253,6 +255,11 @@ impl ResponsesModel {
                 message(preamble, Some("commentary")),
                 message(text, Some("final_answer")),
             ],
+            Scripted::Refused(preamble, refusal) => {
+                let mut refused = message("", Some("final_answer"));
+                refused["content"] = json!([{"type": "refusal", "refusal": refusal}]);
+                vec![message(preamble, Some("commentary")), refused]
+            }
             Scripted::Text(text) => vec![message(text, None)],
         };
         let rs = format!("rs_{n}");
@@ -345,10 +352,15 @@ fn streamed(n: usize, model: &str, output: &[Value]) -> String {
         match item["type"].as_str().unwrap() {
             "reasoning" => events.extend(summary_events(id, index, &item["summary"])),
             "message" => {
-                let text = item["content"][0]["text"].as_str().unwrap();
+                let part = &item["content"][0];
+                let (kind, text) = match part["type"] == "refusal" {
+                    true => ("response.refusal.delta", &part["refusal"]),
+                    false => ("response.output_text.delta", &part["text"]),
+                };
+                let text = text.as_str().unwrap();
                 let (a, b) = text.split_at(text.len() / 2);
                 for piece in [a, b] {
-                    events.push(json!({"type": "response.output_text.delta", "item_id": id,
+                    events.push(json!({"type": kind, "item_id": id,
                         "output_index": index, "content_index": 0, "delta": piece}));
                 }
             }

@@ -186,8 +186,7 @@ pub fn finish(status: Option<&str>, incomplete: Option<&Incomplete>) -> FinishRe
     }
 }
 
-/// Between the texts of two messages of one reply.
-pub const MESSAGES_APART: &str = "\n\n";
+pub use crate::llm::completion::MESSAGES_APART;
 
 /// The output items read: what each says, and each as it came, for the turn to carry back.
 #[derive(Default)]
