@@ -211,6 +211,12 @@ pub trait ProviderApi: Sync + fmt::Debug {
     fn clears_tool_results(&self) -> bool {
         false
     }
+    /// Whether a user message that continues a turn of tool results (`ChatMessage::in_turn`)
+    /// goes inside the last of them ([`super::in_turn_folded`]) rather than as a part of that
+    /// turn of its own (Anthropic's text block).
+    fn folds_turn_text_into_tool_results(&self) -> bool {
+        false
+    }
     /// The wire format: `chat` for every provider but the Responses API's.
     fn wire_api(&self) -> super::WireApi {
         super::WireApi::Chat

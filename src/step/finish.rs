@@ -19,12 +19,15 @@ use serde_json::Value;
 /// The prompt a dry run shows, and no call.
 pub(super) fn dry_run(input: Box<StepInput>, built: Built, counter: &TokenCounter) -> StepOutput {
     let prompt = built.prompt;
+    let folds = (input.llm.provider.api()).folds_turn_text_into_tool_results();
     let preview = PromptPreview {
         system_tokens: prompt.system_tokens,
-        messages: prompt
-            .messages
-            .iter()
-            .map(|m| (m.clone(), counter.count_chat(m)))
+        messages: as_sent(&prompt.messages, folds)
+            .into_iter()
+            .map(|m| {
+                let tokens = counter.count_chat(&m);
+                (m, tokens)
+            })
             .collect(),
         system: prompt.system,
     };
@@ -46,6 +49,21 @@ pub(super) fn dry_run(input: Box<StepInput>, built: Built, counter: &TokenCounte
         fallback_attempts: Vec::new(),
         structured: None,
     }
+}
+
+/// The messages as the wire sends them: where it `folds` the text that continues a turn of tool
+/// results into the last of them, that text is shown there.
+fn as_sent(messages: &[crate::llm::ChatMessage], folds: bool) -> Vec<crate::llm::ChatMessage> {
+    if !folds {
+        return messages.to_vec();
+    }
+    crate::llm::in_turn_folded(messages)
+        .into_iter()
+        .map(|(message, appended)| crate::llm::ChatMessage {
+            content: crate::llm::with_appended(&message.content, appended).into_owned(),
+            ..message.clone()
+        })
+        .collect()
 }
 
 /// The step's answer from a valid output.

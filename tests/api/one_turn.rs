@@ -302,3 +302,51 @@ async fn a_new_request_mid_loop_is_a_new_turn() {
     // its own (kept); at step 5 it repeats the latest and is left out.
     assert_eq!(user_turns(&history), 3, "{history}");
 }
+
+/// A dry run shows the prompt as the wire sends it: on the wires that keep what is new in a step
+/// inside the last tool result (Chat Completions, Ollama), it is shown there, where it showed as a
+/// user message of its own. Anthropic's text block stays the user message after the results.
+#[tokio::test]
+async fn a_dry_run_shows_the_turns_new_text_where_the_wire_sends_it() {
+    for wire in [Wire::OpenAi, Wire::Ollama, Wire::Anthropic] {
+        let app = spawn_app().await;
+        Mock::given(wiremock::matchers::path(wire.path()))
+            .respond_with(Upstream {
+                wire,
+                next: AtomicUsize::new(0),
+            })
+            .mount(&app.llm)
+            .await;
+        let first = app.post_react_step(&body(wire, 1, &json!([]), TASK)).await;
+        let mut history = first.body["updated_conversation_history"].clone();
+        history.as_array_mut().unwrap().push(json!({
+            "role": "tool_observation",
+            "content": "the text of file 1",
+            "tool_call_id": first.body["action_details"]["tool_call_id"],
+        }));
+        let mut second = body(wire, 2, &history, "");
+        second["dry_run"] = json!(true);
+        let dry = app.post_react_step(&second).await;
+        assert_eq!(dry.status, 200, "{wire:?}: {}", dry.text);
+        second["dry_run"] = json!(false);
+        assert_eq!(app.post_react_step(&second).await.status, 200);
+
+        let shown = dry.body["prompt"]["messages"].as_array().unwrap()[1..].to_vec();
+        let sent = app.bodies_sent_to(wire.path()).await;
+        let sent = turns(&sent[1]);
+        let roles: Vec<&str> = shown.iter().map(|m| m["role"].as_str().unwrap()).collect();
+        let last = shown.last().unwrap();
+        match wire {
+            Wire::Anthropic => {
+                assert_eq!(roles, ["user", "assistant", "tool", "user"], "{shown:?}");
+                assert!(text_of(last).contains(&focused(2)));
+            }
+            Wire::OpenAi | Wire::Ollama => {
+                assert_eq!(roles, ["user", "assistant", "tool"], "{wire:?}: {shown:?}");
+                assert_eq!(text_of(last), text_of(sent.last().unwrap()), "{wire:?}");
+                assert!(text_of(last).contains(&focused(2)));
+                assert_eq!(shown.len(), sent.len());
+            }
+        }
+    }
+}

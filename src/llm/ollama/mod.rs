@@ -76,6 +76,10 @@ impl ProviderApi for Ollama {
         Box::new(LineDecoder)
     }
 
+    fn folds_turn_text_into_tool_results(&self) -> bool {
+        true
+    }
+
     fn framing(&self) -> Framing {
         Framing::JsonLines
     }

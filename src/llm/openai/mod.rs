@@ -199,11 +199,15 @@ impl ProviderApi for ChatCompletions {
         Framing::Sse
     }
 
-    /// OpenAI's own lifetimes (`prompt_cache_retention`), where the server takes its cache key.
     fn call_ids(&self) -> crate::llm::call_ids::IdRule {
         self.quirks.call_ids
     }
 
+    fn folds_turn_text_into_tool_results(&self) -> bool {
+        true
+    }
+
+    /// OpenAI's own lifetimes (`prompt_cache_retention`), where the server takes its cache key.
     fn cache_ttls(&self) -> &'static [crate::llm::CacheTtl] {
         match self.quirks.takes_prompt_cache_key {
             true => &[crate::llm::CacheTtl::InMemory, crate::llm::CacheTtl::OneDay],

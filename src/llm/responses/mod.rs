@@ -117,6 +117,10 @@ impl ProviderApi for Responses {
         self.cache_ttls
     }
 
+    fn folds_turn_text_into_tool_results(&self) -> bool {
+        true
+    }
+
     fn wire_api(&self) -> WireApi {
         WireApi::Responses
     }

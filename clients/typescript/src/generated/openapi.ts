@@ -1178,6 +1178,10 @@ export interface components {
             /**
              * @description The system prompt first (sent as `system`, as `developer` to OpenAI reasoning models,
              *     or as Anthropic's top-level `system`), then the chat turns, exactly as they would be sent.
+             *     With native tool calling, the text that continues a turn of tool results (what is new
+             *     in the step when the user asks nothing new) is shown where the wire puts it: at the
+             *     end of the last tool result on Chat Completions, Ollama and the Responses API; as a
+             *     user message after the results on Anthropic's (a text block of theirs).
              */
             messages: {
                 /** @enum {unknown} */
