@@ -98,12 +98,28 @@ pub struct ServerProcess {
     kill: Option<tokio::sync::oneshot::Sender<()>>,
 }
 
+/// A started server's output, input and error pipes.
+pub type Pipes = (
+    Option<tokio::process::ChildStdout>,
+    Option<tokio::process::ChildStdin>,
+    Option<tokio::process::ChildStderr>,
+);
+
 impl ServerProcess {
-    /// Watches `child` until it ends or is killed.
-    pub fn new(mut child: tokio::process::Child) -> Self {
-        let group = child.id();
+    /// Starts `command` and watches it until it ends or is killed. On Linux it starts under the
+    /// lock the reaper of adopted processes takes: a server that ends at once is its watcher's
+    /// to reap, never taken for a process the driver adopted.
+    pub fn spawn(command: &mut tokio::process::Command) -> std::io::Result<(Self, Pipes)> {
         #[cfg(target_os = "linux")]
-        adopted::server_started(group);
+        let mut child = adopted::start_server(command)?;
+        #[cfg(not(target_os = "linux"))]
+        let mut child = command.spawn()?;
+        let pipes = (child.stdout.take(), child.stdin.take(), child.stderr.take());
+        Ok((Self::watch(child), pipes))
+    }
+
+    fn watch(mut child: tokio::process::Child) -> Self {
+        let group = child.id();
         let (ended_tx, ended) = tokio::sync::watch::channel(None);
         let (kill, killed) = tokio::sync::oneshot::channel::<()>();
         tokio::spawn(async move {
@@ -275,15 +291,20 @@ mod adopted {
 
     use crate::driver::mcp::process::{descended, process_table, Process};
 
+    /// Held while a server starts, while the reaper tells ended processes apart, and while the
+    /// last server's leftovers are ended: neither may take a server just started for a process
+    /// the driver adopted.
     struct Servers {
         live: usize,
         /// Every pid a server was started as: tokio reaps those, never this module.
         started: Vec<libc::pid_t>,
+        reaping: bool,
     }
 
     static SERVERS: Mutex<Servers> = Mutex::new(Servers {
         live: 0,
         started: Vec::new(),
+        reaping: false,
     });
 
     fn servers() -> std::sync::MutexGuard<'static, Servers> {
@@ -292,19 +313,25 @@ mod adopted {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    pub fn server_started(pid: Option<u32>) {
+    /// Starts a server's process and notes it as one, both under the lock.
+    pub fn start_server(
+        command: &mut tokio::process::Command,
+    ) -> std::io::Result<tokio::process::Child> {
         let mut servers = servers();
-        if servers.started.is_empty() {
-            reap_as_they_end();
+        if !servers.reaping {
+            servers.reaping = reap_as_they_end();
         }
+        let child = command.spawn()?;
         servers.live += 1;
-        servers
-            .started
-            .extend(pid.and_then(|p| libc::pid_t::try_from(p).ok()));
+        let pid = child.id().and_then(|p| libc::pid_t::try_from(p).ok());
+        servers.started.extend(pid);
+        Ok(child)
     }
 
-    fn servers_started() -> HashSet<libc::pid_t> {
-        servers().started.iter().copied().collect()
+    impl Servers {
+        fn started(&self) -> HashSet<libc::pid_t> {
+            self.started.iter().copied().collect()
+        }
     }
 
     /// The processes of `table` the driver adopted: its children that are no server it started.
@@ -318,17 +345,18 @@ mod adopted {
     }
 
     /// An adopted process that ends is reaped when its SIGCHLD comes, not when the last server
-    /// ends (`reactstep ui` keeps its servers for its whole life).
-    fn reap_as_they_end() {
+    /// ends (`reactstep ui` keeps its servers for its whole life). False when it cannot be.
+    fn reap_as_they_end() -> bool {
         use tokio::signal::unix::{signal, SignalKind};
         let Ok(mut ended) = signal(SignalKind::child()) else {
-            return;
+            return false;
         };
         tokio::spawn(async move {
             while ended.recv().await.is_some() {
-                let servers = servers_started();
+                let servers = servers();
+                let started = servers.started();
                 let table = process_table();
-                for zombie in adopted(&table, &servers).filter(|p| p.zombie) {
+                for zombie in adopted(&table, &started).filter(|p| p.zombie) {
                     // SAFETY: waitpid(2), not waiting, of an ended child of the driver that is
                     // no server's handle.
                     unsafe {
@@ -337,17 +365,16 @@ mod adopted {
                 }
             }
         });
+        true
     }
 
     pub fn server_ended() {
-        {
-            let mut servers = servers();
-            servers.live = servers.live.saturating_sub(1);
-            if servers.live > 0 {
-                return;
-            }
+        let mut servers = servers();
+        servers.live = servers.live.saturating_sub(1);
+        if servers.live > 0 {
+            return;
         }
-        let started = servers_started();
+        let started = servers.started();
         // Until a pass finds none alive: one that forks and ends again and again is adopted
         // anew after each pass (bounded, so a fork bomb cannot hold the driver).
         let mut ours = HashSet::new();
@@ -358,6 +385,7 @@ mod adopted {
                 break;
             }
         }
+        drop(servers);
         // Reaped apart, so a process slow to die holds up nothing.
         std::thread::spawn(move || {
             for pid in ours {

@@ -225,13 +225,7 @@ fn spawn(
     process::in_a_session_of_its_own(&mut command);
     // Killed when dropped, its group with it, so no path out of here (a timeout, a panic)
     // leaves it or what it started running.
-    let mut spawned = command.spawn().map_err(|e| could_not_start(&e))?;
-    let pipes = (
-        spawned.stdout.take(),
-        spawned.stdin.take(),
-        spawned.stderr.take(),
-    );
-    let child = ServerProcess::new(spawned);
+    let (child, pipes) = ServerProcess::spawn(&mut command).map_err(|e| could_not_start(&e))?;
     let (Some(output), Some(input), Some(errors)) = pipes else {
         return Err(could_not_start(&"its input and output are not pipes"));
     };
