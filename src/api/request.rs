@@ -239,11 +239,24 @@ pub struct VectorResult {
 }
 
 fn line_range_is_ordered(v: &VectorResult) -> Result<(), validator::ValidationError> {
+    let refused = |why: &str| {
+        Err(validator::ValidationError::new("range").with_message(why.to_string().into()))
+    };
     match (v.start_line, v.end_line) {
-        (Some(s), Some(e)) if e < s => Err(validator::ValidationError::new("range")
-            .with_message("end_line must not be before start_line".into())),
+        (Some(s), Some(e)) if e < s => refused("end_line must not be before start_line"),
+        // The heading numbers the content's lines from start_line: none past the last number.
+        (Some(s), _) if lines_after_first(&v.content) > u32::MAX - s => {
+            refused("the content's lines, counted from start_line, run past line 4294967295")
+        }
         _ => Ok(()),
     }
+}
+
+/// How many lines `content` holds after its first.
+fn lines_after_first(content: &str) -> u32 {
+    let lines = memchr::memchr_iter(b'\n', content.as_bytes()).count()
+        + usize::from(!content.is_empty() && !content.ends_with('\n'));
+    u32::try_from(lines.saturating_sub(1)).unwrap_or(u32::MAX)
 }
 
 #[derive(Debug, Deserialize, Validate)]

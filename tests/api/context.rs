@@ -398,6 +398,53 @@ async fn search_hits_send_each_line_once_under_a_heading_that_names_what_they_ho
     );
 }
 
+/// An empty hit holds no line: it joins no others and claims no line in a heading (it bridged
+/// lines 4 and 6 under "lines 4-6", line 6 shown as line 5). A hit whose lines, counted from its
+/// start, run past the last line number is refused (its heading claimed fewer lines than it showed).
+#[tokio::test]
+async fn an_empty_hit_holds_no_line_and_one_past_the_last_line_number_is_refused() {
+    let app = spawn_app().await;
+    let mut body = request("gpt-4o", "q");
+    body["vector_search_results_to_include"] = json!([
+        {"path": "a.py", "content": "four\n", "score": 0.9, "start_line": 4},
+        {"path": "a.py", "content": "", "score": 0.8, "start_line": 5},
+        {"path": "a.py", "content": "six\n", "score": 0.7, "start_line": 6},
+        {"content": "", "score": 0.1}
+    ]);
+    body["dry_run"] = json!(true);
+
+    let reply = app.post_react_step(&body).await;
+
+    assert_eq!(reply.status, 200, "{}", reply.text);
+    let prompt = reply.body["prompt"]["messages"].to_string();
+    assert!(
+        prompt.contains("a.py, lines 4-4") && prompt.contains("a.py, lines 6-6"),
+        "{prompt}"
+    );
+    assert!(!prompt.contains("lines 4-6") && !prompt.contains("lines 5-5"));
+    let items = reply.body["context_report"]["items"].as_array().unwrap();
+    let empty: Vec<&Value> = items
+        .iter()
+        .filter(|i| i["reason"].as_str().is_some_and(|r| r.contains("empty")))
+        .map(|i| &i["id"])
+        .collect();
+    assert_eq!(
+        empty,
+        [&json!("a.py"), &json!("search result 4")],
+        "{items:?}"
+    );
+
+    body["vector_search_results_to_include"] =
+        json!([{"path": "a.py", "content": "a\nb\nc\n", "start_line": 4_294_967_294u32}]);
+    let refused = app.post_react_step(&body).await;
+    assert_eq!(refused.status, 400, "{}", refused.text);
+    assert!(
+        refused.text.contains("run past line 4294967295"),
+        "{}",
+        refused.text
+    );
+}
+
 /// Two explicit files, and two pinned items, of one path or id: the first of each is sent, and the
 /// second is reported dropped as a duplicate (it was neither sent nor reported).
 #[tokio::test]

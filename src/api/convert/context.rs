@@ -4,7 +4,7 @@
 use std::collections::HashSet;
 
 use crate::api::request::ReactStepRequest;
-use crate::step::{dedupe, ContextItem, ContextSource, Excluded, Fate};
+use crate::step::{dedupe, path_key, ContextItem, ContextSource, Excluded, Fate};
 
 /// `context_priority`: each source at most once.
 pub fn priority(
@@ -130,17 +130,29 @@ fn context_items(
         _ => {}
     }
 
-    let mut hits: Vec<SearchHit> = hits.collect();
-    hits.sort_by(|a, b| {
+    // Named by their place in the request, then taken by score.
+    let mut hits: Vec<(usize, SearchHit)> = hits.enumerate().collect();
+    hits.sort_by(|(_, a), (_, b)| {
         b.score
             .unwrap_or(f64::MIN)
             .total_cmp(&a.score.unwrap_or(f64::MIN))
     });
-    for (i, hit) in hits.into_iter().enumerate() {
+    for (i, hit) in hits {
         let id = hit
             .path
             .clone()
             .unwrap_or_else(|| format!("search result {}", i + 1));
+        if hit.content.is_empty() {
+            // It holds no line: nothing to send, nor to join other hits through.
+            unresolved.push(Excluded {
+                source: ContextSource::VectorSearch,
+                id,
+                fate: Fate::Dropped,
+                cursor_line: None,
+                reason: "empty: the search result holds no text".into(),
+            });
+            continue;
+        }
         items.push(ContextItem {
             source: ContextSource::VectorSearch,
             id,
@@ -165,12 +177,19 @@ fn named_items(
     items: &mut Vec<ContextItem>,
     unresolved: &mut Vec<Excluded>,
 ) {
+    // An explicit file is a path, however it is written; a pinned item's id is only itself.
+    let key = |id: &str| match source {
+        ContextSource::Explicit => path_key(id).into_owned(),
+        _ => id.to_string(),
+    };
+    let given_keys: HashSet<String> = given.iter().map(|g| key(&g.id)).collect();
     let mut named = HashSet::new();
     for name in names {
-        if given.iter().any(|g| g.id == name) {
+        let name_key = key(&name);
+        if given_keys.contains(&name_key) {
             continue;
         }
-        if named.insert(name.clone()) {
+        if named.insert(name_key) {
             unresolved.push(missing(source, name));
             continue;
         }
@@ -180,12 +199,12 @@ fn named_items(
             id: name,
             fate: Fate::Dropped,
             cursor_line: None,
-            reason: format!("duplicate: named earlier as a {}", source.label()),
+            reason: "duplicate: named again; the first mention is the one used".into(),
         });
     }
     let mut seen = HashSet::new();
     for item in given {
-        if seen.insert(item.id.clone()) {
+        if seen.insert(key(&item.id)) {
             items.push(item);
             continue;
         }

@@ -197,6 +197,29 @@ impl From<Excluded> for ReportItem {
     }
 }
 
+/// A path as one file whatever way it is written: `./a.rs`, `src//a.rs` and `src/./a.rs` are
+/// `a.rs`, `src/a.rs` and `src/a.rs` (`..` is left as it is: a workspace refuses it).
+pub fn path_key(path: &str) -> std::borrow::Cow<'_, str> {
+    let (root, rest) = match path.strip_prefix('/') {
+        Some(rest) => ("/", rest),
+        None => ("", path),
+    };
+    let odd = |part: &str| part.is_empty() || part == ".";
+    if !rest.split('/').any(odd) {
+        return path.into();
+    }
+    let parts: Vec<&str> = rest.split('/').filter(|part| !odd(part)).collect();
+    [root, &parts.join("/")].concat().into()
+}
+
+/// Whether two items' paths name one file.
+fn same_file(a: &Option<String>, b: &Option<String>) -> bool {
+    match (a, b) {
+        (Some(a), Some(b)) => path_key(a) == path_key(b),
+        _ => false,
+    }
+}
+
 /// Sends the same file once: a file given whole (explicit, a pinned file, the focused file, a
 /// search hit without lines) makes the other items with its path duplicates, and search hits of
 /// one path whose line ranges overlap or touch, directly or through others, are joined into the
@@ -209,7 +232,7 @@ pub fn dedupe(mut items: Vec<ContextItem>) -> (Vec<ContextItem>, Vec<Excluded>) 
     for item in items {
         if let Some(whole) = kept
             .iter()
-            .find(|k| is_whole_file(k) && k.path == item.path)
+            .find(|k| is_whole_file(k) && same_file(&k.path, &item.path))
         {
             excluded.push(duplicate(
                 item,
@@ -224,7 +247,7 @@ pub fn dedupe(mut items: Vec<ContextItem>) -> (Vec<ContextItem>, Vec<Excluded>) 
             // Only a search hit can come after a ranged hit of its file: it holds their lines.
             let (parts, others): (Vec<_>, Vec<_>) = std::mem::take(&mut kept)
                 .into_iter()
-                .partition(|k| k.path == item.path);
+                .partition(|k| same_file(&k.path, &item.path));
             kept = others;
             excluded.extend(parts.into_iter().map(|part| {
                 duplicate(
@@ -292,13 +315,13 @@ type PlacedHit = (usize, (u32, u32));
 /// places in `items`: a file's hits in the order of their first lines, a group ending where the
 /// next begins past every line before it.
 fn touching_hits(items: &[ContextItem]) -> Vec<Vec<usize>> {
-    let mut by_path: std::collections::HashMap<&str, Vec<PlacedHit>> =
+    let mut by_path: std::collections::HashMap<std::borrow::Cow<'_, str>, Vec<PlacedHit>> =
         std::collections::HashMap::new();
     for (at, item) in items.iter().enumerate() {
         if let (ContextSource::VectorSearch, Some(path), Some(lines)) =
             (item.source, &item.path, item.lines)
         {
-            by_path.entry(path).or_default().push((at, lines));
+            by_path.entry(path_key(path)).or_default().push((at, lines));
         }
     }
     let mut groups: Vec<Vec<usize>> = Vec::new();
@@ -485,6 +508,23 @@ mod tests {
         assert_eq!(kept, [("c.rs", Some((1, 2))), ("b.rs", None)]);
         assert_eq!(excluded.len(), 2);
         assert!(excluded.iter().all(|e| e.reason.contains("whole file")));
+    }
+
+    #[test]
+    fn a_path_written_another_way_is_the_same_file() {
+        for (written, key) in [
+            ("src/a.rs", "src/a.rs"),
+            ("./src/a.rs", "src/a.rs"),
+            ("src//a.rs", "src/a.rs"),
+            ("src/./a.rs", "src/a.rs"),
+            ("src/a.rs/", "src/a.rs"),
+            ("/abs//a.rs", "/abs/a.rs"),
+            ("src/../a.rs", "src/../a.rs"),
+        ] {
+            assert_eq!(path_key(written), key, "{written}");
+        }
+        let (kept, excluded) = dedupe(vec![hit("./b.rs", (1, 3)), hit("b.rs", (3, 5))]);
+        assert_eq!((kept.len(), excluded.len()), (1, 1));
     }
 
     #[test]

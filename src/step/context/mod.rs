@@ -16,5 +16,7 @@ pub mod tokens;
 pub(super) mod truncate;
 pub mod workspace;
 
-pub use items::{dedupe, ContextItem, ContextReport, ContextSource, Excluded, Fate, ReportItem};
+pub use items::{
+    dedupe, path_key, ContextItem, ContextReport, ContextSource, Excluded, Fate, ReportItem,
+};
 pub use summary::{within_summary_bound, MAX_SUMMARY_CHARS};

@@ -353,7 +353,9 @@ class VectorSearchResult(BaseModel):
     counted from here (back from end_line when only that is given); a hit with neither is
     the whole file. Hits of one file whose lines overlap or touch, directly or through
     another hit, are sent as one, each line once; a hit of the whole file takes the place
-    of the file's other hits.
+    of the file's other hits; an empty hit is left out (reported dropped). Paths written
+    another way (`./a.rs`, `src//a.rs`) name the same file. Refused when the content's
+    lines, counted from here, run past line 4294967295.
 
     """
     end_line: Annotated[int | None, Field(ge=1)] = None
