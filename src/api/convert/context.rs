@@ -130,7 +130,19 @@ fn context_items(
         _ => {}
     }
 
-    // Named by their place in the request, then taken by score.
+    search_hits(hits, &mut items, &mut unresolved);
+    let (items, duplicates) = dedupe(items);
+    unresolved.extend(duplicates);
+    (items, unresolved)
+}
+
+/// The search hits, by score: named by their place in the request when they have no path; an
+/// empty one is left out.
+fn search_hits(
+    hits: impl Iterator<Item = SearchHit>,
+    items: &mut Vec<ContextItem>,
+    unresolved: &mut Vec<Excluded>,
+) {
     let mut hits: Vec<(usize, SearchHit)> = hits.enumerate().collect();
     hits.sort_by(|(_, a), (_, b)| {
         b.score
@@ -163,9 +175,6 @@ fn context_items(
             cursor_line: None,
         });
     }
-    let (items, duplicates) = dedupe(items);
-    unresolved.extend(duplicates);
-    (items, unresolved)
 }
 
 /// One source's items: a name sent without content is unresolved, and an id sent or named twice
