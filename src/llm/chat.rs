@@ -76,13 +76,23 @@ impl ChatMessage {
             && self.reasoning.is_none()
     }
 
-    /// What the budget counts for the message: its text, then each call as its id, name and
-    /// JSON arguments (each call's framing is counted beside it, as a message's is).
-    /// Reasoning sent back is counted as its text (redacted blocks as their data), which errs
-    /// on the side of room: providers drop most of it from earlier turns.
+    /// The text as a wire that has no failure flag sends it: a failed tool's result says so
+    /// first ([`FAILED_TOOL`]).
+    pub fn text_as_sent(&self) -> std::borrow::Cow<'_, str> {
+        match self.role == ChatRole::Tool && self.is_error {
+            true => [FAILED_TOOL, &self.content].concat().into(),
+            false => self.content.as_str().into(),
+        }
+    }
+
+    /// What the budget counts for the message: its text (a failed tool's as
+    /// [`Self::text_as_sent`], which errs on the side of room where a wire flags it instead),
+    /// then each call as its id, name and JSON arguments (each call's framing is counted beside
+    /// it, as a message's is). Reasoning sent back is counted as its text (redacted blocks as
+    /// their data), which errs on the side of room: providers drop most of it from earlier turns.
     pub fn counted_text(&self) -> std::borrow::Cow<'_, str> {
         if self.calls.is_empty() && self.reasoning.is_none() {
-            return self.content.as_str().into();
+            return self.text_as_sent();
         }
         let mut text = String::new();
         for part in self
@@ -131,6 +141,9 @@ pub fn with_appended<'a>(content: &'a str, appended: Option<&str>) -> std::borro
         None => content.into(),
     }
 }
+
+/// What a failed tool's result opens with where the wire has no flag for a failure.
+pub const FAILED_TOOL: &str = "[the tool failed] ";
 
 /// What joins neighbours of one role merged into one message; a provider that sends a message
 /// as blocks leaves it out where it splits one (`ChatMessage::new_from`).

@@ -35,7 +35,7 @@ pub mod wire_names;
 pub use api_key::{redact_key_shapes, redact_secrets, ApiKey, RawApiKey};
 pub use chat::{
     in_turn_folded, with_appended, CacheTtl, ChatMessage, ChatRequest, ChatRole, PromptCache,
-    ToolSpec, ToolUse, MESSAGE_JOIN,
+    ToolSpec, ToolUse, FAILED_TOOL, MESSAGE_JOIN,
 };
 pub(crate) use completion::nonzero;
 pub use completion::{Completion, FinishReason, NativeCall, Usage};

@@ -211,10 +211,11 @@ pub trait ProviderApi: Sync + fmt::Debug {
     fn clears_tool_results(&self) -> bool {
         false
     }
-    /// Whether a user message that continues a turn of tool results (`ChatMessage::in_turn`)
-    /// goes inside the last of them ([`super::in_turn_folded`]) rather than as a part of that
-    /// turn of its own (Anthropic's text block).
-    fn folds_turn_text_into_tool_results(&self) -> bool {
+    /// Whether a tool's result goes as plain text: a failure said in it
+    /// ([`super::ChatMessage::text_as_sent`]), and a user message that continues a turn of
+    /// results (`ChatMessage::in_turn`) inside the last of them ([`super::in_turn_folded`]).
+    /// Not Anthropic's: a result there has a failure flag, and the text a block of its own.
+    fn tool_results_are_plain_text(&self) -> bool {
         false
     }
     /// The wire format: `chat` for every provider but the Responses API's.

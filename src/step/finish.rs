@@ -19,10 +19,10 @@ use serde_json::Value;
 /// The prompt a dry run shows, and no call.
 pub(super) fn dry_run(input: Box<StepInput>, built: Built, counter: &TokenCounter) -> StepOutput {
     let prompt = built.prompt;
-    let folds = (input.llm.provider.api()).folds_turn_text_into_tool_results();
+    let plain = (input.llm.provider.api()).tool_results_are_plain_text();
     let preview = PromptPreview {
         system_tokens: prompt.system_tokens,
-        messages: as_sent(&prompt.messages, folds)
+        messages: as_sent(&prompt.messages, plain)
             .into_iter()
             .map(|m| {
                 let tokens = counter.count_chat(&m);
@@ -51,16 +51,18 @@ pub(super) fn dry_run(input: Box<StepInput>, built: Built, counter: &TokenCounte
     }
 }
 
-/// The messages as the wire sends them: where it `folds` the text that continues a turn of tool
-/// results into the last of them, that text is shown there.
-fn as_sent(messages: &[crate::llm::ChatMessage], folds: bool) -> Vec<crate::llm::ChatMessage> {
-    if !folds {
+/// The messages as the wire sends them: where its tool results are `plain` text, a failure is
+/// said in the result and the text that continues a turn of results is in the last of them.
+fn as_sent(messages: &[crate::llm::ChatMessage], plain: bool) -> Vec<crate::llm::ChatMessage> {
+    if !plain {
         return messages.to_vec();
     }
     crate::llm::in_turn_folded(messages)
         .into_iter()
         .map(|(message, appended)| crate::llm::ChatMessage {
-            content: crate::llm::with_appended(&message.content, appended).into_owned(),
+            content: crate::llm::with_appended(&message.text_as_sent(), appended).into_owned(),
+            // Said in the text now, not counted twice.
+            is_error: false,
             ..message.clone()
         })
         .collect()

@@ -305,7 +305,9 @@ async fn a_new_request_mid_loop_is_a_new_turn() {
 
 /// A dry run shows the prompt as the wire sends it: on the wires that keep what is new in a step
 /// inside the last tool result (Chat Completions, Ollama), it is shown there, where it showed as a
-/// user message of its own. Anthropic's text block stays the user message after the results.
+/// user message of its own; a failed tool's result is shown, and counted, as those wires say it
+/// (Ollama's said nothing of the failure). Anthropic's text block stays the user message after
+/// the results, its failure a flag.
 #[tokio::test]
 async fn a_dry_run_shows_the_turns_new_text_where_the_wire_sends_it() {
     for wire in [Wire::OpenAi, Wire::Ollama, Wire::Anthropic] {
@@ -323,11 +325,19 @@ async fn a_dry_run_shows_the_turns_new_text_where_the_wire_sends_it() {
             "role": "tool_observation",
             "content": "the text of file 1",
             "tool_call_id": first.body["action_details"]["tool_call_id"],
+            "is_error": true,
         }));
         let mut second = body(wire, 2, &history, "");
         second["dry_run"] = json!(true);
         let dry = app.post_react_step(&second).await;
         assert_eq!(dry.status, 200, "{wire:?}: {}", dry.text);
+        let mut succeeded = second.clone();
+        succeeded["conversation_history"][2]["is_error"] = json!(false);
+        let counted = app.post_react_step(&succeeded).await.body["prompt"]["tokens"].clone();
+        assert!(
+            dry.body["prompt"]["tokens"].as_u64() > counted.as_u64(),
+            "{wire:?}: the failure is counted"
+        );
         second["dry_run"] = json!(false);
         assert_eq!(app.post_react_step(&second).await.status, 200);
 
@@ -344,6 +354,7 @@ async fn a_dry_run_shows_the_turns_new_text_where_the_wire_sends_it() {
             Wire::OpenAi | Wire::Ollama => {
                 assert_eq!(roles, ["user", "assistant", "tool"], "{wire:?}: {shown:?}");
                 assert_eq!(text_of(last), text_of(sent.last().unwrap()), "{wire:?}");
+                assert!(text_of(last).starts_with("[the tool failed] the text of file 1"));
                 assert!(text_of(last).contains(&focused(2)));
                 assert_eq!(shown.len(), sent.len());
             }

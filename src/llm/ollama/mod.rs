@@ -76,7 +76,7 @@ impl ProviderApi for Ollama {
         Box::new(LineDecoder)
     }
 
-    fn folds_turn_text_into_tool_results(&self) -> bool {
+    fn tool_results_are_plain_text(&self) -> bool {
         true
     }
 
@@ -101,7 +101,13 @@ fn body(request: &ChatRequest, stream: bool) -> Body<'_> {
     let folded = crate::llm::in_turn_folded(&request.messages);
     let turns = folded.into_iter().map(|(m, more)| Message {
         role: m.role.as_str(),
-        content: crate::llm::with_appended(&m.content, more),
+        // Ollama has no failure flag: a failed tool's result says so in its text.
+        content: match m.text_as_sent() {
+            std::borrow::Cow::Borrowed(text) => crate::llm::with_appended(text, more),
+            std::borrow::Cow::Owned(text) => {
+                crate::llm::with_appended(&text, more).into_owned().into()
+            }
+        },
         tool_calls: m
             .calls
             .iter()

@@ -203,7 +203,7 @@ impl ProviderApi for ChatCompletions {
         self.quirks.call_ids
     }
 
-    fn folds_turn_text_into_tool_results(&self) -> bool {
+    fn tool_results_are_plain_text(&self) -> bool {
         true
     }
 

@@ -114,7 +114,7 @@ impl<'a> Message<'a> {
         echo_reasoning: bool,
     ) -> Self {
         let content: Option<std::borrow::Cow<'a, str>> = match (m.is_error, m.content.is_empty()) {
-            (true, _) => Some(format!("[the tool failed] {}", m.content).into()),
+            (true, _) => Some(m.text_as_sent()),
             (false, true) if !m.calls.is_empty() => None,
             (false, _) => Some(m.content.as_str().into()),
         };

@@ -27,10 +27,7 @@ pub fn items(messages: &[ChatMessage], text_mode: bool) -> Vec<Input<'_>> {
             ChatRole::Tool => input.push(Input::FunctionCallOutput {
                 kind: "function_call_output",
                 call_id: m.answers.as_deref().unwrap_or_default(),
-                output: match m.is_error {
-                    true => format!("[the tool failed] {}", m.content).into(),
-                    false => m.content.as_str().into(),
-                },
+                output: m.text_as_sent(),
             }),
             ChatRole::Assistant => match own_items(m) {
                 Some(items) if text_mode => kept_text(items, m, &mut input),

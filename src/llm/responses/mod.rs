@@ -117,7 +117,7 @@ impl ProviderApi for Responses {
         self.cache_ttls
     }
 
-    fn folds_turn_text_into_tool_results(&self) -> bool {
+    fn tool_results_are_plain_text(&self) -> bool {
         true
     }
 

@@ -221,7 +221,7 @@ pub fn render_turn(turn: &Turn, tags: &Tags) -> ChatMessage {
 
 /// `Observation: …`, with the tool's structured result when it says more than `content`.
 fn observation(turn: &Turn, tags: &Tags) -> String {
-    const FAILED: &str = "[the tool failed] ";
+    const FAILED: &str = crate::llm::FAILED_TOOL;
     let output = tool_output(turn);
     let mut text = String::with_capacity(tags.observation.len() + 2 + FAILED.len() + output.len());
     text.push_str(&tags.observation);
