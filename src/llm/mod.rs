@@ -38,7 +38,7 @@ pub use chat::{
     ToolSpec, ToolUse, FAILED_TOOL, MESSAGE_JOIN,
 };
 pub(crate) use completion::nonzero;
-pub use completion::{Completion, FinishReason, NativeCall, Usage};
+pub use completion::{Completion, FinishReason, NativeCall, Usage, MESSAGES_APART};
 pub use error::{scrub_upstream, LlmError};
 pub use provider::{Capabilities, Counting, ProviderApi};
 pub use reasoning::{

@@ -39,41 +39,12 @@ pub(super) async fn stream_call(
         .stream(input.llm.provider, request, key, input.deadline)
         .await?;
     tell(live, Live::Started).await?;
-    let mut parser = parse::live::LiveParser::new(&input.react.tags);
-    let mut relay = Relay::new(live, !request.tools.is_empty());
-    // Reasoning streams as thought, its parts a blank line apart; a preamble and the written
-    // thought follow it after a blank line, as the step's `thought` joins them.
-    let (mut reasoned, mut new_part, mut in_preamble) = (false, false, false);
+    let native = !request.tools.is_empty();
+    let mut reading = Reading::new(&input.react.tags, Relay::new(live, native), native);
     while let Some(piece) = stream.next_piece(key).await? {
-        new_part |= reasoned && matches!(piece, Piece::ReasoningPart(_));
-        new_part |= reasoned && !in_preamble && matches!(piece, Piece::Preamble(_));
-        in_preamble = matches!(piece, Piece::Preamble(_));
-        match piece {
-            Piece::ReasoningPart(text) | Piece::Reasoning(text) | Piece::Preamble(text) => {
-                if text.is_empty() {
-                    continue;
-                }
-                if std::mem::take(&mut new_part) {
-                    relay.thought("\n\n".into()).await?;
-                }
-                reasoned = true;
-                relay.thought(text).await?;
-            }
-            Piece::Text(text) => {
-                for delta in parser.push(&text) {
-                    if std::mem::take(&mut reasoned)
-                        && matches!(delta, parse::live::LiveDelta::Thought(_))
-                    {
-                        relay.thought("\n\n".into()).await?;
-                    }
-                    relay.delta(delta).await?;
-                }
-            }
-        }
+        reading.piece(piece).await?;
     }
-    for delta in parser.finish() {
-        relay.delta(delta).await?;
-    }
+    let relay = reading.finish().await?;
     let completion = stream.finish()?;
     // A held answer the model declined is kept back while another model may give one: not once
     // something was shown, which rules the fallback out (`reply::refusal`).
@@ -81,6 +52,115 @@ pub(super) async fn stream_call(
     let keep_back = declined && !relay.shown;
     let shown = relay.end(completion.calls.is_empty() && !keep_back).await?;
     Ok((completion, shown))
+}
+
+/// The reply's pieces read as they come. Reasoning streams as thought, its parts a blank line
+/// apart; a preamble and the written thought follow it after a blank line, as the step's
+/// `thought` joins them.
+struct Reading<'l> {
+    relay: Relay<'l>,
+    tags: &'l parse::Tags,
+    parser: parse::live::LiveParser,
+    /// In text tool mode, a preamble being read, and its text as written (`end_preamble`).
+    preamble: Option<(parse::live::LiveParser, String)>,
+    native: bool,
+    reasoned: bool,
+    new_part: bool,
+    in_preamble: bool,
+}
+
+impl<'l> Reading<'l> {
+    fn new(tags: &'l parse::Tags, relay: Relay<'l>, native: bool) -> Self {
+        Self {
+            relay,
+            tags,
+            parser: parse::live::LiveParser::new(tags),
+            preamble: None,
+            native,
+            reasoned: false,
+            new_part: false,
+            in_preamble: false,
+        }
+    }
+
+    async fn piece(&mut self, piece: Piece) -> Result<(), StepError> {
+        self.new_part |= self.reasoned && matches!(piece, Piece::ReasoningPart(_));
+        self.new_part |= self.reasoned && !self.in_preamble && matches!(piece, Piece::Preamble(_));
+        self.in_preamble = matches!(piece, Piece::Preamble(_));
+        match piece {
+            Piece::Preamble(text) if !self.native => self.preamble_text(&text).await,
+            Piece::ReasoningPart(text) | Piece::Reasoning(text) | Piece::Preamble(text) => {
+                self.thought(text).await
+            }
+            Piece::Text(text) => {
+                self.end_preamble().await?;
+                let deltas = self.parser.push(&text);
+                self.deltas(deltas).await
+            }
+        }
+    }
+
+    /// The reply is over: what was held is decided.
+    async fn finish(mut self) -> Result<Relay<'l>, StepError> {
+        self.end_preamble().await?;
+        let deltas = self.parser.finish();
+        self.deltas(deltas).await?;
+        Ok(self.relay)
+    }
+
+    /// Reasoning, or a preamble told as written: thought, a blank line after another part.
+    async fn thought(&mut self, text: String) -> Result<(), StepError> {
+        if text.is_empty() {
+            return Ok(());
+        }
+        if std::mem::take(&mut self.new_part) {
+            self.relay.thought("\n\n".into()).await?;
+        }
+        self.reasoned = true;
+        self.relay.thought(text).await
+    }
+
+    /// The written text's deltas: its thought a blank line after what was reasoned before it.
+    async fn deltas(&mut self, deltas: Vec<parse::live::LiveDelta>) -> Result<(), StepError> {
+        for delta in deltas {
+            if std::mem::take(&mut self.reasoned)
+                && matches!(delta, parse::live::LiveDelta::Thought(_))
+            {
+                self.relay.thought("\n\n".into()).await?;
+            }
+            self.relay.delta(delta).await?;
+        }
+        Ok(())
+    }
+
+    /// A preamble's text in text tool mode, read by a parser of its own: what it is shows only
+    /// as it goes on (plain text is never told before that).
+    async fn preamble_text(&mut self, text: &str) -> Result<(), StepError> {
+        let tags = self.tags;
+        let (parser, written) = self
+            .preamble
+            .get_or_insert_with(|| (parse::live::LiveParser::new(tags), String::new()));
+        written.push_str(text);
+        let deltas = parser.push(text);
+        self.deltas(deltas).await
+    }
+
+    /// The preamble is over (the text begins, or the reply ends). A plain one is told whole, as
+    /// the thought before the answer; one that is more (a tag, a call) began the step itself,
+    /// and its parser reads on, the text a blank line after it, as the whole reply reads it
+    /// (`reply::stepping_preamble`).
+    async fn end_preamble(&mut self) -> Result<(), StepError> {
+        let Some((mut parser, written)) = self.preamble.take() else {
+            return Ok(());
+        };
+        let deltas = parser.push(crate::llm::MESSAGES_APART);
+        if !parser.past_plain_text() {
+            return self.thought(written).await;
+        }
+        self.new_part = false;
+        self.parser = parser;
+        self.deltas(deltas).await
+    }
 }
 
 /// Tells the client the reply's thought and answer, and whether any was told. With tools

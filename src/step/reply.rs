@@ -238,12 +238,20 @@ pub(super) async fn read_output(
 
 fn read(input: &StepInput, completion: &Completion) -> Option<Reading> {
     let tags = &input.react.tags;
-    let in_order = acting_preamble(completion, tags);
+    let native =
+        (input.llm.tool_mode).is_native(input.llm.provider, input.tools.callable_natively());
+    let in_order = (!native)
+        .then(|| stepping_preamble(completion, tags))
+        .flatten();
     let text = in_order.as_deref().unwrap_or(&completion.text);
     let mut parsed = decide::native_parsed(text, &completion.calls, tags)
         .or_else(|| parse::parse(text, tags))?;
-    let native =
-        (input.llm.tool_mode).is_native(input.llm.provider, input.tools.callable_natively());
+    // A preamble that acts is no preamble alone: in text mode an action is written, not called.
+    let acted = !native
+        && matches!(
+            parsed.decision,
+            parse::Decision::Action { .. } | parse::Decision::Unreadable { .. }
+        );
     if native && completion.calls.is_empty() {
         // A call written as text where the provider's tool calling was offered.
         parsed = decide::answer_as_call(parsed, &input.tools, tags);
@@ -257,7 +265,7 @@ fn read(input: &StepInput, completion: &Completion) -> Option<Reading> {
     let last_step = input.iterations_left == 1;
     parsed = decide::answer_among_calls(parsed, &input.tools, &input.react, last_step);
 
-    let verdict = match completion.preamble_only && completion.calls.is_empty() {
+    let verdict = match completion.preamble_only && completion.calls.is_empty() && !acted {
         true => Err(PREAMBLE_ONLY.to_string()),
         false => judged(&parsed, input, completion),
     };
@@ -285,20 +293,20 @@ fn judged(
     decide::judge(parsed, &input.tools, &input.react)
 }
 
-/// A preamble that writes a call as text (a `commentary` message holding `Action:`) began the
-/// step itself: the reply is read in order, the preamble then the text after it, as a chat
-/// reply's would be, so what the model wrote past its action (a made-up observation, a refusal)
-/// is left out as it is there. `None` for any other preamble: the thought before the answer.
-fn acting_preamble(completion: &Completion, tags: &parse::Tags) -> Option<String> {
+/// In text tool mode, a preamble that is more than plain text (a `commentary` message holding
+/// `Thought:`, an `Action:`, a call) begins the step itself: the reply is read in order, the
+/// preamble then the text after it, as a chat reply's would be, so its tags are read as tags and
+/// what the model wrote past its action (a made-up observation, a refusal) is left out as it is
+/// there. `None` for a plain preamble: the thought before the answer. Told apart as the stream
+/// tells it (`live::Reading::end_preamble`), so both read one reply alike.
+fn stepping_preamble(completion: &Completion, tags: &parse::Tags) -> Option<String> {
     if !completion.calls.is_empty() || completion.preamble.trim().is_empty() {
         return None;
     }
-    let preamble = parse::parse(&completion.preamble, tags)?;
-    let acts = matches!(
-        preamble.decision,
-        parse::Decision::Action { .. } | parse::Decision::Unreadable { .. }
-    );
-    acts.then(|| completion.in_order())
+    let mut parser = parse::live::LiveParser::new(tags);
+    parser.push(&completion.preamble);
+    parser.push(crate::llm::MESSAGES_APART);
+    parser.past_plain_text().then(|| completion.in_order())
 }
 
 /// The preamble the model wrote before its answer, then the thought the answer came with.

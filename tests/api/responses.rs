@@ -342,15 +342,24 @@ async fn a_text_mode_answer_after_a_commentary_goes_back_as_the_final_answer() {
 }
 
 /// A commentary that writes the step's action as text, then a message the step does not want
-/// after it (a refusal part, an observation the model made up). The refusal was the answer, and
-/// the made-up observation a 502 ("no usable text"); the action is the step now, as it is when
-/// one message holds it all, and what followed it never goes back to the model.
+/// after it (a refusal part, an observation or an answer the model made up), or nothing. The
+/// refusal was the answer, the made-up observation a 502 ("no usable text"), a commentary alone
+/// asked the model again, and a tagged commentary's tag stayed in the thought; streamed, the
+/// thought carried the action's text and the made-up answer streamed as the answer. The action
+/// is the step now, as it is when one message holds it all, streamed or not, the stream's
+/// thought the step's, and what followed it never goes back to the model.
 #[tokio::test]
 async fn a_commentary_that_acts_is_the_step_whatever_message_follows_it() {
     let acting = "Thought: I need a.rs.\nAction: read_file(path=\"a.rs\")";
     let followers = [
         Scripted::Refused(acting.into(), "I CANNOT help with that.".into()),
         Scripted::Answered(acting.into(), "Observation: a.rs holds MADE_UP.".into()),
+        Scripted::Answered(acting.into(), "Final Answer: MADE_UP answer".into()),
+        Scripted::Answered(
+            "Thought: I need a.rs.".into(),
+            "Action: read_file(path=\"a.rs\")".into(),
+        ),
+        Scripted::Preamble(acting.into()),
     ];
     for first_reply in followers {
         for mode in [Mode::Text, Mode::Streamed] {
@@ -361,18 +370,28 @@ async fn a_commentary_that_acts_is_the_step_whatever_message_follows_it() {
             let reply = match mode {
                 Mode::Streamed => {
                     let streamed = post_stream(&app, &first).await;
-                    let answered = streamed.joined("answer");
-                    assert!(!answered.contains("MADE_UP"), "{answered}");
-                    streamed.terminal().1.clone()
+                    let terminal = streamed.terminal().1.clone();
+                    assert_eq!(streamed.joined("answer"), "", "{first_reply:?}");
+                    assert_eq!(
+                        streamed.joined("thought"),
+                        terminal["thought"],
+                        "{first_reply:?}"
+                    );
+                    terminal
                 }
                 _ => app.post_react_step(&first).await.body,
             };
-            assert_eq!(reply["status"], "action_proposed", "{reply}");
+            assert_eq!(
+                reply["status"], "action_proposed",
+                "{first_reply:?}: {reply}"
+            );
             assert_eq!(reply["action_details"]["tool_args"]["path"], "a.rs");
             assert_eq!(reply["thought"], "Reasoning 1.\n\nThen.\n\nI need a.rs.");
             let (status, second) = step(&app, &answered(first, &reply), Mode::Text).await;
             assert_eq!((status, &second["direct_response"]), (200, &json!("done")));
-            let sent = app.upstream_bodies().await[1]["input"].to_string();
+            let sent = app.upstream_bodies().await;
+            assert_eq!(sent.len(), 2, "one call a step: {first_reply:?}");
+            let sent = sent[1]["input"].to_string();
             assert!(
                 !sent.contains("MADE_UP") && !sent.contains("CANNOT"),
                 "{sent}"

@@ -117,6 +117,13 @@ impl LiveParser {
         }
     }
 
+    /// Whether the output so far is more than plain text: a tag, a `<think>` block, a block
+    /// that may be a call, a turn the model made up (plain text before any of them is never
+    /// sent, as only the whole output tells what it is).
+    pub fn past_plain_text(&self) -> bool {
+        self.section != Section::Prelude
+    }
+
     /// Reads the next piece of output; returns the deltas it completes.
     pub fn push(&mut self, text: &str) -> Vec<LiveDelta> {
         self.buf.push_str(text);
