@@ -155,7 +155,8 @@ impl<'l> Reading<'l> {
         };
         let deltas = parser.push(crate::llm::MESSAGES_APART);
         if !parser.past_plain_text() {
-            return self.thought(written).await;
+            // As the whole reply's thought has it: trimmed, and nothing when blank.
+            return self.thought(written.trim().to_string()).await;
         }
         self.new_part = false;
         self.parser = parser;

@@ -400,6 +400,38 @@ async fn a_commentary_that_acts_is_the_step_whatever_message_follows_it() {
     }
 }
 
+/// Text mode, a commentary holding a `<think>` block, or only white space, before the answer:
+/// the think block's tags stayed in the thought (and its text streamed twice); the blank one
+/// streamed as thought. Whole and streamed, the thought is one, without tags; what streams of it
+/// is the step's (text after the block and before any tag is not streamed, as in any reply).
+#[tokio::test]
+async fn a_commentary_that_thinks_or_is_blank_is_read_as_the_whole_reply_reads_it() {
+    for commentary in ["<think>hmm</think>\nLet me look.", "  \n \n"] {
+        let mut thoughts = Vec::new();
+        for mode in [Mode::Text, Mode::Streamed] {
+            let app = spawn_app().await;
+            let answered = Scripted::Answered(commentary.into(), "Final Answer: 42".into());
+            model(&app, vec![answered]).await;
+            let reply = match mode {
+                Mode::Streamed => {
+                    let streamed = post_stream(&app, &body(Mode::Text)).await;
+                    let terminal = streamed.terminal().1.clone();
+                    let told = streamed.joined("thought");
+                    let thought = terminal["thought"].as_str().unwrap();
+                    assert!(thought.starts_with(&told), "{told:?} of {thought:?}");
+                    assert!(told.ends_with("hmm") || told == thought, "{told:?}");
+                    terminal
+                }
+                _ => app.post_react_step(&body(Mode::Text)).await.body,
+            };
+            assert_eq!(reply["direct_response"], "42", "{reply}");
+            assert!(!reply["thought"].to_string().contains("think>"), "{reply}");
+            thoughts.push(reply["thought"].clone());
+        }
+        assert_eq!(thoughts[0], thoughts[1], "{commentary:?}");
+    }
+}
+
 #[tokio::test]
 async fn a_loop_with_parallel_calls_answers_each_by_its_id() {
     let app = spawn_app().await;

@@ -85,6 +85,8 @@ pub struct LiveParser {
     think_line_start: bool,
     /// Text other than thinking came before any tag: a `<think>` after it opens no block.
     prelude_text: bool,
+    /// A section other than the prelude was entered once (a closed `<think>` goes back to it).
+    left_the_prelude: bool,
     /// Inside `<think>`: a line from `pos` on begins a step (see [`Self::think`]), and where the
     /// search for the closing tag goes on.
     drafted: Option<usize>,
@@ -112,6 +114,7 @@ impl LiveParser {
             in_fence: false,
             think_line_start: true,
             prelude_text: false,
+            left_the_prelude: false,
             drafted: None,
             tags: tags.clone(),
         }
@@ -121,7 +124,7 @@ impl LiveParser {
     /// that may be a call, a turn the model made up (plain text before any of them is never
     /// sent, as only the whole output tells what it is).
     pub fn past_plain_text(&self) -> bool {
-        self.section != Section::Prelude
+        self.left_the_prelude
     }
 
     /// Reads the next piece of output; returns the deltas it completes.
@@ -492,6 +495,7 @@ impl LiveParser {
 
     fn enter(&mut self, section: Section) {
         self.section = section;
+        self.left_the_prelude |= section != Section::Prelude;
         self.breaks.clear();
         self.started = false;
         self.line_read = false;
