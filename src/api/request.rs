@@ -248,15 +248,18 @@ fn line_range_is_ordered(v: &VectorResult) -> Result<(), validator::ValidationEr
         (Some(s), _) if lines_after_first(&v.content) > u32::MAX - s => {
             refused("the content's lines, counted from start_line, run past line 4294967295")
         }
+        (None, Some(e)) if lines_after_first(&v.content) >= e => refused(
+            "the content holds more lines than end_line leaves room for, counted back from it",
+        ),
         _ => Ok(()),
     }
 }
 
-/// How many lines `content` holds after its first.
+/// How many lines `content` holds after its first, as it is shown (blank lines at its end are
+/// not).
 fn lines_after_first(content: &str) -> u32 {
-    let lines = memchr::memchr_iter(b'\n', content.as_bytes()).count()
-        + usize::from(!content.is_empty() && !content.ends_with('\n'));
-    u32::try_from(lines.saturating_sub(1)).unwrap_or(u32::MAX)
+    let shown = content.trim_end_matches('\n');
+    u32::try_from(memchr::memchr_iter(b'\n', shown.as_bytes()).count()).unwrap_or(u32::MAX)
 }
 
 #[derive(Debug, Deserialize, Validate)]

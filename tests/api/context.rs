@@ -409,7 +409,8 @@ async fn an_empty_hit_holds_no_line_and_one_past_the_last_line_number_is_refused
         {"path": "a.py", "content": "four\n", "score": 0.9, "start_line": 4},
         {"path": "a.py", "content": "", "score": 0.8, "start_line": 5},
         {"path": "a.py", "content": "six\n", "score": 0.7, "start_line": 6},
-        {"content": "", "score": 0.1}
+        {"content": "", "score": 0.1},
+        {"path": "b.py", "content": "ten\n\n\n", "score": 0.05, "start_line": 10}
     ]);
     body["dry_run"] = json!(true);
 
@@ -422,6 +423,8 @@ async fn an_empty_hit_holds_no_line_and_one_past_the_last_line_number_is_refused
         "{prompt}"
     );
     assert!(!prompt.contains("lines 4-6") && !prompt.contains("lines 5-5"));
+    // Blank lines at a block's end are not shown, nor claimed.
+    assert!(prompt.contains("b.py, lines 10-10"), "{prompt}");
     let items = reply.body["context_report"]["items"].as_array().unwrap();
     let empty: Vec<&Value> = items
         .iter()
@@ -440,6 +443,16 @@ async fn an_empty_hit_holds_no_line_and_one_past_the_last_line_number_is_refused
     assert_eq!(refused.status, 400, "{}", refused.text);
     assert!(
         refused.text.contains("run past line 4294967295"),
+        "{}",
+        refused.text
+    );
+    // Counted back from end_line, five lines would begin before line 1.
+    body["vector_search_results_to_include"] =
+        json!([{"path": "a.py", "content": "A\nB\nC\nD\nE", "end_line": 2}]);
+    let refused = app.post_react_step(&body).await;
+    assert_eq!(refused.status, 400, "{}", refused.text);
+    assert!(
+        refused.text.contains("end_line leaves room"),
         "{}",
         refused.text
     );

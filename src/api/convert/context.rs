@@ -45,11 +45,19 @@ pub fn items(req: &mut ReactStepRequest) -> (Vec<ContextItem>, Vec<Excluded>) {
         }),
         std::mem::take(&mut req.vector_search_results_to_include)
             .into_iter()
-            .map(|v| SearchHit {
-                lines: lines_held(v.start_line, v.end_line, &v.content),
-                path: v.path,
-                content: v.content,
-                score: v.score,
+            .map(|mut v| {
+                // A block's blank lines at its end are not shown: its lines end at its text's.
+                let shown = v.content.trim_end_matches('\n').len();
+                v.content.truncate((shown + 1).min(v.content.len()));
+                if shown == 0 {
+                    v.content.clear();
+                }
+                SearchHit {
+                    lines: lines_held(v.start_line, v.end_line, &v.content),
+                    path: v.path,
+                    content: v.content,
+                    score: v.score,
+                }
             }),
     )
 }

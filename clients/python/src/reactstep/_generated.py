@@ -360,7 +360,7 @@ class VectorSearchResult(BaseModel):
     """
     end_line: Annotated[int | None, Field(ge=1)] = None
     """
-    Not before start_line. Where the content holds more or fewer lines, its own count is what the heading names.
+    Not before start_line. Where the content holds more or fewer lines, its own count is what the heading names (blank lines at its end are not shown, nor counted). With no start_line, refused when the content's lines, counted back from here, would begin before line 1.
     """
 
 

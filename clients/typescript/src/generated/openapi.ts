@@ -724,7 +724,7 @@ export interface components {
              *     lines, counted from here, run past line 4294967295.
              */
             start_line?: number | null;
-            /** @description Not before start_line. Where the content holds more or fewer lines, its own count is what the heading names. */
+            /** @description Not before start_line. Where the content holds more or fewer lines, its own count is what the heading names (blank lines at its end are not shown, nor counted). With no start_line, refused when the content's lines, counted back from here, would begin before line 1. */
             end_line?: number | null;
         };
         LlmConfig: {
