@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use serde_json::{json, Value};
 use wiremock::{Mock, Request, Respond, ResponseTemplate};
 
-use crate::support::app::spawn_app;
+use crate::support::app::{spawn_app, TestApp};
 use crate::support::provider_rules::pairing_refusal;
 use crate::support::requests::request;
 use crate::support::upstream::{
@@ -121,8 +121,8 @@ fn body(wire: Wire, step: usize, history: &Value, task: &str) -> Value {
     body
 }
 
-/// Runs the loop; what the upstream got at each step and the last history.
-async fn run_loop(wire: Wire, task_at: impl Fn(usize) -> String) -> (Vec<Value>, Value) {
+/// The service, its upstream answering the steps in order on `wire`.
+async fn app_on(wire: Wire) -> TestApp {
     let app = spawn_app().await;
     Mock::given(wiremock::matchers::path(wire.path()))
         .respond_with(Upstream {
@@ -131,6 +131,12 @@ async fn run_loop(wire: Wire, task_at: impl Fn(usize) -> String) -> (Vec<Value>,
         })
         .mount(&app.llm)
         .await;
+    app
+}
+
+/// Runs the loop; what the upstream got at each step and the last history.
+async fn run_loop(wire: Wire, task_at: impl Fn(usize) -> String) -> (Vec<Value>, Value) {
+    let app = app_on(wire).await;
     let mut history = json!([]);
     for step in 1..=STEPS {
         let reply = app
@@ -311,14 +317,7 @@ async fn a_new_request_mid_loop_is_a_new_turn() {
 #[tokio::test]
 async fn a_dry_run_shows_the_turns_new_text_where_the_wire_sends_it() {
     for wire in [Wire::OpenAi, Wire::Ollama, Wire::Anthropic] {
-        let app = spawn_app().await;
-        Mock::given(wiremock::matchers::path(wire.path()))
-            .respond_with(Upstream {
-                wire,
-                next: AtomicUsize::new(0),
-            })
-            .mount(&app.llm)
-            .await;
+        let app = app_on(wire).await;
         let first = app.post_react_step(&body(wire, 1, &json!([]), TASK)).await;
         let mut history = first.body["updated_conversation_history"].clone();
         history.as_array_mut().unwrap().push(json!({
