@@ -46,7 +46,9 @@ pub use answer_schema::AnswerSchema;
 pub use context::clearing::ClearToolResults;
 pub use context::token_cache::publish_metrics as publish_token_cache_metrics;
 pub use context::tokens::{is_warm as encoders_warm, Encoding};
-pub use context::{dedupe, path_key, ContextItem, ContextReport, ContextSource, Excluded, Fate};
+pub use context::{
+    dedupe, path_key, same_path, ContextItem, ContextReport, ContextSource, Excluded, Fate,
+};
 pub use context::{within_summary_bound, MAX_SUMMARY_CHARS};
 pub use decide::{Call, ReactSettings};
 pub use error::{FailedAttempt, StepError, StepErrorKind};

@@ -4,7 +4,7 @@
 use std::collections::HashSet;
 
 use crate::api::request::ReactStepRequest;
-use crate::step::{dedupe, path_key, ContextItem, ContextSource, Excluded, Fate};
+use crate::step::{dedupe, path_key, same_path, ContextItem, ContextSource, Excluded, Fate};
 
 /// `context_priority`: each source at most once.
 pub fn priority(
@@ -199,13 +199,16 @@ fn named_items(
         ContextSource::Explicit => path_key(id).into_owned(),
         _ => id.to_string(),
     };
-    let given_keys: HashSet<String> = given.iter().map(|g| key(&g.id)).collect();
+    let same = |a: &str, b: &str| match source {
+        ContextSource::Explicit => same_path(a, b),
+        _ => a == b,
+    };
     let mut named = HashSet::new();
     for name in names {
-        let name_key = key(&name);
-        if given_keys.contains(&name_key) {
+        if given.iter().any(|g| same(&g.id, &name)) {
             continue;
         }
+        let name_key = key(&name);
         if named.insert(name_key) {
             unresolved.push(missing(source, name));
             continue;

@@ -200,22 +200,41 @@ impl From<Excluded> for ReportItem {
 /// A path as one file whatever way it is written: `./a.rs`, `src//a.rs` and `src/./a.rs` are
 /// `a.rs`, `src/a.rs` and `src/a.rs` (`..` is left as it is: a workspace refuses it).
 pub fn path_key(path: &str) -> std::borrow::Cow<'_, str> {
+    if !written_another_way(path) {
+        return path.into();
+    }
     let (root, rest) = match path.strip_prefix('/') {
         Some(rest) => ("/", rest),
         None => ("", path),
     };
     let odd = |part: &str| part.is_empty() || part == ".";
-    if !rest.split('/').any(odd) {
-        return path.into();
-    }
     let parts: Vec<&str> = rest.split('/').filter(|part| !odd(part)).collect();
     [root, &parts.join("/")].concat().into()
+}
+
+/// Whether `path` has a part [`path_key`] leaves out: an empty one or a `.` (found by substring
+/// searches, as a step compares every item's path with the others').
+fn written_another_way(path: &str) -> bool {
+    let rest = path.strip_prefix('/').unwrap_or(path);
+    rest.is_empty()
+        || rest == "."
+        || rest.starts_with("./")
+        || rest.starts_with('/')
+        || rest.ends_with('/')
+        || rest.ends_with("/.")
+        || rest.contains("//")
+        || rest.contains("/./")
+}
+
+/// Whether two paths name one file.
+pub fn same_path(a: &str, b: &str) -> bool {
+    a == b || ((written_another_way(a) || written_another_way(b)) && path_key(a) == path_key(b))
 }
 
 /// Whether two items' paths name one file.
 fn same_file(a: &Option<String>, b: &Option<String>) -> bool {
     match (a, b) {
-        (Some(a), Some(b)) => path_key(a) == path_key(b),
+        (Some(a), Some(b)) => same_path(a, b),
         _ => false,
     }
 }
@@ -647,8 +666,15 @@ mod tests {
             ("src/a.rs/", "src/a.rs"),
             ("/abs//a.rs", "/abs/a.rs"),
             ("src/../a.rs", "src/../a.rs"),
+            ("./a", "a"),
+            (".", ""),
+            ("/", "/"),
+            ("a/.", "a"),
+            ("a/.b", "a/.b"),
+            ("a/b./c", "a/b./c"),
         ] {
             assert_eq!(path_key(written), key, "{written}");
+            assert!(same_path(written, key), "{written}");
         }
         let (kept, excluded) = dedupe(vec![hit("./b.rs", (1, 3)), hit("b.rs", (3, 5))]);
         assert_eq!((kept.len(), excluded.len()), (1, 1));

@@ -17,6 +17,7 @@ pub(super) mod truncate;
 pub mod workspace;
 
 pub use items::{
-    dedupe, path_key, ContextItem, ContextReport, ContextSource, Excluded, Fate, ReportItem,
+    dedupe, path_key, same_path, ContextItem, ContextReport, ContextSource, Excluded, Fate,
+    ReportItem,
 };
 pub use summary::{within_summary_bound, MAX_SUMMARY_CHARS};
