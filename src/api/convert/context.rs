@@ -164,13 +164,11 @@ fn search_hits(
             .unwrap_or_else(|| format!("search result {}", i + 1));
         if hit.content.is_empty() {
             // It holds no line: nothing to send, nor to join other hits through.
-            unresolved.push(Excluded {
-                source: ContextSource::VectorSearch,
+            unresolved.push(Excluded::dropped(
+                ContextSource::VectorSearch,
                 id,
-                fate: Fate::Dropped,
-                cursor_line: None,
-                reason: "empty: the search result holds no text".into(),
-            });
+                "empty: the search result holds no text",
+            ));
             continue;
         }
         items.push(ContextItem {
@@ -214,13 +212,11 @@ fn named_items(
             continue;
         }
         // Read once from a workspace, reported once: a name given again is a duplicate.
-        unresolved.push(Excluded {
+        unresolved.push(Excluded::dropped(
             source,
-            id: name,
-            fate: Fate::Dropped,
-            cursor_line: None,
-            reason: "duplicate: named again; the first mention is the one used".into(),
-        });
+            name,
+            "duplicate: named again; the first mention is the one used",
+        ));
     }
     let mut seen = HashSet::new();
     for item in given {
@@ -228,16 +224,11 @@ fn named_items(
             items.push(item);
             continue;
         }
-        unresolved.push(Excluded {
-            source,
-            id: item.id,
-            fate: Fate::Dropped,
-            cursor_line: None,
-            reason: format!(
-                "duplicate: an earlier {} has the same id, and is the one sent",
-                source.label()
-            ),
-        });
+        let reason = format!(
+            "duplicate: an earlier {} has the same id, and is the one sent",
+            source.label()
+        );
+        unresolved.push(Excluded::dropped(source, item.id, reason));
     }
 }
 

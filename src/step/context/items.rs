@@ -185,6 +185,19 @@ pub struct Excluded {
     pub cursor_line: Option<u32>,
 }
 
+impl Excluded {
+    /// An item left out of the prompt for good (empty, or a duplicate of one that is sent).
+    pub fn dropped(source: ContextSource, id: String, reason: impl Into<String>) -> Self {
+        Self {
+            source,
+            id,
+            fate: Fate::Dropped,
+            cursor_line: None,
+            reason: reason.into(),
+        }
+    }
+}
+
 impl From<Excluded> for ReportItem {
     fn from(u: Excluded) -> Self {
         Self {
@@ -292,13 +305,7 @@ fn is_whole_file(item: &ContextItem) -> bool {
 }
 
 fn duplicate(item: ContextItem, reason: String) -> Excluded {
-    Excluded {
-        source: item.source,
-        id: item.id,
-        fate: Fate::Dropped,
-        cursor_line: None,
-        reason,
-    }
+    Excluded::dropped(item.source, item.id, reason)
 }
 
 /// Joins each file's search hits whose ranges overlap or touch, directly or through a hit that
