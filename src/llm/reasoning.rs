@@ -145,33 +145,69 @@ impl ReasoningState {
     /// The reasoning a person can read: the thinking blocks' text, or the reasoning content, or
     /// the summaries of the Responses API's reasoning items.
     pub fn text(&self) -> String {
-        let thinking: Vec<&str> = self
-            .blocks
-            .iter()
-            .filter_map(|b| match b {
-                ThinkingBlock::Thinking { thinking, .. } => Some(thinking.trim()),
+        let parts: Vec<&str> = self.readable_parts().into_iter().map(|(p, _)| p).collect();
+        parts.join(PARTS_APART)
+    }
+
+    /// [`Self::text`] in two: what was reasoned before the reply's text began, and what after
+    /// it (thinking between text blocks, a reasoning item between messages). The step's thought
+    /// puts the second after what the model wrote, where it came, as its stream tells it.
+    pub fn text_around_writing(&self) -> (String, String) {
+        let (late, early): (Vec<_>, Vec<_>) = self.readable_parts().into_iter().partition(|p| p.1);
+        let joined = |parts: Vec<(&str, bool)>| {
+            let parts: Vec<&str> = parts.into_iter().map(|(p, _)| p).collect();
+            parts.join(PARTS_APART)
+        };
+        (joined(early), joined(late))
+    }
+
+    /// Each part of the readable reasoning, trimmed, none blank (the reasoning content alone
+    /// may be), and whether it came after the reply's text began.
+    fn readable_parts(&self) -> Vec<(&str, bool)> {
+        let early = self.thinking_before_text();
+        let thinking: Vec<(&str, bool)> = (self.blocks.iter().enumerate())
+            .filter_map(|(i, b)| match b {
+                ThinkingBlock::Thinking { thinking, .. } => Some((thinking.trim(), i >= early)),
                 ThinkingBlock::RedactedThinking { .. } => None,
             })
-            .filter(|t| !t.is_empty())
+            .filter(|(t, _)| !t.is_empty())
             .collect();
-        if thinking.is_empty() && self.reasoning_content.is_none() {
-            let summaries: Vec<&str> = self
-                .reasoning_items()
-                .flat_map(summary_texts)
-                .map(str::trim)
-                .filter(|t| !t.is_empty())
-                .collect();
-            return summaries.join("\n\n");
+        match (&self.reasoning_content, thinking.is_empty()) {
+            (None, true) => self.summaries(),
+            (Some(content), true) => vec![(content.trim(), false)],
+            (_, false) => thinking,
         }
-        if thinking.is_empty() {
-            return self
-                .reasoning_content
-                .as_deref()
-                .unwrap_or_default()
-                .trim()
-                .to_string();
+    }
+
+    /// How many thinking blocks came before the first text block (all of them in the usual
+    /// order, which keeps no layout).
+    fn thinking_before_text(&self) -> usize {
+        let Some(text) = self.layout.iter().position(|s| *s == Slot::Text) else {
+            return self.blocks.len();
+        };
+        self.layout[..text]
+            .iter()
+            .filter(|s| **s == Slot::Thinking)
+            .count()
+    }
+
+    /// The summaries of the Responses API's reasoning items, and whether each came after a
+    /// message holding text.
+    fn summaries(&self) -> Vec<(&str, bool)> {
+        let mut wrote = false;
+        let mut parts = Vec::new();
+        for item in &self.items {
+            match item["type"].as_str() {
+                Some("reasoning") => parts.extend(
+                    (summary_texts(item).map(str::trim))
+                        .filter(|t| !t.is_empty())
+                        .map(|t| (t, wrote)),
+                ),
+                Some("message") => wrote |= holds_text(item),
+                _ => {}
+            }
         }
-        thinking.join("\n\n")
+        parts
     }
 
     /// The texts that go back with a turn and take room in the prompt: each block's thinking
@@ -198,6 +234,20 @@ impl ReasoningState {
     pub fn counted_len(&self) -> usize {
         self.counted_parts().map(str::len).sum()
     }
+}
+
+/// Between two parts of what was reasoned.
+const PARTS_APART: &str = "\n\n";
+
+/// Whether a Responses message holds text (a refusal part does not stream as it comes).
+fn holds_text(message: &serde_json::Value) -> bool {
+    let parts = message["content"]
+        .as_array()
+        .map(Vec::as_slice)
+        .unwrap_or(&[]);
+    parts
+        .iter()
+        .any(|p| p["type"] == "output_text" && p["text"].as_str().is_some_and(|t| !t.is_empty()))
 }
 
 /// The readable summary of a Responses reasoning item.
@@ -234,6 +284,45 @@ mod tests {
                 "{bad}"
             );
         }
+    }
+
+    /// What came after the text began is told apart, by the layout of thinking blocks or the
+    /// order of Responses items; a message of a refusal alone, or of no text, is not text.
+    #[test]
+    fn reasoning_after_the_text_is_told_apart() {
+        let block = |t: &str| ThinkingBlock::Thinking {
+            thinking: t.into(),
+            signature: "s".into(),
+        };
+        let mut state = ReasoningState {
+            blocks: vec![block("one"), block("two"), block(" three ")],
+            layout: vec![Slot::Thinking, Slot::Text, Slot::Thinking, Slot::Thinking],
+            ..ReasoningState::default()
+        };
+        let around = state.text_around_writing();
+        assert_eq!(around, ("one".into(), "two\n\nthree".into()));
+        assert_eq!(state.text(), "one\n\ntwo\n\nthree");
+        state.layout.clear();
+        assert_eq!(state.text_around_writing().1, "");
+        let reasoning = |t: &str| serde_json::json!({"type": "reasoning", "summary": [{"type": "summary_text", "text": t}]});
+        let message =
+            |part: serde_json::Value| serde_json::json!({"type": "message", "content": [part]});
+        let state = ReasoningState {
+            items: vec![
+                reasoning("R1"),
+                message(serde_json::json!({"type": "refusal", "refusal": "no"})),
+                message(serde_json::json!({"type": "output_text", "text": ""})),
+                reasoning("R2"),
+                message(serde_json::json!({"type": "output_text", "text": "Hi"})),
+                reasoning(" "),
+                reasoning("R3"),
+            ],
+            ..ReasoningState::default()
+        };
+        assert_eq!(
+            state.text_around_writing(),
+            ("R1\n\nR2".into(), "R3".into())
+        );
     }
 
     #[test]

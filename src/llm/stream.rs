@@ -179,8 +179,9 @@ impl CompletionStream {
                         }
                         self.pending.push_back(piece);
                     }
-                    Some(Piece::Reasoning(text)) if text.is_empty() => {}
-                    Some(piece @ (Piece::Reasoning(_) | Piece::ReasoningPart(_))) => {
+                    Some(Piece::Reasoning(text) | Piece::LateReasoning(text))
+                        if text.is_empty() => {}
+                    Some(piece) if piece.is_reasoning() => {
                         // Checked as it streams, not once all of it was relayed to the client.
                         self.reasoning_read += piece.text().len();
                         let most = super::bounded::MAX_REASONING_BYTES;

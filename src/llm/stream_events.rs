@@ -58,15 +58,27 @@ pub enum Piece {
     /// Text the model marked as a preamble (a Responses `commentary` message): thought, never
     /// the answer.
     Preamble(String),
+    /// Reasoning that came after the reply's text began (thinking between text blocks, a
+    /// reasoning item between messages): the step's thought puts it after what the model
+    /// wrote (`ReasoningState::text_around_writing`), so it is told once the reply is over.
+    LateReasoning(String),
+    /// Such reasoning beginning a part of its own.
+    LateReasoningPart(String),
 }
 
 impl Piece {
+    pub fn is_reasoning(&self) -> bool {
+        !matches!(self, Self::Text(_) | Self::Preamble(_))
+    }
+
     pub fn text(&self) -> &str {
         match self {
             Self::Text(text)
             | Self::Reasoning(text)
             | Self::ReasoningPart(text)
-            | Self::Preamble(text) => text,
+            | Self::Preamble(text)
+            | Self::LateReasoning(text)
+            | Self::LateReasoningPart(text) => text,
         }
     }
 }

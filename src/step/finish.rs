@@ -253,16 +253,16 @@ pub(super) fn loop_stop(
 }
 
 /// The step's thought: what the model reasoned (thinking, `reasoning_content`), then what it
-/// wrote as its thought when that says more.
+/// wrote as its thought when that says more, then what it reasoned once it had begun writing.
 fn with_reasoning(reasoning: &ReasoningState, written: String) -> String {
     let reasoned = reasoning.text();
     if reasoned.is_empty() || reasoned.trim() == written.trim() {
         return written;
     }
-    if written.trim().is_empty() {
-        return reasoned;
-    }
-    format!("{reasoned}\n\n{}", written.trim())
+    let (before, after) = reasoning.text_around_writing();
+    let parts = [before.as_str(), written.trim(), after.as_str()];
+    let parts: Vec<&str> = parts.into_iter().filter(|p| !p.is_empty()).collect();
+    parts.join("\n\n")
 }
 
 /// A `/tool …` query that names a known tool: proposed as it is, without a prompt or a model.

@@ -54,19 +54,33 @@ pub(super) async fn stream_call(
     Ok((completion, shown))
 }
 
-/// The reply's pieces read as they come. Reasoning streams as thought, its parts a blank line
-/// apart; a preamble and the written thought follow it after a blank line, as the step's
-/// `thought` joins them.
+/// The reply's pieces read as they come. Thought is told in parts a blank line apart, as the
+/// step's `thought` joins them: what was reasoned, a preamble, the written thought, and what
+/// was reasoned after the text began (held to the end, where the step's thought puts it).
 struct Reading<'l> {
     relay: Relay<'l>,
     tags: &'l parse::Tags,
     parser: parse::live::LiveParser,
-    /// In text tool mode, a preamble being read, and its text as written (`end_preamble`).
+    /// A preamble being read, and its text as written (`end_preamble`).
     preamble: Option<(parse::live::LiveParser, String)>,
     native: bool,
-    reasoned: bool,
+    /// Some thought was told: another part of it is told a blank line after it.
+    told: bool,
+    /// The part told last, which a piece of the same kind goes on.
+    open: Part,
+    /// The next reasoning begins a part of its own.
     new_part: bool,
-    in_preamble: bool,
+    /// Reasoning that came after the text began, by part.
+    late: Vec<String>,
+}
+
+/// What a part of the told thought is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Part {
+    None,
+    Reasoning,
+    Preamble,
+    Written,
 }
 
 impl<'l> Reading<'l> {
@@ -77,20 +91,31 @@ impl<'l> Reading<'l> {
             parser: parse::live::LiveParser::new(tags),
             preamble: None,
             native,
-            reasoned: false,
+            told: false,
+            open: Part::None,
             new_part: false,
-            in_preamble: false,
+            late: Vec::new(),
         }
     }
 
     async fn piece(&mut self, piece: Piece) -> Result<(), StepError> {
-        self.new_part |= self.reasoned && matches!(piece, Piece::ReasoningPart(_));
-        self.new_part |= self.reasoned && !self.in_preamble && matches!(piece, Piece::Preamble(_));
-        self.in_preamble = matches!(piece, Piece::Preamble(_));
         match piece {
-            Piece::Preamble(text) if !self.native => self.preamble_text(&text).await,
-            Piece::ReasoningPart(text) | Piece::Reasoning(text) | Piece::Preamble(text) => {
-                self.thought(text).await
+            Piece::Preamble(text) => self.preamble_text(&text).await,
+            Piece::ReasoningPart(text) => {
+                self.new_part = true;
+                self.thought(Part::Reasoning, text).await
+            }
+            Piece::Reasoning(text) => self.thought(Part::Reasoning, text).await,
+            Piece::LateReasoningPart(text) => {
+                self.late.push(text);
+                Ok(())
+            }
+            Piece::LateReasoning(text) => {
+                match self.late.last_mut() {
+                    Some(part) => part.push_str(&text),
+                    None => self.late.push(text),
+                }
+                Ok(())
             }
             Piece::Text(text) => {
                 self.end_preamble().await?;
@@ -100,41 +125,47 @@ impl<'l> Reading<'l> {
         }
     }
 
-    /// The reply is over: what was held is decided.
+    /// The reply is over: what was held is decided, and what was reasoned late is told, its
+    /// parts trimmed, as the step's thought has them (`ReasoningState::text_around_writing`).
     async fn finish(mut self) -> Result<Relay<'l>, StepError> {
         self.end_preamble().await?;
         let deltas = self.parser.finish();
         self.deltas(deltas).await?;
+        let late = std::mem::take(&mut self.late);
+        let late: Vec<&str> = (late.iter().map(|p| p.trim()))
+            .filter(|p| !p.is_empty())
+            .collect();
+        self.new_part = true;
+        self.thought(Part::Reasoning, late.join("\n\n")).await?;
         Ok(self.relay)
     }
 
-    /// Reasoning, or a preamble told as written: thought, a blank line after another part.
-    async fn thought(&mut self, text: String) -> Result<(), StepError> {
+    /// Thought of a `kind`: a blank line before it when it begins a part after another.
+    async fn thought(&mut self, kind: Part, text: String) -> Result<(), StepError> {
         if text.is_empty() {
             return Ok(());
         }
-        if std::mem::take(&mut self.new_part) {
+        let new = std::mem::take(&mut self.new_part) || self.open != kind;
+        if new && self.told {
             self.relay.thought("\n\n".into()).await?;
         }
-        self.reasoned = true;
+        (self.told, self.open) = (true, kind);
         self.relay.thought(text).await
     }
 
-    /// The written text's deltas: its thought a blank line after what was reasoned before it.
+    /// The written text's deltas: its thought a part of its own.
     async fn deltas(&mut self, deltas: Vec<parse::live::LiveDelta>) -> Result<(), StepError> {
         for delta in deltas {
-            if std::mem::take(&mut self.reasoned)
-                && matches!(delta, parse::live::LiveDelta::Thought(_))
-            {
-                self.relay.thought("\n\n".into()).await?;
+            match delta {
+                parse::live::LiveDelta::Thought(text) => self.thought(Part::Written, text).await?,
+                answer => self.relay.delta(answer).await?,
             }
-            self.relay.delta(delta).await?;
         }
         Ok(())
     }
 
-    /// A preamble's text in text tool mode, read by a parser of its own: what it is shows only
-    /// as it goes on (plain text is never told before that).
+    /// A preamble's text, read by a parser of its own: what it is shows only as it goes on
+    /// (plain text is never told before that).
     async fn preamble_text(&mut self, text: &str) -> Result<(), StepError> {
         let tags = self.tags;
         let (parser, written) = self
@@ -142,25 +173,46 @@ impl<'l> Reading<'l> {
             .get_or_insert_with(|| (parse::live::LiveParser::new(tags), String::new()));
         written.push_str(text);
         let deltas = parser.push(text);
-        self.deltas(deltas).await
+        self.preamble_deltas(deltas).await
     }
 
     /// The preamble is over (the text begins, or the reply ends). A plain one is told whole, as
-    /// the thought before the answer; one that is more (a tag, a call) began the step itself,
-    /// and its parser reads on, the text a blank line after it, as the whole reply reads it
-    /// (`reply::stepping_preamble`).
+    /// the thought before the answer, a part of its own. One that is more (a tag, a call): in
+    /// text tool mode it began the step itself, and its parser reads on, the text a blank line
+    /// after it, as the whole reply reads it (`reply::stepping_preamble`); with tools called
+    /// natively it is only thought, and what the text says is a part after it.
     async fn end_preamble(&mut self) -> Result<(), StepError> {
         let Some((mut parser, written)) = self.preamble.take() else {
             return Ok(());
         };
-        let deltas = parser.push(crate::llm::MESSAGES_APART);
-        if !parser.past_plain_text() {
-            // As the whole reply's thought has it: trimmed, and nothing when blank.
-            return self.thought(written.trim().to_string()).await;
+        if !self.native {
+            let deltas = parser.push(crate::llm::MESSAGES_APART);
+            if parser.past_plain_text() {
+                self.parser = parser;
+                return self.deltas(deltas).await;
+            }
+        } else if parser.past_plain_text() {
+            let deltas = parser.finish();
+            self.preamble_deltas(deltas).await?;
+            self.open = Part::Preamble;
+            return Ok(());
         }
-        self.new_part = false;
-        self.parser = parser;
-        self.deltas(deltas).await
+        // As the whole reply's thought has it: trimmed, and nothing when blank.
+        self.new_part = true;
+        self.thought(Part::Preamble, written.trim().to_string())
+            .await
+    }
+
+    /// A preamble's deltas: with tools called natively, only its thought (it is never the
+    /// answer, nor a call, which the provider makes).
+    async fn preamble_deltas(
+        &mut self,
+        deltas: Vec<parse::live::LiveDelta>,
+    ) -> Result<(), StepError> {
+        let native = self.native;
+        let deltas = deltas.into_iter();
+        let kept = deltas.filter(|d| !native || matches!(d, parse::live::LiveDelta::Thought(_)));
+        self.deltas(kept.collect()).await
     }
 }
 

@@ -260,7 +260,8 @@ fn read(input: &StepInput, completion: &Completion) -> Option<Reading> {
         parsed.warnings.push(parse::unstructured_warning(tags));
     }
     if in_order.is_none() && !completion.preamble.trim().is_empty() {
-        parsed.thought = before_thought(&completion.preamble, &parsed.thought);
+        let preamble = preamble_thought(&completion.preamble, tags);
+        parsed.thought = before_thought(&preamble, &parsed.thought);
     }
     let last_step = input.iterations_left == 1;
     parsed = decide::answer_among_calls(parsed, &input.tools, &input.react, last_step);
@@ -307,6 +308,15 @@ fn stepping_preamble(completion: &Completion, tags: &parse::Tags) -> Option<Stri
     parser.push(&completion.preamble);
     parser.push(crate::llm::MESSAGES_APART);
     parser.past_plain_text().then(|| completion.in_order())
+}
+
+/// What a preamble kept apart from the answer shows as thought: its thought as read (with
+/// tools called natively one may hold tags and a written call, which are not thought), or all
+/// of it when plain. Told alike as it streams (`live::Reading::end_preamble`).
+fn preamble_thought(preamble: &str, tags: &parse::Tags) -> String {
+    let read = parse::parse(preamble, tags).map(|p| p.thought);
+    let read = read.filter(|t| !t.trim().is_empty());
+    read.unwrap_or_else(|| preamble.trim().to_string())
 }
 
 /// The preamble the model wrote before its answer, then the thought the answer came with.

@@ -602,6 +602,127 @@ async fn messages_before_a_call_are_a_blank_line_apart_in_the_thought() {
     }
 }
 
+/// Streamed replies whose messages and reasoning interleave tell the step's thought and answer
+/// as the step has them: two answer messages with a commentary between streamed glued ("The
+/// answer is42."), reasoning after a message streamed inside the thought the step put it before,
+/// and with tools called natively a commentary streamed raw (its tag, its written call, its
+/// blank lines).
+#[tokio::test]
+async fn interleaved_messages_and_reasoning_stream_as_the_step_joins_them() {
+    let item = |phase: &'static str, text: &str| (Some(phase), text.to_string());
+    let acting = "Thought: I need a.rs.\nAction: read_file(path=\"a.rs\")";
+    let lead = "Reasoning 1.\n\nThen.";
+    let shapes = [
+        (
+            Mode::Text,
+            vec![
+                item("commentary", "Let me look."),
+                item("final_answer", "Final Answer: The answer is"),
+                item("commentary", "Checking."),
+                item("final_answer", "42."),
+            ],
+            format!("{lead}\n\nLet me look.\n\nChecking."),
+            Some("The answer is\n\n42."),
+        ),
+        (
+            Mode::Text,
+            vec![
+                item("commentary", acting),
+                item("reasoning", "R2."),
+                item("final_answer", "Final Answer: MADE"),
+            ],
+            format!("{lead}\n\nI need a.rs.\n\nR2."),
+            None,
+        ),
+        (
+            Mode::Text,
+            vec![
+                item("commentary", "Let me look."),
+                item("reasoning", "R2."),
+                item("final_answer", "Final Answer: It is 42."),
+            ],
+            format!("{lead}\n\nLet me look.\n\nR2."),
+            Some("It is 42."),
+        ),
+        (
+            Mode::Text,
+            vec![
+                item("final_answer", "Final Answer: 42"),
+                item("commentary", "Done."),
+            ],
+            format!("{lead}\n\nDone."),
+            Some("42"),
+        ),
+        (
+            Mode::Native,
+            vec![item("commentary", "  \n \n"), item("final_answer", "42")],
+            lead.to_string(),
+            Some("42"),
+        ),
+    ];
+    for (mode, messages, thought, answer) in shapes {
+        let mut steps = Vec::new();
+        for streamed in [false, true] {
+            let app = spawn_app().await;
+            model(&app, vec![Scripted::Messages(messages.clone(), vec![])]).await;
+            let step = match streamed {
+                true => {
+                    let streamed = post_stream(&app, &body(mode)).await;
+                    let step = streamed.terminal().1.clone();
+                    assert_eq!(streamed.joined("thought"), step["thought"], "{messages:?}");
+                    if let Some(answer) = step["direct_response"].as_str() {
+                        assert_eq!(streamed.joined("answer"), answer, "{messages:?}");
+                    }
+                    step
+                }
+                false => app.post_react_step(&body(mode)).await.body,
+            };
+            assert_eq!(step["thought"], thought.as_str(), "{messages:?}: {step}");
+            assert_eq!(step["direct_response"].as_str(), answer, "{messages:?}");
+            steps.push(step);
+        }
+        assert_eq!(steps[0]["thought"], steps[1]["thought"]);
+    }
+}
+
+/// With tools called natively, a commentary holding a tag and a written call before the real
+/// call: the tag and the written call streamed as thought, and the step's thought kept them
+/// when no call followed.
+#[tokio::test]
+async fn a_native_commentary_streams_only_its_thought() {
+    let written = "Thought: x\nAction: read_file(path=\"b.rs\")";
+    let shapes = [
+        (
+            vec![(Some("commentary"), written.to_string())],
+            vec![read("a.rs")],
+        ),
+        (
+            vec![
+                (Some("commentary"), written.to_string()),
+                (Some("final_answer"), "42".to_string()),
+            ],
+            vec![],
+        ),
+    ];
+    for (messages, calls) in shapes {
+        let app = spawn_app().await;
+        model(
+            &app,
+            vec![Scripted::Messages(messages.clone(), calls.clone())],
+        )
+        .await;
+        let streamed = post_stream(&app, &body(Mode::Native)).await;
+        let step = streamed.terminal().1.clone();
+        assert_eq!(step["thought"], "Reasoning 1.\n\nThen.\n\nx", "{step}");
+        assert_eq!(streamed.joined("thought"), step["thought"]);
+        let app = spawn_app().await;
+        model(&app, vec![Scripted::Messages(messages, calls)]).await;
+        let whole = app.post_react_step(&body(Mode::Native)).await.body;
+        assert_eq!(whole["thought"], step["thought"]);
+        assert_eq!(whole["direct_response"], step["direct_response"]);
+    }
+}
+
 #[tokio::test]
 async fn upstream_errors_map_as_they_do_on_the_chat_wire() {
     let error = |status: u16, kind: &str, code: &str| {

@@ -152,3 +152,45 @@ async fn red_team_17_a_signature_delta_without_a_thinking_block_is_not_a_crash()
         assert_eq!(data["error"]["type"], "llm_bad_response", "{data}");
     }
 }
+
+/// Interleaved thinking (thinking, text, thinking, a call): the step's thought put the second
+/// thinking before the text while the stream told it after; both now have it where it came,
+/// streamed and whole alike.
+#[tokio::test]
+async fn thinking_after_the_text_is_told_where_it_came() {
+    let thinking = |index: u64, text: &str| {
+        [
+            json!({"type": "content_block_start", "index": index, "content_block": {"type": "thinking", "thinking": ""}}),
+            json!({"type": "content_block_delta", "index": index, "delta": {"type": "thinking_delta", "thinking": text}}),
+            json!({"type": "content_block_delta", "index": index, "delta": {"type": "signature_delta", "signature": SIGNATURE}}),
+            json!({"type": "content_block_stop", "index": index}),
+        ]
+    };
+    let mut events = vec![start()];
+    events.extend(thinking(0, "I should read a.js."));
+    events.extend([
+        json!({"type": "content_block_start", "index": 1, "content_block": {"type": "text", "text": ""}}),
+        json!({"type": "content_block_delta", "index": 1, "delta": {"type": "text_delta", "text": "Thought: Reading a.js first."}}),
+        json!({"type": "content_block_stop", "index": 1}),
+    ]);
+    events.extend(thinking(2, "Then its test."));
+    events.extend([
+        json!({"type": "content_block_start", "index": 3, "content_block": {"type": "tool_use", "id": "toolu_02", "name": "read_file", "input": {}}}),
+        json!({"type": "content_block_delta", "index": 3, "delta": {"type": "input_json_delta", "partial_json": "{\"path\": \"a.js\"}"}}),
+        json!({"type": "content_block_stop", "index": 3}),
+    ]);
+    events.extend(stop("tool_use"));
+    let app = spawn_app().await;
+    mount_sse(&app, &events).await;
+    let streamed = post_stream(&app, &native_reasoning("claude-sonnet-4-5", "minimal")).await;
+    let (name, step) = streamed.terminal().clone();
+    assert_eq!(name, "step", "{step}");
+    let thought = "I should read a.js.\n\nReading a.js first.\n\nThen its test.";
+    assert_eq!(step["thought"], thought);
+    assert_eq!(streamed.joined("thought"), thought);
+    assert_eq!(
+        step["updated_conversation_history"][1]["reasoning_state"]["layout"],
+        json!(["thinking", "text", "thinking", "tool_use"]),
+        "{step}"
+    );
+}

@@ -32,7 +32,8 @@ pub enum Scripted {
     Refused(String, String),
     /// A message with no phase (text mode).
     Text(String),
-    /// Messages `(phase, text)` in order, then calls `(name, arguments)`.
+    /// Messages `(phase, text)` in order (phase `reasoning`: a reasoning item of that summary),
+    /// then calls `(name, arguments)`.
     Messages(Vec<(Option<&'static str>, String)>, Vec<(String, Value)>),
 }
 
@@ -241,6 +242,12 @@ impl ResponsesModel {
                     .iter()
                     .enumerate()
                     .map(|(i, (phase, text))| {
+                        if *phase == Some("reasoning") {
+                            let id = format!("rs_{n}_{i}");
+                            return json!({"type": "reasoning", "id": id,
+                                "summary": [{"type": "summary_text", "text": text}],
+                                "encrypted_content": sealed(model, &id, &id)});
+                        }
                         let mut m = message(text, *phase);
                         m["id"] = json!(format!("msg_{n}_{i}"));
                         m

@@ -40,7 +40,10 @@ impl StreamDecoder for EventDecoder {
                     signature: String::new(),
                 };
                 sofar.thinking_block(index, block)?;
-                return Ok(Some(Piece::ReasoningPart(thinking)));
+                return Ok(Some(match self.after_text(index) {
+                    true => Piece::LateReasoningPart(thinking),
+                    false => Piece::ReasoningPart(thinking),
+                }));
             }
             Event::ContentBlockStart {
                 index,
@@ -115,8 +118,16 @@ impl EventDecoder {
             Some(Piece::Text(text)) if apart => {
                 Some(Piece::Text(format!("{}{text}", super::TEXTS_APART)))
             }
+            Some(Piece::Reasoning(text)) if self.after_text(index) => {
+                Some(Piece::LateReasoning(text))
+            }
             piece => piece,
         })
+    }
+
+    /// Whether the block at `index` comes after a text block, as the reply's layout will say.
+    fn after_text(&self, index: u64) -> bool {
+        self.text_blocks.first().is_some_and(|text| *text < index)
     }
 
     /// Whether the text block at `index` begins after thinking that followed earlier text, as

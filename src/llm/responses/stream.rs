@@ -21,10 +21,12 @@ pub struct EventDecoder {
     items: usize,
     /// The output indexes of messages marked `commentary`: their text streams as thought.
     commentary: BTreeSet<u64>,
-    /// The message the last text came from, and whether it was a preamble: the next message's
-    /// text of the same kind streams a blank line after it, as the whole items join them (the
-    /// step puts that line between a preamble and the text itself).
-    last_text: Option<(u64, bool)>,
+    /// The message the last text of each kind came from (the answer's, a preamble's): the next
+    /// message's text of that kind streams a blank line after it, as the whole items join them,
+    /// whatever came between (the step puts that line between a preamble and the text itself).
+    last_text: [Option<u64>; 2],
+    /// A message's text has come: reasoning after it is late (`Piece::LateReasoning`).
+    wrote: bool,
 }
 
 /// What the service reads of an event.
@@ -83,10 +85,14 @@ impl StreamDecoder for EventDecoder {
                 self.added(event.output_index, event.item.as_deref());
                 Ok(None)
             }
-            "response.reasoning_summary_text.delta" => Ok(event.delta.map(Piece::Reasoning)),
-            "response.reasoning_summary_part.added" => {
-                Ok(Some(Piece::ReasoningPart(String::new())))
-            }
+            "response.reasoning_summary_text.delta" => Ok(event.delta.map(match self.wrote {
+                true => Piece::LateReasoning,
+                false => Piece::Reasoning,
+            })),
+            "response.reasoning_summary_part.added" => Ok(Some(match self.wrote {
+                true => Piece::LateReasoningPart(String::new()),
+                false => Piece::ReasoningPart(String::new()),
+            })),
             "response.output_item.done" => {
                 let item = event.item.ok_or_else(|| missing("item"))?;
                 self.item(item.get())?;
@@ -123,11 +129,9 @@ impl EventDecoder {
         let (Some(index), false) = (index, text.is_empty()) else {
             return text;
         };
-        let last = self.last_text.replace((index, preamble));
-        match last {
-            Some((before, kind)) if before != index && kind == preamble => {
-                [super::wire::MESSAGES_APART, &text].concat()
-            }
+        self.wrote = true;
+        match self.last_text[usize::from(preamble)].replace(index) {
+            Some(before) if before != index => [super::wire::MESSAGES_APART, &text].concat(),
             _ => text,
         }
     }

@@ -148,9 +148,12 @@ export interface paths {
          *     - `event: thought`, `data: {"delta": "…"}` (`StreamDelta`): the thought as the model writes
          *       it, without its tag and never any part of the action or the final answer. Text inside
          *       `<think>` counts as thought, and so does reasoning (thinking blocks, summary parts), each
-         *       part a blank line after the one before, as the step's `thought` joins them. Text
-         *       written before any tag is not streamed as it forms (only the whole output tells
-         *       whether it is a thought or a tagless answer; a tagless answer comes once it is read).
+         *       part a blank line after the one before, as the step's `thought` joins them. Reasoning
+         *       that came after the reply's text began (thinking between text blocks, a reasoning item
+         *       between messages) is sent once the reply is over: the step's `thought` puts it after
+         *       what the model wrote. Text written before any tag is not streamed as it forms (only
+         *       the whole output tells whether it is a thought or a tagless answer; a tagless answer
+         *       comes once it is read).
          *     - `event: answer`, `data: {"delta": "…"}` (`StreamDelta`): a final answer as it is written.
          *       Only text the step's reading keeps is sent: nothing after an action, no second thought,
          *       no tool-call markup, no end-of-turn token or start of an observation tag left at the end.
