@@ -150,7 +150,7 @@ fn app_state(
 ) -> std::io::Result<AppState> {
     let memory = crate::runtime::memory_budget::MemoryBudget::new(config.memory_budget_bytes());
     let llm = LlmClients::new(LlmSettings {
-        base_urls: provider_base_urls(config),
+        base_urls: provider_base_urls(config)?,
         headers: provider_headers(config)?,
         timeout: config.llm_timeout(),
         retry: config.retry_policy(),
@@ -354,8 +354,11 @@ fn cors(origins: &[String]) -> actix_cors::Cors {
         .max_age(600)
 }
 
-/// Each provider's base URL as the operator configured it; the rest keep their defaults.
-fn provider_base_urls(config: &Config) -> std::collections::HashMap<&'static str, String> {
+/// Each provider's base URL as the operator configured it; the rest keep their defaults. One
+/// that is not an http or https URL with a host stops start-up: every call to it would fail.
+fn provider_base_urls(
+    config: &Config,
+) -> std::io::Result<std::collections::HashMap<&'static str, String>> {
     if config
         .ollama_base_url
         .trim_end_matches('/')
@@ -363,9 +366,26 @@ fn provider_base_urls(config: &Config) -> std::collections::HashMap<&'static str
     {
         tracing::info!("REACTSTEP_OLLAMA_BASE_URL ends in /v1: Ollama's native API at the server's root is used instead");
     }
-    Provider::all()
-        .filter_map(|p| Some((p.name(), config.base_url_for(p)?.trim().to_string())))
-        .collect()
+    let mut urls = std::collections::HashMap::new();
+    for provider in Provider::all() {
+        let Some(url) = config.base_url_for(provider).map(str::trim) else {
+            continue;
+        };
+        let usable = reqwest::Url::parse(url)
+            .is_ok_and(|u| matches!(u.scheme(), "http" | "https") && u.host().is_some());
+        if !url.is_empty() && !usable {
+            // Not quoted: it may hold a password.
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                format!(
+                    "{} is not an http or https URL with a host",
+                    provider.base_url_variable()
+                ),
+            ));
+        }
+        urls.insert(provider.name(), url.to_string());
+    }
+    Ok(urls)
 }
 
 /// The headers the operator configured for providers' calls (OpenRouter's attribution).

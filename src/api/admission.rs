@@ -337,18 +337,8 @@ fn client_digest(req: &HttpRequest, state: &AppState, client: Option<&Client>) -
     hasher.finish()
 }
 
-/// The token of `Authorization: Bearer <token>`, trimmed. The scheme's name is read in any case
-/// (RFC 9110, 11.1: `bearer`, `BEARER`).
 fn bearer_token(req: &HttpRequest) -> Option<&str> {
-    let value = req
-        .headers()
-        .get(actix_web::http::header::AUTHORIZATION)?
-        .to_str()
-        .ok()?;
-    let (scheme, token) = value.split_once(' ')?;
-    scheme
-        .eq_ignore_ascii_case("bearer")
-        .then_some(token.trim())
+    super::bearer::token(req.headers())
 }
 
 /// With operator tokens configured, the request must carry one as `Authorization: Bearer`.

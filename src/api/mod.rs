@@ -3,6 +3,7 @@
 
 mod admission;
 mod base_urls;
+mod bearer;
 mod body;
 mod client_address;
 pub mod client_gone;

@@ -108,6 +108,13 @@ const ENDPOINTS: [&str; 11] = [
     "/openapi.yaml",
 ];
 
+/// Whether a `tracestate` entry holds the request's bearer token or anything shaped like a key
+/// (a client may put its model key there): the collector sees every span's.
+fn holds_secret(member: &str, bearer: Option<&str>) -> bool {
+    let token = bearer.filter(|t| t.len() >= 8);
+    token.is_some_and(|t| member.contains(t)) || crate::llm::redact_key_shapes(member) != member
+}
+
 pub struct RequestLog;
 
 impl RootSpanBuilder for RequestLog {
@@ -132,7 +139,10 @@ impl RootSpanBuilder for RequestLog {
             completion_tokens = Empty,
             error_type = Empty,
         );
-        crate::telemetry::traces::continue_trace(&span, request.headers());
+        let bearer = super::bearer::token(request.headers());
+        crate::telemetry::traces::continue_trace(&span, request.headers(), |member| {
+            holds_secret(member, bearer)
+        });
         span
     }
 

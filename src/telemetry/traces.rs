@@ -32,6 +32,7 @@ use tracing_subscriber::Layer;
 
 mod bounded_client;
 mod propagated;
+mod standard_variables;
 
 /// The target of the phase spans: only traces ask for it.
 pub const TARGET: &str = "reactstep::trace";
@@ -66,8 +67,7 @@ impl Traces {
     /// unless it is there), the standard `OTEL_*` variables read for the rest, and the tracer.
     pub fn start(endpoint: &str) -> Result<(Self, SdkTracer), String> {
         let url = traces_url(endpoint)?;
-        all_text(|name| std::env::var_os(name))?;
-        queue_within(std::env::var("OTEL_BSP_MAX_QUEUE_SIZE").ok())?;
+        standard_variables::check()?;
         let exporter = opentelemetry_otlp::SpanExporter::builder()
             .with_http()
             .with_http_client(bounded_client::BoundedClient::new()?)
@@ -94,47 +94,6 @@ impl Traces {
         if let Err(e) = self.provider.shutdown() {
             tracing::warn!(error = %e, "traces could not all be sent at shutdown");
         }
-    }
-}
-
-/// The standard variables the exporter reads. The SDK takes one that is not UTF-8 for unset:
-/// a collector's key in `OTEL_EXPORTER_OTLP_HEADERS` would silently not be sent.
-const OTEL_VARIABLES: [&str; 9] = [
-    "OTEL_EXPORTER_OTLP_HEADERS",
-    "OTEL_EXPORTER_OTLP_TRACES_HEADERS",
-    "OTEL_EXPORTER_OTLP_TIMEOUT",
-    "OTEL_EXPORTER_OTLP_TRACES_TIMEOUT",
-    "OTEL_SERVICE_NAME",
-    "OTEL_RESOURCE_ATTRIBUTES",
-    "OTEL_TRACES_SAMPLER",
-    "OTEL_TRACES_SAMPLER_ARG",
-    "OTEL_BSP_MAX_QUEUE_SIZE",
-];
-
-/// Every one of [`OTEL_VARIABLES`] that is set is text.
-fn all_text(var: impl Fn(&str) -> Option<std::ffi::OsString>) -> Result<(), String> {
-    match OTEL_VARIABLES
-        .iter()
-        .find(|name| var(name).is_some_and(|v| v.to_str().is_none()))
-    {
-        Some(name) => Err(format!("{name} is not UTF-8: set it again, or unset it")),
-        None => Ok(()),
-    }
-}
-
-/// The most spans the export queue may hold: the SDK takes the whole queue at start (about
-/// 370 bytes a span), so a mistaken figure took gigabytes, or stopped start-up with no word of
-/// why.
-const MOST_QUEUED_SPANS: usize = 65_536;
-
-/// `OTEL_BSP_MAX_QUEUE_SIZE`, when set, is a number of spans within [`MOST_QUEUED_SPANS`].
-fn queue_within(set: Option<String>) -> Result<(), String> {
-    let Some(text) = set else { return Ok(()) };
-    match text.trim().parse::<usize>() {
-        Ok(spans) if (1..=MOST_QUEUED_SPANS).contains(&spans) => Ok(()),
-        _ => Err(format!(
-            "OTEL_BSP_MAX_QUEUE_SIZE {text:?}: the export queue holds 1 to {MOST_QUEUED_SPANS} spans (each taken at start)"
-        )),
     }
 }
 
@@ -195,8 +154,13 @@ where
 }
 
 /// Continues the client's trace: the request's span gets the incoming `traceparent` (and
-/// `tracestate`, bounded as [`propagated`] says) as its parent. Only while traces are on.
-pub fn continue_trace(span: &tracing::Span, headers: &actix_web::http::header::HeaderMap) {
+/// `tracestate`, bounded as [`propagated`] says, without the entries that hold a `secret`) as
+/// its parent. Only while traces are on.
+pub fn continue_trace(
+    span: &tracing::Span,
+    headers: &actix_web::http::header::HeaderMap,
+    secret: impl Fn(&str) -> bool,
+) {
     if !on() {
         return;
     }
@@ -206,7 +170,7 @@ pub fn continue_trace(span: &tracing::Span, headers: &actix_web::http::header::H
     };
     let carried = Carried {
         traceparent,
-        tracestate: propagated::tracestate(values("tracestate")),
+        tracestate: propagated::tracestate(values("tracestate"), secret),
     };
     let parent = TraceContextPropagator::new().extract(&carried);
     // Fails only for a span no layer exports, which then has no trace to continue.
@@ -272,34 +236,6 @@ mod tests {
             let refused = traces_url(endpoint).err().unwrap_or_default();
             assert!(refused.contains("OTEL_EXPORTER_OTLP_HEADERS"), "{refused}");
             assert!(!refused.contains("s3cret"), "{refused}");
-        }
-    }
-
-    #[cfg(unix)]
-    #[test]
-    fn a_standard_variable_that_is_not_text_stops_start_up() {
-        use std::os::unix::ffi::OsStringExt as _;
-        let latin1 = |name: &str| {
-            (name == "OTEL_EXPORTER_OTLP_HEADERS")
-                .then(|| std::ffi::OsString::from_vec(b"x-key=\xe9".to_vec()))
-        };
-        assert_eq!(
-            all_text(latin1).err().as_deref(),
-            Some("OTEL_EXPORTER_OTLP_HEADERS is not UTF-8: set it again, or unset it")
-        );
-        assert!(all_text(|_| Some("fine".into())).is_ok());
-        assert!(all_text(|_| None).is_ok());
-    }
-
-    #[test]
-    fn the_export_queue_is_held_to_what_start_up_can_take() {
-        assert!(queue_within(None).is_ok());
-        for fine in ["1", "2048", " 65536 "] {
-            assert!(queue_within(Some(fine.into())).is_ok(), "{fine}");
-        }
-        for bad in ["0", "65537", "100000000", "-1", "lots"] {
-            let refused = queue_within(Some(bad.into())).err().unwrap_or_default();
-            assert!(refused.contains("OTEL_BSP_MAX_QUEUE_SIZE"), "{refused}");
         }
     }
 

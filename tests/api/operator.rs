@@ -315,6 +315,49 @@ async fn settings_that_cannot_work_stop_start_up_saying_which() {
         stderr.starts_with("error: OTEL_BSP_MAX_QUEUE_SIZE"),
         "{stderr}"
     );
+    // What the SDK would read as unset or as its default without a word: the collector's key
+    // not sent, every span sampled, a 10 s timeout.
+    for (name, value, says) in [
+        ("OTEL_EXPORTER_OTLP_HEADERS", "x-api-key:s3cret", "entry 1"),
+        (
+            "OTEL_EXPORTER_OTLP_TIMEOUT",
+            "-5",
+            "whole number of milliseconds",
+        ),
+        ("OTEL_TRACES_SAMPLER", "sometimes", "builds always_on"),
+    ] {
+        let (status, stderr) =
+            crate::support::binary::start_up_with(&[otlp[1], (name, value)]).await;
+        assert!(!status.success(), "{name}={value}: {stderr}");
+        assert!(stderr.starts_with(&format!("error: {name}")), "{stderr}");
+        assert!(
+            stderr.contains(says) && !stderr.contains("s3cret"),
+            "{stderr}"
+        );
+    }
+}
+
+/// A provider's base URL that is no http or https URL with a host: every call to it would have
+/// failed, and the service started without a word. Start-up stops, the URL not quoted.
+#[tokio::test]
+async fn a_base_url_that_is_no_url_stops_start_up() {
+    for (name, value) in [
+        ("REACTSTEP_OPENAI_BASE_URL", "not a url"),
+        (
+            "REACTSTEP_ANTHROPIC_BASE_URL",
+            "ftp://user:s3cret@files.example",
+        ),
+        ("REACTSTEP_MISTRAL_BASE_URL", "https://"),
+        ("REACTSTEP_OLLAMA_BASE_URL", "127.0.0.1:11434"),
+    ] {
+        let (status, stderr) = crate::support::binary::start_up_with(&[(name, value)]).await;
+        assert!(!status.success(), "{name}={value}: {stderr}");
+        let says = format!("{name} is not an http or https URL");
+        assert!(
+            stderr.contains(&says) && !stderr.contains("s3cret"),
+            "{stderr}"
+        );
+    }
 }
 
 /// Bytes that are not UTF-8, in a provider's base URL or on the command line: start-up stops

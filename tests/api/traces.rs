@@ -121,6 +121,10 @@ async fn each_phase_is_a_span_under_the_callers_trace_and_none_holds_content() {
     assert_eq!(roots.len(), 3, "one root per request:\n{dump}");
     let root = tree(&spans, TRACE_ID);
     assert_eq!(root.parent, CALLER_SPAN, "the caller's span is the parent");
+    assert_eq!(
+        root.state, "congo=t61rcWkgMzE",
+        "the entries without a secret"
+    );
     assert_eq!(root.attr("status"), json!(200));
     assert_eq!(root.attr("provider"), json!("openai"));
     assert_eq!(root.attr("model"), json!("gpt-4o"));
@@ -345,7 +349,12 @@ async fn post(url: &str, body: Value, parent: Option<(&str, &str)>) -> Value {
         .bearer_auth(OPERATOR_TOKEN)
         .json(&body);
     if let Some(parent) = parent {
-        call = call.header("traceparent", traceparent(parent));
+        // The key and the operator token put in the caller's own entries: no span may carry
+        // them to the collector (the markers are looked for in all that was exported).
+        let state = format!("congo=t61rcWkgMzE,key={KEY},op={OPERATOR_TOKEN}");
+        call = call
+            .header("traceparent", traceparent(parent))
+            .header("tracestate", state);
     }
     let reply = call.send().await.unwrap();
     assert_eq!(reply.status(), 200);

@@ -10,6 +10,10 @@
 //!   first, then from the end;
 //! - a `traceparent` sent twice, or longer than any version could make it, is ignored (and
 //!   with it the `tracestate`).
+//!
+//! Beyond the specification, an entry that holds a secret (the caller's bearer token, anything
+//! shaped like a key, as the edge judges it) is dropped: every span would carry it to the
+//! collector.
 
 /// Entries kept at most.
 pub const MAX_MEMBERS: usize = 32;
@@ -26,9 +30,12 @@ pub fn traceparent<'a>(mut fields: impl Iterator<Item = &'a str>) -> Option<&'a 
     (fields.next().is_none() && first.len() <= MAX_TRACEPARENT).then_some(first)
 }
 
-/// The `tracestate` fields (in the order received) as the entries to propagate, joined; `None`
-/// when there is nothing valid to propagate.
-pub fn tracestate<'a>(fields: impl Iterator<Item = &'a str>) -> Option<String> {
+/// The `tracestate` fields (in the order received) as the entries to propagate, joined, those
+/// that hold a `secret` left out; `None` when there is nothing valid to propagate.
+pub fn tracestate<'a>(
+    fields: impl Iterator<Item = &'a str>,
+    secret: impl Fn(&str) -> bool,
+) -> Option<String> {
     let mut members: Vec<&str> = Vec::new();
     let entries = fields
         .flat_map(|field| field.split(','))
@@ -47,6 +54,7 @@ pub fn tracestate<'a>(fields: impl Iterator<Item = &'a str>) -> Option<String> {
         }
         members.push(member);
     }
+    members.retain(|member| !secret(member));
     fit(&mut members);
     (!members.is_empty()).then(|| members.join(","))
 }
@@ -100,7 +108,15 @@ mod tests {
     use super::*;
 
     fn state(fields: &[&str]) -> Option<String> {
-        tracestate(fields.iter().copied())
+        tracestate(fields.iter().copied(), |_| false)
+    }
+
+    #[test]
+    fn an_entry_holding_a_secret_is_dropped_and_the_rest_kept() {
+        let secret = |member: &str| member.contains("s3cret");
+        let kept = tracestate(["a=1,k=s3cret,b=2"].into_iter(), secret);
+        assert_eq!(kept.as_deref(), Some("a=1,b=2"));
+        assert_eq!(tracestate(["k=xs3cretx"].into_iter(), secret), None);
     }
 
     #[test]
