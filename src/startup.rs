@@ -355,7 +355,8 @@ fn cors(origins: &[String]) -> actix_cors::Cors {
 }
 
 /// Each provider's base URL as the operator configured it; the rest keep their defaults. One
-/// that is not an http or https URL with a host stops start-up: every call to it would fail.
+/// that is not an http or https URL with a host, or that holds a query or a fragment (the API's
+/// path is added after it), stops start-up: every call to it would fail.
 fn provider_base_urls(
     config: &Config,
 ) -> std::io::Result<std::collections::HashMap<&'static str, String>> {
@@ -371,14 +372,18 @@ fn provider_base_urls(
         let Some(url) = config.base_url_for(provider).map(str::trim) else {
             continue;
         };
-        let usable = reqwest::Url::parse(url)
-            .is_ok_and(|u| matches!(u.scheme(), "http" | "https") && u.host().is_some());
+        let usable = reqwest::Url::parse(url).is_ok_and(|u| {
+            matches!(u.scheme(), "http" | "https")
+                && u.host().is_some()
+                && u.query().is_none()
+                && u.fragment().is_none()
+        });
         if !url.is_empty() && !usable {
             // Not quoted: it may hold a password.
             return Err(std::io::Error::new(
                 std::io::ErrorKind::InvalidInput,
                 format!(
-                    "{} is not an http or https URL with a host",
+                    "{} is not an http or https URL with a host, and without a query or a fragment",
                     provider.base_url_variable()
                 ),
             ));

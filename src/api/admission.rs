@@ -55,6 +55,7 @@ pub async fn prepare(
     let request_id = super::request_log::request_id_of(req, request_id);
     let received_at = timestamp_now();
     let (bytes, held) = admit_body(req, payload, state, &request_id).await?;
+    withhold_keyed_tracestate(req, &bytes);
     let large = bytes.len() > cpu::INLINE_BYTES;
     let (dto, unknown) = decode(&bytes, large, state, &request_id, endpoint).await?;
     let task = endpoint.task(&bytes).map_err(|(message, fields)| {
@@ -212,6 +213,23 @@ async fn decode(
         let (message, fields) = without_raw_keys(&raw_keys::in_body(bytes), message, fields);
         ApiError::invalid(message, fields, echo_from_raw(bytes, request_id))
     })
+}
+
+/// A `tracestate` the request's spans carry that holds a piece of a key the body carries
+/// (however written: `scrub::secret_fragments`) is left out of them: the collector sees every
+/// span's state.
+fn withhold_keyed_tracestate(req: &HttpRequest, bytes: &[u8]) {
+    let extensions = req.extensions();
+    let Some(request_log::CarriedState(state)) = extensions.get() else {
+        return;
+    };
+    let keys = raw_keys::in_body(bytes);
+    if keys
+        .iter()
+        .any(|key| crate::scrub::secret_fragments(key, state) != *state)
+    {
+        crate::telemetry::traces::withhold_tracestate();
+    }
 }
 
 /// A refusal's message and fields without any of `keys` (the body's own): a name the client

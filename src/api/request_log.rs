@@ -108,11 +108,34 @@ const ENDPOINTS: [&str; 11] = [
     "/openapi.yaml",
 ];
 
-/// Whether a `tracestate` entry holds the request's bearer token or anything shaped like a key
-/// (a client may put its model key there): the collector sees every span's.
-fn holds_secret(member: &str, bearer: Option<&str>) -> bool {
-    let token = bearer.filter(|t| t.len() >= 8);
-    token.is_some_and(|t| member.contains(t)) || crate::llm::redact_key_shapes(member) != member
+/// The `tracestate` a request's spans carry, for the check its body's keys make of it
+/// (`admission::withhold_keyed_tracestate`).
+pub struct CarriedState(pub String);
+
+/// The caller's trace continued, its `tracestate` without the entries that hold a secret.
+fn continue_trace(span: &Span, request: &ServiceRequest) {
+    let state = request.app_data::<actix_web::web::Data<super::AppState>>();
+    let configured = state.iter().flat_map(|s| s.settings.api_tokens.0.iter());
+    let presented = super::bearer::token(request.headers());
+    let tokens: Vec<&str> = presented
+        .into_iter()
+        .chain(configured.map(String::as_str))
+        .collect();
+    let carried = crate::telemetry::traces::continue_trace(span, request.headers(), |member| {
+        holds_secret(member, &tokens)
+    });
+    if let Some(carried) = carried {
+        request.extensions_mut().insert(CarriedState(carried));
+    }
+}
+
+/// Whether a `tracestate` entry holds a piece of an operator token (the presented one, or any
+/// configured) or anything shaped like a key (a client may put its model key there): the
+/// collector sees every span's. A key of another shape is found once the body is read
+/// (`admission::withhold_keyed_tracestate`).
+fn holds_secret(member: &str, tokens: &[&str]) -> bool {
+    let fragment = |token: &&str| crate::scrub::secret_fragments(token, member) != member;
+    tokens.iter().any(fragment) || crate::llm::redact_key_shapes(member) != member
 }
 
 pub struct RequestLog;
@@ -139,10 +162,9 @@ impl RootSpanBuilder for RequestLog {
             completion_tokens = Empty,
             error_type = Empty,
         );
-        let bearer = super::bearer::token(request.headers());
-        crate::telemetry::traces::continue_trace(&span, request.headers(), |member| {
-            holds_secret(member, bearer)
-        });
+        if crate::telemetry::traces::on() {
+            continue_trace(&span, request);
+        }
         span
     }
 

@@ -33,6 +33,7 @@ use tracing_subscriber::Layer;
 mod bounded_client;
 mod propagated;
 mod standard_variables;
+mod withheld;
 
 /// The target of the phase spans: only traces ask for it.
 pub const TARGET: &str = "reactstep::trace";
@@ -76,7 +77,9 @@ impl Traces {
             .map_err(|e| format!("REACTSTEP_OTLP_ENDPOINT {url}: {e}"))?;
         let provider = SdkTracerProvider::builder()
             .with_resource(resource(std::env::var("OTEL_SERVICE_NAME").ok()))
-            .with_batch_exporter(exporter)
+            .with_span_processor(withheld::Withholding(
+                opentelemetry_sdk::trace::BatchSpanProcessor::builder(exporter).build(),
+            ))
             .build();
         let tracer = provider.tracer("reactstep");
         Ok((Self { provider }, tracer))
@@ -155,19 +158,17 @@ where
 
 /// Continues the client's trace: the request's span gets the incoming `traceparent` (and
 /// `tracestate`, bounded as [`propagated`] says, without the entries that hold a `secret`) as
-/// its parent. Only while traces are on.
+/// its parent; returns the `tracestate` its spans carry. Only while traces are on.
 pub fn continue_trace(
     span: &tracing::Span,
     headers: &actix_web::http::header::HeaderMap,
     secret: impl Fn(&str) -> bool,
-) {
+) -> Option<String> {
     if !on() {
-        return;
+        return None;
     }
     let values = |name| headers.get_all(name).filter_map(|v| v.to_str().ok());
-    let Some(traceparent) = propagated::traceparent(values("traceparent")) else {
-        return;
-    };
+    let traceparent = propagated::traceparent(values("traceparent"))?;
     let carried = Carried {
         traceparent,
         tracestate: propagated::tracestate(values("tracestate"), secret),
@@ -175,6 +176,21 @@ pub fn continue_trace(
     let parent = TraceContextPropagator::new().extract(&carried);
     // Fails only for a span no layer exports, which then has no trace to continue.
     let _ = span.set_parent(parent);
+    carried.tracestate
+}
+
+/// The request's `tracestate` held a key of its body (known once the body is read): its trace's
+/// spans go without it. Only while traces are on.
+pub fn withhold_tracestate() {
+    if !on() {
+        return;
+    }
+    let context = tracing::Span::current().context();
+    withheld::withhold(
+        opentelemetry::trace::TraceContextExt::span(&context)
+            .span_context()
+            .trace_id(),
+    );
 }
 
 /// The two headers the propagator reads, as bounded.

@@ -349,6 +349,15 @@ async fn a_base_url_that_is_no_url_stops_start_up() {
         ),
         ("REACTSTEP_MISTRAL_BASE_URL", "https://"),
         ("REACTSTEP_OLLAMA_BASE_URL", "127.0.0.1:11434"),
+        // The API's path would go into the query: `/v1?api-version=2024/chat/completions`.
+        (
+            "REACTSTEP_OPENAI_BASE_URL",
+            "http://127.0.0.1:9/v1?api-version=2024",
+        ),
+        (
+            "REACTSTEP_AZURE_BASE_URL",
+            "https://x.openai.azure.com/#s3cret",
+        ),
     ] {
         let (status, stderr) = crate::support::binary::start_up_with(&[(name, value)]).await;
         assert!(!status.success(), "{name}={value}: {stderr}");

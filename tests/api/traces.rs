@@ -29,6 +29,7 @@ const RECEIVER_PACKAGES: [&str; 2] = ["opentelemetry-proto==1.45.2", "protobuf==
 
 /// What no span may hold: each is sent where the service reads it.
 const KEY: &str = "sk-proj-TRACEKEYMARKER0a1b2c3d4e5f";
+const PLAIN_KEY: &str = "plain-TRACEKEYMARKER-word";
 const OPERATOR_TOKEN: &str = "operator-token-TRACETOKENMARKER";
 const QUESTION: &str = "Where is TRACEQUESTIONMARKER handled?";
 const FILE: &str = "fn TRACEFILEMARKER() {}";
@@ -93,7 +94,9 @@ async fn each_phase_is_a_span_under_the_callers_trace_and_none_holds_content() {
 
     let fresh = post(&base, step_body(None), None).await;
     assert_eq!(fresh["status"], "direct_response_provided", "{fresh}");
-    let mocked = step_body(Some("Thought: known\nFinal Answer: TRACEOUTPUTMARKER"));
+    let mut mocked = step_body(Some("Thought: known\nFinal Answer: TRACEOUTPUTMARKER"));
+    // A key of no known shape, in the caller's state: found once the body is read.
+    mocked["user_api_keys"]["llmKey"] = json!(PLAIN_KEY);
     let streamed = post_text(
         &format!("{base}/stream"),
         mocked,
@@ -174,6 +177,12 @@ async fn each_phase_is_a_span_under_the_callers_trace_and_none_holds_content() {
 
     let streamed = tree(&spans, STREAM_TRACE_ID);
     assert_eq!(streamed.parent, STREAM_CALLER_SPAN);
+    // The state held the body's key: none of the trace's spans carries any of it.
+    let withheld = spans.iter().filter(|s| s.trace == STREAM_TRACE_ID);
+    assert!(
+        withheld.clone().count() > 1 && withheld.into_iter().all(|s| s.state.is_empty()),
+        "{dump}"
+    );
     // The step of a stream runs in a task of its own; its phases still belong to the request.
     assert_eq!(
         names(&children(&spans, streamed)),
@@ -351,7 +360,8 @@ async fn post(url: &str, body: Value, parent: Option<(&str, &str)>) -> Value {
     if let Some(parent) = parent {
         // The key and the operator token put in the caller's own entries: no span may carry
         // them to the collector (the markers are looked for in all that was exported).
-        let state = format!("congo=t61rcWkgMzE,key={KEY},op={OPERATOR_TOKEN}");
+        let encoded = OPERATOR_TOKEN.replace('-', "%2D");
+        let state = format!("congo=t61rcWkgMzE,key={KEY},op={OPERATOR_TOKEN},enc={encoded}");
         call = call
             .header("traceparent", traceparent(parent))
             .header("tracestate", state);
@@ -366,6 +376,7 @@ async fn post_text(url: &str, body: Value, parent: (&str, &str)) -> String {
         .post(url)
         .bearer_auth(OPERATOR_TOKEN)
         .header("traceparent", traceparent(parent))
+        .header("tracestate", format!("congo=t61rcWkgMzE,acme={PLAIN_KEY}"))
         .json(&body)
         .send()
         .await

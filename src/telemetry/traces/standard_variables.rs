@@ -63,16 +63,20 @@ fn read_as_meant(var: impl Fn(&str) -> Option<String>) -> Result<(), String> {
     sampler(var("OTEL_TRACES_SAMPLER"), var("OTEL_TRACES_SAMPLER_ARG"))
 }
 
-/// `key=value` pairs, comma-separated, each a header name and a value (the exporter drops any
-/// other entry, a collector's key with it). Not quoted: a value is likely a key.
+/// `key=value` pairs, comma-separated, each a header name and a value, percent-decoded as the
+/// exporter decodes it (it drops any other entry, a collector's key with it). Not quoted: a
+/// value is likely a key.
 fn headers(name: &str, set: Option<String>) -> Result<(), String> {
     let Some(set) = set else { return Ok(()) };
     let entries = set.split_terminator(',').map(str::trim).enumerate();
     for (i, entry) in entries.filter(|(_, e)| !e.is_empty()) {
         let pair = entry.split_once('=');
         let fine = pair.is_some_and(|(key, value)| {
+            let value = value.trim();
+            let decoded = percent_encoding::percent_decode_str(value).collect::<Vec<u8>>();
             reqwest::header::HeaderName::from_bytes(key.trim().as_bytes()).is_ok()
-                && !value.trim().is_empty()
+                && !value.is_empty()
+                && reqwest::header::HeaderValue::from_bytes(&decoded).is_ok()
         });
         if !fine {
             return Err(format!(
@@ -84,7 +88,8 @@ fn headers(name: &str, set: Option<String>) -> Result<(), String> {
     Ok(())
 }
 
-/// A sampler this SDK builds, and for a ratio one, a ratio from 0 to 1.
+/// A sampler this SDK builds, and for a ratio one, a ratio from 0 to 1 when one is given (1
+/// otherwise, as the specification has it).
 fn sampler(sampler: Option<String>, arg: Option<String>) -> Result<(), String> {
     let Some(sampler) = sampler else {
         return Ok(());
@@ -98,8 +103,9 @@ fn sampler(sampler: Option<String>, arg: Option<String>) -> Result<(), String> {
     if !sampler.ends_with("traceidratio") {
         return Ok(());
     }
-    match arg.as_deref().map(|a| a.trim().parse::<f64>()) {
-        Some(Ok(ratio)) if (0.0..=1.0).contains(&ratio) => Ok(()),
+    let Some(arg) = arg else { return Ok(()) };
+    match arg.trim().parse::<f64>() {
+        Ok(ratio) if (0.0..=1.0).contains(&ratio) => Ok(()),
         _ => Err(format!(
             "OTEL_TRACES_SAMPLER_ARG {arg:?}: {sampler} samples the ratio it gives, from 0 to 1"
         )),
@@ -186,6 +192,8 @@ mod tests {
                 ("OTEL_TRACES_SAMPLER", "traceidratio"),
                 ("OTEL_TRACES_SAMPLER_ARG", "0.25"),
             ],
+            // The specification's default ratio is 1.
+            vec![("OTEL_TRACES_SAMPLER", "traceidratio")],
         ] {
             assert_eq!(with(&fine), Ok(()), "{fine:?}");
         }
@@ -213,7 +221,10 @@ mod tests {
                 "builds always_on",
             ),
             (vec![("OTEL_TRACES_SAMPLER", "xray")], "builds always_on"),
-            (vec![("OTEL_TRACES_SAMPLER", "traceidratio")], "from 0 to 1"),
+            (
+                vec![("OTEL_EXPORTER_OTLP_HEADERS", "x-ok=1,x-key=s3c%0Aret")],
+                "entry 2",
+            ),
             (
                 vec![
                     ("OTEL_TRACES_SAMPLER", "parentbased_traceidratio"),
@@ -224,6 +235,7 @@ mod tests {
         ] {
             let refused = with(&bad).err().unwrap_or_default();
             assert!(refused.contains(says), "{bad:?}: {refused}");
+            assert!(!refused.contains("Some("), "{refused}");
             assert!(!refused.contains("s3cret"), "{refused}");
         }
     }
