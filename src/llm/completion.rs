@@ -105,10 +105,33 @@ pub struct Completion {
 }
 
 impl Completion {
-    /// The preamble, then the text after it, as the model wrote them: two messages, a blank
-    /// line apart.
+    /// The text of every message in the order the model wrote them (the Responses API's items
+    /// say it), a blank line apart; else the preamble, then the text after it.
     pub fn in_order(&self) -> String {
-        [self.preamble.as_str(), MESSAGES_APART, &self.text].concat()
+        let messages = self.reasoning.messages();
+        if messages.is_empty() {
+            return [self.preamble.as_str(), MESSAGES_APART, &self.text].concat();
+        }
+        let texts: Vec<&str> = messages.iter().map(|(_, text)| text.as_str()).collect();
+        texts.join(MESSAGES_APART)
+    }
+
+    /// The preamble in two: what the model marked as such before the first other message that
+    /// holds text, and what after it (the whole preamble, and nothing, where the order is not
+    /// known).
+    pub fn preambles_around_text(&self) -> (String, String) {
+        let messages = self.reasoning.messages();
+        if messages.is_empty() {
+            return (self.preamble.clone(), String::new());
+        }
+        let first = messages.iter().position(|(preamble, _)| !preamble);
+        let (before, after) = messages.split_at(first.unwrap_or(messages.len()));
+        let joined = |part: &[(bool, String)]| {
+            let preambles = part.iter().filter(|(preamble, _)| *preamble);
+            let texts: Vec<&str> = preambles.map(|(_, text)| text.as_str()).collect();
+            texts.join(MESSAGES_APART)
+        };
+        (joined(before), joined(after))
     }
 
     /// Refuses a reply whose text, calls and output items (the Responses API's, which go back

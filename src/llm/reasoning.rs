@@ -225,6 +225,19 @@ impl ReasoningState {
             .chain(self.reasoning_items().flat_map(reasoning_item_texts))
     }
 
+    /// The text of each of the Responses API's messages that holds some, in order, and whether
+    /// it is marked `commentary`.
+    pub fn messages(&self) -> Vec<(bool, String)> {
+        let messages = self.items.iter().filter(|i| i["type"] == "message");
+        let read = messages.map(|m| {
+            let parts = m["content"].as_array().map(Vec::as_slice).unwrap_or(&[]);
+            let texts = parts.iter().filter(|p| p["type"] == "output_text");
+            let text: String = texts.filter_map(|p| p["text"].as_str()).collect();
+            (m["phase"] == "commentary", text)
+        });
+        read.filter(|(_, text)| !text.is_empty()).collect()
+    }
+
     /// The Responses API's reasoning items among the state's items.
     fn reasoning_items(&self) -> impl Iterator<Item = &serde_json::Value> {
         self.items.iter().filter(|i| i["type"] == "reasoning")

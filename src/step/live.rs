@@ -55,8 +55,9 @@ pub(super) async fn stream_call(
 }
 
 /// The reply's pieces read as they come. Thought is told in parts a blank line apart, as the
-/// step's `thought` joins them: what was reasoned, a preamble, the written thought, and what
-/// was reasoned after the text began (held to the end, where the step's thought puts it).
+/// step's `thought` joins them: what was reasoned (each part trimmed), a preamble, the written
+/// thought, and what was reasoned after the text began (held to the end, where the step's
+/// thought puts it).
 struct Reading<'l> {
     relay: Relay<'l>,
     tags: &'l parse::Tags,
@@ -64,12 +65,19 @@ struct Reading<'l> {
     /// A preamble being read, and its text as written (`end_preamble`).
     preamble: Option<(parse::live::LiveParser, String)>,
     native: bool,
+    /// The text's parser has read some text.
+    wrote: bool,
+    /// In text tool mode, a preamble began the step: every message after it is read in order.
+    in_order: bool,
     /// Some thought was told: another part of it is told a blank line after it.
     told: bool,
-    /// The part told last, which a piece of the same kind goes on.
+    /// The part being told, which a piece of the same kind goes on, and whether any of it was.
     open: Part,
+    part_told: bool,
     /// The next reasoning begins a part of its own.
     new_part: bool,
+    /// White space that ends what was told of a reasoning part: told only if more follows.
+    space: String,
     /// Reasoning that came after the text began, by part.
     late: Vec<String>,
 }
@@ -91,15 +99,23 @@ impl<'l> Reading<'l> {
             parser: parse::live::LiveParser::new(tags),
             preamble: None,
             native,
+            wrote: false,
+            in_order: false,
             told: false,
             open: Part::None,
+            part_told: false,
             new_part: false,
+            space: String::new(),
             late: Vec::new(),
         }
     }
 
     async fn piece(&mut self, piece: Piece) -> Result<(), StepError> {
         match piece {
+            Piece::Preamble(text) if self.in_order => {
+                let deltas = self.parser.push(&text);
+                self.deltas(deltas).await
+            }
             Piece::Preamble(text) => self.preamble_text(&text).await,
             Piece::ReasoningPart(text) => {
                 self.new_part = true;
@@ -119,6 +135,7 @@ impl<'l> Reading<'l> {
             }
             Piece::Text(text) => {
                 self.end_preamble().await?;
+                self.wrote |= !text.is_empty();
                 let deltas = self.parser.push(&text);
                 self.deltas(deltas).await
             }
@@ -142,15 +159,40 @@ impl<'l> Reading<'l> {
 
     /// Thought of a `kind`: a blank line before it when it begins a part after another.
     async fn thought(&mut self, kind: Part, text: String) -> Result<(), StepError> {
+        if std::mem::take(&mut self.new_part) || self.open != kind {
+            (self.open, self.part_told) = (kind, false);
+            self.space.clear();
+        }
+        let text = match kind {
+            Part::Reasoning => self.trimmed(&text),
+            _ => text,
+        };
         if text.is_empty() {
             return Ok(());
         }
-        let new = std::mem::take(&mut self.new_part) || self.open != kind;
-        if new && self.told {
+        if !self.part_told && self.told {
             self.relay.thought("\n\n".into()).await?;
         }
-        (self.told, self.open) = (true, kind);
+        (self.told, self.part_told) = (true, true);
         self.relay.thought(text).await
+    }
+
+    /// A piece of a reasoning part as the part trimmed has it: white space before the part
+    /// dropped, white space after what was told held until more follows.
+    fn trimmed(&mut self, text: &str) -> String {
+        let text = if self.part_told {
+            text
+        } else {
+            text.trim_start()
+        };
+        let body = text.trim_end();
+        if body.is_empty() {
+            self.space.push_str(text);
+            return String::new();
+        }
+        let told = [std::mem::take(&mut self.space).as_str(), body].concat();
+        self.space = text[body.len()..].to_string();
+        told
     }
 
     /// The written text's deltas: its thought a part of its own.
@@ -164,8 +206,9 @@ impl<'l> Reading<'l> {
         Ok(())
     }
 
-    /// A preamble's text, read by a parser of its own: what it is shows only as it goes on
-    /// (plain text is never told before that).
+    /// A preamble's text, read by a parser of its own. What it is shows only as it goes on:
+    /// only one that may begin the step (in text tool mode, before any text) is told as it
+    /// forms; the others once they end.
     async fn preamble_text(&mut self, text: &str) -> Result<(), StepError> {
         let tags = self.tags;
         let (parser, written) = self
@@ -173,46 +216,40 @@ impl<'l> Reading<'l> {
             .get_or_insert_with(|| (parse::live::LiveParser::new(tags), String::new()));
         written.push_str(text);
         let deltas = parser.push(text);
-        self.preamble_deltas(deltas).await
+        if self.native || self.wrote {
+            return Ok(());
+        }
+        self.deltas(deltas).await
     }
 
-    /// The preamble is over (the text begins, or the reply ends). A plain one is told whole, as
-    /// the thought before the answer, a part of its own. One that is more (a tag, a call): in
-    /// text tool mode it began the step itself, and its parser reads on, the text a blank line
-    /// after it, as the whole reply reads it (`reply::stepping_preamble`); with tools called
-    /// natively it is only thought, and what the text says is a part after it.
+    /// The preamble is over (the text begins, or the reply ends). In text tool mode one that
+    /// is more than plain text (a tag, a call) is read in order with the text, as the whole
+    /// reply reads it (`reply::stepping_preamble`): before the text its parser reads on, after
+    /// it the text's parser reads it. Any other is a part of the thought, told as the step's
+    /// thought has it (`reply::preamble_thought`).
     async fn end_preamble(&mut self) -> Result<(), StepError> {
         let Some((mut parser, written)) = self.preamble.take() else {
             return Ok(());
         };
-        if !self.native {
-            let deltas = parser.push(crate::llm::MESSAGES_APART);
-            if parser.past_plain_text() {
+        let apart = crate::llm::MESSAGES_APART;
+        let deltas = parser.push(apart);
+        if !self.native && parser.past_plain_text() {
+            self.in_order = true;
+            if !self.wrote {
                 self.parser = parser;
                 return self.deltas(deltas).await;
             }
-        } else if parser.past_plain_text() {
-            let deltas = parser.finish();
-            self.preamble_deltas(deltas).await?;
-            self.open = Part::Preamble;
-            return Ok(());
+            // Its own parser's reading was never told: the text's parser reads it on.
+            let written = match written.starts_with(apart) {
+                true => written,
+                false => [apart, &written].concat(),
+            };
+            let deltas = self.parser.push(&written);
+            return self.deltas(deltas).await;
         }
-        // As the whole reply's thought has it: trimmed, and nothing when blank.
         self.new_part = true;
-        self.thought(Part::Preamble, written.trim().to_string())
-            .await
-    }
-
-    /// A preamble's deltas: with tools called natively, only its thought (it is never the
-    /// answer, nor a call, which the provider makes).
-    async fn preamble_deltas(
-        &mut self,
-        deltas: Vec<parse::live::LiveDelta>,
-    ) -> Result<(), StepError> {
-        let native = self.native;
-        let deltas = deltas.into_iter();
-        let kept = deltas.filter(|d| !native || matches!(d, parse::live::LiveDelta::Thought(_)));
-        self.deltas(kept.collect()).await
+        let thought = super::reply::preamble_thought(&written, self.tags);
+        self.thought(Part::Preamble, thought).await
     }
 }
 

@@ -260,8 +260,14 @@ fn read(input: &StepInput, completion: &Completion) -> Option<Reading> {
         parsed.warnings.push(parse::unstructured_warning(tags));
     }
     if in_order.is_none() && !completion.preamble.trim().is_empty() {
-        let preamble = preamble_thought(&completion.preamble, tags);
-        parsed.thought = before_thought(&preamble, &parsed.thought);
+        let (before, after) = completion.preambles_around_text();
+        let thoughts = [
+            preamble_thought(&before, tags),
+            parsed.thought.trim().to_string(),
+            preamble_thought(&after, tags),
+        ];
+        let thoughts: Vec<String> = thoughts.into_iter().filter(|t| !t.is_empty()).collect();
+        parsed.thought = thoughts.join("\n\n");
     }
     let last_step = input.iterations_left == 1;
     parsed = decide::answer_among_calls(parsed, &input.tools, &input.react, last_step);
@@ -310,21 +316,13 @@ fn stepping_preamble(completion: &Completion, tags: &parse::Tags) -> Option<Stri
     parser.past_plain_text().then(|| completion.in_order())
 }
 
-/// What a preamble kept apart from the answer shows as thought: its thought as read (with
-/// tools called natively one may hold tags and a written call, which are not thought), or all
-/// of it when plain. Told alike as it streams (`live::Reading::end_preamble`).
-fn preamble_thought(preamble: &str, tags: &parse::Tags) -> String {
+/// What a preamble kept apart from the answer shows as thought: its thought as read (one may
+/// hold tags, a `<think>` block, a written call, which are not thought), or all of it when
+/// plain. Told alike as it streams (`live::Reading::end_preamble`).
+pub(super) fn preamble_thought(preamble: &str, tags: &parse::Tags) -> String {
     let read = parse::parse(preamble, tags).map(|p| p.thought);
     let read = read.filter(|t| !t.trim().is_empty());
     read.unwrap_or_else(|| preamble.trim().to_string())
-}
-
-/// The preamble the model wrote before its answer, then the thought the answer came with.
-fn before_thought(preamble: &str, thought: &str) -> String {
-    match thought.trim() {
-        "" => preamble.trim().to_string(),
-        thought => format!("{}\n\n{thought}", preamble.trim()),
-    }
 }
 
 /// Why a reply of a preamble alone is no step: the model said it is not its answer.

@@ -167,7 +167,8 @@ async fn thinking_after_the_text_is_told_where_it_came() {
         ]
     };
     let mut events = vec![start()];
-    events.extend(thinking(0, "I should read a.js."));
+    // White space around a block's thinking: the step trims each part, and so does the stream.
+    events.extend(thinking(0, "\n I should read a.js.\n\n"));
     events.extend([
         json!({"type": "content_block_start", "index": 1, "content_block": {"type": "text", "text": ""}}),
         json!({"type": "content_block_delta", "index": 1, "delta": {"type": "text_delta", "text": "Thought: Reading a.js first."}}),
