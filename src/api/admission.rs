@@ -219,6 +219,9 @@ async fn decode(
 /// (however written: `scrub::secret_fragments`) is left out of them: the collector sees every
 /// span's state.
 fn withhold_keyed_tracestate(req: &HttpRequest, bytes: &[u8]) {
+    if !crate::telemetry::traces::on() {
+        return;
+    }
     let extensions = req.extensions();
     let Some(request_log::CarriedState(state)) = extensions.get() else {
         return;

@@ -774,7 +774,8 @@ async fn the_provider_list_shows_only_hosts_and_honours_the_token() {
                 .into();
         c.base_urls.insert(
             "groq".into(),
-            "https://gw.internal/v1?api_key=SECRET-QUERY-KEY#frag".into(),
+            // A query or a fragment stops start-up (the API's path would go after it).
+            "https://frag:SECRET-QUERY-KEY@gw.internal/v1".into(),
         );
         c.read_provider_variables(|name| match name {
             "REACTSTEP_OPENROUTER_REFERER" => Some("https://SECRET-REFERER.example".into()),
