@@ -207,6 +207,9 @@ impl LiveParser {
         }
         let text: String = self.rest()[..text_end].to_string();
         work::add(text.len());
+        if self.unopened_think_close(&text) {
+            return true;
+        }
         if self.answer_opens_with_tag(&text, whole) {
             return false;
         }
@@ -290,8 +293,9 @@ impl LiveParser {
         let turn = ending::turn_start_prefix_len(text);
         // Backticks that may be the start of a fence mark, counted once whole.
         let ticks = text.len() - text.trim_end_matches('`').len();
+        let close = self.unopened_close_prefix(text);
         work::add(64);
-        token.max(markup).max(turn).max(ticks.min(64))
+        token.max(markup).max(turn).max(ticks.min(64)).max(close)
     }
 
     /// Whether fences are followed: once a thought, an action or an answer has begun (before
@@ -657,6 +661,37 @@ mod tests {
             let whole = super::super::parse(text, &Tags::default()).map(|p| p.thought);
             assert_eq!(Some(thought.clone()), whole, "{text:?}");
             assert_eq!(answer, "", "{text:?}");
+        }
+    }
+
+    /// A `</think>` no `<think>` opened (the chat template opened it): what follows it begins a
+    /// line, as the whole reading has it. The answer after an action on its line once streamed
+    /// while the step proposed the action.
+    #[test]
+    fn what_follows_an_unopened_think_close_begins_a_line() {
+        for (text, told) in [
+            (
+                "</think>Action: read_file(path=\"b.rs\")\nFinal Answer: done",
+                ("", ""),
+            ),
+            ("I should look.</think>Thought: x\nAction: y()", ("x", "")),
+            ("hm\n</thinking>\n\nFinal Answer: 42", ("", "42")),
+            // Call markup before it is the step, not thinking.
+            (
+                "<tool_call>{}</tool_call></think>Final Answer: 42",
+                ("", ""),
+            ),
+        ] {
+            let streamed = every_split(text);
+            assert_eq!((streamed.0.as_str(), streamed.1.as_str()), told, "{text:?}");
+            let whole = super::super::parse(text, &Tags::default());
+            if let Some(whole) = whole.filter(|_| !streamed.0.is_empty()) {
+                assert!(
+                    whole.thought.ends_with(&streamed.0),
+                    "{text:?}: {}",
+                    whole.thought
+                );
+            }
         }
     }
 

@@ -8,6 +8,36 @@ const THINK_CLOSE: [&str; 2] = ["</think>", "</thinking>"];
 const THINK_CLOSE_STEM: &str = "</think";
 
 impl LiveParser {
+    /// Before anything but plain text, a closing think tag no `<think>` opened (the chat
+    /// template opened it in the prompt): what came before it was thinking, as the whole
+    /// output's reading takes it (`split_think`), and what follows it begins a line, where a
+    /// tag may stand. True when one was read (up to `text`'s end, the current stretch).
+    pub(super) fn unopened_think_close(&mut self, text: &str) -> bool {
+        if self.section != Section::Prelude || self.left_the_prelude {
+            return false;
+        }
+        let Some((at, len)) = think_close(text) else {
+            return false;
+        };
+        if markup::opener_at(&text[..at]).is_some() {
+            // Call markup before it: the step, not thinking.
+            return false;
+        }
+        self.consume(at + len);
+        self.left_the_prelude = true;
+        self.prelude_text = false;
+        self.line_read = false;
+        true
+    }
+
+    /// In the prelude, the end of the current stretch that may still become such a tag.
+    pub(super) fn unopened_close_prefix(&self, text: &str) -> usize {
+        match self.section == Section::Prelude && !self.left_the_prelude {
+            true => close_prefix_len(text),
+            false => 0,
+        }
+    }
+
     /// Inside `<think>`: everything up to the closing tag is thought. But a line there that
     /// begins a step (a tag, tool-call markup) is held, with all after it: should the block
     /// never close, the whole output's reading takes that step for the output (`split_think`),
@@ -122,7 +152,7 @@ enum Hold {
 }
 
 /// The longest end of `text` that may be the start of a closing think tag.
-fn close_prefix_len(text: &str) -> usize {
+pub(super) fn close_prefix_len(text: &str) -> usize {
     (1..=text.len().min(11))
         .rev()
         .filter(|&n| text.is_char_boundary(text.len() - n))
