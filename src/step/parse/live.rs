@@ -87,6 +87,9 @@ pub struct LiveParser {
     prelude_text: bool,
     /// A section other than the prelude was entered once (a closed `<think>` goes back to it).
     left_the_prelude: bool,
+    /// The prelude's text held a `<think>`: a closing tag after it closes that, not one the
+    /// chat template opened (`unopened_think_close`).
+    think_in_prelude: bool,
     /// Inside `<think>`: a line from `pos` on begins a step (see [`Self::think`]), and where the
     /// search for the closing tag goes on.
     drafted: Option<usize>,
@@ -115,6 +118,7 @@ impl LiveParser {
             think_line_start: true,
             prelude_text: false,
             left_the_prelude: false,
+            think_in_prelude: false,
             drafted: None,
             tags: tags.clone(),
         }
@@ -676,7 +680,12 @@ mod tests {
             ),
             ("I should look.</think>Thought: x\nAction: y()", ("x", "")),
             ("hm\n</thinking>\n\nFinal Answer: 42", ("", "42")),
-            // Call markup before it is the step, not thinking.
+            // A block opened after text is text, and call markup before it is the step.
+            (
+                "plain words<think>inner</think>\nFinal Answer: z",
+                ("", "z"),
+            ),
+            ("plain <think>\ninner</think>Final Answer: z", ("", "")),
             (
                 "<tool_call>{}</tool_call></think>Final Answer: 42",
                 ("", ""),

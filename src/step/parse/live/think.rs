@@ -1,7 +1,7 @@
 //! Inside `<think>…</think>` as the text streams in: everything up to the closing tag is
 //! thought, except a line that begins a step, which is held in case the block never closes.
 
-use super::{markup, work, LiveDelta, LiveParser, Section, HELD_LOOKED_AT_EACH_PIECE};
+use super::{markup, work, LiveDelta, LiveParser, Section, HELD_LOOKED_AT_EACH_PIECE, THINK_OPEN};
 
 const THINK_CLOSE: [&str; 2] = ["</think>", "</thinking>"];
 /// What both closing tags start with.
@@ -16,11 +16,14 @@ impl LiveParser {
         if self.section != Section::Prelude || self.left_the_prelude {
             return false;
         }
+        let opens = |text: &str| THINK_OPEN.iter().any(|open| text.contains(open));
         let Some((at, len)) = think_close(text) else {
+            self.think_in_prelude |= opens(text);
             return false;
         };
-        if markup::opener_at(&text[..at]).is_some() {
-            // Call markup before it: the step, not thinking.
+        if self.think_in_prelude || opens(&text[..at]) || markup::opener_at(&text[..at]).is_some() {
+            // It closes a block opened after other text, or call markup before it is the step.
+            self.think_in_prelude = true;
             return false;
         }
         self.consume(at + len);
@@ -30,12 +33,14 @@ impl LiveParser {
         true
     }
 
-    /// In the prelude, the end of the current stretch that may still become such a tag.
+    /// In the prelude, the end of the current stretch that may still become such a tag, or an
+    /// opening one (which makes a later closing tag its own).
     pub(super) fn unopened_close_prefix(&self, text: &str) -> usize {
-        match self.section == Section::Prelude && !self.left_the_prelude {
-            true => close_prefix_len(text),
-            false => 0,
+        if self.section != Section::Prelude || self.left_the_prelude || self.think_in_prelude {
+            return 0;
         }
+        let open = super::ending::held_prefix_len(text, THINK_OPEN.iter().copied());
+        close_prefix_len(text).max(open)
     }
 
     /// Inside `<think>`: everything up to the closing tag is thought. But a line there that
