@@ -42,7 +42,8 @@ pub use completion::{Completion, FinishReason, NativeCall, Usage, MESSAGES_APART
 pub use error::{scrub_upstream, LlmError};
 pub use provider::{Capabilities, Counting, ProviderApi};
 pub use reasoning::{
-    layout_of, CallSignature, ReasoningEffort, ReasoningState, Slot, StateOrigin, ThinkingBlock,
+    layout_of, thought_parts, CallSignature, ReasoningEffort, ReasoningState, Slot, StateOrigin,
+    ThinkingBlock,
 };
 pub use registry::Provider;
 pub use retry::RetryPolicy;

@@ -145,8 +145,7 @@ impl ReasoningState {
     /// The reasoning a person can read: the thinking blocks' text, or the reasoning content, or
     /// the summaries of the Responses API's reasoning items.
     pub fn text(&self) -> String {
-        let parts: Vec<&str> = self.readable_parts().into_iter().map(|(p, _)| p).collect();
-        parts.join(PARTS_APART)
+        thought_parts(self.readable_parts().into_iter().map(|(p, _)| p))
     }
 
     /// [`Self::text`] in two: what was reasoned before the reply's text began, and what after
@@ -154,10 +153,7 @@ impl ReasoningState {
     /// puts the second after what the model wrote, where it came, as its stream tells it.
     pub fn text_around_writing(&self) -> (String, String) {
         let (late, early): (Vec<_>, Vec<_>) = self.readable_parts().into_iter().partition(|p| p.1);
-        let joined = |parts: Vec<(&str, bool)>| {
-            let parts: Vec<&str> = parts.into_iter().map(|(p, _)| p).collect();
-            parts.join(PARTS_APART)
-        };
+        let joined = |parts: Vec<(&str, bool)>| thought_parts(parts.into_iter().map(|(p, _)| p));
         (joined(early), joined(late))
     }
 
@@ -203,7 +199,7 @@ impl ReasoningState {
                         .filter(|t| !t.is_empty())
                         .map(|t| (t, wrote)),
                 ),
-                Some("message") => wrote |= holds_text(item),
+                Some("message") => wrote |= !message_text(item).is_empty(),
                 _ => {}
             }
         }
@@ -229,12 +225,7 @@ impl ReasoningState {
     /// it is marked `commentary`.
     pub fn messages(&self) -> Vec<(bool, String)> {
         let messages = self.items.iter().filter(|i| i["type"] == "message");
-        let read = messages.map(|m| {
-            let parts = m["content"].as_array().map(Vec::as_slice).unwrap_or(&[]);
-            let texts = parts.iter().filter(|p| p["type"] == "output_text");
-            let text: String = texts.filter_map(|p| p["text"].as_str()).collect();
-            (m["phase"] == "commentary", text)
-        });
+        let read = messages.map(|m| (m["phase"] == "commentary", message_text(m)));
         read.filter(|(_, text)| !text.is_empty()).collect()
     }
 
@@ -249,18 +240,22 @@ impl ReasoningState {
     }
 }
 
-/// Between two parts of what was reasoned.
-const PARTS_APART: &str = "\n\n";
+/// The parts of a thought that say something, a blank line apart: what was reasoned, a
+/// preamble, what the model wrote as its thought (the stream tells them so too).
+pub fn thought_parts<'p>(parts: impl IntoIterator<Item = &'p str>) -> String {
+    let parts: Vec<&str> = parts.into_iter().filter(|p| !p.is_empty()).collect();
+    parts.join("\n\n")
+}
 
-/// Whether a Responses message holds text (a refusal part does not stream as it comes).
-fn holds_text(message: &serde_json::Value) -> bool {
+/// A Responses message's text: its `output_text` parts (a refusal part does not stream as it
+/// comes).
+fn message_text(message: &serde_json::Value) -> String {
     let parts = message["content"]
         .as_array()
         .map(Vec::as_slice)
         .unwrap_or(&[]);
-    parts
-        .iter()
-        .any(|p| p["type"] == "output_text" && p["text"].as_str().is_some_and(|t| !t.is_empty()))
+    let texts = parts.iter().filter(|p| p["type"] == "output_text");
+    texts.filter_map(|p| p["text"].as_str()).collect()
 }
 
 /// The readable summary of a Responses reasoning item.

@@ -260,9 +260,7 @@ fn with_reasoning(reasoning: &ReasoningState, written: String) -> String {
         return written;
     }
     let (before, after) = reasoning.text_around_writing();
-    let parts = [before.as_str(), written.trim(), after.as_str()];
-    let parts: Vec<&str> = parts.into_iter().filter(|p| !p.is_empty()).collect();
-    parts.join("\n\n")
+    crate::llm::thought_parts([before.as_str(), written.trim(), after.as_str()])
 }
 
 /// A `/tool …` query that names a known tool: proposed as it is, without a prompt or a model.

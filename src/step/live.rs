@@ -149,11 +149,9 @@ impl<'l> Reading<'l> {
         let deltas = self.parser.finish();
         self.deltas(deltas).await?;
         let late = std::mem::take(&mut self.late);
-        let late: Vec<&str> = (late.iter().map(|p| p.trim()))
-            .filter(|p| !p.is_empty())
-            .collect();
+        let late = crate::llm::thought_parts(late.iter().map(|p| p.trim()));
         self.new_part = true;
-        self.thought(Part::Reasoning, late.join("\n\n")).await?;
+        self.thought(Part::Reasoning, late).await?;
         Ok(self.relay)
     }
 

@@ -261,13 +261,11 @@ fn read(input: &StepInput, completion: &Completion) -> Option<Reading> {
     }
     if in_order.is_none() && !completion.preamble.trim().is_empty() {
         let (before, after) = completion.preambles_around_text();
-        let thoughts = [
+        let (before, after) = (
             preamble_thought(&before, tags),
-            parsed.thought.trim().to_string(),
             preamble_thought(&after, tags),
-        ];
-        let thoughts: Vec<String> = thoughts.into_iter().filter(|t| !t.is_empty()).collect();
-        parsed.thought = thoughts.join("\n\n");
+        );
+        parsed.thought = crate::llm::thought_parts([&before, parsed.thought.trim(), &after]);
     }
     let last_step = input.iterations_left == 1;
     parsed = decide::answer_among_calls(parsed, &input.tools, &input.react, last_step);
